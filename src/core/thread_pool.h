@@ -1,0 +1,37 @@
+// A fixed-size pool of worker threads with a fork-join parallel_for used by the kernels.
+// The calling thread takes part in the work, so a pool of N threads uses N+1 cores at most;
+// ThreadPool(n) creates n-1 workers to occupy exactly n cores.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace mmrt {
+
+class ThreadPool {
+ public:
+  // n_threads = total threads used by parallel_for, including the caller (>= 1).
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const;
+
+  // Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads;
+  // returns when every chunk is done. Exceptions from fn are rethrown (the first one) here.
+  // Calls from inside a running fn execute serially (no nested parallelism).
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // Process-wide pool sized to the machine (MMRT_THREADS is read once, at first use, by the CLI
+  // layer only; library code receives pools explicitly or uses this default).
+  static ThreadPool& global();
+  static void set_global_threads(int n);  // before first use of global()
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mmrt

@@ -1,0 +1,30 @@
+// Learns a small byte-level BPE vocabulary and writes it as a Hugging Face tokenizer.json in the
+// exact Qwen2 format (NFC normaliser, Split regex + ByteLevel pre-tokenizer, BPE model, ByteLevel
+// decoder, added_tokens). Used by make-tiny-model so tiny checkpoints carry a real tokenizer file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mmrt::io {
+
+struct BpeTrainOptions {
+  int32_t vocab_size = 2048;  // ordinary tokens: 256 byte tokens + learned merges
+  // Added (special) tokens appended after the ordinary vocabulary, ids vocab_size, +1, ...
+  // (empty: none). Qwen2-VL's specials are listed by qwen2_vl_special_tokens().
+  std::vector<std::string> special_tokens;
+};
+
+// Returns the tokenizer.json text learned from `corpus` (UTF-8 text).
+std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOptions& opts);
+
+// A few kilobytes of varied built-in text (English, code, numbers, CJK, emoji) to learn from.
+const std::string& builtin_training_corpus();
+
+// Qwen2-VL's special tokens in id order: <|endoftext|>, <|im_start|>, <|im_end|>, ...,
+// <|video_pad|> (14 tokens; the real checkpoint numbers them from 151643).
+const std::vector<std::string>& qwen2_vl_special_tokens();
+
+}  // namespace mmrt::io

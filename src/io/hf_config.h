@@ -1,0 +1,77 @@
+// Hugging Face config.json for the Qwen2-VL family: text fields (top level or text_config),
+// vision_config, special token ids; and the checkpoint's tensor-name convention.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mmrt::io {
+
+struct Qwen2TextConfig {
+  int64_t hidden_size = 1536;
+  int64_t intermediate_size = 8960;
+  int64_t num_hidden_layers = 28;
+  int64_t num_attention_heads = 12;
+  int64_t num_key_value_heads = 2;
+  int64_t vocab_size = 151936;
+  int64_t max_position_embeddings = 32768;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e6;
+  bool tie_word_embeddings = true;
+  std::string hidden_act = "silu";
+  std::vector<int64_t> mrope_section{16, 24, 24};  // empty: plain RoPE
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+struct Qwen2VLVisionConfig {
+  int64_t depth = 32;
+  int64_t embed_dim = 1280;
+  int64_t mlp_ratio = 4;
+  int64_t num_heads = 16;
+  int64_t in_chans = 3;
+  int64_t hidden_size = 1536;  // merger output = LLM hidden
+  int64_t patch_size = 14;
+  int64_t spatial_merge_size = 2;
+  int64_t temporal_patch_size = 2;
+  std::string hidden_act = "quick_gelu";
+  int64_t head_dim() const { return embed_dim / num_heads; }
+  int64_t mlp_hidden() const { return embed_dim * mlp_ratio; }
+};
+
+struct Qwen2VLConfig {
+  std::string architecture = "Qwen2VLForConditionalGeneration";
+  std::string model_type = "qwen2_vl";
+  std::string torch_dtype = "bfloat16";
+  Qwen2TextConfig text;
+  Qwen2VLVisionConfig vision;
+  int64_t bos_token_id = 151643;
+  int64_t eos_token_id = 151645;
+  int64_t vision_start_token_id = 151652;
+  int64_t vision_end_token_id = 151653;
+  int64_t vision_token_id = 151654;
+  int64_t image_token_id = 151655;
+  int64_t video_token_id = 151656;
+
+  // Validates the invariants the runtime relies on (hidden % heads == 0, heads % kv_heads == 0,
+  // sum(mrope_section) == head_dim/2, vision head_dim/2 even, merger out == text hidden, ...);
+  // throws FormatError naming the field.
+  void validate(const std::string& origin) const;
+};
+
+// Parses config.json text; unknown architectures and missing required fields are FormatErrors
+// naming `origin` and the field.
+Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::string& origin);
+Qwen2VLConfig load_qwen2_vl_config(const std::string& config_json_path);
+// config.json exactly as Hugging Face writes it for Qwen2-VL (top-level text fields).
+std::string qwen2_vl_config_to_json(const Qwen2VLConfig& cfg);
+
+// Tensor-name convention of a Qwen2-VL checkpoint: old (`model.*`, `visual.*`) or new
+// (`model.language_model.*`, `model.visual.*`). Names passed in are canonical old-style
+// ("model.layers.0.self_attn.q_proj.weight", "visual.blocks.0.attn.qkv.weight", "lm_head.weight").
+enum class Qwen2VLNaming { kOld, kNew };
+std::string qwen2_vl_tensor_name(Qwen2VLNaming naming, const std::string& canonical);
+// Detects the convention from the tensor names present; FormatError when neither matches.
+Qwen2VLNaming detect_qwen2_vl_naming(const std::vector<std::string>& names, const std::string& origin);
+
+}  // namespace mmrt::io

@@ -1,0 +1,55 @@
+// Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (Qwen2 / Qwen2.5 / Qwen3
+// vocabularies), and a streaming detokenizer that never emits half a UTF-8 character.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mmrt::io {
+
+class Tokenizer {
+ public:
+  // Throws NotFound / FormatError with the file name and the problem.
+  static Tokenizer from_file(const std::string& tokenizer_json_path);
+  static Tokenizer from_json(std::string_view tokenizer_json_text, const std::string& origin);
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // NFC-normalise, split out added/special tokens (exact match), pre-tokenize, BPE.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // Concatenate token strings, undo the byte map; invalid UTF-8 becomes U+FFFD.
+  // skip_special drops tokens marked special in added_tokens.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+  // Raw bytes of one token (for streaming); special tokens give their content.
+  std::string token_bytes(int32_t id) const;
+  std::string id_to_piece(int32_t id) const;  // the vocabulary string as stored
+  std::optional<int32_t> piece_to_id(std::string_view piece) const;  // vocab or added token
+  bool is_special(int32_t id) const;
+  int32_t vocab_size() const;  // max id + 1 over vocab and added tokens
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Turns a stream of token ids into UTF-8 text pieces, holding back incomplete multi-byte
+// sequences until they complete (or become invalid, then emitted as U+FFFD).
+class StreamingDetokenizer {
+ public:
+  explicit StreamingDetokenizer(const Tokenizer& tok, bool skip_special = true);
+  std::string push(int32_t id);  // text that became complete with this token (may be empty)
+  std::string flush();           // whatever is held back, with U+FFFD for an incomplete tail
+
+ private:
+  const Tokenizer* tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+}  // namespace mmrt::io

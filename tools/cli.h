@@ -1,0 +1,57 @@
+// The mmrt command-line front end: a registry of subcommands and a small option parser.
+// Each subcommand lives in its own cmd_<name>.cpp and registers itself with MMRT_COMMAND.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mmrt::cli {
+
+// Parses "--key value", "--key=value" and bare "--flag" options plus positional arguments.
+// Options are declared by use: get()/flag() mark them as known; finish() rejects the rest.
+class Args {
+ public:
+  Args(std::vector<std::string> argv, std::set<std::string> flags);
+
+  std::optional<std::string> get(const std::string& key);
+  std::string get_or(const std::string& key, const std::string& def);
+  std::string require(const std::string& key);
+  std::vector<std::string> get_all(const std::string& key);
+  int64_t get_int(const std::string& key, int64_t def);
+  double get_double(const std::string& key, double def);
+  bool flag(const std::string& key);
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Throws InvalidArgument naming any option that no get()/flag() asked for.
+  void finish();
+
+ private:
+  std::multimap<std::string, std::string> opts_;
+  std::set<std::string> flags_seen_, used_, known_flags_;
+  std::vector<std::string> positional_;
+};
+
+struct Command {
+  const char* name;
+  const char* summary;  // one line for `mmrt --help`
+  const char* usage;    // full text for `mmrt NAME --help`
+  std::set<std::string> flags;  // options that take no value
+  int (*run)(Args& args);
+};
+
+void register_command(const Command& c);
+const std::map<std::string, Command>& commands();
+
+struct Registrar {
+  explicit Registrar(const Command& c) { register_command(c); }
+};
+
+}  // namespace mmrt::cli
+
+#define MMRT_CLI_CAT2(a, b) a##b
+#define MMRT_CLI_CAT(a, b) MMRT_CLI_CAT2(a, b)
+#define MMRT_COMMAND(...) \
+  static ::mmrt::cli::Registrar MMRT_CLI_CAT(mmrt_cmd_, __LINE__)(::mmrt::cli::Command{__VA_ARGS__})
