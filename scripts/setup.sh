@@ -10,7 +10,7 @@ PKGS=(
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev
   libdnnl-dev libopenblas-dev
   libjpeg62-turbo-dev libspng-dev libwebp-dev
-  python3 python3-numpy python3-torch python3-pil python3-skimage
+  python3 python3-numpy python3-torch python3-pil python3-skimage python3-jinja2
 
 )
 

@@ -15,6 +15,10 @@ struct BpeTrainOptions {
   // Added (special) tokens appended after the ordinary vocabulary, ids vocab_size, +1, ...
   // (empty: none). Qwen2-VL's specials are listed by qwen2_vl_special_tokens().
   std::vector<std::string> special_tokens;
+  // Id of the first special token. -1: right after the ordinary vocabulary (vocab_size);
+  // otherwise the specials start at that id (>= vocab_size), leaving a gap, so a tiny vocabulary
+  // can keep Qwen2's real special ids (151643..151656).
+  int32_t special_first_id = -1;
 };
 
 // Returns the tokenizer.json text learned from `corpus` (UTF-8 text).

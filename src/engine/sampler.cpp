@@ -1,0 +1,152 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace mmrt::engine {
+
+void SamplingParams::validate() const {
+  auto bad = [](const std::string& m) { throw InvalidArgument("sampling parameters: " + m); };
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature))
+    bad("temperature must be a finite number >= 0");
+  if (top_k < 0) bad("top_k must be >= 0 (0 disables it)");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p must be in (0, 1]");
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p must be in [0, 1]");
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
+    bad("repetition_penalty must be > 0");
+  if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty))
+    bad("presence_penalty and frequency_penalty must be finite");
+  if (max_tokens < 1) bad("max_tokens must be >= 1");
+  for (const auto& s : stop)
+    if (s.empty()) bad("stop strings must not be empty");
+}
+
+Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) { p_.validate(); }
+
+void Sampler::accept(int32_t token) { ++output_counts_[token]; }
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  auto in_range = [&](int32_t t) { return t >= 0 && t < V; };
+  // Repetition penalty over every token seen (prompt + output), each token once.
+  if (p_.repetition_penalty != 1.0f) {
+    auto penalise = [&](int32_t t) {
+      float& l = logits[static_cast<size_t>(t)];
+      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+    };
+    std::vector<int32_t> seen(prompt.begin(), prompt.end());
+    for (const auto& [t, c] : output_counts_) seen.push_back(t);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t t : seen)
+      if (in_range(t)) penalise(t);
+  }
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    for (const auto& [t, c] : output_counts_)
+      if (in_range(t))
+        logits[static_cast<size_t>(t)] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(c);
+  }
+
+  int32_t chosen = 0;
+  if (p_.temperature == 0.0f) {
+    chosen = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  } else {
+    // Candidates sorted by logit (descending); top-k cuts the list first.
+    scratch_.clear();
+    scratch_.reserve(static_cast<size_t>(V));
+    for (int64_t i = 0; i < V; ++i)
+      scratch_.emplace_back(logits[static_cast<size_t>(i)] / p_.temperature, static_cast<int32_t>(i));
+    size_t keep = scratch_.size();
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
+    auto desc = [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    if (keep < scratch_.size()) {
+      std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<long>(keep), scratch_.end(), desc);
+      scratch_.resize(keep);
+    } else {
+      std::sort(scratch_.begin(), scratch_.end(), desc);
+    }
+    // Softmax over the kept candidates (double for a stable sum).
+    double mx = scratch_[0].first, sum = 0;
+    std::vector<double> prob(scratch_.size());
+    for (size_t i = 0; i < scratch_.size(); ++i) sum += prob[i] = std::exp(scratch_[i].first - mx);
+    for (auto& q : prob) q /= sum;
+    // min-p: relative to the most likely token.
+    if (p_.min_p > 0.0f) {
+      double thr = p_.min_p * prob[0];
+      size_t n = 1;
+      while (n < prob.size() && prob[n] >= thr) ++n;
+      prob.resize(n);
+    }
+    // top-p: the smallest prefix whose mass reaches top_p.
+    if (p_.top_p < 1.0f) {
+      double total = 0;
+      for (double q : prob) total += q;
+      double cum = 0;
+      size_t n = 0;
+      while (n < prob.size()) {
+        cum += prob[n++] / total;
+        if (cum >= p_.top_p) break;
+      }
+      prob.resize(n);
+    }
+    double total = 0;
+    for (double q : prob) total += q;
+    double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+    size_t pick = prob.size() - 1;
+    for (size_t i = 0; i < prob.size(); ++i) {
+      if (r < prob[i]) {
+        pick = i;
+        break;
+      }
+      r -= prob[i];
+    }
+    chosen = scratch_[pick].second;
+  }
+  accept(chosen);
+  return chosen;
+}
+
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+
+std::string StopStringMatcher::push(const std::string& text) {
+  if (finished_) return {};
+  held_ += text;
+  // Earliest complete stop string wins.
+  size_t first = std::string::npos;
+  for (const auto& s : stops_) {
+    size_t pos = held_.find(s);
+    if (pos < first) first = pos;
+  }
+  if (first != std::string::npos) {
+    finished_ = true;
+    std::string out = held_.substr(0, first);
+    held_.clear();
+    return out;
+  }
+  // Hold back the longest suffix that is a proper prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    for (size_t len = std::min(s.size() - 1, held_.size()); len > hold; --len) {
+      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
+        hold = len;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - hold);
+  held_.erase(0, held_.size() - hold);
+  return out;
+}
+
+std::string StopStringMatcher::flush() {
+  std::string out;
+  out.swap(held_);
+  return finished_ ? std::string() : out;
+}
+
+}  // namespace mmrt::engine

@@ -1,0 +1,48 @@
+#include "io/chat_template.h"
+
+#include "core/error.h"
+
+namespace mmrt::io {
+
+ChatMessage ChatMessage::text(std::string role, std::string text) {
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content.push_back({ContentPart::Kind::kText, std::move(text)});
+  return m;
+}
+
+std::string render_qwen2_vl_chat(const std::vector<ChatMessage>& messages,
+                                 const ChatTemplateOptions& opts) {
+  std::string out;
+  int image_count = 0, video_count = 0;
+  if (!messages.empty() && messages.front().role != "system")
+    out += "<|im_start|>system\n" + opts.default_system + "<|im_end|>\n";
+  for (const auto& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool")
+      throw InvalidArgument("chat message has unknown role '" + m.role +
+                            "' (expected system, user, assistant or tool)");
+    out += "<|im_start|>" + m.role + "\n";
+    for (const auto& p : m.content) {
+      switch (p.kind) {
+        case ContentPart::Kind::kText:
+          out += p.text;
+          break;
+        case ContentPart::Kind::kImage:
+          ++image_count;
+          if (opts.add_vision_id) out += "Picture " + std::to_string(image_count) + ": ";
+          out += "<|vision_start|><|image_pad|><|vision_end|>";
+          break;
+        case ContentPart::Kind::kVideo:
+          ++video_count;
+          if (opts.add_vision_id) out += "Video " + std::to_string(video_count) + ": ";
+          out += "<|vision_start|><|video_pad|><|vision_end|>";
+          break;
+      }
+    }
+    out += "<|im_end|>\n";
+  }
+  if (opts.add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+}  // namespace mmrt::io

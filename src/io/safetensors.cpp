@@ -1,0 +1,648 @@
+// safetensors: strict header validation, mmap'd zero-copy views, sharded checkpoints, and a
+// streaming writer. Format: 8-byte little-endian header length N, N bytes of JSON header, then the
+// data section; each tensor's data_offsets are relative to the start of the data section.
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace mmrt::io {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // the reference reader's limit
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kSingleName = "model.safetensors";
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// A read-only private mapping of a whole file.
+struct MappedFile {
+  std::string path;
+  const uint8_t* base = nullptr;
+  size_t size = 0;
+  ~MappedFile() {
+    if (base) ::munmap(const_cast<uint8_t*>(base), size);
+  }
+};
+
+std::shared_ptr<MappedFile> map_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) throw NotFound(path + ": no such file");
+    throw FailedPrecondition(path + ": cannot open: " + std::strerror(err));
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw FailedPrecondition(path + ": cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw FormatError(path + ": not a regular file");
+  }
+  auto mf = std::make_shared<MappedFile>();
+  mf->path = path;
+  mf->size = static_cast<size_t>(st.st_size);
+  if (mf->size > 0) {
+    void* p = ::mmap(nullptr, mf->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw FailedPrecondition(path + ": mmap failed: " + std::strerror(err));
+    }
+    mf->base = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return mf;
+}
+
+struct Entry {
+  TensorInfo info;
+  size_t file_index = 0;
+  const uint8_t* data = nullptr;  // start of the tensor's bytes in the mapping
+};
+
+struct ParsedFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;
+};
+
+std::string json_type(const json& j) { return j.type_name(); }
+
+// Reads a non-negative integer that fits uint64 from a JSON number; nullopt otherwise.
+std::optional<uint64_t> as_u64(const json& j) {
+  if (j.is_number_unsigned()) return j.get<uint64_t>();
+  if (j.is_number_integer()) {
+    int64_t v = j.get<int64_t>();
+    if (v >= 0) return static_cast<uint64_t>(v);
+  }
+  return std::nullopt;
+}
+
+std::string describe_number(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+
+// Validates the header of a mapped file; returns its tensors and metadata.
+ParsedFile parse_file(const MappedFile& mf, size_t file_index) {
+  const std::string& F = mf.path;
+  if (mf.size < 8)
+    throw FormatError(F + ": file is " + std::to_string(mf.size) +
+                      " bytes, shorter than the 8-byte header length field");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | mf.base[i];
+  if (n == 0) throw FormatError(F + ": header length is 0");
+  if (n > kMaxHeaderBytes)
+    throw FormatError(F + ": header length " + std::to_string(n) + " exceeds the 100 MB limit");
+  if (n > mf.size - 8)
+    throw FormatError(F + ": header length " + std::to_string(n) +
+                      " runs past the end of the file (" + std::to_string(mf.size) + " bytes)");
+  const char* text = reinterpret_cast<const char*>(mf.base + 8);
+  const uint64_t data_len = mf.size - 8 - n;
+  const uint8_t* data = mf.base + 8 + n;
+
+  // Duplicate keys are legal JSON but ambiguous here; nlohmann keeps the last, so catch them.
+  std::set<std::string> seen_keys;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key && depth == 1) {
+      std::string k = parsed.get<std::string>();
+      if (!seen_keys.insert(k).second)
+        throw FormatError(F + ": tensor " + quote(k) + " appears twice in the header");
+    }
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(text, text + n, cb);
+  } catch (const json::exception& e) {
+    throw FormatError(F + ": header is not valid JSON: " + e.what());
+  }
+  if (!header.is_object())
+    throw FormatError(F + ": header is not a JSON object (got " + json_type(header) + ")");
+
+  ParsedFile out;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object())
+        throw FormatError(F + ": \"__metadata__\" must be an object of strings, got " +
+                          json_type(v));
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          throw FormatError(F + ": \"__metadata__\" value for " + quote(m.key()) +
+                            " must be a string, got " + json_type(m.value()));
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string T = F + ": tensor " + quote(name) + ": ";
+    if (!v.is_object()) throw FormatError(T + "entry must be a JSON object, got " + json_type(v));
+    for (const char* key : {"dtype", "shape", "data_offsets"})
+      if (!v.contains(key)) throw FormatError(T + "missing \"" + key + "\"");
+    const json& jd = v["dtype"];
+    const json& js = v["shape"];
+    const json& jo = v["data_offsets"];
+    if (!jd.is_string()) throw FormatError(T + "\"dtype\" must be a string, got " + json_type(jd));
+    auto dt = dtype_from_name(jd.get<std::string>());
+    if (!dt)
+      throw FormatError(T + "unknown dtype " + quote(jd.get<std::string>()) +
+                        " (supported: F32, F16, BF16, I8, U8, I32, I64)");
+    if (!js.is_array()) throw FormatError(T + "\"shape\" must be an array, got " + json_type(js));
+    Shape shape;
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (size_t d = 0; d < js.size(); ++d) {
+      auto dim = as_u64(js[d]);
+      if (!dim || *dim > static_cast<uint64_t>(INT64_MAX))
+        throw FormatError(T + "dimension " + std::to_string(d) + " of \"shape\" is " +
+                          describe_number(js[d]) + ", not a non-negative integer");
+      shape.push_back(static_cast<int64_t>(*dim));
+      overflow |= __builtin_mul_overflow(numel, *dim, &numel);
+    }
+    if (!jo.is_array() || jo.size() != 2)
+      throw FormatError(T + "\"data_offsets\" must be an array of 2 integers, got " + jo.dump());
+    auto b = as_u64(jo[0]), e = as_u64(jo[1]);
+    if (!b || !e)
+      throw FormatError(T + "\"data_offsets\" must be non-negative integers, got " + jo.dump());
+    if (*b > *e)
+      throw FormatError(T + "data_offsets [" + std::to_string(*b) + ", " + std::to_string(*e) +
+                        "] have begin > end");
+    if (*e > data_len)
+      throw FormatError(T + "data_offsets end " + std::to_string(*e) +
+                        " is past the end of the data section (" + std::to_string(data_len) +
+                        " bytes)");
+    uint64_t nbytes = 0;
+    overflow |= __builtin_mul_overflow(numel, dtype_size(*dt), &nbytes);
+    if (overflow || nbytes != *e - *b)
+      throw FormatError(T + "shape " + shape_str(shape) + " x " + jd.get<std::string>() + " is " +
+                        (overflow ? std::string("too large") : std::to_string(nbytes) + " bytes") +
+                        " but data_offsets span " + std::to_string(*e - *b) + " bytes");
+    Entry en;
+    en.info = TensorInfo{name, *dt, std::move(shape), F, *b, *e};
+    en.file_index = file_index;
+    en.data = data + *b;
+    out.entries.push_back(std::move(en));
+  }
+
+  // Overlaps: sort non-empty ranges by start; each must begin at or after the previous end.
+  std::vector<const Entry*> by_off;
+  for (const auto& en : out.entries)
+    if (en.info.end > en.info.begin) by_off.push_back(&en);
+  std::sort(by_off.begin(), by_off.end(), [](const Entry* a, const Entry* b) {
+    return a->info.begin != b->info.begin ? a->info.begin < b->info.begin
+                                          : a->info.end < b->info.end;
+  });
+  for (size_t i = 1; i < by_off.size(); ++i) {
+    const TensorInfo& p = by_off[i - 1]->info;
+    const TensorInfo& c = by_off[i]->info;
+    if (c.begin < p.end)
+      throw FormatError(F + ": tensors " + quote(p.name) + " [" + std::to_string(p.begin) + ", " +
+                        std::to_string(p.end) + ") and " + quote(c.name) + " [" +
+                        std::to_string(c.begin) + ", " + std::to_string(c.end) +
+                        ") overlap in the data section");
+  }
+  return out;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw NotFound(path + ": no such file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    throw FormatError(path + ": not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+struct SafeTensors::Impl {
+  std::string path;
+  std::vector<std::shared_ptr<MappedFile>> files;
+  std::map<std::string, Entry> entries;
+  std::map<std::string, std::string> metadata;
+
+  // Maps `file`, validates it and merges its tensors; duplicates across shards are errors.
+  void add_file(const std::string& file) {
+    auto mf = map_file(file);
+    ParsedFile pf = parse_file(*mf, files.size());
+    if (files.empty()) metadata = pf.metadata;
+    files.push_back(mf);
+    for (auto& en : pf.entries) {
+      auto [it, fresh] = entries.emplace(en.info.name, en);
+      if (!fresh)
+        throw FormatError(file + ": tensor " + quote(en.info.name) + " is also in " +
+                          it->second.info.file + " (duplicate tensor name across shards)");
+    }
+  }
+
+  void open_index(const std::string& index_path) {
+    json idx = read_json_file(index_path);
+    const std::string& I = index_path;
+    if (!idx.is_object()) throw FormatError(I + ": not a JSON object");
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
+      throw FormatError(I + ": missing \"weight_map\" object");
+    const json& wm = idx["weight_map"];
+    fs::path dir = fs::path(index_path).parent_path();
+    std::map<std::string, std::string> where;  // tensor -> shard file name
+    std::vector<std::string> shards;           // in order of first mention
+    std::set<std::string> shard_set;
+    for (auto it = wm.begin(); it != wm.end(); ++it) {
+      if (!it.value().is_string())
+        throw FormatError(I + ": weight_map entry for " + quote(it.key()) +
+                          " must be a string, got " + json_type(it.value()));
+      std::string shard = it.value().get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        throw FormatError(I + ": weight_map entry for " + quote(it.key()) + " names shard " +
+                          quote(shard) + ", which is not a file name in the checkpoint folder");
+      where[it.key()] = shard;
+      if (shard_set.insert(shard).second) shards.push_back(shard);
+    }
+    if (shards.empty()) throw FormatError(I + ": weight_map is empty");
+    std::sort(shards.begin(), shards.end());
+    for (const auto& s : shards) {
+      fs::path p = dir / s;
+      if (!fs::exists(p)) {
+        std::string example;
+        for (const auto& [t, sh] : where)
+          if (sh == s) {
+            example = t;
+            break;
+          }
+        throw FormatError(I + ": shard " + quote(s) + " (holding e.g. tensor " + quote(example) +
+                          ") does not exist");
+      }
+    }
+    for (const auto& s : shards) add_file((dir / s).string());
+    for (const auto& [t, sh] : where) {
+      auto it = entries.find(t);
+      std::string expect = (dir / sh).string();
+      if (it == entries.end())
+        throw FormatError(I + ": tensor " + quote(t) + " is mapped to shard " + quote(sh) +
+                          " but that shard does not contain it");
+      if (it->second.info.file != expect)
+        throw FormatError(I + ": tensor " + quote(t) + " is mapped to shard " + quote(sh) +
+                          " but that shard does not contain it (it is in " +
+                          it->second.info.file + ")");
+    }
+    for (const auto& [t, en] : entries)
+      if (!where.count(t))
+        throw FormatError(en.info.file + ": tensor " + quote(t) +
+                          " is not listed in the weight_map of " + I);
+  }
+};
+
+SafeTensors::SafeTensors(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SafeTensors::SafeTensors(SafeTensors&&) noexcept = default;
+SafeTensors& SafeTensors::operator=(SafeTensors&&) noexcept = default;
+SafeTensors::~SafeTensors() = default;
+
+SafeTensors SafeTensors::open(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    fs::path idx = fs::path(path) / kIndexName, single = fs::path(path) / kSingleName;
+    if (fs::exists(idx))
+      impl->open_index(idx.string());
+    else if (fs::exists(single))
+      impl->add_file(single.string());
+    else
+      throw NotFound(path + ": directory holds neither " + kSingleName + " nor " + kIndexName);
+  } else if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+    impl->open_index(path);
+  } else {
+    impl->add_file(path);
+  }
+  return SafeTensors(std::move(impl));
+}
+
+bool SafeTensors::contains(const std::string& name) const { return impl_->entries.count(name); }
+
+const TensorInfo& SafeTensors::info(const std::string& name) const {
+  auto it = impl_->entries.find(name);
+  if (it == impl_->entries.end()) throw NotFound(impl_->path + ": no tensor " + quote(name));
+  return it->second.info;
+}
+
+Tensor SafeTensors::get(const std::string& name) const {
+  auto it = impl_->entries.find(name);
+  if (it == impl_->entries.end()) throw NotFound(impl_->path + ": no tensor " + quote(name));
+  const Entry& en = it->second;
+  void* p = const_cast<uint8_t*>(en.data);
+  if (reinterpret_cast<uintptr_t>(p) % dtype_size(en.info.dtype) != 0) {
+    Tensor t = Tensor::empty(en.info.dtype, en.info.shape);
+    std::memcpy(t.raw(), p, t.nbytes());
+    return t;
+  }
+  std::shared_ptr<void> owner = impl_->files[en.file_index];
+  return Tensor::view(p, en.info.dtype, en.info.shape, std::move(owner));
+}
+
+std::vector<std::string> SafeTensors::names() const {
+  std::vector<std::string> out;
+  out.reserve(impl_->entries.size());
+  for (const auto& [k, v] : impl_->entries) out.push_back(k);
+  return out;
+}
+
+size_t SafeTensors::size() const { return impl_->entries.size(); }
+
+uint64_t SafeTensors::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [k, v] : impl_->entries) n += v.info.end - v.info.begin;
+  return n;
+}
+
+std::vector<std::string> SafeTensors::files() const {
+  std::vector<std::string> out;
+  for (const auto& f : impl_->files) out.push_back(f->path);
+  return out;
+}
+
+const std::map<std::string, std::string>& SafeTensors::metadata() const {
+  return impl_->metadata;
+}
+const std::string& SafeTensors::path() const { return impl_->path; }
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+namespace {
+
+// Unbuffered POSIX file with a large write() loop; errors name the file.
+class OutFile {
+ public:
+  explicit OutFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw FailedPrecondition(path_ + ": cannot create: " + std::strerror(errno));
+  }
+  ~OutFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, c, std::min<size_t>(n, size_t{1} << 30));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        if (err == ENOSPC) throw ResourceExhausted(path_ + ": write failed: disk full");
+        throw FailedPrecondition(path_ + ": write failed: " + std::strerror(err));
+      }
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  void close() {
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0)
+      throw FailedPrecondition(path_ + ": close failed: " + std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+uint64_t pending_bytes(const PendingTensor& t) {
+  return static_cast<uint64_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+}
+
+// Header JSON exactly as the reference writer lays it out (compact, "__metadata__" first), with
+// tensors in the given order and consecutive data offsets, padded with spaces to a multiple of 8.
+std::string make_header(const std::vector<const PendingTensor*>& ts,
+                        const std::map<std::string, std::string>& metadata) {
+  std::string h = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    h += "\"__metadata__\":" + json(metadata).dump();
+    first = false;
+  }
+  uint64_t off = 0;
+  for (const PendingTensor* t : ts) {
+    uint64_t n = pending_bytes(*t);
+    if (!first) h += ',';
+    first = false;
+    h += json(t->name).dump();
+    h += ":{\"dtype\":\"" + std::string(dtype_name(t->dtype)) + "\",\"shape\":[";
+    for (size_t d = 0; d < t->shape.size(); ++d)
+      h += (d ? "," : "") + std::to_string(t->shape[d]);
+    h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}";
+    off += n;
+  }
+  h += '}';
+  h.append((8 - h.size() % 8) % 8, ' ');
+  return h;
+}
+
+// Writes one shard: header, then the data produced batch by batch. Filling batch k+1 overlaps
+// writing batch k (two buffers).
+void write_one_file(const std::string& path, const std::vector<const PendingTensor*>& ts,
+                    const std::map<std::string, std::string>& metadata, ThreadPool& pool,
+                    uint64_t& done, uint64_t total,
+                    const std::function<void(uint64_t, uint64_t)>& progress) {
+  OutFile out(path);
+  std::string header = make_header(ts, metadata);
+  uint8_t len[8];
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  out.write(len, 8);
+  out.write(header.data(), header.size());
+
+  uint64_t shard_bytes = 0;
+  for (const auto* t : ts) shard_bytes += pending_bytes(*t);
+  const uint64_t kBatch = std::min<uint64_t>(std::max<uint64_t>(shard_bytes, 1), 128ull << 20);
+  std::shared_ptr<void> bufs[2] = {aligned_alloc_shared(kBatch), aligned_alloc_shared(kBatch)};
+
+  struct Piece {
+    const PendingTensor* t;
+    int64_t begin, end;  // elements
+    uint64_t off;        // byte offset in the batch buffer
+  };
+  std::future<void> writing;
+  int cur = 0;
+  size_t ti = 0;
+  int64_t te = 0;  // next element of ts[ti]
+  while (ti < ts.size()) {
+    // Gather the pieces of this batch; elements are split into work items of <= 1 MiB.
+    std::vector<Piece> pieces;
+    uint64_t used = 0;
+    while (ti < ts.size() && used < kBatch) {
+      const PendingTensor* t = ts[ti];
+      const int64_t numel = shape_numel(t->shape);
+      const size_t es = dtype_size(t->dtype);
+      const int64_t item = std::max<int64_t>(1, static_cast<int64_t>((1u << 20) / es));
+      while (te < numel && used + es <= kBatch) {
+        int64_t room = static_cast<int64_t>((kBatch - used) / es);
+        int64_t e = std::min({numel, te + item, te + room});
+        pieces.push_back({t, te, e, used});
+        used += static_cast<uint64_t>(e - te) * es;
+        te = e;
+      }
+      if (te >= numel) {
+        ++ti;
+        te = 0;
+      } else {
+        break;  // batch full
+      }
+    }
+    uint8_t* buf = static_cast<uint8_t*>(bufs[cur].get());
+    pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const Piece& p = pieces[i];
+        p.t->fill(buf + p.off, p.begin, p.end);
+      }
+    });
+    if (writing.valid()) writing.get();
+    writing = std::async(std::launch::async, [&out, buf, used, &done, total, &progress] {
+      out.write(buf, used);
+      done += used;
+      if (progress) progress(done, total);
+    });
+    cur ^= 1;
+  }
+  if (writing.valid()) writing.get();
+  out.close();
+}
+
+void check_names(const std::vector<PendingTensor>& tensors) {
+  std::set<std::string> seen;
+  for (const auto& t : tensors) {
+    if (t.name == "__metadata__" || t.name.empty())
+      throw InvalidArgument("safetensors writer: invalid tensor name " + quote(t.name));
+    if (!seen.insert(t.name).second)
+      throw InvalidArgument("safetensors writer: duplicate tensor name " + quote(t.name));
+    for (int64_t d : t.shape)
+      if (d < 0)
+        throw InvalidArgument("safetensors writer: tensor " + quote(t.name) +
+                              " has a negative dimension in " + shape_str(t.shape));
+  }
+}
+
+std::vector<PendingTensor> to_pending(const NamedTensors& tensors, std::vector<Tensor>& keep) {
+  std::vector<PendingTensor> out;
+  keep.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    keep.push_back(t.contiguous());
+    const uint8_t* src = static_cast<const uint8_t*>(keep.back().raw());
+    size_t es = dtype_size(t.dtype());
+    out.push_back({name, t.dtype(), t.shape(), [src, es](void* dst, int64_t b, int64_t e) {
+                     std::memcpy(dst, src + b * es, static_cast<size_t>(e - b) * es);
+                   }});
+  }
+  return out;
+}
+
+std::vector<const PendingTensor*> sorted_ptrs(const std::vector<PendingTensor>& tensors) {
+  std::vector<const PendingTensor*> ps;
+  for (const auto& t : tensors) ps.push_back(&t);
+  std::sort(ps.begin(), ps.end(),
+            [](const PendingTensor* a, const PendingTensor* b) { return a->name < b->name; });
+  return ps;
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<Tensor> keep;
+  std::vector<PendingTensor> pending = to_pending(tensors, keep);
+  check_names(pending);
+  uint64_t done = 0, total = 0;
+  for (const auto& t : pending) total += pending_bytes(t);
+  ThreadPool serial(1);
+  write_one_file(path, sorted_ptrs(pending), metadata, serial, done, total, {});
+}
+
+std::vector<std::string> write_checkpoint(const std::string& dir, const NamedTensors& tensors,
+                                          uint64_t max_shard_bytes,
+                                          const std::map<std::string, std::string>& metadata) {
+  std::vector<Tensor> keep;
+  std::vector<PendingTensor> pending = to_pending(tensors, keep);
+  ThreadPool serial(1);
+  return write_checkpoint_streamed(dir, pending, max_shard_bytes, metadata, &serial);
+}
+
+std::vector<std::string> write_checkpoint_streamed(
+    const std::string& dir, const std::vector<PendingTensor>& tensors, uint64_t max_shard_bytes,
+    const std::map<std::string, std::string>& metadata, ThreadPool* pool,
+    const std::function<void(uint64_t, uint64_t)>& progress) {
+  check_names(tensors);
+  if (max_shard_bytes == 0) throw InvalidArgument("write_checkpoint: max_shard_bytes is 0");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir))
+    throw FailedPrecondition(dir + ": cannot create directory: " + ec.message());
+  // Remove files a previous checkpoint left that open() would otherwise pick up.
+  static const std::regex kShardRe(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n == kSingleName || n == kIndexName || std::regex_match(n, kShardRe)) fs::remove(e.path());
+  }
+
+  std::vector<const PendingTensor*> ps = sorted_ptrs(tensors);
+  std::vector<std::vector<const PendingTensor*>> shards(1);
+  uint64_t cur = 0, total = 0;
+  for (const PendingTensor* t : ps) {
+    uint64_t n = pending_bytes(*t);
+    if (!shards.back().empty() && cur + n > max_shard_bytes) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(t);
+    cur += n;
+    total += n;
+  }
+  ThreadPool& tp = pool ? *pool : ThreadPool::global();
+  uint64_t done = 0;
+  std::vector<std::string> written;
+  if (shards.size() == 1) {
+    write_one_file((fs::path(dir) / kSingleName).string(), shards[0], metadata, tp, done, total,
+                   progress);
+    written.push_back(kSingleName);
+    return written;
+  }
+  json weight_map = json::object();
+  char name[64];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    write_one_file((fs::path(dir) / name).string(), shards[i], metadata, tp, done, total,
+                   progress);
+    for (const PendingTensor* t : shards[i]) weight_map[t->name] = name;
+    written.push_back(name);
+  }
+  json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  std::string text = index.dump(2) + "\n";
+  OutFile f((fs::path(dir) / kIndexName).string());
+  f.write(text.data(), text.size());
+  f.close();
+  written.push_back(kIndexName);
+  return written;
+}
+
+}  // namespace mmrt::io
