@@ -17,7 +17,7 @@ build-asan: setup
 	@cmake --build --preset asan -j $(JOBS)
 
 demo: build
-	@$(MMRT) demo --dir build/demo
+	@$(MMRT) demo
 
 test: build
 	@ctest --preset release -j $(JOBS)

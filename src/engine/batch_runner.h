@@ -1,0 +1,56 @@
+// A direct generation loop over LanguageModel: runs a fixed set of text requests to completion,
+// batching every step (decode tokens of running sequences first, then prefill chunks of waiting
+// ones within a token budget). It owns a trivial block assignment (each request gets its own
+// contiguous block range) and is what `mmrt generate` and the runtime tests use until the engine
+// core (scheduler, KV manager, caches) takes over.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace mmrt::io {
+class Tokenizer;
+}
+namespace mmrt::models {
+class LanguageModel;
+}
+
+namespace mmrt::engine {
+
+struct TextRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;  // end-of-turn ids (plus sampling.stop_token_ids)
+};
+
+struct TextResult {
+  std::vector<int32_t> tokens;  // generated ids (the stop token is not included)
+  std::string text;             // decoded, stop strings removed
+  std::string finish_reason;    // "stop" (stop token or string) or "length"
+  int64_t first_token_ns = 0;   // since run() started
+  int64_t end_ns = 0;
+};
+
+struct RunStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;  // steps with / without prefill tokens
+  int64_t steps = 0;
+};
+
+struct BatchRunnerOptions {
+  int32_t step_token_budget = 512;  // new tokens per step, decode + prefill
+  // Called as text becomes available: (request index, text piece).
+  std::function<void(size_t, const std::string&)> on_text;
+};
+
+// Runs all requests; throws ResourceExhausted if the KV cache cannot hold every request's
+// prompt + max_tokens at once.
+std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::Tokenizer& tok,
+                                       const std::vector<TextRequest>& requests,
+                                       const BatchRunnerOptions& opts, RunStats* stats = nullptr);
+
+}  // namespace mmrt::engine

@@ -1,0 +1,18 @@
+// Command-line options shared by every subcommand that loads a model.
+#pragma once
+
+#include "cli.h"
+#include "models/qwen2_vl/language_model.h"
+
+#define MMRT_MODEL_OPTIONS_HELP                                                          \
+  "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n" \
+  "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                      \
+  "  --kv-mb N               KV cache size in MiB (default 256)\n"                        \
+  "  --threads N             compute threads (default: all CPUs; env MMRT_THREADS)\n"
+
+namespace mmrt::cli {
+
+// Reads --weights, --kv-dtype, --kv-mb, --threads.
+models::LanguageModelOptions language_model_options(Args& args);
+
+}  // namespace mmrt::cli
