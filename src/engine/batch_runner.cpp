@@ -22,6 +22,8 @@ struct Seq {
   std::unique_ptr<io::StreamingDetokenizer> detok;
   std::unique_ptr<StopStringMatcher> stops;
   TextResult result;
+  std::vector<int32_t> chunk_pos;   // [3, n] positions of the current prefill chunk
+  std::vector<int32_t> chunk_rows;  // embed rows of the current chunk, relative to it
   int64_t kv_len() const { return prefilled + static_cast<int64_t>(generated.size()) - (pending >= 0 ? 1 : 0); }
 };
 
@@ -37,6 +39,10 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
   for (size_t i = 0; i < requests.size(); ++i) {
     const TextRequest& r = requests[i];
     if (r.prompt.empty()) throw InvalidArgument("request " + std::to_string(i) + " has an empty prompt");
+    if (!r.positions.empty() && r.positions.size() != 3 * r.prompt.size())
+      throw InvalidArgument("request " + std::to_string(i) + ": positions must be [3, prompt length]");
+    if (!r.embed_rows.empty() && (r.embeds.rank() != 2 || r.embeds.dim(0) != static_cast<int64_t>(r.embed_rows.size())))
+      throw InvalidArgument("request " + std::to_string(i) + ": embeds must be [embed_rows, hidden]");
     r.sampling.validate();
     int64_t need = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
     int64_t nb = (need + bs - 1) / bs;
@@ -84,6 +90,7 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
       models::SeqStep st1;
       st1.tokens = {&decode_tok[i], 1};
       st1.kv_before = static_cast<int32_t>(s.kv_len());
+      st1.rope_delta = s.req->rope_delta;
       st1.block_table = s.blocks;
       steps.push_back(st1);
       owners.push_back(i);
@@ -98,6 +105,25 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
       models::SeqStep st1;
       st1.tokens = {s.req->prompt.data() + s.prefilled, static_cast<size_t>(n)};
       st1.kv_before = static_cast<int32_t>(s.prefilled);
+      const TextRequest& r = *s.req;
+      if (!r.positions.empty()) {
+        s.chunk_pos.resize(static_cast<size_t>(3 * n));
+        for (int64_t c = 0; c < 3; ++c)
+          std::copy_n(r.positions.begin() + static_cast<long>(c * plen + s.prefilled), n,
+                      s.chunk_pos.begin() + static_cast<long>(c * n));
+        st1.positions = s.chunk_pos;
+      }
+      st1.rope_delta = r.rope_delta;
+      if (!r.embed_rows.empty()) {
+        auto lo = std::lower_bound(r.embed_rows.begin(), r.embed_rows.end(), static_cast<int32_t>(s.prefilled));
+        auto hi = std::lower_bound(lo, r.embed_rows.end(), static_cast<int32_t>(s.prefilled + n));
+        s.chunk_rows.clear();
+        for (auto it = lo; it != hi; ++it) s.chunk_rows.push_back(*it - static_cast<int32_t>(s.prefilled));
+        if (!s.chunk_rows.empty()) {
+          st1.embed_rows = s.chunk_rows;
+          st1.embeds = r.embeds.data<float>() + (lo - r.embed_rows.begin()) * r.embeds.dim(1);
+        }
+      }
       st1.block_table = s.blocks;
       st1.want_logits = s.prefilled + n == plen;
       steps.push_back(st1);

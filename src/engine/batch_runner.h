@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "engine/sampler.h"
 
 namespace mmrt::io {
@@ -25,6 +26,12 @@ struct TextRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // end-of-turn ids (plus sampling.stop_token_ids)
+  // Multimodal prompts: M-RoPE positions [3, prompt.size()] (empty: text positions) and the
+  // decode offset, plus embeddings replacing the prompt rows listed in embed_rows (ascending).
+  std::vector<int32_t> positions;
+  int32_t rope_delta = 0;
+  std::vector<int32_t> embed_rows;
+  Tensor embeds;  // [embed_rows.size(), hidden] f32
 };
 
 struct TextResult {

@@ -5,11 +5,21 @@ Qwen2VLDecoderLayer, Qwen2VLModel) so mmrt's C++ runtime can be checked against 
 checkpoint directory in the Hugging Face layout (config.json + safetensors, sharded or not, old or
 new tensor prefixes) with nothing but json/numpy/torch, and computes everything in float32.
 
+The vision tower (Qwen2VisionTransformerPretrainedModel: Conv3d patch embedding, 2-D rotary,
+per-frame bidirectional attention, PatchMerger) and get_rope_index (M-RoPE positions of a prompt
+with images) are implemented here as well, from the same HF file.
+
 usage:
   qwen2_vl_ref.py logits   --model DIR --ids 1,2,3 --out FILE      # float32 [S, vocab] logits
   qwen2_vl_ref.py generate --model DIR --ids 1,2,3 --max-new N     # greedy ids, JSON on stdout
   qwen2_vl_ref.py hidden   --model DIR --ids 1,2,3 --out FILE      # float32 [L+1, S, hidden]:
         the embeddings and the output of every decoder layer (for naming the failing layer)
+  qwen2_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE
+        # float32 [n_merged_tokens, hidden] image embeddings (pixels [N,1176], grid [n_img,3])
+  qwen2_vl_ref.py positions --model DIR --ids ... --grid G.npy --out FILE
+        # int64 [3, S] M-RoPE position ids followed by rope_delta (get_rope_index)
+  With --pixels/--grid, `logits` and `generate` run the full multimodal model: the ids must
+  already hold the expanded <|image_pad|> runs.
 """
 import argparse
 import json
@@ -159,15 +169,159 @@ class Qwen2VLText:
         return (logits, torch.stack(states)) if collect else logits
 
 
+class Qwen2VLVision:
+    def __init__(self, model_dir, weights):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = json.load(f)
+        v = cfg["vision_config"]
+        self.w = weights
+        self.embed = v.get("embed_dim", v.get("hidden_size"))
+        self.depth = v["depth"]
+        self.n_heads = v["num_heads"]
+        self.hd = self.embed // self.n_heads
+        self.merge = v.get("spatial_merge_size", 2)
+        self.act = v.get("hidden_act", "quick_gelu")
+
+    def rot_pos_emb(self, grid):
+        pos_ids = []
+        m = self.merge
+        for t, h, w in grid:
+            hpos = torch.arange(h).unsqueeze(1).expand(-1, w)
+            hpos = hpos.reshape(h // m, m, w // m, m).permute(0, 2, 1, 3).flatten()
+            wpos = torch.arange(w).unsqueeze(0).expand(h, -1)
+            wpos = wpos.reshape(h // m, m, w // m, m).permute(0, 2, 1, 3).flatten()
+            pos_ids.append(torch.stack([hpos, wpos], dim=-1).repeat(t, 1))
+        pos_ids = torch.cat(pos_ids, dim=0)
+        max_grid = int(max(max(h, w) for _, h, w in grid))
+        dim = self.hd // 2
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        seq = torch.arange(max_grid, dtype=inv_freq.dtype)
+        freqs = torch.outer(seq, inv_freq)
+        return freqs[pos_ids].flatten(1)
+
+    @staticmethod
+    def layer_norm(x, w, b):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-6)
+
+    def forward(self, pixels, grid):
+        w = self.w
+        pw = w["visual.patch_embed.proj.weight"]
+        x = pixels @ pw.reshape(pw.shape[0], -1).T
+        rot = self.rot_pos_emb(grid)
+        emb = torch.cat((rot, rot), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        lens = []
+        for t, h, ww in grid:
+            lens += [h * ww] * t
+        cu = [0]
+        for n in lens:
+            cu.append(cu[-1] + n)
+        N = x.shape[0]
+        for i in range(self.depth):
+            p = f"visual.blocks.{i}."
+            h = self.layer_norm(x, w[p + "norm1.weight"], w[p + "norm1.bias"])
+            qkv = h @ w[p + "attn.qkv.weight"].T + w[p + "attn.qkv.bias"]
+            q, k, v = qkv.reshape(N, 3, self.n_heads, self.hd).permute(1, 0, 2, 3).unbind(0)
+            q = q * cos[:, None] + Qwen2VLText.rotate_half(q) * sin[:, None]
+            k = k * cos[:, None] + Qwen2VLText.rotate_half(k) * sin[:, None]
+            mask = torch.full((N, N), float("-inf"))
+            for a, b in zip(cu[:-1], cu[1:]):
+                mask[a:b, a:b] = 0
+            q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+            att = torch.softmax(q @ k.transpose(1, 2) / (self.hd ** 0.5) + mask, dim=-1)
+            o = (att @ v).transpose(0, 1).reshape(N, -1)
+            x = x + o @ w[p + "attn.proj.weight"].T + w[p + "attn.proj.bias"]
+            h = self.layer_norm(x, w[p + "norm2.weight"], w[p + "norm2.bias"])
+            h = h @ w[p + "mlp.fc1.weight"].T + w[p + "mlp.fc1.bias"]
+            h = h * torch.sigmoid(1.702 * h) if self.act == "quick_gelu" else torch.nn.functional.gelu(h)
+            x = x + h @ w[p + "mlp.fc2.weight"].T + w[p + "mlp.fc2.bias"]
+        x = self.layer_norm(x, w["visual.merger.ln_q.weight"], w["visual.merger.ln_q.bias"])
+        x = x.reshape(-1, self.embed * self.merge * self.merge)
+        x = x @ w["visual.merger.mlp.0.weight"].T + w["visual.merger.mlp.0.bias"]
+        x = torch.nn.functional.gelu(x)
+        return x @ w["visual.merger.mlp.2.weight"].T + w["visual.merger.mlp.2.bias"]
+
+
+def get_rope_index(cfg, ids, grid):
+    """HF Qwen2VLModel.get_rope_index for one unpadded sequence of images (no videos)."""
+    image_token = cfg.get("image_token_id", 151655)
+    vision_start = cfg.get("vision_start_token_id", 151652)
+    merge = cfg["vision_config"].get("spatial_merge_size", 2)
+    input_tokens = list(ids)
+    vision_starts = [i for i, t in enumerate(input_tokens) if t == vision_start]
+    image_nums = sum(1 for i in vision_starts if i + 1 < len(input_tokens)
+                     and input_tokens[i + 1] == image_token)
+    llm_pos_ids_list = []
+    st = 0
+    image_index = 0
+    for _ in range(image_nums):
+        ed = input_tokens.index(image_token, st)
+        t, h, w = grid[image_index]
+        image_index += 1
+        llm_grid_t, llm_grid_h, llm_grid_w = t, h // merge, w // merge
+        text_len = ed - st
+        st_idx = llm_pos_ids_list[-1].max() + 1 if llm_pos_ids_list else 0
+        llm_pos_ids_list.append(torch.arange(text_len).view(1, -1).expand(3, -1) + st_idx)
+        t_index = torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w).flatten()
+        h_index = torch.arange(llm_grid_h).view(1, -1, 1).expand(llm_grid_t, -1, llm_grid_w).flatten()
+        w_index = torch.arange(llm_grid_w).view(1, 1, -1).expand(llm_grid_t, llm_grid_h, -1).flatten()
+        llm_pos_ids_list.append(torch.stack([t_index, h_index, w_index]) + text_len + st_idx)
+        st = ed + llm_grid_t * llm_grid_h * llm_grid_w
+    if st < len(input_tokens):
+        st_idx = llm_pos_ids_list[-1].max() + 1 if llm_pos_ids_list else 0
+        text_len = len(input_tokens) - st
+        llm_pos_ids_list.append(torch.arange(text_len).view(1, -1).expand(3, -1) + st_idx)
+    pos = torch.cat(llm_pos_ids_list, dim=1).reshape(3, -1)
+    delta = int(pos.max()) + 1 - len(input_tokens)
+    return pos, delta
+
+
+class Qwen2VLFull:
+    """Text model + vision tower: embeddings of <|image_pad|> replaced by image features."""
+
+    def __init__(self, model_dir):
+        self.text = Qwen2VLText(model_dir)
+        self.vision = Qwen2VLVision(model_dir, self.text.w)
+        with open(os.path.join(model_dir, "config.json")) as f:
+            self.cfg = json.load(f)
+
+    def forward(self, ids, pixels, grid, collect=False):
+        feats = self.vision.forward(pixels, grid)
+        emb = self.text.w["model.embed_tokens.weight"][torch.tensor(ids)].clone()
+        mask = torch.tensor(ids) == self.cfg.get("image_token_id", 151655)
+        emb[mask] = feats
+        pos, _ = get_rope_index(self.cfg, ids, grid)
+        return self.text.forward(ids, position_ids=pos, inputs_embeds=emb, collect=collect)
+
+    def generate(self, ids, pixels, grid, n):
+        """Greedy decoding: prefill with get_rope_index positions, then cache index + delta."""
+        feats = self.vision.forward(pixels, grid)
+        pos, delta = get_rope_index(self.cfg, ids, grid)
+        seq = list(ids)
+        out = []
+        for _ in range(n):
+            emb = self.text.w["model.embed_tokens.weight"][torch.tensor(seq)].clone()
+            mask = torch.tensor(seq) == self.cfg.get("image_token_id", 151655)
+            emb[mask] = feats
+            extra = torch.arange(len(ids), len(seq)).view(1, -1).expand(3, -1) + delta
+            full = torch.cat([pos, extra], dim=1)
+            nxt = int(torch.argmax(self.text.forward(seq, position_ids=full, inputs_embeds=emb)[-1]))
+            out.append(nxt)
+            seq.append(nxt)
+        return out
+
+
 def parse_ids(s):
     return [int(t) for t in s.replace(",", " ").split()]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["logits", "generate", "hidden"])
+    ap.add_argument("mode", choices=["logits", "generate", "hidden", "vision", "positions"])
     ap.add_argument("--model", required=True)
-    ap.add_argument("--ids", required=True, help="comma/space separated prompt ids, or @FILE")
+    ap.add_argument("--ids", default="", help="comma/space separated prompt ids, or @FILE")
+    ap.add_argument("--pixels", help="pixel_values .npy [N, 1176] float32")
+    ap.add_argument("--grid", help="image_grid_thw .npy [n_images, 3] int64")
     ap.add_argument("--out")
     ap.add_argument("--max-new", type=int, default=32)
     a = ap.parse_args()
@@ -175,6 +329,27 @@ def main():
     ids = parse_ids(ids_text)
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
+    grid = np.load(a.grid).astype(np.int64).tolist() if a.grid else None
+    pixels = torch.from_numpy(np.load(a.pixels).astype(np.float32)) if a.pixels else None
+    if a.mode == "positions":
+        with open(os.path.join(a.model, "config.json")) as f:
+            cfg = json.load(f)
+        pos, delta = get_rope_index(cfg, ids, grid or [])
+        np.concatenate([pos.numpy().astype(np.int64).ravel(), [delta]]).astype(np.int64).tofile(a.out)
+        return
+    if a.mode == "vision" or pixels is not None:
+        full = Qwen2VLFull(a.model)
+        if a.mode == "vision":
+            full.vision.forward(pixels, grid).numpy().astype(np.float32).tofile(a.out)
+        elif a.mode == "logits":
+            full.forward(ids, pixels, grid).numpy().astype(np.float32).tofile(a.out)
+        elif a.mode == "hidden":
+            _, states = full.forward(ids, pixels, grid, collect=True)
+            states.numpy().astype(np.float32).tofile(a.out)
+        else:
+            json.dump(full.generate(ids, pixels, grid, a.max_new), sys.stdout)
+            print()
+        return
     m = Qwen2VLText(a.model)
     if a.mode == "logits":
         m.forward(ids).numpy().astype(np.float32).tofile(a.out)

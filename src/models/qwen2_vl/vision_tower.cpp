@@ -1,0 +1,178 @@
+#include "models/qwen2_vl/vision_tower.h"
+
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "kernels/rope.h"
+
+namespace mmrt::models {
+
+namespace {
+struct Block {
+  Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // [embed]
+  kernels::PackedLinear qkv;                  // [3 * embed, embed] + bias
+  kernels::PackedLinear proj;                 // [embed, embed] + bias
+  kernels::PackedLinear fc1;                  // [mlp, embed] + bias
+  kernels::PackedLinear fc2;                  // [embed, mlp] + bias
+};
+}  // namespace
+
+struct VisionTower::Impl {
+  io::Qwen2VLVisionConfig vc;
+  ThreadPool* pool = nullptr;
+  kernels::PackedLinear patch_embed;  // [embed, C*T*p*p]
+  std::vector<Block> blocks;
+  Tensor ln_q_w, ln_q_b;              // [embed]
+  kernels::PackedLinear mlp0;         // [4 * embed, 4 * embed] + bias
+  kernels::PackedLinear mlp2;         // [out_hidden, 4 * embed] + bias
+  kernels::RopeTable rope;
+  bool quick_gelu = true;
+};
+
+VisionTower::VisionTower(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VisionTower::~VisionTower() = default;
+
+int64_t VisionTower::patch_dim() const {
+  const auto& v = impl_->vc;
+  return v.in_chans * v.temporal_patch_size * v.patch_size * v.patch_size;
+}
+int64_t VisionTower::out_hidden() const { return impl_->vc.hidden_size; }
+
+double VisionTower::flops(const GridThw& g) const {
+  const auto& v = impl_->vc;
+  double n = static_cast<double>(g[0] * g[1] * g[2]);
+  double e = static_cast<double>(v.embed_dim), m = static_cast<double>(v.mlp_hidden());
+  double frame = static_cast<double>(g[1] * g[2]);
+  double per_block = 2 * n * (3 * e * e + e * e + 2 * e * m) + 4 * n * frame * e;
+  double merged = n / static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  double me = e * static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  return 2 * n * e * static_cast<double>(patch_dim()) + per_block * static_cast<double>(v.depth) +
+         2 * merged * (me * me + me * static_cast<double>(v.hidden_size));
+}
+
+std::unique_ptr<VisionTower> VisionTower::load(const io::SafeTensors& st, const io::Qwen2VLConfig& cfg,
+                                               kernels::WeightFormat fmt, ThreadPool* pool) {
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.vc = cfg.vision;
+  m.pool = pool ? pool : &ThreadPool::global();
+  if (m.vc.hidden_act != "quick_gelu" && m.vc.hidden_act != "gelu")
+    throw Unimplemented("vision_config.hidden_act '" + m.vc.hidden_act +
+                        "' is not supported (quick_gelu or gelu)");
+  m.quick_gelu = m.vc.hidden_act == "quick_gelu";
+  io::Qwen2VLNaming naming = io::detect_qwen2_vl_naming(st.names(), st.path());
+  auto get = [&](const std::string& c) { return st.get(io::qwen2_vl_tensor_name(naming, c)); };
+  auto lin = [&](const std::string& base) {
+    Tensor w = get(base + ".weight"), b = get(base + ".bias");
+    return kernels::PackedLinear::pack(w, &b, fmt);
+  };
+  Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p]
+  Tensor pw2 = pw.reshape({pw.dim(0), -1});           // [embed, C*T*p*p], same (c,t,y,x) order
+  m.patch_embed = kernels::PackedLinear::pack(pw2, nullptr, fmt);
+  m.blocks.resize(static_cast<size_t>(m.vc.depth));
+  for (int64_t i = 0; i < m.vc.depth; ++i) {
+    std::string p = "visual.blocks." + std::to_string(i) + ".";
+    Block& b = m.blocks[static_cast<size_t>(i)];
+    b.norm1_w = get(p + "norm1.weight");
+    b.norm1_b = get(p + "norm1.bias");
+    b.norm2_w = get(p + "norm2.weight");
+    b.norm2_b = get(p + "norm2.bias");
+    b.qkv = lin(p + "attn.qkv");
+    b.proj = lin(p + "attn.proj");
+    b.fc1 = lin(p + "mlp.fc1");
+    b.fc2 = lin(p + "mlp.fc2");
+  }
+  m.ln_q_w = get("visual.merger.ln_q.weight");
+  m.ln_q_b = get("visual.merger.ln_q.bias");
+  m.mlp0 = lin("visual.merger.mlp.0");
+  m.mlp2 = lin("visual.merger.mlp.2");
+  m.rope = kernels::make_vision_rope_table(static_cast<int32_t>(m.vc.head_dim()), 10000.0);
+  return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
+}
+
+Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
+  Impl& m = *impl_;
+  ThreadPool& pool = *m.pool;
+  const auto& vc = m.vc;
+  const int64_t E = vc.embed_dim, hd = vc.head_dim(), nh = vc.num_heads, ms = vc.spatial_merge_size;
+  const int64_t mlp = vc.mlp_hidden();
+  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 || pixel_values.dim(1) != patch_dim())
+    throw InvalidArgument("vision tower: pixel_values must be f32 [n_patches, " + std::to_string(patch_dim()) +
+                          "], got " + pixel_values.describe());
+  // Positions (row, col) per patch in merge-block order, and one segment per frame.
+  int64_t N = 0;
+  for (const auto& g : grids) {
+    if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[1] % ms || g[2] % ms)
+      throw InvalidArgument("vision tower: grid_thw (" + std::to_string(g[0]) + ", " + std::to_string(g[1]) +
+                            ", " + std::to_string(g[2]) + ") must be positive with h, w multiples of " +
+                            std::to_string(ms));
+    N += g[0] * g[1] * g[2];
+  }
+  if (N != pixel_values.dim(0))
+    throw InvalidArgument("vision tower: grid_thw covers " + std::to_string(N) + " patches but pixel_values has " +
+                          std::to_string(pixel_values.dim(0)) + " rows");
+  std::vector<int32_t> pos(static_cast<size_t>(2 * N));  // [2, N]: row, col
+  std::vector<int32_t> cu{0};
+  int64_t r = 0;
+  for (const auto& g : grids) {
+    for (int64_t t = 0; t < g[0]; ++t) {
+      for (int64_t bh = 0; bh < g[1] / ms; ++bh)
+        for (int64_t bw = 0; bw < g[2] / ms; ++bw)
+          for (int64_t mh = 0; mh < ms; ++mh)
+            for (int64_t mw = 0; mw < ms; ++mw, ++r) {
+              pos[static_cast<size_t>(r)] = static_cast<int32_t>(bh * ms + mh);
+              pos[static_cast<size_t>(N + r)] = static_cast<int32_t>(bw * ms + mw);
+            }
+      cu.push_back(static_cast<int32_t>(r));
+    }
+  }
+  Tensor px = pixel_values.contiguous();
+  std::vector<float> x(static_cast<size_t>(N * E)), h(static_cast<size_t>(N * E));  // [N, embed]
+  std::vector<float> qkv(static_cast<size_t>(N * 3 * E));                          // [N, 3 * embed]
+  std::vector<float> attn(static_cast<size_t>(N * E)), tmp(static_cast<size_t>(N * E));
+  std::vector<float> act(static_cast<size_t>(N * mlp));                             // [N, mlp]
+  kernels::linear(px.data<float>(), N, m.patch_embed, x.data(), pool);
+  kernels::RopeAngles angles = kernels::rope_angles(m.rope, pos.data(), N, &pool);
+
+  kernels::VarlenAttentionArgs va;
+  va.q = qkv.data();
+  va.k = qkv.data() + E;
+  va.v = qkv.data() + 2 * E;
+  va.out = attn.data();
+  va.q_stride = va.k_stride = va.v_stride = 3 * E;
+  va.cu_seqlens = cu;
+  va.n_heads = va.n_kv_heads = static_cast<int32_t>(nh);
+  va.head_dim = static_cast<int32_t>(hd);
+  va.mask = kernels::MaskKind::kFull;
+  const float eps = 1e-6f;
+  for (const Block& b : m.blocks) {
+    kernels::layer_norm(x.data(), b.norm1_w, b.norm1_b, eps, h.data(), N, E, &pool);
+    kernels::linear(h.data(), N, b.qkv, qkv.data(), pool);
+    kernels::apply_rope(angles, qkv.data(), nh, 3 * E, &pool);
+    kernels::apply_rope(angles, qkv.data() + E, nh, 3 * E, &pool);
+    kernels::varlen_attention(va, &pool);
+    kernels::linear(attn.data(), N, b.proj, tmp.data(), pool);
+    kernels::add(x.data(), tmp.data(), N * E, &pool);
+    kernels::layer_norm(x.data(), b.norm2_w, b.norm2_b, eps, h.data(), N, E, &pool);
+    kernels::linear(h.data(), N, b.fc1, act.data(), pool);
+    if (m.quick_gelu) kernels::quick_gelu(act.data(), act.data(), N * mlp, &pool);
+    else kernels::gelu_erf(act.data(), act.data(), N * mlp, &pool);
+    kernels::linear(act.data(), N, b.fc2, tmp.data(), pool);
+    kernels::add(x.data(), tmp.data(), N * E, &pool);
+  }
+  // Merger: LayerNorm per patch, then 2x2 blocks (4 consecutive rows) as one vector.
+  kernels::layer_norm(x.data(), m.ln_q_w, m.ln_q_b, eps, h.data(), N, E, &pool);
+  const int64_t M = N / (ms * ms), ME = E * ms * ms;
+  std::vector<float> mid(static_cast<size_t>(M * ME));  // [M, 4 * embed]
+  kernels::linear(h.data(), M, m.mlp0, mid.data(), pool);
+  kernels::gelu_erf(mid.data(), mid.data(), M * ME, &pool);
+  Tensor out = Tensor::empty(DType::kF32, {M, vc.hidden_size});  // [M, out_hidden]
+  kernels::linear(mid.data(), M, m.mlp2, out.data<float>(), pool);
+  return out;
+}
+
+}  // namespace mmrt::models

@@ -1,0 +1,51 @@
+// The Qwen2-VL vision tower on the CPU kernels: patch embedding (the Conv3d as one matrix
+// multiply over the 1176-value patch rows), 2-D rotary positions from grid_thw, bidirectional
+// attention within each image frame (segment descriptors, no masks), pre-LN blocks with a
+// quick_gelu MLP, and the 2x2 patch merger into the language model's hidden size.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/hf_config.h"
+#include "kernels/linear.h"
+
+namespace mmrt {
+class ThreadPool;
+namespace io {
+class SafeTensors;
+}
+}  // namespace mmrt
+
+namespace mmrt::models {
+
+using GridThw = std::array<int64_t, 3>;  // (t, h, w) in patches, as image_grid_thw
+
+class VisionTower {
+ public:
+  // Loads the visual.* tensors (either naming convention) from an opened checkpoint whose
+  // tensors were already checked. `weight_format` as for the language model.
+  static std::unique_ptr<VisionTower> load(const io::SafeTensors& st, const io::Qwen2VLConfig& cfg,
+                                           kernels::WeightFormat weight_format, ThreadPool* pool);
+  ~VisionTower();
+
+  // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
+  // concatenated) -> image embeddings [sum_i t_i*h_i*w_i / merge², out_hidden] f32.
+  Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids);
+
+  int64_t patch_dim() const;  // C * T * p * p (1176)
+  int64_t out_hidden() const;
+  // Floating-point operations of forward() for one image of this grid (for GFLOP/s reports).
+  double flops(const GridThw& grid) const;
+
+ private:
+  struct Impl;
+  explicit VisionTower(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mmrt::models
