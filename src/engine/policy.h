@@ -1,0 +1,30 @@
+// Scheduling policies: small swappable objects behind one interface (fcfs, priority, slo).
+// A policy only orders requests; the scheduler does the admitting, budgeting and preempting.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace mmrt::engine {
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual const char* name() const = 0;
+  // Front first: the order in which waiting requests are admitted.
+  virtual void order_waiting(std::vector<Request*>& waiting, int64_t now_ns) = 0;
+  // Front first: the order in which running requests get step budget; the back is preempted
+  // first when KV memory runs out.
+  virtual void order_running(std::vector<Request*>& running, int64_t now_ns) = 0;
+};
+
+// "fcfs" (arrival order), "priority" (Request::priority, then arrival), "slo" (deadline slack,
+// see policy_slo.cpp). InvalidArgument for other names.
+std::unique_ptr<Policy> make_policy(const std::string& name);
+std::vector<std::string> policy_names();
+
+}  // namespace mmrt::engine

@@ -1,0 +1,177 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace mmrt::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& cfg, KvBlockManager& kv, EncoderCache& enc,
+                     std::unique_ptr<Policy> policy)
+    : cfg_(cfg), kv_(kv), enc_(enc), policy_(std::move(policy)) {
+  if (cfg_.token_budget < 1) throw InvalidArgument("scheduler token budget must be >= 1");
+}
+
+void Scheduler::add(Request* req, int64_t now_ns) {
+  req->status = RequestStatus::kWaiting;
+  req->timeline.add(Event::kQueued, now_ns);
+  waiting_.push_back(req);
+}
+
+void Scheduler::remove_running(Request* r) {
+  running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+}
+
+void Scheduler::preempt(Request* v, StepPlan& plan, int64_t now_ns) {
+  v->timeline.add(Event::kPreempted, now_ns, v->num_computed);
+  kv_.free(*v);
+  v->num_computed = 0;
+  v->status = RequestStatus::kPreempted;
+  ++v->num_preemptions;
+  ++preemptions_;
+  remove_running(v);
+  waiting_.push_back(v);
+  plan.preempted.push_back(v);
+}
+
+int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget) {
+  const int64_t start = r->num_computed;
+  for (size_t i = 0; i < r->media.size(); ++i) {
+    const MediaItem& m = r->media[i];
+    if (m.begin >= start + n || m.begin + m.n_tokens <= start) continue;
+    bool planned = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
+                               [&](const EncoderJob& j) { return j.req == r && j.media == i; });
+    if (planned || enc_.contains(m.key)) continue;
+    // One image always fits an otherwise empty encoder budget (never starve a large image).
+    bool fits = m.n_patches() <= enc_budget || plan.encoder_patches == 0;
+    if (fits) {
+      plan.encoder_jobs.push_back({r, i});
+      plan.encoder_patches += m.n_patches();
+      enc_budget -= m.n_patches();
+      continue;
+    }
+    return std::max<int64_t>(0, m.begin - start);  // stop just before this image
+  }
+  return n;
+}
+
+StepPlan Scheduler::schedule(int64_t now_ns) {
+  StepPlan plan;
+  int64_t budget = cfg_.token_budget;
+  int64_t enc_budget = cfg_.encoder_patch_budget;
+  policy_->order_running(running_, now_ns);
+  std::vector<Request*> scheduled;
+
+  auto try_schedule = [&](Request* r) -> bool {
+    int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
+    if (n <= 0) return false;
+    n = limit_for_media(r, n, plan, enc_budget);
+    if (n <= 0) return false;
+    while (!kv_.allocate(*r, n)) {
+      // Preempt from the back of the running order, never a request already in this plan.
+      Request* victim = nullptr;
+      for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+        if (std::find(scheduled.begin(), scheduled.end(), *it) == scheduled.end()) {
+          victim = *it;
+          break;
+        }
+      if (!victim) return false;
+      preempt(victim, plan, now_ns);
+      if (victim == r) return false;
+    }
+    plan.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+    scheduled.push_back(r);
+    budget -= n;
+    return true;
+  };
+
+  // 1. Running requests that decode (one new token), then those still in prefill.
+  std::vector<Request*> order = running_;
+  std::stable_partition(order.begin(), order.end(),
+                        [](Request* r) { return r->num_computed >= static_cast<int64_t>(r->prompt.size()); });
+  for (Request* r : order) {
+    if (budget <= 0) break;
+    if (r->status != RequestStatus::kRunning) continue;  // preempted above
+    try_schedule(r);
+  }
+  // 2. Waiting requests, unless this step had to preempt (memory is tight).
+  if (plan.preempted.empty()) {
+    policy_->order_waiting(waiting_, now_ns);
+    size_t admitted = 0;
+    for (Request* r : waiting_) {
+      if (budget <= 0 || running_.size() + admitted >= static_cast<size_t>(cfg_.max_running)) break;
+      int64_t hit = kv_.acquire_cached_prefix(*r);
+      int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
+      n = limit_for_media(r, n, plan, enc_budget);
+      if (n <= 0 || !kv_.allocate(*r, n)) {
+        kv_.free(*r);
+        r->num_computed = 0;
+        r->num_cached_hit = 0;
+        break;  // keep the policy's order: nobody overtakes the head
+      }
+      if (r->timeline.count(Event::kScheduled) == 0 || r->status == RequestStatus::kPreempted)
+        r->timeline.add(Event::kScheduled, now_ns, hit);
+      r->status = RequestStatus::kRunning;
+      plan.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+      budget -= n;
+      ++admitted;
+    }
+    // Move the admitted ones to running.
+    for (const auto& c : plan.chunks) {
+      auto it = std::find(waiting_.begin(), waiting_.end(), c.req);
+      if (it != waiting_.end()) {
+        waiting_.erase(it);
+        running_.push_back(c.req);
+      }
+    }
+  }
+  for (const auto& c : plan.chunks) {
+    plan.num_tokens += c.n;
+    (c.prefill() ? plan.num_prefill_tokens : plan.num_decode_tokens) += c.n;
+  }
+  return plan;
+}
+
+std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& out, int64_t now_ns) {
+  std::vector<Request*> changed;
+  size_t s = 0;
+  for (const auto& c : plan.chunks) {
+    Request* r = c.req;
+    if (r->status != RequestStatus::kRunning) {  // finished while the step ran (cancel)
+      if (c.sample) ++s;
+      continue;
+    }
+    r->num_computed += c.n;
+    kv_.commit(*r);
+    if (c.prefill()) r->timeline.add(Event::kPrefillChunk, now_ns, c.n);
+    if (!c.sample) continue;
+    if (s >= out.sampled.size()) throw InternalError("step output has fewer sampled tokens than the plan");
+    int32_t tok = out.sampled[s++];
+    const auto& sp = r->sampling;
+    bool stop = !sp.ignore_eos && std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end();
+    stop |= std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end();
+    r->timeline.add(r->output.empty() && r->timeline.count(Event::kFirstToken) == 0 ? Event::kFirstToken : Event::kToken,
+                    now_ns, tok);
+    if (stop) {
+      finish(r, Outcome::kStopped, now_ns);
+    } else {
+      r->output.push_back(tok);
+      if (static_cast<int32_t>(r->output.size()) >= sp.max_tokens) finish(r, Outcome::kFinished, now_ns);
+    }
+    changed.push_back(r);
+  }
+  return changed;
+}
+
+void Scheduler::finish(Request* r, Outcome outcome, int64_t now_ns, const std::string& reason) {
+  if (r->status == RequestStatus::kDone) return;
+  kv_.free(*r);
+  remove_running(r);
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
+  r->status = RequestStatus::kDone;
+  r->outcome = outcome;
+  r->reason = reason;
+  r->timeline.add(Event::kFinished, now_ns, static_cast<int64_t>(outcome));
+}
+
+}  // namespace mmrt::engine
