@@ -1,16 +1,14 @@
-// `mmrt generate`: chat-formatted text generation on the CPU, streamed to stdout.
+// `mmrt generate`: chat-formatted generation (text and images) through the engine, streamed.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "core/error.h"
-#include "engine/batch_runner.h"
-#include "io/chat_template.h"
-#include "io/generation_config.h"
-#include "io/tokenizer.h"
-#include "models/qwen2_vl/language_model.h"
+#include "engine/engine.h"
 #include "model_options.h"
 
 namespace fs = std::filesystem;
@@ -18,11 +16,31 @@ namespace fs = std::filesystem;
 namespace mmrt::cli {
 namespace {
 
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw NotFound("cannot open image file '" + path + "'");
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == ',') {
+      if (i > b) out.push_back(s.substr(b, i - b));
+      b = i + 1;
+    }
+  return out;
+}
+
+double ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
+
 int run_generate(Args& args) {
-  std::string dir = args.require("model");
+  engine::EngineConfig cfg;
+  cfg.model_dir = args.require("model");
   std::vector<std::string> prompts = args.get_all("prompt");
+  std::vector<std::string> images = args.get_all("image");
   std::string system = args.get_or("system", "");
-  bool raw = args.flag("raw");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
   sp.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 128));
@@ -36,74 +54,86 @@ int run_generate(Args& args) {
   sp.seed = static_cast<uint64_t>(args.get_int("seed", 0));
   sp.stop = args.get_all("stop");
   sp.ignore_eos = args.flag("ignore-eos");
-  int32_t budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
-  models::LanguageModelOptions mopts = language_model_options(args);
+  cfg.scheduler.token_budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
+  cfg.policy = args.get_or("policy", "fcfs");
+  cfg.model = language_model_options(args);
   args.finish();
   if (prompts.empty()) throw InvalidArgument("give at least one --prompt TEXT");
+  if (images.size() > prompts.size())
+    throw InvalidArgument("more --image options than --prompt options: the i-th --image (a file or a "
+                          "comma-separated list) goes with the i-th --prompt");
   sp.validate();
 
-  auto tok = io::Tokenizer::from_file((fs::path(dir) / "tokenizer.json").string());
-  auto gen = io::load_generation_config((fs::path(dir) / "generation_config.json").string());
-  auto model = models::LanguageModel::load(dir, mopts);
-
-  std::vector<engine::TextRequest> reqs;
-  for (const auto& p : prompts) {
-    engine::TextRequest r;
-    std::string text = p;
-    if (!raw) {
-      std::vector<io::ChatMessage> msgs;
-      if (!system.empty()) msgs.push_back(io::ChatMessage::text("system", system));
-      msgs.push_back(io::ChatMessage::text("user", p));
-      text = io::render_qwen2_vl_chat(msgs);
-    }
-    r.prompt = tok.encode(text);
-    r.sampling = sp;
-    r.stop_ids = gen.eos_token_ids;
-    r.stop_ids.push_back(static_cast<int32_t>(model->config().eos_token_id));
-    reqs.push_back(std::move(r));
+  auto eng = engine::Engine::create(cfg);
+  std::vector<engine::RequestHandle> handles;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine::GenerateRequest g;
+    if (!system.empty()) g.messages.push_back(io::ChatMessage::text("system", system));
+    io::ChatMessage user;
+    user.role = "user";
+    if (i < images.size())
+      for (const auto& path : split_commas(images[i])) {
+        g.images.push_back(read_file(path));
+        user.content.push_back({io::ContentPart::Kind::kImage, ""});
+      }
+    user.content.push_back({io::ContentPart::Kind::kText, prompts[i]});
+    g.messages.push_back(std::move(user));
+    g.sampling = sp;
+    handles.push_back(eng->submit(std::move(g)));
   }
-
-  engine::BatchRunnerOptions ro;
-  ro.step_token_budget = budget;
-  if (reqs.size() == 1) {
-    ro.on_text = [](size_t, const std::string& t) {
-      std::fwrite(t.data(), 1, t.size(), stdout);
+  if (handles.size() == 1) {
+    for (;;) {
+      auto ev = handles[0].next();
+      if (ev->kind == engine::StreamEvent::Kind::kDone) break;
+      std::fwrite(ev->text.data(), 1, ev->text.size(), stdout);
       std::fflush(stdout);
-    };
-  }
-  engine::RunStats st;
-  auto results = engine::run_text_batch(*model, tok, reqs, ro, &st);
-  if (reqs.size() == 1) {
+    }
     std::printf("\n");
-  } else {
-    for (size_t i = 0; i < results.size(); ++i)
-      std::printf("--- [%zu] %s\n%s\n", i, results[i].finish_reason.c_str(), results[i].text.c_str());
+  }
+  int rc = 0;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    engine::RequestResult r = handles[i].wait();
+    if (handles.size() > 1) std::printf("--- [%zu] %s\n%s\n", i, engine::outcome_name(r.outcome), r.text.c_str());
+    if (r.outcome == engine::Outcome::kFailed || r.outcome == engine::Outcome::kRefused) {
+      std::fprintf(stderr, "mmrt generate: request %zu %s: %s\n", i, engine::outcome_name(r.outcome), r.reason.c_str());
+      rc = 1;
+    }
+    if (quiet) continue;
+    const auto& tl = r.timeline;
+    int64_t t0 = tl.first(engine::Event::kReceived), tf = tl.first(engine::Event::kFirstToken),
+            te = tl.last(engine::Event::kFinished), tm = tl.first(engine::Event::kMediaDecoded);
+    int64_t n = static_cast<int64_t>(r.tokens.size());
+    double prefill_s = tf > 0 ? static_cast<double>(tf - (tm > 0 ? tm : t0)) * 1e-9 : 0;
+    double decode_s = tf > 0 && te > tf ? static_cast<double>(te - tf) * 1e-9 : 0;
+    std::fprintf(stderr,
+                 "[mmrt] request %zu: %s, prompt %lld tokens (%lld from prefix cache)%s, time to first token "
+                 "%.1f ms, prefill %.1f tok/s, decode %lld tokens at %.1f tok/s\n",
+                 i, engine::outcome_name(r.outcome), static_cast<long long>(r.prompt_tokens),
+                 static_cast<long long>(r.cached_prompt_tokens),
+                 tm > 0 ? (", media " + std::to_string(static_cast<int>(ms(tm - t0))) + " ms").c_str() : "",
+                 tf > 0 ? ms(tf - t0) : 0.0,
+                 prefill_s > 0 ? static_cast<double>(r.prompt_tokens - r.cached_prompt_tokens) / prefill_s : 0.0,
+                 static_cast<long long>(n > 0 ? n - 1 : 0), decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0);
   }
   if (!quiet) {
-    std::fprintf(stderr,
-                 "[mmrt] %zu request(s), weights %s: prefill %lld tokens in %.1f ms (%.1f tok/s), "
-                 "decode %lld tokens in %.1f ms (%.1f tok/s), %lld steps\n",
-                 reqs.size(), std::string(kernels::weight_format_name(model->weight_format())).c_str(),
-                 static_cast<long long>(st.prompt_tokens), st.prefill_seconds * 1e3,
-                 st.prefill_seconds > 0 ? static_cast<double>(st.prompt_tokens) / st.prefill_seconds : 0.0,
-                 static_cast<long long>(st.generated_tokens - static_cast<int64_t>(reqs.size())),
-                 st.decode_seconds * 1e3,
-                 st.decode_seconds > 0
-                     ? static_cast<double>(st.generated_tokens - static_cast<int64_t>(reqs.size())) / st.decode_seconds
-                     : 0.0,
-                 static_cast<long long>(st.steps));
+    auto s = eng->stats();
+    std::fprintf(stderr, "[mmrt] engine: %lld steps, %lld preemptions, prefix cache %lld/%lld tokens, encoder %lld runs\n",
+                 static_cast<long long>(s.steps), static_cast<long long>(s.preemptions),
+                 static_cast<long long>(s.prefix_hit_tokens), static_cast<long long>(s.prefix_query_tokens),
+                 static_cast<long long>(s.encoder_runs));
   }
-  return 0;
+  return rc;
 }
 
-MMRT_COMMAND("generate", "generate text from a prompt (chat template applied), streamed",
-             "usage: mmrt generate --model DIR --prompt TEXT [--prompt TEXT ...] [options]\n\n"
-             "Renders the model's chat template around each prompt, runs it on the CPU and streams\n"
-             "the reply to stdout (several --prompt run batched and print when done). Ends with\n"
-             "prefill and decode speed on stderr.\n\n"
+MMRT_COMMAND("generate", "generate text from prompts and images (chat template applied), streamed",
+             "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]] [--prompt ... ] [options]\n\n"
+             "Renders the chat template around each prompt (images first, then the text), runs\n"
+             "everything through the engine (continuous batching, prefix and encoder caches) and\n"
+             "streams the reply to stdout; several --prompt run batched and print when done. The\n"
+             "i-th --image (one file or a comma-separated list) belongs to the i-th --prompt.\n"
+             "Timings (time to first token, prefill and decode speed) go to stderr.\n\n"
              "prompt:\n"
              "  --system TEXT           system message (default: the template's)\n"
-             "  --raw                   send the prompt as is, without the chat template\n"
              "sampling:\n"
              "  --max-tokens N          tokens to generate at most (default 128)\n"
              "  --temperature T         0 = greedy (default 0)\n"
@@ -113,9 +143,10 @@ MMRT_COMMAND("generate", "generate text from a prompt (chat template applied), s
              "  --seed N                sampling seed (default 0)\n"
              "  --stop TEXT             stop string (repeatable); --ignore-eos keeps going\n"
              "runtime:\n" MMRT_MODEL_OPTIONS_HELP
-             "  --step-tokens N         token budget per step (prefill chunk size; default 512)\n"
-             "  --quiet                 no speed line\n",
-             {"raw", "ignore-eos", "quiet"}, run_generate);
+             "  --step-tokens N         token budget per engine step (default 512)\n"
+             "  --policy fcfs|priority|slo   scheduling policy (default fcfs)\n"
+             "  --quiet                 no timing lines\n",
+             {"ignore-eos", "quiet"}, run_generate);
 
 }  // namespace
 }  // namespace mmrt::cli
