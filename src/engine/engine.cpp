@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -213,13 +214,30 @@ struct Engine::Impl {
 
   void step_loop() {
     for (;;) {
+      try {
+        if (!step_once()) return;
+      } catch (const std::exception& err) {
+        // Never let the loop die: fail whatever is scheduled and go on serving.
+        std::fprintf(stderr, "mmrt engine: step failed: %s\n", err.what());
+        std::vector<Request*> all(sched->running().begin(), sched->running().end());
+        for (Request* r : all) {
+          sched->finish(r, Outcome::kFailed, now_ns(), std::string("internal: ") + err.what());
+          complete(*entry_of(r), Outcome::kFailed, r->reason);
+        }
+      }
+    }
+  }
+
+  // One iteration of the step loop; false when the engine stops.
+  bool step_once() {
+    {
       std::vector<Entry*> new_ready;
       std::vector<RequestId> new_cancels;
       std::vector<std::pair<Entry*, std::pair<Outcome, std::string>>> fails;
       {
         std::unique_lock<std::mutex> lk(mu);
         cv.wait(lk, [&] { return stopping || !ready.empty() || !cancels.empty() || !to_fail.empty() || !sched->idle(); });
-        if (stopping) return;
+        if (stopping) return false;
         new_ready.assign(ready.begin(), ready.end());
         ready.clear();
         new_cancels.swap(cancels);
@@ -251,7 +269,7 @@ struct Engine::Impl {
           complete(*e, Outcome::kCancelled, "");
         }
       }
-      if (sched->idle()) continue;
+      if (sched->idle()) return true;
       StepPlan plan = sched->schedule(now_ns());
       if (plan.empty()) {
         // Nothing fits even with the running set empty: the head request can never run.
@@ -260,7 +278,7 @@ struct Engine::Impl {
           sched->finish(r, Outcome::kFailed, now_ns(), "resource_exhausted: not enough KV cache for the prompt");
           complete(*entry_of(r), Outcome::kFailed, r->reason);
         }
-        continue;
+        return true;
       }
       StepOutput out;
       try {
@@ -271,7 +289,7 @@ struct Engine::Impl {
           sched->finish(c.req, Outcome::kFailed, now_ns(), std::string("internal: ") + err.what());
           complete(*entry_of(c.req), Outcome::kFailed, c.req->reason);
         }
-        continue;
+        return true;
       }
       encoder_runs += static_cast<int64_t>(plan.encoder_jobs.size());
       std::vector<Request*> changed = sched->update(plan, out, now_ns());
@@ -281,16 +299,28 @@ struct Engine::Impl {
       }
       for (Request* r : changed) {
         Entry& e = *entry_of(r);
-        if (!r->finished()) {
-          publish_text(e, e.stops->push(e.detok->push(r->output.back())));
-          if (e.stops->finished()) sched->finish(r, Outcome::kStopped, now_ns());
-        } else if (r->outcome == Outcome::kFinished && !r->output.empty()) {
-          publish_text(e, e.stops->push(e.detok->push(r->output.back())));
-          if (e.stops->finished()) r->outcome = Outcome::kStopped;
+        try {
+          if (!r->finished()) {
+            publish_text(e, e.stops->push(detokenize(e, r->output.back())));
+            if (e.stops->finished()) sched->finish(r, Outcome::kStopped, now_ns());
+          } else if (r->outcome == Outcome::kFinished && !r->output.empty()) {
+            publish_text(e, e.stops->push(detokenize(e, r->output.back())));
+            if (e.stops->finished()) r->outcome = Outcome::kStopped;
+          }
+        } catch (const std::exception& err) {
+          sched->finish(r, Outcome::kFailed, now_ns(), std::string("internal: ") + err.what());
         }
         if (r->finished()) complete(e, r->outcome, r->reason);
       }
     }
+    return true;
+  }
+
+  // Text of a generated token. Ids past the tokenizer (a checkpoint's padded vocabulary rows)
+  // have no text.
+  std::string detokenize(Entry& e, int32_t id) {
+    if (id < 0 || id >= tok->vocab_size()) return {};
+    return e.detok->push(id);
   }
 
   Entry* entry_of(Request* r) {

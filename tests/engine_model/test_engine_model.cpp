@@ -1,0 +1,219 @@
+// The engine with the real tiny model: batched, chunked, preempted and cached generations are
+// token-identical to each request run alone; repeated images hit the encoder and prefix caches;
+// cancellation frees everything; bad inputs end as one clear outcome while others go on.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "engine/engine.h"
+#include "models/qwen2_vl/tiny_checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace mmrt;
+using namespace mmrt::engine;
+
+namespace {
+
+class EngineModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("mmrt_engine_model_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    models::TinyModelOptions o;
+    o.dtype = DType::kF32;
+    o.seed = 21;
+    models::make_tiny_qwen2_vl(dir_.string(), o);
+    // Two small real images (PPM would not do: the engine takes JPEG/PNG/WebP) from PIL.
+    std::string cmd = std::string(MMRT_REF_PYTHON) + " -c \"from PIL import Image; import numpy as np; "
+                      "r=np.random.default_rng(0); "
+                      "Image.fromarray(r.integers(0,255,(60,90,3),dtype=np.uint8)).save('" + (dir_ / "a.png").string() + "'); "
+                      "Image.fromarray(r.integers(0,255,(84,56,3),dtype=np.uint8)).save('" + (dir_ / "b.jpg").string() + "', quality=90)\"";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::vector<uint8_t> bytes(const std::string& name) {
+    std::ifstream f(dir_ / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+
+  static EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) {
+    EngineConfig c;
+    c.model_dir = dir_.string();
+    c.model.kv_dtype = DType::kF32;
+    c.model.kv_blocks = kv_blocks;
+    c.scheduler.token_budget = budget;
+    c.prefix_caching = prefix;
+    return c;
+  }
+
+  static GenerateRequest text_req(const std::string& text, int max_tokens) {
+    GenerateRequest g;
+    g.messages.push_back(io::ChatMessage::text("user", text));
+    g.sampling.max_tokens = max_tokens;
+    g.sampling.ignore_eos = true;
+    return g;
+  }
+  static GenerateRequest image_req(const std::vector<std::string>& imgs, const std::string& text, int max_tokens) {
+    GenerateRequest g;
+    io::ChatMessage m;
+    m.role = "user";
+    for (const auto& i : imgs) {
+      m.content.push_back({io::ContentPart::Kind::kImage, ""});
+      g.images.push_back(bytes(i));
+    }
+    m.content.push_back({io::ContentPart::Kind::kText, text});
+    g.messages.push_back(m);
+    g.sampling.max_tokens = max_tokens;
+    g.sampling.ignore_eos = true;
+    return g;
+  }
+
+  static std::vector<GenerateRequest> workload() {
+    std::vector<GenerateRequest> w;
+    w.push_back(text_req("Tell me a story about a cat.", 12));
+    w.push_back(image_req({"a.png"}, "What is in the image?", 10));
+    w.push_back(text_req("hello", 16));
+    w.push_back(image_req({"b.jpg", "a.png"}, "Compare them.", 8));
+    w.push_back(text_req(std::string(300, 'x') + " long prompt", 6));
+    w.push_back(image_req({"b.jpg"}, "Describe.", 14));
+    return w;
+  }
+
+  static fs::path dir_;
+};
+fs::path EngineModel::dir_;
+
+}  // namespace
+
+TEST_F(EngineModel, BatchedChunkedPreemptedAndCachedMatchAlone) {
+  auto w = workload();
+  std::vector<std::vector<int32_t>> alone;
+  {
+    auto eng = Engine::create(config(4096, 512, false));
+    for (auto& g : w) {
+      RequestResult r = eng->submit(g).wait();
+      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+      alone.push_back(r.tokens);
+    }
+  }
+  // Batched with small chunks and a tiny KV cache (forces preemption), with prefix caching.
+  auto eng = Engine::create(config(24, 26, true));
+  for (int round = 0; round < 2; ++round) {  // round 2 repeats everything: cache hits
+    std::vector<RequestHandle> hs;
+    for (auto& g : w) hs.push_back(eng->submit(g));
+    for (size_t i = 0; i < hs.size(); ++i) {
+      RequestResult r = hs[i].wait();
+      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+      EXPECT_EQ(r.tokens, alone[i]) << "request " << i << " round " << round;
+    }
+  }
+  auto s = eng->stats();
+  EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
+  EXPECT_GT(s.prefix_hit_tokens, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
+TEST_F(EngineModel, RepeatedImageHitsEncoderAndPrefixCaches) {
+  auto eng = Engine::create(config(512, 256, true));
+  RequestResult first = eng->submit(image_req({"a.png"}, "What is this?", 4)).wait();
+  auto s1 = eng->stats();
+  EXPECT_EQ(s1.encoder_runs, 1);
+  // Second turn: same image, same context, more text after it.
+  GenerateRequest g2 = image_req({"a.png"}, "What is this?", 4);
+  g2.messages.push_back(io::ChatMessage::text("assistant", "A picture."));
+  g2.messages.push_back(io::ChatMessage::text("user", "And the colours?"));
+  RequestResult second = eng->submit(g2).wait();
+  auto s2 = eng->stats();
+  EXPECT_EQ(s2.encoder_runs, 1) << "the image was encoded again";
+  EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16) << "the image's KV was not reused";
+  // A different prompt text before the same image: no KV reuse past the text, but an encoder hit.
+  GenerateRequest g3 = image_req({"a.png"}, "Other question", 2);
+  g3.messages.insert(g3.messages.begin(), io::ChatMessage::text("system", "Be brief and answer in French please."));
+  eng->submit(g3).wait();
+  auto s3 = eng->stats();
+  EXPECT_EQ(s3.encoder_runs, 1);
+  EXPECT_GE(s3.encoder_hits, 1);
+  // Another tenant: the same image is encoded again (caches are partitioned by tenant).
+  GenerateRequest g4 = image_req({"a.png"}, "What is this?", 2);
+  g4.tenant = "other";
+  RequestResult fourth = eng->submit(g4).wait();
+  EXPECT_EQ(eng->stats().encoder_runs, 2);
+  EXPECT_EQ(fourth.cached_prompt_tokens, 0);
+}
+
+TEST_F(EngineModel, CancellationFreesEverythingAndEachRequestEndsOnce) {
+  auto eng = Engine::create(config(16, 256, true));
+  std::vector<RequestHandle> hs;
+  for (int i = 0; i < 6; ++i) hs.push_back(eng->submit(i % 2 ? image_req({"b.jpg"}, "x", 200) : text_req("story " + std::to_string(i), 200)));
+  // Cancel at different moments: before start, during prefill/media, during decode.
+  hs[0].cancel();
+  hs[1].cancel();
+  auto ev = hs[2].next();  // first text of request 2
+  ASSERT_TRUE(ev.has_value());
+  hs[2].cancel();
+  for (auto& h : hs) {
+    if (h.id() > 3) h.cancel();
+  }
+  int cancelled = 0;
+  for (auto& h : hs) {
+    RequestResult r = h.wait();
+    EXPECT_TRUE(r.outcome == Outcome::kCancelled || r.outcome == Outcome::kFinished) << outcome_name(r.outcome);
+    cancelled += r.outcome == Outcome::kCancelled;
+    EXPECT_EQ(r.timeline.count(Event::kFinished), 1);
+    // The stream ends with exactly one kDone carrying the outcome; after it, only kDone.
+    int dones = 0;
+    for (;;) {
+      auto e = h.next(0);
+      ASSERT_TRUE(e.has_value());
+      if (e->kind == StreamEvent::Kind::kDone) {
+        EXPECT_EQ(e->outcome, r.outcome);
+        ++dones;
+        break;
+      }
+    }
+    EXPECT_EQ(dones, 1);
+    auto after = h.next(0);
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->kind, StreamEvent::Kind::kDone);
+  }
+  EXPECT_GE(cancelled, 4);
+  eng->wait_idle();
+  EXPECT_EQ(eng->stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineModel, BadInputsFailClearlyAndOthersGoOn) {
+  auto eng = Engine::create(config(64, 128, true));
+  RequestHandle good = eng->submit(text_req("keep going", 20));
+  GenerateRequest corrupt = image_req({"a.png"}, "x", 4);
+  corrupt.images[0].resize(corrupt.images[0].size() / 3);  // truncated PNG
+  RequestHandle bad1 = eng->submit(corrupt);
+  GenerateRequest garbage = image_req({"a.png"}, "x", 4);
+  garbage.images[0] = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'};
+  RequestHandle bad2 = eng->submit(garbage);
+  GenerateRequest mismatch = image_req({"a.png"}, "x", 4);
+  mismatch.images.push_back(bytes("b.jpg"));  // two images, one image part
+  RequestHandle bad3 = eng->submit(mismatch);
+  GenerateRequest huge = text_req("x", 1 << 20);  // cannot fit the KV cache
+  RequestHandle bad4 = eng->submit(huge);
+  GenerateRequest bad_sampling = text_req("x", 4);
+  bad_sampling.sampling.top_p = 2.0f;
+  RequestHandle bad5 = eng->submit(bad_sampling);
+
+  RequestResult r1 = bad1.wait(), r2 = bad2.wait(), r3 = bad3.wait(), r4 = bad4.wait(), r5 = bad5.wait();
+  EXPECT_EQ(r1.outcome, Outcome::kFailed);
+  EXPECT_NE(r1.reason.find("PNG"), std::string::npos) << r1.reason;
+  EXPECT_EQ(r2.outcome, Outcome::kFailed);
+  EXPECT_NE(r2.reason.find("format"), std::string::npos) << r2.reason;
+  EXPECT_EQ(r3.outcome, Outcome::kRefused);
+  EXPECT_NE(r3.reason.find("image"), std::string::npos) << r3.reason;
+  EXPECT_EQ(r4.outcome, Outcome::kRefused);
+  EXPECT_NE(r4.reason.find("KV cache"), std::string::npos) << r4.reason;
+  EXPECT_EQ(r5.outcome, Outcome::kRefused);
+  EXPECT_NE(r5.reason.find("top_p"), std::string::npos) << r5.reason;
+  RequestResult g = good.wait();
+  EXPECT_EQ(g.outcome, Outcome::kFinished);
+  EXPECT_EQ(g.tokens.size(), 20u);
+}
