@@ -84,6 +84,8 @@ struct Engine::Impl {
   std::unique_ptr<Scheduler> sched;
   std::unique_ptr<Executor> exec;
   Hash128 model_key;
+  CostModel cost;
+  std::unique_ptr<BatchController> bc;
 
   mutable std::mutex mu;
   std::condition_variable cv, idle_cv;
@@ -129,6 +131,10 @@ struct Engine::Impl {
     res.prompt_tokens = static_cast<int64_t>(r.prompt.size());
     res.cached_prompt_tokens = r.num_cached_hit;
     res.preemptions = r.num_preemptions;
+    res.sla_class = r.sla_class;
+    res.predicted_ttft_ns = r.predicted_ttft_ns;
+    res.deadline_ns = r.deadline_ns;
+    res.tpot_target_ns = r.tpot_target_ns;
     res.timeline = r.timeline;
     {
       std::lock_guard<std::mutex> lk(e.state->mu);
@@ -250,6 +256,11 @@ struct Engine::Impl {
           complete(*e, Outcome::kCancelled, "");
           continue;
         }
+        std::string why;
+        if (!admit(*e->req, now, why)) {
+          complete(*e, Outcome::kRefused, why);
+          continue;
+        }
         sched->add(e->req.get(), now);
       }
       for (RequestId id : new_cancels) {
@@ -270,6 +281,17 @@ struct Engine::Impl {
         }
       }
       if (sched->idle()) return true;
+      int64_t tpot_target = 0;
+      if (bc) {
+        int64_t n_decode = 0;
+        double ctx = 0;
+        for (const Request* r : sched->running()) {
+          if (r->tpot_target_ns > 0 && (tpot_target == 0 || r->tpot_target_ns < tpot_target)) tpot_target = r->tpot_target_ns;
+          n_decode += r->num_computed >= static_cast<int64_t>(r->prompt.size());
+          ctx += static_cast<double>(r->num_computed);
+        }
+        sched->set_token_budget(bc->next_budget(cost, tpot_target, n_decode, ctx));
+      }
       StepPlan plan = sched->schedule(now_ns());
       if (plan.empty()) {
         // Nothing fits even with the running set empty: the head request can never run.
@@ -292,6 +314,18 @@ struct Engine::Impl {
         return true;
       }
       encoder_runs += static_cast<int64_t>(plan.encoder_jobs.size());
+      {
+        StepFeatures f;
+        f.prefill_tokens = static_cast<double>(plan.num_prefill_tokens);
+        f.decode_tokens = static_cast<double>(plan.num_decode_tokens);
+        f.encoder_patches = static_cast<double>(plan.encoder_patches);
+        for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
+        {
+          std::lock_guard<std::mutex> lk(mu);  // stats() reads the cost model
+          cost.observe(f, static_cast<double>(out.step_ns));
+        }
+        if (bc) bc->observe(static_cast<double>(out.step_ns), tpot_target);
+      }
       std::vector<Request*> changed = sched->update(plan, out, now_ns());
       {
         std::lock_guard<std::mutex> lk(mu);
@@ -299,6 +333,11 @@ struct Engine::Impl {
       }
       for (Request* r : changed) {
         Entry& e = *entry_of(r);
+        if (r->predicted_ttft_ns > 0 && r->timeline.count(Event::kToken) == 0 && r->output.size() <= 1) {
+          std::lock_guard<std::mutex> lk(mu);
+          cost.record_ttft(static_cast<double>(r->predicted_ttft_ns),
+                           static_cast<double>(r->timeline.first(Event::kFirstToken) - r->arrival_ns));
+        }
         try {
           if (!r->finished()) {
             publish_text(e, e.stops->push(detokenize(e, r->output.back())));
@@ -314,6 +353,65 @@ struct Engine::Impl {
       }
     }
     return true;
+  }
+
+  // Admission control: predicts the request's time to first token from the cost model and the
+  // work queued ahead of it; a request that would miss its class is refused, downgraded or
+  // accepted as its class says. Returns false (with the reason) to refuse.
+  bool admit(Request& r, int64_t now, std::string& why) {
+    if (!cfg.admission_control || r.deadline_ns == 0) return true;
+    double own = 0, own_patches = 0, queued = 0, queued_patches = 0;
+    own = static_cast<double>(r.num_tokens());
+    for (const auto& m : r.media)
+      if (!enc->contains(m.key)) own_patches += static_cast<double>(m.n_patches());
+    auto ahead = [&](const Request* q) {
+      return cfg.policy != "slo" || q->weight >= r.weight;  // slo serves lighter classes later
+    };
+    int64_t n_decode = 0;
+    double ctx = 0;
+    for (const Request* q : sched->running()) {
+      ctx += static_cast<double>(q->num_computed);
+      if (q->num_computed >= static_cast<int64_t>(q->prompt.size())) ++n_decode;
+      else if (ahead(q)) queued += static_cast<double>(q->num_tokens() - q->num_computed);
+    }
+    for (const Request* q : sched->waiting()) {
+      if (!ahead(q)) continue;
+      queued += static_cast<double>(q->num_tokens() - q->num_computed);
+      for (const auto& m : q->media) queued_patches += static_cast<double>(m.n_patches());
+    }
+    const int64_t budget = cfg.scheduler.token_budget;
+    const double pred = cost.predict_ttft_ns(own, own_patches, queued, queued_patches, n_decode, ctx, budget);
+    const int64_t elapsed = now - r.arrival_ns;
+    r.predicted_ttft_ns = elapsed + static_cast<int64_t>(pred);
+    if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return true;
+    int idx = cfg.sla.index_of(r.sla_class);
+    const SlaClass* cls = idx >= 0 ? &cfg.sla.classes[static_cast<size_t>(idx)] : nullptr;
+    OnMiss rule = cls ? cls->on_miss : OnMiss::kRefuse;
+    if (rule == OnMiss::kAccept) return true;
+    if (rule == OnMiss::kDowngrade && idx >= 0) {
+      for (size_t j = static_cast<size_t>(idx) + 1; j < cfg.sla.classes.size(); ++j) {
+        const SlaClass& lower = cfg.sla.classes[j];
+        if (lower.ttft_ns == 0 || r.predicted_ttft_ns <= lower.ttft_ns) {
+          r.sla_class = lower.name;
+          r.weight = lower.weight;
+          r.deadline_ns = lower.ttft_ns ? r.arrival_ns + lower.ttft_ns : 0;
+          r.tpot_target_ns = lower.tpot_ns;
+          std::lock_guard<std::mutex> lk(mu);
+          ++stats.downgraded;
+          return true;
+        }
+      }
+    }
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "unavailable: predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
+                  "(%.0f prompt tokens queued ahead)",
+                  static_cast<double>(r.predicted_ttft_ns) * 1e-6, r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                  static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued);
+    why = buf;
+    std::lock_guard<std::mutex> lk(mu);
+    ++stats.refused;
+    return false;
   }
 
   // Text of a generated token. Ids past the tokenizer (a checkpoint's padded vocabulary rows)
@@ -350,7 +448,13 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   const auto& kvc = m.lm->kv_cache().config();
   m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);
   m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes);
-  m.sched = std::make_unique<Scheduler>(cfg.scheduler, *m.kv, *m.enc, make_policy(cfg.policy));
+  m.sched = std::make_unique<Scheduler>(cfg.scheduler, *m.kv, *m.enc,
+                                        make_policy(cfg.policy, {&m.cost, cfg.sla.max_starvation_ns}));
+  if (cfg.batch_controller) {
+    BatchControllerConfig b = cfg.batch;
+    b.max_budget = cfg.scheduler.token_budget;
+    m.bc = std::make_unique<BatchController>(b);
+  }
   m.exec = std::make_unique<ModelExecutor>(*m.lm, m.vision.get(), *m.kv, *m.enc);
   if (!m.cfg.preprocess) {
     // The checkpoint's own preprocessor settings; each media worker preprocesses one image on
@@ -407,9 +511,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
   r.tenant = g.tenant;
   r.tenant_salt = hash128("tenant:" + g.tenant);
   r.priority = g.priority;
-  r.sla_class = g.sla_class;
-  r.deadline_ns = g.ttft_deadline_ns ? r.arrival_ns + g.ttft_deadline_ns : 0;
-  r.tpot_target_ns = g.tpot_target_ns;
+  r.sla_class = g.sla_class.empty() ? m.cfg.sla.default_class : g.sla_class;
   r.sampling = g.sampling;
   r.stop_ids = m.gen.eos_token_ids;
   r.stop_ids.push_back(static_cast<int32_t>(m.lm->config().eos_token_id));
@@ -421,6 +523,12 @@ RequestHandle Engine::submit(GenerateRequest g) {
     m.entries.emplace(r.id, std::move(entry));
   }
   try {
+    const SlaClass& cls = m.cfg.sla.get(r.sla_class);
+    r.weight = cls.weight;
+    r.deadline_ns = g.ttft_deadline_ns ? r.arrival_ns + g.ttft_deadline_ns
+                    : cls.ttft_ns     ? r.arrival_ns + cls.ttft_ns
+                                      : 0;
+    r.tpot_target_ns = g.tpot_target_ns ? g.tpot_target_ns : cls.tpot_ns;
     r.sampling.validate();
     r.sampler = std::make_unique<Sampler>(r.sampling);
     if (!g.prompt_ids.empty()) {
@@ -487,6 +595,9 @@ EngineStats Engine::stats() const {
   s.encoder_runs = impl_->encoder_runs;
   s.kv_blocks_used = impl_->kv->num_used_blocks();
   s.waiting = impl_->sched->num_waiting();
+  s.token_budget = impl_->sched->token_budget();
+  s.ttft_prediction = impl_->cost.ttft_error();
+  s.cost_coefficients_ns = impl_->cost.coefficients_ns();
   s.running = impl_->sched->num_running();
   return s;
 }

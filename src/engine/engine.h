@@ -4,6 +4,7 @@
 // (off the step loop), then one step loop thread running scheduler -> executor -> update.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/batch_controller.h"
+#include "engine/cost_model.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/sla.h"
 #include "io/chat_template.h"
 #include "models/qwen2_vl/language_model.h"
 
@@ -44,6 +48,10 @@ struct EngineConfig {
   ImagePreprocessor preprocess;
   // A string identifying the preprocessing settings (part of every media cache key).
   std::string processor_tag = "qwen2vl-fast";
+  SlaConfig sla = SlaConfig::defaults();
+  bool admission_control = true;  // refuse / downgrade requests predicted to miss their class
+  bool batch_controller = true;   // adapt the step budget to the tightest running TPOT target
+  BatchControllerConfig batch;    // max_budget is taken from scheduler.token_budget
 };
 
 struct GenerateRequest {
@@ -53,9 +61,9 @@ struct GenerateRequest {
   SamplingParams sampling;
   std::string tenant = "default";
   int32_t priority = 0;
-  std::string sla_class;     // issue-level SLA classes fill these
-  int64_t ttft_deadline_ns = 0;  // relative to submission (0: none)
-  int64_t tpot_target_ns = 0;
+  std::string sla_class;         // "" = the SLA config's default class
+  int64_t ttft_deadline_ns = 0;  // explicit deadline relative to submission (overrides the class)
+  int64_t tpot_target_ns = 0;    // explicit TPOT target (overrides the class)
 };
 
 struct StreamEvent {
@@ -73,6 +81,9 @@ struct RequestResult {
   std::string reason;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0;
   int32_t preemptions = 0;
+  std::string sla_class;            // the class it was served in (after any downgrade)
+  int64_t predicted_ttft_ns = 0;    // admission's prediction (0: none)
+  int64_t deadline_ns = 0, tpot_target_ns = 0;  // absolute TTFT deadline, TPOT target
   Timeline timeline;
 };
 
@@ -100,6 +111,10 @@ struct EngineStats {
   int64_t encoder_hits = 0, encoder_misses = 0, encoder_runs = 0;
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
   size_t waiting = 0, running = 0;
+  int64_t refused = 0, downgraded = 0;
+  int32_t token_budget = 0;
+  PredictionError ttft_prediction;
+  std::array<double, 5> cost_coefficients_ns{};
 };
 
 class Engine {

@@ -31,12 +31,12 @@ class PriorityPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_slo_policy();  // policy_slo.cpp
+std::unique_ptr<Policy> make_slo_policy(const PolicyContext& ctx);  // policy_slo.cpp
 
-std::unique_ptr<Policy> make_policy(const std::string& name) {
+std::unique_ptr<Policy> make_policy(const std::string& name, const PolicyContext& ctx) {
   if (name == "fcfs") return std::make_unique<FcfsPolicy>();
   if (name == "priority") return std::make_unique<PriorityPolicy>();
-  if (name == "slo") return make_slo_policy();
+  if (name == "slo") return make_slo_policy(ctx);
   throw InvalidArgument("unknown scheduling policy '" + name + "' (fcfs, priority or slo)");
 }
 

@@ -22,9 +22,16 @@ class Policy {
   virtual void order_running(std::vector<Request*>& running, int64_t now_ns) = 0;
 };
 
-// "fcfs" (arrival order), "priority" (Request::priority, then arrival), "slo" (deadline slack,
-// see policy_slo.cpp). InvalidArgument for other names.
-std::unique_ptr<Policy> make_policy(const std::string& name);
+class CostModel;
+
+struct PolicyContext {
+  const CostModel* cost = nullptr;           // slo: estimates each request's remaining work
+  int64_t max_starvation_ns = 2'000'000'000;  // slo: the aging bound
+};
+
+// "fcfs" (arrival order), "priority" (Request::priority, then arrival), "slo" (weighted deadline
+// slack with an aging bound, see policy_slo.cpp). InvalidArgument for other names.
+std::unique_ptr<Policy> make_policy(const std::string& name, const PolicyContext& ctx = {});
 std::vector<std::string> policy_names();
 
 }  // namespace mmrt::engine

@@ -1,25 +1,81 @@
-// The slo policy. Placeholder ordering until the SLA work lands: earliest deadline first, then
-// arrival. Requests without a deadline sort after those with one.
+// The slo policy: weighted deadline slack with an aging bound.
+//
+// Waiting requests fall into three groups, in this order:
+//  1. starving: waited at least max_starvation since arrival — oldest first. This is the bound:
+//     a request never waits longer than max_starvation plus the admission of the requests that
+//     were already starving before it (and KV memory for its first chunk).
+//  2. feasible: slack = deadline − now − (predicted time of its own remaining prefill and
+//     encoder work) is >= 0 — ordered by slack / class weight, smallest first (weighted EDF;
+//     a request's image tokens and encoder patches make its predicted work, so its slack, smaller).
+//  3. already late: cannot meet its deadline any more — by class weight, then deadline. Serving
+//     the savable first is what raises attainment under load; group 1 keeps these from starving.
+// Running requests (who gets budget first, who is preempted last): class weight, then deadline.
 #include <algorithm>
+#include <limits>
 
+#include "engine/cost_model.h"
 #include "engine/policy.h"
 
 namespace mmrt::engine {
 
 namespace {
+
 class SloPolicy : public Policy {
  public:
+  explicit SloPolicy(const PolicyContext& ctx) : ctx_(ctx) {}
   const char* name() const override { return "slo"; }
-  static bool cmp(const Request* a, const Request* b) {
-    int64_t da = a->deadline_ns ? a->deadline_ns : INT64_MAX, db = b->deadline_ns ? b->deadline_ns : INT64_MAX;
-    if (da != db) return da < db;
-    return a->arrival_ns != b->arrival_ns ? a->arrival_ns < b->arrival_ns : a->id < b->id;
+
+  double own_work_ns(const Request& r) const {
+    if (!ctx_.cost) return 0;
+    StepFeatures f;
+    f.prefill_tokens = static_cast<double>(r.num_tokens() - r.num_computed);
+    for (const auto& m : r.media) f.encoder_patches += static_cast<double>(m.n_patches());
+    return ctx_.cost->predict_ns(f);
   }
-  void order_waiting(std::vector<Request*>& w, int64_t) override { std::stable_sort(w.begin(), w.end(), cmp); }
-  void order_running(std::vector<Request*>& r, int64_t) override { std::stable_sort(r.begin(), r.end(), cmp); }
+
+  void order_waiting(std::vector<Request*>& w, int64_t now) override {
+    struct Key {
+      int group;
+      double score;
+      double tie;
+    };
+    std::vector<std::pair<Key, Request*>> keyed;
+    keyed.reserve(w.size());
+    for (Request* r : w) {
+      Key k{};
+      if (now - r->arrival_ns >= ctx_.max_starvation_ns) {
+        k = {0, static_cast<double>(r->arrival_ns), static_cast<double>(r->id)};
+      } else {
+        double deadline = r->deadline_ns ? static_cast<double>(r->deadline_ns) : std::numeric_limits<double>::max() / 4;
+        double slack = deadline - static_cast<double>(now) - own_work_ns(*r);
+        if (slack >= 0) k = {1, slack / std::max(1e-6, r->weight), static_cast<double>(r->arrival_ns)};
+        else k = {2, -r->weight, deadline};
+      }
+      keyed.push_back({k, r});
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+      if (a.first.group != b.first.group) return a.first.group < b.first.group;
+      if (a.first.score != b.first.score) return a.first.score < b.first.score;
+      return a.first.tie < b.first.tie;
+    });
+    for (size_t i = 0; i < w.size(); ++i) w[i] = keyed[i].second;
+  }
+
+  void order_running(std::vector<Request*>& r, int64_t) override {
+    std::stable_sort(r.begin(), r.end(), [](const Request* a, const Request* b) {
+      if (a->weight != b->weight) return a->weight > b->weight;
+      int64_t da = a->deadline_ns ? a->deadline_ns : INT64_MAX, db = b->deadline_ns ? b->deadline_ns : INT64_MAX;
+      if (da != db) return da < db;
+      return a->arrival_ns != b->arrival_ns ? a->arrival_ns < b->arrival_ns : a->id < b->id;
+    });
+  }
+
+ private:
+  PolicyContext ctx_;
 };
+
 }  // namespace
 
-std::unique_ptr<Policy> make_slo_policy() { return std::make_unique<SloPolicy>(); }
+std::unique_ptr<Policy> make_slo_policy(const PolicyContext& ctx) { return std::make_unique<SloPolicy>(ctx); }
 
 }  // namespace mmrt::engine

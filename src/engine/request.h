@@ -49,6 +49,8 @@ struct Request {
   int64_t deadline_ns = 0;         // absolute time-to-first-token deadline (0: none)
   int64_t tpot_target_ns = 0;      // per-output-token target (0: none)
   std::string sla_class;           // "" when none
+  double weight = 1.0;             // the class weight (slo policy)
+  int64_t predicted_ttft_ns = 0;   // admission's prediction (0: none made)
 
   // Scheduling state.
   RequestStatus status = RequestStatus::kWaiting;

@@ -1,0 +1,92 @@
+#include "engine/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mmrt::engine {
+
+namespace {
+// Feature scales keep the regression well conditioned (values of order 1).
+constexpr std::array<double, 5> kScale{1.0, 100.0, 10.0, 1000.0, 10000.0};
+}  // namespace
+
+CostModel::CostModel(double forgetting) : forgetting_(forgetting) {
+  // Prior (ms per scaled unit): 2 ms per step, 5 ms per 100 prefill tokens, 1 ms per 10
+  // decodes, 10 ms per 1000 patches, 1 ms per 10k context tokens.
+  theta_ = {2.0, 5.0, 1.0, 10.0, 1.0};
+  for (auto& row : P_) row.fill(0.0);
+  for (int i = 0; i < 5; ++i) P_[static_cast<size_t>(i)][static_cast<size_t>(i)] = 100.0;
+}
+
+std::array<double, 5> CostModel::features(const StepFeatures& f) {
+  return {1.0, f.prefill_tokens / kScale[1], f.decode_tokens / kScale[2], f.encoder_patches / kScale[3],
+          f.context_tokens / kScale[4]};
+}
+
+double CostModel::predict_ns(const StepFeatures& f) const {
+  auto x = features(f);
+  double ms = 0;
+  for (size_t i = 0; i < 5; ++i) ms += std::max(0.0, theta_[i]) * x[i];
+  return ms * 1e6;
+}
+
+void CostModel::observe(const StepFeatures& f, double step_ns) {
+  auto x = features(f);
+  double y = step_ns * 1e-6;
+  std::array<double, 5> Px{};
+  for (size_t i = 0; i < 5; ++i)
+    for (size_t j = 0; j < 5; ++j) Px[i] += P_[i][j] * x[j];
+  double denom = forgetting_;
+  for (size_t i = 0; i < 5; ++i) denom += x[i] * Px[i];
+  double pred = 0;
+  for (size_t i = 0; i < 5; ++i) pred += theta_[i] * x[i];
+  for (size_t i = 0; i < 5; ++i) theta_[i] += Px[i] / denom * (y - pred);
+  for (size_t i = 0; i < 5; ++i)
+    for (size_t j = 0; j < 5; ++j) P_[i][j] = (P_[i][j] - Px[i] * Px[j] / denom) / forgetting_;
+  ++n_obs_;
+}
+
+std::array<double, 5> CostModel::coefficients_ns() const {
+  std::array<double, 5> c{};
+  for (size_t i = 0; i < 5; ++i) c[i] = std::max(0.0, theta_[i]) * 1e6 / kScale[i];
+  return c;
+}
+
+double CostModel::predict_ttft_ns(double prefill_tokens, double patches, double queued_prefill_tokens,
+                                  double queued_patches, int64_t n_decode, double context_tokens,
+                                  int64_t budget) const {
+  const double cap = std::max<double>(1.0, static_cast<double>(budget - n_decode));
+  const double total = queued_prefill_tokens + prefill_tokens;
+  const double steps = std::max(1.0, std::ceil(total / cap));
+  StepFeatures full{std::min(cap, total), static_cast<double>(n_decode), 0, context_tokens};
+  double t = steps * predict_ns(full);
+  StepFeatures enc{0, 0, queued_patches + patches, 0};
+  t += predict_ns(enc) - predict_ns({});  // encoder work on top of the steps
+  return t;
+}
+
+void CostModel::record_ttft(double predicted_ns, double actual_ns) {
+  if (actual_ns <= 0) return;
+  errors_.push_back((predicted_ns - actual_ns) / actual_ns);
+}
+
+PredictionError CostModel::ttft_error() const {
+  PredictionError e;
+  e.count = static_cast<int64_t>(errors_.size());
+  if (errors_.empty()) return e;
+  std::vector<double> a;
+  double s = 0, sa = 0;
+  for (double x : errors_) {
+    a.push_back(std::fabs(x));
+    s += x;
+    sa += std::fabs(x);
+  }
+  std::sort(a.begin(), a.end());
+  e.mean_abs_rel = sa / static_cast<double>(a.size());
+  e.mean_signed_rel = s / static_cast<double>(a.size());
+  e.p50_abs_rel = a[a.size() / 2];
+  e.p90_abs_rel = a[std::min(a.size() - 1, a.size() * 9 / 10)];
+  return e;
+}
+
+}  // namespace mmrt::engine

@@ -1,0 +1,54 @@
+// Step-time cost model for admission control and the batch controller:
+//   t_step ≈ c0 + c1·prefill_tokens + c2·decode_tokens + c3·encoder_patches + c4·context_tokens
+// calibrated online from observed step times (recursive least squares with forgetting), and a
+// TTFT predictor built on it. Prediction errors are tracked and reported.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace mmrt::engine {
+
+struct StepFeatures {
+  double prefill_tokens = 0, decode_tokens = 0, encoder_patches = 0;
+  double context_tokens = 0;  // KV tokens attended by the step's queries (sum over sequences)
+};
+
+struct PredictionError {
+  int64_t count = 0;
+  double mean_abs_rel = 0;  // mean |predicted - actual| / actual
+  double p50_abs_rel = 0, p90_abs_rel = 0;
+  double mean_signed_rel = 0;  // > 0: predictions too high
+};
+
+class CostModel {
+ public:
+  // Priors: a rough guess that online calibration replaces within a few dozen steps.
+  explicit CostModel(double forgetting = 0.98);
+
+  double predict_ns(const StepFeatures& f) const;
+  void observe(const StepFeatures& f, double step_ns);
+  int64_t observations() const { return n_obs_; }
+  std::array<double, 5> coefficients_ns() const;  // per unit of each feature (c0 per step)
+
+  // Predicted time to first token for `prefill_tokens` of new prompt (+ encoder patches) when
+  // `queued_prefill_tokens` / `queued_patches` are ahead of it and `n_decode` sequences decode
+  // alongside, with `budget` tokens per step.
+  double predict_ttft_ns(double prefill_tokens, double patches, double queued_prefill_tokens,
+                         double queued_patches, int64_t n_decode, double context_tokens,
+                         int64_t budget) const;
+
+  void record_ttft(double predicted_ns, double actual_ns);
+  PredictionError ttft_error() const;
+
+ private:
+  static std::array<double, 5> features(const StepFeatures& f);
+  double forgetting_;
+  std::array<double, 5> theta_;              // in ms per scaled feature
+  std::array<std::array<double, 5>, 5> P_;
+  int64_t n_obs_ = 0;
+  std::vector<double> errors_;               // signed relative errors
+};
+
+}  // namespace mmrt::engine

@@ -1,0 +1,91 @@
+#include "engine/sla.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mmrt::engine {
+
+SlaConfig SlaConfig::defaults() {
+  SlaConfig c;
+  c.classes = {
+      {"platinum", 300'000'000, 50'000'000, 4.0, OnMiss::kRefuse},
+      {"gold", 800'000'000, 100'000'000, 2.0, OnMiss::kDowngrade},
+      {"silver", 5'000'000'000, 0, 1.0, OnMiss::kAccept},
+  };
+  c.default_class = "silver";
+  return c;
+}
+
+SlaConfig SlaConfig::from_json(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(origin + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("classes") || !j["classes"].is_array() || j["classes"].empty())
+    throw FormatError(origin + ": expected an object with a non-empty \"classes\" list");
+  SlaConfig c;
+  c.classes.clear();
+  for (size_t i = 0; i < j["classes"].size(); ++i) {
+    const auto& x = j["classes"][i];
+    std::string where = origin + ": classes[" + std::to_string(i) + "]";
+    if (!x.is_object() || !x.contains("name") || !x["name"].is_string())
+      throw FormatError(where + ": needs a string \"name\"");
+    SlaClass s;
+    s.name = x["name"].get<std::string>();
+    auto num = [&](const char* k, double def) {
+      if (!x.contains(k)) return def;
+      if (!x[k].is_number() || x[k].get<double>() < 0) throw FormatError(where + "." + k + ": expected a number >= 0");
+      return x[k].get<double>();
+    };
+    s.ttft_ns = static_cast<int64_t>(num("ttft_ms", 0) * 1e6);
+    s.tpot_ns = static_cast<int64_t>(num("tpot_ms", 0) * 1e6);
+    s.weight = num("weight", 1.0);
+    std::string m = x.value("on_miss", "refuse");
+    if (m == "refuse") s.on_miss = OnMiss::kRefuse;
+    else if (m == "downgrade") s.on_miss = OnMiss::kDowngrade;
+    else if (m == "accept") s.on_miss = OnMiss::kAccept;
+    else throw FormatError(where + ".on_miss: '" + m + "' is not refuse, downgrade or accept");
+    if (c.index_of(s.name) >= 0) throw FormatError(where + ": class '" + s.name + "' listed twice");
+    c.classes.push_back(s);
+  }
+  c.default_class = j.value("default_class", c.classes.back().name);
+  if (c.index_of(c.default_class) < 0)
+    throw FormatError(origin + ": default_class '" + c.default_class + "' is not one of the classes");
+  if (j.contains("max_starvation_ms")) {
+    if (!j["max_starvation_ms"].is_number() || j["max_starvation_ms"].get<double>() <= 0)
+      throw FormatError(origin + ": max_starvation_ms must be a number > 0");
+    c.max_starvation_ns = static_cast<int64_t>(j["max_starvation_ms"].get<double>() * 1e6);
+  }
+  return c;
+}
+
+SlaConfig SlaConfig::load(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw NotFound("cannot open SLA config '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_json(ss.str(), path);
+}
+
+int SlaConfig::index_of(const std::string& name) const {
+  for (size_t i = 0; i < classes.size(); ++i)
+    if (classes[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+const SlaClass& SlaConfig::get(const std::string& name) const {
+  int i = index_of(name);
+  if (i < 0) {
+    std::string known;
+    for (const auto& c : classes) known += (known.empty() ? "" : ", ") + c.name;
+    throw InvalidArgument("unknown SLA class '" + name + "' (known: " + known + ")");
+  }
+  return classes[static_cast<size_t>(i)];
+}
+
+}  // namespace mmrt::engine

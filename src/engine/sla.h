@@ -1,0 +1,44 @@
+// SLA classes: the latency promise a request carries (time to first token, time per output
+// token), how much the class weighs against others, and what admission does when the promise
+// cannot be kept. Loaded from a JSON file or the built-in defaults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mmrt::engine {
+
+enum class OnMiss : uint8_t {
+  kRefuse,     // refuse at once with the predicted TTFT in the reason
+  kDowngrade,  // serve it in the next class down (whose promise it can meet), or refuse
+  kAccept,     // best effort: serve it anyway
+};
+
+struct SlaClass {
+  std::string name;
+  int64_t ttft_ns = 0;  // 0: no TTFT promise
+  int64_t tpot_ns = 0;  // 0: no TPOT promise
+  double weight = 1.0;  // slo policy: larger = more important
+  OnMiss on_miss = OnMiss::kRefuse;
+};
+
+struct SlaConfig {
+  std::vector<SlaClass> classes;  // most important first
+  std::string default_class = "silver";
+  // slo policy: no waiting request is passed over for longer than this (aging bound).
+  int64_t max_starvation_ns = 2'000'000'000;
+
+  // platinum: TTFT 300 ms / TPOT 50 ms, weight 4, refuse; gold: 800 ms / 100 ms, weight 2,
+  // downgrade; silver: best effort bounded at 5 s TTFT, weight 1, accept.
+  static SlaConfig defaults();
+  // {"classes":[{"name":..., "ttft_ms":..., "tpot_ms":..., "weight":..., "on_miss":"refuse|downgrade|accept"}],
+  //  "default_class": "...", "max_starvation_ms": ...}; FormatError naming the field.
+  static SlaConfig load(const std::string& path);
+  static SlaConfig from_json(const std::string& text, const std::string& origin);
+
+  const SlaClass& get(const std::string& name) const;  // InvalidArgument for unknown names
+  int index_of(const std::string& name) const;         // -1 if unknown
+};
+
+}  // namespace mmrt::engine
