@@ -1,0 +1,55 @@
+// Latency reports from finished requests: percentiles of TTFT / TPOT / end-to-end per SLA class,
+// SLO attainment, goodput, refusals and where the time went per stage, as text and JSON.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace mmrt::obs {
+
+// Percentile (nearest rank on the sorted values, p in [0, 100]); NaN for no values.
+double percentile(std::vector<double> v, double p);
+
+struct Dist {
+  int64_t n = 0;
+  double p50 = 0, p95 = 0, p99 = 0, mean = 0, max = 0;
+  static Dist of(const std::vector<double>& v);
+  nlohmann::json json() const;
+};
+
+struct ClassReport {
+  std::string name;
+  int64_t requests = 0, completed = 0, refused = 0, failed = 0, cancelled = 0, downgraded = 0;
+  int64_t slo_met = 0;  // completed within the requested class's TTFT and TPOT
+  Dist ttft_ms, tpot_ms, e2e_ms;
+  double attainment() const { return requests ? static_cast<double>(slo_met) / static_cast<double>(requests) : 0; }
+};
+
+struct StageBreakdown {  // mean ms per completed request
+  double media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
+};
+
+struct Report {
+  std::string policy;
+  double duration_s = 0;
+  std::vector<ClassReport> classes;  // in SLA order, then "all"
+  StageBreakdown stages;
+  double goodput_rps = 0;            // requests that met their SLA per second
+  double throughput_tok_s = 0;       // generated tokens per second
+  double prefix_hit_rate = 0, encoder_hit_rate = 0;
+  engine::EngineStats engine;
+  nlohmann::json json() const;
+  std::string text() const;  // a readable table
+};
+
+// `requested_class[i]` is the class request i asked for (before any downgrade).
+Report make_report(const std::string& policy, double duration_s, const std::vector<engine::RequestResult>& results,
+                   const std::vector<std::string>& requested_class, const engine::SlaConfig& sla,
+                   const engine::EngineStats& stats);
+
+}  // namespace mmrt::obs

@@ -1,0 +1,122 @@
+#include "bench_workload.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <spng.h>
+
+#include "core/error.h"
+
+namespace mmrt::cli {
+
+std::vector<uint8_t> synthetic_png(int w, int h, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  double fx[3], fy[3], ph[3];
+  for (int c = 0; c < 3; ++c) {
+    fx[c] = 1 + 6 * u(rng);
+    fy[c] = 1 + 6 * u(rng);
+    ph[c] = 6.28 * u(rng);
+  }
+  std::vector<uint8_t> px(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) {
+        double v = 127.5 + 100 * std::sin(fx[c] * x / w * 6.28 + ph[c]) * std::cos(fy[c] * y / h * 6.28) +
+                   20 * (u(rng) - 0.5);
+        px[(static_cast<size_t>(y) * w + x) * 3 + c] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  if (!ctx) throw ResourceExhausted("cannot create a PNG encoder");
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{};
+  ihdr.width = static_cast<uint32_t>(w);
+  ihdr.height = static_cast<uint32_t>(h);
+  ihdr.bit_depth = 8;
+  ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
+  spng_set_ihdr(ctx, &ihdr);
+  int err = spng_encode_image(ctx, px.data(), px.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  size_t n = 0;
+  void* buf = err ? nullptr : spng_get_png_buffer(ctx, &n, &err);
+  spng_ctx_free(ctx);
+  if (!buf) throw InternalError(std::string("PNG encoding failed: ") + spng_strerror(err));
+  std::vector<uint8_t> out(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + n);
+  std::free(buf);
+  return out;
+}
+
+namespace {
+
+const char* kWords[] = {"the",   "model",  "image",  "latency", "river", "signal", "market", "risk",   "car",
+                        "route", "camera", "defect", "weld",    "sky",   "green",  "quick",  "answer", "why",
+                        "how",   "large",  "small",  "price",   "trend", "noise",  "sensor", "part",   "line"};
+
+std::string sentence(std::mt19937_64& rng, int words) {
+  std::string s;
+  for (int i = 0; i < words; ++i) {
+    if (i) s += ' ';
+    s += kWords[rng() % (sizeof kWords / sizeof kWords[0])];
+  }
+  return s + "?";
+}
+
+}  // namespace
+
+std::vector<TraceItem> make_trace(const WorkloadOptions& o) {
+  if (o.rate <= 0 || o.duration_s <= 0) throw InvalidArgument("bench needs --rate > 0 and --duration > 0");
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap(o.rate);
+  std::uniform_real_distribution<double> u(0, 1);
+  // A few images that conversations keep coming back to (cache hits), and fresh ones.
+  std::vector<std::vector<uint8_t>> shared;
+  for (int i = 0; i < 3; ++i) shared.push_back(synthetic_png(o.image_side, o.image_side, o.seed * 1000 + static_cast<uint64_t>(i)));
+  double total_mix = 0;
+  for (const auto& [c, p] : o.class_mix) total_mix += p;
+  std::vector<TraceItem> trace;
+  double t = gap(rng);
+  int n = 0;
+  while (t < o.duration_s) {
+    TraceItem it;
+    it.t_s = t;
+    double pick = u(rng) * total_mix;
+    for (const auto& [c, p] : o.class_mix) {
+      it.sla_class = c;
+      if ((pick -= p) <= 0) break;
+    }
+    double k = u(rng);
+    std::string kind = o.name == "text" ? "text" : o.name == "image" ? "image" : k < 0.4 ? "text" : k < 0.7 ? "image" : "multiturn";
+    it.kind = kind;
+    auto& g = it.request;
+    g.sampling.max_tokens = o.max_tokens;
+    g.sampling.ignore_eos = true;  // the same amount of decode work under every policy
+    if (kind == "text") {
+      g.messages.push_back(io::ChatMessage::text("user", sentence(rng, 10 + static_cast<int>(rng() % 30))));
+    } else if (kind == "image") {
+      io::ChatMessage m;
+      m.role = "user";
+      m.content.push_back({io::ContentPart::Kind::kImage, ""});
+      m.content.push_back({io::ContentPart::Kind::kText, sentence(rng, 8)});
+      g.messages.push_back(m);
+      g.images.push_back(synthetic_png(o.image_side, o.image_side, o.seed * 7919 + static_cast<uint64_t>(n)));
+    } else {
+      // Second turn of a conversation about one of the shared images.
+      size_t which = rng() % shared.size();
+      std::mt19937_64 conv(o.seed * 31 + which);  // the first turn is the same for this image
+      io::ChatMessage m;
+      m.role = "user";
+      m.content.push_back({io::ContentPart::Kind::kImage, ""});
+      m.content.push_back({io::ContentPart::Kind::kText, sentence(conv, 8)});
+      g.messages.push_back(m);
+      g.messages.push_back(io::ChatMessage::text("assistant", sentence(conv, 12)));
+      g.messages.push_back(io::ChatMessage::text("user", sentence(rng, 6)));
+      g.images.push_back(shared[which]);
+    }
+    g.sla_class = it.sla_class;
+    trace.push_back(std::move(it));
+    t += gap(rng);
+    ++n;
+  }
+  return trace;
+}
+
+}  // namespace mmrt::cli

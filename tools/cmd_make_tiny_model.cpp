@@ -1,0 +1,99 @@
+// mmrt make-tiny-model: writes a random Qwen2-VL checkpoint folder in the Hugging Face layout.
+#include <cstdio>
+
+#include "cli.h"
+#include "core/error.h"
+#include "models/qwen2_vl/tiny_checkpoint.h"
+
+namespace {
+
+using namespace mmrt;
+
+int run(cli::Args& args) {
+  models::TinyModelOptions o;
+  const std::string arch = args.get_or("arch", "qwen2-vl");
+  const std::string out = args.require("out");
+  o.size = models::parse_tiny_model_size(args.get_or("size", "tiny"));
+  const int64_t seed = args.get_int("seed", 0);
+  if (seed < 0) throw InvalidArgument("--seed must be non-negative");
+  o.seed = static_cast<uint64_t>(seed);
+  const std::string dtype = args.get_or("dtype", "bf16");
+  if (dtype == "bf16")
+    o.dtype = DType::kBF16;
+  else if (dtype == "f32")
+    o.dtype = DType::kF32;
+  else
+    throw InvalidArgument("--dtype must be bf16 or f32, got '" + dtype + "'");
+  o.tokenizer_path = args.get_or("tokenizer", "");
+  const std::string naming = args.get_or("naming", "old");
+  if (naming == "old")
+    o.naming = io::Qwen2VLNaming::kOld;
+  else if (naming == "new")
+    o.naming = io::Qwen2VLNaming::kNew;
+  else
+    throw InvalidArgument("--naming must be old or new, got '" + naming + "'");
+  const bool tie = args.flag("tie"), untie = args.flag("untie");
+  if (tie && untie) throw InvalidArgument("--tie and --untie are mutually exclusive");
+  if (tie) o.tied = true;
+  if (untie) o.tied = false;
+  const int64_t shard_mb = args.get_int("max-shard-mb", 2000);
+  if (shard_mb <= 0) throw InvalidArgument("--max-shard-mb must be positive");
+  o.max_shard_bytes = static_cast<uint64_t>(shard_mb) * 1000 * 1000;
+  args.finish();
+  if (arch != "qwen2-vl")
+    throw InvalidArgument("--arch '" + arch + "' is not supported (available: qwen2-vl)");
+  if (!args.positional().empty())
+    throw InvalidArgument("unexpected argument '" + args.positional()[0] + "'");
+  o.progress = true;
+
+  models::TinyModelResult r = models::make_tiny_qwen2_vl(out, o);
+  const auto& c = r.config;
+  std::printf("wrote %s (qwen2-vl, %s, %s, %s names, %s lm_head)\n", out.c_str(),
+              models::tiny_model_size_name(o.size), dtype.c_str(), naming.c_str(),
+              c.text.tie_word_embeddings ? "tied" : "untied");
+  std::printf("  files       ");
+  for (size_t i = 0; i < r.files.size(); ++i)
+    std::printf("%s%s", i ? ", " : "", r.files[i].c_str());
+  std::printf("\n  tensors     %zu\n", r.n_tensors);
+  std::printf("  parameters  %lld (%.3f M)\n", static_cast<long long>(r.n_params),
+              r.n_params / 1e6);
+  std::printf("  bytes       %llu (%.1f MB)\n", static_cast<unsigned long long>(r.n_bytes),
+              r.n_bytes / 1e6);
+  std::printf("  tokenizer   %d tokens, config vocab_size %lld\n", r.tokenizer_size,
+              static_cast<long long>(c.text.vocab_size));
+  std::printf("  time        %.2f s\n", r.seconds);
+  return 0;
+}
+
+}  // namespace
+
+MMRT_COMMAND("make-tiny-model",
+             "write a random Qwen2-VL checkpoint (HF layout) for tests/benchmarks",
+             R"(usage: mmrt make-tiny-model --out DIR [options]
+
+Writes a complete random checkpoint folder with the exact Hugging Face names and layout:
+config.json, model.safetensors (or model-0000i-of-0000N.safetensors shards + index.json when a
+shard would exceed --max-shard-mb), tokenizer.json, tokenizer_config.json,
+generation_config.json and preprocessor_config.json.
+
+options:
+  --arch qwen2-vl          architecture (only qwen2-vl)
+  --out DIR                output folder (created; old weight files in it are replaced)
+  --size tiny|small|2b-shape
+                           tiny: hidden 64, 2 layers, vision embed 32 (a few MB, unit tests)
+                           small: hidden 768, 12 layers, vision 4 x 384 (~90M params, benchmarks)
+                           2b-shape: Qwen2-VL-2B's exact dimensions (2.21B params, 4.4 GB bf16)
+                           (default tiny)
+  --seed N                 random seed (default 0); same seed, same weights
+  --dtype bf16|f32         weight dtype (default bf16)
+  --tokenizer PATH         copy this tokenizer.json in and take the special-token ids from it
+                           (default: learn a byte-level BPE vocabulary from built-in text)
+  --naming old|new         tensor names: old = model.*, visual.* (original checkpoints);
+                           new = model.language_model.*, model.visual.* (default old)
+  --tie | --untie          tie lm_head to embed_tokens or not (default: untied for tiny,
+                           tied for small and 2b-shape)
+  --max-shard-mb N         shard size limit in MB (default 2000, HF's "2GB")
+
+Weights: norm weights 1, norm biases 0, everything else ~N(0, 0.02), reproducible per seed.
+)",
+             {"tie", "untie"}, &run);

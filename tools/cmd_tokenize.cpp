@@ -1,0 +1,190 @@
+// mmrt tokenize / mmrt detokenize: text <-> token ids with a model folder's tokenizer.json.
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "core/error.h"
+#include "io/tokenizer.h"
+#include "io/unicode.h"
+
+namespace {
+
+using namespace mmrt;
+namespace fs = std::filesystem;
+
+std::string read_stdin() {
+  std::ios::sync_with_stdio(false);
+  return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+}
+
+io::Tokenizer load(cli::Args& args) {
+  const std::string model = args.require("model");
+  fs::path p(model);
+  std::error_code ec;
+  if (!fs::exists(p, ec))
+    throw NotFound("--model " + model + ": no such folder (expected a folder holding tokenizer.json)");
+  if (fs::is_directory(p, ec)) p /= "tokenizer.json";
+  return io::Tokenizer::from_file(p.string());
+}
+
+// A token's bytes as one quoted line: control characters escaped, bytes that are not (yet) a
+// whole UTF-8 character shown as \xNN.
+std::string readable(const std::string& bytes) {
+  std::string out = "\"";
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto st = io::unicode::utf8_next(std::string_view(bytes).substr(i));
+    if (st.status != io::unicode::Utf8Step::kOk) {
+      for (uint32_t k = 0; k < st.len; ++k) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "\\x%02X", static_cast<unsigned char>(bytes[i + k]));
+        out += hex;
+      }
+      i += st.len;
+      continue;
+    }
+    switch (st.cp) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      default:
+        if (st.cp < 0x20 || st.cp == 0x7F) {
+          char hex[8];
+          std::snprintf(hex, sizeof(hex), "\\x%02X", st.cp);
+          out += hex;
+        } else {
+          out.append(bytes, i, st.len);
+        }
+    }
+    i += st.len;
+  }
+  return out + "\"";
+}
+
+int run_tokenize(cli::Args& args) {
+  const bool ids_only = args.flag("ids-only");
+  io::Tokenizer tok = load(args);
+  args.finish();
+  if (!args.positional().empty())
+    throw InvalidArgument("tokenize reads its text from stdin; unexpected argument '" +
+                          args.positional()[0] + "'");
+  const std::vector<int32_t> ids = tok.encode(read_stdin());
+  std::string out;
+  if (ids_only) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) out += ' ';
+      out += std::to_string(ids[i]);
+    }
+    out += '\n';
+  } else {
+    for (int32_t id : ids) out += std::to_string(id) + "\t" + readable(tok.token_bytes(id)) + "\n";
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+// Ids separated by white space and/or commas, or one JSON array.
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument(std::string("stdin is not a valid JSON array of ids: ") + e.what());
+    }
+    if (!j.is_array()) throw InvalidArgument("stdin: expected a JSON array of token ids");
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (!j[i].is_number_integer())
+        throw InvalidArgument("stdin: element " + std::to_string(i) + " of the JSON array (" +
+                              j[i].dump() + ") is not an integer token id");
+      const int64_t v = j[i].get<int64_t>();
+      if (v < INT32_MIN || v > INT32_MAX)
+        throw InvalidArgument("token id " + std::to_string(v) + " is out of range");
+      ids.push_back(static_cast<int32_t>(v));
+    }
+    return ids;
+  }
+  size_t i = 0, n = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c)) || c == ',') {
+      ++i;
+      continue;
+    }
+    size_t e = i;
+    while (e < text.size() && !std::isspace(static_cast<unsigned char>(text[e])) && text[e] != ',')
+      ++e;
+    const std::string word = text.substr(i, e - i);
+    ++n;
+    size_t k = word[0] == '-' ? 1 : 0;
+    bool numeric = k < word.size() && word.size() - k <= 10;
+    for (; numeric && k < word.size(); ++k)
+      numeric = std::isdigit(static_cast<unsigned char>(word[k])) != 0;
+    if (!numeric)
+      throw InvalidArgument("'" + word + "' (item " + std::to_string(n) +
+                            " on stdin) is not a token id: expected integers separated by spaces "
+                            "or commas, or a JSON array");
+    const int64_t v = std::stoll(word);
+    if (v < INT32_MIN || v > INT32_MAX)
+      throw InvalidArgument("token id " + word + " (item " + std::to_string(n) +
+                            ") is out of range");
+    ids.push_back(static_cast<int32_t>(v));
+    i = e;
+  }
+  return ids;
+}
+
+int run_detokenize(cli::Args& args) {
+  const bool skip_special = args.flag("skip-special");
+  io::Tokenizer tok = load(args);
+  args.finish();
+  if (!args.positional().empty())
+    throw InvalidArgument("detokenize reads its ids from stdin; unexpected argument '" +
+                          args.positional()[0] + "'");
+  const std::string text = tok.decode(parse_ids(read_stdin()), skip_special);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+MMRT_COMMAND("tokenize", "encode UTF-8 text from stdin into token ids",
+             "usage: mmrt tokenize --model DIR [--ids-only] < text.txt\n\n"
+             "Reads UTF-8 text from stdin (all of it, newlines included) and encodes it with\n"
+             "DIR/tokenizer.json (a Hugging Face byte-level BPE file, e.g. Qwen2/Qwen2.5/Qwen3):\n"
+             "NFC, added/special tokens such as <|im_start|> matched first, then BPE.\n"
+             "No special tokens are added. Invalid UTF-8 is read as U+FFFD.\n\n"
+             "options:\n"
+             "  --model DIR   folder holding tokenizer.json (or the path of the file itself)\n"
+             "  --ids-only    print one line of space-separated ids instead of the table\n\n"
+             "output: one line per token, ID<TAB>\"TEXT\", where TEXT is the token's bytes\n"
+             "with \\n, \\t, \\r, \\\" escaped and \\xNN for bytes that are only part of a\n"
+             "UTF-8 character.\n\n"
+             "example:\n"
+             "  echo -n 'Hello world' | mmrt tokenize --model ckpt --ids-only",
+             {"ids-only"}, run_tokenize);
+
+MMRT_COMMAND("detokenize", "decode token ids from stdin into text",
+             "usage: mmrt detokenize --model DIR [--skip-special] < ids.txt\n\n"
+             "Reads token ids from stdin, separated by white space and/or commas, or as one\n"
+             "JSON array ([9707, 1879]), and prints the decoded text (no newline added).\n"
+             "Bytes that do not form valid UTF-8 become U+FFFD.\n\n"
+             "options:\n"
+             "  --model DIR       folder holding tokenizer.json (or the path of the file itself)\n"
+             "  --skip-special    drop special tokens (<|im_start|>, <|endoftext|>, ...)\n\n"
+             "errors: a non-numeric item or an id outside the vocabulary is reported with the\n"
+             "offending value, and nothing is printed.\n\n"
+             "example:\n"
+             "  echo '9707 1879' | mmrt detokenize --model ckpt",
+             {"skip-special"}, run_detokenize);
