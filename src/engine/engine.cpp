@@ -415,10 +415,14 @@ struct Engine::Impl {
   }
 
   // Text of a generated token. Ids past the tokenizer (a checkpoint's padded vocabulary rows)
-  // have no text.
+  // or unassigned inside it have no text.
   std::string detokenize(Entry& e, int32_t id) {
     if (id < 0 || id >= tok->vocab_size()) return {};
-    return e.detok->push(id);
+    try {
+      return e.detok->push(id);
+    } catch (const InvalidArgument&) {
+      return {};  // an id the tokenizer leaves unassigned (a gap in its vocabulary)
+    }
   }
 
   Entry* entry_of(Request* r) {

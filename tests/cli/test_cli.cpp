@@ -1,0 +1,127 @@
+// The `mmrt` command line, run as a separate process: bench on the tiny model (report structure,
+// one outcome per request), generate with and without an image, and clear errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct CmdResult {
+  int rc;
+  std::string out, err;
+};
+
+const fs::path& tmp() {
+  static fs::path p = [] {
+    fs::path d = fs::temp_directory_path() / ("mmrt_cli_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return p;
+}
+
+CmdResult mmrt(const std::string& args) {
+  fs::path o = tmp() / "stdout", e = tmp() / "stderr";
+  std::string cmd = std::string(MMRT_BINARY_DIR) + "/tools/mmrt " + args + " > " + o.string() + " 2> " + e.string();
+  int rc = std::system(cmd.c_str());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  return {WEXITSTATUS(rc), slurp(o), slurp(e)};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    CmdResult r = mmrt("make-tiny-model --arch qwen2-vl --out " + (tmp() / "tiny").string());
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  static void TearDownTestSuite() { fs::remove_all(tmp()); }
+  static std::string model() { return (tmp() / "tiny").string(); }
+};
+
+}  // namespace
+
+TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
+  fs::path j = tmp() / "bench.json";
+  CmdResult r = mmrt("bench --model " + model() + " --rate 6 --duration 2 --policy fcfs,priority,slo --warmup 2 --quiet --json " +
+               j.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("policy slo"), std::string::npos) << r.out;
+  std::ifstream f(j);
+  json rep = json::parse(f);
+  ASSERT_TRUE(rep.is_array());
+  ASSERT_EQ(rep.size(), 3u);
+  std::vector<std::string> policies;
+  for (const auto& p : rep) {
+    policies.push_back(p["policy"]);
+    const auto& all = p["classes"]["all"];
+    int64_t n = all["requests"];
+    EXPECT_EQ(n, p["workload"]["requests"].get<int64_t>());
+    // Exactly one outcome each: completed + refused + failed + cancelled = requests.
+    EXPECT_EQ(all["completed"].get<int64_t>() + all["refused"].get<int64_t>() + all["failed"].get<int64_t>() +
+                  all["cancelled"].get<int64_t>(),
+              n);
+    int64_t per_class = 0;
+    for (const char* c : {"platinum", "gold", "silver"}) {
+      ASSERT_TRUE(p["classes"].contains(c)) << c;
+      per_class += p["classes"][c]["requests"].get<int64_t>();
+      for (const char* d : {"ttft_ms", "tpot_ms", "e2e_ms"})
+        for (const char* q : {"p50", "p95", "p99"}) EXPECT_TRUE(p["classes"][c][d].contains(q));
+      double a = p["classes"][c]["slo_attainment"];
+      EXPECT_GE(a, 0.0);
+      EXPECT_LE(a, 1.0);
+    }
+    EXPECT_EQ(per_class, n);
+    for (const char* s : {"media", "queue", "encode", "prefill", "decode"}) EXPECT_TRUE(p["stages_ms"].contains(s));
+    EXPECT_TRUE(p.contains("goodput_rps"));
+    EXPECT_TRUE(p.contains("prefix_cache_hit_rate"));
+    EXPECT_TRUE(p.contains("encoder_cache_hit_rate"));
+    EXPECT_TRUE(p["engine"]["ttft_prediction"].contains("mean_abs_rel_error"));
+  }
+  EXPECT_EQ(policies, (std::vector<std::string>{"fcfs", "priority", "slo"}));
+}
+
+TEST_F(Cli, GenerateTextAndImage) {
+  CmdResult r = mmrt("generate --model " + model() + " --prompt 'Hello' --max-tokens 5 --ignore-eos");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("time to first token"), std::string::npos) << r.err;
+  fs::path img = tmp() / "img.png";
+  std::string mk = std::string(MMRT_REF_PYTHON) + " -c \"from PIL import Image; Image.new('RGB',(64,48),(200,30,60)).save('" +
+                   img.string() + "')\"";
+  ASSERT_EQ(std::system(mk.c_str()), 0);
+  r = mmrt("generate --model " + model() + " --image " + img.string() + " --prompt 'Describe' --max-tokens 4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("media"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ClearErrors) {
+  CmdResult r = mmrt("generate --model " + (tmp() / "nope").string() + " --prompt x");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
+  r = mmrt("bench --model " + model() + " --policy fifo");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("unknown scheduling policy 'fifo'"), std::string::npos) << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --temperature abc");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--temperature"), std::string::npos) << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --bogus 1");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
+  r = mmrt("frobnicate");
+  EXPECT_NE(r.rc, 0);
+  r = mmrt("--help");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* c : {"bench", "generate", "make-tiny-model", "inspect", "tokenize", "preprocess"})
+    EXPECT_NE(r.out.find(c), std::string::npos) << c;
+}
