@@ -33,7 +33,9 @@ constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // the reference rea
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 // A read-only private mapping of a whole file.
 struct MappedFile {
@@ -52,7 +54,7 @@ std::shared_ptr<MappedFile> map_file(const std::string& path) {
     if (err == ENOENT) throw NotFound(path + ": no such file");
     throw FailedPrecondition(path + ": cannot open: " + std::strerror(err));
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -89,7 +91,9 @@ struct ParsedFile {
   std::vector<Entry> entries;
 };
 
-std::string json_type(const json& j) { return j.type_name(); }
+std::string json_type(const json& j) {
+  return j.type_name();
+}
 
 // Reads a non-negative integer that fits uint64 from a JSON number; nullopt otherwise.
 std::optional<uint64_t> as_u64(const json& j) {
@@ -101,7 +105,9 @@ std::optional<uint64_t> as_u64(const json& j) {
   return std::nullopt;
 }
 
-std::string describe_number(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+std::string describe_number(const json& j) {
+  return j.is_string() ? j.get<std::string>() : j.dump();
+}
 
 // Validates the header of a mapped file; returns its tensors and metadata.
 ParsedFile parse_file(const MappedFile& mf, size_t file_index) {
@@ -305,8 +311,8 @@ struct SafeTensors::Impl {
                           " but that shard does not contain it");
       if (it->second.info.file != expect)
         throw FormatError(I + ": tensor " + quote(t) + " is mapped to shard " + quote(sh) +
-                          " but that shard does not contain it (it is in " +
-                          it->second.info.file + ")");
+                          " but that shard does not contain it (it is in " + it->second.info.file +
+                          ")");
     }
     for (const auto& [t, en] : entries)
       if (!where.count(t))
@@ -340,7 +346,9 @@ SafeTensors SafeTensors::open(const std::string& path) {
   return SafeTensors(std::move(impl));
 }
 
-bool SafeTensors::contains(const std::string& name) const { return impl_->entries.count(name); }
+bool SafeTensors::contains(const std::string& name) const {
+  return impl_->entries.count(name);
+}
 
 const TensorInfo& SafeTensors::info(const std::string& name) const {
   auto it = impl_->entries.find(name);
@@ -369,7 +377,9 @@ std::vector<std::string> SafeTensors::names() const {
   return out;
 }
 
-size_t SafeTensors::size() const { return impl_->entries.size(); }
+size_t SafeTensors::size() const {
+  return impl_->entries.size();
+}
 
 uint64_t SafeTensors::total_bytes() const {
   uint64_t n = 0;
@@ -386,7 +396,9 @@ std::vector<std::string> SafeTensors::files() const {
 const std::map<std::string, std::string>& SafeTensors::metadata() const {
   return impl_->metadata;
 }
-const std::string& SafeTensors::path() const { return impl_->path; }
+const std::string& SafeTensors::path() const {
+  return impl_->path;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Writing
@@ -450,8 +462,10 @@ std::string make_header(const std::vector<const PendingTensor*>& ts,
     first = false;
     h += json(t->name).dump();
     h += ":{\"dtype\":\"" + std::string(dtype_name(t->dtype)) + "\",\"shape\":[";
-    for (size_t d = 0; d < t->shape.size(); ++d)
-      h += (d ? "," : "") + std::to_string(t->shape[d]);
+    for (size_t d = 0; d < t->shape.size(); ++d) {
+      if (d) h += ',';
+      h += std::to_string(t->shape[d]);
+    }
     h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}";
     off += n;
   }
@@ -631,8 +645,7 @@ std::vector<std::string> write_checkpoint_streamed(
   char name[64];
   for (size_t i = 0; i < shards.size(); ++i) {
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-    write_one_file((fs::path(dir) / name).string(), shards[i], metadata, tp, done, total,
-                   progress);
+    write_one_file((fs::path(dir) / name).string(), shards[i], metadata, tp, done, total, progress);
     for (const PendingTensor* t : shards[i]) weight_map[t->name] = name;
     written.push_back(name);
   }

@@ -1,0 +1,383 @@
+// Qwen2-VL config.json: both the original layout (text fields at the top level) and the newer one
+// ("text_config"), rope_scaling / rope_parameters, token ids; validation and HF-style writing.
+#include "io/hf_config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mmrt::io {
+
+using nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+// Reads typed fields from a JSON object; errors name the origin and the dotted field path.
+class Fields {
+ public:
+  Fields(const json* primary, const json* fallback, std::string prefix, const std::string& origin)
+      : primary_(primary), fallback_(fallback), prefix_(std::move(prefix)), origin_(origin) {}
+
+  const json* find(const std::string& key, std::string* where = nullptr) const {
+    if (primary_ && primary_->contains(key)) {
+      if (where) *where = prefix_ + key;
+      return &(*primary_)[key];
+    }
+    if (fallback_ && fallback_->contains(key)) {
+      if (where) *where = key;
+      return &(*fallback_)[key];
+    }
+    return nullptr;
+  }
+
+  std::optional<int64_t> opt_int(const std::string& key) const {
+    std::string where;
+    const json* j = find(key, &where);
+    if (!j || j->is_null()) return std::nullopt;
+    if (j->is_number_integer()) return j->get<int64_t>();
+    if (j->is_number_float()) {
+      double d = j->get<double>();
+      if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+    }
+    throw FormatError(origin_ + ": field \"" + where + "\" must be an integer, got " + j->dump());
+  }
+  int64_t req_int(const std::string& key) const {
+    auto v = opt_int(key);
+    if (!v)
+      throw FormatError(origin_ + ": missing required field \"" + (primary_ ? prefix_ : "") + key +
+                        "\"");
+    return *v;
+  }
+  int64_t int_or(const std::string& key, int64_t def) const { return opt_int(key).value_or(def); }
+  double num_or(const std::string& key, double def) const {
+    std::string where;
+    const json* j = find(key, &where);
+    if (!j || j->is_null()) return def;
+    if (!j->is_number())
+      throw FormatError(origin_ + ": field \"" + where + "\" must be a number, got " + j->dump());
+    return j->get<double>();
+  }
+  bool bool_or(const std::string& key, bool def) const {
+    std::string where;
+    const json* j = find(key, &where);
+    if (!j || j->is_null()) return def;
+    if (!j->is_boolean())
+      throw FormatError(origin_ + ": field \"" + where + "\" must be true or false, got " +
+                        j->dump());
+    return j->get<bool>();
+  }
+  std::string str_or(const std::string& key, const std::string& def) const {
+    std::string where;
+    const json* j = find(key, &where);
+    if (!j || j->is_null()) return def;
+    if (!j->is_string())
+      throw FormatError(origin_ + ": field \"" + where + "\" must be a string, got " + j->dump());
+    return j->get<std::string>();
+  }
+  // A token id; HF allows a list for eos_token_id (the first entry is the primary one).
+  int64_t token_or(const std::string& key, int64_t def) const {
+    std::string where;
+    const json* j = find(key, &where);
+    if (!j || j->is_null()) return def;
+    if (j->is_array() && !j->empty() && (*j)[0].is_number_integer()) return (*j)[0].get<int64_t>();
+    if (j->is_number_integer()) return j->get<int64_t>();
+    throw FormatError(origin_ + ": field \"" + where + "\" must be a token id, got " + j->dump());
+  }
+
+ private:
+  const json* primary_;
+  const json* fallback_;
+  std::string prefix_;
+  const std::string& origin_;
+};
+
+void parse_rope(const json& rs, const std::string& field, const std::string& origin,
+                Qwen2TextConfig& text) {
+  if (rs.is_null()) return;
+  if (!rs.is_object())
+    throw FormatError(origin + ": field \"" + field + "\" must be an object, got " + rs.dump());
+  std::string type;
+  for (const char* k : {"type", "rope_type"}) {
+    if (rs.contains(k)) {
+      if (!rs[k].is_string())
+        throw FormatError(origin + ": field \"" + field + "." + k + "\" must be a string");
+      type = rs[k].get<std::string>();
+      break;
+    }
+  }
+  if (!type.empty() && type != "mrope" && type != "default")
+    throw FormatError(origin + ": field \"" + field + "\" has unsupported rope type \"" + type +
+                      "\" (supported: \"mrope\", \"default\")");
+  if (rs.contains("rope_theta")) {
+    if (!rs["rope_theta"].is_number())
+      throw FormatError(origin + ": field \"" + field + ".rope_theta\" must be a number");
+    text.rope_theta = rs["rope_theta"].get<double>();
+  }
+  if (rs.contains("mrope_section")) {
+    const json& ms = rs["mrope_section"];
+    if (!ms.is_array())
+      throw FormatError(origin + ": field \"" + field + ".mrope_section\" must be an array");
+    text.mrope_section.clear();
+    for (const auto& v : ms) {
+      if (!v.is_number_integer())
+        throw FormatError(origin + ": field \"" + field +
+                          ".mrope_section\" must hold integers, got " + ms.dump());
+      text.mrope_section.push_back(v.get<int64_t>());
+    }
+  } else if (type == "mrope") {
+    throw FormatError(origin + ": field \"" + field + "\" is mrope but has no mrope_section");
+  }
+}
+
+}  // namespace
+
+Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::string& origin) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw FormatError(origin + ": not valid JSON: " + e.what());
+  }
+  if (!root.is_object()) throw FormatError(origin + ": top level is not a JSON object");
+
+  Qwen2VLConfig cfg;
+  Fields top(&root, nullptr, "", origin);
+  std::string arch;
+  if (root.contains("architectures")) {
+    const json& a = root["architectures"];
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+      throw FormatError(origin + ": field \"architectures\" must be a non-empty list of strings");
+    arch = a[0].get<std::string>();
+  }
+  cfg.model_type = top.str_or("model_type", "");
+  if (arch.empty() && cfg.model_type == "qwen2_vl") arch = "Qwen2VLForConditionalGeneration";
+  if (arch.empty())
+    throw FormatError(origin + ": missing \"architectures\" (and model_type is not qwen2_vl)");
+  if (arch != "Qwen2VLForConditionalGeneration")
+    throw FormatError(origin + ": unsupported architecture \"" + arch +
+                      "\" (expected Qwen2VLForConditionalGeneration)");
+  cfg.architecture = arch;
+  if (cfg.model_type.empty()) cfg.model_type = "qwen2_vl";
+  if (cfg.model_type != "qwen2_vl")
+    throw FormatError(origin + ": field \"model_type\" is \"" + cfg.model_type +
+                      "\", expected \"qwen2_vl\"");
+  cfg.torch_dtype = top.str_or("torch_dtype", top.str_or("dtype", "bfloat16"));
+
+  // Text fields: "text_config" first (newer layout), then the top level (original layout).
+  const json* tc = nullptr;
+  if (root.contains("text_config") && !root["text_config"].is_null()) {
+    if (!root["text_config"].is_object())
+      throw FormatError(origin + ": field \"text_config\" must be an object");
+    tc = &root["text_config"];
+  }
+  Fields text(tc, &root, "text_config.", origin);
+  Qwen2TextConfig& t = cfg.text;
+  t.hidden_size = text.req_int("hidden_size");
+  t.intermediate_size = text.req_int("intermediate_size");
+  t.num_hidden_layers = text.req_int("num_hidden_layers");
+  t.num_attention_heads = text.req_int("num_attention_heads");
+  t.vocab_size = text.req_int("vocab_size");
+  // Defaults below are the transformers class defaults for fields a config may omit.
+  t.num_key_value_heads = text.int_or("num_key_value_heads", t.num_attention_heads);
+  t.max_position_embeddings = text.int_or("max_position_embeddings", 32768);
+  t.rms_norm_eps = text.num_or("rms_norm_eps", 1e-5);
+  t.rope_theta = text.num_or("rope_theta", 1e6);
+  t.tie_word_embeddings = text.bool_or("tie_word_embeddings", false);
+  t.hidden_act = text.str_or("hidden_act", "silu");
+  t.mrope_section.clear();
+  std::string where;
+  if (const json* rs = text.find("rope_scaling", &where)) parse_rope(*rs, where, origin, t);
+  if (const json* rp = text.find("rope_parameters", &where)) parse_rope(*rp, where, origin, t);
+
+  cfg.bos_token_id = text.token_or("bos_token_id", 151643);
+  cfg.eos_token_id = text.token_or("eos_token_id", 151645);
+  cfg.vision_start_token_id = top.token_or("vision_start_token_id", 151652);
+  cfg.vision_end_token_id = top.token_or("vision_end_token_id", 151653);
+  cfg.vision_token_id = top.token_or("vision_token_id", 151654);
+  cfg.image_token_id = top.token_or("image_token_id", 151655);
+  cfg.video_token_id = top.token_or("video_token_id", 151656);
+
+  if (!root.contains("vision_config") || !root["vision_config"].is_object())
+    throw FormatError(origin + ": missing \"vision_config\" object");
+  Fields vis(&root["vision_config"], nullptr, "vision_config.", origin);
+  Qwen2VLVisionConfig& v = cfg.vision;
+  v.depth = vis.req_int("depth");
+  v.embed_dim = vis.req_int("embed_dim");
+  v.num_heads = vis.req_int("num_heads");
+  v.hidden_size = vis.req_int("hidden_size");
+  v.mlp_ratio = vis.int_or("mlp_ratio", 4);
+  v.in_chans = vis.int_or("in_chans", vis.int_or("in_channels", 3));
+  v.patch_size = vis.int_or("patch_size", vis.int_or("spatial_patch_size", 14));
+  v.spatial_merge_size = vis.int_or("spatial_merge_size", 2);
+  v.temporal_patch_size = vis.int_or("temporal_patch_size", 2);
+  v.hidden_act = vis.str_or("hidden_act", "quick_gelu");
+  return cfg;
+}
+
+Qwen2VLConfig load_qwen2_vl_config(const std::string& config_json_path) {
+  std::ifstream f(config_json_path, std::ios::binary);
+  if (!f) throw NotFound(config_json_path + ": no such file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_qwen2_vl_config(ss.str(), config_json_path);
+}
+
+void Qwen2VLConfig::validate(const std::string& origin) const {
+  auto fail = [&](const std::string& field, const std::string& what) {
+    throw FormatError(origin + ": " + field + " " + what);
+  };
+  auto positive = [&](const char* field, int64_t v) {
+    if (v <= 0) fail(field, "must be positive, got " + std::to_string(v));
+  };
+  positive("hidden_size", text.hidden_size);
+  positive("intermediate_size", text.intermediate_size);
+  positive("num_hidden_layers", text.num_hidden_layers);
+  positive("num_attention_heads", text.num_attention_heads);
+  positive("num_key_value_heads", text.num_key_value_heads);
+  positive("vocab_size", text.vocab_size);
+  positive("max_position_embeddings", text.max_position_embeddings);
+  if (text.hidden_size % text.num_attention_heads != 0)
+    fail("hidden_size", std::to_string(text.hidden_size) + " is not divisible by " +
+                            "num_attention_heads " + std::to_string(text.num_attention_heads));
+  if (text.num_attention_heads % text.num_key_value_heads != 0)
+    fail("num_attention_heads", std::to_string(text.num_attention_heads) +
+                                    " is not divisible by num_key_value_heads " +
+                                    std::to_string(text.num_key_value_heads));
+  if (text.head_dim() % 2 != 0)
+    fail("hidden_size", "gives an odd head_dim " + std::to_string(text.head_dim()));
+  if (!(text.rms_norm_eps > 0)) fail("rms_norm_eps", "must be positive");
+  if (!(text.rope_theta > 0)) fail("rope_theta", "must be positive");
+  if (text.hidden_act != "silu")
+    fail("hidden_act", "is \"" + text.hidden_act + "\"; only \"silu\" is supported");
+  if (!text.mrope_section.empty()) {
+    if (text.mrope_section.size() != 3)
+      fail("rope_scaling.mrope_section",
+           "must have 3 entries (t, h, w), got " + std::to_string(text.mrope_section.size()));
+    for (int64_t s : text.mrope_section)
+      if (s < 0) fail("rope_scaling.mrope_section", "has a negative entry");
+    int64_t sum = std::accumulate(text.mrope_section.begin(), text.mrope_section.end(), int64_t{0});
+    if (sum != text.head_dim() / 2)
+      fail("rope_scaling.mrope_section", "sums to " + std::to_string(sum) + " but head_dim/2 is " +
+                                             std::to_string(text.head_dim() / 2));
+  }
+  positive("vision_config.depth", vision.depth);
+  positive("vision_config.embed_dim", vision.embed_dim);
+  positive("vision_config.num_heads", vision.num_heads);
+  positive("vision_config.mlp_ratio", vision.mlp_ratio);
+  positive("vision_config.in_chans", vision.in_chans);
+  positive("vision_config.patch_size", vision.patch_size);
+  positive("vision_config.spatial_merge_size", vision.spatial_merge_size);
+  positive("vision_config.temporal_patch_size", vision.temporal_patch_size);
+  if (vision.embed_dim % vision.num_heads != 0)
+    fail("vision_config.embed_dim", std::to_string(vision.embed_dim) +
+                                        " is not divisible by vision_config.num_heads " +
+                                        std::to_string(vision.num_heads));
+  if (vision.head_dim() % 4 != 0)
+    fail("vision_config.embed_dim", "gives vision head_dim " + std::to_string(vision.head_dim()) +
+                                        "; head_dim/2 must be even (row and column rotary halves)");
+  if (vision.hidden_size != text.hidden_size)
+    fail("vision_config.hidden_size", std::to_string(vision.hidden_size) +
+                                          " (merger output) differs from text hidden_size " +
+                                          std::to_string(text.hidden_size));
+  if (vision.hidden_act != "quick_gelu")
+    fail("vision_config.hidden_act",
+         "is \"" + vision.hidden_act + "\"; only \"quick_gelu\" is supported");
+  const std::pair<const char*, int64_t> ids[] = {{"bos_token_id", bos_token_id},
+                                                 {"eos_token_id", eos_token_id},
+                                                 {"vision_start_token_id", vision_start_token_id},
+                                                 {"vision_end_token_id", vision_end_token_id},
+                                                 {"vision_token_id", vision_token_id},
+                                                 {"image_token_id", image_token_id},
+                                                 {"video_token_id", video_token_id}};
+  for (const auto& [field, id] : ids)
+    if (id < 0 || id >= text.vocab_size)
+      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
+                      std::to_string(text.vocab_size) + ")");
+}
+
+std::string qwen2_vl_config_to_json(const Qwen2VLConfig& c) {
+  const Qwen2TextConfig& t = c.text;
+  const Qwen2VLVisionConfig& v = c.vision;
+  ordered_json j;
+  j["architectures"] = {c.architecture};
+  j["attention_dropout"] = 0.0;
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_id"] = c.eos_token_id;
+  j["vision_start_token_id"] = c.vision_start_token_id;
+  j["vision_end_token_id"] = c.vision_end_token_id;
+  j["vision_token_id"] = c.vision_token_id;
+  j["image_token_id"] = c.image_token_id;
+  j["video_token_id"] = c.video_token_id;
+  j["hidden_act"] = t.hidden_act;
+  j["hidden_size"] = t.hidden_size;
+  j["initializer_range"] = 0.02;
+  j["intermediate_size"] = t.intermediate_size;
+  j["max_position_embeddings"] = t.max_position_embeddings;
+  j["max_window_layers"] = t.num_hidden_layers;
+  j["model_type"] = c.model_type;
+  j["num_attention_heads"] = t.num_attention_heads;
+  j["num_hidden_layers"] = t.num_hidden_layers;
+  j["num_key_value_heads"] = t.num_key_value_heads;
+  j["rms_norm_eps"] = t.rms_norm_eps;
+  j["rope_theta"] = t.rope_theta;
+  j["sliding_window"] = t.max_position_embeddings;
+  j["tie_word_embeddings"] = t.tie_word_embeddings;
+  j["torch_dtype"] = c.torch_dtype;
+  j["transformers_version"] = "4.45.0.dev0";
+  j["use_cache"] = true;
+  j["use_sliding_window"] = false;
+  ordered_json vc;
+  vc["depth"] = v.depth;
+  vc["embed_dim"] = v.embed_dim;
+  vc["mlp_ratio"] = v.mlp_ratio;
+  vc["num_heads"] = v.num_heads;
+  vc["in_chans"] = v.in_chans;
+  vc["hidden_size"] = v.hidden_size;
+  vc["patch_size"] = v.patch_size;
+  vc["spatial_merge_size"] = v.spatial_merge_size;
+  vc["spatial_patch_size"] = v.patch_size;
+  vc["temporal_patch_size"] = v.temporal_patch_size;
+  if (v.hidden_act != "quick_gelu") vc["hidden_act"] = v.hidden_act;
+  j["vision_config"] = vc;
+  if (!t.mrope_section.empty())
+    j["rope_scaling"] = ordered_json{{"type", "mrope"}, {"mrope_section", t.mrope_section}};
+  j["vocab_size"] = t.vocab_size;
+  return j.dump(2) + "\n";
+}
+
+std::string qwen2_vl_tensor_name(Qwen2VLNaming naming, const std::string& canonical) {
+  auto starts = [&](const char* p) { return canonical.rfind(p, 0) == 0; };
+  if (!starts("model.") && !starts("visual.") && canonical != "lm_head.weight")
+    throw InvalidArgument("qwen2_vl_tensor_name: " + canonical +
+                          " is not a canonical (old-style) Qwen2-VL tensor name");
+  if (naming == Qwen2VLNaming::kOld || canonical == "lm_head.weight") return canonical;
+  if (starts("visual.")) return "model." + canonical;
+  return "model.language_model." + canonical.substr(6);
+}
+
+Qwen2VLNaming detect_qwen2_vl_naming(const std::vector<std::string>& names,
+                                     const std::string& origin) {
+  std::string old_example, new_example;
+  for (const auto& n : names) {
+    auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
+    if (starts("model.language_model.") || starts("model.visual.")) {
+      if (new_example.empty()) new_example = n;
+    } else if (starts("model.") || starts("visual.")) {
+      if (old_example.empty()) old_example = n;
+    }
+  }
+  if (!old_example.empty() && !new_example.empty())
+    throw FormatError(origin + ": mixes old-style tensor names ('" + old_example +
+                      "') with new-style ones ('" + new_example + "')");
+  if (!new_example.empty()) return Qwen2VLNaming::kNew;
+  if (!old_example.empty()) return Qwen2VLNaming::kOld;
+  throw FormatError(origin +
+                    ": no Qwen2-VL tensor names found (expected model.* and visual.*, or "
+                    "model.language_model.* and model.visual.*)");
+}
+
+}  // namespace mmrt::io

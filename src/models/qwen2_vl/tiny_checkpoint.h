@@ -1,0 +1,62 @@
+// Writes a complete random Qwen2-VL checkpoint folder in the exact Hugging Face layout
+// (config.json, model.safetensors or shards + index, tokenizer.json, tokenizer_config.json,
+// generation_config.json, preprocessor_config.json), for tests and benchmarks: no weights can be
+// downloaded, so the same loading code that serves a real checkpoint is exercised on these.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/hf_config.h"
+
+namespace mmrt {
+class ThreadPool;
+}
+
+namespace mmrt::models {
+
+enum class TinyModelSize {
+  kTiny,     // a few MB: hidden 64, 2 layers; vision depth 2, embed 32 (unit tests)
+  kSmall,    // ~90M parameters: hidden 768, 12 layers; vision depth 4, embed 384 (2-core bench)
+  k2BShape,  // exactly Qwen2-VL-2B's dimensions (2.21B parameters, 4.4 GB in bf16)
+};
+// "tiny" | "small" | "2b-shape"; InvalidArgument otherwise.
+TinyModelSize parse_tiny_model_size(const std::string& s);
+const char* tiny_model_size_name(TinyModelSize s);
+
+struct TinyModelOptions {
+  TinyModelSize size = TinyModelSize::kTiny;
+  uint64_t seed = 0;
+  DType dtype = DType::kBF16;  // kBF16 or kF32
+  // A tokenizer.json to copy in (its special-token ids go into config.json); empty: learn one
+  // with the built-in byte-level BPE trainer.
+  std::string tokenizer_path;
+  io::Qwen2VLNaming naming = io::Qwen2VLNaming::kOld;
+  std::optional<bool> tied;  // unset: untied lm_head for tiny, tied for small and 2b-shape
+  uint64_t max_shard_bytes = 2'000'000'000;  // HF "2GB": the 2b-shape model becomes 3 shards
+  ThreadPool* pool = nullptr;                // nullptr: ThreadPool::global()
+  bool progress = false;                     // progress lines on stderr
+};
+
+struct TinyModelResult {
+  io::Qwen2VLConfig config;        // as written to config.json
+  std::vector<std::string> files;  // every file written, relative to the output folder
+  size_t n_tensors = 0;
+  int64_t n_params = 0;
+  uint64_t n_bytes = 0;        // tensor data bytes
+  int32_t tokenizer_size = 0;  // max token id + 1
+  double seconds = 0;          // wall time of the whole generation
+};
+
+// The preset's dimensions (vocabulary and token ids are filled in from the tokenizer later).
+io::Qwen2VLConfig tiny_model_base_config(TinyModelSize size);
+
+// Weights: seeded, reproducible for a given (seed, canonical tensor name) whatever the naming or
+// thread count; norm weights 1, norm biases 0, everything else ~N(0, 0.02) (a four-uniform
+// Irwin-Hall approximation of the normal).
+TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOptions& opts);
+
+}  // namespace mmrt::models
