@@ -11,6 +11,7 @@ PKGS=(
   libdnnl-dev libopenblas-dev
   libjpeg62-turbo-dev libspng-dev libwebp-dev
   python3 python3-numpy python3-torch python3-pil python3-skimage python3-jinja2
+  python3-opencv
 
 )
 

@@ -31,9 +31,13 @@ class Tokenizer {
   std::optional<int32_t> piece_to_id(std::string_view piece) const;  // vocab or added token
   bool is_special(int32_t id) const;
   int32_t vocab_size() const;  // max id + 1 over vocab and added tokens
+  // encode() keeps a bounded, thread-safe cache of pre-token -> ids; this empties it
+  // (benchmarks of cold encoding).
+  void clear_cache() const;
+
+  struct Impl;  // opaque (io/tokenizer_internal.h)
 
  private:
-  struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,190 @@
+// Linear-layer kernels on Qwen2-VL-2B shapes: decode (matrix-vector, memory-bound) against the
+// machine's measured read bandwidth, and prefill GEMM (M = 512) per library and weight format.
+//
+//   build/release/bench/bench_linear                      # everything
+//   build/release/bench/bench_linear --benchmark_filter=decode
+//
+// Counters: GBs = weight bytes streamed per second, bw_frac = GBs / measured read bandwidth
+// (best whole pass, bw_GBs), GFLOPs = 2 * n * in * out per second. The *_best counters use the
+// fastest single call and compare it with the fastest 32 MiB bandwidth window (bw_win_GBs): on a
+// shared machine the means mostly measure the other tenants. Decode
+// rotates through enough copies of the weights to exceed the last-level cache, as a real
+// model's layers do.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/cpu.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/bandwidth.h"
+#include "kernels/linear.h"
+
+using namespace mmrt;
+using namespace mmrt::kernels;
+
+namespace {
+
+constexpr size_t kRotateBytes = size_t{768} << 20;  // weights touched per rotation (> LLC)
+
+ThreadPool& pool() {
+  static ThreadPool p(cpu_count());
+  return p;
+}
+
+// Read bandwidth of this machine with the bench's pool: 1 GiB in 32 MiB windows, 8 passes.
+const ReadBandwidth& bandwidth() {
+  static const ReadBandwidth bw = [] {
+    const ReadBandwidth v = measure_read_bandwidth(pool(), size_t{1} << 30, size_t{32} << 20, 8);
+    std::fprintf(stderr,
+                 "measured read bandwidth (%d threads, 1 GiB in 32 MiB windows, 8 passes): best "
+                 "pass %.2f GB/s, best window %.2f GB/s\n",
+                 pool().size(), v.pass_gbs, v.window_gbs);
+    return v;
+  }();
+  return bw;
+}
+
+Tensor random_weights(int64_t out, int64_t in, uint32_t seed) {
+  Tensor t = Tensor::empty(DType::kF32, {out, in});  // [out, in]
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;     // cheap LCG: uniform in [-0.05, 0.05)
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = (static_cast<float>(s >> 40) * (1.f / 16777216.f) - 0.5f) * 0.1f;
+  }
+  return t;
+}
+
+// Packed copies of one weight shape whose total size exceeds kRotateBytes (at least one).
+std::vector<PackedLinear> weight_copies(int64_t out, int64_t in, WeightFormat fmt,
+                                        size_t max_bytes) {
+  const Tensor w = random_weights(out, in, 42);
+  const Tensor src = fmt == WeightFormat::kBF16 ? w.to(DType::kBF16) : w;
+  std::vector<PackedLinear> v;
+  v.push_back(PackedLinear::pack(src, nullptr, fmt));
+  const size_t one = v[0].weight_bytes();
+  const size_t want = std::max<size_t>(1, (max_bytes + one - 1) / one);
+  while (v.size() < want) v.push_back(PackedLinear::pack(src.clone(), nullptr, fmt));
+  return v;
+}
+
+void set_counters(benchmark::State& st, int64_t n, int64_t in, int64_t out, size_t wbytes,
+                  double best_s) {
+  const double iters = static_cast<double>(st.iterations());
+  st.counters["GBs_best"] = static_cast<double>(wbytes) * 1e-9 / best_s;
+  st.counters["bw_frac_best"] =
+      static_cast<double>(wbytes) * 1e-9 / best_s / bandwidth().window_gbs;
+  st.counters["GFLOPs_best"] = 2.0 * static_cast<double>(n * in * out) * 1e-9 / best_s;
+  st.counters["GBs"] =
+      benchmark::Counter(iters * static_cast<double>(wbytes) * 1e-9, benchmark::Counter::kIsRate);
+  st.counters["bw_frac"] =
+      benchmark::Counter(iters * static_cast<double>(wbytes) * 1e-9 / bandwidth().pass_gbs,
+                         benchmark::Counter::kIsRate);
+  st.counters["GFLOPs"] = benchmark::Counter(iters * 2.0 * static_cast<double>(n * in * out) * 1e-9,
+                                             benchmark::Counter::kIsRate);
+  st.counters["bw_GBs"] = bandwidth().pass_gbs;
+  st.counters["bw_win_GBs"] = bandwidth().window_gbs;
+}
+
+// args: out, in, n, format, path (0 auto, 1 gemv, 2 gemm)
+void BM_decode(benchmark::State& st) {
+  const int64_t out = st.range(0), in = st.range(1), n = st.range(2);
+  const auto fmt = static_cast<WeightFormat>(st.range(3));
+  LinearOptions opt;
+  opt.path = static_cast<LinearPath>(st.range(4));
+  bandwidth();
+  const auto ws = weight_copies(out, in, fmt, kRotateBytes);
+  const Tensor x = random_weights(n, in, 7);           // [n, in]
+  std::vector<float> y(static_cast<size_t>(n * out));  // [n, out]
+  size_t i = 0;
+  double best = 1e30;
+  for (auto _ : st) {
+    Stopwatch sw;
+    linear(x.data<float>(), n, ws[i], y.data(), pool(), opt);
+    best = std::min(best, sw.seconds());
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % ws.size();
+  }
+  set_counters(st, n, in, out, ws[0].weight_bytes(), best);
+  st.SetLabel(std::string(weight_format_name(fmt)) + " " + linear_plan(n, ws[0], opt).kernel +
+              " x" + std::to_string(ws.size()) + " copies");
+}
+
+// args: out, in, m, format, f32 library (0 auto, 1 onednn, 2 openblas)
+void BM_prefill(benchmark::State& st) {
+  const int64_t out = st.range(0), in = st.range(1), m = st.range(2);
+  const auto fmt = static_cast<WeightFormat>(st.range(3));
+  LinearOptions opt;
+  opt.path = LinearPath::kGemm;
+  opt.f32_gemm = static_cast<GemmLibrary>(st.range(4));
+  bandwidth();
+  const Tensor w = random_weights(out, in, 43);
+  const PackedLinear p =
+      PackedLinear::pack(fmt == WeightFormat::kBF16 ? w.to(DType::kBF16) : w, nullptr, fmt);
+  const Tensor x = random_weights(m, in, 8);             // [m, in]
+  std::vector<float> y(static_cast<size_t>(m * out));    // [m, out]
+  linear(x.data<float>(), m, p, y.data(), pool(), opt);  // warm-up: primitives, scratch
+  double best = 1e30;
+  for (auto _ : st) {
+    Stopwatch sw;
+    linear(x.data<float>(), m, p, y.data(), pool(), opt);
+    best = std::min(best, sw.seconds());
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(st, m, in, out, p.weight_bytes(), best);
+  st.SetLabel(std::string(weight_format_name(fmt)) + " " + linear_plan(m, p, opt).kernel);
+}
+
+constexpr int64_t kShapes[][2] = {
+    {1536, 1536}, {256, 1536}, {8960, 1536}, {1536, 8960}, {151936, 1536}};
+constexpr int kF32 = static_cast<int>(WeightFormat::kF32);
+constexpr int kBF16 = static_cast<int>(WeightFormat::kBF16);
+constexpr int kInt8 = static_cast<int>(WeightFormat::kInt8);
+
+void decode_args(benchmark::internal::Benchmark* b) {
+  for (auto [out, in] : kShapes)
+    for (int64_t n : {1, 8})
+      for (int fmt : {kBF16, kInt8, kF32}) b->Args({out, in, n, fmt, 0});
+}
+void crossover_args(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {1, 2, 4, 8, 12, 16, 24, 32, 64})
+    for (int path : {1, 2}) b->Args({8960, 1536, n, kBF16, path});
+}
+void prefill_args(benchmark::internal::Benchmark* b) {
+  for (auto [out, in] : kShapes) {
+    b->Args({out, in, 512, kBF16, 0});
+    b->Args({out, in, 512, kInt8, 0});
+    b->Args({out, in, 512, kF32, 1});
+    b->Args({out, in, 512, kF32, 2});
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_decode)
+    ->Name("decode")
+    ->ArgNames({"out", "in", "n", "fmt", "path"})
+    ->Apply(decode_args)
+    ->UseRealTime()
+    ->MinTime(0.5);
+BENCHMARK(BM_decode)
+    ->Name("crossover")
+    ->ArgNames({"out", "in", "n", "fmt", "path"})
+    ->Apply(crossover_args)
+    ->UseRealTime()
+    ->MinTime(0.5);
+BENCHMARK(BM_prefill)
+    ->Name("prefill")
+    ->ArgNames({"out", "in", "m", "fmt", "lib"})
+    ->Apply(prefill_args)
+    ->UseRealTime()
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

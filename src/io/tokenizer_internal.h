@@ -1,0 +1,208 @@
+// Internal state of Tokenizer (not a public header): vocabulary tables, merge ranks, added
+// tokens, the pre-tokenizer and the bounded pre-token cache.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "io/tokenizer.h"
+#include "io/unicode.h"
+
+namespace mmrt::io::detail {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+// Keys point into storage owned elsewhere (Tokenizer::Impl's blobs).
+using ViewMap = std::unordered_map<std::string_view, int32_t, StringHash, std::equal_to<>>;
+
+// Merge ranks: an open-addressing table of 8-byte slots [a:21 bits | b:21 | rank:21] (2 MiB for
+// Qwen's 151k merges, so most probes hit the cache) plus the merged id of each rank.
+class PairMap {
+ public:
+  static constexpr int32_t kMaxValue = (1 << 21) - 2;  // largest id / rank it can hold
+  void reserve(size_t n);
+  // Inserts or overwrites (a later duplicate merge wins, as in Hugging Face tokenizers).
+  void put(int32_t a, int32_t b, int32_t rank, int32_t merged_id);
+  // Rank of the merge (a, b), or -1 when the pair does not merge.
+  int32_t rank(int32_t a, int32_t b) const {
+    const uint64_t key = (uint64_t(uint32_t(a)) << 21) | uint32_t(b);
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      const uint64_t e = slots_[i];
+      if ((e >> 21) == key) return int32_t(e & kField);
+      if (e == kEmpty) return -1;
+    }
+  }
+  int32_t merged(int32_t rank) const { return merged_[rank]; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr uint64_t kField = (1u << 21) - 1;
+  static constexpr uint64_t kEmpty = ~0ull;
+  size_t slot(uint64_t key) const {
+    return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
+  }
+  std::vector<uint64_t> slots_ = std::vector<uint64_t>(16, kEmpty);  // power-of-two capacity
+  std::vector<int32_t> merged_;                                     // [n_ranks] merged id
+  size_t mask_ = 15, size_ = 0;
+  int shift_ = 60;
+};
+
+// Open-addressing index from a string to an id; the strings themselves live elsewhere and are
+// fetched through `key_of(id)` (no per-entry allocation: loading 150k pieces stays cheap).
+class PieceIndex {
+ public:
+  void reset(size_t expected) {
+    size_t cap = 16;
+    while (cap < 2 * expected + 2) cap <<= 1;
+    slots_.assign(cap, Slot{});
+    mask_ = cap - 1;
+    size_ = 0;
+    limit_ = expected;
+  }
+  template <typename KeyOf>
+  int32_t find(std::string_view s, const KeyOf& key_of) const {
+    if (slots_.empty()) return -1;
+    const size_t h = StringHash{}(s);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& e = slots_[i];
+      if (e.id < 0) return -1;
+      if (e.tag == tag && key_of(e.id) == s) return e.id;
+    }
+  }
+  // Inserts, or re-points an existing equal string to `id`. At most reset()'s `expected` keys.
+  template <typename KeyOf>
+  void put(std::string_view s, int32_t id, const KeyOf& key_of) {
+    const size_t h = StringHash{}(s);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& e = slots_[i];
+      if (e.id < 0) {
+        if (size_ >= limit_) throw std::logic_error("PieceIndex: more keys than reserved");
+        e = {tag, id};
+        ++size_;
+        return;
+      }
+      if (e.tag == tag && key_of(e.id) == s) {
+        e.id = id;
+        return;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;
+    int32_t id = -1;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, size_ = 0, limit_ = 0;
+};
+
+// Per-thread, direct-mapped cache of short pre-token bytes -> token ids: no locks, no
+// allocation, one 64-byte line per entry. Entries carry the owning tokenizer's serial number
+// (never reused), so a destroyed or cleared tokenizer can never produce a stale hit.
+class PieceCache {
+ public:
+  static constexpr size_t kMaxKeyBytes = 26, kMaxIds = 6;
+  PieceCache();
+  // Appends the cached ids to `out` and returns true on a hit.
+  bool get(std::string_view key, uint32_t hash, std::vector<int32_t>& out) const;
+  void put(std::string_view key, uint32_t hash, const int32_t* ids, size_t n) const;
+  void clear() const;  // forgets every entry of this tokenizer, in all threads
+
+ private:
+  mutable std::atomic<uint64_t> serial_;
+};
+
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool special = false, lstrip = false, rstrip = false, normalized = false, single_word = false;
+};
+
+// Byte trie over added-token contents: leftmost-longest matching.
+class AddedTrie {
+ public:
+  void add(const std::string& content, int32_t token_index);
+  bool empty() const { return nodes_.size() <= 1; }
+  // Longest token starting at text[pos]: returns its index into the added-token list and sets
+  // `len`, or -1 when none starts there.
+  int32_t longest_at(std::string_view text, size_t pos, size_t& len) const;
+  bool may_start(unsigned char c) const { return first_[c]; }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> next;
+    int32_t token = -1;
+  };
+  std::vector<Node> nodes_{Node{}};
+  std::array<bool, 256> first_{};
+};
+
+}  // namespace mmrt::io::detail
+
+namespace mmrt::io {
+
+struct Tokenizer::Impl {
+  std::string origin;  // file name (or the caller's label) for error messages
+  int32_t n_ids = 0;   // max id + 1 over vocab and added tokens
+
+  // Per id [n_ids]: the stored vocabulary string, the raw bytes it stands for, flags.
+  std::string piece_blob;                               // vocabulary strings, any order
+  std::vector<std::pair<uint32_t, uint32_t>> piece_span;  // [n_ids] (offset, length)
+  std::string bytes_blob;
+  std::vector<uint32_t> bytes_off;  // [n_ids + 1] offsets into bytes_blob
+  std::vector<uint8_t> present;     // 1 when the id exists (vocab or added)
+  std::vector<uint8_t> special;     // 1 for added tokens with special=true
+
+  detail::PieceIndex piece_index;  // vocab strings and added contents -> id
+  detail::ViewMap bytes_to_id;  // raw bytes of ordinary tokens, only built for ignore_merges
+  std::array<int32_t, 256> byte_id{};      // the token of each single byte
+  detail::PairMap merges;
+  std::vector<int32_t> byte_pair_rank;  // [256 * 256] rank of merging two byte tokens, or -1
+  bool ignore_merges = false;
+
+  std::vector<detail::AddedToken> added;
+  detail::AddedTrie raw_trie;   // added tokens with normalized=false, matched on raw text
+  detail::AddedTrie norm_trie;  // normalized=true, matched after NFC
+  bool nfc = false;
+  std::vector<unicode::SplitRegex> splits;  // applied in order, each re-splitting the pieces
+
+  detail::PieceCache cache;
+
+  std::string_view piece_of(int32_t id) const {
+    return std::string_view(piece_blob).substr(piece_span[id].first, piece_span[id].second);
+  }
+  int32_t find_piece(std::string_view s) const {
+    return piece_index.find(s, [this](int32_t id) { return piece_of(id); });
+  }
+  std::string_view bytes_of(int32_t id) const {
+    return std::string_view(bytes_blob).substr(bytes_off[id], bytes_off[id + 1] - bytes_off[id]);
+  }
+  void check_id(int32_t id, const char* what) const;
+
+  void encode_raw(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out) const;
+  void pretokenize(std::string_view text, size_t level, std::vector<int32_t>& out) const;
+  static constexpr size_t kSmallPiece = 48;  // longer pieces use the heap-based merge loop
+  void bpe(std::string_view bytes, std::vector<int32_t>& out) const;
+  void bpe_small(const unsigned char* s, size_t n, std::vector<int32_t>& out) const;
+  void bpe_large(const unsigned char* s, size_t n, std::vector<int32_t>& out) const;
+};
+
+// Parses and validates tokenizer.json text into `impl` (tokenizer_load.cpp).
+void load_tokenizer_json(std::string_view text, Tokenizer::Impl& impl);
+
+}  // namespace mmrt::io

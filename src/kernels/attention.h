@@ -1,0 +1,85 @@
+// Scaled dot-product attention on the CPU: flash-attention style online softmax (running max
+// and sum in fp32, never a full score matrix), grouped-query heads (query head i reads kv head
+// i / (n_heads / n_kv_heads); each K/V tile is loaded once for the whole group), masks given as
+// small descriptors (no dense mask tensors; no O(n_q * kv_len) memory anywhere).
+//
+// paged_attention: one call serves a batch of sequences of different lengths, each in prefill
+// (many query rows, possibly a chunk that starts mid-sequence) or decode (one query row).
+// varlen_attention: contiguous q/k/v with cu_seqlens segments (vision tower), same inner kernel.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/thread_pool.h"
+#include "kernels/kv_cache.h"
+
+namespace mmrt::kernels {
+
+// A run of kv positions [begin, end).
+struct KvSpan {
+  int32_t begin = 0, end = 0;
+};
+
+enum class MaskKind : uint8_t {
+  kCausal,  // query i (at kv position kv_len - n_q + i) sees kv [0, position]
+  kFull,    // every query sees every key of its sequence (bidirectional)
+};
+
+// Which keys each query of a sequence sees. With kCausal, a query whose position lies inside a
+// bidirectional span also sees every key of that span (e.g. the image tokens of some models).
+// Spans must be sorted, disjoint and non-empty. Keys at positions >= kv_len are never seen, so
+// a span should be complete in the cache before any of its queries is computed.
+struct MaskDesc {
+  MaskKind kind = MaskKind::kCausal;
+  std::span<const KvSpan> bidirectional = {};
+};
+
+// One sequence of a paged_attention batch.
+struct AttnSeq {
+  int32_t q_begin = 0;  // first row of q / out
+  int32_t n_q = 0;      // query rows (the newest n_q tokens of the sequence)
+  int32_t kv_len = 0;   // tokens in the cache for this sequence, including the new ones
+  const int32_t* block_table = nullptr;  // [ceil(kv_len / block_size)] physical block ids
+  MaskDesc mask = {};
+};
+
+struct PagedAttentionArgs {
+  const float* q = nullptr;  // [n_tokens, n_heads, head_dim], token rows q_stride floats apart
+  int64_t q_stride = 0;      // 0: n_heads * head_dim
+  float* out = nullptr;      // [n_tokens, n_heads, head_dim], rows out_stride floats apart
+  int64_t out_stride = 0;    // 0: n_heads * head_dim
+  int64_t n_tokens = 0;      // rows available in q / out (bounds every q_begin + n_q)
+  int32_t n_heads = 0;       // a multiple of the cache's n_kv_heads
+  float scale = 0.0f;        // 0: head_dim^-0.5
+  int32_t kv_splits = 0;     // 0: automatic; n > 0: split each kv range into up to n parts
+};
+
+// Attention of every sequence's query rows over its cached keys/values. The sequences' q rows
+// must not overlap. Throws InvalidArgument on inconsistent arguments (bad block ids included).
+void paged_attention(const PagedAttentionArgs& args, const KvLayerView& kv,
+                     std::span<const AttnSeq> seqs, ThreadPool* pool = nullptr);
+
+struct VarlenAttentionArgs {
+  const float* q = nullptr;  // [n_tokens, n_heads, head_dim], rows q_stride floats apart
+  const float* k = nullptr;  // [n_tokens, n_kv_heads, head_dim], rows k_stride floats apart
+  const float* v = nullptr;  // [n_tokens, n_kv_heads, head_dim], rows v_stride floats apart
+  float* out = nullptr;      // [n_tokens, n_heads, head_dim], rows out_stride floats apart
+  int64_t q_stride = 0, k_stride = 0, v_stride = 0, out_stride = 0;  // 0: packed rows
+  std::span<const int32_t> cu_seqlens = {};  // [n_seqs + 1]: 0 = c0 <= c1 <= ... = n_tokens
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;  // head_dim: a multiple of 16
+  MaskKind mask = MaskKind::kFull;                    // kFull: bidirectional within each segment
+  float scale = 0.0f;                                 // 0: head_dim^-0.5
+  int32_t kv_splits = 0;                              // as in PagedAttentionArgs
+};
+
+// Attention within each segment [cu_seqlens[i], cu_seqlens[i+1]) of contiguous q/k/v; e.g. the
+// vision tower (q, k, v are views into one fused qkv buffer through the strides).
+void varlen_attention(const VarlenAttentionArgs& args, ThreadPool* pool = nullptr);
+
+// Which implementation the attention kernels use: "avx512", "avx2" or "scalar"; and a test hook
+// to force one (returns false if this CPU lacks it).
+const char* attention_isa();
+bool attention_force_isa(const char* isa);
+
+}  // namespace mmrt::kernels

@@ -1,0 +1,68 @@
+// Internal: the work description shared by the attention planner (attention.cpp) and the
+// per-ISA inner kernel (attention_kernel.h). Not a public header.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace mmrt::kernels::detail {
+
+// Keys are consumed in chunks of this many tokens: one online-softmax update per chunk.
+constexpr int kAttnChunk = 32;
+
+// One sequence, normalised for the kernel (paged or contiguous source).
+struct AttnSeqDesc {
+  int32_t q_begin = 0, n_q = 0, kv_len = 0;
+  const int32_t* block_table = nullptr;  // paged only
+  MaskKind kind = MaskKind::kCausal;
+  const KvSpan* spans = nullptr;
+  int32_t n_spans = 0;
+  int64_t kv_row0 = 0;      // contiguous: first row of this sequence in v
+  int64_t k_pack_off = 0;   // contiguous: offset of this sequence's packed K (head 0)
+  int64_t k_pack_head = 0;  // contiguous: elements between two heads' packed K
+};
+
+struct AttnProblem {
+  const float* q = nullptr;  // [n_tokens, n_heads, head_dim], rows q_stride apart
+  int64_t q_stride = 0;
+  float* out = nullptr;  // [n_tokens, n_heads, head_dim], rows out_stride apart
+  int64_t out_stride = 0;
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0, group = 1;
+  float scale = 1.0f;
+  const AttnSeqDesc* seqs = nullptr;
+  // Key/value source. Paged: k, v are the layer bases of a KvCache (see kv_cache.h), blocks of
+  // `seg_len` tokens. Contiguous: k is a packed f32 K^T ([n_chunks, head_dim, seg_len] per
+  // sequence and head, zero padded), v the caller's f32 rows, v_stride floats apart.
+  bool paged = true;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int32_t seg_len = 0;
+  int64_t v_stride = 0;
+  // Split-kv partial results: [rows, head_dim] outputs and [rows, 2] (max, sum) per slot row.
+  float* part_o = nullptr;
+  float* part_ml = nullptr;
+};
+
+// Query tokens [tok_begin, tok_begin + n_tok) of one sequence and one kv head (all its query
+// heads), over kv positions [kv_begin, kv_end) (kv_begin a multiple of kAttnChunk).
+struct AttnItem {
+  int32_t seq = 0, kv_head = 0, tok_begin = 0, n_tok = 0;
+  int32_t kv_begin = 0, kv_end = 0;
+  int64_t part_row = -1;  // -1: write normalised rows to out; else first row in part_o/part_ml
+};
+
+// lim[i] = number of leading keys that query token tok_begin + i of `s` sees (non-decreasing).
+void attn_query_limits(const AttnSeqDesc& s, int32_t tok_begin, int32_t n, int32_t* lim);
+
+struct AttnFns {
+  const char* isa;
+  void (*run_f32)(const AttnProblem&, const AttnItem&);   // f32 keys/values
+  void (*run_bf16)(const AttnProblem&, const AttnItem&);  // bf16 keys/values (paged only)
+};
+
+const AttnFns& attn_fns_scalar();
+const AttnFns& attn_fns_avx2();
+const AttnFns& attn_fns_avx512();
+
+}  // namespace mmrt::kernels::detail

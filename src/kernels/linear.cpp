@@ -1,0 +1,372 @@
+// PackedLinear (weight preparation), kernel-variant selection and the linear() dispatcher.
+#include "kernels/linear.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/linear_impl.h"
+
+namespace mmrt::kernels {
+
+namespace {
+
+size_t stored_size(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32:
+      return 4;
+    case WeightFormat::kBF16:
+      return 2;
+    case WeightFormat::kInt8:
+      return 1;
+  }
+  return 0;
+}
+
+// One row of a 2-D f32/f16/bf16 tensor as f32 (exact widening).
+void row_to_f32(const Tensor& t, int64_t row, float* dst) {
+  const int64_t n = t.dim(1), s0 = t.strides()[0], s1 = t.strides()[1];
+  const auto* base = static_cast<const char*>(t.raw());
+  if (t.dtype() == DType::kF32) {
+    const auto* p = reinterpret_cast<const float*>(base) + row * s0;
+    if (s1 == 1)
+      std::memcpy(dst, p, static_cast<size_t>(n) * 4);
+    else
+      for (int64_t i = 0; i < n; ++i) dst[i] = p[i * s1];
+    return;
+  }
+  const auto* p = reinterpret_cast<const uint16_t*>(base) + row * s0;
+  const bool bf = t.dtype() == DType::kBF16;
+  if (s1 == 1) {
+    if (bf)
+      bf16_to_f32(p, dst, static_cast<size_t>(n));
+    else
+      f16_to_f32(p, dst, static_cast<size_t>(n));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = bf ? bf16_to_f32_scalar(p[i * s1]) : f16_to_f32_scalar(p[i * s1]);
+}
+
+void check_float_tensor(const Tensor& t, const char* what) {
+  if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16)
+    throw InvalidArgument(std::string("PackedLinear: ") + what + " must be f32, f16 or bf16, got " +
+                          t.describe());
+}
+
+// Symmetric per-row int8: scale = max|w| / 127, q = round-half-even(w / scale).
+void quantize_row(const float* w, int64_t n, int8_t* q, float* scale, int64_t row) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(w[i]))
+      throw InvalidArgument("PackedLinear: int8 quantisation needs finite weights; row " +
+                            std::to_string(row) + " has " + std::to_string(w[i]));
+    amax = std::max(amax, std::fabs(w[i]));
+  }
+  const float s = amax / 127.f;
+  *scale = s;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = s > 0.f ? std::nearbyint(w[i] / s) : 0.f;
+    q[i] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+  }
+}
+
+}  // namespace
+
+std::string_view weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32:
+      return "f32";
+    case WeightFormat::kBF16:
+      return "bf16";
+    case WeightFormat::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+PackedLinear PackedLinear::pack(const Tensor& w, const Tensor* bias, WeightFormat fmt) {
+  const Tensor* ws[1] = {&w};
+  const Tensor* bs[1] = {bias};
+  return pack_concat(
+      ws, bias ? std::span<const Tensor* const>(bs) : std::span<const Tensor* const>(), fmt);
+}
+
+PackedLinear PackedLinear::pack_concat(std::span<const Tensor* const> ws,
+                                       std::span<const Tensor* const> biases, WeightFormat fmt) {
+  if (ws.empty()) throw InvalidArgument("PackedLinear: no weights given");
+  if (!biases.empty() && biases.size() != ws.size())
+    throw InvalidArgument("PackedLinear: " + std::to_string(biases.size()) + " biases for " +
+                          std::to_string(ws.size()) + " weights");
+  if (fmt != WeightFormat::kF32 && fmt != WeightFormat::kBF16 && fmt != WeightFormat::kInt8)
+    throw InvalidArgument("PackedLinear: unknown weight format");
+  PackedLinear p;
+  p.fmt_ = fmt;
+  std::vector<int64_t> row0;  // first output row of each part
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (!ws[i] || !ws[i]->defined())
+      throw InvalidArgument("PackedLinear: weight is null/undefined");
+    const Tensor& w = *ws[i];
+    check_float_tensor(w, "weight");
+    if (w.rank() != 2 || w.dim(0) < 1 || w.dim(1) < 1)
+      throw InvalidArgument("PackedLinear: weight must be [out, in] with out, in >= 1, got " +
+                            w.describe());
+    if (i == 0) p.in_ = w.dim(1);
+    if (w.dim(1) != p.in_)
+      throw InvalidArgument("PackedLinear: concatenated weights differ in `in`: " + w.describe() +
+                            " vs in=" + std::to_string(p.in_));
+    row0.push_back(p.out_);
+    p.out_ += w.dim(0);
+    if (!biases.empty() && biases[i]) {
+      const Tensor& b = *biases[i];
+      check_float_tensor(b, "bias");
+      if (b.rank() != 1 || b.dim(0) != w.dim(0))
+        throw InvalidArgument("PackedLinear: bias must be [" + std::to_string(w.dim(0)) +
+                              "], got " + b.describe());
+    }
+  }
+  const int64_t in = p.in_, out = p.out_;
+
+  // Zero-copy: one contiguous source already in the stored type.
+  const Tensor& w0 = *ws[0];
+  const bool same_type = (fmt == WeightFormat::kBF16 && w0.dtype() == DType::kBF16) ||
+                         (fmt == WeightFormat::kF32 && w0.dtype() == DType::kF32);
+  if (ws.size() == 1 && same_type && w0.is_contiguous()) {
+    p.w_ = w0.raw();
+    p.w_owner_ = w0.owner();
+    p.zero_copy_ = true;
+  } else {
+    const size_t esz = stored_size(fmt);
+    std::shared_ptr<void> buf = aligned_alloc_shared(static_cast<size_t>(out * in) * esz);
+    if (fmt == WeightFormat::kInt8) p.scale_ = std::shared_ptr<float[]>(new float[out]);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const Tensor& w = *ws[i];
+      const int64_t rows = w.dim(0);
+      char* dst0 = static_cast<char*>(buf.get()) + static_cast<size_t>(row0[i] * in) * esz;
+      float* scale0 = p.scale_ ? p.scale_.get() + row0[i] : nullptr;
+      ThreadPool::global().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
+        std::vector<float> tmp(static_cast<size_t>(in));  // [in]
+        for (int64_t r = b; r < e; ++r) {
+          char* dst = dst0 + static_cast<size_t>(r * in) * esz;
+          row_to_f32(w, r, tmp.data());
+          switch (fmt) {
+            case WeightFormat::kF32:
+              std::memcpy(dst, tmp.data(), static_cast<size_t>(in) * 4);
+              break;
+            case WeightFormat::kBF16:
+              f32_to_bf16(tmp.data(), reinterpret_cast<uint16_t*>(dst), static_cast<size_t>(in));
+              break;
+            case WeightFormat::kInt8:
+              quantize_row(tmp.data(), in, reinterpret_cast<int8_t*>(dst), scale0 + r, row0[i] + r);
+              break;
+          }
+        }
+      });
+    }
+    p.w_ = buf.get();
+    p.w_owner_ = std::move(buf);
+  }
+  bool any_bias = false;
+  for (const Tensor* b : biases) any_bias = any_bias || b != nullptr;
+  if (any_bias) {
+    p.bias_ = std::shared_ptr<float[]>(new float[out]());
+    for (size_t i = 0; i < biases.size(); ++i) {
+      if (!biases[i]) continue;
+      Tensor b2 = biases[i]->reshape({1, biases[i]->dim(0)});
+      if (!biases[i]->is_contiguous()) b2 = biases[i]->contiguous().reshape({1, biases[i]->dim(0)});
+      row_to_f32(b2, 0, p.bias_.get() + row0[i]);
+    }
+  }
+  return p;
+}
+
+size_t PackedLinear::weight_bytes() const {
+  return static_cast<size_t>(out_ * in_) * stored_size(fmt_) +
+         (scale_ ? static_cast<size_t>(out_) * sizeof(float) : 0);
+}
+
+Tensor PackedLinear::weight() const {
+  const DType t = fmt_ == WeightFormat::kF32    ? DType::kF32
+                  : fmt_ == WeightFormat::kBF16 ? DType::kBF16
+                                                : DType::kI8;
+  return Tensor::view(const_cast<void*>(w_), t, {out_, in_}, w_owner_);
+}
+
+// ---- kernel variants ----
+
+namespace detail {
+
+const LinearKernels& linear_kernels_avx512bf16() {
+  // Same decode kernels as AVX-512 (x stays f32 there); the prefill GEMM uses bf16 products.
+  static const LinearKernels t = [] {
+    LinearKernels k = linear_kernels_avx512();
+    k.isa = "avx512bf16";
+    k.native_bf16_gemm = true;
+    return k;
+  }();
+  return t;
+}
+
+namespace {
+const LinearKernels* best_kernels() {
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.has_avx512bf16()) return &linear_kernels_avx512bf16();
+  if (cpu.has_avx512()) return &linear_kernels_avx512();
+  if (cpu.has_avx2()) return &linear_kernels_avx2();
+  return &linear_kernels_portable();
+}
+std::atomic<const LinearKernels*> g_kernels{nullptr};
+}  // namespace
+
+const LinearKernels& linear_kernels() {
+  const LinearKernels* k = g_kernels.load(std::memory_order_acquire);
+  if (!k) {
+    k = best_kernels();
+    g_kernels.store(k, std::memory_order_release);
+  }
+  return *k;
+}
+
+StreamReadFn stream_read_fn() {
+  return linear_kernels().stream_read;
+}
+
+void* thread_scratch(int slot, size_t bytes) {
+  struct Buf {
+    std::shared_ptr<void> p;
+    size_t n = 0;
+  };
+  thread_local std::array<Buf, 4> bufs;
+  if (slot < 0 || slot >= static_cast<int>(bufs.size())) throw InternalError("bad scratch slot");
+  Buf& b = bufs[static_cast<size_t>(slot)];
+  if (!b.p || b.n < bytes) {
+    b.n = std::max<size_t>(bytes, 4096);
+    b.p = aligned_alloc_shared(b.n);
+  }
+  return b.p.get();
+}
+
+}  // namespace detail
+
+const char* linear_isa() {
+  return detail::linear_kernels().isa;
+}
+
+bool linear_force_isa(const char* isa) {
+  const std::string_view v(isa ? isa : "");
+  const CpuFeatures& cpu = cpu_features();
+  const detail::LinearKernels* k = nullptr;
+  if (v == "avx512bf16" && cpu.has_avx512bf16())
+    k = &detail::linear_kernels_avx512bf16();
+  else if (v == "avx512" && cpu.has_avx512())
+    k = &detail::linear_kernels_avx512();
+  else if (v == "avx2" && cpu.has_avx2())
+    k = &detail::linear_kernels_avx2();
+  else if (v == "portable")
+    k = &detail::linear_kernels_portable();
+  if (!k) return false;
+  detail::g_kernels.store(k, std::memory_order_release);
+  return true;
+}
+
+// ---- dispatcher ----
+
+namespace {
+
+bool use_gemv(int64_t n, const LinearOptions& opt) {
+  return opt.path == LinearPath::kGemv || (opt.path == LinearPath::kAuto && n <= kGemvMaxRows);
+}
+
+void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool) {
+  const detail::LinearKernels& ks = detail::linear_kernels();
+  detail::GemvArgs a;
+  a.x = x;
+  a.ldx = w.in();
+  a.n = n;
+  a.k = w.in();
+  a.w = w.weight_data();
+  a.ldw = w.in();
+  a.scale = w.scales();
+  a.bias = w.bias();
+  a.y = y;
+  a.ldy = w.out();
+  detail::GemvFn fn = ks.gemv_f32;
+  if (w.format() == WeightFormat::kBF16) {
+    fn = ks.gemv_bf16;
+    if (ks.prep_x_bf16) {
+      const int64_t stride =
+          (w.in() + detail::kBf16XBlock - 1) / detail::kBf16XBlock * detail::kBf16XBlock;
+      auto* xp =
+          static_cast<float*>(detail::thread_scratch(0, static_cast<size_t>(n * stride) * 4));
+      ks.prep_x_bf16(x, w.in(), n, w.in(), xp, stride);  // [n, stride]
+      a.x = xp;
+      a.ldx = stride;
+    }
+  } else if (w.format() == WeightFormat::kInt8) {
+    fn = ks.gemv_i8;
+  }
+  // Work items are blocks of 4 output rows (the kernels' widest tile); each chunk should carry
+  // at least ~64 KiB of weights so the fork/join cost stays small next to the streaming.
+  constexpr int64_t kRowBlock = 4;
+  const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
+  const int64_t block_bytes = kRowBlock * w.in() * static_cast<int64_t>(stored_size(w.format()));
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
+  const int64_t out = w.out();
+  pool.parallel_for(blocks, grain, [&](int64_t b, int64_t e) {
+    fn(a, b * kRowBlock, std::min(out, e * kRowBlock));
+  });
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+            const LinearOptions& opt) {
+  if (w.empty()) throw InvalidArgument("linear: the PackedLinear is empty (not packed)");
+  if (n < 0) throw InvalidArgument("linear: negative row count " + std::to_string(n));
+  if (n == 0) return;
+  if (!x || !y) throw InvalidArgument("linear: null input or output pointer");
+  const auto xb = reinterpret_cast<uintptr_t>(x), yb = reinterpret_cast<uintptr_t>(y);
+  if (xb < yb + static_cast<uintptr_t>(n * w.out()) * 4 &&
+      yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
+    throw InvalidArgument("linear: input and output overlap");
+  if (use_gemv(n, opt))
+    run_gemv(x, n, w, y, pool);
+  else
+    detail::run_gemm(x, n, w, y, pool, opt);
+}
+
+Tensor linear(const Tensor& x, const PackedLinear& w, ThreadPool& pool, const LinearOptions& opt) {
+  if (x.dtype() != DType::kF32 || x.rank() != 2 || x.dim(1) != w.in())
+    throw InvalidArgument("linear: x must be f32 [n, " + std::to_string(w.in()) + "], got " +
+                          x.describe());
+  const Tensor xc = x.is_contiguous() ? x : x.contiguous();
+  Tensor y = Tensor::empty(DType::kF32, {x.dim(0), w.out()});  // [n, out]
+  linear(xc.data<float>(), x.dim(0), w, y.data<float>(), pool, opt);
+  return y;
+}
+
+LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
+  LinearPlan p;
+  if (use_gemv(n, opt)) {
+    p.gemv = true;
+    p.kernel = std::string(linear_isa()) + " gemv";
+    return p;
+  }
+  const detail::GemmChoice c = detail::gemm_choice(w, opt);
+  p.gemv = false;
+  p.kernel = c.name;
+  p.x_rounded_to_bf16 = c.bf16;
+  return p;
+}
+
+}  // namespace mmrt::kernels

@@ -1,0 +1,101 @@
+// Linear layers y = x·Wᵀ + b on the CPU: weights prepared once at load time (PackedLinear), then
+// one call per layer and step. Small batches (decode) run our own memory-bound matrix-vector
+// kernels that read each weight once for all rows; large batches (prefill) run a GEMM on
+// oneDNN (or OpenBLAS for f32), threaded on our ThreadPool. See docs/kernels-gemm.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace mmrt {
+class ThreadPool;
+}
+
+namespace mmrt::kernels {
+
+// How a PackedLinear stores its weights.
+//   kF32  f32, exact.
+//   kBF16 bf16 (source rounded to nearest even); a bf16 source is kept zero-copy.
+//   kInt8 weight-only int8 with one f32 scale per output channel: scale = max|w_row| / 127,
+//         q = round-half-even(w / scale) (symmetric; an all-zero row has scale 0).
+enum class WeightFormat : uint8_t { kF32, kBF16, kInt8 };
+std::string_view weight_format_name(WeightFormat f);  // "f32", "bf16", "int8"
+
+class PackedLinear {
+ public:
+  PackedLinear() = default;
+  // w: [out, in] (f32, f16 or bf16; any strides), bias: [out] or null (f32, f16 or bf16).
+  static PackedLinear pack(const Tensor& w, const Tensor* bias, WeightFormat fmt);
+  // Several weights sharing one input, concatenated along out (q|k|v, gate|up): one call
+  // computes all of them into y[n, sum(out_i)]. `biases` is empty or has one entry per weight
+  // (null entries mean zero bias for that part).
+  static PackedLinear pack_concat(std::span<const Tensor* const> ws,
+                                  std::span<const Tensor* const> biases, WeightFormat fmt);
+
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  WeightFormat format() const { return fmt_; }
+  size_t weight_bytes() const;  // weights + scales as stored
+  bool empty() const { return out_ == 0; }
+  bool zero_copy() const { return zero_copy_; }  // weights are a view of the source tensor
+  bool has_bias() const { return bias_ != nullptr; }
+  // Stored weights, row-major [out, in]: f32, bf16 bits or int8 values.
+  const void* weight_data() const { return w_; }
+  const float* scales() const { return scale_.get(); }  // [out] for kInt8, else null
+  const float* bias() const { return bias_.get(); }     // [out] f32 or null
+  // The stored weights as a tensor view (f32 / bf16 / i8 [out, in]), sharing ownership.
+  Tensor weight() const;
+
+ private:
+  WeightFormat fmt_ = WeightFormat::kF32;
+  int64_t in_ = 0, out_ = 0;
+  const void* w_ = nullptr;
+  std::shared_ptr<void> w_owner_;
+  std::shared_ptr<float[]> scale_;  // [out]
+  std::shared_ptr<float[]> bias_;   // [out]
+  bool zero_copy_ = false;
+};
+
+// Which path linear() takes; kAuto chooses by the number of rows (see kGemvMaxRows).
+enum class LinearPath : uint8_t { kAuto, kGemv, kGemm };
+// Library for the f32 GEMM (bf16/int8 weights always use oneDNN).
+enum class GemmLibrary : uint8_t { kAuto, kOneDnn, kOpenBlas };
+
+struct LinearOptions {
+  LinearPath path = LinearPath::kAuto;
+  GemmLibrary f32_gemm = GemmLibrary::kAuto;
+};
+
+// Up to this many rows the matrix-vector kernels run (weights streamed once for all rows).
+inline constexpr int64_t kGemvMaxRows = 16;
+
+// y[n, out] = x[n, in] · Wᵀ + b; f32 in and out, rows contiguous, f32 accumulation.
+// Decode path: x stays f32 for every weight format. GEMM path: bf16 and int8 weights multiply
+// x rounded to bf16 where the CPU has AVX512-BF16 (see linear_plan), f32 weights stay exact.
+// x and y must not overlap. Throws InvalidArgument on bad sizes.
+void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+            const LinearOptions& opt = {});
+// Tensor form: x f32 [n, in] (contiguous) -> new f32 [n, out].
+Tensor linear(const Tensor& x, const PackedLinear& w, ThreadPool& pool,
+              const LinearOptions& opt = {});
+
+// What linear() will do for n rows with these weights (for logs, benches and tests).
+struct LinearPlan {
+  bool gemv = true;                // matrix-vector kernels (else GEMM)
+  std::string kernel;              // e.g. "avx512 gemv", "onednn bf16", "openblas f32"
+  bool x_rounded_to_bf16 = false;  // the GEMM multiplies bf16(x) (bf16/int8 weights only)
+};
+LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt = {});
+
+// The kernel variant in use: "avx512bf16", "avx512", "avx2" or "portable".
+const char* linear_isa();
+// Test hook: force a variant; returns false (and changes nothing) if this CPU lacks it.
+bool linear_force_isa(const char* isa);
+
+}  // namespace mmrt::kernels

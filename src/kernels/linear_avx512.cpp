@@ -1,0 +1,232 @@
+// AVX-512 matrix-vector kernels (decode). Memory-bound: each weight byte is loaded from memory
+// once per call; a tile of one output row x NB input rows keeps its accumulators in registers,
+// so batches of up to 8 rows cost one weight load (larger batches revisit the row from L1).
+// bf16 weights are widened with a shift (even elements) and a mask (odd elements); x is
+// prepared once per call in the matching even/odd order, so no shuffles run in the loop.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/linear_impl.h"
+
+namespace mmrt::kernels::detail {
+
+namespace {
+
+using TileFn = void (*)(const GemvArgs&, int64_t o, int64_t j0);
+constexpr int kGroup = 8;            // input rows per tile pass
+constexpr int64_t kPrefetch = 1024;  // bytes ahead of the current position, per weight row
+
+// Horizontal sums.
+inline float hsum(__m512 v) {
+  const __m512 s = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256 t = _mm512_castps512_ps256(s);
+  __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  u = _mm_add_ps(u, _mm_movehl_ps(u, u));
+  u = _mm_add_ss(u, _mm_movehdup_ps(u));
+  return _mm_cvtss_f32(u);
+}
+inline uint64_t hsum_u64(__m512i v) {
+  const __m512i s = _mm512_add_epi64(v, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256i t = _mm512_castsi512_si256(s);
+  const __m128i u = _mm_add_epi64(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+  return static_cast<uint64_t>(_mm_cvtsi128_si64(u)) +
+         static_cast<uint64_t>(_mm_extract_epi64(u, 1));
+}
+
+inline void store_out(const GemvArgs& a, int64_t o, int64_t j, float s) {
+  if (a.scale) s *= a.scale[o];
+  if (a.bias) s += a.bias[o];
+  a.y[j * a.ldy + o] = s;
+}
+
+// Each tile is one output row against NB input rows: weight rows are contiguous, so a thread
+// reads one sequential stream (measured clearly faster than interleaving several rows). A
+// independent accumulator sets per input row keep enough FMA chains in flight when NB is small.
+template <int NB>
+constexpr int acc_sets() {
+  return NB == 1 ? 4 : NB == 2 ? 2 : 1;
+}
+
+// ---- bf16: 32 weights per 64-byte line ----
+struct Bf16 {
+  template <int NB>
+  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+    constexpr int A = acc_sets<NB>();
+    const auto* w = static_cast<const uint16_t*>(a.w) + o * a.ldw;  // [k]
+    const float* x = a.x + j0 * a.ldx;  // [NB, ldx] even/odd-split blocks of 32
+    __m512 acc[A][NB];
+    for (int u = 0; u < A; ++u)
+      for (int j = 0; j < NB; ++j) acc[u][j] = _mm512_setzero_ps();
+    const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    auto step = [&](int u, __m512i v, int64_t k) {
+      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
+      for (int j = 0; j < NB; ++j) {
+        acc[u][j] = _mm512_fmadd_ps(we, _mm512_load_ps(x + j * a.ldx + k), acc[u][j]);
+        acc[u][j] = _mm512_fmadd_ps(wo, _mm512_load_ps(x + j * a.ldx + k + 16), acc[u][j]);
+      }
+    };
+    int64_t k = 0;
+    for (; k + 32 * A <= a.k; k += 32 * A) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetch, _MM_HINT_T0);
+      for (int u = 0; u < A; ++u) step(u, _mm512_loadu_si512(w + k + 32 * u), k + 32 * u);
+    }
+    for (; k + 32 <= a.k; k += 32) step(0, _mm512_loadu_si512(w + k), k);
+    if (k < a.k) {  // x is zero padded past a.k
+      const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (a.k - k)) - 1);
+      step(0, _mm512_maskz_loadu_epi16(m, w + k), k);
+    }
+    for (int u = 1; u < A; ++u)
+      for (int j = 0; j < NB; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
+    for (int j = 0; j < NB; ++j) store_out(a, o, j0 + j, hsum(acc[0][j]));
+  }
+};
+
+// ---- int8: 64 weights per line, widened 16 at a time; per-row scale applied at the end ----
+struct I8 {
+  template <int NB>
+  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+    const auto* w = static_cast<const int8_t*>(a.w) + o * a.ldw;  // [k]
+    const float* x = a.x + j0 * a.ldx;                            // [NB, ldx]
+    // Each line gives four 16-wide steps; they rotate over four (NB = 1), two (NB = 2) or one
+    // accumulator set.
+    constexpr int A = acc_sets<NB>();
+    __m512 acc[A][NB];
+    for (int u = 0; u < A; ++u)
+      for (int j = 0; j < NB; ++j) acc[u][j] = _mm512_setzero_ps();
+    auto step = [&](int u, __m128i q, int64_t k, __mmask16 m) {
+      const __m512 wf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+      for (int j = 0; j < NB; ++j)
+        acc[u][j] = _mm512_fmadd_ps(wf, _mm512_maskz_loadu_ps(m, x + j * a.ldx + k), acc[u][j]);
+    };
+    int64_t k = 0;
+    for (; k + 64 <= a.k; k += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetch, _MM_HINT_T0);
+      for (int q = 0; q < 4; ++q)
+        step(q % A, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k + 16 * q)), k + 16 * q,
+             0xffff);
+    }
+    for (; k < a.k; k += 16) {
+      const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1);
+      step(0, _mm_maskz_loadu_epi8(m, w + k), k, m);
+    }
+    for (int u = 1; u < A; ++u)
+      for (int j = 0; j < NB; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
+    for (int j = 0; j < NB; ++j) store_out(a, o, j0 + j, hsum(acc[0][j]));
+  }
+};
+
+// ---- f32: 16 weights per line ----
+struct F32 {
+  template <int NB>
+  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+    constexpr int A = acc_sets<NB>();
+    const auto* w = static_cast<const float*>(a.w) + o * a.ldw;  // [k]
+    const float* x = a.x + j0 * a.ldx;                           // [NB, ldx]
+    __m512 acc[A][NB];
+    for (int u = 0; u < A; ++u)
+      for (int j = 0; j < NB; ++j) acc[u][j] = _mm512_setzero_ps();
+    auto step = [&](int u, int64_t k, __mmask16 m) {
+      const __m512 wf = _mm512_maskz_loadu_ps(m, w + k);
+      for (int j = 0; j < NB; ++j)
+        acc[u][j] = _mm512_fmadd_ps(wf, _mm512_maskz_loadu_ps(m, x + j * a.ldx + k), acc[u][j]);
+    };
+    int64_t k = 0;
+    for (; k + 16 * A <= a.k; k += 16 * A) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetch, _MM_HINT_T0);
+      for (int u = 0; u < A; ++u) step(u, k + 16 * u, 0xffff);
+    }
+    for (; k < a.k; k += 16)
+      step(0, k, static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1));
+    for (int u = 1; u < A; ++u)
+      for (int j = 0; j < NB; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
+    for (int j = 0; j < NB; ++j) store_out(a, o, j0 + j, hsum(acc[0][j]));
+  }
+};
+
+template <class K, int... I>
+constexpr std::array<TileFn, sizeof...(I)> tiles(std::integer_sequence<int, I...>) {
+  return {&K::template tile<I + 1>...};
+}
+
+// Rows in order; input rows in groups of up to kGroup per pass (a second pass over the same
+// weight row hits L1).
+template <class K>
+void gemv(const GemvArgs& a, int64_t o0, int64_t o1) {
+  static constexpr auto t = tiles<K>(std::make_integer_sequence<int, kGroup>{});
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
+      t[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
+}
+
+// x [n, k] -> per 32-element block: the 16 even-indexed values, then the 16 odd-indexed ones.
+void prep_x_bf16(const float* x, int64_t ldx, int64_t n, int64_t k, float* xp, int64_t xp_stride) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* src = x + j * ldx;
+    float* dst = xp + j * xp_stride;
+    for (int64_t kb = 0; kb < xp_stride; kb += 32) {
+      const int64_t left = std::clamp<int64_t>(k - kb, 0, 32);
+      const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(left, 16)) - 1);
+      const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(left - 16, 0)) - 1);
+      const __m512 lo = _mm512_maskz_loadu_ps(m0, src + kb);
+      const __m512 hi = _mm512_maskz_loadu_ps(m1, src + kb + 16);
+      _mm512_store_ps(dst + kb, _mm512_permutex2var_ps(lo, even, hi));
+      _mm512_store_ps(dst + kb + 16, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+  }
+}
+
+void i8_to_bf16(const int8_t* q, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 f = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i))));
+    // Exact in bf16: keep the high halves of the f32 bits.
+    const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  }
+  i8_to_bf16_portable(q + i, dst + i, n - i);
+}
+void i8_to_f32(const int8_t* q, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)))));
+  i8_to_f32_portable(q + i, dst + i, n - i);
+}
+
+uint64_t stream_read(const void* p, size_t bytes) {
+  const auto* c = static_cast<const char*>(p);
+  __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 256 <= bytes; i += 256) {
+    s0 = _mm512_xor_si512(s0, _mm512_load_si512(c + i));
+    s1 = _mm512_xor_si512(s1, _mm512_load_si512(c + i + 64));
+    s2 = _mm512_xor_si512(s2, _mm512_load_si512(c + i + 128));
+    s3 = _mm512_xor_si512(s3, _mm512_load_si512(c + i + 192));
+  }
+  const __m512i s = _mm512_xor_si512(_mm512_xor_si512(s0, s1), _mm512_xor_si512(s2, s3));
+  return hsum_u64(s);
+}
+
+}  // namespace
+
+const LinearKernels& linear_kernels_avx512() {
+  static const LinearKernels t{.isa = "avx512",
+                               .gemv_f32 = gemv<F32>,
+                               .gemv_bf16 = gemv<Bf16>,
+                               .gemv_i8 = gemv<I8>,
+                               .prep_x_bf16 = prep_x_bf16,
+                               .i8_to_bf16 = i8_to_bf16,
+                               .i8_to_f32 = i8_to_f32,
+                               .stream_read = stream_read,
+                               .native_bf16_gemm = false};
+  return t;
+}
+
+}  // namespace mmrt::kernels::detail

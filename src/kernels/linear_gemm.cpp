@@ -1,0 +1,158 @@
+// Prefill GEMM for linear(): threads single-threaded library calls on our ThreadPool.
+//
+// Work is split over panels of output channels (P rows of W, all n rows of x): each pool task
+// multiplies x by one panel into a private [n, P] tile, then writes y's columns with the
+// per-channel scale and bias (the epilogue). Weights are read once overall; x is shared.
+//   bf16 weights, AVX512-BF16: x rounded to bf16 once, oneDNN bf16 x bf16 -> f32 (brgemm).
+//   int8 weights, AVX512-BF16: each panel widened to bf16 first (exact: |q| <= 127).
+//   f32 weights, or bf16/int8 without AVX512-BF16: f32 GEMM (oneDNN or OpenBLAS) with x exact,
+//     bf16/int8 panels widened to f32 first.
+// oneDNN primitives are cached per shape, so rows are padded to a multiple of 16 and run in
+// tiles of at most 512: a new prompt length costs at most one primitive per padded size.
+#include <algorithm>
+#include <cstring>
+
+#include "core/convert.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/linear_impl.h"
+
+namespace mmrt::kernels::detail {
+
+namespace {
+
+constexpr int64_t kRowPad = 16;                  // oneDNN row count granularity
+constexpr int64_t kMaxTileRows = 512;            // rows of x per oneDNN call
+constexpr int64_t kPanel = 256;                  // output channels per task (upper bound)
+constexpr size_t kPanelBytes = size_t{2} << 20;  // widened panel budget (per thread)
+
+int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+// Scratch slots: 0 = prepared x (calling thread), 1 = widened panel, 2 = output tile.
+enum Slot { kSlotX = 0, kSlotPanel = 1, kSlotTile = 2 };
+
+// Widens rows [r0, r0 + rows) of the stored weights into the GEMM's element type.
+void widen_panel(const PackedLinear& w, int64_t r0, int64_t rows, bool to_bf16, void* dst) {
+  const int64_t k = w.in();
+  const size_t cnt = static_cast<size_t>(rows * k);
+  if (w.format() == WeightFormat::kBF16) {  // -> f32
+    bf16_to_f32(static_cast<const uint16_t*>(w.weight_data()) + r0 * k, static_cast<float*>(dst),
+                cnt);
+    return;
+  }
+  const int8_t* q = static_cast<const int8_t*>(w.weight_data()) + r0 * k;
+  const LinearKernels& ks = linear_kernels();
+  if (to_bf16)
+    ks.i8_to_bf16(q, static_cast<uint16_t*>(dst), cnt);  // exact: |q| <= 127
+  else
+    ks.i8_to_f32(q, static_cast<float*>(dst), cnt);
+}
+
+// y[r, c] = t[r, c] * scale[c] + bias[c] for a [rows, cols] tile (t may alias y).
+void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const float* scale,
+              const float* bias, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* tr = t + r * ldt;
+    float* yr = y + r * ldy;
+    if (scale && bias)
+      for (int64_t c = 0; c < cols; ++c) yr[c] = tr[c] * scale[c] + bias[c];
+    else if (scale)
+      for (int64_t c = 0; c < cols; ++c) yr[c] = tr[c] * scale[c];
+    else if (bias)
+      for (int64_t c = 0; c < cols; ++c) yr[c] = tr[c] + bias[c];
+    else if (tr != yr)
+      std::memcpy(yr, tr, static_cast<size_t>(cols) * 4);
+  }
+}
+
+}  // namespace
+
+GemmChoice gemm_choice(const PackedLinear& w, const LinearOptions& opt) {
+  if (w.format() != WeightFormat::kF32 && linear_kernels().native_bf16_gemm &&
+      onednn_bf16_supported())
+    return {"onednn bf16", true, false};
+  // oneDNN's f32 brgemm measured ~2x OpenBLAS 0.3.21 here (docs/kernels-gemm.md).
+  if (opt.f32_gemm == GemmLibrary::kOpenBlas) return {"openblas f32", false, true};
+  return {"onednn f32", false, false};
+}
+
+void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, ThreadPool& pool,
+              const LinearOptions& opt) {
+  const GemmChoice c = gemm_choice(w, opt);
+  const int64_t k = w.in(), n = w.out();
+  const bool widen =
+      w.format() == WeightFormat::kInt8 || (w.format() == WeightFormat::kBF16 && !c.bf16);
+  const size_t gemm_esz = c.bf16 ? 2 : 4;
+
+  // The x operand: [mp, k] in the GEMM's type; rows past m are zero.
+  const int64_t mp = c.openblas ? m : round_up(m, kRowPad);
+  const void* a = x;
+  if (c.bf16 || mp != m) {
+    void* buf = thread_scratch(kSlotX, static_cast<size_t>(mp * k) * gemm_esz);
+    pool.parallel_for(mp, std::max<int64_t>(1, 16384 / k), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        if (c.bf16) {
+          auto* d = static_cast<uint16_t*>(buf) + r * k;
+          if (r < m)
+            f32_to_bf16(x + r * k, d, static_cast<size_t>(k));
+          else
+            std::memset(d, 0, static_cast<size_t>(k) * 2);
+        } else {
+          auto* d = static_cast<float*>(buf) + r * k;
+          if (r < m)
+            std::memcpy(d, x + r * k, static_cast<size_t>(k) * 4);
+          else
+            std::memset(d, 0, static_cast<size_t>(k) * 4);
+        }
+      }
+    });
+    a = buf;
+  }
+
+  // Panel width: at most kPanel channels (and the widening budget), and enough panels to give
+  // every thread about two tasks.
+  int64_t panel = kPanel;
+  if (widen)
+    panel = std::min<int64_t>(
+        panel, static_cast<int64_t>(kPanelBytes / (static_cast<size_t>(k) * gemm_esz)));
+  panel = std::min(panel, round_up((n + 2 * pool.size() - 1) / (2 * pool.size()), 16));
+  panel = std::max<int64_t>(panel, 16);
+  const int64_t n_panels = (n + panel - 1) / panel;
+  const auto* stored = static_cast<const char*>(w.weight_data());
+  const size_t stored_esz = w.format() == WeightFormat::kF32    ? 4
+                            : w.format() == WeightFormat::kBF16 ? 2
+                                                                : 1;
+
+  pool.parallel_for(n_panels, 1, [&](int64_t pb, int64_t pe) {
+    gemm_libraries_single_threaded();
+    for (int64_t p = pb; p < pe; ++p) {
+      const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
+      const void* wp = stored + static_cast<size_t>(c0 * k) * stored_esz;  // [cols, k]
+      if (widen) {
+        void* buf = thread_scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
+        widen_panel(w, c0, cols, c.bf16, buf);
+        wp = buf;
+      }
+      const float* scale = w.scales() ? w.scales() + c0 : nullptr;
+      const float* bias = w.bias() ? w.bias() + c0 : nullptr;
+      if (c.openblas) {  // writes y's columns directly, then scales/biases them in place
+        openblas_sgemm(static_cast<const float*>(a), m, k, static_cast<const float*>(wp), cols, k,
+                       y + c0, n);
+        epilogue(y + c0, n, m, cols, scale, bias, y + c0, n);
+        continue;
+      }
+      for (int64_t r0 = 0; r0 < mp; r0 += kMaxTileRows) {
+        const int64_t rows = std::min(kMaxTileRows, mp - r0);
+        auto* t =
+            static_cast<float*>(thread_scratch(kSlotTile, static_cast<size_t>(rows * cols) * 4));
+        onednn_matmul(c.bf16, static_cast<const char*>(a) + static_cast<size_t>(r0 * k) * gemm_esz,
+                      rows, k, wp, cols, k, t, cols);  // t: [rows, cols]
+        epilogue(t, cols, std::min(rows, m - r0), cols, scale, bias, y + r0 * n + c0, n);
+      }
+    }
+  });
+}
+
+}  // namespace mmrt::kernels::detail

@@ -1,0 +1,94 @@
+// Internal: the per-ISA kernel tables behind linear() and the GEMM back ends. Not a public
+// header; ISA-specific files only define the functions declared here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/linear.h"
+
+namespace mmrt::kernels::detail {
+
+// One matrix-vector product over output rows [o0, o1):
+//   y[j * ldy + o] = scale[o] * sum_k x[j, k] * W[o, k] + bias[o]   for j < n.
+// W is row-major [out, ldw] in the kernel's element type (f32, bf16 bits, int8); `scale` is
+// only used by the int8 kernel and `bias` may be null. `x` is the caller's f32 input [n, ldx]
+// for the f32/int8 kernels; for the bf16 kernel it is the buffer written by prep_x_bf16.
+struct GemvArgs {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t n = 0;  // rows of x (any count; the kernels walk them in groups per weight tile)
+  int64_t k = 0;  // in
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+using GemvFn = void (*)(const GemvArgs& a, int64_t o0, int64_t o1);
+
+// The widest x layout any variant wants for bf16 weights is padded to this many elements.
+constexpr int64_t kBf16XBlock = 32;
+
+struct LinearKernels {
+  const char* isa;
+  GemvFn gemv_f32;
+  GemvFn gemv_bf16;
+  GemvFn gemv_i8;
+  // Rewrites x [n, k] into the layout gemv_bf16 reads: [n, xp_stride] floats, zero padded.
+  // Null when gemv_bf16 reads plain rows (then GemvArgs::x is the caller's x).
+  void (*prep_x_bf16)(const float* x, int64_t ldx, int64_t n, int64_t k, float* xp,
+                      int64_t xp_stride);
+  // Widen int8 weights for the prefill GEMM (exact): to bf16 bits and to f32.
+  void (*i8_to_bf16)(const int8_t* q, uint16_t* dst, size_t n);
+  void (*i8_to_f32)(const int8_t* q, float* dst, size_t n);
+  // Sums a streamed buffer (for the bandwidth probe); bytes is a multiple of 4 KiB.
+  uint64_t (*stream_read)(const void* p, size_t bytes);
+  // The prefill GEMM may run bf16 x bf16 -> f32 dot products (AVX512-BF16) for bf16/int8
+  // weights; otherwise it converts weight panels to f32 and keeps x exact.
+  bool native_bf16_gemm;
+};
+
+const LinearKernels& linear_kernels_portable();
+// Portable element loops (the vector variants use them for their tails).
+void i8_to_bf16_portable(const int8_t* q, uint16_t* dst, size_t n);
+void i8_to_f32_portable(const int8_t* q, float* dst, size_t n);
+const LinearKernels& linear_kernels_avx2();
+const LinearKernels& linear_kernels_avx512();
+const LinearKernels& linear_kernels_avx512bf16();
+
+// The table linear() uses now (best for this CPU unless forced).
+const LinearKernels& linear_kernels();
+using StreamReadFn = uint64_t (*)(const void*, size_t);
+StreamReadFn stream_read_fn();
+
+// Per-thread reusable 64-byte aligned scratch memory; `slot` (0..3) selects an independent
+// buffer. Valid until the same thread asks for the same slot again.
+void* thread_scratch(int slot, size_t bytes);
+
+// The prefill path of linear() (n rows, any n >= 1) and its description for linear_plan().
+struct GemmChoice {
+  const char* name;       // "onednn bf16", "onednn f32", "openblas f32"
+  bool bf16 = false;      // bf16 x bf16 products (x rounded to bf16)
+  bool openblas = false;  // OpenBLAS sgemm instead of oneDNN
+};
+GemmChoice gemm_choice(const PackedLinear& w, const LinearOptions& opt);
+void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+              const LinearOptions& opt);
+
+// ---- GEMM back ends (single-threaded calls; linear_gemm.cpp threads them) ----
+// y[m, ldy] = x[m, k] . W[n, k]^T with W rows strided by ldw (in elements). x and W have the
+// same element type: f32 (is_bf16 = false) or bf16 bits (is_bf16 = true). No bias. Primitives
+// are cached per shape. Throws Unimplemented when this CPU/library cannot run the type.
+void onednn_matmul(bool is_bf16, const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                   int64_t ldw, float* y, int64_t ldy);
+// Whether oneDNN runs bf16 matmul natively here (checked once by creating a primitive).
+bool onednn_bf16_supported();
+// f32 only: y[m, ldy] = x[m, k] . W[n, k]^T (OpenBLAS sgemm, one thread).
+void openblas_sgemm(const float* x, int64_t m, int64_t k, const float* w, int64_t n, int64_t ldw,
+                    float* y, int64_t ldy);
+// Make the libraries run single-threaded in the calling thread (our pool owns the cores).
+void gemm_libraries_single_threaded();
+
+}  // namespace mmrt::kernels::detail

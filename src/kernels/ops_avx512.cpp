@@ -1,0 +1,13 @@
+// AVX512 instantiation of the element-wise kernels (compiled with AVX512 flags; only called
+// after the run-time CPU check in ops.cpp).
+#include "kernels/ops_impl.h"
+#include "kernels/ops_kernels.h"
+
+namespace mmrt::kernels::detail {
+
+const OpsFns& ops_fns_avx512() {
+  static const OpsFns f = simd::make_ops_fns<simd::Vec512>("avx512");
+  return f;
+}
+
+}  // namespace mmrt::kernels::detail

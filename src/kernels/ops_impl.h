@@ -1,0 +1,38 @@
+// Internal: the per-ISA function tables of the element-wise and rotary kernels (see ops.cpp,
+// rope.cpp). Not a public header.
+#pragma once
+
+#include <cstdint>
+
+namespace mmrt::kernels::detail {
+
+// Row kernels work on one contiguous row; the dispatchers in ops.cpp validate and parallelise.
+struct OpsFns {
+  const char* isa;
+  void (*rms_norm_row)(const float* x, const float* w, float eps, float* y, int64_t d);
+  void (*layer_norm_row)(const float* x, const float* w, const float* b, float eps, float* y,
+                         int64_t d);
+  void (*add)(float* acc, const float* x, int64_t n);
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*gelu_erf)(const float* x, float* y, int64_t n);
+  void (*quick_gelu)(const float* x, float* y, int64_t n);
+  void (*softmax_row)(const float* x, float* y, int64_t d);
+  float (*max)(const float* x, int64_t n);  // n >= 1; NaN if any element is NaN
+};
+
+const OpsFns& ops_fns_scalar();
+const OpsFns& ops_fns_avx2();
+const OpsFns& ops_fns_avx512();
+
+struct RopeFns {
+  const char* isa;
+  // Rotates every head of one token row: x[h*head_dim + j] pairs with x[h*head_dim + j + half].
+  void (*rotate_row)(float* x, int64_t n_heads, int64_t head_dim, const float* cos,
+                     const float* sin);
+};
+
+const RopeFns& rope_fns_scalar();
+const RopeFns& rope_fns_avx2();
+const RopeFns& rope_fns_avx512();
+
+}  // namespace mmrt::kernels::detail

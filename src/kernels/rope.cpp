@@ -1,0 +1,200 @@
+// Rotary tables, angle computation and the dispatcher of the rotation kernel.
+#include "kernels/rope.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "kernels/ops_impl.h"
+#include "kernels/ops_kernels.h"
+
+namespace mmrt::kernels {
+
+namespace detail {
+const RopeFns& rope_fns_scalar() {
+  static const RopeFns f = simd::make_rope_fns<simd::VecScalar>("scalar");
+  return f;
+}
+}  // namespace detail
+
+namespace {
+
+const detail::RopeFns* best_fns() {
+  const auto& cpu = cpu_features();
+  if (cpu.has_avx512()) return &detail::rope_fns_avx512();
+  if (cpu.has_avx2()) return &detail::rope_fns_avx2();
+  return &detail::rope_fns_scalar();
+}
+
+std::atomic<const detail::RopeFns*> g_fns{nullptr};
+
+const detail::RopeFns& fns() {
+  const detail::RopeFns* f = g_fns.load(std::memory_order_acquire);
+  if (!f) {
+    f = best_fns();
+    g_fns.store(f, std::memory_order_release);
+  }
+  return *f;
+}
+
+// HF: inv_freq = 1.0 / (base ** (arange(0, dim, 2).float() / dim)), every step in fp32.
+float hf_inv_freq(int32_t j, int32_t dim, double theta) {
+  const float e = static_cast<float>(2 * j) / static_cast<float>(dim);
+  const float p = std::pow(static_cast<float>(theta), e);
+  return 1.0f / p;
+}
+
+void check_head_dim(const char* fn, int32_t head_dim, int32_t multiple) {
+  if (head_dim <= 0 || head_dim % multiple != 0)
+    throw InvalidArgument(std::string(fn) + ": head_dim " + std::to_string(head_dim) +
+                          " must be a positive multiple of " + std::to_string(multiple));
+}
+
+void check_theta(const char* fn, double theta) {
+  if (!(theta > 1.0) || !std::isfinite(theta))
+    throw InvalidArgument(std::string(fn) + ": theta must be finite and > 1, got " +
+                          std::to_string(theta));
+}
+
+constexpr int64_t kParallelMin = 1 << 14;  // elements of work before threads are used
+
+}  // namespace
+
+RopeTable make_rope_table(int32_t head_dim, double theta) {
+  check_head_dim("make_rope_table", head_dim, 2);
+  check_theta("make_rope_table", theta);
+  RopeTable t;
+  t.head_dim = head_dim;
+  t.n_components = 1;
+  const int32_t half = head_dim / 2;
+  for (int32_t j = 0; j < half; ++j) t.inv_freq.push_back(hf_inv_freq(j, head_dim, theta));
+  t.component.assign(static_cast<size_t>(half), 0);
+  return t;
+}
+
+RopeTable make_mrope_table(int32_t head_dim, double theta, std::span<const int32_t> mrope_section) {
+  RopeTable t = make_rope_table(head_dim, theta);
+  if (mrope_section.empty() || mrope_section.size() > 4)
+    throw InvalidArgument("make_mrope_table: expected 1 to 4 sections, got " +
+                          std::to_string(mrope_section.size()));
+  int64_t total = 0;
+  for (int32_t s : mrope_section) {
+    if (s < 0) throw InvalidArgument("make_mrope_table: negative section size");
+    total += s;
+  }
+  if (total != head_dim / 2)
+    throw InvalidArgument("make_mrope_table: sections sum to " + std::to_string(total) +
+                          ", expected head_dim/2 = " + std::to_string(head_dim / 2));
+  t.n_components = static_cast<int32_t>(mrope_section.size());
+  size_t j = 0;
+  for (size_t c = 0; c < mrope_section.size(); ++c)
+    for (int32_t k = 0; k < mrope_section[c]; ++k) t.component[j++] = static_cast<int32_t>(c);
+  return t;
+}
+
+RopeTable make_vision_rope_table(int32_t head_dim, double theta) {
+  check_head_dim("make_vision_rope_table", head_dim, 4);
+  check_theta("make_vision_rope_table", theta);
+  RopeTable t;
+  t.head_dim = head_dim;
+  t.n_components = 2;
+  const int32_t quarter = head_dim / 4;
+  for (int32_t j = 0; j < 2 * quarter; ++j) {
+    const int32_t k = j < quarter ? j : j - quarter;
+    t.inv_freq.push_back(hf_inv_freq(k, head_dim / 2, theta));
+    t.component.push_back(j < quarter ? 0 : 1);
+  }
+  return t;
+}
+
+RopeAngles rope_angles(const RopeTable& table, const int32_t* pos, int64_t n_tokens,
+                       ThreadPool* pool) {
+  const int32_t half = table.head_dim / 2;
+  if (table.head_dim <= 0 || table.head_dim % 2 || table.inv_freq.size() != size_t(half) ||
+      table.component.size() != size_t(half) || table.n_components < 1)
+    throw InvalidArgument("rope_angles: malformed RopeTable (head_dim " +
+                          std::to_string(table.head_dim) + ")");
+  for (int32_t c : table.component)
+    if (c < 0 || c >= table.n_components)
+      throw InvalidArgument("rope_angles: RopeTable component " + std::to_string(c) +
+                            " outside [0, " + std::to_string(table.n_components) + ")");
+  if (n_tokens < 0) throw InvalidArgument("rope_angles: negative token count");
+  if (n_tokens > 0 && !pos) throw InvalidArgument("rope_angles: null positions");
+  RopeAngles a;
+  a.head_dim = table.head_dim;
+  a.n_tokens = n_tokens;
+  a.cos.resize(static_cast<size_t>(n_tokens * half));
+  a.sin.resize(static_cast<size_t>(n_tokens * half));
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* c = a.cos.data() + t * half;  // [half]
+      float* s = a.sin.data() + t * half;  // [half]
+      for (int32_t j = 0; j < half; ++j) {
+        const float p = static_cast<float>(pos[table.component[j] * n_tokens + t]);
+        const float ang = p * table.inv_freq[j];
+        c[j] = std::cos(ang);
+        s[j] = std::sin(ang);
+      }
+    }
+  };
+  if (n_tokens * half < kParallelMin)
+    body(0, n_tokens);
+  else
+    (pool ? *pool : ThreadPool::global()).parallel_for(n_tokens, kParallelMin / half, body);
+  return a;
+}
+
+void apply_rope(const RopeAngles& angles, float* x, int64_t n_heads, int64_t row_stride,
+                ThreadPool* pool) {
+  const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
+  if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
+      angles.sin.size() != size_t(n * half))
+    throw InvalidArgument("apply_rope: malformed RopeAngles");
+  if (n_heads < 1) throw InvalidArgument("apply_rope: n_heads must be >= 1");
+  if (row_stride == 0) row_stride = n_heads * hd;
+  if (row_stride < n_heads * hd)
+    throw InvalidArgument("apply_rope: row_stride " + std::to_string(row_stride) +
+                          " smaller than n_heads * head_dim " + std::to_string(n_heads * hd));
+  if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
+  const auto& f = fns();
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      f.rotate_row(x + t * row_stride, n_heads, hd, angles.cos.data() + t * half,
+                   angles.sin.data() + t * half);
+  };
+  const int64_t per_token = n_heads * hd;
+  if (n * per_token < kParallelMin)
+    body(0, n);
+  else
+    (pool ? *pool : ThreadPool::global())
+        .parallel_for(n, std::max<int64_t>(1, kParallelMin / per_token), body);
+}
+
+void apply_rope(const RopeTable& table, const int32_t* pos, int64_t n_tokens, float* x,
+                int64_t n_heads, int64_t row_stride, ThreadPool* pool) {
+  apply_rope(rope_angles(table, pos, n_tokens, pool), x, n_heads, row_stride, pool);
+}
+
+const char* rope_isa() {
+  return fns().isa;
+}
+
+bool rope_force_isa(const char* isa) {
+  std::string_view v(isa);
+  const auto& cpu = cpu_features();
+  if (v == "avx512" && cpu.has_avx512())
+    g_fns = &detail::rope_fns_avx512();
+  else if (v == "avx2" && cpu.has_avx2())
+    g_fns = &detail::rope_fns_avx2();
+  else if (v == "scalar")
+    g_fns = &detail::rope_fns_scalar();
+  else
+    return false;
+  return true;
+}
+
+}  // namespace mmrt::kernels

@@ -1,0 +1,13 @@
+// AVX2 instantiation of the rotary kernel (compiled with AVX2 flags; only called after
+// the run-time CPU check in rope.cpp).
+#include "kernels/ops_impl.h"
+#include "kernels/ops_kernels.h"
+
+namespace mmrt::kernels::detail {
+
+const RopeFns& rope_fns_avx2() {
+  static const RopeFns f = simd::make_rope_fns<simd::Vec256>("avx2");
+  return f;
+}
+
+}  // namespace mmrt::kernels::detail

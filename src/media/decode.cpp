@@ -1,0 +1,181 @@
+// Format detection, the pixel-limit guard and the decode_image / probe_image entry points.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "media/buffer_pool.h"
+#include "media/decode_internal.h"
+#include "media/image.h"
+
+namespace mmrt::media {
+
+Image::Image(int width, int height) : width_(width), height_(height) {
+  if (width < 0 || height < 0) throw InvalidArgument("Image: negative size");
+  buf_ = pooled_buffer(size_bytes() + kTailPad);
+  std::memset(buf_.get() + size_bytes(), 0, kTailPad);
+}
+
+Image::Image(const Image& other) : Image(other.width_, other.height_) {
+  if (other.buf_) std::memcpy(buf_.get(), other.buf_.get(), size_bytes());
+}
+
+Image& Image::operator=(const Image& other) {
+  if (this != &other) *this = Image(other);
+  return *this;
+}
+
+std::string_view format_name(ImageFormat f) {
+  switch (f) {
+    case ImageFormat::kJpeg:
+      return "JPEG";
+    case ImageFormat::kPng:
+      return "PNG";
+    case ImageFormat::kWebp:
+      return "WebP";
+    case ImageFormat::kGif:
+      return "GIF";
+    case ImageFormat::kBmp:
+      return "BMP";
+    case ImageFormat::kTiff:
+      return "TIFF";
+    case ImageFormat::kHeif:
+      return "HEIF/AVIF";
+    case ImageFormat::kJxl:
+      return "JPEG XL";
+    case ImageFormat::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::string_view mode_name(PreprocessMode m) {
+  return m == PreprocessMode::kFast ? "fast" : "reference";
+}
+
+ImageFormat detect_format(std::span<const uint8_t> b) {
+  auto starts = [&](const char* magic, size_t n, size_t at = 0) {
+    return b.size() >= at + n && std::memcmp(b.data() + at, magic, n) == 0;
+  };
+  if (starts("\xff\xd8\xff", 3)) return ImageFormat::kJpeg;
+  if (starts("\x89PNG\r\n\x1a\n", 8)) return ImageFormat::kPng;
+  if (starts("RIFF", 4) && starts("WEBP", 4, 8)) return ImageFormat::kWebp;
+  if (starts("GIF87a", 6) || starts("GIF89a", 6)) return ImageFormat::kGif;
+  if (starts("BM", 2)) return ImageFormat::kBmp;
+  if (starts("II*\0", 4) || starts("MM\0*", 4)) return ImageFormat::kTiff;
+  if (starts("ftyp", 4, 4)) return ImageFormat::kHeif;
+  if (starts("\xff\x0a", 2) || starts("\0\0\0\x0cJXL \r\n\x87\n", 12)) return ImageFormat::kJxl;
+  return ImageFormat::kUnknown;
+}
+
+int jpeg_scale_denominator(int width, int height, int target_w, int target_h) {
+  if (target_w <= 0 || target_h <= 0) return 1;
+  for (int d : {8, 4, 2}) {
+    if (static_cast<int64_t>(width) >= static_cast<int64_t>(d) * target_w &&
+        static_cast<int64_t>(height) >= static_cast<int64_t>(d) * target_h)
+      return d;
+  }
+  return 1;
+}
+
+namespace detail {
+namespace {
+
+std::string hex_prefix(std::span<const uint8_t> b) {
+  std::string s;
+  char buf[4];
+  for (size_t i = 0; i < b.size() && i < 8; ++i) {
+    std::snprintf(buf, sizeof buf, i ? " %02x" : "%02x", b[i]);
+    s += buf;
+  }
+  return s;
+}
+
+std::string mpix(uint64_t pixels) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f Mpixel", static_cast<double>(pixels) / 1e6);
+  return buf;
+}
+
+// Writes the rows straight into an Image.
+class ImageSink final : public RowSink {
+ public:
+  void begin(int width, int height) override { image = Image(width, height); }
+  uint8_t* row_buffer(int y) override { return image.row(y); }
+  void row_done(int) override {}
+  Image image;
+};
+
+}  // namespace
+
+Header checked_header(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
+  if (bytes.empty()) throw InvalidArgument("empty image: 0 bytes");
+  ImageFormat f = detect_format(bytes);
+  Header h;
+  switch (f) {
+    case ImageFormat::kJpeg:
+      h = jpeg_header(bytes);
+      break;
+    case ImageFormat::kPng:
+      h = png_header(bytes);
+      break;
+    case ImageFormat::kWebp:
+      h = webp_header(bytes);
+      break;
+    case ImageFormat::kUnknown:
+      throw FormatError("unrecognised image data (" + std::to_string(bytes.size()) +
+                        " bytes starting " + hex_prefix(bytes) +
+                        "): expected a JPEG, PNG or WebP file");
+    default:
+      throw Unimplemented("unsupported image format " + std::string(format_name(f)) +
+                          ": mmrt decodes JPEG, PNG and WebP");
+  }
+  if (h.info.width <= 0 || h.info.height <= 0)
+    throw FormatError("corrupt " + std::string(format_name(f)) + ": image size " +
+                      std::to_string(h.info.width) + "x" + std::to_string(h.info.height));
+  uint64_t pixels = static_cast<uint64_t>(h.info.width) * static_cast<uint64_t>(h.info.height);
+  if (pixels > opts.max_pixels)
+    throw ResourceExhausted("image is " + std::to_string(h.info.width) + "x" +
+                            std::to_string(h.info.height) + " = " + mpix(pixels) +
+                            ", above the limit of " + mpix(opts.max_pixels) + " (" +
+                            std::to_string(opts.max_pixels) + " pixels)");
+  return h;
+}
+
+void decode_into(std::span<const uint8_t> bytes, const Header& h, const DecodeOptions& opts,
+                 RowSink& sink) {
+  switch (h.info.format) {
+    case ImageFormat::kJpeg: {
+      int d = 1;
+      if (opts.mode == PreprocessMode::kFast)
+        d = jpeg_scale_denominator(h.info.width, h.info.height, opts.target_width,
+                                   opts.target_height);
+      jpeg_decode(bytes, d, sink);
+      return;
+    }
+    case ImageFormat::kPng:
+      png_decode(bytes, sink);
+      return;
+    case ImageFormat::kWebp:
+      webp_decode(bytes, sink);
+      return;
+    default:
+      break;
+  }
+  throw InternalError("decode_into: unexpected format");
+}
+
+}  // namespace detail
+
+ImageInfo probe_image(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
+  return detail::checked_header(bytes, opts).info;
+}
+
+Image decode_image(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
+  detail::Header h = detail::checked_header(bytes, opts);
+  detail::ImageSink sink;
+  detail::decode_into(bytes, h, opts, sink);
+  return std::move(sink.image);
+}
+
+}  // namespace mmrt::media

@@ -1,0 +1,246 @@
+// linear() against PyTorch (tests/reference/linear_ref.py, float64) for every kernel variant this
+// CPU supports, every weight format, both paths (matrix-vector and GEMM) and both f32 GEMM
+// libraries, on awkward sizes.
+//
+// Tolerances, with mag = |x|.|W|^T + |b| per output (the size of the sum being formed):
+//   f32 weights, bf16 weights with f32 x, int8 weights with f32 x:
+//       |y - ref| <= 1e-5 * mag, ref on the stored (bf16-rounded / dequantised) weights;
+//   GEMM that rounds x to bf16 (AVX512-BF16): |y - ref(bf16 x, stored W)| <= 1e-5 * mag and
+//       |y - ref(f32 x, unrounded W)| <= 1e-2 * mag (bf16 roundings of x and W bound the error
+//       by ~4e-3 * mag); for int8 the second reference is f32 x on the dequantised weights.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/linear.h"
+
+namespace fs = std::filesystem;
+using namespace mmrt;
+using namespace mmrt::kernels;
+
+namespace {
+
+struct Case {
+  int64_t n = 0, in = 0, out = 0;
+  bool bias = false;
+  std::vector<float> x, w, b;  // [n, in], [out, in], [out]
+  // Reference outputs [n, out] (float64) and the torch quantisation of W.
+  std::vector<double> y_f32, y_bf16w, y_bf16, y_i8, y_i8_xbf16, mag;
+  std::vector<int8_t> q;     // [out, in]
+  std::vector<float> scale;  // [out]
+};
+
+std::vector<Case> make_cases() {
+  std::vector<Case> cs;
+  std::mt19937 rng(20240611);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ud(-2.f, 1.f);
+  const int64_t ns[] = {1, 2, 3, 7, 8, 16, 33, 128};
+  const std::pair<int64_t, int64_t> small[] = {{1, 1}, {1, 5}, {17, 1}, {17, 259}, {1536, 5}};
+  auto add = [&](int64_t n, int64_t in, int64_t out, bool bias) {
+    Case c;
+    c.n = n;
+    c.in = in;
+    c.out = out;
+    c.bias = bias;
+    c.x.resize(static_cast<size_t>(n * in));
+    for (auto& v : c.x) v = nd(rng);
+    c.w.resize(static_cast<size_t>(out * in));
+    for (int64_t o = 0; o < out; ++o) {
+      // Rows of very different magnitude (per-channel scales matter); row 1 all zero.
+      const float row_scale = std::pow(10.f, ud(rng));
+      for (int64_t k = 0; k < in; ++k)
+        c.w[static_cast<size_t>(o * in + k)] = (o == 1 && out > 1) ? 0.f : nd(rng) * row_scale;
+    }
+    if (bias) {
+      c.b.resize(static_cast<size_t>(out));
+      for (auto& v : c.b) v = nd(rng);
+    }
+    cs.push_back(std::move(c));
+  };
+  bool bias = false;
+  for (int64_t n : ns)
+    for (auto [in, out] : small) add(n, in, out, bias = !bias);
+  for (int64_t n : {1, 8, 16, 33}) add(n, 1536, 259, bias = !bias);
+  return cs;
+}
+
+template <typename T>
+void read_into(std::ifstream& f, std::vector<T>& v, size_t count) {
+  v.resize(count);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(T)));
+  ASSERT_TRUE(f.good());
+}
+
+Tensor f32_tensor(const std::vector<float>& v, Shape s) {
+  Tensor t = Tensor::empty(DType::kF32, std::move(s));
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+const char* const kIsas[] = {"portable", "avx2", "avx512", "avx512bf16"};
+const char* best_isa() {
+  const auto& c = cpu_features();
+  return c.has_avx512bf16() ? "avx512bf16"
+         : c.has_avx512()   ? "avx512"
+         : c.has_avx2()     ? "avx2"
+                            : "portable";
+}
+
+class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, WeightFormat>> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("mmrt_linear_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    cases_ = make_cases();
+    {
+      std::ofstream f(dir_ / "cases.bin", std::ios::binary);
+      const int64_t cnt = static_cast<int64_t>(cases_.size());
+      f.write(reinterpret_cast<const char*>(&cnt), 8);
+      for (const Case& c : cases_) {
+        const int64_t hdr[4] = {c.n, c.in, c.out, c.bias ? 1 : 0};
+        f.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
+        for (const auto* v : {&c.x, &c.w, &c.b})
+          f.write(reinterpret_cast<const char*>(v->data()),
+                  static_cast<std::streamsize>(v->size() * 4));
+      }
+    }
+    const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
+                            "/tests/reference/linear_ref.py " + (dir_ / "cases.bin").string() +
+                            " " + (dir_ / "ref.bin").string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "reference script failed: " << cmd;
+    std::ifstream f(dir_ / "ref.bin", std::ios::binary);
+    for (Case& c : cases_) {
+      const size_t ny = static_cast<size_t>(c.n * c.out);
+      for (auto* v : {&c.y_f32, &c.y_bf16w, &c.y_bf16, &c.y_i8, &c.y_i8_xbf16, &c.mag})
+        read_into(f, *v, ny);
+      read_into(f, c.q, static_cast<size_t>(c.out * c.in));
+      read_into(f, c.scale, static_cast<size_t>(c.out));
+    }
+    f.peek();
+    ASSERT_TRUE(f.eof()) << "reference output longer than expected";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  void SetUp() override {
+    if (!linear_force_isa(std::get<0>(GetParam())))
+      GTEST_SKIP() << std::get<0>(GetParam()) << " not supported on this CPU";
+  }
+  void TearDown() override { linear_force_isa(best_isa()); }
+
+  static PackedLinear pack(const Case& c, WeightFormat fmt) {
+    const Tensor w = f32_tensor(c.w, {c.out, c.in});
+    const Tensor b = c.bias ? f32_tensor(c.b, {c.out}) : Tensor();
+    return PackedLinear::pack(w, c.bias ? &b : nullptr, fmt);
+  }
+
+  // Runs every case through `opt` and checks it against the matching reference.
+  void check_all(const LinearOptions& opt, const char* what) {
+    const WeightFormat fmt = std::get<1>(GetParam());
+    ThreadPool pool(2);
+    for (const Case& c : cases_) {
+      const PackedLinear p = pack(c, fmt);
+      std::vector<float> y(static_cast<size_t>(c.n * c.out), NAN);
+      linear(c.x.data(), c.n, p, y.data(), pool, opt);
+      const LinearPlan plan = linear_plan(c.n, p, opt);
+      // ref: same weights and same x rounding as the kernel; exact: x kept f32 (and for
+      // bf16 weights also W unrounded), only checked when the kernel rounds x.
+      const std::vector<double>* ref = nullptr;
+      const std::vector<double>* exact = &c.y_f32;
+      switch (fmt) {
+        case WeightFormat::kF32:
+          ref = &c.y_f32;
+          break;
+        case WeightFormat::kBF16:
+          ref = plan.x_rounded_to_bf16 ? &c.y_bf16 : &c.y_bf16w;
+          break;
+        case WeightFormat::kInt8:
+          ref = plan.x_rounded_to_bf16 ? &c.y_i8_xbf16 : &c.y_i8;
+          exact = &c.y_i8;
+          break;
+      }
+      size_t bad = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double tol = 1e-5 * c.mag[i];
+        const double err = std::fabs(y[i] - (*ref)[i]);
+        bool ok = err <= tol;
+        if (plan.x_rounded_to_bf16) ok = ok && std::fabs(y[i] - (*exact)[i]) <= 1e-2 * c.mag[i];
+        if (!ok && ++bad <= 5)
+          ADD_FAILURE() << what << " " << plan.kernel << " n=" << c.n << " in=" << c.in
+                        << " out=" << c.out << " bias=" << c.bias << " [" << i / c.out << ","
+                        << i % c.out << "]: got " << y[i] << " ref " << (*ref)[i] << " exact ref "
+                        << (*exact)[i] << " err " << err << " tol " << tol;
+      }
+      EXPECT_EQ(bad, 0u) << what << " n=" << c.n << " in=" << c.in << " out=" << c.out;
+    }
+  }
+
+  static fs::path dir_;
+  static std::vector<Case> cases_;
+};
+fs::path LinearRef::dir_;
+std::vector<Case> LinearRef::cases_;
+
+TEST_P(LinearRef, GemvMatchesTorch) {
+  LinearOptions opt;
+  opt.path = LinearPath::kGemv;
+  check_all(opt, "gemv");
+}
+
+TEST_P(LinearRef, GemmOneDnnMatchesTorch) {
+  LinearOptions opt;
+  opt.path = LinearPath::kGemm;
+  opt.f32_gemm = GemmLibrary::kOneDnn;
+  check_all(opt, "gemm/onednn");
+}
+
+TEST_P(LinearRef, GemmOpenBlasMatchesTorch) {
+  LinearOptions opt;
+  opt.path = LinearPath::kGemm;
+  opt.f32_gemm = GemmLibrary::kOpenBlas;
+  check_all(opt, "gemm/openblas");
+}
+
+TEST_P(LinearRef, AutoPathMatchesTorch) {
+  check_all(LinearOptions{}, "auto");
+}
+
+// Our int8 packing must reproduce torch's quantisation exactly (same f32 arithmetic).
+TEST_P(LinearRef, Int8QuantisationMatchesTorch) {
+  if (std::get<1>(GetParam()) != WeightFormat::kInt8) GTEST_SKIP() << "int8 only";
+  for (const Case& c : cases_) {
+    const PackedLinear p = pack(c, WeightFormat::kInt8);
+    const auto* q = static_cast<const int8_t*>(p.weight_data());
+    for (int64_t o = 0; o < c.out; ++o) {
+      ASSERT_EQ(p.scales()[o], c.scale[static_cast<size_t>(o)]) << "row " << o;
+      for (int64_t k = 0; k < c.in; ++k)
+        ASSERT_EQ(q[o * c.in + k], c.q[static_cast<size_t>(o * c.in + k)])
+            << "row " << o << " col " << k;
+    }
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<LinearRef::ParamType>& info) {
+  return std::string(std::get<0>(info.param)) + "_" +
+         std::string(weight_format_name(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, LinearRef,
+                         ::testing::Combine(::testing::ValuesIn(kIsas),
+                                            ::testing::Values(WeightFormat::kF32,
+                                                              WeightFormat::kBF16,
+                                                              WeightFormat::kInt8)),
+                         param_name);
+
+}  // namespace

@@ -1,0 +1,229 @@
+// PackedLinear packing rules, fused (concatenated) weights, threading invariance, the path
+// choice, input validation and the bandwidth probe.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/bandwidth.h"
+#include "kernels/linear.h"
+
+using namespace mmrt;
+using namespace mmrt::kernels;
+
+namespace {
+
+Tensor random_f32(Shape s, uint32_t seed) {
+  Tensor t = Tensor::empty(DType::kF32, std::move(s));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = nd(rng);
+  return t;
+}
+
+// Double-precision y = x . W^T + b on the stored weights of `p` (independent of the kernels),
+// and mag = |x| . |W|^T + |b|.
+void naive(const Tensor& x, const PackedLinear& p, std::vector<double>& y,
+           std::vector<double>& mag) {
+  const int64_t n = x.dim(0), k = p.in(), m = p.out();
+  y.assign(static_cast<size_t>(n * m), 0.0);
+  mag.assign(static_cast<size_t>(n * m), 0.0);
+  const float* xs = x.data<float>();
+  for (int64_t o = 0; o < m; ++o) {
+    std::vector<double> w(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) {
+      switch (p.format()) {
+        case WeightFormat::kF32:
+          w[i] = static_cast<const float*>(p.weight_data())[o * k + i];
+          break;
+        case WeightFormat::kBF16:
+          w[i] = bf16_to_f32_scalar(static_cast<const uint16_t*>(p.weight_data())[o * k + i]);
+          break;
+        case WeightFormat::kInt8:
+          w[i] = static_cast<double>(static_cast<const int8_t*>(p.weight_data())[o * k + i]) *
+                 p.scales()[o];
+          break;
+      }
+    }
+    const double b = p.bias() ? p.bias()[o] : 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      double s = b, a = std::fabs(b);
+      for (int64_t i = 0; i < k; ++i) {
+        s += xs[j * k + i] * w[i];
+        a += std::fabs(xs[j * k + i] * w[i]);
+      }
+      y[j * m + o] = s;
+      mag[j * m + o] = a;
+    }
+  }
+}
+
+void expect_close(const std::vector<float>& y, const std::vector<double>& ref,
+                  const std::vector<double>& mag, double rel, const char* what) {
+  ASSERT_EQ(y.size(), ref.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < y.size(); ++i)
+    if (!(std::fabs(y[i] - ref[i]) <= rel * mag[i]) && ++bad <= 5)
+      ADD_FAILURE() << what << " [" << i << "]: got " << y[i] << " want " << ref[i];
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+TEST(PackedLinear, Bf16SourceIsZeroCopy) {
+  const Tensor w = random_f32({7, 33}, 1).to(DType::kBF16);
+  const PackedLinear p = PackedLinear::pack(w, nullptr, WeightFormat::kBF16);
+  EXPECT_TRUE(p.zero_copy());
+  EXPECT_EQ(p.weight_data(), w.raw());
+  EXPECT_EQ(p.weight_bytes(), 7u * 33u * 2u);
+  const PackedLinear q = PackedLinear::pack(w.to(DType::kF16), nullptr, WeightFormat::kBF16);
+  EXPECT_FALSE(q.zero_copy());
+  const PackedLinear i8 = PackedLinear::pack(w, nullptr, WeightFormat::kInt8);
+  EXPECT_FALSE(i8.zero_copy());
+  EXPECT_EQ(i8.weight_bytes(), 7u * 33u + 7u * 4u);
+}
+
+// f32, f16, bf16 and non-contiguous sources pack to the same stored weights.
+TEST(PackedLinear, SourceTypesAndStridesAgree) {
+  const Tensor w = random_f32({9, 40}, 2).to(DType::kBF16).to(DType::kF32);  // exact in bf16
+  const Tensor wt = random_f32({40, 9}, 3);
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
+    const PackedLinear a = PackedLinear::pack(w, nullptr, fmt);
+    const PackedLinear b = PackedLinear::pack(w.to(DType::kBF16), nullptr, fmt);
+    const size_t bytes = a.weight_bytes() - (a.scales() ? 9 * 4 : 0);
+    EXPECT_EQ(std::memcmp(a.weight_data(), b.weight_data(), bytes), 0) << weight_format_name(fmt);
+    // A transposed view [9, 40] of a [40, 9] tensor: strides (1, 9).
+    const Tensor view =
+        Tensor::view(const_cast<void*>(wt.raw()), DType::kF32, {9, 40}, wt.owner(), {1, 9});
+    const PackedLinear c = PackedLinear::pack(view, nullptr, fmt);
+    const PackedLinear d = PackedLinear::pack(view.contiguous(), nullptr, fmt);
+    EXPECT_FALSE(c.zero_copy());
+    EXPECT_EQ(std::memcmp(c.weight_data(), d.weight_data(), bytes), 0) << weight_format_name(fmt);
+  }
+}
+
+TEST(PackedLinear, ConcatEqualsSeparateLayers) {
+  ThreadPool pool(2);
+  const Tensor wq = random_f32({12, 64}, 4), wk = random_f32({4, 64}, 5),
+               wv = random_f32({4, 64}, 6);
+  const Tensor bq = random_f32({12}, 7), bv = random_f32({4}, 8);
+  const Tensor* ws[] = {&wq, &wk, &wv};
+  const Tensor* bs[] = {&bq, nullptr, &bv};
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
+    const PackedLinear cat = PackedLinear::pack_concat(ws, bs, fmt);
+    ASSERT_EQ(cat.out(), 20);
+    ASSERT_EQ(cat.in(), 64);
+    const PackedLinear sep[] = {PackedLinear::pack(wq, &bq, fmt),
+                                PackedLinear::pack(wk, nullptr, fmt),
+                                PackedLinear::pack(wv, &bv, fmt)};
+    for (int64_t n : {1, 5, 40}) {
+      const Tensor x = random_f32({n, 64}, 9);
+      const Tensor y = linear(x, cat, pool);  // [n, 20]
+      int64_t col = 0;
+      for (const PackedLinear& s : sep) {
+        std::vector<double> ref, mag;
+        naive(x, s, ref, mag);
+        std::vector<float> got;
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t o = 0; o < s.out(); ++o) got.push_back(y.data<float>()[j * 20 + col + o]);
+        // bf16 GEMM rounds x for n = 40; the naive reference keeps x exact.
+        const bool xr = linear_plan(n, cat).x_rounded_to_bf16;
+        expect_close(got, ref, mag, xr ? 1e-2 : 1e-5, weight_format_name(fmt).data());
+        col += s.out();
+      }
+    }
+  }
+}
+
+// Every output row is computed by exactly one thread, the same way, whatever the pool size.
+TEST(Linear, GemvIndependentOfThreadCount) {
+  const Tensor w = random_f32({301, 257}, 10);
+  const Tensor x = random_f32({5, 257}, 11);
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
+    const PackedLinear p = PackedLinear::pack(w, nullptr, fmt);
+    ThreadPool p1(1), p3(3);
+    const Tensor a = linear(x, p, p1), b = linear(x, p, p3);
+    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(fmt);
+  }
+}
+
+TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
+  ThreadPool pool(2);
+  const Tensor w = random_f32({1000, 300}, 12), b = random_f32({1000}, 13);
+  const Tensor x = random_f32({600, 300}, 14);  // more than one 512-row tile
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
+    const PackedLinear p = PackedLinear::pack(w, &b, fmt);
+    ASSERT_FALSE(linear_plan(600, p).gemv);
+    const Tensor y = linear(x, p, pool);
+    std::vector<double> ref, mag;
+    naive(x, p, ref, mag);
+    std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
+    expect_close(got, ref, mag, linear_plan(600, p).x_rounded_to_bf16 ? 1e-2 : 1e-5,
+                 weight_format_name(fmt).data());
+  }
+}
+
+TEST(Linear, PathChoice) {
+  const PackedLinear p = PackedLinear::pack(random_f32({8, 8}, 15), nullptr, WeightFormat::kBF16);
+  EXPECT_TRUE(linear_plan(1, p).gemv);
+  EXPECT_TRUE(linear_plan(kGemvMaxRows, p).gemv);
+  EXPECT_FALSE(linear_plan(kGemvMaxRows + 1, p).gemv);
+  LinearOptions o;
+  o.path = LinearPath::kGemm;
+  EXPECT_FALSE(linear_plan(1, p, o).gemv);
+  // bf16 products only where the CPU has them; the f32 GEMM never rounds x.
+  EXPECT_EQ(linear_plan(100, p).x_rounded_to_bf16, cpu_features().has_avx512bf16());
+  const PackedLinear f = PackedLinear::pack(random_f32({8, 8}, 16), nullptr, WeightFormat::kF32);
+  EXPECT_FALSE(linear_plan(100, f).x_rounded_to_bf16);
+}
+
+TEST(Linear, ForceIsa) {
+  const char* before = linear_isa();
+  EXPECT_FALSE(linear_force_isa("sse9"));
+  EXPECT_STREQ(linear_isa(), before);
+  EXPECT_TRUE(linear_force_isa("portable"));
+  EXPECT_STREQ(linear_isa(), "portable");
+  EXPECT_EQ(linear_force_isa("avx512bf16"), cpu_features().has_avx512bf16());
+  EXPECT_TRUE(linear_force_isa(before));
+}
+
+TEST(Linear, RejectsBadInput) {
+  ThreadPool pool(1);
+  const Tensor w = random_f32({4, 6}, 17);
+  EXPECT_THROW(PackedLinear::pack(random_f32({4}, 1), nullptr, WeightFormat::kF32),
+               InvalidArgument);
+  EXPECT_THROW(PackedLinear::pack(Tensor::zeros(DType::kI32, {4, 6}), nullptr, WeightFormat::kF32),
+               InvalidArgument);
+  const Tensor bad_bias = random_f32({5}, 18);
+  EXPECT_THROW(PackedLinear::pack(w, &bad_bias, WeightFormat::kF32), InvalidArgument);
+  const Tensor other = random_f32({2, 7}, 19);
+  const Tensor* ws[] = {&w, &other};
+  EXPECT_THROW(PackedLinear::pack_concat(ws, {}, WeightFormat::kBF16), InvalidArgument);
+  Tensor nan_w = w.clone();
+  nan_w.data<float>()[3] = NAN;
+  EXPECT_THROW(PackedLinear::pack(nan_w, nullptr, WeightFormat::kInt8), InvalidArgument);
+
+  const PackedLinear p = PackedLinear::pack(w, nullptr, WeightFormat::kF32);
+  std::vector<float> buf(64);
+  EXPECT_THROW(linear(buf.data(), -1, p, buf.data() + 32, pool), InvalidArgument);
+  EXPECT_THROW(linear(buf.data(), 2, p, buf.data() + 4, pool), InvalidArgument);  // overlap
+  EXPECT_THROW(linear(buf.data(), 1, PackedLinear(), buf.data() + 32, pool), InvalidArgument);
+  EXPECT_THROW(linear(random_f32({2, 5}, 20), p, pool), InvalidArgument);
+  linear(buf.data(), 0, p, buf.data() + 32, pool);  // n = 0 is a no-op
+}
+
+TEST(Bandwidth, MeasuresAPositiveRate) {
+  ThreadPool pool(2);
+  const double gbs = measure_read_bandwidth_gbs(pool, size_t{8} << 20, 2);
+  EXPECT_TRUE(std::isfinite(gbs));
+  EXPECT_GT(gbs, 0.0);
+  EXPECT_THROW(measure_read_bandwidth_gbs(pool, size_t{8} << 20, 0), InvalidArgument);
+}
+
+}  // namespace

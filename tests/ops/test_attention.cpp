@@ -1,0 +1,372 @@
+// Attention over the paged KV cache and the contiguous varlen variant vs PyTorch
+// softmax(q k^T * scale + dense mask) v computed in float64 (the dense mask exists only in the
+// reference). Every ISA variant, block sizes 16 and 32 with shuffled block tables, f32 and bf16
+// KV (the bf16 reference rounds k/v to bf16 first), automatic and forced kv splits.
+// Tolerance: |err| <= 2e-5 + 2e-5 * |ref| (measured max error ~5e-6).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "isa_fixture.h"
+#include "kernels/attention.h"
+#include "kernels/kv_cache.h"
+#include "ref_suite.h"
+
+using namespace mmrt;
+using namespace mmrt::kernels;
+using namespace mmrt::test;
+
+namespace {
+
+constexpr double kAtol = 2e-5, kRtol = 2e-5;
+
+struct SeqSpec {
+  int32_t n_q, kv_len;
+  MaskKind kind = MaskKind::kCausal;
+  std::vector<KvSpan> spans = {};
+};
+
+struct AttnSpec {
+  std::string name;
+  int32_t nh, nkv, hd;
+  float q_scale;  // larger: peakier softmax
+  std::vector<SeqSpec> seqs;
+};
+
+const std::vector<AttnSpec>& paged_specs() {
+  static const std::vector<AttnSpec> s = {
+      {"prefill_gqa6", 12, 2, 128, 1.0f, {{77, 77}}},
+      {"decode_gqa6", 12, 2, 128, 1.0f, {{1, 1}, {1, 33}, {1, 300}, {1, 64}}},
+      {"mixed_gqa2",
+       4,
+       2,
+       64,
+       1.0f,
+       {{40, 40},
+        {1, 129},
+        {25, 90},  // a prefill chunk starting mid-sequence
+        {1, 16},
+        {70, 200, MaskKind::kCausal, {{20, 50}, {150, 190}}},
+        {33, 33, MaskKind::kFull},
+        {0, 10}}},
+      {"mha_hd80",
+       3,
+       3,
+       80,
+       1.5f,
+       {{50, 50, MaskKind::kFull}, {1, 45}, {20, 61, MaskKind::kCausal, {{41, 61}}}}},
+      {"spans_gqa6",
+       12,
+       2,
+       128,
+       3.0f,
+       {{60, 60, MaskKind::kCausal, {{0, 10}, {25, 45}}},
+        {16, 80, MaskKind::kCausal, {{60, 80}}},
+        {5, 200}}},
+  };
+  return s;
+}
+
+// Contiguous (varlen) cases: every sequence is all-query (n_q == kv_len), one mask kind.
+const std::vector<AttnSpec>& varlen_specs() {
+  static const std::vector<AttnSpec> s = {
+      {"varlen_full_hd80",
+       4,
+       4,
+       80,
+       1.0f,
+       {{50, 50, MaskKind::kFull},
+        {1, 1, MaskKind::kFull},
+        {79, 79, MaskKind::kFull},
+        {64, 64, MaskKind::kFull}}},
+      {"varlen_causal_gqa2", 4, 2, 64, 2.0f, {{33, 33}, {70, 70}}},
+  };
+  return s;
+}
+
+struct Data {
+  std::vector<float> q, k, v;  // [total_q, nh, hd], [total_kv, nkv, hd] x2
+  std::vector<int32_t> q_begin, kv_off;
+  int32_t total_q = 0, total_kv = 0;
+};
+
+Data make_data(const AttnSpec& sp, uint32_t seed) {
+  Data d;
+  for (const auto& s : sp.seqs) {
+    d.q_begin.push_back(d.total_q);
+    d.kv_off.push_back(d.total_kv);
+    d.total_q += s.n_q;
+    d.total_kv += s.kv_len;
+  }
+  d.q = randn(size_t(d.total_q) * sp.nh * sp.hd, seed, sp.q_scale);
+  d.k = randn(size_t(d.total_kv) * sp.nkv * sp.hd, seed + 1);
+  d.v = randn(size_t(d.total_kv) * sp.nkv * sp.hd, seed + 2);
+  return d;
+}
+
+std::string case_name(const AttnSpec& sp, bool bf16) {
+  return sp.name + (bf16 ? "_bf16" : "_f32");
+}
+
+void add_cases(RefSuite& suite, const AttnSpec& sp, uint32_t seed, bool with_bf16) {
+  Data d = make_data(sp, seed);
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !with_bf16) continue;
+    RefCase c;
+    c.name = case_name(sp, bf16);
+    c.op = "attention";
+    nlohmann::json seqs = nlohmann::json::array();
+    for (size_t i = 0; i < sp.seqs.size(); ++i) {
+      const auto& s = sp.seqs[i];
+      nlohmann::json spans = nlohmann::json::array();
+      for (auto x : s.spans) spans.push_back({x.begin, x.end});
+      seqs.push_back({{"q_begin", d.q_begin[i]},
+                      {"n_q", s.n_q},
+                      {"kv_len", s.kv_len},
+                      {"kv_off", d.kv_off[i]},
+                      {"kind", s.kind == MaskKind::kFull ? "full" : "causal"},
+                      {"spans", spans}});
+    }
+    c.params = {{"n_heads", sp.nh},  {"n_kv_heads", sp.nkv},
+                {"head_dim", sp.hd}, {"scale", 1.0 / std::sqrt(double(sp.hd))},
+                {"bf16_kv", bf16},   {"seqs", seqs}};
+    c.inputs["q"] = f32_array({d.total_q, sp.nh, sp.hd}, d.q);
+    c.inputs["k"] = f32_array({d.total_kv, sp.nkv, sp.hd}, d.k);
+    c.inputs["v"] = f32_array({d.total_kv, sp.nkv, sp.hd}, d.v);
+    suite.add(std::move(c));
+  }
+}
+
+[[maybe_unused]] const bool kReg = register_cases([](RefSuite& s) {
+  uint32_t seed = 1000;
+  for (const auto& sp : paged_specs()) add_cases(s, sp, seed += 10, true);
+  for (const auto& sp : varlen_specs()) add_cases(s, sp, seed += 10, false);
+});
+
+// Fills a paged cache (layer 1 of 2) with the spec's K/V through shuffled block tables and runs
+// paged_attention. Slots past each sequence's end hold NaN to prove they are never used.
+std::vector<float> run_paged(const AttnSpec& sp, const Data& d, int32_t bs, DType dt,
+                             int32_t kv_splits, ThreadPool* pool = nullptr) {
+  int32_t blocks_needed = 0;
+  for (const auto& s : sp.seqs) blocks_needed += (s.kv_len + bs - 1) / bs;
+  KvCacheConfig cfg{.n_layers = 2,
+                    .num_blocks = blocks_needed + 3,
+                    .block_size = bs,
+                    .n_kv_heads = sp.nkv,
+                    .head_dim = sp.hd,
+                    .dtype = dt};
+  KvCache cache(cfg);
+  std::vector<int32_t> perm(size_t(cfg.num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(uint32_t(bs * 7 + sp.hd)));
+  const int64_t row = int64_t(sp.nkv) * sp.hd;
+  // Layer 0 gets unrelated values (layer offsets must be right).
+  {
+    std::vector<int32_t> all(size_t(cache.num_slots()));
+    std::iota(all.begin(), all.end(), 0);
+    auto junk = randn(all.size() * size_t(row), 5, 100.0f);
+    cache.write(0, junk.data(), junk.data(), all.data(), int64_t(all.size()));
+  }
+  std::vector<std::vector<int32_t>> tables(sp.seqs.size());
+  std::vector<AttnSeq> seqs;
+  size_t next = 0;
+  const std::vector<float> nan_row(size_t(row), std::numeric_limits<float>::quiet_NaN());
+  for (size_t i = 0; i < sp.seqs.size(); ++i) {
+    const auto& s = sp.seqs[i];
+    const int32_t nb = (s.kv_len + bs - 1) / bs;
+    for (int32_t b = 0; b < nb; ++b) tables[i].push_back(perm[next++]);
+    std::vector<int32_t> slots;
+    for (int32_t t = 0; t < nb * bs; ++t) slots.push_back(tables[i][size_t(t / bs)] * bs + t % bs);
+    // K and V interleaved in one buffer [kv_len, 2, nkv, hd] to exercise the row strides;
+    // history first, then the new tokens, as an engine would.
+    std::vector<float> kv(size_t(s.kv_len) * 2 * size_t(row));
+    for (int32_t t = 0; t < s.kv_len; ++t) {
+      const float* ks = d.k.data() + (size_t(d.kv_off[i]) + t) * size_t(row);
+      const float* vs = d.v.data() + (size_t(d.kv_off[i]) + t) * size_t(row);
+      std::copy(ks, ks + row, kv.begin() + int64_t(t) * 2 * row);
+      std::copy(vs, vs + row, kv.begin() + int64_t(t) * 2 * row + row);
+    }
+    const int32_t hist = s.kv_len - s.n_q;
+    cache.write(1, kv.data(), kv.data() + row, slots.data(), hist, 2 * row, 2 * row);
+    cache.write(1, kv.data() + int64_t(hist) * 2 * row, kv.data() + int64_t(hist) * 2 * row + row,
+                slots.data() + hist, s.n_q, 2 * row, 2 * row);
+    for (int32_t t = s.kv_len; t < nb * bs; ++t)
+      cache.write(1, nan_row.data(), nan_row.data(), &slots[size_t(t)], 1);
+    seqs.push_back(AttnSeq{.q_begin = d.q_begin[i],
+                           .n_q = s.n_q,
+                           .kv_len = s.kv_len,
+                           .block_table = tables[i].data(),
+                           .mask = MaskDesc{s.kind, std::span<const KvSpan>(s.spans)}});
+  }
+  std::vector<float> out(size_t(d.total_q) * sp.nh * sp.hd, -7.0f);
+  PagedAttentionArgs a{.q = d.q.data(),
+                       .out = out.data(),
+                       .n_tokens = d.total_q,
+                       .n_heads = sp.nh,
+                       .kv_splits = kv_splits};
+  paged_attention(a, cache.layer(1), seqs, pool);
+  return out;
+}
+
+// Runs varlen_attention with q, k, v as views into one fused [n, (nh + 2 nkv) * hd] buffer.
+std::vector<float> run_varlen(const AttnSpec& sp, const Data& d, int32_t kv_splits) {
+  const int64_t qrow = int64_t(sp.nh) * sp.hd, kvrow = int64_t(sp.nkv) * sp.hd;
+  const int64_t stride = qrow + 2 * kvrow;
+  std::vector<float> qkv(size_t(d.total_q) * size_t(stride));
+  for (int32_t t = 0; t < d.total_q; ++t) {
+    std::copy_n(d.q.data() + int64_t(t) * qrow, qrow, qkv.data() + t * stride);
+    std::copy_n(d.k.data() + int64_t(t) * kvrow, kvrow, qkv.data() + t * stride + qrow);
+    std::copy_n(d.v.data() + int64_t(t) * kvrow, kvrow, qkv.data() + t * stride + qrow + kvrow);
+  }
+  std::vector<int32_t> cu = {0};
+  for (const auto& s : sp.seqs) cu.push_back(cu.back() + s.n_q);
+  std::vector<float> out(size_t(d.total_q) * size_t(qrow), -7.0f);
+  VarlenAttentionArgs a{.q = qkv.data(),
+                        .k = qkv.data() + qrow,
+                        .v = qkv.data() + qrow + kvrow,
+                        .out = out.data(),
+                        .q_stride = stride,
+                        .k_stride = stride,
+                        .v_stride = stride,
+                        .cu_seqlens = cu,
+                        .n_heads = sp.nh,
+                        .n_kv_heads = sp.nkv,
+                        .head_dim = sp.hd,
+                        .mask = sp.seqs[0].kind,
+                        .kv_splits = kv_splits};
+  varlen_attention(a);
+  return out;
+}
+
+uint32_t spec_seed(const AttnSpec& sp) {
+  uint32_t seed = 1000;
+  for (const auto& x : paged_specs()) {
+    seed += 10;
+    if (x.name == sp.name) return seed;
+  }
+  for (const auto& x : varlen_specs()) {
+    seed += 10;
+    if (x.name == sp.name) return seed;
+  }
+  ADD_FAILURE() << "unknown spec " << sp.name;
+  return 0;
+}
+
+using AttnIsa = IsaFixture<attention_force_isa>;
+
+TEST_P(AttnIsa, PagedMatchesTorch) {
+  for (const auto& sp : paged_specs()) {
+    const Data d = make_data(sp, spec_seed(sp));
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const RefCase& c = RefSuite::get().at(case_name(sp, dt == DType::kBF16));
+      for (int32_t bs : {16, 32}) {
+        for (int32_t splits : {0, 3}) {
+          auto out = run_paged(sp, d, bs, dt, splits);
+          const std::string what = sp.name + " bs " + std::to_string(bs) + " " +
+                                   std::string(dtype_name(dt)) + " splits " +
+                                   std::to_string(splits);
+          expect_close(out.data(), c.out.f.data(), out.size(), kAtol, kRtol, what);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(AttnIsa, VarlenMatchesTorch) {
+  for (const auto& sp : varlen_specs()) {
+    const Data d = make_data(sp, spec_seed(sp));
+    const RefCase& c = RefSuite::get().at(case_name(sp, false));
+    for (int32_t splits : {0, 2}) {
+      auto out = run_varlen(sp, d, splits);
+      expect_close(out.data(), c.out.f.data(), out.size(), kAtol, kRtol,
+                   sp.name + " splits " + std::to_string(splits));
+    }
+  }
+}
+
+TEST_P(AttnIsa, PagedAndContiguousAreIdentical) {
+  for (const auto& sp : varlen_specs()) {
+    const Data d = make_data(sp, spec_seed(sp));
+    for (int32_t splits : {0, 2}) {
+      auto contiguous = run_varlen(sp, d, splits);
+      for (int32_t bs : {16, 32}) {
+        auto paged = run_paged(sp, d, bs, DType::kF32, splits);
+        ASSERT_EQ(paged.size(), contiguous.size());
+        EXPECT_EQ(std::memcmp(paged.data(), contiguous.data(), paged.size() * 4), 0)
+            << sp.name << " bs " << bs << " splits " << splits;
+      }
+    }
+  }
+}
+
+TEST_P(AttnIsa, ThreadCountDoesNotChangeResults) {
+  const AttnSpec& sp = paged_specs()[2];  // mixed batch
+  const Data d = make_data(sp, spec_seed(sp));
+  ThreadPool one(1), three(3);
+  auto a = run_paged(sp, d, 16, DType::kBF16, 2, &one);
+  auto b = run_paged(sp, d, 16, DType::kBF16, 2, &three);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, AttnIsa, ::testing::ValuesIn(kIsas), isa_name);
+
+TEST(Attention, InvalidArgumentsThrow) {
+  KvCache cache({.n_layers = 1,
+                 .num_blocks = 4,
+                 .block_size = 16,
+                 .n_kv_heads = 2,
+                 .head_dim = 64,
+                 .dtype = DType::kF32});
+  std::vector<float> q(4 * 4 * 64), out(q.size());
+  const int32_t table[] = {0, 1, 9};
+  PagedAttentionArgs a{.q = q.data(), .out = out.data(), .n_tokens = 4, .n_heads = 4};
+  auto run = [&](AttnSeq s) {
+    paged_attention(a, cache.layer(0), std::span<const AttnSeq>(&s, 1));
+  };
+  EXPECT_NO_THROW(run({.q_begin = 0, .n_q = 4, .kv_len = 20, .block_table = table}));
+  EXPECT_THROW(run({.q_begin = 0, .n_q = 4, .kv_len = 40, .block_table = table}),
+               InvalidArgument);  // block id 9 out of range
+  EXPECT_THROW(run({.q_begin = 0, .n_q = 4, .kv_len = 3, .block_table = table}), InvalidArgument);
+  EXPECT_THROW(run({.q_begin = 2, .n_q = 4, .kv_len = 20, .block_table = table}), InvalidArgument);
+  EXPECT_THROW(run({.q_begin = 0, .n_q = 4, .kv_len = 20, .block_table = nullptr}),
+               InvalidArgument);
+  const KvSpan unsorted[] = {{10, 12}, {5, 8}};
+  EXPECT_THROW(run({.q_begin = 0,
+                    .n_q = 4,
+                    .kv_len = 20,
+                    .block_table = table,
+                    .mask = {MaskKind::kCausal, unsorted}}),
+               InvalidArgument);
+  const KvSpan empty[] = {{3, 3}};
+  EXPECT_THROW(run({.q_begin = 0,
+                    .n_q = 4,
+                    .kv_len = 20,
+                    .block_table = table,
+                    .mask = {MaskKind::kCausal, empty}}),
+               InvalidArgument);
+  a.n_heads = 3;  // not a multiple of 2 kv heads
+  EXPECT_THROW(run({.q_begin = 0, .n_q = 1, .kv_len = 1, .block_table = table}), InvalidArgument);
+  const int32_t cu_bad[] = {0, 5, 3};
+  VarlenAttentionArgs v{.q = q.data(),
+                        .k = q.data(),
+                        .v = q.data(),
+                        .out = out.data(),
+                        .cu_seqlens = cu_bad,
+                        .n_heads = 2,
+                        .n_kv_heads = 2,
+                        .head_dim = 64};
+  EXPECT_THROW(varlen_attention(v), InvalidArgument);
+  v.head_dim = 72;
+  const int32_t cu_ok[] = {0, 2};
+  v.cu_seqlens = cu_ok;
+  EXPECT_THROW(varlen_attention(v), InvalidArgument);
+}
+
+}  // namespace

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Reference linear layers for the kernel tests (tests/linear), computed with PyTorch in float64.
+
+usage: linear_ref.py CASES.bin OUT.bin
+
+CASES.bin: int64 case count, then per case: int64 n, in, out, has_bias; float32 x [n, in],
+float32 W [out, in], float32 b [out] (only if has_bias). All little-endian.
+
+OUT.bin, per case in order:
+  float64 y_f32      [n, out]  x . W^T + b
+  float64 y_bf16w    [n, out]  x . bf16(W)^T + b                     (bf16 weights, x exact)
+  float64 y_bf16     [n, out]  bf16(x) . bf16(W)^T + b               (bf16 GEMM)
+  float64 y_i8       [n, out]  x . (q * scale)^T + b                 (int8 weights, x exact)
+  float64 y_i8_xbf16 [n, out]  bf16(x) . (q * scale)^T + b           (int8 GEMM)
+  float64 mag        [n, out]  |x| . |W|^T + |b|   (scale for the tolerances)
+  int8    q          [out, in] symmetric per-row quantisation of W: scale = amax / 127 (float32),
+                               q = round-half-even(W / scale) (float32 division), 0 for a zero row
+  float32 scale      [out]
+"""
+import sys
+
+import numpy as np
+import torch
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    raw = open(src, 'rb').read()
+    off = 0
+
+    def take(dtype, count):
+        nonlocal off
+        a = np.frombuffer(raw, dtype=dtype, count=count, offset=off)
+        off += a.nbytes
+        return a
+
+    (n_cases,) = take('<i8', 1)
+    out_parts = []
+    for _ in range(int(n_cases)):
+        n, k, m, has_bias = (int(v) for v in take('<i8', 4))
+        x = torch.from_numpy(take('<f4', n * k).reshape(n, k).copy())
+        w = torch.from_numpy(take('<f4', m * k).reshape(m, k).copy())
+        b = torch.from_numpy(take('<f4', m).copy()) if has_bias else torch.zeros(m)
+
+        amax = w.abs().amax(dim=1)                       # float32
+        scale = amax / 127.0                             # float32, as at pack time
+        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+        q = torch.round(w / safe[:, None]).clamp(-127, 127)  # half-to-even
+        q = torch.where(scale[:, None] > 0, q, torch.zeros_like(q))
+        deq = q.double() * scale.double()[:, None]
+
+        def bf(t):
+            return t.to(torch.bfloat16).double()
+
+        xd, wd, bd = x.double(), w.double(), b.double()
+        outs = [
+            xd @ wd.T + bd,
+            xd @ bf(w).T + bd,
+            bf(x) @ bf(w).T + bd,
+            xd @ deq.T + bd,
+            bf(x) @ deq.T + bd,
+            xd.abs() @ wd.abs().T + bd.abs(),
+        ]
+        for o in outs:
+            out_parts.append(o.numpy().astype('<f8').tobytes())
+        out_parts.append(q.to(torch.int8).numpy().tobytes())
+        out_parts.append(scale.numpy().astype('<f4').tobytes())
+    assert off == len(raw), 'trailing bytes in cases file'
+    with open(dst, 'wb') as f:
+        for p in out_parts:
+            f.write(p)
+
+
+if __name__ == '__main__':
+    main()

