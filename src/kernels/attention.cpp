@@ -236,8 +236,9 @@ void paged_attention(const PagedAttentionArgs& a, const KvLayerView& kv,
   if (a.n_tokens > 0 && (!a.q || !a.out)) throw InvalidArgument("paged_attention: null q/out");
   if (a.kv_splits < 0) throw InvalidArgument("paged_attention: negative kv_splits");
 
-  std::vector<AttnSeqDesc> desc;
-  desc.reserve(seqs.size());
+  thread_local std::vector<AttnSeqDesc> desc_tls;  // reused: no allocation in steady state
+  auto& desc = desc_tls;
+  desc.clear();
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q < 0 || s.q_begin < 0 || int64_t(s.q_begin) + s.n_q > a.n_tokens)
@@ -314,7 +315,9 @@ void varlen_attention(const VarlenAttentionArgs& a, ThreadPool* pool) {
 
   // Pack K transposed per (segment, kv head): [n_chunks, hd, kAttnChunk], zero padded.
   const size_t n_seqs = a.cu_seqlens.size() - 1;
-  std::vector<AttnSeqDesc> desc(n_seqs);
+  thread_local std::vector<AttnSeqDesc> desc_tls;  // reused across calls
+  auto& desc = desc_tls;
+  desc.assign(n_seqs, AttnSeqDesc{});
   int64_t packed = 0;
   for (size_t i = 0; i < n_seqs; ++i) {
     AttnSeqDesc& d = desc[i];
@@ -328,7 +331,9 @@ void varlen_attention(const VarlenAttentionArgs& a, ThreadPool* pool) {
     d.k_pack_off = packed;
     packed += d.k_pack_head * hk;
   }
-  std::vector<float> kt(static_cast<size_t>(packed));  // packed K^T of every segment and head
+  thread_local std::vector<float> kt_tls;  // packed K^T of every segment and head, reused
+  auto& kt = kt_tls;
+  kt.resize(static_cast<size_t>(packed));
   ThreadPool& tp = pool ? *pool : ThreadPool::global();
   tp.parallel_for(static_cast<int64_t>(n_seqs) * hk, 1, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) {

@@ -105,7 +105,7 @@ struct Vec512 {
     R y = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(y, n));
   }
-  static R erfc(R x);  // defined below (needs exp)
+  static R erfc(R x);  // x >= 0 only; defined below (needs exp)
 };
 #endif
 
@@ -171,7 +171,7 @@ struct Vec256 {
         _mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
     return _mm256_and_ps(_mm256_mul_ps(_mm256_mul_ps(y, s1), s2), keep);
   }
-  static R erfc(R x);
+  static R erfc(R x);  // x >= 0 only
 };
 #endif
 
