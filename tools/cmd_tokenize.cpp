@@ -29,7 +29,8 @@ io::Tokenizer load(cli::Args& args) {
   fs::path p(model);
   std::error_code ec;
   if (!fs::exists(p, ec))
-    throw NotFound("--model " + model + ": no such folder (expected a folder holding tokenizer.json)");
+    throw NotFound("--model " + model +
+                   ": no such folder (expected a folder holding tokenizer.json)");
   if (fs::is_directory(p, ec)) p /= "tokenizer.json";
   return io::Tokenizer::from_file(p.string());
 }
@@ -51,11 +52,21 @@ std::string readable(const std::string& bytes) {
       continue;
     }
     switch (st.cp) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
       default:
         if (st.cp < 0x20 || st.cp == 0x7F) {
           char hex[8];
@@ -128,14 +139,15 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     const std::string word = text.substr(i, e - i);
     ++n;
     size_t k = word[0] == '-' ? 1 : 0;
-    bool numeric = k < word.size() && word.size() - k <= 10;
+    bool numeric = k < word.size();
     for (; numeric && k < word.size(); ++k)
       numeric = std::isdigit(static_cast<unsigned char>(word[k])) != 0;
     if (!numeric)
       throw InvalidArgument("'" + word + "' (item " + std::to_string(n) +
                             " on stdin) is not a token id: expected integers separated by spaces "
                             "or commas, or a JSON array");
-    const int64_t v = std::stoll(word);
+    const bool fits = word.size() - (word[0] == '-' ? 1 : 0) <= 10;
+    const int64_t v = fits ? std::stoll(word) : INT64_MAX;
     if (v < INT32_MIN || v > INT32_MAX)
       throw InvalidArgument("token id " + word + " (item " + std::to_string(n) +
                             ") is out of range");

@@ -18,7 +18,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-uint64_t pack(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+uint64_t pack(int32_t a, int32_t b) {
+  return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+}
 
 struct Word {
   std::vector<int32_t> sym;  // [n_symbols] current token ids
@@ -41,8 +43,7 @@ void check_options(const BpeTrainOptions& opts) {
     throw InvalidArgument("BPE trainer: vocab_size " + std::to_string(opts.vocab_size) +
                           " is below the 256 byte tokens");
   if (opts.special_first_id != -1 && opts.special_first_id < opts.vocab_size)
-    throw InvalidArgument("BPE trainer: special_first_id " +
-                          std::to_string(opts.special_first_id) +
+    throw InvalidArgument("BPE trainer: special_first_id " + std::to_string(opts.special_first_id) +
                           " must be -1 or >= vocab_size " + std::to_string(opts.vocab_size));
   const int64_t first = opts.special_first_id >= 0 ? opts.special_first_id : opts.vocab_size;
   if (first + static_cast<int64_t>(opts.special_tokens.size()) > INT32_MAX)
@@ -80,8 +81,7 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
   const unicode::SplitRegex split(unicode::kQwen2SplitPattern, "BPE trainer");
   std::unordered_map<std::string, int64_t> counts_by_word;
   split.split(text, [&](size_t b, size_t e) { ++counts_by_word[text.substr(b, e - b)]; });
-  std::vector<std::pair<std::string, int64_t>> sorted(counts_by_word.begin(),
-                                                      counts_by_word.end());
+  std::vector<std::pair<std::string, int64_t>> sorted(counts_by_word.begin(), counts_by_word.end());
   std::sort(sorted.begin(), sorted.end());  // deterministic order
   std::vector<Word> words;                  // [n_words]
   words.reserve(sorted.size());
@@ -235,10 +235,10 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
 
 const std::vector<std::string>& qwen2_vl_special_tokens() {
   static const std::vector<std::string> tokens = {
-      "<|endoftext|>",   "<|im_start|>",       "<|im_end|>",     "<|object_ref_start|>",
-      "<|object_ref_end|>", "<|box_start|>",   "<|box_end|>",    "<|quad_start|>",
-      "<|quad_end|>",    "<|vision_start|>",   "<|vision_end|>", "<|vision_pad|>",
-      "<|image_pad|>",   "<|video_pad|>"};
+      "<|endoftext|>",      "<|im_start|>",     "<|im_end|>",     "<|object_ref_start|>",
+      "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",    "<|quad_start|>",
+      "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+      "<|image_pad|>",      "<|video_pad|>"};
   return tokens;
 }
 
@@ -247,7 +247,8 @@ const std::vector<std::string>& qwen2_vl_special_tokens() {
 namespace mmrt::io {
 
 const std::string& builtin_training_corpus() {
-  static const std::string text = R"CORPUS(The quick brown fox jumps over the lazy dog. A latency-first inference server answers
+  static const std::string text =
+      R"CORPUS(The quick brown fox jumps over the lazy dog. A latency-first inference server answers
 within its deadline or refuses the request up front; it is never silently late. Requests
 arrive with text, images, audio and video, and each one carries a service class such as
 "platinum: first token within 300 ms" or "bronze: best effort".
@@ -300,7 +301,9 @@ git commit -m "Fix off-by-one in the scheduler's token budget"
 	1	2	3	4
 	5	6	7	8
 Line with trailing spaces   
-)CORPUS" "Windows line endings\r\nand a bare carriage return\rhere.\r\n" R"CORPUS(    Indented by four spaces, then eight:
+)CORPUS"
+      "Windows line endings\r\nand a bare carriage return\rhere.\r\n"
+      R"CORPUS(    Indented by four spaces, then eight:
         deeper still.
 
 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 25 50 75 100 128 256 512 1024 2048

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <memory>
 #include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
 #include "io/tokenizer_internal.h"
@@ -99,7 +99,9 @@ void PieceCache::put(std::string_view key, uint32_t hash, const int32_t* ids, si
   std::memcpy(e.ids, ids, n * sizeof(int32_t));
 }
 
-void PieceCache::clear() const { serial_.store(g_next_serial.fetch_add(1)); }
+void PieceCache::clear() const {
+  serial_.store(g_next_serial.fetch_add(1));
+}
 
 // ---- AddedTrie ---------------------------------------------------------------------------------
 
@@ -231,9 +233,8 @@ void Tokenizer::Impl::pretokenize(std::string_view text, size_t level,
     bpe(text, out);
     return;
   }
-  splits[level].split(text, [&](size_t b, size_t e) {
-    pretokenize(text.substr(b, e - b), level + 1, out);
-  });
+  splits[level].split(
+      text, [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), level + 1, out); });
 }
 
 namespace {
@@ -319,7 +320,7 @@ void Tokenizer::Impl::bpe_large(const unsigned char* s, size_t n, std::vector<in
   };
   // Per-thread scratch, reused across calls.
   thread_local std::vector<int32_t> sym, prev, next;  // [n] symbol id and neighbours (-1: none)
-  thread_local std::vector<Cand> heap;                 // min-heap by (rank, pos)
+  thread_local std::vector<Cand> heap;                // min-heap by (rank, pos)
   sym.resize(n);
   prev.resize(n);
   next.resize(n);
@@ -358,6 +359,12 @@ void Tokenizer::Impl::bpe_large(const unsigned char* s, size_t n, std::vector<in
     push(i);
   }
   for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
+  if (n > (size_t(1) << 16)) {  // do not keep megabytes per thread after a huge piece
+    sym = {};
+    prev = {};
+    next = {};
+    heap = {};
+  }
 }
 
 // ---- Tokenizer ---------------------------------------------------------------------------------
@@ -432,9 +439,13 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < impl_->n_ids && impl_->special[id];
 }
 
-int32_t Tokenizer::vocab_size() const { return impl_->n_ids; }
+int32_t Tokenizer::vocab_size() const {
+  return impl_->n_ids;
+}
 
-void Tokenizer::clear_cache() const { impl_->cache.clear(); }
+void Tokenizer::clear_cache() const {
+  impl_->cache.clear();
+}
 
 // ---- StreamingDetokenizer ----------------------------------------------------------------------
 

@@ -20,10 +20,12 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // NFC-normalise, split out added/special tokens (exact match), pre-tokenize, BPE.
+  // NFC-normalise, split out added/special tokens (exact match), pre-tokenize, BPE. Adds no
+  // special tokens; invalid UTF-8 input is read as U+FFFD. Safe to call from several threads.
   std::vector<int32_t> encode(std::string_view text) const;
   // Concatenate token strings, undo the byte map; invalid UTF-8 becomes U+FFFD.
-  // skip_special drops tokens marked special in added_tokens.
+  // skip_special drops tokens marked special in added_tokens. Throws InvalidArgument naming an
+  // id outside [0, vocab_size()) or one that no token has (a gap in the id space).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
   // Raw bytes of one token (for streaming); special tokens give their content.
   std::string token_bytes(int32_t id) const;
@@ -31,8 +33,8 @@ class Tokenizer {
   std::optional<int32_t> piece_to_id(std::string_view piece) const;  // vocab or added token
   bool is_special(int32_t id) const;
   int32_t vocab_size() const;  // max id + 1 over vocab and added tokens
-  // encode() keeps a bounded, thread-safe cache of pre-token -> ids; this empties it
-  // (benchmarks of cold encoding).
+  // encode() keeps small per-thread caches of short pre-token -> ids; this invalidates this
+  // tokenizer's entries in all of them (benchmarks of cold encoding).
   void clear_cache() const;
 
   struct Impl;  // opaque (io/tokenizer_internal.h)
@@ -43,7 +45,9 @@ class Tokenizer {
 };
 
 // Turns a stream of token ids into UTF-8 text pieces, holding back incomplete multi-byte
-// sequences until they complete (or become invalid, then emitted as U+FFFD).
+// sequences until they complete (or become invalid, then emitted as U+FFFD). The concatenated
+// output of push()... plus flush() equals Tokenizer::decode() of the same ids. One per stream;
+// `tok` must outlive it.
 class StreamingDetokenizer {
  public:
   explicit StreamingDetokenizer(const Tokenizer& tok, bool skip_special = true);

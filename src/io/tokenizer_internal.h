@@ -3,9 +3,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
-#include <atomic>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -53,7 +53,7 @@ class PairMap {
     return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
   }
   std::vector<uint64_t> slots_ = std::vector<uint64_t>(16, kEmpty);  // power-of-two capacity
-  std::vector<int32_t> merged_;                                     // [n_ranks] merged id
+  std::vector<int32_t> merged_;                                      // [n_ranks] merged id
   size_t mask_ = 15, size_ = 0;
   int shift_ = 60;
 };
@@ -160,16 +160,16 @@ struct Tokenizer::Impl {
   int32_t n_ids = 0;   // max id + 1 over vocab and added tokens
 
   // Per id [n_ids]: the stored vocabulary string, the raw bytes it stands for, flags.
-  std::string piece_blob;                               // vocabulary strings, any order
+  std::string piece_blob;                                 // vocabulary strings, any order
   std::vector<std::pair<uint32_t, uint32_t>> piece_span;  // [n_ids] (offset, length)
   std::string bytes_blob;
   std::vector<uint32_t> bytes_off;  // [n_ids + 1] offsets into bytes_blob
   std::vector<uint8_t> present;     // 1 when the id exists (vocab or added)
   std::vector<uint8_t> special;     // 1 for added tokens with special=true
 
-  detail::PieceIndex piece_index;  // vocab strings and added contents -> id
-  detail::ViewMap bytes_to_id;  // raw bytes of ordinary tokens, only built for ignore_merges
-  std::array<int32_t, 256> byte_id{};      // the token of each single byte
+  detail::PieceIndex piece_index;      // vocab strings and added contents -> id
+  detail::ViewMap bytes_to_id;         // raw bytes of ordinary tokens, only built for ignore_merges
+  std::array<int32_t, 256> byte_id{};  // the token of each single byte
   detail::PairMap merges;
   std::vector<int32_t> byte_pair_rank;  // [256 * 256] rank of merging two byte tokens, or -1
   bool ignore_merges = false;

@@ -53,7 +53,8 @@ void load_normalizer(const json& root, Tokenizer::Impl& impl) {
   };
   if (type_of(*it) == "Sequence") {
     auto ns = it->find("normalizers");
-    if (ns == it->end() || !ns->is_array()) fail(impl, "normalizer: Sequence without 'normalizers'");
+    if (ns == it->end() || !ns->is_array())
+      fail(impl, "normalizer: Sequence without 'normalizers'");
     for (size_t i = 0; i < ns->size(); ++i)
       one((*ns)[i], "normalizer.normalizers[" + std::to_string(i) + "]");
   } else {
@@ -119,8 +120,7 @@ void load_decoder(const json& root, Tokenizer::Impl& impl) {
   auto it = root.find("decoder");
   if (it == root.end() || it->is_null()) return;
   const std::string t = type_of(*it);
-  if (t != "ByteLevel")
-    fail(impl, "decoder type '" + t + "' is not supported (only ByteLevel)");
+  if (t != "ByteLevel") fail(impl, "decoder type '" + t + "' is not supported (only ByteLevel)");
 }
 
 // SAX handler: model.vocab and model.merges (hundreds of thousands of entries) go straight into
@@ -130,13 +130,13 @@ class TokenizerSax final : public json::json_sax_t {
   struct Span {
     uint32_t off, len;
   };
-  json root;                // the file without model.vocab / model.merges
+  json root;  // the file without model.vocab / model.merges
   bool has_vocab = false, has_merges = false;
-  std::string vocab_blob;   // vocabulary strings back to back
+  std::string vocab_blob;                       // vocabulary strings back to back
   std::vector<std::pair<Span, int64_t>> vocab;  // [n_vocab] (string, id) in file order
-  std::string merge_blob;   // merge halves back to back
-  std::vector<std::pair<Span, Span>> merges;  // [n_merges]
-  std::string error;        // set when a handler rejected the input
+  std::string merge_blob;                       // merge halves back to back
+  std::vector<std::pair<Span, Span>> merges;    // [n_merges]
+  std::string error;                            // set when a handler rejected the input
 
   bool null() override { return value(json(nullptr)); }
   bool boolean(bool v) override { return value(json(v)); }
@@ -161,7 +161,8 @@ class TokenizerSax final : public json::json_sax_t {
       has_vocab = true;
       return true;
     }
-    if (mode_ != kDom) return mode_ == kVocab ? bad_vocab(json::object()) : bad_merge(json::object());
+    if (mode_ != kDom)
+      return mode_ == kVocab ? bad_vocab(json::object()) : bad_merge(json::object());
     return open(json::object());
   }
   bool key(string_t& k) override {
@@ -237,7 +238,9 @@ class TokenizerSax final : public json::json_sax_t {
     merge_blob += s;
     return sp;
   }
-  void add_merge(const std::string& a, const std::string& b) { merges.emplace_back(put(a), put(b)); }
+  void add_merge(const std::string& a, const std::string& b) {
+    merges.emplace_back(put(a), put(b));
+  }
   // "a b" (tokenizers < 0.20): exactly one space between two non-empty tokens.
   bool merge_string(const std::string& s) {
     const size_t sp = s.find(' ');
@@ -299,8 +302,8 @@ void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
   } else if (t != "BPE") {
     fail(impl, "unknown model type '" + t + "' (only BPE is supported)");
   }
-  if (auto d = model.find("dropout"); d != model.end() && !d->is_null() &&
-                                      !(d->is_number() && d->get<double>() == 0.0))
+  if (auto d = model.find("dropout");
+      d != model.end() && !d->is_null() && !(d->is_number() && d->get<double>() == 0.0))
     fail(impl, "model.dropout = " + d->dump() + " is not supported");
   require_empty_string(impl, model, "continuing_subword_prefix", "model");
   require_empty_string(impl, model, "end_of_word_suffix", "model");

@@ -29,7 +29,7 @@ Utf8Step utf8_next(std::string_view s) {
     r.len = 1;
     return r;
   }
-  uint32_t need;      // continuation bytes after the lead
+  uint32_t need;                       // continuation bytes after the lead
   unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
   uint32_t cp;
   if (b0 >= 0xC2 && b0 <= 0xDF) {
@@ -173,10 +173,9 @@ bool nfc_quick_check(std::string_view s) {
 std::string nfc(std::string_view s) {
   if (nfc_quick_check(s)) return std::string(s);
   utf8proc_uint8_t* dst = nullptr;
-  utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                   static_cast<utf8proc_ssize_t>(s.size()), &dst,
-                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  utf8proc_ssize_t n = utf8proc_map(
+      reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
+      &dst, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) {
     throw InvalidArgument(std::string("NFC normalisation failed: ") +
                           utf8proc_errmsg(static_cast<utf8proc_ssize_t>(n)));
@@ -213,9 +212,13 @@ const ByteMap& byte_map() {
 
 }  // namespace
 
-const std::array<uint32_t, 256>& byte_to_codepoint() { return byte_map().to_cp; }
+const std::array<uint32_t, 256>& byte_to_codepoint() {
+  return byte_map().to_cp;
+}
 
-int codepoint_to_byte(uint32_t cp) { return cp < 512 ? byte_map().from_cp[cp] : -1; }
+int codepoint_to_byte(uint32_t cp) {
+  return cp < 512 ? byte_map().from_cp[cp] : -1;
+}
 
 std::string bytes_to_byte_level(std::string_view bytes) {
   const ByteMap& m = byte_map();

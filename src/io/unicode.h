@@ -22,9 +22,9 @@ inline constexpr std::string_view kQwen2SplitPattern =
 // One step of UTF-8 decoding at the start of `s` (Unicode well-formedness table 3-7).
 struct Utf8Step {
   enum Status : uint8_t { kOk, kInvalid, kTruncated };
-  uint32_t cp = 0;     // the code point when kOk
-  uint32_t len = 0;    // kOk: sequence length; kInvalid: length of the maximal ill-formed
-                       // subpart (one U+FFFD); kTruncated: bytes of a valid but unfinished prefix
+  uint32_t cp = 0;   // the code point when kOk
+  uint32_t len = 0;  // kOk: sequence length; kInvalid: length of the maximal ill-formed
+                     // subpart (one U+FFFD); kTruncated: bytes of a valid but unfinished prefix
   Status status = kOk;
 };
 Utf8Step utf8_next(std::string_view s);

@@ -18,9 +18,9 @@ TEST(BpeTrainer, MostFrequentPairFirst) {
   const json j = json::parse(io::train_byte_level_bpe("abababab", o));
   EXPECT_EQ(j["model"]["merges"], json::array({"a b", "ab ab", "abab abab"}));
   EXPECT_EQ(j["model"]["vocab"]["abababab"], 258);
-  EXPECT_EQ(j["model"]["vocab"]["!"], 0);      // byte tokens in alphabet order, as in Qwen2
-  EXPECT_EQ(j["model"]["vocab"]["Ġ"], 220);    // the space byte
-  EXPECT_EQ(j["model"]["vocab"]["Ċ"], 198);    // the newline byte
+  EXPECT_EQ(j["model"]["vocab"]["!"], 0);    // byte tokens in alphabet order, as in Qwen2
+  EXPECT_EQ(j["model"]["vocab"]["Ġ"], 220);  // the space byte
+  EXPECT_EQ(j["model"]["vocab"]["Ċ"], 198);  // the newline byte
   EXPECT_EQ(j["added_tokens"], json::array());
   // Training stops when no pair is left, below vocab_size.
   o.vocab_size = 400;
@@ -114,11 +114,12 @@ TEST(BpeTrainer, JavaScriptReferenceGivesTheSameIds) {
   if (!test::require_js_packages()) return;
   const auto dir = std::filesystem::path(MMRT_BINARY_DIR) / "tokenizer_test";
   // Text the trainer saw, text it did not (other scripts, code, specials), and odd characters.
-  const std::string text = io::builtin_training_corpus() +
-                           "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-                           "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
-                           "Was ist auf dem Bild? 这是什么？ ᄀ\u1161 e\u0301 \uFFFD \uE000 "
-                           "🧑🏽\u200D🤝\u200D🧑🏿 \t\t  x   \r\n\r\n 12345 ٣٤<|im_end|>\n";
+  const std::string text =
+      io::builtin_training_corpus() +
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+      "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
+      "Was ist auf dem Bild? 这是什么？ ᄀ\u1161 e\u0301 \uFFFD \uE000 "
+      "🧑🏽\u200D🤝\u200D🧑🏿 \t\t  x   \r\n\r\n 12345 ٣٤<|im_end|>\n";
   test::write_file(dir / "trainer_text.txt", text);
   for (int32_t vocab : {300, 1000, 3000}) {
     SCOPED_TRACE("vocab_size " + std::to_string(vocab));

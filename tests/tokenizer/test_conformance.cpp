@@ -38,7 +38,9 @@ std::string utf8proc_nfc(const std::string& s) {
   return out;
 }
 
-std::string escaped(const std::string& s) { return json(s).dump(); }
+std::string escaped(const std::string& s) {
+  return json(s).dump();
+}
 
 // The corpus, its golden ids and the Qwen3 tokenizer, loaded once for the suite.
 class TokenizerConformance : public ::testing::Test {

