@@ -1,6 +1,6 @@
 // AVX2+FMA matrix-vector kernels (decode), the same scheme as linear_avx512.cpp with 8-lane
 // vectors and 16 registers: tiles of R output rows x NB input rows, bf16 widened by shift/mask
-// against x prepared in even/odd order per 16-element block.
+// against x prepared in even/odd order per 16-element block; tails (k % step) in scalar code.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,8 +15,8 @@ namespace mmrt::kernels::detail {
 namespace {
 
 using TileFn = void (*)(const GemvArgs&, int64_t o, int64_t j0);
-constexpr int kGroup = 8;
-constexpr int64_t kPrefetch = 1024;
+
+#define MMRT_ALWAYS_INLINE inline __attribute__((always_inline))
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -25,151 +25,169 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline void store_tile_out(const GemvArgs& a, int64_t o, int64_t j0, int r, int j, float s) {
-  const int64_t oo = o + r;
-  if (a.scale) s *= a.scale[oo];
-  if (a.bias) s += a.bias[oo];
-  a.y[(j0 + j) * a.ldy + oo] = s;
-}
-
 inline float bf16_to_f32(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
+inline float widen(float v) {
+  return v;
+}
+inline float widen(uint16_t v) {
+  return bf16_to_f32(v);
+}
+inline float widen(int8_t v) {
+  return static_cast<float>(v);
+}
 
-// x rows in the prepared layout hold the tail (k % 16 elements) in natural order after the last
-// full block; see prep_x_bf16.
+// Accumulator loops are fully unrolled (#pragma GCC unroll) so GCC keeps the accumulators in
+// registers (see linear_avx512.cpp). A tile is R output rows x NB input rows with A sets.
+template <int R, int NB>
+constexpr int acc_sets() {
+  return R * NB == 1 ? 4 : R * NB == 2 ? 2 : 1;
+}
+
+template <int A, int R, int NB>
+MMRT_ALWAYS_INLINE void zero(__m256 (&acc)[A][R][NB]) {
+#pragma GCC unroll 16
+  for (int u = 0; u < A; ++u)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < NB; ++j) acc[u][r][j] = _mm256_setzero_ps();
+}
+
+// Adds the sets, then the scalar tail k in [k0, a.k) (x and w in natural order there), and
+// writes y[j0 + j, o + r] = scale * dot + bias.
+template <int A, int R, int NB, typename T>
+MMRT_ALWAYS_INLINE void finish(const GemvArgs& a, int64_t o, int64_t j0, const T* w, const float* x,
+                               int64_t k0, __m256 (&acc)[A][R][NB]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      __m256 v = acc[0][r][j];
+#pragma GCC unroll 16
+      for (int u = 1; u < A; ++u) v = _mm256_add_ps(v, acc[u][r][j]);
+      float s = hsum(v);
+      for (int64_t k = k0; k < a.k; ++k) s += widen(w[r * a.ldw + k]) * x[j * a.ldx + k];
+      if (a.scale) s *= a.scale[o + r];
+      if (a.bias) s += a.bias[o + r];
+      a.y[(j0 + j) * a.ldy + o + r] = s;
+    }
+}
+
+template <int N, class F>
+MMRT_ALWAYS_INLINE void unroll(F&& f) {
+  [&]<int... U>(std::integer_sequence<int, U...>) {
+    (f(std::integral_constant<int, U>{}), ...);
+  }
+  (std::make_integer_sequence<int, N>{});
+}
+
+// bf16: 16 weights per 32-byte load, x in even/odd order per 16-element block.
 struct Bf16 {
+  static constexpr int kStep = 16;
   template <int R, int NB>
-  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    const auto* w = static_cast<const uint16_t*>(a.w) + o * a.ldw;
-    const float* x = a.x + j0 * a.ldx;
-    __m256 acc[R][NB];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
+  static MMRT_ALWAYS_INLINE void step(__m256 (&acc)[R][NB], const uint16_t* w, int64_t ldw,
+                                      const float* x, int64_t ldx, int64_t k) {
     const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-    int64_t k = 0;
-    for (; k + 16 <= a.k; k += 16) {
-      __m256 we[R], wo[R];
+    __m256 we[R], wo[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * ldw + k));
+      we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+      wo[r] = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      const __m256 xe = _mm256_load_ps(x + j * ldx + k);
+      const __m256 xo = _mm256_load_ps(x + j * ldx + k + 8);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const uint16_t* p = w + r * a.ldw + k;
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-        we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-        wo[r] = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
-      }
-      for (int j = 0; j < NB; ++j) {
-        const __m256 xe = _mm256_load_ps(x + j * a.ldx + k);
-        const __m256 xo = _mm256_load_ps(x + j * a.ldx + k + 8);
-        for (int r = 0; r < R; ++r) {
-          acc[r][j] = _mm256_fmadd_ps(we[r], xe, acc[r][j]);
-          acc[r][j] = _mm256_fmadd_ps(wo[r], xo, acc[r][j]);
-        }
+        acc[r][j] = _mm256_fmadd_ps(we[r], xe, acc[r][j]);
+        acc[r][j] = _mm256_fmadd_ps(wo[r], xo, acc[r][j]);
       }
     }
-    float out[R][NB];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) out[r][j] = hsum(acc[r][j]);
-    for (; k < a.k; ++k)
-      for (int r = 0; r < R; ++r) {
-        const float wv = bf16_to_f32(w[r * a.ldw + k]);
-        for (int j = 0; j < NB; ++j) out[r][j] += wv * x[j * a.ldx + k];
-      }
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) store_tile_out(a, o, j0, r, j, out[r][j]);
   }
+  using T = uint16_t;
 };
 
+// int8: 8 weights widened per step.
 struct I8 {
+  static constexpr int kStep = 8;
   template <int R, int NB>
-  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    const auto* w = static_cast<const int8_t*>(a.w) + o * a.ldw;
-    const float* x = a.x + j0 * a.ldx;
-    __m256 acc[R][NB];
+  static MMRT_ALWAYS_INLINE void step(__m256 (&acc)[R][NB], const int8_t* w, int64_t ldw,
+                                      const float* x, int64_t ldx, int64_t k) {
+    __m256 wf[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= a.k; k += 8) {
-      __m256 wf[R];
-      for (int r = 0; r < R; ++r) {
-        const int8_t* p = w + r * a.ldw + k;
-        if ((k & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
-        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-        wf[r] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-      }
-      for (int j = 0; j < NB; ++j) {
-        const __m256 xv = _mm256_loadu_ps(x + j * a.ldx + k);
-        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wf[r], xv, acc[r][j]);
-      }
+      wf[r] = _mm256_cvtepi32_ps(
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ldw + k))));
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      const __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wf[r], xv, acc[r][j]);
     }
-    float out[R][NB];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) out[r][j] = hsum(acc[r][j]);
-    for (; k < a.k; ++k)
-      for (int r = 0; r < R; ++r) {
-        const float wv = static_cast<float>(w[r * a.ldw + k]);
-        for (int j = 0; j < NB; ++j) out[r][j] += wv * x[j * a.ldx + k];
-      }
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) store_tile_out(a, o, j0, r, j, out[r][j]);
   }
+  using T = int8_t;
 };
 
+// f32: 8 weights per step.
 struct F32 {
+  static constexpr int kStep = 8;
   template <int R, int NB>
-  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    const auto* w = static_cast<const float*>(a.w) + o * a.ldw;
-    const float* x = a.x + j0 * a.ldx;
-    __m256 acc[R][NB];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= a.k; k += 8) {
-      __m256 wf[R];
-      for (int r = 0; r < R; ++r) {
-        const float* p = w + r * a.ldw + k;
-        if ((k & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
-        wf[r] = _mm256_loadu_ps(p);
-      }
-      for (int j = 0; j < NB; ++j) {
-        const __m256 xv = _mm256_loadu_ps(x + j * a.ldx + k);
-        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wf[r], xv, acc[r][j]);
-      }
+  static MMRT_ALWAYS_INLINE void step(__m256 (&acc)[R][NB], const float* w, int64_t ldw,
+                                      const float* x, int64_t ldx, int64_t k) {
+    __m256 wf[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wf[r] = _mm256_loadu_ps(w + r * ldw + k);
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      const __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wf[r], xv, acc[r][j]);
     }
-    float out[R][NB];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) out[r][j] = hsum(acc[r][j]);
-    for (; k < a.k; ++k)
-      for (int r = 0; r < R; ++r)
-        for (int j = 0; j < NB; ++j) out[r][j] += w[r * a.ldw + k] * x[j * a.ldx + k];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NB; ++j) store_tile_out(a, o, j0, r, j, out[r][j]);
   }
+  using T = float;
 };
+
+template <class K, int R, int NB>
+void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+  constexpr int A = acc_sets<R, NB>();
+  constexpr int S = K::kStep;
+  const auto* w = static_cast<const typename K::T*>(a.w) + o * a.ldw;  // [R, ldw]
+  const float* x = a.x + j0 * a.ldx;                                   // [NB, ldx]
+  __m256 acc[A][R][NB];
+  zero(acc);
+  int64_t k = 0;
+  for (; k + S * A <= a.k; k += S * A)
+    unroll<A>([&](auto u) { K::template step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + S * u); });
+  for (; k + S <= a.k; k += S) K::template step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k);
+  finish(a, o, j0, w, x, k, acc);
+}
 
 template <class K, int R, int... I>
 constexpr std::array<TileFn, sizeof...(I)> tiles(std::integer_sequence<int, I...>) {
-  return {&K::template tile<R, I + 1>...};
+  return {&tile<K, R, I + 1>...};
 }
 
-// Register budget (16): 4 rows for single-row input, 2 rows for up to 4 input rows, then one
-// row against groups of up to 8 input rows.
+// As in linear_avx512.cpp: one sequential weight stream (R = 1) for up to two input rows;
+// batches use R = 2 (each x load feeds two rows) in groups of 4 input rows (16 registers).
 template <class K>
 void gemv(const GemvArgs& a, int64_t o0, int64_t o1) {
-  static constexpr auto t4 = tiles<K, 4>(std::make_integer_sequence<int, 1>{});
+  static constexpr auto t1 = tiles<K, 1>(std::make_integer_sequence<int, 4>{});
   static constexpr auto t2 = tiles<K, 2>(std::make_integer_sequence<int, 4>{});
-  static constexpr auto t1 = tiles<K, 1>(std::make_integer_sequence<int, kGroup>{});
-  const int R = a.n == 1 ? 4 : a.n <= 4 ? 2 : 1;
-  const TileFn* tr = R == 4 ? t4.data() : R == 2 ? t2.data() : t1.data();
+  constexpr int64_t kGroup = 4;
+  const int R = a.n <= 2 ? 1 : 2;
+  const TileFn* t = R == 1 ? t1.data() : t2.data();
   int64_t o = o0;
   for (; o + R <= o1; o += R)
-    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
-      tr[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
+    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup) t[std::min(kGroup, a.n - j0) - 1](a, o, j0);
   for (; o < o1; ++o)
-    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
-      t1[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
+    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup) t1[std::min(kGroup, a.n - j0) - 1](a, o, j0);
 }
 
 // x [n, k] -> per full 16-element block: 8 even-indexed values, then 8 odd-indexed ones; the

@@ -18,7 +18,7 @@ namespace {
 
 using TileFn = void (*)(const GemvArgs&, int64_t o, int64_t j0);
 constexpr int kGroup = 8;            // input rows per tile pass
-constexpr int64_t kPrefetch = 1024;  // bytes ahead of the current position, per weight row
+constexpr int64_t kPrefetch = 2048;  // bytes ahead of the current position, per weight row
 
 // Horizontal sums.
 inline float hsum(__m512 v) {
@@ -37,130 +37,185 @@ inline uint64_t hsum_u64(__m512i v) {
          static_cast<uint64_t>(_mm_extract_epi64(u, 1));
 }
 
-inline void store_out(const GemvArgs& a, int64_t o, int64_t j, float s) {
-  if (a.scale) s *= a.scale[o];
-  if (a.bias) s += a.bias[o];
-  a.y[j * a.ldy + o] = s;
+#define MMRT_ALWAYS_INLINE inline __attribute__((always_inline))
+// Every loop over accumulators is fully unrolled (#pragma GCC unroll): GCC otherwise keeps the
+// accumulator array in memory and stores it on every iteration of the hot loop (measured 2x).
+
+template <int A, int R, int NB>
+MMRT_ALWAYS_INLINE void zero(__m512 (&acc)[A][R][NB]) {
+#pragma GCC unroll 16
+  for (int u = 0; u < A; ++u)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < NB; ++j) acc[u][r][j] = _mm512_setzero_ps();
 }
 
-// Each tile is one output row against NB input rows: weight rows are contiguous, so a thread
-// reads one sequential stream (measured clearly faster than interleaving several rows). A
-// independent accumulator sets per input row keep enough FMA chains in flight when NB is small.
-template <int NB>
+// Sums the accumulator sets and writes y[j0 + j, o + r] = scale * dot + bias.
+template <int A, int R, int NB>
+MMRT_ALWAYS_INLINE void finish(const GemvArgs& a, int64_t o, int64_t j0, __m512 (&acc)[A][R][NB]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      __m512 v = acc[0][r][j];
+#pragma GCC unroll 16
+      for (int u = 1; u < A; ++u) v = _mm512_add_ps(v, acc[u][r][j]);
+      float s = hsum(v);
+      if (a.scale) s *= a.scale[o + r];
+      if (a.bias) s += a.bias[o + r];
+      a.y[(j0 + j) * a.ldy + o + r] = s;
+    }
+}
+
+// A tile is R output rows against NB input rows, with R * NB * A accumulators: A independent
+// sets per pair keep at least four FMA chains in flight. Single-row inputs use R = 1: each
+// thread then reads one sequential stream of weight rows, measurably faster than interleaving
+// rows. Batches are compute-bound and use R = 2 so every x load feeds two rows.
+template <int R, int NB>
 constexpr int acc_sets() {
-  return NB == 1 ? 4 : NB == 2 ? 2 : 1;
+  return R * NB == 1 ? 4 : R * NB == 2 ? 2 : 1;
+}
+
+// Calls f(std::integral_constant<int, 0>) ... f(<N - 1>): accumulator sets are then indexed by
+// constants, which keeps them in registers.
+template <int N, class F>
+MMRT_ALWAYS_INLINE void unroll(F&& f) {
+  [&]<int... U>(std::integer_sequence<int, U...>) {
+    (f(std::integral_constant<int, U>{}), ...);
+  }
+  (std::make_integer_sequence<int, N>{});
 }
 
 // ---- bf16: 32 weights per 64-byte line ----
 struct Bf16 {
-  template <int NB>
-  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    constexpr int A = acc_sets<NB>();
-    const auto* w = static_cast<const uint16_t*>(a.w) + o * a.ldw;  // [k]
-    const float* x = a.x + j0 * a.ldx;  // [NB, ldx] even/odd-split blocks of 32
-    __m512 acc[A][NB];
-    for (int u = 0; u < A; ++u)
-      for (int j = 0; j < NB; ++j) acc[u][j] = _mm512_setzero_ps();
+  // One 32-wide step at k; `mask` selects the valid weights (x is zero padded past a.k).
+  template <int R, int NB>
+  static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const uint16_t* w, int64_t ldw,
+                                      const float* x, int64_t ldx, int64_t k, __mmask32 mask) {
     const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-    auto step = [&](int u, __m512i v, int64_t k) {
-      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
-      for (int j = 0; j < NB; ++j) {
-        acc[u][j] = _mm512_fmadd_ps(we, _mm512_load_ps(x + j * a.ldx + k), acc[u][j]);
-        acc[u][j] = _mm512_fmadd_ps(wo, _mm512_load_ps(x + j * a.ldx + k + 16), acc[u][j]);
+    __m512 we[R], wo[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i v = _mm512_maskz_loadu_epi16(mask, w + r * ldw + k);
+      we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+      wo[r] = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      const __m512 xe = _mm512_load_ps(x + j * ldx + k);
+      const __m512 xo = _mm512_load_ps(x + j * ldx + k + 16);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        acc[r][j] = _mm512_fmadd_ps(we[r], xe, acc[r][j]);
+        acc[r][j] = _mm512_fmadd_ps(wo[r], xo, acc[r][j]);
       }
-    };
+    }
+  }
+  template <int R, int NB>
+  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+    constexpr int A = acc_sets<R, NB>();
+    const auto* w = static_cast<const uint16_t*>(a.w) + o * a.ldw;  // [R, ldw]
+    const float* x = a.x + j0 * a.ldx;  // [NB, ldx] even/odd-split blocks of 32
+    __m512 acc[A][R][NB];
+    zero(acc);
     int64_t k = 0;
-    for (; k + 32 * A <= a.k; k += 32 * A) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetch, _MM_HINT_T0);
-      for (int u = 0; u < A; ++u) step(u, _mm512_loadu_si512(w + k + 32 * u), k + 32 * u);
-    }
-    for (; k + 32 <= a.k; k += 32) step(0, _mm512_loadu_si512(w + k), k);
-    if (k < a.k) {  // x is zero padded past a.k
-      const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (a.k - k)) - 1);
-      step(0, _mm512_maskz_loadu_epi16(m, w + k), k);
-    }
-    for (int u = 1; u < A; ++u)
-      for (int j = 0; j < NB; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
-    for (int j = 0; j < NB; ++j) store_out(a, o, j0 + j, hsum(acc[0][j]));
+    for (; k + 32 * A <= a.k; k += 32 * A)
+      unroll<A>(
+          [&](auto u) { step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 32 * u, ~__mmask32{0}); });
+    for (; k + 32 <= a.k; k += 32) step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k, ~__mmask32{0});
+    if (k < a.k)
+      step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
+                  static_cast<__mmask32>((uint64_t{1} << (a.k - k)) - 1));
+    finish(a, o, j0, acc);
   }
 };
 
 // ---- int8: 64 weights per line, widened 16 at a time; per-row scale applied at the end ----
 struct I8 {
-  template <int NB>
+  template <int R, int NB>
+  static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const int8_t* w, int64_t ldw,
+                                      const float* x, int64_t ldx, int64_t k, __mmask16 mask) {
+    __m512 wf[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      wf[r] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, w + r * ldw + k)));
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + j * ldx + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(wf[r], xv, acc[r][j]);
+    }
+  }
+  template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    const auto* w = static_cast<const int8_t*>(a.w) + o * a.ldw;  // [k]
+    constexpr int A = acc_sets<R, NB>();
+    const auto* w = static_cast<const int8_t*>(a.w) + o * a.ldw;  // [R, ldw]
     const float* x = a.x + j0 * a.ldx;                            // [NB, ldx]
-    // Each line gives four 16-wide steps; they rotate over four (NB = 1), two (NB = 2) or one
-    // accumulator set.
-    constexpr int A = acc_sets<NB>();
-    __m512 acc[A][NB];
-    for (int u = 0; u < A; ++u)
-      for (int j = 0; j < NB; ++j) acc[u][j] = _mm512_setzero_ps();
-    auto step = [&](int u, __m128i q, int64_t k, __mmask16 m) {
-      const __m512 wf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
-      for (int j = 0; j < NB; ++j)
-        acc[u][j] = _mm512_fmadd_ps(wf, _mm512_maskz_loadu_ps(m, x + j * a.ldx + k), acc[u][j]);
-    };
+    __m512 acc[A][R][NB];
+    zero(acc);
     int64_t k = 0;
-    for (; k + 64 <= a.k; k += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetch, _MM_HINT_T0);
-      for (int q = 0; q < 4; ++q)
-        step(q % A, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k + 16 * q)), k + 16 * q,
-             0xffff);
-    }
-    for (; k < a.k; k += 16) {
-      const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1);
-      step(0, _mm_maskz_loadu_epi8(m, w + k), k, m);
-    }
-    for (int u = 1; u < A; ++u)
-      for (int j = 0; j < NB; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
-    for (int j = 0; j < NB; ++j) store_out(a, o, j0 + j, hsum(acc[0][j]));
+    for (; k + 16 * A <= a.k; k += 16 * A)
+      unroll<A>([&](auto u) { step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 16 * u, 0xffff); });
+    for (; k < a.k; k += 16)
+      step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
+                  static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1));
+    finish(a, o, j0, acc);
   }
 };
 
 // ---- f32: 16 weights per line ----
 struct F32 {
-  template <int NB>
-  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    constexpr int A = acc_sets<NB>();
-    const auto* w = static_cast<const float*>(a.w) + o * a.ldw;  // [k]
-    const float* x = a.x + j0 * a.ldx;                           // [NB, ldx]
-    __m512 acc[A][NB];
-    for (int u = 0; u < A; ++u)
-      for (int j = 0; j < NB; ++j) acc[u][j] = _mm512_setzero_ps();
-    auto step = [&](int u, int64_t k, __mmask16 m) {
-      const __m512 wf = _mm512_maskz_loadu_ps(m, w + k);
-      for (int j = 0; j < NB; ++j)
-        acc[u][j] = _mm512_fmadd_ps(wf, _mm512_maskz_loadu_ps(m, x + j * a.ldx + k), acc[u][j]);
-    };
-    int64_t k = 0;
-    for (; k + 16 * A <= a.k; k += 16 * A) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetch, _MM_HINT_T0);
-      for (int u = 0; u < A; ++u) step(u, k + 16 * u, 0xffff);
+  template <int R, int NB>
+  static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const float* w, int64_t ldw,
+                                      const float* x, int64_t ldx, int64_t k, __mmask16 mask) {
+    __m512 wf[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wf[r] = _mm512_maskz_loadu_ps(mask, w + r * ldw + k);
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + j * ldx + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(wf[r], xv, acc[r][j]);
     }
+  }
+  template <int R, int NB>
+  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+    constexpr int A = acc_sets<R, NB>();
+    const auto* w = static_cast<const float*>(a.w) + o * a.ldw;  // [R, ldw]
+    const float* x = a.x + j0 * a.ldx;                           // [NB, ldx]
+    __m512 acc[A][R][NB];
+    zero(acc);
+    int64_t k = 0;
+    for (; k + 16 * A <= a.k; k += 16 * A)
+      unroll<A>([&](auto u) { step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 16 * u, 0xffff); });
     for (; k < a.k; k += 16)
-      step(0, k, static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1));
-    for (int u = 1; u < A; ++u)
-      for (int j = 0; j < NB; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc[u][j]);
-    for (int j = 0; j < NB; ++j) store_out(a, o, j0 + j, hsum(acc[0][j]));
+      step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
+                  static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1));
+    finish(a, o, j0, acc);
   }
 };
 
-template <class K, int... I>
+template <class K, int R, int... I>
 constexpr std::array<TileFn, sizeof...(I)> tiles(std::integer_sequence<int, I...>) {
-  return {&K::template tile<I + 1>...};
+  return {&K::template tile<R, I + 1>...};
 }
 
-// Rows in order; input rows in groups of up to kGroup per pass (a second pass over the same
-// weight row hits L1).
+// Output rows in order, R at a time; input rows in groups of up to kGroup per pass (a second
+// pass over the same weight rows hits L1/L2).
 template <class K>
 void gemv(const GemvArgs& a, int64_t o0, int64_t o1) {
-  static constexpr auto t = tiles<K>(std::make_integer_sequence<int, kGroup>{});
-  for (int64_t o = o0; o < o1; ++o)
+  static constexpr auto t1 = tiles<K, 1>(std::make_integer_sequence<int, kGroup>{});
+  static constexpr auto t2 = tiles<K, 2>(std::make_integer_sequence<int, kGroup>{});
+  const int R = a.n <= 2 ? 1 : 2;
+  const TileFn* t = R == 1 ? t1.data() : t2.data();
+  int64_t o = o0;
+  for (; o + R <= o1; o += R)
     for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
       t[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
+  for (; o < o1; ++o)
+    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
+      t1[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
 }
 
 // x [n, k] -> per 32-element block: the 16 even-indexed values, then the 16 odd-indexed ones.
