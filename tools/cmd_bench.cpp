@@ -161,7 +161,7 @@ MMRT_COMMAND("bench", "Poisson load of mixed requests; latency and SLO report pe
              "  --json FILE             write the report as JSON\n"
              "  --quiet                 no progress line\n" MMRT_MODEL_OPTIONS_HELP
              "  --step-tokens N         maximum tokens per engine step (default 512)\n",
-             {"quiet", "no-admission", "no-batch-controller"}, run_bench);
+             {"quiet", "no-admission", "no-batch-controller", "map-weights"}, run_bench);
 
 }  // namespace
 }  // namespace mmrt::cli

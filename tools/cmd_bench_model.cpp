@@ -26,16 +26,28 @@ namespace {
 std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::min<int64_t>(vocab, 1 << 30)));
+  for (auto& x : v)
+    x = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::min<int64_t>(vocab, 1 << 30)));
   return v;
 }
 
 struct DecodeFigures {
   double prefill_tok_s = 0, decode_b1_tok_s = 0, decode_b8_tok_s = 0;
   double b1_weight_gbs = 0;
+  // Batch-1 steps paired with a bandwidth window read right after each one: per pair, the
+  // step's weight rate over the window's read rate (both under the same machine load).
+  std::vector<double> b1_paired;
 };
 
-DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps) {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
+                     kernels::ReadStreamer& probe) {
   DecodeFigures f;
   const int32_t bs = lm.kv_cache().config().block_size;
   const int64_t V = lm.config().text.vocab_size;
@@ -45,7 +57,7 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps) {
     for (int64_t i = 0; i < nb; ++i) b.push_back(static_cast<int32_t>(seq * nb + i));
     return b;
   };
-  const int64_t cap = prompt_len + steps + 1;
+  const int64_t cap = prompt_len + 2 * steps + 2;  // warm step, timed run, paired steps
   // Prefill: the whole prompt in one step, best of 2.
   auto prompt = random_ids(prompt_len, V, 1);
   double best = 1e30;
@@ -74,7 +86,8 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps) {
           st[static_cast<size_t>(i)].block_table = tables[static_cast<size_t>(i)];
         }
       for (int k = 0; k < n; ++k) {
-        for (int i = 0; i < b; ++i) st[static_cast<size_t>(i)].kv_before = static_cast<int32_t>(kv0 + k);
+        for (int i = 0; i < b; ++i)
+          st[static_cast<size_t>(i)].kv_before = static_cast<int32_t>(kv0 + k);
         lm.forward(st);
       }
     };
@@ -82,6 +95,17 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps) {
     Stopwatch sw;
     run_steps(steps, prompt_len + 1);
     double s = sw.seconds();
+    if (b == 1) {
+      const double wbytes = static_cast<double>(lm.weight_bytes());
+      const size_t window = std::min<size_t>(lm.weight_bytes(), probe.bytes());
+      for (int k = 0; k < steps; ++k) {
+        Stopwatch one;
+        run_steps(1, prompt_len + 1 + steps + k);
+        const double t_step = one.seconds();
+        const double t_win = probe.read_next(window);
+        f.b1_paired.push_back((wbytes / t_step) / (static_cast<double>(window) / t_win));
+      }
+    }
     double tps = static_cast<double>(steps * b) / s;
     if (b == 1) {
       f.decode_b1_tok_s = tps;
@@ -107,7 +131,9 @@ int run_bench_model(Args& args) {
 
   std::printf("== machine: %d threads\n", pool.size());
   double bw = kernels::measure_read_bandwidth_gbs(pool, static_cast<size_t>(bw_mb) << 20);
-  std::printf("   memory read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n", bw, static_cast<long long>(bw_mb));
+  std::printf("   memory read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n", bw,
+              static_cast<long long>(bw_mb));
+  kernels::ReadStreamer probe(pool, static_cast<size_t>(bw_mb) << 20);  // paired windows
 
   for (int pass = 0; pass < (do_int8 ? 2 : 1); ++pass) {
     models::LanguageModelOptions o = base;
@@ -116,20 +142,31 @@ int run_bench_model(Args& args) {
     Stopwatch load;
     auto lm = models::LanguageModel::load(dir, o);
     double load_s = load.seconds();
-    std::printf("== language model, %s weights (%.2f GB streamed per decode step, loaded in %.2f s)\n",
-                std::string(kernels::weight_format_name(lm->weight_format())).c_str(),
-                static_cast<double>(lm->weight_bytes()) / 1e9, load_s);
-    auto f = run_lm(*lm, prompt_len, steps);
-    std::printf("   prefill %lld tokens: %.1f tokens/s\n", static_cast<long long>(prompt_len), f.prefill_tok_s);
-    std::printf("   decode batch 1: %.2f tokens/s = %.1f GB/s of weights = %.0f%% of measured bandwidth\n",
-                f.decode_b1_tok_s, f.b1_weight_gbs, 100 * f.b1_weight_gbs / bw);
-    std::printf("   decode batch 8: %.2f tokens/s (%.2fx batch 1)\n", f.decode_b8_tok_s, f.decode_b8_tok_s / f.decode_b1_tok_s);
+    std::printf(
+        "== language model, %s weights (%.2f GB streamed per decode step, loaded in %.2f s)\n",
+        std::string(kernels::weight_format_name(lm->weight_format())).c_str(),
+        static_cast<double>(lm->weight_bytes()) / 1e9, load_s);
+    auto f = run_lm(*lm, prompt_len, steps, probe);
+    std::printf("   prefill %lld tokens: %.1f tokens/s\n", static_cast<long long>(prompt_len),
+                f.prefill_tok_s);
+    std::printf(
+        "   decode batch 1: %.2f tokens/s = %.1f GB/s of weights = %.0f%% of the bandwidth above\n",
+        f.decode_b1_tok_s, f.b1_weight_gbs, 100 * f.b1_weight_gbs / bw);
+    std::printf(
+        "   decode batch 1, each step paired with a bandwidth window read right after it:\n"
+        "     weight rate / read rate = %.0f%% median of %zu pairs (min %.0f%%, max %.0f%%)\n",
+        100 * median(f.b1_paired), f.b1_paired.size(),
+        100 * *std::min_element(f.b1_paired.begin(), f.b1_paired.end()),
+        100 * *std::max_element(f.b1_paired.begin(), f.b1_paired.end()));
+    std::printf("   decode batch 8: %.2f tokens/s (%.2fx batch 1)\n", f.decode_b8_tok_s,
+                f.decode_b8_tok_s / f.decode_b1_tok_s);
   }
 
   if (image_side > 0) {
     auto st = io::SafeTensors::open(dir);
     auto cfg = io::load_qwen2_vl_config(dir + "/config.json");
-    auto vt = models::VisionTower::load(st, cfg, base.weight_format.value_or(kernels::WeightFormat::kBF16), &pool);
+    auto vt = models::VisionTower::load(
+        st, cfg, base.weight_format.value_or(kernels::WeightFormat::kBF16), &pool);
     const int64_t g = image_side / cfg.vision.patch_size;
     models::GridThw grid{1, g, g};
     Tensor px = Tensor::zeros(DType::kF32, {g * g, vt->patch_dim()});
@@ -140,8 +177,9 @@ int run_bench_model(Args& args) {
       vt->forward(px, {&grid, 1});
       best = std::min(best, sw.seconds());
     }
-    std::printf("== vision tower, %dx%d image (%lld patches): %.1f ms, %.1f GFLOP/s\n", image_side, image_side,
-                static_cast<long long>(g * g), best * 1e3, vt->flops(grid) / best / 1e9);
+    std::printf("== vision tower, %dx%d image (%lld patches): %.1f ms, %.1f GFLOP/s\n", image_side,
+                image_side, static_cast<long long>(g * g), best * 1e3,
+                vt->flops(grid) / best / 1e9);
   }
 
   if (!conc.empty()) {
@@ -158,7 +196,8 @@ int run_bench_model(Args& args) {
     auto eng = engine::Engine::create(ec);
     auto make = [&](int i) {
       engine::GenerateRequest g;
-      g.messages.push_back(io::ChatMessage::text("user", "Request " + std::to_string(i) + ": tell me about latency."));
+      g.messages.push_back(io::ChatMessage::text(
+          "user", "Request " + std::to_string(i) + ": tell me about latency."));
       g.sampling.max_tokens = 32;
       g.sampling.ignore_eos = true;
       return g;
@@ -171,11 +210,12 @@ int run_bench_model(Args& args) {
       for (int i = 0; i < c; ++i) hs.push_back(eng->submit(make(i)));
       int64_t toks = 0;
       for (auto& h : hs) toks += static_cast<int64_t>(h.wait().tokens.size());
-      std::printf("   %2d concurrent requests: %.1f generated tokens/s (%.2f s)\n", c, static_cast<double>(toks) / sw.seconds(),
-                  sw.seconds());
+      std::printf("   %2d concurrent requests: %.1f generated tokens/s (%.2f s)\n", c,
+                  static_cast<double>(toks) / sw.seconds(), sw.seconds());
     }
     // Repeated image: the second turn of a conversation about the same image.
-    auto img = synthetic_png(image_side > 0 ? image_side : 448, image_side > 0 ? image_side : 448, 5);
+    auto img =
+        synthetic_png(image_side > 0 ? image_side : 448, image_side > 0 ? image_side : 448, 5);
     auto turn = [&](bool second) {
       engine::GenerateRequest g;
       io::ChatMessage m;
@@ -192,32 +232,38 @@ int run_bench_model(Args& args) {
       return g;
     };
     auto ttft = [](const engine::RequestResult& r) {
-      return static_cast<double>(r.timeline.first(engine::Event::kFirstToken) - r.timeline.first(engine::Event::kReceived)) * 1e-6;
+      return static_cast<double>(r.timeline.first(engine::Event::kFirstToken) -
+                                 r.timeline.first(engine::Event::kReceived)) *
+             1e-6;
     };
     auto first = eng->submit(turn(false)).wait();
     auto second = eng->submit(turn(true)).wait();
     engine::GenerateRequest cold = turn(true);
     cold.tenant = "cold";  // same second turn with no cache entries to reuse
     auto third = eng->submit(cold).wait();
-    std::printf("== repeated image: first turn TTFT %.1f ms; second turn %.1f ms with the caches (%lld of %lld prompt tokens "
-                "reused) vs %.1f ms cold: %.1f ms saved\n",
-                ttft(first), ttft(second), static_cast<long long>(second.cached_prompt_tokens),
-                static_cast<long long>(second.prompt_tokens), ttft(third), ttft(third) - ttft(second));
+    std::printf(
+        "== repeated image: first turn TTFT %.1f ms; second turn %.1f ms with the caches (%lld of "
+        "%lld prompt tokens "
+        "reused) vs %.1f ms cold: %.1f ms saved\n",
+        ttft(first), ttft(second), static_cast<long long>(second.cached_prompt_tokens),
+        static_cast<long long>(second.prompt_tokens), ttft(third), ttft(third) - ttft(second));
   }
   return 0;
 }
 
-MMRT_COMMAND("bench-model", "runtime speed on a checkpoint vs the machine's measured memory bandwidth",
-             "usage: mmrt bench-model --model DIR [--prompt N] [--steps N] [--no-int8] [--image-side N]\n"
-             "                        [--concurrency 1,4,16] [options]\n\n"
-             "Measures, in one run: memory read bandwidth; prefill tokens/s for an N-token prompt\n"
-             "(default 512); decode tokens/s at batch 1 and 8 with the weight bytes streamed per second\n"
-             "as a fraction of that bandwidth; the same with int8 weights (skip with --no-int8); the\n"
-             "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; and with\n"
-             "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
-             "image saves on a second conversation turn.\n\n"
-             "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default 1024)\n" MMRT_MODEL_OPTIONS_HELP,
-             {"no-int8"}, run_bench_model);
+MMRT_COMMAND(
+    "bench-model", "runtime speed on a checkpoint vs the machine's measured memory bandwidth",
+    "usage: mmrt bench-model --model DIR [--prompt N] [--steps N] [--no-int8] [--image-side N]\n"
+    "                        [--concurrency 1,4,16] [options]\n\n"
+    "Measures, in one run: memory read bandwidth; prefill tokens/s for an N-token prompt\n"
+    "(default 512); decode tokens/s at batch 1 and 8 with the weight bytes streamed per second\n"
+    "as a fraction of that bandwidth; the same with int8 weights (skip with --no-int8); the\n"
+    "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; and with\n"
+    "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
+    "image saves on a second conversation turn.\n\n"
+    "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default "
+    "1024)\n" MMRT_MODEL_OPTIONS_HELP,
+    {"no-int8", "map-weights"}, run_bench_model);
 
 }  // namespace
 }  // namespace mmrt::cli

@@ -146,7 +146,7 @@ MMRT_COMMAND("generate", "generate text from prompts and images (chat template a
              "  --step-tokens N         token budget per engine step (default 512)\n"
              "  --policy fcfs|priority|slo   scheduling policy (default fcfs)\n"
              "  --quiet                 no timing lines\n",
-             {"ignore-eos", "quiet"}, run_generate);
+             {"ignore-eos", "quiet", "map-weights"}, run_generate);
 
 }  // namespace
 }  // namespace mmrt::cli

@@ -8,14 +8,22 @@ namespace mmrt::cli {
 models::LanguageModelOptions language_model_options(Args& args) {
   models::LanguageModelOptions o;
   std::string w = args.get_or("weights", "auto");
-  if (w == "f32") o.weight_format = kernels::WeightFormat::kF32;
-  else if (w == "bf16") o.weight_format = kernels::WeightFormat::kBF16;
-  else if (w == "int8") o.weight_format = kernels::WeightFormat::kInt8;
-  else if (w != "auto") throw InvalidArgument("--weights must be auto, f32, bf16 or int8, got '" + w + "'");
+  if (w == "f32")
+    o.weight_format = kernels::WeightFormat::kF32;
+  else if (w == "bf16")
+    o.weight_format = kernels::WeightFormat::kBF16;
+  else if (w == "int8")
+    o.weight_format = kernels::WeightFormat::kInt8;
+  else if (w != "auto")
+    throw InvalidArgument("--weights must be auto, f32, bf16 or int8, got '" + w + "'");
+  if (args.flag("map-weights")) o.weight_placement = kernels::WeightPlacement::kViewIfPossible;
   std::string kv = args.get_or("kv-dtype", "bf16");
-  if (kv == "bf16") o.kv_dtype = DType::kBF16;
-  else if (kv == "f32") o.kv_dtype = DType::kF32;
-  else throw InvalidArgument("--kv-dtype must be bf16 or f32, got '" + kv + "'");
+  if (kv == "bf16")
+    o.kv_dtype = DType::kBF16;
+  else if (kv == "f32")
+    o.kv_dtype = DType::kF32;
+  else
+    throw InvalidArgument("--kv-dtype must be bf16 or f32, got '" + kv + "'");
   int64_t mb = args.get_int("kv-mb", 256);
   if (mb < 1) throw InvalidArgument("--kv-mb must be >= 1");
   o.kv_bytes = static_cast<uint64_t>(mb) << 20;

@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -22,10 +24,22 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugeFrom = size_t{4} << 20;  // smaller blocks would waste too much rounding
+}  // namespace
+
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, bool zero) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = nullptr;
+  if (rounded >= kHugeFrom) {
+    rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;
+    p = std::aligned_alloc(kHugePage, rounded);
+    if (p) (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure keeps 4 KiB pages
+  } else {
+    p = std::aligned_alloc(64, rounded);
+  }
   if (!p) throw ResourceExhausted("out of memory allocating " + std::to_string(bytes) + " bytes");
   if (zero) std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
@@ -90,8 +104,7 @@ bool Tensor::is_contiguous() const {
 
 void Tensor::check_type(DType want) const {
   if (want != dtype_)
-    throw InvalidArgument("tensor " + describe() + " accessed as " +
-                          std::string(dtype_name(want)));
+    throw InvalidArgument("tensor " + describe() + " accessed as " + std::string(dtype_name(want)));
 }
 
 std::string Tensor::describe() const {
@@ -126,7 +139,8 @@ Tensor Tensor::slice(int d, int64_t begin, int64_t end) const {
                           ") out of range for dim " + std::to_string(d) + " of " + describe());
   Shape s = shape_;
   s[d] = end - begin;
-  char* p = static_cast<char*>(data_) + begin * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
+  char* p =
+      static_cast<char*>(data_) + begin * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
   return view(p, dtype_, std::move(s), owner_, strides_);
 }
 
@@ -171,7 +185,9 @@ Tensor Tensor::clone() const {
   return t;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor Tensor::to(DType target) const {
   Tensor src = contiguous();
@@ -183,8 +199,10 @@ Tensor Tensor::to(DType target) const {
     throw Unimplemented("conversion " + describe() + " -> " + std::string(dtype_name(target)));
   // Go through f32 when neither side is f32.
   Tensor f32 = dtype_ == DType::kF32 ? src : empty(DType::kF32, shape_);
-  if (dtype_ == DType::kF16) f16_to_f32(static_cast<const uint16_t*>(src.data_), f32.data<float>(), n);
-  if (dtype_ == DType::kBF16) bf16_to_f32(static_cast<const uint16_t*>(src.data_), f32.data<float>(), n);
+  if (dtype_ == DType::kF16)
+    f16_to_f32(static_cast<const uint16_t*>(src.data_), f32.data<float>(), n);
+  if (dtype_ == DType::kBF16)
+    bf16_to_f32(static_cast<const uint16_t*>(src.data_), f32.data<float>(), n);
   if (target == DType::kF32) return dtype_ == DType::kF32 ? src.clone() : f32;
   if (target == DType::kF16) f32_to_f16(f32.data<float>(), static_cast<uint16_t*>(out.data_), n);
   if (target == DType::kBF16) f32_to_bf16(f32.data<float>(), static_cast<uint16_t*>(out.data_), n);

@@ -19,7 +19,9 @@ using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "[2, 3]"
 int64_t shape_numel(const Shape& s);
 
-// 64-byte aligned allocation (zeroed when `zero`), freed by the returned shared_ptr.
+// 64-byte aligned allocation (zeroed when `zero`), freed by the returned shared_ptr. Blocks of
+// 4 MiB and more are 2 MiB aligned and advised for transparent huge pages: weights, KV cache
+// and activations are streamed, and 4 KiB pages cost a TLB miss every 4 KiB.
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, bool zero = false);
 
 class Tensor {
@@ -46,18 +48,23 @@ class Tensor {
   void* raw() { return data_; }
   const void* raw() const { return data_; }
   // Typed pointer; throws InvalidArgument if T does not match dtype().
-  template <typename T> T* data() { check_type(dtype_of<T>()); return static_cast<T*>(data_); }
-  template <typename T> const T* data() const {
+  template <typename T>
+  T* data() {
+    check_type(dtype_of<T>());
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* data() const {
     check_type(dtype_of<T>());
     return static_cast<const T*>(data_);
   }
 
   // Views sharing this tensor's memory.
-  Tensor reshape(Shape shape) const;               // contiguous only
+  Tensor reshape(Shape shape) const;                        // contiguous only
   Tensor slice(int dim, int64_t begin, int64_t end) const;  // [begin, end) along dim
-  Tensor select(int64_t index) const;              // index along dim 0, rank - 1
-  Tensor contiguous() const;                       // copy if not contiguous
-  Tensor clone() const;                            // always a contiguous owning copy
+  Tensor select(int64_t index) const;                       // index along dim 0, rank - 1
+  Tensor contiguous() const;                                // copy if not contiguous
+  Tensor clone() const;                                     // always a contiguous owning copy
   // Element-wise dtype conversion (floats round to nearest even); returns a new tensor.
   Tensor to(DType dtype) const;
 

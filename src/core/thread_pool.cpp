@@ -93,10 +93,13 @@ ThreadPool::~ThreadPool() {
   for (auto& t : impl_->workers) t.join();
 }
 
-int ThreadPool::size() const { return impl_->n_threads; }
+int ThreadPool::size() const {
+  return impl_->n_threads;
+}
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+                              const std::function<void(int64_t, int64_t)>& fn,
+                              int chunks_per_thread) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   Impl& s = *impl_;
@@ -110,7 +113,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   // A worker that woke late for the previous job may still be leaving run_chunks.
   while (s.active.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
   // Aim for a few chunks per thread for balance, never below the grain.
-  int64_t target = std::min<int64_t>(max_chunks, static_cast<int64_t>(s.n_threads) * 4);
+  int64_t target = std::min<int64_t>(
+      max_chunks, static_cast<int64_t>(s.n_threads) * std::max(1, chunks_per_thread));
   s.fn = &fn;
   s.n = n;
   s.chunk = (n + target - 1) / target;
@@ -140,6 +144,8 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
-void ThreadPool::set_global_threads(int n) { g_global_threads.store(n); }
+void ThreadPool::set_global_threads(int n) {
+  g_global_threads.store(n);
+}
 
 }  // namespace mmrt

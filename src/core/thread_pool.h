@@ -21,8 +21,11 @@ class ThreadPool {
 
   // Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads;
   // returns when every chunk is done. Exceptions from fn are rethrown (the first one) here.
-  // Calls from inside a running fn execute serially (no nested parallelism).
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Calls from inside a running fn execute serially (no nested parallelism). Threads take
+  // chunks as they finish; `chunks_per_thread` (>= 1) chunks each (grain permitting) balance
+  // uneven progress: memory-bound work where one core may run slower wants more.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
+                    int chunks_per_thread = 4);
 
   // Process-wide pool sized to the machine (MMRT_THREADS is read once, at first use, by the CLI
   // layer only; library code receives pools explicitly or uses this default).

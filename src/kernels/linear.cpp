@@ -94,15 +94,17 @@ std::string_view weight_format_name(WeightFormat f) {
   return "?";
 }
 
-PackedLinear PackedLinear::pack(const Tensor& w, const Tensor* bias, WeightFormat fmt) {
+PackedLinear PackedLinear::pack(const Tensor& w, const Tensor* bias, WeightFormat fmt,
+                                WeightPlacement place) {
   const Tensor* ws[1] = {&w};
   const Tensor* bs[1] = {bias};
   return pack_concat(
-      ws, bias ? std::span<const Tensor* const>(bs) : std::span<const Tensor* const>(), fmt);
+      ws, bias ? std::span<const Tensor* const>(bs) : std::span<const Tensor* const>(), fmt, place);
 }
 
 PackedLinear PackedLinear::pack_concat(std::span<const Tensor* const> ws,
-                                       std::span<const Tensor* const> biases, WeightFormat fmt) {
+                                       std::span<const Tensor* const> biases, WeightFormat fmt,
+                                       WeightPlacement place) {
   if (ws.empty()) throw InvalidArgument("PackedLinear: no weights given");
   if (!biases.empty() && biases.size() != ws.size())
     throw InvalidArgument("PackedLinear: " + std::to_string(biases.size()) + " biases for " +
@@ -136,11 +138,14 @@ PackedLinear PackedLinear::pack_concat(std::span<const Tensor* const> ws,
   }
   const int64_t in = p.in_, out = p.out_;
 
+  auto same_type = [fmt](const Tensor& w) {
+    return (fmt == WeightFormat::kBF16 && w.dtype() == DType::kBF16) ||
+           (fmt == WeightFormat::kF32 && w.dtype() == DType::kF32);
+  };
   // Zero-copy: one contiguous source already in the stored type.
   const Tensor& w0 = *ws[0];
-  const bool same_type = (fmt == WeightFormat::kBF16 && w0.dtype() == DType::kBF16) ||
-                         (fmt == WeightFormat::kF32 && w0.dtype() == DType::kF32);
-  if (ws.size() == 1 && same_type && w0.is_contiguous()) {
+  if (place == WeightPlacement::kViewIfPossible && ws.size() == 1 && same_type(w0) &&
+      w0.is_contiguous()) {
     p.w_ = w0.raw();
     p.w_owner_ = w0.owner();
     p.zero_copy_ = true;
@@ -153,10 +158,16 @@ PackedLinear PackedLinear::pack_concat(std::span<const Tensor* const> ws,
       const int64_t rows = w.dim(0);
       char* dst0 = static_cast<char*>(buf.get()) + static_cast<size_t>(row0[i] * in) * esz;
       float* scale0 = p.scale_ ? p.scale_.get() + row0[i] : nullptr;
+      const bool copy_rows = same_type(w) && w.strides()[1] == 1;  // rows as stored: memcpy
       ThreadPool::global().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
-        std::vector<float> tmp(static_cast<size_t>(in));  // [in]
+        std::vector<float> tmp(copy_rows ? 0 : static_cast<size_t>(in));  // [in]
         for (int64_t r = b; r < e; ++r) {
           char* dst = dst0 + static_cast<size_t>(r * in) * esz;
+          if (copy_rows) {
+            std::memcpy(dst, static_cast<const char*>(w.raw()) + r * w.strides()[0] * esz,
+                        static_cast<size_t>(in) * esz);
+            continue;
+          }
           row_to_f32(w, r, tmp.data());
           switch (fmt) {
             case WeightFormat::kF32:
@@ -282,8 +293,9 @@ bool linear_force_isa(const char* isa) {
 
 namespace {
 
-bool use_gemv(int64_t n, const LinearOptions& opt) {
-  return opt.path == LinearPath::kGemv || (opt.path == LinearPath::kAuto && n <= kGemvMaxRows);
+bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
+  return opt.path == LinearPath::kGemv ||
+         (opt.path == LinearPath::kAuto && n <= gemv_max_rows(w.format()));
 }
 
 void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool) {
@@ -317,14 +329,18 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   // Work items are blocks of 4 output rows (the kernels' widest tile); each chunk should carry
   // at least ~64 KiB of weights so the fork/join cost stays small next to the streaming.
   constexpr int64_t kRowBlock = 4;
+  // Many small chunks (each still >= 64 KiB of weights): a thread that finishes early takes
+  // more, where 4 per thread could leave one core idle for up to 1/8 of the layer.
+  constexpr int kGemvChunksPerThread = 16;
   const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
   const int64_t block_bytes = kRowBlock * w.in() * static_cast<int64_t>(stored_size(w.format()));
   const int64_t grain =
       std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
   const int64_t out = w.out();
-  pool.parallel_for(blocks, grain, [&](int64_t b, int64_t e) {
-    fn(a, b * kRowBlock, std::min(out, e * kRowBlock));
-  });
+  pool.parallel_for(
+      blocks, grain,
+      [&](int64_t b, int64_t e) { fn(a, b * kRowBlock, std::min(out, e * kRowBlock)); },
+      kGemvChunksPerThread);
 }
 
 }  // namespace
@@ -339,7 +355,7 @@ void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPo
   if (xb < yb + static_cast<uintptr_t>(n * w.out()) * 4 &&
       yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
     throw InvalidArgument("linear: input and output overlap");
-  if (use_gemv(n, opt))
+  if (use_gemv(n, w, opt))
     run_gemv(x, n, w, y, pool);
   else
     detail::run_gemm(x, n, w, y, pool, opt);
@@ -357,7 +373,7 @@ Tensor linear(const Tensor& x, const PackedLinear& w, ThreadPool& pool, const Li
 
 LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
   LinearPlan p;
-  if (use_gemv(n, opt)) {
+  if (use_gemv(n, w, opt)) {
     p.gemv = true;
     p.kernel = std::string(linear_isa()) + " gemv";
     return p;

@@ -21,22 +21,32 @@ namespace mmrt::kernels {
 
 // How a PackedLinear stores its weights.
 //   kF32  f32, exact.
-//   kBF16 bf16 (source rounded to nearest even); a bf16 source is kept zero-copy.
+//   kBF16 bf16 (source rounded to nearest even).
 //   kInt8 weight-only int8 with one f32 scale per output channel: scale = max|w_row| / 127,
 //         q = round-half-even(w / scale) (symmetric; an all-zero row has scale 0).
 enum class WeightFormat : uint8_t { kF32, kBF16, kInt8 };
 std::string_view weight_format_name(WeightFormat f);  // "f32", "bf16", "int8"
 
+// Where packed weights live.
+//   kCopy           memory of their own, on 2 MiB pages where the OS grants them. Decode
+//                   streams every weight once per token; from a mapped file's 4 KiB pages the
+//                   TLB misses cost ~20% of the decode rate (measured on the 2b-shape model).
+//   kViewIfPossible a view of the source when it is one contiguous tensor already in the
+//                   stored type (no load-time copy and no second copy in memory), else a copy.
+enum class WeightPlacement : uint8_t { kCopy, kViewIfPossible };
+
 class PackedLinear {
  public:
   PackedLinear() = default;
   // w: [out, in] (f32, f16 or bf16; any strides), bias: [out] or null (f32, f16 or bf16).
-  static PackedLinear pack(const Tensor& w, const Tensor* bias, WeightFormat fmt);
+  static PackedLinear pack(const Tensor& w, const Tensor* bias, WeightFormat fmt,
+                           WeightPlacement place = WeightPlacement::kCopy);
   // Several weights sharing one input, concatenated along out (q|k|v, gate|up): one call
   // computes all of them into y[n, sum(out_i)]. `biases` is empty or has one entry per weight
   // (null entries mean zero bias for that part).
   static PackedLinear pack_concat(std::span<const Tensor* const> ws,
-                                  std::span<const Tensor* const> biases, WeightFormat fmt);
+                                  std::span<const Tensor* const> biases, WeightFormat fmt,
+                                  WeightPlacement place = WeightPlacement::kCopy);
 
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
@@ -62,7 +72,7 @@ class PackedLinear {
   bool zero_copy_ = false;
 };
 
-// Which path linear() takes; kAuto chooses by the number of rows (see kGemvMaxRows).
+// Which path linear() takes; kAuto chooses by the number of rows (see gemv_max_rows).
 enum class LinearPath : uint8_t { kAuto, kGemv, kGemm };
 // Library for the f32 GEMM (bf16/int8 weights always use oneDNN).
 enum class GemmLibrary : uint8_t { kAuto, kOneDnn, kOpenBlas };
@@ -72,8 +82,14 @@ struct LinearOptions {
   GemmLibrary f32_gemm = GemmLibrary::kAuto;
 };
 
-// Up to this many rows the matrix-vector kernels run (weights streamed once for all rows).
-inline constexpr int64_t kGemvMaxRows = 16;
+// Up to this many rows the matrix-vector kernels run (weights streamed once for all rows);
+// beyond, the GEMM is faster (bench_linear `crossover`, 8960x1536: bf16 gemv 130 vs GEMM 109
+// GFLOP/s at 6 rows, 117 vs 143 at 8; int8 209 vs 134 at 8, 193 vs 203 at 12).
+// bf16 stays at 8 although the GEMM wins at 7-8 rows: the GEMM multiplies bf16(x), so a
+// pure-decode step of 7-8 sequences would round differently from the same sequence alone.
+constexpr int64_t gemv_max_rows(WeightFormat) {
+  return 8;
+}
 
 // y[n, out] = x[n, in] · Wᵀ + b; f32 in and out, rows contiguous, f32 accumulation.
 // Decode path: x stays f32 for every weight format. GEMM path: bf16 and int8 weights multiply

@@ -154,6 +154,9 @@ struct F32 {
   using T = float;
 };
 
+// Weight prefetch distance (see linear_avx512.cpp).
+constexpr int64_t kPrefetch = 4096;
+
 template <class K, int R, int NB>
 void tile(const GemvArgs& a, int64_t o, int64_t j0) {
   constexpr int A = acc_sets<R, NB>();
@@ -163,8 +166,14 @@ void tile(const GemvArgs& a, int64_t o, int64_t j0) {
   __m256 acc[A][R][NB];
   zero(acc);
   int64_t k = 0;
-  for (; k + S * A <= a.k; k += S * A)
+  constexpr int64_t kLine = 64 / sizeof(typename K::T);  // elements per cache line
+  for (; k + S * A <= a.k; k += S * A) {
+    if ((k & (kLine - 1)) < S * A)  // once per line
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * a.ldw + k) + kPrefetch, _MM_HINT_T0);
     unroll<A>([&](auto u) { K::template step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + S * u); });
+  }
   for (; k + S <= a.k; k += S) K::template step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k);
   finish(a, o, j0, w, x, k, acc);
 }

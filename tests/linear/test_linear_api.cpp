@@ -76,15 +76,29 @@ void expect_close(const std::vector<float>& y, const std::vector<double>& ref,
   EXPECT_EQ(bad, 0u) << what;
 }
 
-TEST(PackedLinear, Bf16SourceIsZeroCopy) {
+TEST(PackedLinear, PlacementCopiesOrViews) {
   const Tensor w = random_f32({7, 33}, 1).to(DType::kBF16);
-  const PackedLinear p = PackedLinear::pack(w, nullptr, WeightFormat::kBF16);
+  // Default: a copy of its own with the same bytes.
+  const PackedLinear c = PackedLinear::pack(w, nullptr, WeightFormat::kBF16);
+  EXPECT_FALSE(c.zero_copy());
+  EXPECT_NE(c.weight_data(), w.raw());
+  EXPECT_EQ(std::memcmp(c.weight_data(), w.raw(), 7 * 33 * 2), 0);
+  // A big one (huge-page allocation path) copies exactly too.
+  const Tensor big = random_f32({1024, 2056}, 4).to(DType::kBF16);  // 4.0 MiB
+  const PackedLinear cb = PackedLinear::pack(big, nullptr, WeightFormat::kBF16);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(cb.weight_data()) % (2u << 20), 0u);
+  EXPECT_EQ(std::memcmp(cb.weight_data(), big.raw(), big.nbytes()), 0);
+  // View when asked and possible.
+  const PackedLinear p =
+      PackedLinear::pack(w, nullptr, WeightFormat::kBF16, WeightPlacement::kViewIfPossible);
   EXPECT_TRUE(p.zero_copy());
   EXPECT_EQ(p.weight_data(), w.raw());
   EXPECT_EQ(p.weight_bytes(), 7u * 33u * 2u);
-  const PackedLinear q = PackedLinear::pack(w.to(DType::kF16), nullptr, WeightFormat::kBF16);
+  const PackedLinear q = PackedLinear::pack(w.to(DType::kF16), nullptr, WeightFormat::kBF16,
+                                            WeightPlacement::kViewIfPossible);
   EXPECT_FALSE(q.zero_copy());
-  const PackedLinear i8 = PackedLinear::pack(w, nullptr, WeightFormat::kInt8);
+  const PackedLinear i8 =
+      PackedLinear::pack(w, nullptr, WeightFormat::kInt8, WeightPlacement::kViewIfPossible);
   EXPECT_FALSE(i8.zero_copy());
   EXPECT_EQ(i8.weight_bytes(), 7u * 33u + 7u * 4u);
 }
@@ -101,7 +115,7 @@ TEST(PackedLinear, SourceTypesAndStridesAgree) {
     // A transposed view [9, 40] of a [40, 9] tensor: strides (1, 9).
     const Tensor view =
         Tensor::view(const_cast<void*>(wt.raw()), DType::kF32, {9, 40}, wt.owner(), {1, 9});
-    const PackedLinear c = PackedLinear::pack(view, nullptr, fmt);
+    const PackedLinear c = PackedLinear::pack(view, nullptr, fmt, WeightPlacement::kViewIfPossible);
     const PackedLinear d = PackedLinear::pack(view.contiguous(), nullptr, fmt);
     EXPECT_FALSE(c.zero_copy());
     EXPECT_EQ(std::memcmp(c.weight_data(), d.weight_data(), bytes), 0) << weight_format_name(fmt);
@@ -172,8 +186,8 @@ TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
 TEST(Linear, PathChoice) {
   const PackedLinear p = PackedLinear::pack(random_f32({8, 8}, 15), nullptr, WeightFormat::kBF16);
   EXPECT_TRUE(linear_plan(1, p).gemv);
-  EXPECT_TRUE(linear_plan(kGemvMaxRows, p).gemv);
-  EXPECT_FALSE(linear_plan(kGemvMaxRows + 1, p).gemv);
+  EXPECT_TRUE(linear_plan(gemv_max_rows(WeightFormat::kBF16), p).gemv);
+  EXPECT_FALSE(linear_plan(gemv_max_rows(WeightFormat::kBF16) + 1, p).gemv);
   LinearOptions o;
   o.path = LinearPath::kGemm;
   EXPECT_FALSE(linear_plan(1, p, o).gemv);

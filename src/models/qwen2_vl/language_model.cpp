@@ -21,11 +21,11 @@ namespace mmrt::models {
 namespace {
 
 struct Layer {
-  Tensor input_norm, post_norm;    // [hidden]
-  kernels::PackedLinear qkv;       // [(n_heads + 2 n_kv) * head_dim, hidden] + bias
-  kernels::PackedLinear o;         // [hidden, n_heads * head_dim]
-  kernels::PackedLinear gate_up;   // [2 * inter, hidden]
-  kernels::PackedLinear down;      // [hidden, inter]
+  Tensor input_norm, post_norm;   // [hidden]
+  kernels::PackedLinear qkv;      // [(n_heads + 2 n_kv) * head_dim, hidden] + bias
+  kernels::PackedLinear o;        // [hidden, n_heads * head_dim]
+  kernels::PackedLinear gate_up;  // [2 * inter, hidden]
+  kernels::PackedLinear down;     // [hidden, inter]
 };
 
 // Grow-only scratch buffer.
@@ -44,8 +44,8 @@ struct LanguageModel::Impl {
   io::SafeTensors st;  // keeps the mapped weights alive
   ThreadPool* pool = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
-  Tensor embed_tokens;  // [vocab, hidden]
-  Tensor final_norm;    // [hidden]
+  Tensor embed_tokens;            // [vocab, hidden]
+  Tensor final_norm;              // [hidden]
   kernels::PackedLinear lm_head;  // [vocab, hidden]
   std::vector<Layer> layers;
   kernels::RopeTable rope;
@@ -62,23 +62,31 @@ struct LanguageModel::Impl {
 LanguageModel::LanguageModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LanguageModel::~LanguageModel() = default;
 
-const io::Qwen2VLConfig& LanguageModel::config() const { return impl_->cfg; }
-const kernels::KvCache& LanguageModel::kv_cache() const { return *impl_->kv; }
-kernels::KvCache& LanguageModel::kv_cache() { return *impl_->kv; }
-kernels::WeightFormat LanguageModel::weight_format() const { return impl_->fmt; }
+const io::Qwen2VLConfig& LanguageModel::config() const {
+  return impl_->cfg;
+}
+const kernels::KvCache& LanguageModel::kv_cache() const {
+  return *impl_->kv;
+}
+kernels::KvCache& LanguageModel::kv_cache() {
+  return *impl_->kv;
+}
+kernels::WeightFormat LanguageModel::weight_format() const {
+  return impl_->fmt;
+}
 
 size_t LanguageModel::weight_bytes() const {
   size_t b = impl_->lm_head.weight_bytes();
   for (const auto& l : impl_->layers)
-    b += l.qkv.weight_bytes() + l.o.weight_bytes() + l.gate_up.weight_bytes() + l.down.weight_bytes();
+    b += l.qkv.weight_bytes() + l.o.weight_bytes() + l.gate_up.weight_bytes() +
+         l.down.weight_bytes();
   return b;
 }
 
 std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
                                                    const LanguageModelOptions& opts) {
   fs::path cfg_path = fs::path(dir) / "config.json";
-  if (!fs::exists(cfg_path))
-    throw NotFound("model folder '" + dir + "' has no config.json");
+  if (!fs::exists(cfg_path)) throw NotFound("model folder '" + dir + "' has no config.json");
   io::Qwen2VLConfig cfg = io::load_qwen2_vl_config(cfg_path.string());
   auto impl = std::make_unique<Impl>(io::SafeTensors::open(dir));
   Impl& m = *impl;
@@ -113,7 +121,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
   }
   bool tied = !has("lm_head.weight");
   Tensor lm = tied ? m.embed_tokens : get("lm_head.weight");
-  m.lm_head = kernels::PackedLinear::pack(lm, nullptr, m.fmt);
+  m.lm_head = kernels::PackedLinear::pack(lm, nullptr, m.fmt, opts.weight_placement);
 
   m.layers.resize(static_cast<size_t>(t.num_hidden_layers));
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
@@ -127,14 +135,14 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
            vb = get(p + "self_attn.v_proj.bias");
     const Tensor* ws[] = {&qw, &kw, &vw};
     const Tensor* bs[] = {&qb, &kb, &vb};
-    L.qkv = kernels::PackedLinear::pack_concat(ws, bs, m.fmt);
+    L.qkv = kernels::PackedLinear::pack_concat(ws, bs, m.fmt, opts.weight_placement);
     Tensor ow = get(p + "self_attn.o_proj.weight");
-    L.o = kernels::PackedLinear::pack(ow, nullptr, m.fmt);
+    L.o = kernels::PackedLinear::pack(ow, nullptr, m.fmt, opts.weight_placement);
     Tensor gw = get(p + "mlp.gate_proj.weight"), uw = get(p + "mlp.up_proj.weight");
     const Tensor* gu[] = {&gw, &uw};
-    L.gate_up = kernels::PackedLinear::pack_concat(gu, {}, m.fmt);
+    L.gate_up = kernels::PackedLinear::pack_concat(gu, {}, m.fmt, opts.weight_placement);
     Tensor dw = get(p + "mlp.down_proj.weight");
-    L.down = kernels::PackedLinear::pack(dw, nullptr, m.fmt);
+    L.down = kernels::PackedLinear::pack(dw, nullptr, m.fmt, opts.weight_placement);
   }
 
   if (t.mrope_section.empty()) {
@@ -200,13 +208,12 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     for (int64_t i = 0; i < n; ++i) {
       const int32_t tok = s.tokens[static_cast<size_t>(i)];
       if (tok < 0 || tok >= m.vocab)
-        throw InvalidArgument("forward: token id " + std::to_string(tok) + " outside the vocabulary [0, " +
-                              std::to_string(m.vocab) + ")");
+        throw InvalidArgument("forward: token id " + std::to_string(tok) +
+                              " outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
       m.tokens[static_cast<size_t>(row + i)] = tok;
       for (int c = 0; c < 3; ++c) {
-        int32_t p = s.positions.empty()
-                        ? static_cast<int32_t>(s.kv_before + i + s.rope_delta)
-                        : s.positions[static_cast<size_t>(c * n + i)];
+        int32_t p = s.positions.empty() ? static_cast<int32_t>(s.kv_before + i + s.rope_delta)
+                                        : s.positions[static_cast<size_t>(c * n + i)];
         m.pos[static_cast<size_t>(c * N + row + i)] = p;
       }
       const int64_t cache_idx = s.kv_before + i;
@@ -222,13 +229,13 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     row += n;
   }
 
-  float* x = m.x.get(static_cast<size_t>(N * H));          // [N, hidden]
-  float* h = m.h.get(static_cast<size_t>(N * H));          // [N, hidden]
-  float* qkv = m.qkv.get(static_cast<size_t>(N * qkv_width));  // [N, q | k | v]
-  float* attn = m.attn.get(static_cast<size_t>(N * q_width));  // [N, n_heads * head_dim]
-  float* tmp = m.tmp.get(static_cast<size_t>(N * H));      // [N, hidden]
+  float* x = m.x.get(static_cast<size_t>(N * H));                   // [N, hidden]
+  float* h = m.h.get(static_cast<size_t>(N * H));                   // [N, hidden]
+  float* qkv = m.qkv.get(static_cast<size_t>(N * qkv_width));       // [N, q | k | v]
+  float* attn = m.attn.get(static_cast<size_t>(N * q_width));       // [N, n_heads * head_dim]
+  float* tmp = m.tmp.get(static_cast<size_t>(N * H));               // [N, hidden]
   float* gu = m.gate_up.get(static_cast<size_t>(N * 2 * m.inter));  // [N, 2 * inter]
-  float* act = m.act.get(static_cast<size_t>(N * m.inter));  // [N, inter]
+  float* act = m.act.get(static_cast<size_t>(N * m.inter));         // [N, inter]
 
   kernels::embedding(m.embed_tokens, m.tokens.data(), N, x);
   row = 0;
@@ -269,8 +276,8 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     kernels::linear(h, N, ly.qkv, qkv, pool);
     kernels::apply_rope(angles, qkv, m.n_heads, qkv_width, &pool);
     kernels::apply_rope(angles, qkv + q_width, m.n_kv, qkv_width, &pool);
-    m.kv->write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(), N,
-                qkv_width, qkv_width);
+    m.kv->write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(),
+                N, qkv_width, qkv_width);
     kernels::paged_attention(pa, m.kv->layer(static_cast<int32_t>(li)), m.seqs, &pool);
     kernels::linear(attn, N, ly.o, tmp, pool);
     kernels::add(x, tmp, N * H, &pool);
@@ -285,12 +292,14 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
   }
 
   // Final norm and lm_head for the last token of each sequence that wants logits.
-  float* last = m.logits_in.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * H));  // [n_want, hidden]
+  float* last =
+      m.logits_in.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * H));  // [n_want, hidden]
   int64_t w = 0;
   row = 0;
   for (const auto& s : batch) {
     row += static_cast<int64_t>(s.tokens.size());
-    if (s.want_logits) std::memcpy(last + (w++) * H, x + (row - 1) * H, static_cast<size_t>(H) * sizeof(float));
+    if (s.want_logits)
+      std::memcpy(last + (w++) * H, x + (row - 1) * H, static_cast<size_t>(H) * sizeof(float));
   }
   kernels::rms_norm(last, m.final_norm, eps, last, n_want, H, &pool);
   float* logits = m.logits.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));

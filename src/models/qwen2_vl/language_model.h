@@ -25,27 +25,31 @@ struct LanguageModelOptions {
   // Weight storage for the linear layers: unset = the checkpoint's own precision (f32 stays
   // f32, bf16/f16 become bf16); kInt8 quantises per output channel at load time.
   std::optional<kernels::WeightFormat> weight_format;
-  DType kv_dtype = DType::kBF16;      // kF32 for exactness tests
+  // kCopy (default) gives the weights their own huge-page memory (fastest decode);
+  // kViewIfPossible reads bf16/f32 weights straight from the mapped checkpoint (faster load,
+  // no second copy in memory).
+  kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
+  DType kv_dtype = DType::kBF16;  // kF32 for exactness tests
   int32_t kv_block_size = 16;
-  int32_t kv_blocks = 0;              // 0: derived from kv_bytes
-  uint64_t kv_bytes = 256ull << 20;   // KV cache budget when kv_blocks == 0
-  ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
+  int32_t kv_blocks = 0;             // 0: derived from kv_bytes
+  uint64_t kv_bytes = 256ull << 20;  // KV cache budget when kv_blocks == 0
+  ThreadPool* pool = nullptr;        // nullptr: ThreadPool::global()
 };
 
 // One sequence's part of a step: its new tokens (a prefill chunk or one decode token).
 struct SeqStep {
-  std::span<const int32_t> tokens;       // [n]
+  std::span<const int32_t> tokens;  // [n]
   // M-RoPE positions [3, n] (t row, then h row, then w row). Empty: text positions
   // kv_before + i + rope_delta on all three rows.
   std::span<const int32_t> positions;
   int32_t rope_delta = 0;
-  int32_t kv_before = 0;                  // tokens of this sequence already in the cache
-  std::span<const int32_t> block_table;   // physical blocks covering kv_before + n tokens
+  int32_t kv_before = 0;                 // tokens of this sequence already in the cache
+  std::span<const int32_t> block_table;  // physical blocks covering kv_before + n tokens
   // Media embeddings replacing the token embeddings of some rows (image pads): rows are indices
   // into `tokens`, embeds is [rows.size(), hidden] f32.
   std::span<const int32_t> embed_rows;
   const float* embeds = nullptr;
-  bool want_logits = true;                // logits of this sequence's last new token
+  bool want_logits = true;  // logits of this sequence's last new token
 };
 
 class LanguageModel {
