@@ -28,10 +28,36 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-obs::Report run_policy(const engine::EngineConfig& base, const std::string& policy, const std::vector<TraceItem>& trace,
-                       int warmup, bool progress) {
+// One entry of --policy: a policy name, optionally with ":plain" = no admission control and no
+// batch controller (what an engine without SLA classes does: admit everything, fixed budget).
+struct PolicyRun {
+  std::string label, policy;
+  bool plain = false;
+};
+
+PolicyRun parse_policy_run(const std::string& s) {
+  PolicyRun r;
+  r.label = s;
+  const size_t colon = s.find(':');
+  r.policy = s.substr(0, colon);
+  if (colon != std::string::npos) {
+    if (s.substr(colon + 1) != "plain")
+      throw InvalidArgument("--policy entry '" + s + "': the only modifier is ':plain'");
+    r.plain = true;
+  }
+  engine::make_policy(r.policy);  // validates the name
+  return r;
+}
+
+obs::Report run_policy(const engine::EngineConfig& base, const PolicyRun& run,
+                       const std::vector<TraceItem>& trace, int warmup, bool progress) {
   engine::EngineConfig cfg = base;
-  cfg.policy = policy;
+  cfg.policy = run.policy;
+  if (run.plain) {
+    cfg.admission_control = false;
+    cfg.batch_controller = false;
+  }
+  const std::string& policy = run.label;
   auto eng = engine::Engine::create(cfg);
   // Warm-up: calibrates the cost model and touches the weights; not part of the report.
   if (warmup > 0) {
@@ -55,16 +81,20 @@ obs::Report run_policy(const engine::EngineConfig& base, const std::string& poli
     if (!force && now < next_progress) return;
     next_progress = now + 1'000'000'000;
     auto s = eng->stats();
-    std::fprintf(stderr, "\r[%s] %5.1fs  submitted %zu/%zu  finished %lld  refused %lld  running %zu  waiting %zu   ",
+    std::fprintf(stderr,
+                 "\r[%s] %5.1fs  submitted %zu/%zu  finished %lld  refused %lld  running %zu  "
+                 "waiting %zu   ",
                  policy.c_str(), static_cast<double>(now - t0) * 1e-9, handles.size(), trace.size(),
-                 static_cast<long long>(s.finished - warmup), static_cast<long long>(s.refused), s.running, s.waiting);
+                 static_cast<long long>(s.finished - warmup), static_cast<long long>(s.refused),
+                 s.running, s.waiting);
     std::fflush(stderr);
   };
   for (const auto& it : trace) {
     int64_t at = t0 + static_cast<int64_t>(it.t_s * 1e9);
     while (now_ns() < at) {
       report_progress(false);
-      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(at - now_ns(), 20'000'000)));
+      std::this_thread::sleep_for(
+          std::chrono::nanoseconds(std::min<int64_t>(at - now_ns(), 20'000'000)));
     }
     handles.push_back(eng->submit(it.request));
     requested.push_back(it.sla_class);
@@ -78,7 +108,8 @@ obs::Report run_policy(const engine::EngineConfig& base, const std::string& poli
   if (progress) std::fprintf(stderr, "\n");
   int64_t t_end = t0;
   for (const auto& r : results) t_end = std::max(t_end, r.timeline.last(engine::Event::kFinished));
-  double duration = std::max(static_cast<double>(t_end - t0) * 1e-9, trace.empty() ? 0.0 : trace.back().t_s);
+  double duration =
+      std::max(static_cast<double>(t_end - t0) * 1e-9, trace.empty() ? 0.0 : trace.back().t_s);
   return obs::make_report(policy, duration, results, requested, cfg.sla, eng->stats());
 }
 
@@ -92,7 +123,9 @@ int run_bench(Args& args) {
   w.seed = static_cast<uint64_t>(args.get_int("seed", 1));
   w.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 24));
   w.image_side = static_cast<int>(args.get_int("image-size", 224));
-  std::vector<std::string> policies = split(args.get_or("policy", "fcfs,slo"), ',');
+  std::vector<PolicyRun> policies;
+  for (const auto& p : split(args.get_or("policy", "fcfs,slo"), ','))
+    policies.push_back(parse_policy_run(p));
   std::string json_path = args.get_or("json", "");
   std::string sla_path = args.get_or("sla", "");
   int warmup = static_cast<int>(args.get_int("warmup", 8));
@@ -104,8 +137,8 @@ int run_bench(Args& args) {
   args.finish();
   if (w.name != "mixed" && w.name != "text" && w.name != "image")
     throw InvalidArgument("--workload must be mixed, text or image");
-  if (w.image_side < 28 || w.image_side > 4096) throw InvalidArgument("--image-size must be in [28, 4096]");
-  for (const auto& p : policies) engine::make_policy(p);  // validates names
+  if (w.image_side < 28 || w.image_side > 4096)
+    throw InvalidArgument("--image-size must be in [28, 4096]");
   if (!sla_path.empty()) cfg.sla = engine::SlaConfig::load(sla_path);
   for (const auto& [c, p] : w.class_mix) cfg.sla.get(c);
   cfg.admission_control = !no_admission;
@@ -113,8 +146,11 @@ int run_bench(Args& args) {
 
   auto trace = make_trace(w);
   if (!quiet)
-    std::fprintf(stderr, "[mmrt bench] %zu requests over %.1f s (Poisson %.2f req/s, workload %s, seed %llu), policies %s\n",
-                 trace.size(), w.duration_s, w.rate, w.name.c_str(), static_cast<unsigned long long>(w.seed),
+    std::fprintf(stderr,
+                 "[mmrt bench] %zu requests over %.1f s (Poisson %.2f req/s, workload %s, seed "
+                 "%llu), policies %s\n",
+                 trace.size(), w.duration_s, w.rate, w.name.c_str(),
+                 static_cast<unsigned long long>(w.seed),
                  args.get_or("policy", "fcfs,slo").c_str());
   nlohmann::json out = nlohmann::json::array();
   std::vector<obs::Report> reports;
@@ -123,12 +159,18 @@ int run_bench(Args& args) {
     std::printf("%s\n", reports.back().text().c_str());
     std::fflush(stdout);
     nlohmann::json j = reports.back().json();
-    j["workload"] = {{"name", w.name}, {"rate", w.rate}, {"duration_s", w.duration_s}, {"seed", w.seed},
-                     {"requests", trace.size()}, {"max_tokens", w.max_tokens}, {"image_side", w.image_side}};
+    j["workload"] = {{"name", w.name},
+                     {"rate", w.rate},
+                     {"duration_s", w.duration_s},
+                     {"seed", w.seed},
+                     {"requests", trace.size()},
+                     {"max_tokens", w.max_tokens},
+                     {"image_side", w.image_side}};
     out.push_back(j);
   }
   if (reports.size() >= 2 && reports[0].goodput_rps > 0)
-    std::printf("goodput %s / %s = %.2fx\n", reports.back().policy.c_str(), reports.front().policy.c_str(),
+    std::printf("goodput %s / %s = %.2fx\n", reports.back().policy.c_str(),
+                reports.front().policy.c_str(),
                 reports.back().goodput_rps / reports.front().goodput_rps);
   if (!json_path.empty()) {
     std::ofstream f(json_path);
@@ -138,30 +180,34 @@ int run_bench(Args& args) {
   return 0;
 }
 
-MMRT_COMMAND("bench", "Poisson load of mixed requests; latency and SLO report per policy",
-             "usage: mmrt bench --model DIR [--workload mixed|text|image] [--rate R] [--duration S]\n"
-             "                  [--policy fcfs,slo] [--seed N] [--json FILE] [options]\n\n"
-             "Generates one seeded arrival trace (Poisson, R requests/s for S seconds) of mixed requests:\n"
-             "text chat, one image + question, and second turns of conversations about a repeated\n"
-             "image; SLA classes mixed 30% platinum / 30% gold / 40% silver. Every listed policy serves\n"
-             "the same trace in this process (a fresh engine each, after a warm-up). Prints per policy\n"
-             "and class: P50/P95/P99 of TTFT, TPOT and end-to-end, SLO attainment, goodput (requests/s\n"
-             "that met their SLA), refusals, cache hit rates and where time went per stage.\n\n"
-             "  --rate R                requests per second (default 2)\n"
-             "  --duration S            seconds of arrivals (default 10)\n"
-             "  --policy LIST           comma-separated: fcfs, priority, slo (default fcfs,slo)\n"
-             "  --seed N                trace seed (default 1)\n"
-             "  --max-tokens N          tokens generated per request (default 24)\n"
-             "  --image-size N          side of the synthetic square images (default 224)\n"
-             "  --sla FILE              SLA classes JSON (default: platinum 300/50 ms, gold 800/100 ms,\n"
-             "                          silver best effort within 5 s)\n"
-             "  --warmup N              warm-up requests per policy, not reported (default 8)\n"
-             "  --no-admission          serve everything (no refusals or downgrades)\n"
-             "  --no-batch-controller   keep the step budget fixed\n"
-             "  --json FILE             write the report as JSON\n"
-             "  --quiet                 no progress line\n" MMRT_MODEL_OPTIONS_HELP
-             "  --step-tokens N         maximum tokens per engine step (default 512)\n",
-             {"quiet", "no-admission", "no-batch-controller", "map-weights"}, run_bench);
+MMRT_COMMAND(
+    "bench", "Poisson load of mixed requests; latency and SLO report per policy",
+    "usage: mmrt bench --model DIR [--workload mixed|text|image] [--rate R] [--duration S]\n"
+    "                  [--policy fcfs,slo] [--seed N] [--json FILE] [options]\n\n"
+    "Generates one seeded arrival trace (Poisson, R requests/s for S seconds) of mixed requests:\n"
+    "text chat, one image + question, and second turns of conversations about a repeated\n"
+    "image; SLA classes mixed 30% platinum / 30% gold / 40% silver. Every listed policy serves\n"
+    "the same trace in this process (a fresh engine each, after a warm-up). Prints per policy\n"
+    "and class: P50/P95/P99 of TTFT, TPOT and end-to-end, SLO attainment, goodput (requests/s\n"
+    "that met their SLA), refusals, cache hit rates and where time went per stage.\n\n"
+    "  --rate R                requests per second (default 2)\n"
+    "  --duration S            seconds of arrivals (default 10)\n"
+    "  --policy LIST           comma-separated: fcfs, priority, slo (default fcfs,slo); "
+    "NAME:plain\n"
+    "                          runs NAME without admission control or batch controller, as an\n"
+    "                          engine without SLA classes would (e.g. fcfs:plain,fcfs,slo)\n"
+    "  --seed N                trace seed (default 1)\n"
+    "  --max-tokens N          tokens generated per request (default 24)\n"
+    "  --image-size N          side of the synthetic square images (default 224)\n"
+    "  --sla FILE              SLA classes JSON (default: platinum 300/50 ms, gold 800/100 ms,\n"
+    "                          silver within 5 s, no TPOT promise)\n"
+    "  --warmup N              warm-up requests per policy, not reported (default 8)\n"
+    "  --no-admission          serve everything (no refusals or downgrades)\n"
+    "  --no-batch-controller   keep the step budget fixed\n"
+    "  --json FILE             write the report as JSON\n"
+    "  --quiet                 no progress line\n" MMRT_MODEL_OPTIONS_HELP
+    "  --step-tokens N         maximum tokens per engine step (default 512)\n",
+    {"quiet", "no-admission", "no-batch-controller", "map-weights"}, run_bench);
 
 }  // namespace
 }  // namespace mmrt::cli

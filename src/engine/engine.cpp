@@ -86,6 +86,16 @@ struct Engine::Impl {
   Hash128 model_key;
   CostModel cost;
   std::unique_ptr<BatchController> bc;
+  // Requests admitted in the last kInflowWindowNs (step-loop thread only): the rate at which
+  // work arrives that may overtake a waiting request (see admit()).
+  struct Admitted {
+    int64_t t_ns;
+    double tokens, patches, weight;
+    int32_t priority;
+  };
+  static constexpr int64_t kInflowWindowNs = 5'000'000'000;
+  std::deque<Admitted> recent_admits;
+  int64_t first_admit_ns = -1;
 
   mutable std::mutex mu;
   std::condition_variable cv, idle_cv;
@@ -360,34 +370,69 @@ struct Engine::Impl {
   // accepted as its class says. Returns false (with the reason) to refuse.
   bool admit(Request& r, int64_t now, std::string& why) {
     if (!cfg.admission_control || r.deadline_ns == 0) return true;
-    double own = 0, own_patches = 0, queued = 0, queued_patches = 0;
-    own = static_cast<double>(r.num_tokens());
-    for (const auto& m : r.media)
-      if (!enc->contains(m.key)) own_patches += static_cast<double>(m.n_patches());
-    auto ahead = [&](const Request* q) {
-      return cfg.policy != "slo" || q->weight >= r.weight;  // slo serves lighter classes later
+    // Work to do before r's first token: its own prompt past the cached prefix and its images
+    // not in the encoder cache, plus the same for every request the policy serves first.
+    auto uncached_patches = [&](const Request& q) {
+      double p = 0;
+      for (const auto& m : q.media)
+        if (!enc->contains(m.key)) p += static_cast<double>(m.n_patches());
+      return p;
     };
+    const double own = static_cast<double>(r.num_tokens() - kv->cached_prefix_tokens(r));
+    const double own_patches = uncached_patches(r);
+    double queued = 0, queued_patches = 0;
+    const Policy& policy = sched->policy();
     int64_t n_decode = 0;
     double ctx = 0;
     for (const Request* q : sched->running()) {
       ctx += static_cast<double>(q->num_computed);
-      if (q->num_computed >= static_cast<int64_t>(q->prompt.size())) ++n_decode;
-      else if (ahead(q)) queued += static_cast<double>(q->num_tokens() - q->num_computed);
+      if (q->num_computed >= static_cast<int64_t>(q->prompt.size())) {
+        ++n_decode;
+      } else if (policy.serves_first(*q, r, now)) {
+        queued += static_cast<double>(q->num_tokens() - q->num_computed);
+        queued_patches += uncached_patches(*q);
+      }
     }
     for (const Request* q : sched->waiting()) {
-      if (!ahead(q)) continue;
-      queued += static_cast<double>(q->num_tokens() - q->num_computed);
-      for (const auto& m : q->media) queued_patches += static_cast<double>(m.n_patches());
+      if (!policy.serves_first(*q, r, now)) continue;
+      queued += static_cast<double>(q->num_tokens() - kv->cached_prefix_tokens(*q));
+      queued_patches += uncached_patches(*q);
     }
-    const int64_t budget = cfg.scheduler.token_budget;
-    const double pred = cost.predict_ttft_ns(own, own_patches, queued, queued_patches, n_decode, ctx, budget);
+    const int64_t budget = sched->token_budget();  // as the batch controller set it
+    const double pred0 = cost.predict_ttft_ns(own, own_patches, queued, queued_patches, n_decode, ctx, budget);
+    // Requests arriving while r waits that the policy serves first (heavier classes under slo)
+    // stretch its wait: their work arrives at the rate measured over the last admissions, a
+    // share rho of the engine's time, so r waits pred0 / (1 - rho) (a priority queue's
+    // waiting time). rho near 1: lighter classes cannot start at all.
+    while (!recent_admits.empty() && now - recent_admits.front().t_ns > kInflowWindowNs) recent_admits.pop_front();
+    double in_tokens = 0, in_patches = 0;
+    Request later;
+    for (const Admitted& a : recent_admits) {
+      later.weight = a.weight;
+      later.priority = a.priority;
+      if (policy.overtakes(later, r)) {
+        in_tokens += a.tokens;
+        in_patches += a.patches;
+      }
+    }
+    double rho = 0;
+    if (in_tokens + in_patches > 0 && first_admit_ns >= 0) {
+      const double window_ns = std::max<double>(1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns)));
+      rho = cost.predict_ttft_ns(in_tokens, in_patches, 0, 0, n_decode, ctx, budget) / window_ns;
+    }
+    const double pred = rho < 0.95 ? pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
     const int64_t elapsed = now - r.arrival_ns;
     r.predicted_ttft_ns = elapsed + static_cast<int64_t>(pred);
-    if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return true;
+    auto admitted = [&] {
+      if (first_admit_ns < 0) first_admit_ns = now;
+      recent_admits.push_back({now, own, own_patches, r.weight, r.priority});
+      return true;
+    };
+    if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return admitted();
     int idx = cfg.sla.index_of(r.sla_class);
     const SlaClass* cls = idx >= 0 ? &cfg.sla.classes[static_cast<size_t>(idx)] : nullptr;
     OnMiss rule = cls ? cls->on_miss : OnMiss::kRefuse;
-    if (rule == OnMiss::kAccept) return true;
+    if (rule == OnMiss::kAccept) return admitted();
     if (rule == OnMiss::kDowngrade && idx >= 0) {
       for (size_t j = static_cast<size_t>(idx) + 1; j < cfg.sla.classes.size(); ++j) {
         const SlaClass& lower = cfg.sla.classes[j];
@@ -396,18 +441,20 @@ struct Engine::Impl {
           r.weight = lower.weight;
           r.deadline_ns = lower.ttft_ns ? r.arrival_ns + lower.ttft_ns : 0;
           r.tpot_target_ns = lower.tpot_ns;
-          std::lock_guard<std::mutex> lk(mu);
-          ++stats.downgraded;
-          return true;
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            ++stats.downgraded;
+          }
+          return admitted();
         }
       }
     }
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "unavailable: predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
-                  "(%.0f prompt tokens queued ahead)",
+                  "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
                   static_cast<double>(r.predicted_ttft_ns) * 1e-6, r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-                  static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued);
+                  static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued, 100 * std::min(rho, 1.0));
     why = buf;
     std::lock_guard<std::mutex> lk(mu);
     ++stats.refused;

@@ -23,10 +23,14 @@ KvBlockManager::KvBlockManager(int32_t num_blocks, int32_t block_size, bool pref
 void KvBlockManager::lru_remove(int32_t b) {
   const size_t i = static_cast<size_t>(b);
   MMRT_CHECK(in_free_[i], "block not in the free list");
-  if (prev_[i] >= 0) next_[static_cast<size_t>(prev_[i])] = next_[i];
-  else head_ = next_[i];
-  if (next_[i] >= 0) prev_[static_cast<size_t>(next_[i])] = prev_[i];
-  else tail_ = prev_[i];
+  if (prev_[i] >= 0)
+    next_[static_cast<size_t>(prev_[i])] = next_[i];
+  else
+    head_ = next_[i];
+  if (next_[i] >= 0)
+    prev_[static_cast<size_t>(next_[i])] = prev_[i];
+  else
+    tail_ = prev_[i];
   prev_[i] = next_[i] = -1;
   in_free_[i] = 0;
   --n_free_;
@@ -36,8 +40,10 @@ void KvBlockManager::lru_push_back(int32_t b) {
   const size_t i = static_cast<size_t>(b);
   prev_[i] = tail_;
   next_[i] = -1;
-  if (tail_ >= 0) next_[static_cast<size_t>(tail_)] = b;
-  else head_ = b;
+  if (tail_ >= 0)
+    next_[static_cast<size_t>(tail_)] = b;
+  else
+    head_ = b;
   tail_ = b;
   in_free_[i] = 1;
   ++n_free_;
@@ -95,6 +101,19 @@ int64_t KvBlockManager::acquire_cached_prefix(Request& req) {
   return hit;
 }
 
+int64_t KvBlockManager::cached_prefix_tokens(const Request& req) const {
+  if (!prefix_caching_) return 0;
+  const int64_t usable = (req.num_tokens() - 1) / block_size_;
+  Hash128 parent = req.tenant_salt;
+  int64_t j = 0;
+  for (; j < usable; ++j) {
+    const Hash128 h = block_hash(req, j, parent);
+    if (!cached_.count(h)) break;
+    parent = h;
+  }
+  return j * block_size_;
+}
+
 int32_t KvBlockManager::blocks_needed(const Request& req, int64_t n_new) const {
   auto it = tables_.find(req.id);
   int64_t have = it == tables_.end() ? 0 : static_cast<int64_t>(it->second.blocks.size());
@@ -119,7 +138,8 @@ void KvBlockManager::commit(Request& req) {
   auto it = tables_.find(req.id);
   if (it == tables_.end()) return;
   Table& t = it->second;
-  const int64_t full = std::min<int64_t>(req.num_computed / block_size_, static_cast<int64_t>(t.blocks.size()));
+  const int64_t full =
+      std::min<int64_t>(req.num_computed / block_size_, static_cast<int64_t>(t.blocks.size()));
   for (int64_t j = static_cast<int64_t>(t.hashes.size()); j < full; ++j) {
     Hash128 parent = j == 0 ? req.tenant_salt : t.hashes[static_cast<size_t>(j - 1)];
     Hash128 h = block_hash(req, j, parent);
@@ -140,14 +160,17 @@ void KvBlockManager::free(Request& req) {
   for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) {
     MMRT_CHECK(ref_[static_cast<size_t>(*b)] > 0, "freeing an unreferenced block");
     if (--ref_[static_cast<size_t>(*b)] == 0) {
-      if (has_key_[static_cast<size_t>(*b)]) lru_push_back(*b);
+      if (has_key_[static_cast<size_t>(*b)])
+        lru_push_back(*b);
       else {
         // Uncached blocks go to the front: reuse them before evicting cached content.
         const size_t i = static_cast<size_t>(*b);
         prev_[i] = -1;
         next_[i] = head_;
-        if (head_ >= 0) prev_[static_cast<size_t>(head_)] = *b;
-        else tail_ = *b;
+        if (head_ >= 0)
+          prev_[static_cast<size_t>(head_)] = *b;
+        else
+          tail_ = *b;
         head_ = *b;
         in_free_[i] = 1;
         ++n_free_;
@@ -159,7 +182,8 @@ void KvBlockManager::free(Request& req) {
 
 const std::vector<int32_t>& KvBlockManager::block_table(const Request& req) const {
   auto it = tables_.find(req.id);
-  if (it == tables_.end()) throw InternalError("request " + std::to_string(req.id) + " holds no KV blocks");
+  if (it == tables_.end())
+    throw InternalError("request " + std::to_string(req.id) + " holds no KV blocks");
   return it->second.blocks;
 }
 
@@ -170,17 +194,18 @@ void KvBlockManager::check_invariants() const {
   int32_t free_count = 0;
   for (size_t b = 0; b < ref_.size(); ++b) {
     if (refs[b] != ref_[b])
-      throw InternalError("block " + std::to_string(b) + " refcount " + std::to_string(ref_[b]) + " but " +
-                          std::to_string(refs[b]) + " table references");
+      throw InternalError("block " + std::to_string(b) + " refcount " + std::to_string(ref_[b]) +
+                          " but " + std::to_string(refs[b]) + " table references");
     if ((ref_[b] == 0) != static_cast<bool>(in_free_[b]))
-      throw InternalError("block " + std::to_string(b) + " free-list membership disagrees with its refcount");
+      throw InternalError("block " + std::to_string(b) +
+                          " free-list membership disagrees with its refcount");
     free_count += ref_[b] == 0;
   }
   int32_t walked = 0;
   for (int32_t b = head_; b >= 0; b = next_[static_cast<size_t>(b)]) ++walked;
   if (walked != free_count || n_free_ != free_count)
-    throw InternalError("free list holds " + std::to_string(walked) + " blocks, counter " + std::to_string(n_free_) +
-                        ", expected " + std::to_string(free_count));
+    throw InternalError("free list holds " + std::to_string(walked) + " blocks, counter " +
+                        std::to_string(n_free_) + ", expected " + std::to_string(free_count));
   for (const auto& [h, b] : cached_)
     if (!has_key_[static_cast<size_t>(b)] || !(block_key_[static_cast<size_t>(b)] == h))
       throw InternalError("prefix cache entry points at a block with another key");

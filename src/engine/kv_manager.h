@@ -37,6 +37,9 @@ class KvBlockManager {
   // blocks matching its tokens (always leaving at least one token to compute), sets
   // req.num_computed and returns the number of tokens reused.
   int64_t acquire_cached_prefix(Request& req);
+  // The tokens acquire_cached_prefix would reuse now, without taking anything (admission's
+  // estimate of a request's prefill work).
+  int64_t cached_prefix_tokens(const Request& req) const;
   // Blocks needed so that req can hold num_computed + n_new tokens.
   int32_t blocks_needed(const Request& req, int64_t n_new) const;
   // Provides those blocks, or returns false and changes nothing.
@@ -67,11 +70,11 @@ class KvBlockManager {
 
   int32_t block_size_;
   bool prefix_caching_;
-  std::vector<int32_t> ref_;                // refcount per block
-  std::vector<int32_t> prev_, next_;        // LRU list of free blocks (-1 terminated)
+  std::vector<int32_t> ref_;          // refcount per block
+  std::vector<int32_t> prev_, next_;  // LRU list of free blocks (-1 terminated)
   std::vector<uint8_t> in_free_;
   int32_t head_ = -1, tail_ = -1, n_free_ = 0;
-  std::vector<Hash128> block_key_;          // registered hash per block
+  std::vector<Hash128> block_key_;  // registered hash per block
   std::vector<uint8_t> has_key_;
   std::unordered_map<Hash128, int32_t, Hash128Hasher> cached_;
   std::unordered_map<RequestId, Table> tables_;

@@ -15,8 +15,12 @@ bool by_arrival(const Request* a, const Request* b) {
 class FcfsPolicy : public Policy {
  public:
   const char* name() const override { return "fcfs"; }
-  void order_waiting(std::vector<Request*>& w, int64_t) override { std::stable_sort(w.begin(), w.end(), by_arrival); }
-  void order_running(std::vector<Request*>& r, int64_t) override { std::stable_sort(r.begin(), r.end(), by_arrival); }
+  void order_waiting(std::vector<Request*>& w, int64_t) override {
+    std::stable_sort(w.begin(), w.end(), by_arrival);
+  }
+  void order_running(std::vector<Request*>& r, int64_t) override {
+    std::stable_sort(r.begin(), r.end(), by_arrival);
+  }
 };
 
 class PriorityPolicy : public Policy {
@@ -25,8 +29,18 @@ class PriorityPolicy : public Policy {
   static bool cmp(const Request* a, const Request* b) {
     return a->priority != b->priority ? a->priority > b->priority : by_arrival(a, b);
   }
-  void order_waiting(std::vector<Request*>& w, int64_t) override { std::stable_sort(w.begin(), w.end(), cmp); }
-  void order_running(std::vector<Request*>& r, int64_t) override { std::stable_sort(r.begin(), r.end(), cmp); }
+  void order_waiting(std::vector<Request*>& w, int64_t) override {
+    std::stable_sort(w.begin(), w.end(), cmp);
+  }
+  void order_running(std::vector<Request*>& r, int64_t) override {
+    std::stable_sort(r.begin(), r.end(), cmp);
+  }
+  bool serves_first(const Request& q, const Request& in, int64_t) const override {
+    return q.priority >= in.priority;
+  }
+  bool overtakes(const Request& later, const Request& r) const override {
+    return later.priority > r.priority;
+  }
 };
 
 }  // namespace
@@ -40,6 +54,8 @@ std::unique_ptr<Policy> make_policy(const std::string& name, const PolicyContext
   throw InvalidArgument("unknown scheduling policy '" + name + "' (fcfs, priority or slo)");
 }
 
-std::vector<std::string> policy_names() { return {"fcfs", "priority", "slo"}; }
+std::vector<std::string> policy_names() {
+  return {"fcfs", "priority", "slo"};
+}
 
 }  // namespace mmrt::engine

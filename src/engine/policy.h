@@ -20,13 +20,25 @@ class Policy {
   // Front first: the order in which running requests get step budget; the back is preempted
   // first when KV memory runs out.
   virtual void order_running(std::vector<Request*>& running, int64_t now_ns) = 0;
+  // Admission's queue model: whether `queued` (waiting, or running its prefill) is served
+  // before `incoming`, a request arriving now. Default: everything queued goes first.
+  virtual bool serves_first(const Request& queued, const Request& incoming, int64_t now_ns) const {
+    (void)queued, (void)incoming, (void)now_ns;
+    return true;
+  }
+  // Whether a request arriving after `r` would still be served before it (overtaking): what
+  // admission adds on top of the queue ahead, as a share of capacity. Default: never.
+  virtual bool overtakes(const Request& later, const Request& r) const {
+    (void)later, (void)r;
+    return false;
+  }
 };
 
 class CostModel;
 
 struct PolicyContext {
-  const CostModel* cost = nullptr;           // slo: estimates each request's remaining work
-  int64_t max_starvation_ns = 2'000'000'000;  // slo: the aging bound
+  const CostModel* cost = nullptr;             // slo: estimates each request's remaining work
+  int64_t max_starvation_ns = 10'000'000'000;  // slo: the aging bound
 };
 
 // "fcfs" (arrival order), "priority" (Request::priority, then arrival), "slo" (weighted deadline

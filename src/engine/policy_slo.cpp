@@ -33,38 +33,50 @@ class SloPolicy : public Policy {
     return ctx_.cost->predict_ns(f);
   }
 
+  struct Key {
+    int group;
+    double score;
+    double tie;
+    bool operator<(const Key& o) const {
+      if (group != o.group) return group < o.group;
+      if (score != o.score) return score < o.score;
+      return tie < o.tie;
+    }
+  };
+
+  Key key(const Request& r, int64_t now) const {
+    if (now - r.arrival_ns >= ctx_.max_starvation_ns)
+      return {0, static_cast<double>(r.arrival_ns), static_cast<double>(r.id)};
+    const double deadline =
+        r.deadline_ns ? static_cast<double>(r.deadline_ns) : std::numeric_limits<double>::max() / 4;
+    const double slack = deadline - static_cast<double>(now) - own_work_ns(r);
+    if (slack >= 0) return {1, slack / std::max(1e-6, r.weight), static_cast<double>(r.arrival_ns)};
+    return {2, -r.weight, deadline};
+  }
+
   void order_waiting(std::vector<Request*>& w, int64_t now) override {
-    struct Key {
-      int group;
-      double score;
-      double tie;
-    };
     std::vector<std::pair<Key, Request*>> keyed;
     keyed.reserve(w.size());
-    for (Request* r : w) {
-      Key k{};
-      if (now - r->arrival_ns >= ctx_.max_starvation_ns) {
-        k = {0, static_cast<double>(r->arrival_ns), static_cast<double>(r->id)};
-      } else {
-        double deadline = r->deadline_ns ? static_cast<double>(r->deadline_ns) : std::numeric_limits<double>::max() / 4;
-        double slack = deadline - static_cast<double>(now) - own_work_ns(*r);
-        if (slack >= 0) k = {1, slack / std::max(1e-6, r->weight), static_cast<double>(r->arrival_ns)};
-        else k = {2, -r->weight, deadline};
-      }
-      keyed.push_back({k, r});
-    }
-    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-      if (a.first.group != b.first.group) return a.first.group < b.first.group;
-      if (a.first.score != b.first.score) return a.first.score < b.first.score;
-      return a.first.tie < b.first.tie;
-    });
+    for (Request* r : w) keyed.push_back({key(*r, now), r});
+    std::stable_sort(keyed.begin(), keyed.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     for (size_t i = 0; i < w.size(); ++i) w[i] = keyed[i].second;
+  }
+
+  bool serves_first(const Request& q, const Request& in, int64_t now) const override {
+    return key(q, now) < key(in, now);
+  }
+
+  // A heavier class arriving later usually has the smaller weighted slack.
+  bool overtakes(const Request& later, const Request& r) const override {
+    return later.weight > r.weight;
   }
 
   void order_running(std::vector<Request*>& r, int64_t) override {
     std::stable_sort(r.begin(), r.end(), [](const Request* a, const Request* b) {
       if (a->weight != b->weight) return a->weight > b->weight;
-      int64_t da = a->deadline_ns ? a->deadline_ns : INT64_MAX, db = b->deadline_ns ? b->deadline_ns : INT64_MAX;
+      int64_t da = a->deadline_ns ? a->deadline_ns : INT64_MAX,
+              db = b->deadline_ns ? b->deadline_ns : INT64_MAX;
       if (da != db) return da < db;
       return a->arrival_ns != b->arrival_ns ? a->arrival_ns < b->arrival_ns : a->id < b->id;
     });
@@ -76,6 +88,8 @@ class SloPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_slo_policy(const PolicyContext& ctx) { return std::make_unique<SloPolicy>(ctx); }
+std::unique_ptr<Policy> make_slo_policy(const PolicyContext& ctx) {
+  return std::make_unique<SloPolicy>(ctx);
+}
 
 }  // namespace mmrt::engine

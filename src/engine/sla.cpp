@@ -13,7 +13,7 @@ SlaConfig SlaConfig::defaults() {
   c.classes = {
       {"platinum", 300'000'000, 50'000'000, 4.0, OnMiss::kRefuse},
       {"gold", 800'000'000, 100'000'000, 2.0, OnMiss::kDowngrade},
-      {"silver", 5'000'000'000, 0, 1.0, OnMiss::kAccept},
+      {"silver", 5'000'000'000, 0, 1.0, OnMiss::kRefuse},
   };
   c.default_class = "silver";
   return c;
@@ -39,23 +39,29 @@ SlaConfig SlaConfig::from_json(const std::string& text, const std::string& origi
     s.name = x["name"].get<std::string>();
     auto num = [&](const char* k, double def) {
       if (!x.contains(k)) return def;
-      if (!x[k].is_number() || x[k].get<double>() < 0) throw FormatError(where + "." + k + ": expected a number >= 0");
+      if (!x[k].is_number() || x[k].get<double>() < 0)
+        throw FormatError(where + "." + k + ": expected a number >= 0");
       return x[k].get<double>();
     };
     s.ttft_ns = static_cast<int64_t>(num("ttft_ms", 0) * 1e6);
     s.tpot_ns = static_cast<int64_t>(num("tpot_ms", 0) * 1e6);
     s.weight = num("weight", 1.0);
     std::string m = x.value("on_miss", "refuse");
-    if (m == "refuse") s.on_miss = OnMiss::kRefuse;
-    else if (m == "downgrade") s.on_miss = OnMiss::kDowngrade;
-    else if (m == "accept") s.on_miss = OnMiss::kAccept;
-    else throw FormatError(where + ".on_miss: '" + m + "' is not refuse, downgrade or accept");
+    if (m == "refuse")
+      s.on_miss = OnMiss::kRefuse;
+    else if (m == "downgrade")
+      s.on_miss = OnMiss::kDowngrade;
+    else if (m == "accept")
+      s.on_miss = OnMiss::kAccept;
+    else
+      throw FormatError(where + ".on_miss: '" + m + "' is not refuse, downgrade or accept");
     if (c.index_of(s.name) >= 0) throw FormatError(where + ": class '" + s.name + "' listed twice");
     c.classes.push_back(s);
   }
   c.default_class = j.value("default_class", c.classes.back().name);
   if (c.index_of(c.default_class) < 0)
-    throw FormatError(origin + ": default_class '" + c.default_class + "' is not one of the classes");
+    throw FormatError(origin + ": default_class '" + c.default_class +
+                      "' is not one of the classes");
   if (j.contains("max_starvation_ms")) {
     if (!j["max_starvation_ms"].is_number() || j["max_starvation_ms"].get<double>() <= 0)
       throw FormatError(origin + ": max_starvation_ms must be a number > 0");

@@ -27,12 +27,14 @@ struct SlaConfig {
   std::vector<SlaClass> classes;  // most important first
   std::string default_class = "silver";
   // slo policy: no waiting request is passed over for longer than this (aging bound).
-  int64_t max_starvation_ns = 2'000'000'000;
+  int64_t max_starvation_ns = 10'000'000'000;
 
   // platinum: TTFT 300 ms / TPOT 50 ms, weight 4, refuse; gold: 800 ms / 100 ms, weight 2,
-  // downgrade; silver: best effort bounded at 5 s TTFT, weight 1, accept.
+  // downgrade; silver: no TPOT promise, TTFT within 5 s, weight 1, refuse (a request that
+  // cannot start within 5 s is refused at once rather than served silently late).
   static SlaConfig defaults();
-  // {"classes":[{"name":..., "ttft_ms":..., "tpot_ms":..., "weight":..., "on_miss":"refuse|downgrade|accept"}],
+  // {"classes":[{"name":..., "ttft_ms":..., "tpot_ms":..., "weight":...,
+  // "on_miss":"refuse|downgrade|accept"}],
   //  "default_class": "...", "max_starvation_ms": ...}; FormatError naming the field.
   static SlaConfig load(const std::string& path);
   static SlaConfig from_json(const std::string& text, const std::string& origin);

@@ -26,8 +26,12 @@ struct Harness {
   int64_t now = 0;
   int64_t max_step_tokens = 0;
 
-  Harness(int32_t blocks, int32_t bs, int32_t budget, const std::string& policy = "fcfs", uint64_t enc_bytes = 1 << 20)
-      : kv(blocks, bs), enc(enc_bytes), sched({.token_budget = budget}, kv, enc, make_policy(policy)), exec(kv, enc) {}
+  Harness(int32_t blocks, int32_t bs, int32_t budget, const std::string& policy = "fcfs",
+          uint64_t enc_bytes = 1 << 20)
+      : kv(blocks, bs),
+        enc(enc_bytes),
+        sched({.token_budget = budget}, kv, enc, make_policy(policy)),
+        exec(kv, enc) {}
 
   Request* submit(std::vector<int32_t> prompt, int32_t max_tokens, const std::string& tenant = "t0",
                   std::vector<MediaItem> media = {}) {
@@ -69,7 +73,8 @@ std::vector<int32_t> tokens(int n, uint32_t seed) {
   return v;
 }
 
-MediaItem image(uint64_t content, int64_t begin, int64_t n_tokens, const std::string& tenant = "t0") {
+MediaItem image(uint64_t content, int64_t begin, int64_t n_tokens,
+                const std::string& tenant = "t0") {
   MediaItem m;
   Hasher h;
   h.update_pod(content).update(hash128(tenant));
@@ -81,14 +86,16 @@ MediaItem image(uint64_t content, int64_t begin, int64_t n_tokens, const std::st
 }
 
 // Runs a workload and returns each request's output tokens.
-std::map<size_t, std::vector<int32_t>> run_workload(int32_t blocks, int32_t budget, uint32_t seed, bool with_media) {
+std::map<size_t, std::vector<int32_t>> run_workload(int32_t blocks, int32_t budget, uint32_t seed,
+                                                    bool with_media) {
   Harness h(blocks, 16, budget);
   std::mt19937 rng(seed);
   for (int i = 0; i < 12; ++i) {
     int len = 5 + static_cast<int>(rng() % 90);
     std::vector<MediaItem> media;
     if (with_media && i % 3 == 0 && len > 20) media.push_back(image(rng() % 3, 4, 12));
-    h.submit(tokens(len, seed * 100 + static_cast<uint32_t>(i)), 5 + static_cast<int32_t>(rng() % 30), "t0", media);
+    h.submit(tokens(len, seed * 100 + static_cast<uint32_t>(i)),
+             5 + static_cast<int32_t>(rng() % 30), "t0", media);
   }
   h.run();
   std::map<size_t, std::vector<int32_t>> out;
@@ -117,7 +124,7 @@ TEST(Scheduler, DecodeFirstKeepsStreamsRunning) {
   Request* a = h.submit(tokens(10, 1), 50);
   for (int i = 0; i < 3; ++i) h.step();  // a is decoding now
   ASSERT_GE(a->output.size(), 1u);
-  h.submit(tokens(400, 2), 4);            // a long prefill arrives
+  h.submit(tokens(400, 2), 4);  // a long prefill arrives
   for (int i = 0; i < 10; ++i) {
     size_t before = a->output.size();
     h.step();
@@ -136,7 +143,8 @@ TEST(Scheduler, BlockAccountingReturnsToZeroUnderRandomChurn) {
         int len = 3 + static_cast<int>(rng() % 120);
         if (len > 30 && rng() % 2) media.push_back(image(rng() % 4, 10, 16));
         // Shared prefixes (same seed) make prefix hits and shared blocks likely.
-        h.submit(tokens(len, rng() % 5), 1 + static_cast<int32_t>(rng() % 40), rng() % 2 ? "a" : "b", media);
+        h.submit(tokens(len, rng() % 5), 1 + static_cast<int32_t>(rng() % 40),
+                 rng() % 2 ? "a" : "b", media);
         ++submitted;
       }
       if (!h.reqs.empty() && rng() % 7 == 0) {  // cancel someone
@@ -149,7 +157,8 @@ TEST(Scheduler, BlockAccountingReturnsToZeroUnderRandomChurn) {
     EXPECT_TRUE(h.sched.idle()) << "seed " << seed;
     EXPECT_EQ(h.kv.num_used_blocks(), 0) << "seed " << seed;
     EXPECT_EQ(h.kv.num_free_blocks(), h.kv.num_blocks()) << "seed " << seed;
-    for (auto& r : h.reqs) EXPECT_NE(r->outcome, Outcome::kNone) << "seed " << seed << " request " << r->id;
+    for (auto& r : h.reqs)
+      EXPECT_NE(r->outcome, Outcome::kNone) << "seed " << seed << " request " << r->id;
   }
 }
 
@@ -181,6 +190,17 @@ TEST(Scheduler, PrefixHitsExactlyWhereContentMatches) {
   b_tokens.resize(64);
   auto tail = tokens(30, 8);
   b_tokens.insert(b_tokens.end(), tail.begin(), tail.end());
+  // Admission's probe sees the same match and takes nothing.
+  Request probe;
+  probe.id = 999;
+  probe.prompt = b_tokens;
+  probe.tenant_salt = hash128("t0");
+  const int32_t free_before = h.kv.num_free_blocks();
+  EXPECT_EQ(h.kv.cached_prefix_tokens(probe), 64);
+  EXPECT_EQ(h.kv.num_free_blocks(), free_before);
+  EXPECT_FALSE(h.kv.holds(probe));
+  probe.tenant_salt = hash128("other-tenant");
+  EXPECT_EQ(h.kv.cached_prefix_tokens(probe), 0);
   Request* b = h.submit(b_tokens, 1);
   h.run();
   EXPECT_EQ(b->num_cached_hit, 64);

@@ -19,7 +19,8 @@ using namespace mmrt::engine;
 
 namespace {
 
-std::unique_ptr<Request> make(RequestId id, int64_t arrival, int64_t deadline, double weight, int prompt = 10) {
+std::unique_ptr<Request> make(RequestId id, int64_t arrival, int64_t deadline, double weight,
+                              int prompt = 10) {
   auto r = std::make_unique<Request>();
   r->id = id;
   r->arrival_ns = arrival;
@@ -44,10 +45,10 @@ TEST(SloPolicy, OrdersBySlackOverWeight) {
   CostModel cost;
   auto p = make_policy("slo", {&cost, 10'000'000'000});
   const int64_t now = 1'000'000'000;
-  auto a = make(1, 0, now + 900'000'000, 1.0);   // slack 0.9 s, weight 1 -> 0.9
+  auto a = make(1, 0, now + 900'000'000, 1.0);    // slack 0.9 s, weight 1 -> 0.9
   auto b = make(2, 0, now + 1'000'000'000, 4.0);  // slack 1.0 s, weight 4 -> 0.25: first
-  auto c = make(3, 0, now + 100'000'000, 1.0);   // slack 0.1 s -> 0.1: before b
-  auto d = make(4, 0, 0, 1.0);                   // no deadline: last among feasible
+  auto c = make(3, 0, now + 100'000'000, 1.0);    // slack 0.1 s -> 0.1: before b
+  auto d = make(4, 0, 0, 1.0);                    // no deadline: last among feasible
   std::vector<Request*> w{a.get(), b.get(), c.get(), d.get()};
   p->order_waiting(w, now);
   EXPECT_EQ(ids(w), (std::vector<RequestId>{3, 2, 1, 4}));
@@ -81,6 +82,49 @@ TEST(SloPolicy, LateRequestsYieldToSavableOnes) {
 // The stated bound: with the slo policy a waiting request is admitted within max_starvation of
 // its arrival plus the time to admit those already starving ahead of it, even when a stream of
 // more urgent, heavier requests would otherwise pass it forever.
+// Admission's queue model agrees with the order: for waiting requests in every group (starving,
+// feasible, late, no deadline), serves_first(a, b) holds exactly when a is ordered before b.
+TEST(SloPolicy, ServesFirstAgreesWithTheOrder) {
+  CostModel cost;
+  auto p = make_policy("slo", {&cost, 2'000'000'000});
+  std::mt19937 rng(3);
+  const int64_t now = 5'000'000'000;
+  std::vector<std::unique_ptr<Request>> reqs;
+  std::vector<Request*> w;
+  const double weights[] = {1.0, 2.0, 4.0};
+  for (int i = 0; i < 40; ++i) {
+    const int64_t arrival = now - static_cast<int64_t>(rng() % 4'000'000'000u) - i;  // distinct
+    const int64_t kind = rng() % 4;  // 0: no deadline, 1: late, else feasible
+    const int64_t deadline = kind == 0   ? 0
+                             : kind == 1 ? now - 1 - static_cast<int64_t>(rng() % 1'000'000)
+                                         : now + static_cast<int64_t>(rng() % 2'000'000'000u);
+    reqs.push_back(make(static_cast<RequestId>(i + 1), arrival, deadline, weights[rng() % 3],
+                        1 + static_cast<int>(rng() % 200)));
+    w.push_back(reqs.back().get());
+  }
+  p->order_waiting(w, now);
+  for (size_t i = 0; i < w.size(); ++i)
+    for (size_t j = i + 1; j < w.size(); ++j) {
+      EXPECT_TRUE(p->serves_first(*w[i], *w[j], now)) << i << " before " << j;
+      EXPECT_FALSE(p->serves_first(*w[j], *w[i], now)) << j << " after " << i;
+    }
+}
+
+// Later arrivals that overtake: heavier classes under slo, higher priority under priority,
+// nobody under fcfs.
+TEST(Policies, WhoOvertakesALaterArrival) {
+  auto silver = make(1, 0, 5'000'000'000, 1.0);
+  auto plat = make(2, 1, 300'000'001, 4.0);
+  auto silver2 = make(3, 2, 5'000'000'002, 1.0);
+  EXPECT_TRUE(make_policy("slo")->overtakes(*plat, *silver));
+  EXPECT_FALSE(make_policy("slo")->overtakes(*silver2, *silver));
+  EXPECT_FALSE(make_policy("slo")->overtakes(*silver, *plat));
+  EXPECT_FALSE(make_policy("fcfs")->overtakes(*plat, *silver));
+  plat->priority = 3;
+  EXPECT_TRUE(make_policy("priority")->overtakes(*plat, *silver));
+  EXPECT_FALSE(make_policy("priority")->overtakes(*silver, *plat));
+}
+
 TEST(SloPolicy, StarvationIsBounded) {
   const int64_t bound = 50;  // ticks of the fake clock
   KvBlockManager kv(4096, 16);
@@ -118,7 +162,8 @@ TEST(Admission, CostModelPredictionDrivesTheDecision) {
     return 3e6 + 40e3 * f.prefill_tokens + 200e3 * f.decode_tokens + 20e3 * f.encoder_patches;
   };
   for (int i = 0; i < 400; ++i) {
-    StepFeatures f{static_cast<double>(rng() % 512), static_cast<double>(rng() % 16), static_cast<double>((rng() % 4) * 256), 0};
+    StepFeatures f{static_cast<double>(rng() % 512), static_cast<double>(rng() % 16),
+                   static_cast<double>((rng() % 4) * 256), 0};
     cost.observe(f, law(f));
   }
   StepFeatures probe{300, 8, 256, 0};
@@ -153,7 +198,8 @@ TEST(BatchController, ConvergesToTheTpotTarget) {
     bc.observe(last, target);
   }
   EXPECT_LE(last, static_cast<double>(target));
-  EXPECT_GE(last, 0.8 * static_cast<double>(target)) << "budget " << budget << " leaves throughput unused";
+  EXPECT_GE(last, 0.8 * static_cast<double>(target))
+      << "budget " << budget << " leaves throughput unused";
   // No TPOT target: the maximum budget.
   EXPECT_EQ(bc.next_budget(cost, 0, n_decode, 0), 4096);
 }
@@ -163,13 +209,18 @@ TEST(SlaConfig, DefaultsAndFileErrors) {
   EXPECT_EQ(d.get("platinum").ttft_ns, 300'000'000);
   EXPECT_EQ(d.get("gold").tpot_ns, 100'000'000);
   EXPECT_THROW(d.get("diamond"), InvalidArgument);
-  auto c = SlaConfig::from_json(R"({"classes":[{"name":"fast","ttft_ms":100,"tpot_ms":20,"weight":3,"on_miss":"downgrade"},
-                                              {"name":"slow","on_miss":"accept"}],"max_starvation_ms":500})", "x.json");
+  auto c = SlaConfig::from_json(
+      R"({"classes":[{"name":"fast","ttft_ms":100,"tpot_ms":20,"weight":3,"on_miss":"downgrade"},
+                                              {"name":"slow","on_miss":"accept"}],"max_starvation_ms":500})",
+      "x.json");
   EXPECT_EQ(c.default_class, "slow");
   EXPECT_EQ(c.max_starvation_ns, 500'000'000);
   EXPECT_EQ(c.get("fast").on_miss, OnMiss::kDowngrade);
   EXPECT_THROW(SlaConfig::from_json("{", "x.json"), FormatError);
-  EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a","on_miss":"maybe"}]})", "x.json"), FormatError);
-  EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a","ttft_ms":-1}]})", "x.json"), FormatError);
-  EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a"}],"default_class":"b"})", "x.json"), FormatError);
+  EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a","on_miss":"maybe"}]})", "x.json"),
+               FormatError);
+  EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a","ttft_ms":-1}]})", "x.json"),
+               FormatError);
+  EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a"}],"default_class":"b"})", "x.json"),
+               FormatError);
 }
