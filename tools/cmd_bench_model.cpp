@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "kernels/bandwidth.h"
+#include "kernels/linear.h"
 #include "model_options.h"
 #include "models/qwen2_vl/language_model.h"
 #include "models/qwen2_vl/vision_tower.h"
@@ -125,11 +126,16 @@ int run_bench_model(Args& args) {
   int image_side = static_cast<int>(args.get_int("image-side", 448));
   std::string conc = args.get_or("concurrency", "");
   int64_t bw_mb = args.get_int("bandwidth-mb", 1024);
+  const std::string isa = args.get_or("linear-isa", "");
+  if (!isa.empty() && !kernels::linear_force_isa(isa.c_str()))
+    throw InvalidArgument(
+        "--linear-isa '" + isa +
+        "': not a kernel variant this CPU has (avx512bf16, avx512, avx2, portable)");
   models::LanguageModelOptions base = language_model_options(args);
   args.finish();
   ThreadPool& pool = ThreadPool::global();
 
-  std::printf("== machine: %d threads\n", pool.size());
+  std::printf("== machine: %d threads, matrix kernels %s\n", pool.size(), kernels::linear_isa());
   double bw = kernels::measure_read_bandwidth_gbs(pool, static_cast<size_t>(bw_mb) << 20);
   std::printf("   memory read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n", bw,
               static_cast<long long>(bw_mb));
@@ -261,8 +267,9 @@ MMRT_COMMAND(
     "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; and with\n"
     "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
     "image saves on a second conversation turn.\n\n"
-    "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default "
-    "1024)\n" MMRT_MODEL_OPTIONS_HELP,
+    "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default 1024)\n"
+    "  --linear-isa NAME       force a matrix kernel variant: avx512bf16, avx512, avx2, portable\n"
+    "                          (default: the best this CPU has)\n" MMRT_MODEL_OPTIONS_HELP,
     {"no-int8", "map-weights"}, run_bench_model);
 
 }  // namespace

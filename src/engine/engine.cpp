@@ -12,10 +12,10 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/executor.h"
 #include "io/generation_config.h"
 #include "io/safetensors.h"
-#include "core/thread_pool.h"
 #include "io/tokenizer.h"
 #include "media/qwen2_vl.h"
 #include "models/qwen2_vl/processor.h"
@@ -37,13 +37,17 @@ struct RequestHandle::State {
   RequestResult result;
 };
 
-RequestId RequestHandle::id() const { return s_->id; }
+RequestId RequestHandle::id() const {
+  return s_->id;
+}
 
 std::optional<StreamEvent> RequestHandle::next(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lk(s_->mu);
   auto ready = [&] { return !s_->events.empty() || s_->done; };
-  if (timeout_ms < 0) s_->cv.wait(lk, ready);
-  else if (!s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready)) return std::nullopt;
+  if (timeout_ms < 0)
+    s_->cv.wait(lk, ready);
+  else if (!s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready))
+    return std::nullopt;
   if (!s_->events.empty()) {
     StreamEvent e = std::move(s_->events.front());
     s_->events.pop_front();
@@ -161,7 +165,10 @@ struct Engine::Impl {
 
   Hash128 media_key(const std::vector<uint8_t>& bytes, const Hash128& tenant_salt) const {
     Hasher h;
-    h.update(hash128(bytes.data(), bytes.size())).update(model_key).update(cfg.processor_tag).update(tenant_salt);
+    h.update(hash128(bytes.data(), bytes.size()))
+        .update(model_key)
+        .update(cfg.processor_tag)
+        .update(tenant_salt);
     return h.digest();
   }
 
@@ -200,7 +207,8 @@ struct Engine::Impl {
         r.timeline.add(Event::kMediaDecoded, now_ns(), static_cast<int64_t>(prepared.size()));
         check_fits(r);
       } catch (const Error& err) {
-        fail_later(e, Outcome::kFailed, std::string(error_code_name(err.code())) + ": " + err.what());
+        fail_later(e, Outcome::kFailed,
+                   std::string(error_code_name(err.code())) + ": " + err.what());
         continue;
       } catch (const std::exception& err) {
         fail_later(e, Outcome::kFailed, std::string("internal: ") + err.what());
@@ -223,8 +231,9 @@ struct Engine::Impl {
     const int64_t need = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
     const int64_t have = static_cast<int64_t>(kv->num_blocks()) * kv->block_size();
     if (need > have)
-      throw ResourceExhausted("request needs " + std::to_string(need) + " tokens of KV cache (prompt " +
-                              std::to_string(r.prompt.size()) + " + max_tokens " + std::to_string(r.sampling.max_tokens) +
+      throw ResourceExhausted("request needs " + std::to_string(need) +
+                              " tokens of KV cache (prompt " + std::to_string(r.prompt.size()) +
+                              " + max_tokens " + std::to_string(r.sampling.max_tokens) +
                               "), the cache holds " + std::to_string(have));
   }
 
@@ -252,7 +261,10 @@ struct Engine::Impl {
       std::vector<std::pair<Entry*, std::pair<Outcome, std::string>>> fails;
       {
         std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return stopping || !ready.empty() || !cancels.empty() || !to_fail.empty() || !sched->idle(); });
+        cv.wait(lk, [&] {
+          return stopping || !ready.empty() || !cancels.empty() || !to_fail.empty() ||
+                 !sched->idle();
+        });
         if (stopping) return false;
         new_ready.assign(ready.begin(), ready.end());
         ready.clear();
@@ -283,8 +295,10 @@ struct Engine::Impl {
           e->cancel_requested = true;  // if still in media, dropped when it comes out
         }
         Request* r = e->req.get();
-        bool in_sched = std::find(sched->running().begin(), sched->running().end(), r) != sched->running().end() ||
-                        std::find(sched->waiting().begin(), sched->waiting().end(), r) != sched->waiting().end();
+        bool in_sched = std::find(sched->running().begin(), sched->running().end(), r) !=
+                            sched->running().end() ||
+                        std::find(sched->waiting().begin(), sched->waiting().end(), r) !=
+                            sched->waiting().end();
         if (in_sched) {
           sched->finish(r, Outcome::kCancelled, now_ns());
           complete(*e, Outcome::kCancelled, "");
@@ -296,7 +310,8 @@ struct Engine::Impl {
         int64_t n_decode = 0;
         double ctx = 0;
         for (const Request* r : sched->running()) {
-          if (r->tpot_target_ns > 0 && (tpot_target == 0 || r->tpot_target_ns < tpot_target)) tpot_target = r->tpot_target_ns;
+          if (r->tpot_target_ns > 0 && (tpot_target == 0 || r->tpot_target_ns < tpot_target))
+            tpot_target = r->tpot_target_ns;
           n_decode += r->num_computed >= static_cast<int64_t>(r->prompt.size());
           ctx += static_cast<double>(r->num_computed);
         }
@@ -307,7 +322,8 @@ struct Engine::Impl {
         // Nothing fits even with the running set empty: the head request can never run.
         if (sched->num_running() == 0 && sched->num_waiting() > 0) {
           Request* r = sched->waiting().front();
-          sched->finish(r, Outcome::kFailed, now_ns(), "resource_exhausted: not enough KV cache for the prompt");
+          sched->finish(r, Outcome::kFailed, now_ns(),
+                        "resource_exhausted: not enough KV cache for the prompt");
           complete(*entry_of(r), Outcome::kFailed, r->reason);
         }
         return true;
@@ -343,10 +359,12 @@ struct Engine::Impl {
       }
       for (Request* r : changed) {
         Entry& e = *entry_of(r);
-        if (r->predicted_ttft_ns > 0 && r->timeline.count(Event::kToken) == 0 && r->output.size() <= 1) {
+        if (r->predicted_ttft_ns > 0 && r->timeline.count(Event::kToken) == 0 &&
+            r->output.size() <= 1) {
           std::lock_guard<std::mutex> lk(mu);
-          cost.record_ttft(static_cast<double>(r->predicted_ttft_ns),
-                           static_cast<double>(r->timeline.first(Event::kFirstToken) - r->arrival_ns));
+          cost.record_ttft(
+              static_cast<double>(r->predicted_ttft_ns),
+              static_cast<double>(r->timeline.first(Event::kFirstToken) - r->arrival_ns));
         }
         try {
           if (!r->finished()) {
@@ -399,12 +417,14 @@ struct Engine::Impl {
       queued_patches += uncached_patches(*q);
     }
     const int64_t budget = sched->token_budget();  // as the batch controller set it
-    const double pred0 = cost.predict_ttft_ns(own, own_patches, queued, queued_patches, n_decode, ctx, budget);
+    const double pred0 =
+        cost.predict_ttft_ns(own, own_patches, queued, queued_patches, n_decode, ctx, budget);
     // Requests arriving while r waits that the policy serves first (heavier classes under slo)
     // stretch its wait: their work arrives at the rate measured over the last admissions, a
     // share rho of the engine's time, so r waits pred0 / (1 - rho) (a priority queue's
     // waiting time). rho near 1: lighter classes cannot start at all.
-    while (!recent_admits.empty() && now - recent_admits.front().t_ns > kInflowWindowNs) recent_admits.pop_front();
+    while (!recent_admits.empty() && now - recent_admits.front().t_ns > kInflowWindowNs)
+      recent_admits.pop_front();
     double in_tokens = 0, in_patches = 0;
     Request later;
     for (const Admitted& a : recent_admits) {
@@ -417,7 +437,8 @@ struct Engine::Impl {
     }
     double rho = 0;
     if (in_tokens + in_patches > 0 && first_admit_ns >= 0) {
-      const double window_ns = std::max<double>(1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns)));
+      const double window_ns = std::max<double>(
+          1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns)));
       rho = cost.predict_ttft_ns(in_tokens, in_patches, 0, 0, n_decode, ctx, budget) / window_ns;
     }
     const double pred = rho < 0.95 ? pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
@@ -450,11 +471,13 @@ struct Engine::Impl {
       }
     }
     char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "unavailable: predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
-                  "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
-                  static_cast<double>(r.predicted_ttft_ns) * 1e-6, r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-                  static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued, 100 * std::min(rho, 1.0));
+    std::snprintf(
+        buf, sizeof buf,
+        "unavailable: predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
+        "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
+        static_cast<double>(r.predicted_ttft_ns) * 1e-6,
+        r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+        static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued, 100 * std::min(rho, 1.0));
     why = buf;
     std::lock_guard<std::mutex> lk(mu);
     ++stats.refused;
@@ -485,11 +508,13 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   Impl& m = *impl;
   m.cfg = cfg;
   const fs::path dir(cfg.model_dir);
-  m.tok = std::make_unique<io::Tokenizer>(io::Tokenizer::from_file((dir / "tokenizer.json").string()));
+  m.tok =
+      std::make_unique<io::Tokenizer>(io::Tokenizer::from_file((dir / "tokenizer.json").string()));
   m.gen = io::load_generation_config((dir / "generation_config.json").string());
   m.lm = models::LanguageModel::load(cfg.model_dir, cfg.model);
   m.st = std::make_unique<io::SafeTensors>(io::SafeTensors::open(cfg.model_dir));
-  m.vision = models::VisionTower::load(*m.st, m.lm->config(), m.lm->weight_format(), cfg.model.pool);
+  m.vision =
+      models::VisionTower::load(*m.st, m.lm->config(), m.lm->weight_format(), cfg.model.pool);
   {
     std::ifstream f(dir / "config.json");
     std::stringstream ss;
@@ -499,8 +524,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   const auto& kvc = m.lm->kv_cache().config();
   m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);
   m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes);
-  m.sched = std::make_unique<Scheduler>(cfg.scheduler, *m.kv, *m.enc,
-                                        make_policy(cfg.policy, {&m.cost, cfg.sla.max_starvation_ns}));
+  m.sched = std::make_unique<Scheduler>(
+      cfg.scheduler, *m.kv, *m.enc, make_policy(cfg.policy, {&m.cost, cfg.sla.max_starvation_ns}));
   if (cfg.batch_controller) {
     BatchControllerConfig b = cfg.batch;
     b.max_budget = cfg.scheduler.token_budget;
@@ -511,7 +536,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     // The checkpoint's own preprocessor settings; each media worker preprocesses one image on
     // its own thread (a 1-thread pool runs inline), so media work never waits on model steps.
     fs::path pp = dir / "preprocessor_config.json";
-    auto pcfg = fs::exists(pp) ? media::ImageProcessorConfig::load(pp.string()) : media::ImageProcessorConfig{};
+    auto pcfg = fs::exists(pp) ? media::ImageProcessorConfig::load(pp.string())
+                               : media::ImageProcessorConfig{};
     m.cfg.preprocess = [pcfg](std::span<const uint8_t> bytes) {
       static thread_local ThreadPool inline_pool(1);
       media::PreprocessOptions o;
@@ -577,8 +603,8 @@ RequestHandle Engine::submit(GenerateRequest g) {
     const SlaClass& cls = m.cfg.sla.get(r.sla_class);
     r.weight = cls.weight;
     r.deadline_ns = g.ttft_deadline_ns ? r.arrival_ns + g.ttft_deadline_ns
-                    : cls.ttft_ns     ? r.arrival_ns + cls.ttft_ns
-                                      : 0;
+                    : cls.ttft_ns      ? r.arrival_ns + cls.ttft_ns
+                                       : 0;
     r.tpot_target_ns = g.tpot_target_ns ? g.tpot_target_ns : cls.tpot_ns;
     r.sampling.validate();
     r.sampler = std::make_unique<Sampler>(r.sampling);
@@ -586,7 +612,9 @@ RequestHandle Engine::submit(GenerateRequest g) {
       r.prompt = g.prompt_ids;
       const int32_t V = static_cast<int32_t>(m.lm->config().text.vocab_size);
       for (int32_t t : r.prompt)
-        if (t < 0 || t >= V) throw InvalidArgument("prompt token id " + std::to_string(t) + " is outside [0, " + std::to_string(V) + ")");
+        if (t < 0 || t >= V)
+          throw InvalidArgument("prompt token id " + std::to_string(t) + " is outside [0, " +
+                                std::to_string(V) + ")");
     } else {
       if (g.messages.empty()) throw InvalidArgument("request has no messages and no prompt ids");
       size_t n_img = 0;
@@ -653,8 +681,12 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-const io::Qwen2VLConfig& Engine::model_config() const { return impl_->lm->config(); }
-const io::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
+const io::Qwen2VLConfig& Engine::model_config() const {
+  return impl_->lm->config();
+}
+const io::Tokenizer& Engine::tokenizer() const {
+  return *impl_->tok;
+}
 
 void Engine::wait_idle() {
   std::unique_lock<std::mutex> lk(impl_->mu);

@@ -216,17 +216,6 @@ Tensor PackedLinear::weight() const {
 
 namespace detail {
 
-const LinearKernels& linear_kernels_avx512bf16() {
-  // Same decode kernels as AVX-512 (x stays f32 there); the prefill GEMM uses bf16 products.
-  static const LinearKernels t = [] {
-    LinearKernels k = linear_kernels_avx512();
-    k.isa = "avx512bf16";
-    k.native_bf16_gemm = true;
-    return k;
-  }();
-  return t;
-}
-
 namespace {
 const LinearKernels* best_kernels() {
   const CpuFeatures& cpu = cpu_features();
@@ -312,8 +301,8 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   a.y = y;
   a.ldy = w.out();
   detail::GemvFn fn = ks.gemv_f32;
-  if (w.format() == WeightFormat::kBF16) {
-    fn = ks.gemv_bf16;
+  if (w.format() == WeightFormat::kBF16 || (w.format() == WeightFormat::kInt8 && ks.gemv_x_bf16)) {
+    fn = w.format() == WeightFormat::kBF16 ? ks.gemv_bf16 : ks.gemv_i8;
     if (ks.prep_x_bf16) {
       const int64_t stride =
           (w.in() + detail::kBf16XBlock - 1) / detail::kBf16XBlock * detail::kBf16XBlock;
@@ -376,6 +365,7 @@ LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& op
   if (use_gemv(n, w, opt)) {
     p.gemv = true;
     p.kernel = std::string(linear_isa()) + " gemv";
+    p.x_rounded_to_bf16 = w.format() != WeightFormat::kF32 && detail::linear_kernels().gemv_x_bf16;
     return p;
   }
   const detail::GemmChoice c = detail::gemm_choice(w, opt);

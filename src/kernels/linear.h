@@ -92,8 +92,8 @@ constexpr int64_t gemv_max_rows(WeightFormat) {
 }
 
 // y[n, out] = x[n, in] · Wᵀ + b; f32 in and out, rows contiguous, f32 accumulation.
-// Decode path: x stays f32 for every weight format. GEMM path: bf16 and int8 weights multiply
-// x rounded to bf16 where the CPU has AVX512-BF16 (see linear_plan), f32 weights stay exact.
+// Where the CPU has AVX512-BF16, bf16 weights multiply x rounded to bf16 on both paths, and
+// int8 weights on the GEMM path (see linear_plan); elsewhere, and for f32 weights, x stays f32.
 // x and y must not overlap. Throws InvalidArgument on bad sizes.
 void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
             const LinearOptions& opt = {});
@@ -105,7 +105,7 @@ Tensor linear(const Tensor& x, const PackedLinear& w, ThreadPool& pool,
 struct LinearPlan {
   bool gemv = true;                // matrix-vector kernels (else GEMM)
   std::string kernel;              // e.g. "avx512 gemv", "onednn bf16", "openblas f32"
-  bool x_rounded_to_bf16 = false;  // the GEMM multiplies bf16(x) (bf16/int8 weights only)
+  bool x_rounded_to_bf16 = false;  // the kernel multiplies bf16(x) (bf16/int8 weights only)
 };
 LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt = {});
 

@@ -48,6 +48,9 @@ struct LinearKernels {
   // The prefill GEMM may run bf16 x bf16 -> f32 dot products (AVX512-BF16) for bf16/int8
   // weights; otherwise it converts weight panels to f32 and keeps x exact.
   bool native_bf16_gemm;
+  // gemv_bf16 and gemv_i8 multiply bf16(x) (AVX512-BF16 dot products), x prepared by
+  // prep_x_bf16 for both; else x stays f32 (and only gemv_bf16 reads prep_x_bf16's layout).
+  bool gemv_x_bf16 = false;
 };
 
 const LinearKernels& linear_kernels_portable();
