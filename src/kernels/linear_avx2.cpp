@@ -8,15 +8,11 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/linear_impl.h"
+#include "kernels/gemv_driver.h"
 
 namespace mmrt::kernels::detail {
 
 namespace {
-
-using TileFn = void (*)(const GemvArgs&, int64_t o, int64_t j0);
-
-#define MMRT_ALWAYS_INLINE inline __attribute__((always_inline))
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -42,20 +38,12 @@ inline float widen(int8_t v) {
 }
 
 // Accumulator loops are fully unrolled (#pragma GCC unroll) so GCC keeps the accumulators in
-// registers (see linear_avx512.cpp). A tile is R output rows x NB input rows with A sets.
-template <int R, int NB>
-constexpr int acc_sets() {
-  return R * NB == 1 ? 4 : R * NB == 2 ? 2 : 1;
-}
+// registers (see linear_avx512.cpp). A tile is R output rows x NB input rows with A sets
+// (acc_sets, gemv_driver.h).
 
 template <int A, int R, int NB>
 MMRT_ALWAYS_INLINE void zero(__m256 (&acc)[A][R][NB]) {
-#pragma GCC unroll 16
-  for (int u = 0; u < A; ++u)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < NB; ++j) acc[u][r][j] = _mm256_setzero_ps();
+  fill(acc, _mm256_setzero_ps());
 }
 
 // Adds the sets, then the scalar tail k in [k0, a.k) (x and w in natural order there), and
@@ -63,27 +51,14 @@ MMRT_ALWAYS_INLINE void zero(__m256 (&acc)[A][R][NB]) {
 template <int A, int R, int NB, typename T>
 MMRT_ALWAYS_INLINE void finish(const GemvArgs& a, int64_t o, int64_t j0, const T* w, const float* x,
                                int64_t k0, __m256 (&acc)[A][R][NB]) {
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) {
-      __m256 v = acc[0][r][j];
-#pragma GCC unroll 16
-      for (int u = 1; u < A; ++u) v = _mm256_add_ps(v, acc[u][r][j]);
-      float s = hsum(v);
-      for (int64_t k = k0; k < a.k; ++k) s += widen(w[r * a.ldw + k]) * x[j * a.ldx + k];
-      if (a.scale) s *= a.scale[o + r];
-      if (a.bias) s += a.bias[o + r];
-      a.y[(j0 + j) * a.ldy + o + r] = s;
-    }
-}
-
-template <int N, class F>
-MMRT_ALWAYS_INLINE void unroll(F&& f) {
-  [&]<int... U>(std::integer_sequence<int, U...>) {
-    (f(std::integral_constant<int, U>{}), ...);
-  }
-  (std::make_integer_sequence<int, N>{});
+  store_tile(
+      a, o, j0, acc, [](__m256 p, __m256 q) { return _mm256_add_ps(p, q); },
+      [](__m256 v) { return hsum(v); },
+      [&](int r, int j) {
+        float t = 0;
+        for (int64_t k = k0; k < a.k; ++k) t += widen(w[r * a.ldw + k]) * x[j * a.ldx + k];
+        return t;
+      });
 }
 
 // bf16: 16 weights per 32-byte load, x in even/odd order per 16-element block.
@@ -178,26 +153,17 @@ void tile(const GemvArgs& a, int64_t o, int64_t j0) {
   finish(a, o, j0, w, x, k, acc);
 }
 
-template <class K, int R, int... I>
-constexpr std::array<TileFn, sizeof...(I)> tiles(std::integer_sequence<int, I...>) {
-  return {&tile<K, R, I + 1>...};
-}
-
-// As in linear_avx512.cpp: one sequential weight stream (R = 1) for up to two input rows;
-// batches use R = 2 (each x load feeds two rows) in groups of 4 input rows (16 registers).
+// The driver's view of tile<K, R, NB>: one sequential weight stream (R = 1) for up to two
+// input rows; batches use R = 2 (each x load feeds two rows) in groups of 4 input rows (16
+// registers).
 template <class K>
-void gemv(const GemvArgs& a, int64_t o0, int64_t o1) {
-  static constexpr auto t1 = tiles<K, 1>(std::make_integer_sequence<int, 4>{});
-  static constexpr auto t2 = tiles<K, 2>(std::make_integer_sequence<int, 4>{});
-  constexpr int64_t kGroup = 4;
-  const int R = a.n <= 2 ? 1 : 2;
-  const TileFn* t = R == 1 ? t1.data() : t2.data();
-  int64_t o = o0;
-  for (; o + R <= o1; o += R)
-    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup) t[std::min(kGroup, a.n - j0) - 1](a, o, j0);
-  for (; o < o1; ++o)
-    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup) t1[std::min(kGroup, a.n - j0) - 1](a, o, j0);
-}
+struct Tiles {
+  template <int R, int NB>
+  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
+    detail::tile<K, R, NB>(a, o, j0);
+  }
+};
+constexpr int kGroup = 4;
 
 // x [n, k] -> per full 16-element block: 8 even-indexed values, then 8 odd-indexed ones; the
 // last k % 16 values stay in natural order; zero padding up to xp_stride.
@@ -243,9 +209,9 @@ uint64_t stream_read(const void* p, size_t bytes) {
 
 const LinearKernels& linear_kernels_avx2() {
   static const LinearKernels t{.isa = "avx2",
-                               .gemv_f32 = gemv<F32>,
-                               .gemv_bf16 = gemv<Bf16>,
-                               .gemv_i8 = gemv<I8>,
+                               .gemv_f32 = gemv_rows<Tiles<F32>, kGroup>,
+                               .gemv_bf16 = gemv_rows<Tiles<Bf16>, kGroup>,
+                               .gemv_i8 = gemv_rows<Tiles<I8>, kGroup>,
                                .prep_x_bf16 = prep_x_bf16,
                                .i8_to_bf16 = i8_to_bf16_portable,
                                .i8_to_f32 = i8_to_f32,

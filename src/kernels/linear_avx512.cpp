@@ -10,94 +10,20 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/linear_impl.h"
+#include "kernels/gemv_avx512.h"
 
 namespace mmrt::kernels::detail {
 
 namespace {
 
-using TileFn = void (*)(const GemvArgs&, int64_t o, int64_t j0);
 constexpr int kGroup = 8;  // input rows per tile pass
-#define MMRT_ALWAYS_INLINE inline __attribute__((always_inline))
-// Software prefetch distance for the weight rows. Batches spend 10+ cycles per line, too long
-// for the out-of-order window alone to keep enough DRAM reads in flight; measured (one core,
-// 50 MB of bf16 weights, n = 4): 43 GFLOP/s without, 50 at 1 KiB, 60 at 2 KiB, 66 at 4 KiB.
-// Batch 1 is within noise of no prefetch (hints T1/T2/NTA and 8 KiB measured the same).
-constexpr int64_t kPrefetch = 4096;
 
-// Software prefetch of rows 0..R-1 (ld_bytes apart), kPrefetch bytes ahead of p.
-template <int R>
-MMRT_ALWAYS_INLINE void prefetch_rows(const void* p, int64_t ld_bytes) {
-  if constexpr (kPrefetch > 0)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      _mm_prefetch(static_cast<const char*>(p) + r * ld_bytes + kPrefetch, _MM_HINT_T0);
-}
-
-// Horizontal sums.
-inline float hsum(__m512 v) {
-  const __m512 s = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  const __m256 t = _mm512_castps512_ps256(s);
-  __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-  u = _mm_add_ps(u, _mm_movehl_ps(u, u));
-  u = _mm_add_ss(u, _mm_movehdup_ps(u));
-  return _mm_cvtss_f32(u);
-}
 inline uint64_t hsum_u64(__m512i v) {
   const __m512i s = _mm512_add_epi64(v, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
   const __m256i t = _mm512_castsi512_si256(s);
   const __m128i u = _mm_add_epi64(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
   return static_cast<uint64_t>(_mm_cvtsi128_si64(u)) +
          static_cast<uint64_t>(_mm_extract_epi64(u, 1));
-}
-
-// Every loop over accumulators is fully unrolled (#pragma GCC unroll): GCC otherwise keeps the
-// accumulator array in memory and stores it on every iteration of the hot loop (measured 2x).
-
-template <int A, int R, int NB>
-MMRT_ALWAYS_INLINE void zero(__m512 (&acc)[A][R][NB]) {
-#pragma GCC unroll 16
-  for (int u = 0; u < A; ++u)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < NB; ++j) acc[u][r][j] = _mm512_setzero_ps();
-}
-
-// Sums the accumulator sets and writes y[j0 + j, o + r] = scale * dot + bias.
-template <int A, int R, int NB>
-MMRT_ALWAYS_INLINE void finish(const GemvArgs& a, int64_t o, int64_t j0, __m512 (&acc)[A][R][NB]) {
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) {
-      __m512 v = acc[0][r][j];
-#pragma GCC unroll 16
-      for (int u = 1; u < A; ++u) v = _mm512_add_ps(v, acc[u][r][j]);
-      float s = hsum(v);
-      if (a.scale) s *= a.scale[o + r];
-      if (a.bias) s += a.bias[o + r];
-      a.y[(j0 + j) * a.ldy + o + r] = s;
-    }
-}
-
-// A tile is R output rows against NB input rows, with R * NB * A accumulators: A independent
-// sets per pair keep at least four FMA chains in flight. Single-row inputs use R = 1: each
-// thread then reads one sequential stream of weight rows, measurably faster than interleaving
-// rows. Batches are compute-bound and use R = 2 so every x load feeds two rows.
-template <int R, int NB>
-constexpr int acc_sets() {
-  return R * NB == 1 ? 4 : R * NB == 2 ? 2 : 1;
-}
-
-// Calls f(std::integral_constant<int, 0>) ... f(<N - 1>): accumulator sets are then indexed by
-// constants, which keeps them in registers.
-template <int N, class F>
-MMRT_ALWAYS_INLINE void unroll(F&& f) {
-  [&]<int... U>(std::integer_sequence<int, U...>) {
-    (f(std::integral_constant<int, U>{}), ...);
-  }
-  (std::make_integer_sequence<int, N>{});
 }
 
 // ---- bf16: 32 weights per 64-byte line ----
@@ -127,22 +53,9 @@ struct Bf16 {
   }
   template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    constexpr int A = acc_sets<R, NB>();
-    const auto* w = static_cast<const uint16_t*>(a.w) + o * a.ldw;  // [R, ldw]
-    const float* x = a.x + j0 * a.ldx;  // [NB, ldx] even/odd-split blocks of 32
-    __m512 acc[A][R][NB];
-    zero(acc);
-    int64_t k = 0;
-    for (; k + 32 * A <= a.k; k += 32 * A)
-      unroll<A>([&](auto u) {
-        prefetch_rows<R>(w + k + 32 * u, a.ldw * 2);
-        step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 32 * u, ~__mmask32{0});
-      });
-    for (; k + 32 <= a.k; k += 32) step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k, ~__mmask32{0});
-    if (k < a.k)
-      step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
-                  static_cast<__mmask32>((uint64_t{1} << (a.k - k)) - 1));
-    finish(a, o, j0, acc);
+    // x: [NB, ldx] even/odd-split blocks of 32 (prep_x_bf16).
+    tile_k32<Bf16, R, NB>(a, o, j0, static_cast<const uint16_t*>(a.w) + o * a.ldw,
+                          a.x + j0 * a.ldx);
   }
 };
 
@@ -216,45 +129,17 @@ struct F32 {
   }
 };
 
-template <class K, int R, int... I>
-constexpr std::array<TileFn, sizeof...(I)> tiles(std::integer_sequence<int, I...>) {
-  return {&K::template tile<R, I + 1>...};
-}
-
-// Output rows in order, R at a time; input rows in groups of up to kGroup per pass (a second
-// pass over the same weight rows hits L1/L2).
-template <class K>
-void gemv(const GemvArgs& a, int64_t o0, int64_t o1) {
-  static constexpr auto t1 = tiles<K, 1>(std::make_integer_sequence<int, kGroup>{});
-  static constexpr auto t2 = tiles<K, 2>(std::make_integer_sequence<int, kGroup>{});
-  const int R = a.n <= 2 ? 1 : 2;
-  const TileFn* t = R == 1 ? t1.data() : t2.data();
-  int64_t o = o0;
-  for (; o + R <= o1; o += R)
-    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
-      t[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
-  for (; o < o1; ++o)
-    for (int64_t j0 = 0; j0 < a.n; j0 += kGroup)
-      t1[std::min<int64_t>(kGroup, a.n - j0) - 1](a, o, j0);
-}
-
 // x [n, k] -> per 32-element block: the 16 even-indexed values, then the 16 odd-indexed ones.
 void prep_x_bf16(const float* x, int64_t ldx, int64_t n, int64_t k, float* xp, int64_t xp_stride) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  for (int64_t j = 0; j < n; ++j) {
-    const float* src = x + j * ldx;
-    float* dst = xp + j * xp_stride;
-    for (int64_t kb = 0; kb < xp_stride; kb += 32) {
-      const int64_t left = std::clamp<int64_t>(k - kb, 0, 32);
-      const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(left, 16)) - 1);
-      const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(left - 16, 0)) - 1);
-      const __m512 lo = _mm512_maskz_loadu_ps(m0, src + kb);
-      const __m512 hi = _mm512_maskz_loadu_ps(m1, src + kb + 16);
-      _mm512_store_ps(dst + kb, _mm512_permutex2var_ps(lo, even, hi));
-      _mm512_store_ps(dst + kb + 16, _mm512_permutex2var_ps(lo, odd, hi));
-    }
-  }
+  for_x_blocks32(n, k, xp_stride, [&](int64_t j, int64_t kb, __mmask16 m0, __mmask16 m1) {
+    const __m512 lo = _mm512_maskz_loadu_ps(m0, x + j * ldx + kb);
+    const __m512 hi = _mm512_maskz_loadu_ps(m1, x + j * ldx + kb + 16);
+    float* dst = xp + j * xp_stride + kb;
+    _mm512_store_ps(dst, _mm512_permutex2var_ps(lo, even, hi));
+    _mm512_store_ps(dst + 16, _mm512_permutex2var_ps(lo, odd, hi));
+  });
 }
 
 void i8_to_bf16(const int8_t* q, uint16_t* dst, size_t n) {
@@ -293,9 +178,9 @@ uint64_t stream_read(const void* p, size_t bytes) {
 
 const LinearKernels& linear_kernels_avx512() {
   static const LinearKernels t{.isa = "avx512",
-                               .gemv_f32 = gemv<F32>,
-                               .gemv_bf16 = gemv<Bf16>,
-                               .gemv_i8 = gemv<I8>,
+                               .gemv_f32 = gemv_rows<F32, kGroup>,
+                               .gemv_bf16 = gemv_rows<Bf16, kGroup>,
+                               .gemv_i8 = gemv_rows<I8, kGroup>,
                                .prep_x_bf16 = prep_x_bf16,
                                .i8_to_bf16 = i8_to_bf16,
                                .i8_to_f32 = i8_to_f32,
