@@ -1,10 +1,13 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -99,6 +102,10 @@ struct Engine::Impl {
   };
   static constexpr int64_t kInflowWindowNs = 5'000'000'000;
   std::deque<Admitted> recent_admits;
+  // Per class weight: log(actual / modelled) TTFT of the last admitted requests; their mean
+  // corrects the queue model's bias for that class (step-loop thread only).
+  static constexpr size_t kBiasWindow = 64;
+  std::map<double, std::deque<double>> ttft_log_bias;
   int64_t first_admit_ns = -1;
 
   mutable std::mutex mu;
@@ -361,10 +368,16 @@ struct Engine::Impl {
         Entry& e = *entry_of(r);
         if (r->predicted_ttft_ns > 0 && r->timeline.count(Event::kToken) == 0 &&
             r->output.size() <= 1) {
+          const double actual =
+              static_cast<double>(r->timeline.first(Event::kFirstToken) - r->arrival_ns);
+          if (r->model_ttft_ns > 0 && actual > 0) {
+            auto& log_bias = ttft_log_bias[r->weight];
+            log_bias.push_back(
+                std::clamp(std::log(actual / static_cast<double>(r->model_ttft_ns)), -3.0, 3.0));
+            if (log_bias.size() > kBiasWindow) log_bias.pop_front();
+          }
           std::lock_guard<std::mutex> lk(mu);
-          cost.record_ttft(
-              static_cast<double>(r->predicted_ttft_ns),
-              static_cast<double>(r->timeline.first(Event::kFirstToken) - r->arrival_ns));
+          cost.record_ttft(static_cast<double>(r->predicted_ttft_ns), actual);
         }
         try {
           if (!r->finished()) {
@@ -443,7 +456,19 @@ struct Engine::Impl {
     }
     const double pred = rho < 0.95 ? pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
     const int64_t elapsed = now - r.arrival_ns;
-    r.predicted_ttft_ns = elapsed + static_cast<int64_t>(pred);
+    r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
+    // The model's bias for this class, learned from the first tokens of admitted requests (the
+    // geometric mean of actual / modelled; a class the model over-predicts would otherwise be
+    // refused for nothing, one it under-predicts admitted to miss).
+    double bias = 1;
+    if (auto it = ttft_log_bias.find(r.weight);
+        it != ttft_log_bias.end() && it->second.size() >= 8) {
+      double m = 0;
+      for (double v : it->second) m += v;
+      bias = std::clamp(std::exp(m / static_cast<double>(it->second.size())), 0.25, 4.0);
+    }
+    r.predicted_ttft_ns =
+        static_cast<int64_t>(std::min(1e12, static_cast<double>(r.model_ttft_ns) * bias));
     auto admitted = [&] {
       if (first_admit_ns < 0) first_admit_ns = now;
       recent_admits.push_back({now, own, own_patches, r.weight, r.priority});

@@ -24,8 +24,8 @@ const char* outcome_name(Outcome o);  // "finished" (length), "stopped", "cancel
 
 // One image of a request, preprocessed, placed in the prompt.
 struct MediaItem {
-  Hash128 key;           // content hash of the bytes + model + processor settings + tenant salt
-  Tensor pixel_values;   // [n_patches, patch_dim] f32 (released once encoded)
+  Hash128 key;          // content hash of the bytes + model + processor settings + tenant salt
+  Tensor pixel_values;  // [n_patches, patch_dim] f32 (released once encoded)
   models::GridThw grid{};
   int64_t begin = 0;     // first prompt index of its <|image_pad|> run
   int64_t n_tokens = 0;  // length of the run
@@ -41,26 +41,27 @@ struct Request {
   std::vector<int32_t> prompt;
   std::vector<int32_t> positions;  // [3, prompt.size()] or empty (text)
   int32_t rope_delta = 0;
-  std::vector<MediaItem> media;    // in prompt order, non-overlapping
+  std::vector<MediaItem> media;  // in prompt order, non-overlapping
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;
-  int32_t priority = 0;            // larger = more important (priority policy)
-  int64_t arrival_ns = 0;          // for fcfs and deadlines
-  int64_t deadline_ns = 0;         // absolute time-to-first-token deadline (0: none)
-  int64_t tpot_target_ns = 0;      // per-output-token target (0: none)
-  std::string sla_class;           // "" when none
-  double weight = 1.0;             // the class weight (slo policy)
-  int64_t predicted_ttft_ns = 0;   // admission's prediction (0: none made)
+  int32_t priority = 0;           // larger = more important (priority policy)
+  int64_t arrival_ns = 0;         // for fcfs and deadlines
+  int64_t deadline_ns = 0;        // absolute time-to-first-token deadline (0: none)
+  int64_t tpot_target_ns = 0;     // per-output-token target (0: none)
+  std::string sla_class;          // "" when none
+  double weight = 1.0;            // the class weight (slo policy)
+  int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none made)
+  int64_t model_ttft_ns = 0;      // ... before the per-class bias correction
 
   // Scheduling state.
   RequestStatus status = RequestStatus::kWaiting;
-  int64_t num_computed = 0;        // tokens whose K/V is in the cache
-  int64_t num_cached_hit = 0;      // of those, tokens taken from the prefix cache at admission
-  std::vector<int32_t> output;     // generated tokens (stop token excluded)
+  int64_t num_computed = 0;     // tokens whose K/V is in the cache
+  int64_t num_cached_hit = 0;   // of those, tokens taken from the prefix cache at admission
+  std::vector<int32_t> output;  // generated tokens (stop token excluded)
   int32_t num_preemptions = 0;
   std::unique_ptr<Sampler> sampler;
   Outcome outcome = Outcome::kNone;
-  std::string reason;              // for refused / failed
+  std::string reason;  // for refused / failed
   Timeline timeline;
 
   int64_t num_tokens() const { return static_cast<int64_t>(prompt.size() + output.size()); }
