@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/gemv_driver.h"
 
 namespace mmrt::kernels::detail {
@@ -46,27 +48,30 @@ MMRT_ALWAYS_INLINE void finish(const GemvArgs& a, int64_t o, int64_t j0, __m512 
       [](__m512 v) { return hsum(v); }, [](int, int) { return 0.f; });
 }
 
-// One tile over 32-element steps of k: K::step<R, NB>(acc, w, ldw, x, ldx, k, mask) at each
-// step (A accumulator sets, then single steps, then a masked tail; x is zero padded past a.k),
-// one weight prefetch per 64-byte line, then finish().
-template <class K, int R, int NB, class T, class X>
-MMRT_ALWAYS_INLINE void tile_k32(const GemvArgs& a, int64_t o, int64_t j0, const T* w, const X* x) {
+// One tile over W-element steps of k (W = 16 or 32): K::step<R, NB>(acc, w, ldw, x, ldx, k,
+// mask) at each step (A accumulator sets, then single steps, then a masked tail; x is zero padded
+// or masked past a.k), one weight prefetch per 64-byte line, then finish().
+template <class K, int W, int R, int NB, class T, class X>
+MMRT_ALWAYS_INLINE void tile_steps(const GemvArgs& a, int64_t o, int64_t j0, const T* w,
+                                   const X* x) {
+  static_assert(W == 16 || W == 32);
+  using Mask = std::conditional_t<W == 32, __mmask32, __mmask16>;
   constexpr int A = acc_sets<R, NB>();
   constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(T));  // elements per line
+  constexpr Mask kFull = static_cast<Mask>(~Mask{0});
   __m512 acc[A][R][NB];
   zero(acc);
   int64_t k = 0;
-  for (; k + 32 * A <= a.k; k += 32 * A)
+  for (; k + W * A <= a.k; k += W * A)
     unroll<A>([&](auto u) {
-      if ((k + 32 * u) % kLine == 0)
-        prefetch_rows<R>(w + k + 32 * u, a.ldw * static_cast<int64_t>(sizeof(T)));
-      K::template step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 32 * u, ~__mmask32{0});
+      if ((k + W * u) % kLine == 0)
+        prefetch_rows<R>(w + k + W * u, a.ldw * static_cast<int64_t>(sizeof(T)));
+      K::template step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + W * u, kFull);
     });
-  for (; k + 32 <= a.k; k += 32)
-    K::template step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k, ~__mmask32{0});
+  for (; k + W <= a.k; k += W) K::template step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k, kFull);
   if (k < a.k)
     K::template step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
-                            static_cast<__mmask32>((uint64_t{1} << (a.k - k)) - 1));
+                            static_cast<Mask>((uint64_t{1} << (a.k - k)) - 1));
   finish(a, o, j0, acc);
 }
 

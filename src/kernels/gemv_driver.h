@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "kernels/linear_impl.h"
@@ -17,6 +18,20 @@ namespace mmrt::kernels::detail {
 namespace {  // NOLINT(google-build-namespaces): one copy per ISA translation unit, see above
 
 using TileFn = void (*)(const GemvArgs&, int64_t o, int64_t j0);
+
+// One stored weight as f32 (exact), for scalar loops and tails.
+inline float widen(float v) {
+  return v;
+}
+inline float widen(uint16_t bf16) {
+  const uint32_t u = static_cast<uint32_t>(bf16) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float widen(int8_t v) {
+  return static_cast<float>(v);
+}
 
 // A tile is R output rows against NB input rows, with R * NB * A accumulators: A independent
 // sets per pair keep at least four FMA chains in flight. Single-row inputs use R = 1: each

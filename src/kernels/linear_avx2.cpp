@@ -21,22 +21,6 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline float bf16_to_f32(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline float widen(float v) {
-  return v;
-}
-inline float widen(uint16_t v) {
-  return bf16_to_f32(v);
-}
-inline float widen(int8_t v) {
-  return static_cast<float>(v);
-}
-
 // Accumulator loops are fully unrolled (#pragma GCC unroll) so GCC keeps the accumulators in
 // registers (see linear_avx512.cpp). A tile is R output rows x NB input rows with A sets
 // (acc_sets, gemv_driver.h).
@@ -89,36 +73,25 @@ struct Bf16 {
   using T = uint16_t;
 };
 
-// int8: 8 weights widened per step.
-struct I8 {
-  static constexpr int kStep = 8;
-  template <int R, int NB>
-  static MMRT_ALWAYS_INLINE void step(__m256 (&acc)[R][NB], const int8_t* w, int64_t ldw,
-                                      const float* x, int64_t ldx, int64_t k) {
-    __m256 wf[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      wf[r] = _mm256_cvtepi32_ps(
-          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ldw + k))));
-#pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) {
-      const __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wf[r], xv, acc[r][j]);
-    }
-  }
-  using T = int8_t;
-};
+// int8 and f32: 8 weights per step, widened to f32.
+inline __m256 load_w8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256 load_w8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
 
-// f32: 8 weights per step.
-struct F32 {
+template <class W>
+struct Wide8 {
+  using T = W;
   static constexpr int kStep = 8;
   template <int R, int NB>
-  static MMRT_ALWAYS_INLINE void step(__m256 (&acc)[R][NB], const float* w, int64_t ldw,
-                                      const float* x, int64_t ldx, int64_t k) {
+  static MMRT_ALWAYS_INLINE void step(__m256 (&acc)[R][NB], const T* w, int64_t ldw, const float* x,
+                                      int64_t ldx, int64_t k) {
     __m256 wf[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) wf[r] = _mm256_loadu_ps(w + r * ldw + k);
+    for (int r = 0; r < R; ++r) wf[r] = load_w8(w + r * ldw + k);
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
       const __m256 xv = _mm256_loadu_ps(x + j * ldx + k);
@@ -126,8 +99,9 @@ struct F32 {
       for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wf[r], xv, acc[r][j]);
     }
   }
-  using T = float;
 };
+using I8 = Wide8<int8_t>;
+using F32 = Wide8<float>;
 
 // Weight prefetch distance (see linear_avx512.cpp).
 constexpr int64_t kPrefetch = 4096;

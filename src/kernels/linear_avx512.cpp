@@ -54,20 +54,28 @@ struct Bf16 {
   template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
     // x: [NB, ldx] even/odd-split blocks of 32 (prep_x_bf16).
-    tile_k32<Bf16, R, NB>(a, o, j0, static_cast<const uint16_t*>(a.w) + o * a.ldw,
-                          a.x + j0 * a.ldx);
+    tile_steps<Bf16, 32, R, NB>(a, o, j0, static_cast<const uint16_t*>(a.w) + o * a.ldw,
+                                a.x + j0 * a.ldx);
   }
 };
 
-// ---- int8: 64 weights per line, widened 16 at a time; per-row scale applied at the end ----
-struct I8 {
+// ---- int8 (64 weights per line, scale applied at the end) and f32 (16 per line): weights
+// widened to f32 16 at a time ----
+inline __m512 load_w16(const int8_t* p, __mmask16 mask) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
+}
+inline __m512 load_w16(const float* p, __mmask16 mask) {
+  return _mm512_maskz_loadu_ps(mask, p);
+}
+
+template <class T>
+struct Wide16 {
   template <int R, int NB>
-  static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const int8_t* w, int64_t ldw,
-                                      const float* x, int64_t ldx, int64_t k, __mmask16 mask) {
+  static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const T* w, int64_t ldw, const float* x,
+                                      int64_t ldx, int64_t k, __mmask16 mask) {
     __m512 wf[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      wf[r] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, w + r * ldw + k)));
+    for (int r = 0; r < R; ++r) wf[r] = load_w16(w + r * ldw + k, mask);
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x + j * ldx + k);
@@ -77,57 +85,12 @@ struct I8 {
   }
   template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    constexpr int A = acc_sets<R, NB>();
-    const auto* w = static_cast<const int8_t*>(a.w) + o * a.ldw;  // [R, ldw]
-    const float* x = a.x + j0 * a.ldx;                            // [NB, ldx]
-    __m512 acc[A][R][NB];
-    zero(acc);
-    int64_t k = 0;
-    for (; k + 16 * A <= a.k; k += 16 * A) {
-      if ((k & 63) == 0) prefetch_rows<R>(w + k, a.ldw);  // one per 64-byte line
-      unroll<A>([&](auto u) { step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 16 * u, 0xffff); });
-    }
-    for (; k < a.k; k += 16)
-      step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
-                  static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1));
-    finish(a, o, j0, acc);
+    tile_steps<Wide16, 16, R, NB>(a, o, j0, static_cast<const T*>(a.w) + o * a.ldw,
+                                  a.x + j0 * a.ldx);
   }
 };
-
-// ---- f32: 16 weights per line ----
-struct F32 {
-  template <int R, int NB>
-  static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const float* w, int64_t ldw,
-                                      const float* x, int64_t ldx, int64_t k, __mmask16 mask) {
-    __m512 wf[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) wf[r] = _mm512_maskz_loadu_ps(mask, w + r * ldw + k);
-#pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + j * ldx + k);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(wf[r], xv, acc[r][j]);
-    }
-  }
-  template <int R, int NB>
-  static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    constexpr int A = acc_sets<R, NB>();
-    const auto* w = static_cast<const float*>(a.w) + o * a.ldw;  // [R, ldw]
-    const float* x = a.x + j0 * a.ldx;                           // [NB, ldx]
-    __m512 acc[A][R][NB];
-    zero(acc);
-    int64_t k = 0;
-    for (; k + 16 * A <= a.k; k += 16 * A)
-      unroll<A>([&](auto u) {
-        prefetch_rows<R>(w + k + 16 * u, a.ldw * 4);
-        step<R, NB>(acc[u], w, a.ldw, x, a.ldx, k + 16 * u, 0xffff);
-      });
-    for (; k < a.k; k += 16)
-      step<R, NB>(acc[0], w, a.ldw, x, a.ldx, k,
-                  static_cast<__mmask16>((1u << std::min<int64_t>(16, a.k - k)) - 1));
-    finish(a, o, j0, acc);
-  }
-};
+using I8 = Wide16<int8_t>;
+using F32 = Wide16<float>;
 
 // x [n, k] -> per 32-element block: the 16 even-indexed values, then the 16 odd-indexed ones.
 void prep_x_bf16(const float* x, int64_t ldx, int64_t n, int64_t k, float* xp, int64_t xp_stride) {

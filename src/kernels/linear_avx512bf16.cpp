@@ -61,8 +61,8 @@ struct Dot {
 
   template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    tile_k32<Dot, R, NB>(a, o, j0, static_cast<const typename W::T*>(a.w) + o * a.ldw,
-                         reinterpret_cast<const uint16_t*>(a.x) + j0 * a.ldx);
+    tile_steps<Dot, 32, R, NB>(a, o, j0, static_cast<const typename W::T*>(a.w) + o * a.ldw,
+                               reinterpret_cast<const uint16_t*>(a.x) + j0 * a.ldx);
   }
 };
 

@@ -3,29 +3,13 @@
 // partial sums per dot product so the compiler can vectorise with the baseline ISA.
 #include <cstring>
 
-#include "kernels/linear_impl.h"
+#include "kernels/gemv_driver.h"
 
 namespace mmrt::kernels::detail {
 
 namespace {
 
 constexpr int kLanes = 8;
-
-inline float bf16_to_f32(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline float widen(float v) {
-  return v;
-}
-inline float widen(uint16_t v) {
-  return bf16_to_f32(v);
-}
-inline float widen(int8_t v) {
-  return static_cast<float>(v);
-}
 
 template <typename T>
 void gemv(const GemvArgs& a, int64_t o0, int64_t o1) {
