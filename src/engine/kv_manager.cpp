@@ -76,24 +76,33 @@ Hash128 KvBlockManager::block_hash(const Request& req, int64_t j, const Hash128&
   return h.digest();
 }
 
+template <class OnHit>
+int64_t KvBlockManager::match_cached_prefix(const Request& req, OnHit&& on_hit) const {
+  if (!prefix_caching_) return 0;
+  const int64_t usable = (req.num_tokens() - 1) / block_size_;  // leave a token to compute
+  Hash128 parent = req.tenant_salt;
+  int64_t j = 0;
+  for (; j < usable; ++j) {
+    const Hash128 h = block_hash(req, j, parent);
+    auto it = cached_.find(h);
+    if (it == cached_.end()) break;
+    on_hit(it->second, h);
+    parent = h;
+  }
+  return j;
+}
+
 int64_t KvBlockManager::acquire_cached_prefix(Request& req) {
   MMRT_CHECK(!tables_.count(req.id), "acquire_cached_prefix on a request that holds blocks");
   Table& t = tables_[req.id];
   req.num_computed = 0;
   if (!prefix_caching_) return 0;
-  const int64_t usable = (req.num_tokens() - 1) / block_size_;  // leave a token to compute
   stats_.prefix_query_tokens += req.num_tokens();
-  Hash128 parent = req.tenant_salt;
-  for (int64_t j = 0; j < usable; ++j) {
-    Hash128 h = block_hash(req, j, parent);
-    auto it = cached_.find(h);
-    if (it == cached_.end()) break;
-    int32_t b = it->second;
+  match_cached_prefix(req, [&](int32_t b, const Hash128& h) {
     if (ref_[static_cast<size_t>(b)]++ == 0) lru_remove(b);
     t.blocks.push_back(b);
     t.hashes.push_back(h);
-    parent = h;
-  }
+  });
   int64_t hit = static_cast<int64_t>(t.blocks.size()) * block_size_;
   stats_.prefix_hit_tokens += hit;
   req.num_computed = hit;
@@ -102,16 +111,7 @@ int64_t KvBlockManager::acquire_cached_prefix(Request& req) {
 }
 
 int64_t KvBlockManager::cached_prefix_tokens(const Request& req) const {
-  if (!prefix_caching_) return 0;
-  const int64_t usable = (req.num_tokens() - 1) / block_size_;
-  Hash128 parent = req.tenant_salt;
-  int64_t j = 0;
-  for (; j < usable; ++j) {
-    const Hash128 h = block_hash(req, j, parent);
-    if (!cached_.count(h)) break;
-    parent = h;
-  }
-  return j * block_size_;
+  return match_cached_prefix(req, [](int32_t, const Hash128&) {}) * block_size_;
 }
 
 int32_t KvBlockManager::blocks_needed(const Request& req, int64_t n_new) const {

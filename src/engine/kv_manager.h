@@ -60,6 +60,11 @@ class KvBlockManager {
   void check_invariants() const;
 
  private:
+  // Walks the leading full blocks of req found in the prefix cache (leaving at least one token
+  // to compute), calling on_hit(block, hash) for each in order; returns how many matched.
+  template <class OnHit>
+  int64_t match_cached_prefix(const Request& req, OnHit&& on_hit) const;
+
   struct Table {
     std::vector<int32_t> blocks;
     std::vector<Hash128> hashes;  // of the leading full blocks already hashed
