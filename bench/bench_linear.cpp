@@ -98,7 +98,7 @@ ReadStreamer& streamer() {
   return rs;
 }
 
-// args: out, in, n, format, path (0 auto, 1 gemv, 2 gemm)
+// args: out, in, n, format, path (0 auto, 1 gemv, 2 gemm), int8 activations (0 q8, 1 float)
 // Each iteration times one call and one bandwidth window of the same byte count (alternating
 // order); bw_frac_paired is the median over iterations of window time / call time.
 void BM_decode(benchmark::State& st) {
@@ -106,6 +106,7 @@ void BM_decode(benchmark::State& st) {
   const auto fmt = static_cast<WeightFormat>(st.range(3));
   LinearOptions opt;
   opt.path = static_cast<LinearPath>(st.range(4));
+  opt.int8_x = st.range(5) ? Int8Activations::kFloat : Int8Activations::kQ8;
   bandwidth();
   streamer();
   const auto ws = weight_copies(out, in, fmt, kRotateBytes);
@@ -169,16 +170,20 @@ constexpr int kInt8 = static_cast<int>(WeightFormat::kInt8);
 void decode_args(benchmark::internal::Benchmark* b) {
   for (auto [out, in] : kShapes)
     for (int64_t n : {1, 8})
-      for (int fmt : {kBF16, kInt8, kF32}) b->Args({out, in, n, fmt, 0});
+      for (int fmt : {kBF16, kInt8, kF32}) {
+        b->Args({out, in, n, fmt, 0, 0});
+        if (fmt == kInt8) b->Args({out, in, n, fmt, 0, 1});
+      }
 }
 void crossover_args(benchmark::internal::Benchmark* b) {
   for (int fmt : {kBF16, kInt8, kF32})
     for (int64_t n : {2, 4, 6, 8, 12, 16, 32})
-      for (int path : {1, 2}) b->Args({8960, 1536, n, fmt, path});
+      for (int path : {1, 2}) b->Args({8960, 1536, n, fmt, path, 0});
 }
 // Row length at a fixed 27.5 MB of bf16 weights, batch 1 (the down projection is the long one).
 void row_length_args(benchmark::internal::Benchmark* b) {
-  for (int64_t in : {1536, 2240, 4480, 8960, 17920}) b->Args({8960 * 1536 / in, in, 1, kBF16, 0});
+  for (int64_t in : {1536, 2240, 4480, 8960, 17920})
+    b->Args({8960 * 1536 / in, in, 1, kBF16, 0, 0});
 }
 void prefill_args(benchmark::internal::Benchmark* b) {
   for (auto [out, in] : kShapes) {
@@ -193,19 +198,19 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_decode)
     ->Name("decode")
-    ->ArgNames({"out", "in", "n", "fmt", "path"})
+    ->ArgNames({"out", "in", "n", "fmt", "path", "ix"})
     ->Apply(decode_args)
     ->UseManualTime()
     ->MinTime(0.5);
 BENCHMARK(BM_decode)
     ->Name("row_length")
-    ->ArgNames({"out", "in", "n", "fmt", "path"})
+    ->ArgNames({"out", "in", "n", "fmt", "path", "ix"})
     ->Apply(row_length_args)
     ->UseManualTime()
     ->MinTime(0.5);
 BENCHMARK(BM_decode)
     ->Name("crossover")
-    ->ArgNames({"out", "in", "n", "fmt", "path"})
+    ->ArgNames({"out", "in", "n", "fmt", "path", "ix"})
     ->Apply(crossover_args)
     ->UseManualTime()
     ->MinTime(0.5);

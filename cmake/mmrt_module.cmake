@@ -1,6 +1,6 @@
 # mmrt_module(NAME DEPS ...): a static library from every .cpp in the current folder
-# (and sub-folders named in SUBDIRS). Files named *_avx512.cpp, *_avx512bf16.cpp and *_avx2.cpp
-# get the matching ISA flags; everything else stays portable x86-64.
+# (and sub-folders named in SUBDIRS). Files named *_avx512.cpp, *_avx512bf16.cpp,
+# *_avx512vnni.cpp and *_avx2.cpp get the matching ISA flags; everything else stays portable x86-64.
 function(mmrt_module name)
   cmake_parse_arguments(M "" "" "DEPS;SUBDIRS" ${ARGN})
   set(globs ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
@@ -21,6 +21,9 @@ function(mmrt_module name)
     if(s MATCHES "_avx512bf16\\.cpp$")
       set_source_files_properties(${s} PROPERTIES COMPILE_OPTIONS
         "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mfma;-mf16c;-mavx2;-Wno-maybe-uninitialized")
+    elseif(s MATCHES "_avx512vnni\\.cpp$")
+      set_source_files_properties(${s} PROPERTIES COMPILE_OPTIONS
+        "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mfma;-mf16c;-mavx2;-Wno-maybe-uninitialized")
     elseif(s MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${s} PROPERTIES COMPILE_OPTIONS
         "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c;-mavx2;-Wno-maybe-uninitialized")

@@ -141,23 +141,44 @@ int run_bench_model(Args& args) {
               static_cast<long long>(bw_mb));
   kernels::ReadStreamer probe(pool, static_cast<size_t>(bw_mb) << 20);  // paired windows
 
-  for (int pass = 0; pass < (do_int8 ? 2 : 1); ++pass) {
+  // Passes: the weights as asked (default: as stored), then int8 with the chosen activations,
+  // then, where those were Q8 blocks, int8 strictly weight-only (float activations).
+  std::vector<models::LanguageModelOptions> passes{base};
+  if (do_int8) {
     models::LanguageModelOptions o = base;
-    if (pass == 1) o.weight_format = kernels::WeightFormat::kInt8;
+    o.weight_format = kernels::WeightFormat::kInt8;
+    passes.push_back(o);
+    if (o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available()) {
+      o.int8_activations = kernels::Int8Activations::kFloat;
+      passes.push_back(o);
+    }
+  }
+  double first_b1 = 0;
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    models::LanguageModelOptions o = passes[pass];
     o.kv_bytes = std::max<uint64_t>(o.kv_bytes, 64ull << 20);
     Stopwatch load;
     auto lm = models::LanguageModel::load(dir, o);
     double load_s = load.seconds();
+    std::string what(kernels::weight_format_name(lm->weight_format()));
+    if (lm->weight_format() == kernels::WeightFormat::kInt8)
+      what += o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available()
+                  ? " (decode on q8 blocks of x)"
+                  : " (weight-only, x float)";
     std::printf(
         "== language model, %s weights (%.2f GB streamed per decode step, loaded in %.2f s)\n",
-        std::string(kernels::weight_format_name(lm->weight_format())).c_str(),
-        static_cast<double>(lm->weight_bytes()) / 1e9, load_s);
+        what.c_str(), static_cast<double>(lm->weight_bytes()) / 1e9, load_s);
     auto f = run_lm(*lm, prompt_len, steps, probe);
     std::printf("   prefill %lld tokens: %.1f tokens/s\n", static_cast<long long>(prompt_len),
                 f.prefill_tok_s);
     std::printf(
         "   decode batch 1: %.2f tokens/s = %.1f GB/s of weights = %.0f%% of the bandwidth above\n",
         f.decode_b1_tok_s, f.b1_weight_gbs, 100 * f.b1_weight_gbs / bw);
+    if (pass == 0)
+      first_b1 = f.decode_b1_tok_s;
+    else
+      std::printf("   decode batch 1 rate / the first model's: %.2fx\n",
+                  f.decode_b1_tok_s / first_b1);
     std::printf(
         "   decode batch 1, each step paired with a bandwidth window read right after it:\n"
         "     weight rate / read rate = %.0f%% median of %zu pairs (min %.0f%%, max %.0f%%)\n",
@@ -263,7 +284,8 @@ MMRT_COMMAND(
     "                        [--concurrency 1,4,16] [options]\n\n"
     "Measures, in one run: memory read bandwidth; prefill tokens/s for an N-token prompt\n"
     "(default 512); decode tokens/s at batch 1 and 8 with the weight bytes streamed per second\n"
-    "as a fraction of that bandwidth; the same with int8 weights (skip with --no-int8); the\n"
+    "as a fraction of that bandwidth; the same with int8 weights (skip with --no-int8), both\n"
+    "with q8 activations and strictly weight-only where the CPU has the q8 kernel; the\n"
     "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; and with\n"
     "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
     "image saves on a second conversation turn.\n\n"

@@ -17,6 +17,13 @@ models::LanguageModelOptions language_model_options(Args& args) {
   else if (w != "auto")
     throw InvalidArgument("--weights must be auto, f32, bf16 or int8, got '" + w + "'");
   if (args.flag("map-weights")) o.weight_placement = kernels::WeightPlacement::kViewIfPossible;
+  std::string ia = args.get_or("int8-activations", "q8");
+  if (ia == "q8")
+    o.int8_activations = kernels::Int8Activations::kQ8;
+  else if (ia == "float")
+    o.int8_activations = kernels::Int8Activations::kFloat;
+  else
+    throw InvalidArgument("--int8-activations must be q8 or float, got '" + ia + "'");
   std::string kv = args.get_or("kv-dtype", "bf16");
   if (kv == "bf16")
     o.kv_dtype = DType::kBF16;

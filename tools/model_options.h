@@ -4,18 +4,21 @@
 #include "cli.h"
 #include "models/qwen2_vl/language_model.h"
 
-#define MMRT_MODEL_OPTIONS_HELP                                                              \
-  "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n" \
-  "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"  \
-  "                          copying them to huge pages (faster load, less memory, ~20%\n"   \
-  "                          slower decode)\n"                                               \
-  "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                         \
-  "  --kv-mb N               KV cache size in MiB (default 256)\n"                           \
+#define MMRT_MODEL_OPTIONS_HELP                                                               \
+  "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"  \
+  "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"   \
+  "                          copying them to huge pages (faster load, less memory, ~20%\n"    \
+  "                          slower decode)\n"                                                \
+  "  --int8-activations q8|float   int8 decode: x quantised per block of 64 and multiplied\n" \
+  "                          as integers (q8, default; AVX512-VNNI CPUs) or strictly\n"       \
+  "                          weight-only (float)\n"                                           \
+  "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                          \
+  "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
   "  --threads N             compute threads (default: all CPUs; env MMRT_THREADS)\n"
 
 namespace mmrt::cli {
 
-// Reads --weights, --map-weights, --kv-dtype, --kv-mb, --threads.
+// Reads --weights, --map-weights, --int8-activations, --kv-dtype, --kv-mb, --threads.
 models::LanguageModelOptions language_model_options(Args& args);
 
 }  // namespace mmrt::cli

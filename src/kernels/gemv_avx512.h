@@ -48,14 +48,15 @@ MMRT_ALWAYS_INLINE void finish(const GemvArgs& a, int64_t o, int64_t j0, __m512 
       [](__m512 v) { return hsum(v); }, [](int, int) { return 0.f; });
 }
 
-// One tile over W-element steps of k (W = 16 or 32): K::step<R, NB>(acc, w, ldw, x, ldx, k,
+// One tile over W-element steps of k (W = 16, 32 or 64): K::step<R, NB>(acc, w, ldw, x, ldx, k,
 // mask) at each step (A accumulator sets, then single steps, then a masked tail; x is zero padded
 // or masked past a.k), one weight prefetch per 64-byte line, then finish().
 template <class K, int W, int R, int NB, class T, class X>
 MMRT_ALWAYS_INLINE void tile_steps(const GemvArgs& a, int64_t o, int64_t j0, const T* w,
                                    const X* x) {
-  static_assert(W == 16 || W == 32);
-  using Mask = std::conditional_t<W == 32, __mmask32, __mmask16>;
+  static_assert(W == 16 || W == 32 || W == 64);
+  using Mask =
+      std::conditional_t<W == 64, __mmask64, std::conditional_t<W == 32, __mmask32, __mmask16>>;
   constexpr int A = acc_sets<R, NB>();
   constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(T));  // elements per line
   constexpr Mask kFull = static_cast<Mask>(~Mask{0});

@@ -261,6 +261,10 @@ const char* linear_isa() {
   return detail::linear_kernels().isa;
 }
 
+bool int8_q8_available() {
+  return detail::linear_kernels().gemv_i8_q8 != nullptr;
+}
+
 bool linear_force_isa(const char* isa) {
   const std::string_view v(isa ? isa : "");
   const CpuFeatures& cpu = cpu_features();
@@ -287,7 +291,14 @@ bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
          (opt.path == LinearPath::kAuto && n <= gemv_max_rows(w.format()));
 }
 
-void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool) {
+// The int8 kernel runs on Q8 blocks of x (Int8Activations::kQ8 where the CPU can).
+bool use_q8(const PackedLinear& w, const LinearOptions& opt) {
+  return w.format() == WeightFormat::kInt8 && opt.int8_x == Int8Activations::kQ8 &&
+         int8_q8_available();
+}
+
+void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+              const LinearOptions& opt) {
   const detail::LinearKernels& ks = detail::linear_kernels();
   detail::GemvArgs a;
   a.x = x;
@@ -301,7 +312,15 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   a.y = y;
   a.ldy = w.out();
   detail::GemvFn fn = ks.gemv_f32;
-  if (w.format() == WeightFormat::kBF16 || (w.format() == WeightFormat::kInt8 && ks.gemv_x_bf16)) {
+  if (use_q8(w, opt)) {
+    fn = ks.gemv_i8_q8;
+    const int64_t row_bytes = detail::q8_row_bytes(w.in());
+    void* xq = detail::thread_scratch(0, static_cast<size_t>(n * row_bytes));
+    ks.prep_x_q8(x, w.in(), n, w.in(), xq, row_bytes);  // n rows of row_bytes
+    a.x = static_cast<const float*>(xq);
+    a.ldx = row_bytes;
+  } else if (w.format() == WeightFormat::kBF16 ||
+             (w.format() == WeightFormat::kInt8 && ks.gemv_x_bf16)) {
     fn = w.format() == WeightFormat::kBF16 ? ks.gemv_bf16 : ks.gemv_i8;
     if (ks.prep_x_bf16) {
       const int64_t stride =
@@ -345,7 +364,7 @@ void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPo
       yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
     throw InvalidArgument("linear: input and output overlap");
   if (use_gemv(n, w, opt))
-    run_gemv(x, n, w, y, pool);
+    run_gemv(x, n, w, y, pool, opt);
   else
     detail::run_gemm(x, n, w, y, pool, opt);
 }
@@ -365,6 +384,11 @@ LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& op
   if (use_gemv(n, w, opt)) {
     p.gemv = true;
     p.kernel = std::string(linear_isa()) + " gemv";
+    if (use_q8(w, opt)) {
+      p.kernel += " (x q8, vnni)";
+      p.x_quantised_q8 = true;
+      return p;
+    }
     p.x_rounded_to_bf16 = w.format() != WeightFormat::kF32 && detail::linear_kernels().gemv_x_bf16;
     return p;
   }

@@ -77,9 +77,23 @@ enum class LinearPath : uint8_t { kAuto, kGemv, kGemm };
 // Library for the f32 GEMM (bf16/int8 weights always use oneDNN).
 enum class GemmLibrary : uint8_t { kAuto, kOneDnn, kOpenBlas };
 
+// What the int8 matrix-vector kernels (decode) multiply the int8 weights with.
+//   kQ8    x quantised on the fly per block of kQ8Block elements along `in`: scale =
+//          max|x_block| / 127, q = round-half-even(x / scale) (symmetric, an all-zero block has
+//          scale 0), multiplied as integers (AVX512-VNNI, four weights per lane and
+//          instruction) and scaled per block in f32. The activation side of llama.cpp's Q8
+//          dot products; worst-case error |x - dequant(q)| <= max|x_block| / 254 per element.
+//          Used where the CPU has AVX512-VNNI, else as kFloat.
+//   kFloat strictly weight-only: x as the other formats take it (bf16(x) on AVX512-BF16,
+//          else f32).
+// The GEMM path (prefill, n > gemv_max_rows) always multiplies bf16(x) or x, never q.
+enum class Int8Activations : uint8_t { kQ8, kFloat };
+constexpr int64_t kQ8Block = 64;
+
 struct LinearOptions {
   LinearPath path = LinearPath::kAuto;
   GemmLibrary f32_gemm = GemmLibrary::kAuto;
+  Int8Activations int8_x = Int8Activations::kQ8;
 };
 
 // Up to this many rows the matrix-vector kernels run (weights streamed once for all rows);
@@ -93,7 +107,8 @@ constexpr int64_t gemv_max_rows(WeightFormat) {
 
 // y[n, out] = x[n, in] · Wᵀ + b; f32 in and out, rows contiguous, f32 accumulation.
 // Where the CPU has AVX512-BF16, bf16 weights multiply x rounded to bf16 on both paths, and
-// int8 weights on the GEMM path (see linear_plan); elsewhere, and for f32 weights, x stays f32.
+// int8 weights on the GEMM path; int8 decode multiplies x quantised in blocks where the CPU has
+// AVX512-VNNI (Int8Activations); elsewhere, and for f32 weights, x stays f32 (see linear_plan).
 // x and y must not overlap. Throws InvalidArgument on bad sizes.
 void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
             const LinearOptions& opt = {});
@@ -106,8 +121,12 @@ struct LinearPlan {
   bool gemv = true;                // matrix-vector kernels (else GEMM)
   std::string kernel;              // e.g. "avx512 gemv", "onednn bf16", "openblas f32"
   bool x_rounded_to_bf16 = false;  // the kernel multiplies bf16(x) (bf16/int8 weights only)
+  bool x_quantised_q8 = false;     // the kernel multiplies x quantised per kQ8Block (int8 only)
 };
 LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt = {});
+
+// Whether the kernel variant in use has the Int8Activations::kQ8 decode kernel (AVX512-VNNI).
+bool int8_q8_available();
 
 // The kernel variant in use: "avx512bf16", "avx512", "avx2" or "portable".
 const char* linear_isa();

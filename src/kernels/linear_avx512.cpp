@@ -140,15 +140,19 @@ uint64_t stream_read(const void* p, size_t bytes) {
 }  // namespace
 
 const LinearKernels& linear_kernels_avx512() {
-  static const LinearKernels t{.isa = "avx512",
-                               .gemv_f32 = gemv_rows<F32, kGroup>,
-                               .gemv_bf16 = gemv_rows<Bf16, kGroup>,
-                               .gemv_i8 = gemv_rows<I8, kGroup>,
-                               .prep_x_bf16 = prep_x_bf16,
-                               .i8_to_bf16 = i8_to_bf16,
-                               .i8_to_f32 = i8_to_f32,
-                               .stream_read = stream_read,
-                               .native_bf16_gemm = false};
+  static const LinearKernels t = [] {
+    LinearKernels k{.isa = "avx512",
+                    .gemv_f32 = gemv_rows<F32, kGroup>,
+                    .gemv_bf16 = gemv_rows<Bf16, kGroup>,
+                    .gemv_i8 = gemv_rows<I8, kGroup>,
+                    .prep_x_bf16 = prep_x_bf16,
+                    .i8_to_bf16 = i8_to_bf16,
+                    .i8_to_f32 = i8_to_f32,
+                    .stream_read = stream_read,
+                    .native_bf16_gemm = false};
+    add_q8_kernels(k);
+    return k;
+  }();
   return t;
 }
 

@@ -13,7 +13,8 @@ namespace mmrt::kernels::detail {
 //   y[j * ldy + o] = scale[o] * sum_k x[j, k] * W[o, k] + bias[o]   for j < n.
 // W is row-major [out, ldw] in the kernel's element type (f32, bf16 bits, int8); `scale` is
 // only used by the int8 kernel and `bias` may be null. `x` is the caller's f32 input [n, ldx]
-// for the f32/int8 kernels; for the bf16 kernel it is the buffer written by prep_x_bf16.
+// for the f32/int8 kernels; for the bf16 kernel it is the buffer written by prep_x_bf16, for
+// gemv_i8_q8 the bytes written by prep_x_q8 (then ldx counts bytes).
 struct GemvArgs {
   const float* x = nullptr;
   int64_t ldx = 0;
@@ -51,7 +52,21 @@ struct LinearKernels {
   // gemv_bf16 and gemv_i8 multiply bf16(x) (AVX512-BF16 dot products), x prepared by
   // prep_x_bf16 for both; else x stays f32 (and only gemv_bf16 reads prep_x_bf16's layout).
   bool gemv_x_bf16 = false;
+  // int8 weights against x quantised per kQ8Block (Int8Activations::kQ8); null where the CPU
+  // lacks AVX512-VNNI. prep_x_q8 writes x [n, k] as n rows of q8_row_bytes(k) bytes each.
+  GemvFn gemv_i8_q8 = nullptr;
+  void (*prep_x_q8)(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq,
+                    int64_t row_bytes) = nullptr;
 };
+
+// Bytes of one prepared Q8 row of x: per block of kQ8Block values, the int8 values and then a
+// 64-byte record (the block's f32 scale and its correction term), so a row of length k takes
+// two bytes per element (k rounded up to a whole block).
+constexpr int64_t q8_row_bytes(int64_t k) {
+  return (k + kQ8Block - 1) / kQ8Block * kQ8Block * 2;
+}
+// Fills gemv_i8_q8 / prep_x_q8 of `t` when this CPU has AVX512-VNNI (linear_avx512vnni.cpp).
+void add_q8_kernels(LinearKernels& t);
 
 const LinearKernels& linear_kernels_portable();
 // Portable element loops (the vector variants use them for their tails).

@@ -8,6 +8,9 @@
 //   GEMM that rounds x to bf16 (AVX512-BF16): |y - ref(bf16 x, stored W)| <= 1e-5 * mag and
 //       |y - ref(f32 x, unrounded W)| <= 1e-2 * mag (bf16 roundings of x and W bound the error
 //       by ~4e-3 * mag); for int8 the second reference is f32 x on the dequantised weights.
+//   int8 decode on Q8 blocks of x: |y - ref(q8 x, stored W)| <= 1e-5 * mag, and against f32 x
+//       |y - ref(f32 x, stored W)| <= 1.001 * bound + 1e-5 * mag, bound = |W| . (amax_block / 254)
+//       (each element of x moves by at most half its block's step when quantised).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -37,7 +40,7 @@ struct Case {
   bool bias = false;
   std::vector<float> x, w, b;  // [n, in], [out, in], [out]
   // Reference outputs [n, out] (float64) and the torch quantisation of W.
-  std::vector<double> y_f32, y_bf16w, y_bf16, y_i8, y_i8_xbf16, mag;
+  std::vector<double> y_f32, y_bf16w, y_bf16, y_i8, y_i8_xbf16, y_i8_xq8, q8_bound, mag;
   std::vector<int8_t> q;     // [out, in]
   std::vector<float> scale;  // [out]
 };
@@ -124,7 +127,8 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     std::ifstream f(dir_ / "ref.bin", std::ios::binary);
     for (Case& c : cases_) {
       const size_t ny = static_cast<size_t>(c.n * c.out);
-      for (auto* v : {&c.y_f32, &c.y_bf16w, &c.y_bf16, &c.y_i8, &c.y_i8_xbf16, &c.mag})
+      for (auto* v : {&c.y_f32, &c.y_bf16w, &c.y_bf16, &c.y_i8, &c.y_i8_xbf16, &c.y_i8_xq8,
+                      &c.q8_bound, &c.mag})
         read_into(f, *v, ny);
       read_into(f, c.q, static_cast<size_t>(c.out * c.in));
       read_into(f, c.scale, static_cast<size_t>(c.out));
@@ -166,7 +170,9 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
           ref = plan.x_rounded_to_bf16 ? &c.y_bf16 : &c.y_bf16w;
           break;
         case WeightFormat::kInt8:
-          ref = plan.x_rounded_to_bf16 ? &c.y_i8_xbf16 : &c.y_i8;
+          ref = plan.x_quantised_q8      ? &c.y_i8_xq8
+                : plan.x_rounded_to_bf16 ? &c.y_i8_xbf16
+                                         : &c.y_i8;
           exact = &c.y_i8;
           break;
       }
@@ -176,6 +182,8 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
         const double err = std::fabs(y[i] - (*ref)[i]);
         bool ok = err <= tol;
         if (plan.x_rounded_to_bf16) ok = ok && std::fabs(y[i] - (*exact)[i]) <= 1e-2 * c.mag[i];
+        if (plan.x_quantised_q8)
+          ok = ok && std::fabs(y[i] - (*exact)[i]) <= 1.001 * c.q8_bound[i] + 1e-5 * c.mag[i];
         if (!ok && ++bad <= 5)
           ADD_FAILURE() << what << " " << plan.kernel << " n=" << c.n << " in=" << c.in
                         << " out=" << c.out << " bias=" << c.bias << " [" << i / c.out << ","
@@ -196,6 +204,14 @@ TEST_P(LinearRef, GemvMatchesTorch) {
   LinearOptions opt;
   opt.path = LinearPath::kGemv;
   check_all(opt, "gemv");
+}
+
+// Strictly weight-only int8 decode (x not quantised) on every variant, VNNI or not.
+TEST_P(LinearRef, GemvFloatActivationsMatchesTorch) {
+  LinearOptions opt;
+  opt.path = LinearPath::kGemv;
+  opt.int8_x = Int8Activations::kFloat;
+  check_all(opt, "gemv/float-x");
 }
 
 TEST_P(LinearRef, GemmOneDnnMatchesTorch) {

@@ -146,9 +146,15 @@ TEST(PackedLinear, ConcatEqualsSeparateLayers) {
         std::vector<float> got;
         for (int64_t j = 0; j < n; ++j)
           for (int64_t o = 0; o < s.out(); ++o) got.push_back(y.data<float>()[j * 20 + col + o]);
-        // bf16 GEMM rounds x for n = 40; the naive reference keeps x exact.
-        const bool xr = linear_plan(n, cat).x_rounded_to_bf16;
-        expect_close(got, ref, mag, xr ? 1e-2 : 1e-5, weight_format_name(fmt).data());
+        // bf16 GEMM rounds x for n = 40; the naive reference keeps x exact. int8 decode on Q8
+        // blocks of x: both quantise the same x, so the layer alone is the reference.
+        const LinearPlan plan = linear_plan(n, cat);
+        if (plan.x_quantised_q8) {
+          const Tensor alone = linear(x, s, pool);  // [n, s.out()]
+          ref.assign(alone.data<float>(), alone.data<float>() + alone.numel());
+        }
+        expect_close(got, ref, mag, plan.x_rounded_to_bf16 ? 1e-2 : 1e-5,
+                     weight_format_name(fmt).data());
         col += s.out();
       }
     }
@@ -195,6 +201,15 @@ TEST(Linear, PathChoice) {
   EXPECT_EQ(linear_plan(100, p).x_rounded_to_bf16, cpu_features().has_avx512bf16());
   const PackedLinear f = PackedLinear::pack(random_f32({8, 8}, 16), nullptr, WeightFormat::kF32);
   EXPECT_FALSE(linear_plan(100, f).x_rounded_to_bf16);
+  // int8 decode quantises x where the CPU has AVX512-VNNI, unless asked not to; never in the GEMM.
+  const PackedLinear q = PackedLinear::pack(random_f32({8, 8}, 17), nullptr, WeightFormat::kInt8);
+  const bool vnni = cpu_features().has_avx512() && cpu_features().avx512vnni;
+  EXPECT_EQ(linear_plan(1, q).x_quantised_q8, vnni);
+  EXPECT_FALSE(linear_plan(1, q).x_rounded_to_bf16 && vnni);
+  LinearOptions fl;
+  fl.int8_x = Int8Activations::kFloat;
+  EXPECT_FALSE(linear_plan(1, q, fl).x_quantised_q8);
+  EXPECT_FALSE(linear_plan(100, q).x_quantised_q8);
 }
 
 TEST(Linear, ForceIsa) {

@@ -12,6 +12,8 @@ OUT.bin, per case in order:
   float64 y_bf16     [n, out]  bf16(x) . bf16(W)^T + b               (bf16 GEMM)
   float64 y_i8       [n, out]  x . (q * scale)^T + b                 (int8 weights, x exact)
   float64 y_i8_xbf16 [n, out]  bf16(x) . (q * scale)^T + b           (int8 GEMM)
+  float64 y_i8_xq8   [n, out]  q8(x) . (q * scale)^T + b             (int8 decode on Q8 blocks of x)
+  float64 q8_bound   [n, out]  |q * scale| . (amax_block(x) / 254)^T  (bound on |y_i8_xq8 - y_i8|)
   float64 mag        [n, out]  |x| . |W|^T + |b|   (scale for the tolerances)
   int8    q          [out, in] symmetric per-row quantisation of W: scale = amax / 127 (float32),
                                q = round-half-even(W / scale) (float32 division), 0 for a zero row
@@ -21,6 +23,27 @@ import sys
 
 import numpy as np
 import torch
+
+Q8_BLOCK = 64  # kernels::kQ8Block
+
+
+def q8(x):
+    """x [n, k] float32 quantised per block of Q8_BLOCK along k (zero padded): scale = amax / 127
+    (float32), q = round-half-even(x / scale) (float32 division), clamped to +-127, 0 for a zero
+    block. Returns (dequantised x as float64 [n, k], amax per element's block [n, k])."""
+    n, k = x.shape
+    kp = (k + Q8_BLOCK - 1) // Q8_BLOCK * Q8_BLOCK
+    xp = torch.zeros(n, kp, dtype=torch.float32)
+    xp[:, :k] = x
+    blocks = xp.reshape(n, kp // Q8_BLOCK, Q8_BLOCK)
+    amax = blocks.abs().amax(dim=2, keepdim=True)
+    scale = amax / 127.0
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(blocks / safe).clamp(-127, 127)
+    q = torch.where(scale > 0, q, torch.zeros_like(q))
+    deq = (q.double() * scale.double()).reshape(n, kp)[:, :k]
+    amax_el = amax.expand(n, kp // Q8_BLOCK, Q8_BLOCK).reshape(n, kp)[:, :k].double()
+    return deq, amax_el
 
 
 def main():
@@ -53,12 +76,15 @@ def main():
             return t.to(torch.bfloat16).double()
 
         xd, wd, bd = x.double(), w.double(), b.double()
+        xq, amax_x = q8(x)
         outs = [
             xd @ wd.T + bd,
             xd @ bf(w).T + bd,
             bf(x) @ bf(w).T + bd,
             xd @ deq.T + bd,
             bf(x) @ deq.T + bd,
+            xq @ deq.T + bd,
+            (amax_x / 254.0) @ deq.abs().T,
             xd.abs() @ wd.abs().T + bd.abs(),
         ]
         for o in outs:

@@ -44,6 +44,7 @@ struct LanguageModel::Impl {
   io::SafeTensors st;  // keeps the mapped weights alive
   ThreadPool* pool = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
+  kernels::LinearOptions lin;     // how every linear layer runs
   Tensor embed_tokens;            // [vocab, hidden]
   Tensor final_norm;              // [hidden]
   kernels::PackedLinear lm_head;  // [vocab, hidden]
@@ -121,6 +122,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
   }
   bool tied = !has("lm_head.weight");
   Tensor lm = tied ? m.embed_tokens : get("lm_head.weight");
+  m.lin.int8_x = opts.int8_activations;
   m.lm_head = kernels::PackedLinear::pack(lm, nullptr, m.fmt, opts.weight_placement);
 
   m.layers.resize(static_cast<size_t>(t.num_hidden_layers));
@@ -273,18 +275,18 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
   for (int64_t li = 0; li < L; ++li) {
     const Layer& ly = m.layers[static_cast<size_t>(li)];
     kernels::rms_norm(x, ly.input_norm, eps, h, N, H, &pool);
-    kernels::linear(h, N, ly.qkv, qkv, pool);
+    kernels::linear(h, N, ly.qkv, qkv, pool, m.lin);
     kernels::apply_rope(angles, qkv, m.n_heads, qkv_width, &pool);
     kernels::apply_rope(angles, qkv + q_width, m.n_kv, qkv_width, &pool);
     m.kv->write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(),
                 N, qkv_width, qkv_width);
     kernels::paged_attention(pa, m.kv->layer(static_cast<int32_t>(li)), m.seqs, &pool);
-    kernels::linear(attn, N, ly.o, tmp, pool);
+    kernels::linear(attn, N, ly.o, tmp, pool, m.lin);
     kernels::add(x, tmp, N * H, &pool);
     kernels::rms_norm(x, ly.post_norm, eps, h, N, H, &pool);
-    kernels::linear(h, N, ly.gate_up, gu, pool);
+    kernels::linear(h, N, ly.gate_up, gu, pool, m.lin);
     kernels::silu_mul_fused(gu, act, N, m.inter, &pool);
-    kernels::linear(act, N, ly.down, tmp, pool);
+    kernels::linear(act, N, ly.down, tmp, pool, m.lin);
     kernels::add(x, tmp, N * H, &pool);
     if (capture_)
       std::memcpy(capture_->data<float>() + (li + 1) * N * H, x,
@@ -303,7 +305,7 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
   }
   kernels::rms_norm(last, m.final_norm, eps, last, n_want, H, &pool);
   float* logits = m.logits.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));
-  if (n_want > 0) kernels::linear(last, n_want, m.lm_head, logits, pool);
+  if (n_want > 0) kernels::linear(last, n_want, m.lm_head, logits, pool, m.lin);
   return Tensor::view(logits, DType::kF32, {n_want, m.vocab});
 }
 

@@ -29,6 +29,10 @@ struct LanguageModelOptions {
   // kViewIfPossible reads bf16/f32 weights straight from the mapped checkpoint (faster load,
   // no second copy in memory).
   kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
+  // int8 weights in decode steps (<= gemv_max_rows tokens): kQ8 multiplies x quantised per block
+  // of 64 with integer dot products (fastest; where the CPU has AVX512-VNNI), kFloat keeps the
+  // layers strictly weight-only. See kernels::Int8Activations.
+  kernels::Int8Activations int8_activations = kernels::Int8Activations::kQ8;
   DType kv_dtype = DType::kBF16;  // kF32 for exactness tests
   int32_t kv_block_size = 16;
   int32_t kv_blocks = 0;             // 0: derived from kv_bytes
