@@ -4,6 +4,7 @@
 // and the engine at several concurrency levels with a repeated-image second turn.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,6 +119,41 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
   return f;
 }
 
+// One batch-1 decode step of `lm` (its sequence 0 prefilled by run_lm), timed in seconds.
+double decode_step_s(models::LanguageModel& lm, int64_t prompt_len) {
+  const int32_t bs = lm.kv_cache().config().block_size;
+  std::vector<int32_t> table;
+  for (int64_t i = 0; i < (prompt_len + 1 + bs - 1) / bs; ++i)
+    table.push_back(static_cast<int32_t>(i));
+  int32_t tok = 7;
+  models::SeqStep s;
+  s.tokens = {&tok, 1};
+  s.kv_before = static_cast<int32_t>(prompt_len);  // rewrites the same slot every time
+  s.block_table = table;
+  Stopwatch sw;
+  lm.forward({&s, 1});
+  return sw.seconds();
+}
+
+// Decode steps of `a` and `b` alternated (a b, b a, ...): per pair, b's rate over a's. A change in
+// the machine's load between the two halves of a run hits both sides of every pair.
+std::vector<double> alternated_rate_ratios(models::LanguageModel& a, models::LanguageModel& b,
+                                           int64_t prompt_len, int pairs) {
+  std::vector<double> r;
+  for (int k = 0; k < pairs; ++k) {
+    double ta, tb;
+    if (k % 2) {
+      tb = decode_step_s(b, prompt_len);
+      ta = decode_step_s(a, prompt_len);
+    } else {
+      ta = decode_step_s(a, prompt_len);
+      tb = decode_step_s(b, prompt_len);
+    }
+    r.push_back(ta / tb);
+  }
+  return r;
+}
+
 int run_bench_model(Args& args) {
   std::string dir = args.require("model");
   int64_t prompt_len = args.get_int("prompt", 512);
@@ -154,6 +190,7 @@ int run_bench_model(Args& args) {
     }
   }
   double first_b1 = 0;
+  std::unique_ptr<models::LanguageModel> first;  // kept for the alternated comparison
   for (size_t pass = 0; pass < passes.size(); ++pass) {
     models::LanguageModelOptions o = passes[pass];
     o.kv_bytes = std::max<uint64_t>(o.kv_bytes, 64ull << 20);
@@ -174,11 +211,16 @@ int run_bench_model(Args& args) {
     std::printf(
         "   decode batch 1: %.2f tokens/s = %.1f GB/s of weights = %.0f%% of the bandwidth above\n",
         f.decode_b1_tok_s, f.b1_weight_gbs, 100 * f.b1_weight_gbs / bw);
-    if (pass == 0)
-      first_b1 = f.decode_b1_tok_s;
-    else
+    if (pass > 0) {
       std::printf("   decode batch 1 rate / the first model's: %.2fx\n",
                   f.decode_b1_tok_s / first_b1);
+      const auto r = alternated_rate_ratios(*first, *lm, prompt_len, 2 * steps);
+      std::printf(
+          "     with their decode steps alternated: %.2fx median of %zu pairs (min %.2fx, "
+          "max %.2fx)\n",
+          median(r), r.size(), *std::min_element(r.begin(), r.end()),
+          *std::max_element(r.begin(), r.end()));
+    }
     std::printf(
         "   decode batch 1, each step paired with a bandwidth window read right after it:\n"
         "     weight rate / read rate = %.0f%% median of %zu pairs (min %.0f%%, max %.0f%%)\n",
@@ -187,6 +229,10 @@ int run_bench_model(Args& args) {
         100 * *std::max_element(f.b1_paired.begin(), f.b1_paired.end()));
     std::printf("   decode batch 8: %.2f tokens/s (%.2fx batch 1)\n", f.decode_b8_tok_s,
                 f.decode_b8_tok_s / f.decode_b1_tok_s);
+    if (pass == 0) {
+      first_b1 = f.decode_b1_tok_s;
+      first = std::move(lm);
+    }
   }
 
   if (image_side > 0) {
