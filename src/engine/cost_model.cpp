@@ -8,6 +8,9 @@ namespace mmrt::engine {
 namespace {
 // Feature scales keep the regression well conditioned (values of order 1).
 constexpr std::array<double, 5> kScale{1.0, 100.0, 10.0, 1000.0, 10000.0};
+constexpr double kPrior = 100.0;                    // initial covariance per coefficient
+constexpr double kMaxCovarianceTrace = 5 * kPrior;  // anti-windup bound
+constexpr double kMinStepMs = 0.1;                  // no step is predicted faster
 }  // namespace
 
 CostModel::CostModel(double forgetting) : forgetting_(forgetting) {
@@ -15,19 +18,19 @@ CostModel::CostModel(double forgetting) : forgetting_(forgetting) {
   // decodes, 10 ms per 1000 patches, 1 ms per 10k context tokens.
   theta_ = {2.0, 5.0, 1.0, 10.0, 1.0};
   for (auto& row : P_) row.fill(0.0);
-  for (int i = 0; i < 5; ++i) P_[static_cast<size_t>(i)][static_cast<size_t>(i)] = 100.0;
+  for (int i = 0; i < 5; ++i) P_[static_cast<size_t>(i)][static_cast<size_t>(i)] = kPrior;
 }
 
 std::array<double, 5> CostModel::features(const StepFeatures& f) {
-  return {1.0, f.prefill_tokens / kScale[1], f.decode_tokens / kScale[2], f.encoder_patches / kScale[3],
-          f.context_tokens / kScale[4]};
+  return {1.0, f.prefill_tokens / kScale[1], f.decode_tokens / kScale[2],
+          f.encoder_patches / kScale[3], f.context_tokens / kScale[4]};
 }
 
 double CostModel::predict_ns(const StepFeatures& f) const {
   auto x = features(f);
   double ms = 0;
-  for (size_t i = 0; i < 5; ++i) ms += std::max(0.0, theta_[i]) * x[i];
-  return ms * 1e6;
+  for (size_t i = 0; i < 5; ++i) ms += theta_[i] * x[i];
+  return std::max(ms, kMinStepMs) * 1e6;
 }
 
 void CostModel::observe(const StepFeatures& f, double step_ns) {
@@ -40,21 +43,33 @@ void CostModel::observe(const StepFeatures& f, double step_ns) {
   for (size_t i = 0; i < 5; ++i) denom += x[i] * Px[i];
   double pred = 0;
   for (size_t i = 0; i < 5; ++i) pred += theta_[i] * x[i];
+  // No coefficient is clamped: over collinear features (decode count and context grow together
+  // in a latency-bound engine) the fit may put a negative cost on one feature and offset it on
+  // another, which is right on the steps the engine runs; clamping the negative part at
+  // prediction broke that compensation and over-predicted those steps 4-5x
+  // (tests: CostModel.StaysAccurateOnCollinearNoisySteps). Predictions are clamped instead.
   for (size_t i = 0; i < 5; ++i) theta_[i] += Px[i] / denom * (y - pred);
   for (size_t i = 0; i < 5; ++i)
     for (size_t j = 0; j < 5; ++j) P_[i][j] = (P_[i][j] - Px[i] * Px[j] / denom) / forgetting_;
+  // Anti-windup: forgetting inflates P by 1/forgetting per step in directions the steps do not
+  // excite; bounded at the prior's size, one unusual step cannot swing the fit.
+  double trace = 0;
+  for (size_t i = 0; i < 5; ++i) trace += P_[i][i];
+  if (trace > kMaxCovarianceTrace)
+    for (auto& row : P_)
+      for (double& v : row) v *= kMaxCovarianceTrace / trace;
   ++n_obs_;
 }
 
 std::array<double, 5> CostModel::coefficients_ns() const {
   std::array<double, 5> c{};
-  for (size_t i = 0; i < 5; ++i) c[i] = std::max(0.0, theta_[i]) * 1e6 / kScale[i];
+  for (size_t i = 0; i < 5; ++i) c[i] = theta_[i] * 1e6 / kScale[i];
   return c;
 }
 
-double CostModel::predict_ttft_ns(double prefill_tokens, double patches, double queued_prefill_tokens,
-                                  double queued_patches, int64_t n_decode, double context_tokens,
-                                  int64_t budget) const {
+double CostModel::predict_ttft_ns(double prefill_tokens, double patches,
+                                  double queued_prefill_tokens, double queued_patches,
+                                  int64_t n_decode, double context_tokens, int64_t budget) const {
   const double cap = std::max<double>(1.0, static_cast<double>(budget - n_decode));
   const double total = queued_prefill_tokens + prefill_tokens;
   const double steps = std::max(1.0, std::ceil(total / cap));

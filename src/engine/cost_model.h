@@ -1,7 +1,10 @@
 // Step-time cost model for admission control and the batch controller:
 //   t_step ≈ c0 + c1·prefill_tokens + c2·decode_tokens + c3·encoder_patches + c4·context_tokens
-// calibrated online from observed step times (recursive least squares with forgetting), and a
-// TTFT predictor built on it. Prediction errors are tracked and reported.
+// calibrated online from observed step times (recursive least squares with forgetting; the
+// covariance is bounded so unexcited directions cannot wind up), and a TTFT predictor built on
+// it. A coefficient may come out negative where features move together (the fit is right on the
+// steps the engine runs, not per feature); predictions are clamped, coefficients are not.
+// Prediction errors are tracked and reported.
 #pragma once
 
 #include <array>
@@ -30,7 +33,8 @@ class CostModel {
   double predict_ns(const StepFeatures& f) const;
   void observe(const StepFeatures& f, double step_ns);
   int64_t observations() const { return n_obs_; }
-  std::array<double, 5> coefficients_ns() const;  // per unit of each feature (c0 per step)
+  // Per unit of each feature (c0 per step), as fitted (may be negative, see above).
+  std::array<double, 5> coefficients_ns() const;
 
   // Predicted time to first token for `prefill_tokens` of new prompt (+ encoder patches) when
   // `queued_prefill_tokens` / `queued_patches` are ahead of it and `n_decode` sequences decode
@@ -45,10 +49,10 @@ class CostModel {
  private:
   static std::array<double, 5> features(const StepFeatures& f);
   double forgetting_;
-  std::array<double, 5> theta_;              // in ms per scaled feature
+  std::array<double, 5> theta_;  // in ms per scaled feature
   std::array<std::array<double, 5>, 5> P_;
   int64_t n_obs_ = 0;
-  std::vector<double> errors_;               // signed relative errors
+  std::vector<double> errors_;  // signed relative errors
 };
 
 }  // namespace mmrt::engine

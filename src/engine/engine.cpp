@@ -311,6 +311,7 @@ struct Engine::Impl {
           complete(*e, Outcome::kCancelled, "");
         }
       }
+      if (cfg.admission_control) expire_waiting(now);
       if (sched->idle()) return true;
       int64_t tpot_target = 0;
       if (bc) {
@@ -396,6 +397,72 @@ struct Engine::Impl {
     return true;
   }
 
+  // Encoder patches of q's images not in the encoder cache.
+  double uncached_patches(const Request& q) const {
+    double p = 0;
+    for (const auto& m : q.media)
+      if (!enc->contains(m.key)) p += static_cast<double>(m.n_patches());
+    return p;
+  }
+
+  // The late half of admission control: a waiting request that has not started and whose first
+  // token can no longer come by its deadline, even if its own prefill and encoder work started
+  // now, gets its class's rule again (refuse, or downgrade to a class it can still meet).
+  // Serving it would spend the engine on a promise already broken, at the expense of requests
+  // that can still be served in time.
+  void expire_waiting(int64_t now) {
+    std::vector<std::pair<Request*, int64_t>>
+        late;  // with its predicted first token (from arrival)
+    int64_t n_decode = 0;
+    double ctx = 0;
+    for (const Request* q : sched->running()) {
+      ctx += static_cast<double>(q->num_computed);
+      n_decode += q->num_computed >= static_cast<int64_t>(q->prompt.size());
+    }
+    const int64_t budget = sched->token_budget();
+    for (Request* r : sched->waiting()) {
+      if (r->deadline_ns == 0 || r->num_computed > 0 || !r->output.empty()) continue;
+      const double own = static_cast<double>(r->num_tokens() - kv->cached_prefix_tokens(*r));
+      const double need =
+          cost.predict_ttft_ns(own, uncached_patches(*r), 0, 0, n_decode, ctx, budget);
+      if (static_cast<double>(now) + need > static_cast<double>(r->deadline_ns))
+        late.emplace_back(r, now - r->arrival_ns + static_cast<int64_t>(need));
+    }
+    for (auto [r, ttft] : late) {
+      const SlaConfig::MissAction m = cfg.sla.on_miss(r->sla_class, ttft);
+      if (m.action == OnMiss::kAccept) continue;
+      if (m.action == OnMiss::kDowngrade) {
+        downgrade(*r, m.to);
+        std::lock_guard<std::mutex> lk(mu);
+        ++stats.downgraded_late;
+        continue;
+      }
+      char buf[192];
+      std::snprintf(buf, sizeof buf,
+                    "unavailable: waited %.0f ms; its first token can no longer come within the "
+                    "%s class's %.0f ms",
+                    static_cast<double>(now - r->arrival_ns) * 1e-6,
+                    r->sla_class.empty() ? "requested" : r->sla_class.c_str(),
+                    static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6);
+      sched->finish(r, Outcome::kRefused, now, buf);
+      complete(*entry_of(r), Outcome::kRefused, r->reason);
+      std::lock_guard<std::mutex> lk(mu);
+      ++stats.refused;
+      ++stats.refused_late;
+    }
+  }
+
+  // Moves r to class `to` (its promise, weight and deadline from arrival).
+  void downgrade(Request& r, int to) {
+    const SlaClass& lower = cfg.sla.classes[static_cast<size_t>(to)];
+    r.sla_class = lower.name;
+    r.weight = lower.weight;
+    r.deadline_ns = lower.ttft_ns ? r.arrival_ns + lower.ttft_ns : 0;
+    r.tpot_target_ns = lower.tpot_ns;
+    std::lock_guard<std::mutex> lk(mu);
+    ++stats.downgraded;
+  }
+
   // Admission control: predicts the request's time to first token from the cost model and the
   // work queued ahead of it; a request that would miss its class is refused, downgraded or
   // accepted as its class says. Returns false (with the reason) to refuse.
@@ -403,12 +470,6 @@ struct Engine::Impl {
     if (!cfg.admission_control || r.deadline_ns == 0) return true;
     // Work to do before r's first token: its own prompt past the cached prefix and its images
     // not in the encoder cache, plus the same for every request the policy serves first.
-    auto uncached_patches = [&](const Request& q) {
-      double p = 0;
-      for (const auto& m : q.media)
-        if (!enc->contains(m.key)) p += static_cast<double>(m.n_patches());
-      return p;
-    };
     const double own = static_cast<double>(r.num_tokens() - kv->cached_prefix_tokens(r));
     const double own_patches = uncached_patches(r);
     double queued = 0, queued_patches = 0;
@@ -452,7 +513,10 @@ struct Engine::Impl {
     if (in_tokens + in_patches > 0 && first_admit_ns >= 0) {
       const double window_ns = std::max<double>(
           1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns)));
-      rho = cost.predict_ttft_ns(in_tokens, in_patches, 0, 0, n_decode, ctx, budget) / window_ns;
+      // The inflow's marginal cost (its prefill and encoder work on top of steps the engine
+      // runs anyway): whole steps would count the running decoders' share once more.
+      rho = std::max(0.0, cost.predict_ns({in_tokens, 0, in_patches, 0}) - cost.predict_ns({})) /
+            window_ns;
     }
     const double pred = rho < 0.95 ? pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
     const int64_t elapsed = now - r.arrival_ns;
@@ -475,25 +539,11 @@ struct Engine::Impl {
       return true;
     };
     if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return admitted();
-    int idx = cfg.sla.index_of(r.sla_class);
-    const SlaClass* cls = idx >= 0 ? &cfg.sla.classes[static_cast<size_t>(idx)] : nullptr;
-    OnMiss rule = cls ? cls->on_miss : OnMiss::kRefuse;
-    if (rule == OnMiss::kAccept) return admitted();
-    if (rule == OnMiss::kDowngrade && idx >= 0) {
-      for (size_t j = static_cast<size_t>(idx) + 1; j < cfg.sla.classes.size(); ++j) {
-        const SlaClass& lower = cfg.sla.classes[j];
-        if (lower.ttft_ns == 0 || r.predicted_ttft_ns <= lower.ttft_ns) {
-          r.sla_class = lower.name;
-          r.weight = lower.weight;
-          r.deadline_ns = lower.ttft_ns ? r.arrival_ns + lower.ttft_ns : 0;
-          r.tpot_target_ns = lower.tpot_ns;
-          {
-            std::lock_guard<std::mutex> lk(mu);
-            ++stats.downgraded;
-          }
-          return admitted();
-        }
-      }
+    const SlaConfig::MissAction m = cfg.sla.on_miss(r.sla_class, r.predicted_ttft_ns);
+    if (m.action == OnMiss::kAccept) return admitted();
+    if (m.action == OnMiss::kDowngrade) {
+      downgrade(r, m.to);
+      return admitted();
     }
     char buf[256];
     std::snprintf(

@@ -68,7 +68,7 @@ struct GenerateRequest {
 
 struct StreamEvent {
   enum class Kind { kText, kDone } kind = Kind::kText;
-  std::string text;           // kText: newly complete text
+  std::string text;                  // kText: newly complete text
   Outcome outcome = Outcome::kNone;  // kDone
   std::string reason;
 };
@@ -81,8 +81,8 @@ struct RequestResult {
   std::string reason;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0;
   int32_t preemptions = 0;
-  std::string sla_class;            // the class it was served in (after any downgrade)
-  int64_t predicted_ttft_ns = 0;    // admission's prediction (0: none)
+  std::string sla_class;                        // the class it was served in (after any downgrade)
+  int64_t predicted_ttft_ns = 0;                // admission's prediction (0: none)
   int64_t deadline_ns = 0, tpot_target_ns = 0;  // absolute TTFT deadline, TPOT target
   Timeline timeline;
 };
@@ -112,6 +112,10 @@ struct EngineStats {
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
   size_t waiting = 0, running = 0;
   int64_t refused = 0, downgraded = 0;
+  // Of `refused`: admitted requests refused later, while still waiting, when their first token
+  // could no longer come in time (the admission prediction was wrong); of `downgraded`, those
+  // moved to a lower class that way.
+  int64_t refused_late = 0, downgraded_late = 0;
   int32_t token_budget = 0;
   PredictionError ttft_prediction;
   std::array<double, 5> cost_coefficients_ns{};

@@ -84,6 +84,17 @@ int SlaConfig::index_of(const std::string& name) const {
   return -1;
 }
 
+SlaConfig::MissAction SlaConfig::on_miss(const std::string& cls, int64_t ttft_ns) const {
+  const int idx = index_of(cls);
+  if (idx < 0) return {};
+  const OnMiss rule = classes[static_cast<size_t>(idx)].on_miss;
+  if (rule != OnMiss::kDowngrade) return {rule, -1};
+  for (size_t j = static_cast<size_t>(idx) + 1; j < classes.size(); ++j)
+    if (classes[j].ttft_ns == 0 || ttft_ns <= classes[j].ttft_ns)
+      return {OnMiss::kDowngrade, static_cast<int>(j)};
+  return {};
+}
+
 const SlaClass& SlaConfig::get(const std::string& name) const {
   int i = index_of(name);
   if (i < 0) {

@@ -41,6 +41,17 @@ struct SlaConfig {
 
   const SlaClass& get(const std::string& name) const;  // InvalidArgument for unknown names
   int index_of(const std::string& name) const;         // -1 if unknown
+
+  // What happens to a request of class `cls` (unknown: refuse) whose first token is predicted
+  // `ttft_ns` after its arrival, past its promise: its class's on_miss rule. A downgrade goes to
+  // the first lower class whose TTFT promise `ttft_ns` meets (a class without one always does),
+  // and becomes a refusal when there is none. Admission applies it on arrival; the engine
+  // applies it again to a waiting request whose deadline can no longer be met.
+  struct MissAction {
+    OnMiss action = OnMiss::kRefuse;  // kAccept, kDowngrade (to `to`) or kRefuse
+    int to = -1;                      // the class index for kDowngrade
+  };
+  MissAction on_miss(const std::string& cls, int64_t ttft_ns) const;
 };
 
 }  // namespace mmrt::engine

@@ -146,7 +146,9 @@ nlohmann::json Report::json() const {
   j["engine"] = {{"steps", e.steps},
                  {"preemptions", e.preemptions},
                  {"refused", e.refused},
+                 {"refused_late", e.refused_late},
                  {"downgraded", e.downgraded},
+                 {"downgraded_late", e.downgraded_late},
                  {"encoder_runs", e.encoder_runs},
                  {"ttft_prediction", {{"count", e.ttft_prediction.count},
                                       {"mean_abs_rel_error", e.ttft_prediction.mean_abs_rel},
@@ -177,11 +179,13 @@ std::string Report::text() const {
   }
   std::snprintf(buf, sizeof buf,
                 "  stages (mean ms per completed request): media %.1f, queue %.1f, encode %.1f, prefill %.1f, decode %.1f\n"
-                "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld downgraded\n",
+                "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld downgraded; "
+                "late (while waiting): %lld refused, %lld downgraded\n",
                 stages.media, stages.queue, stages.encode, stages.prefill, stages.decode,
                 static_cast<long long>(engine.ttft_prediction.count), 100 * engine.ttft_prediction.mean_abs_rel,
                 100 * engine.ttft_prediction.p90_abs_rel, static_cast<long long>(engine.preemptions),
-                static_cast<long long>(engine.downgraded));
+                static_cast<long long>(engine.downgraded), static_cast<long long>(engine.refused_late),
+                static_cast<long long>(engine.downgraded_late));
   out += buf;
   return out;
 }

@@ -180,6 +180,27 @@ TEST(Admission, CostModelPredictionDrivesTheDecision) {
   EXPECT_NEAR(e.mean_signed_rel, 0.0, 1e-9);
 }
 
+// The regime a latency-bound engine runs in: a fixed small prefill share, decode count and
+// context growing together (collinear features), noisy step times. The fit must keep predicting
+// the steps it sees within 15 % (the fit clamped to non-negative costs at prediction
+// over-predicted them 4-5x, and the batch controller starved prefill).
+TEST(CostModel, StaysAccurateOnCollinearNoisySteps) {
+  auto law = [](const StepFeatures& f) {
+    return 8e6 + 300e3 * (f.prefill_tokens + f.decode_tokens) + 2e3 * f.context_tokens;
+  };
+  CostModel cost;
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(1.0, 0.15);
+  for (int i = 0; i < 2000; ++i) {
+    const double d = 5 + static_cast<double>(rng() % 20);
+    StepFeatures f{16, d, 0, 300 * d};
+    cost.observe(f, law(f) * std::max(0.3, noise(rng)));
+  }
+  for (StepFeatures f : {StepFeatures{16, 15, 0, 4500}, StepFeatures{16, 6, 0, 1800}})
+    EXPECT_NEAR(cost.predict_ns(f), law(f), 0.15 * law(f))
+        << "prefill " << f.prefill_tokens << " decode " << f.decode_tokens;
+}
+
 TEST(BatchController, ConvergesToTheTpotTarget) {
   // True step time: 2 ms + 0.1 ms per prefill token + 0.5 ms per decode; the cost model starts
   // from its (wrong) prior and learns online, the controller reads both.
@@ -202,6 +223,27 @@ TEST(BatchController, ConvergesToTheTpotTarget) {
       << "budget " << budget << " leaves throughput unused";
   // No TPOT target: the maximum budget.
   EXPECT_EQ(bc.next_budget(cost, 0, n_decode, 0), 4096);
+}
+
+// The rule admission applies on arrival and the engine again to a waiting request whose deadline
+// can no longer be met.
+TEST(SlaConfig, MissRuleRefusesDowngradesOrAccepts) {
+  const auto d = SlaConfig::defaults();  // platinum refuse, gold downgrade, silver refuse (5 s)
+  EXPECT_EQ(d.on_miss("platinum", 400'000'000).action, OnMiss::kRefuse);
+  const auto g = d.on_miss("gold", 2'000'000'000);  // silver still meets 2 s
+  EXPECT_EQ(g.action, OnMiss::kDowngrade);
+  EXPECT_EQ(g.to, d.index_of("silver"));
+  EXPECT_EQ(d.on_miss("gold", 6'000'000'000).action, OnMiss::kRefuse);  // nothing meets 6 s
+  EXPECT_EQ(d.on_miss("silver", 6'000'000'000).action, OnMiss::kRefuse);
+  EXPECT_EQ(d.on_miss("no-such-class", 1).action, OnMiss::kRefuse);
+  const auto c = SlaConfig::from_json(
+      R"({"classes":[{"name":"a","ttft_ms":100,"on_miss":"downgrade"},
+                     {"name":"b","ttft_ms":200,"on_miss":"downgrade"},
+                     {"name":"c","on_miss":"accept"}]})",
+      "x.json");
+  EXPECT_EQ(c.on_miss("a", 150'000'000).to, 1);  // the first lower class that meets it
+  EXPECT_EQ(c.on_miss("a", 250'000'000).to, 2);  // past b: c has no TTFT promise
+  EXPECT_EQ(c.on_miss("c", 1'000'000'000'000).action, OnMiss::kAccept);
 }
 
 TEST(SlaConfig, DefaultsAndFileErrors) {
