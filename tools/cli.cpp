@@ -37,6 +37,11 @@ std::string Args::get_or(const std::string& key, const std::string& def) {
   return v ? *v : def;
 }
 
+void Args::throw_bad_choice(const std::string& key, const std::string& list,
+                            const std::string& got) {
+  throw InvalidArgument("--" + key + " must be " + list + ", got '" + got + "'");
+}
+
 std::string Args::require(const std::string& key) {
   auto v = get(key);
   if (!v) throw InvalidArgument("missing required option --" + key);
@@ -86,7 +91,8 @@ void Args::finish() {
   for (const auto& [k, v] : opts_)
     if (!used_.count(k)) throw InvalidArgument("unknown option --" + k + " (see --help)");
   for (const auto& k : flags_seen_)
-    if (!used_.count(k) && k != "help") throw InvalidArgument("unknown option --" + k + " (see --help)");
+    if (!used_.count(k) && k != "help")
+      throw InvalidArgument("unknown option --" + k + " (see --help)");
 }
 
 namespace {
@@ -96,7 +102,11 @@ std::map<std::string, Command>& registry() {
 }
 }  // namespace
 
-void register_command(const Command& c) { registry().emplace(c.name, c); }
-const std::map<std::string, Command>& commands() { return registry(); }
+void register_command(const Command& c) {
+  registry().emplace(c.name, c);
+}
+const std::map<std::string, Command>& commands() {
+  return registry();
+}
 
 }  // namespace mmrt::cli

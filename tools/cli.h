@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mmrt::cli {
@@ -24,6 +27,21 @@ class Args {
   int64_t get_int(const std::string& key, int64_t def);
   double get_double(const std::string& key, double def);
   bool flag(const std::string& key);
+  // --key spelled as one of `choices` (spelling, value); `def` (a spelling) when absent. Any other
+  // spelling: InvalidArgument "--key must be a, b or c, got 'x'".
+  template <class T>
+  T get_choice(const std::string& key, const std::string& def,
+               std::initializer_list<std::pair<std::string_view, T>> choices) {
+    const std::string v = get_or(key, def);
+    std::string list;
+    size_t i = 0;
+    for (const auto& [name, value] : choices) {
+      if (name == v) return value;
+      list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(name);
+      ++i;
+    }
+    throw_bad_choice(key, list, v);
+  }
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws InvalidArgument naming any option that no get()/flag() asked for.
   void finish();
@@ -32,12 +50,14 @@ class Args {
   std::multimap<std::string, std::string> opts_;
   std::set<std::string> flags_seen_, used_, known_flags_;
   std::vector<std::string> positional_;
+  [[noreturn]] static void throw_bad_choice(const std::string& key, const std::string& list,
+                                            const std::string& got);
 };
 
 struct Command {
   const char* name;
-  const char* summary;  // one line for `mmrt --help`
-  const char* usage;    // full text for `mmrt NAME --help`
+  const char* summary;          // one line for `mmrt --help`
+  const char* usage;            // full text for `mmrt NAME --help`
   std::set<std::string> flags;  // options that take no value
   int (*run)(Args& args);
 };

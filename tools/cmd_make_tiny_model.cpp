@@ -17,21 +17,10 @@ int run(cli::Args& args) {
   const int64_t seed = args.get_int("seed", 0);
   if (seed < 0) throw InvalidArgument("--seed must be non-negative");
   o.seed = static_cast<uint64_t>(seed);
-  const std::string dtype = args.get_or("dtype", "bf16");
-  if (dtype == "bf16")
-    o.dtype = DType::kBF16;
-  else if (dtype == "f32")
-    o.dtype = DType::kF32;
-  else
-    throw InvalidArgument("--dtype must be bf16 or f32, got '" + dtype + "'");
+  o.dtype = args.get_choice<DType>("dtype", "bf16", {{"bf16", DType::kBF16}, {"f32", DType::kF32}});
   o.tokenizer_path = args.get_or("tokenizer", "");
-  const std::string naming = args.get_or("naming", "old");
-  if (naming == "old")
-    o.naming = io::Qwen2VLNaming::kOld;
-  else if (naming == "new")
-    o.naming = io::Qwen2VLNaming::kNew;
-  else
-    throw InvalidArgument("--naming must be old or new, got '" + naming + "'");
+  o.naming = args.get_choice<io::Qwen2VLNaming>(
+      "naming", "old", {{"old", io::Qwen2VLNaming::kOld}, {"new", io::Qwen2VLNaming::kNew}});
   const bool tie = args.flag("tie"), untie = args.flag("untie");
   if (tie && untie) throw InvalidArgument("--tie and --untie are mutually exclusive");
   if (tie) o.tied = true;
@@ -49,7 +38,8 @@ int run(cli::Args& args) {
   models::TinyModelResult r = models::make_tiny_qwen2_vl(out, o);
   const auto& c = r.config;
   std::printf("wrote %s (qwen2-vl, %s, %s, %s names, %s lm_head)\n", out.c_str(),
-              models::tiny_model_size_name(o.size), dtype.c_str(), naming.c_str(),
+              models::tiny_model_size_name(o.size), o.dtype == DType::kBF16 ? "bf16" : "f32",
+              o.naming == io::Qwen2VLNaming::kOld ? "old" : "new",
               c.text.tie_word_embeddings ? "tied" : "untied");
   std::printf("  files       ");
   for (size_t i = 0; i < r.files.size(); ++i)

@@ -118,6 +118,14 @@ TEST_F(Cli, ClearErrors) {
   r = mmrt("generate --model " + model() + " --prompt x --bogus 1");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --weights int4");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--weights must be auto, f32, bf16 or int8, got 'int4'"), std::string::npos)
+      << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --int8-activations fp16");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--int8-activations must be q8 or float, got 'fp16'"), std::string::npos)
+      << r.err;
   r = mmrt("frobnicate");
   EXPECT_NE(r.rc, 0);
   r = mmrt("--help");
