@@ -85,44 +85,60 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     return true;
   };
 
-  // 1. Running requests that decode (one new token), then those still in prefill.
-  std::vector<Request*> order = running_;
-  std::stable_partition(order.begin(), order.end(),
-                        [](Request* r) { return r->num_computed >= static_cast<int64_t>(r->prompt.size()); });
-  for (Request* r : order) {
+  // 1. Running requests that decode (one new token each), in the running order.
+  std::vector<Request*> prefilling;  // running requests still in prefill, in the running order
+  for (Request* r : std::vector<Request*>(running_)) {
+    if (r->num_computed < static_cast<int64_t>(r->prompt.size())) {
+      prefilling.push_back(r);
+      continue;
+    }
     if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted above
     try_schedule(r);
   }
-  // 2. Waiting requests, unless this step had to preempt (memory is tight).
-  if (plan.preempted.empty()) {
-    policy_->order_waiting(waiting_, now_ns);
-    size_t admitted = 0;
-    for (Request* r : waiting_) {
-      if (budget <= 0 || running_.size() + admitted >= static_cast<size_t>(cfg_.max_running)) break;
-      int64_t hit = kv_.acquire_cached_prefix(*r);
-      int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
-      n = limit_for_media(r, n, plan, enc_budget);
-      if (n <= 0 || !kv_.allocate(*r, n)) {
-        kv_.free(*r);
-        r->num_computed = 0;
-        r->num_cached_hit = 0;
-        break;  // keep the policy's order: nobody overtakes the head
-      }
-      if (r->timeline.count(Event::kScheduled) == 0 || r->status == RequestStatus::kPreempted)
-        r->timeline.add(Event::kScheduled, now_ns, hit);
-      r->status = RequestStatus::kRunning;
-      plan.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
-      budget -= n;
-      ++admitted;
+  // 2. Prefill: the running requests' next chunks and the waiting requests, merged in the
+  // policy's order: a waiting request the policy serves before a running one (a platinum
+  // arrival before a silver prompt half done, under slo) gets budget first, as admission's queue
+  // model assumes. Waiting requests are admitted in their own order only (nobody overtakes the
+  // waiting head) and not once this step has had to preempt (memory is tight).
+  policy_->order_waiting(waiting_, now_ns);
+  size_t next_prefill = 0, next_waiting = 0, admitted = 0;
+  bool admitting = true;
+  while (budget > 0) {
+    const bool have_w = admitting && plan.preempted.empty() && next_waiting < waiting_.size() &&
+                        running_.size() + admitted < static_cast<size_t>(cfg_.max_running);
+    const bool have_p = next_prefill < prefilling.size();
+    if (!have_w && !have_p) break;
+    if (have_p && (!have_w || policy_->serves_first(*prefilling[next_prefill],
+                                                    *waiting_[next_waiting], now_ns))) {
+      Request* r = prefilling[next_prefill++];
+      if (r->status == RequestStatus::kRunning) try_schedule(r);  // else preempted above
+      continue;
     }
-    // Move the admitted ones to running.
-    for (const auto& c : plan.chunks) {
-      auto it = std::find(waiting_.begin(), waiting_.end(), c.req);
-      if (it != waiting_.end()) {
-        waiting_.erase(it);
-        running_.push_back(c.req);
-      }
+    Request* r = waiting_[next_waiting++];
+    int64_t hit = kv_.acquire_cached_prefix(*r);
+    int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
+    n = limit_for_media(r, n, plan, enc_budget);
+    if (n <= 0 || !kv_.allocate(*r, n)) {
+      kv_.free(*r);
+      r->num_computed = 0;
+      r->num_cached_hit = 0;
+      admitting = false;  // keep the policy's order: nobody overtakes the head
+      continue;
+    }
+    if (r->timeline.count(Event::kScheduled) == 0 || r->status == RequestStatus::kPreempted)
+      r->timeline.add(Event::kScheduled, now_ns, hit);
+    r->status = RequestStatus::kRunning;
+    plan.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+    budget -= n;
+    ++admitted;
+  }
+  // Move the admitted ones to running.
+  for (const auto& c : plan.chunks) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), c.req);
+    if (it != waiting_.end()) {
+      waiting_.erase(it);
+      running_.push_back(c.req);
     }
   }
   for (const auto& c : plan.chunks) {
@@ -132,7 +148,8 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
   return plan;
 }
 
-std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& out, int64_t now_ns) {
+std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& out,
+                                        int64_t now_ns) {
   std::vector<Request*> changed;
   size_t s = 0;
   for (const auto& c : plan.chunks) {
@@ -145,18 +162,24 @@ std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& 
     kv_.commit(*r);
     if (c.prefill()) r->timeline.add(Event::kPrefillChunk, now_ns, c.n);
     if (!c.sample) continue;
-    if (s >= out.sampled.size()) throw InternalError("step output has fewer sampled tokens than the plan");
+    if (s >= out.sampled.size())
+      throw InternalError("step output has fewer sampled tokens than the plan");
     int32_t tok = out.sampled[s++];
     const auto& sp = r->sampling;
-    bool stop = !sp.ignore_eos && std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end();
-    stop |= std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end();
-    r->timeline.add(r->output.empty() && r->timeline.count(Event::kFirstToken) == 0 ? Event::kFirstToken : Event::kToken,
+    bool stop = !sp.ignore_eos &&
+                std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end();
+    stop |= std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) !=
+            sp.stop_token_ids.end();
+    r->timeline.add(r->output.empty() && r->timeline.count(Event::kFirstToken) == 0
+                        ? Event::kFirstToken
+                        : Event::kToken,
                     now_ns, tok);
     if (stop) {
       finish(r, Outcome::kStopped, now_ns);
     } else {
       r->output.push_back(tok);
-      if (static_cast<int32_t>(r->output.size()) >= sp.max_tokens) finish(r, Outcome::kFinished, now_ns);
+      if (static_cast<int32_t>(r->output.size()) >= sp.max_tokens)
+        finish(r, Outcome::kFinished, now_ns);
     }
     changed.push_back(r);
   }

@@ -132,6 +132,36 @@ TEST(Scheduler, DecodeFirstKeepsStreamsRunning) {
   }
 }
 
+// A platinum request arriving while a silver prompt is half prefilled: under slo its prompt goes
+// first in the next step (admission's queue model assumes exactly this); under fcfs the running
+// prompt keeps the budget until it is done.
+TEST(Scheduler, UrgentArrivalPrefillsBeforeARunningPromptUnderSlo) {
+  for (const char* policy : {"slo", "fcfs"}) {
+    SCOPED_TRACE(policy);
+    Harness h(512, 16, 32, policy);
+    Request* silver = h.submit(tokens(400, 3), 4);
+    silver->weight = 1;
+    silver->deadline_ns = silver->arrival_ns + 5'000'000'000;
+    for (int i = 0; i < 3; ++i) h.step();
+    ASSERT_EQ(silver->num_computed, 96);  // running, in prefill
+    Request* platinum = h.submit(tokens(20, 4), 4);
+    platinum->weight = 4;
+    platinum->deadline_ns = platinum->arrival_ns + 300'000'000;
+    h.step();
+    if (std::string(policy) == "slo") {
+      EXPECT_EQ(platinum->num_computed, 20) << "the urgent prompt waited";
+      EXPECT_EQ(platinum->output.size(), 1u);
+      EXPECT_EQ(silver->num_computed, 96 + 12) << "the running prompt gets the rest";
+    } else {
+      EXPECT_EQ(platinum->num_computed, 0);
+      EXPECT_EQ(silver->num_computed, 96 + 32);
+    }
+    h.run();
+    EXPECT_EQ(silver->output.size(), 4u);
+    EXPECT_EQ(platinum->output.size(), 4u);
+  }
+}
+
 TEST(Scheduler, BlockAccountingReturnsToZeroUnderRandomChurn) {
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::mt19937 rng(seed);
