@@ -311,7 +311,7 @@ struct Engine::Impl {
           complete(*e, Outcome::kCancelled, "");
         }
       }
-      if (cfg.admission_control) expire_waiting(now);
+      if (cfg.admission_control) expire_late(now);
       if (sched->idle()) return true;
       int64_t tpot_target = 0;
       if (bc) {
@@ -405,14 +405,14 @@ struct Engine::Impl {
     return p;
   }
 
-  // The late half of admission control: a waiting request that has not started and whose first
-  // token can no longer come by its deadline, even if its own prefill and encoder work started
-  // now, gets its class's rule again (refuse, or downgrade to a class it can still meet).
-  // Serving it would spend the engine on a promise already broken, at the expense of requests
-  // that can still be served in time.
-  void expire_waiting(int64_t now) {
-    std::vector<std::pair<Request*, int64_t>>
-        late;  // with its predicted first token (from arrival)
+  // The late half of admission control: a request without its first token yet (waiting, or
+  // running its prefill) whose first token can no longer come by its deadline, even if its
+  // remaining prefill and encoder work ran from now on, gets its class's rule again (refuse, or
+  // downgrade to a class it can still meet). Serving it would spend the engine (and hold KV
+  // blocks) on a promise already broken, at the expense of requests that can still be served in
+  // time.
+  void expire_late(int64_t now) {
+    std::vector<std::pair<Request*, int64_t>> late;  // with its predicted TTFT (from arrival)
     int64_t n_decode = 0;
     double ctx = 0;
     for (const Request* q : sched->running()) {
@@ -420,14 +420,17 @@ struct Engine::Impl {
       n_decode += q->num_computed >= static_cast<int64_t>(q->prompt.size());
     }
     const int64_t budget = sched->token_budget();
-    for (Request* r : sched->waiting()) {
-      if (r->deadline_ns == 0 || r->num_computed > 0 || !r->output.empty()) continue;
-      const double own = static_cast<double>(r->num_tokens() - kv->cached_prefix_tokens(*r));
+    auto check = [&](Request* r, double own) {
+      if (r->deadline_ns == 0 || !r->output.empty()) return;
       const double need =
           cost.predict_ttft_ns(own, uncached_patches(*r), 0, 0, n_decode, ctx, budget);
       if (static_cast<double>(now) + need > static_cast<double>(r->deadline_ns))
         late.emplace_back(r, now - r->arrival_ns + static_cast<int64_t>(need));
-    }
+    };
+    for (Request* r : sched->waiting())
+      check(r, static_cast<double>(r->num_tokens() - kv->cached_prefix_tokens(*r)));
+    for (Request* r : sched->running())
+      check(r, static_cast<double>(r->num_tokens() - r->num_computed));
     for (auto [r, ttft] : late) {
       const SlaConfig::MissAction m = cfg.sla.on_miss(r->sla_class, ttft);
       if (m.action == OnMiss::kAccept) continue;
@@ -439,8 +442,8 @@ struct Engine::Impl {
       }
       char buf[192];
       std::snprintf(buf, sizeof buf,
-                    "unavailable: waited %.0f ms; its first token can no longer come within the "
-                    "%s class's %.0f ms",
+                    "unavailable: %.0f ms after arrival its first token can no longer come "
+                    "within the %s class's %.0f ms",
                     static_cast<double>(now - r->arrival_ns) * 1e-6,
                     r->sla_class.empty() ? "requested" : r->sla_class.c_str(),
                     static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6);
