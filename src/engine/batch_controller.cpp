@@ -25,9 +25,10 @@ void BatchController::observe(double step_ns, int64_t target_ns) {
   if (target_ns <= 0) return;
   const double goal = static_cast<double>(target_ns) * cfg_.headroom;
   // Multiplicative correction: shrink by up to 15 % when a step is over the goal, grow 2 % when
-  // under. In equilibrium about one step in nine is over the goal (0.9 x the TPOT target): the
-  // correction tracks the 89th percentile of step time, so a request's TPOT (its mean step time)
-  // stays under the target. Shrinking by the full overshoot (down to half) tracked the slowest
+  // under. With overshoots of 18 % or more, about one step in nine is over the goal (0.9 x the
+  // TPOT target) in equilibrium, roughly the 89th percentile of step time (smaller overshoots
+  // shrink less and are allowed more often), so a request's TPOT (its mean step time) stays
+  // under the target. Shrinking by the full overshoot (down to half) tracked the slowest
   // steps instead, and on a shared host one slow step halved the budget for the next 35 steps.
   if (step_ns > goal)
     scale_ *= std::max(0.85, goal / step_ns);

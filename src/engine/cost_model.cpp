@@ -76,7 +76,8 @@ double CostModel::predict_ttft_ns(double prefill_tokens, double patches,
   StepFeatures full{std::min(cap, total), static_cast<double>(n_decode), 0, context_tokens};
   double t = steps * predict_ns(full);
   StepFeatures enc{0, 0, queued_patches + patches, 0};
-  t += predict_ns(enc) - predict_ns({});  // encoder work on top of the steps
+  // Encoder work on top of the steps (never negative: coefficients are fitted unconstrained).
+  t += std::max(0.0, predict_ns(enc) - predict_ns({}));
   return t;
 }
 

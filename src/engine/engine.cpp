@@ -397,12 +397,25 @@ struct Engine::Impl {
     return true;
   }
 
-  // Encoder patches of q's images not in the encoder cache.
+  // Encoder patches of q's images still ahead of its prefill and not in the encoder cache.
   double uncached_patches(const Request& q) const {
     double p = 0;
     for (const auto& m : q.media)
-      if (!enc->contains(m.key)) p += static_cast<double>(m.n_patches());
+      if (m.begin + m.n_tokens > q.num_computed && !enc->contains(m.key))
+        p += static_cast<double>(m.n_patches());
     return p;
+  }
+
+  // The cost model's bias for a class weight, learned from the first tokens of admitted requests
+  // (the geometric mean of actual / modelled TTFT over the last kBiasWindow, clamped to
+  // 0.25-4x; 1 before 8 samples): a class the model over-predicts would otherwise be refused for
+  // nothing, one it under-predicts admitted to miss.
+  double ttft_bias(double weight) const {
+    auto it = ttft_log_bias.find(weight);
+    if (it == ttft_log_bias.end() || it->second.size() < 8) return 1;
+    double m = 0;
+    for (double v : it->second) m += v;
+    return std::clamp(std::exp(m / static_cast<double>(it->second.size())), 0.25, 4.0);
   }
 
   // The late half of admission control: a request without its first token yet (waiting, or
@@ -422,10 +435,13 @@ struct Engine::Impl {
     const int64_t budget = sched->token_budget();
     auto check = [&](Request* r, double own) {
       if (r->deadline_ns == 0 || !r->output.empty()) return;
+      // As admission predicts (the same form, with the class's learned bias), but with no work
+      // ahead: a request admitted in this pass is never refused in the same one.
       const double need =
           cost.predict_ttft_ns(own, uncached_patches(*r), 0, 0, n_decode, ctx, budget);
-      if (static_cast<double>(now) + need > static_cast<double>(r->deadline_ns))
-        late.emplace_back(r, now - r->arrival_ns + static_cast<int64_t>(need));
+      const double ttft = (static_cast<double>(now - r->arrival_ns) + need) * ttft_bias(r->weight);
+      if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
+        late.emplace_back(r, static_cast<int64_t>(ttft));
     };
     for (Request* r : sched->waiting())
       check(r, static_cast<double>(r->num_tokens() - kv->cached_prefix_tokens(*r)));
@@ -524,18 +540,8 @@ struct Engine::Impl {
     const double pred = rho < 0.95 ? pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
     const int64_t elapsed = now - r.arrival_ns;
     r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
-    // The model's bias for this class, learned from the first tokens of admitted requests (the
-    // geometric mean of actual / modelled; a class the model over-predicts would otherwise be
-    // refused for nothing, one it under-predicts admitted to miss).
-    double bias = 1;
-    if (auto it = ttft_log_bias.find(r.weight);
-        it != ttft_log_bias.end() && it->second.size() >= 8) {
-      double m = 0;
-      for (double v : it->second) m += v;
-      bias = std::clamp(std::exp(m / static_cast<double>(it->second.size())), 0.25, 4.0);
-    }
-    r.predicted_ttft_ns =
-        static_cast<int64_t>(std::min(1e12, static_cast<double>(r.model_ttft_ns) * bias));
+    r.predicted_ttft_ns = static_cast<int64_t>(
+        std::min(1e12, static_cast<double>(r.model_ttft_ns) * ttft_bias(r.weight)));
     auto admitted = [&] {
       if (first_admit_ns < 0) first_admit_ns = now;
       recent_admits.push_back({now, own, own_patches, r.weight, r.priority});

@@ -112,9 +112,9 @@ struct EngineStats {
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
   size_t waiting = 0, running = 0;
   int64_t refused = 0, downgraded = 0;
-  // Of `refused`: admitted requests refused later, while still waiting, when their first token
-  // could no longer come in time (the admission prediction was wrong); of `downgraded`, those
-  // moved to a lower class that way.
+  // Of `refused`: admitted requests refused later, before their first token (waiting or in
+  // prefill), when it could no longer come in time (the admission prediction was wrong); of
+  // `downgraded`, those moved to a lower class that way.
   int64_t refused_late = 0, downgraded_late = 0;
   int32_t token_budget = 0;
   PredictionError ttft_prediction;

@@ -62,12 +62,14 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
   policy_->order_running(running_, now_ns);
   std::vector<Request*> scheduled;
 
-  auto try_schedule = [&](Request* r) -> bool {
+  // may_preempt: free KV blocks for r by preempting from the back of the running order.
+  auto try_schedule = [&](Request* r, bool may_preempt) -> bool {
     int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
     if (n <= 0) return false;
     n = limit_for_media(r, n, plan, enc_budget);
     if (n <= 0) return false;
     while (!kv_.allocate(*r, n)) {
+      if (!may_preempt) return false;
       // Preempt from the back of the running order, never a request already in this plan.
       Request* victim = nullptr;
       for (auto it = running_.rbegin(); it != running_.rend(); ++it)
@@ -94,7 +96,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     }
     if (budget <= 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted above
-    try_schedule(r);
+    try_schedule(r, true);
   }
   // 2. Prefill: the running requests' next chunks and the waiting requests, merged in the
   // policy's order: a waiting request the policy serves before a running one (a platinum
@@ -112,7 +114,9 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     if (have_p && (!have_w || policy_->serves_first(*prefilling[next_prefill],
                                                     *waiting_[next_waiting], now_ns))) {
       Request* r = prefilling[next_prefill++];
-      if (r->status == RequestStatus::kRunning) try_schedule(r);  // else preempted above
+      // Once a waiting request took blocks in this step, a running prompt that no longer fits
+      // pauses for the step instead of preempting (which would throw its KV away).
+      if (r->status == RequestStatus::kRunning) try_schedule(r, admitted == 0);
       continue;
     }
     Request* r = waiting_[next_waiting++];

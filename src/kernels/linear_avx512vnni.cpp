@@ -11,6 +11,8 @@
 // the quantisation of x and the f32 sums over blocks.
 #include <immintrin.h>
 
+#include <limits>
+
 #include "core/cpu.h"
 #include "kernels/gemv_avx512.h"
 
@@ -70,13 +72,20 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
     for (int64_t kb = 0; kb < k; kb += kQ8Block) {
       __m512 v[4];
       __m512 amax = _mm512_setzero_ps();
+      __mmask16 nan = 0;
       for (int i = 0; i < 4; ++i) {
         const int64_t left = std::clamp<int64_t>(k - kb - 16 * i, 0, 16);
         const auto m = static_cast<__mmask16>((1u << left) - 1);
         v[i] = _mm512_maskz_loadu_ps(m, x + j * ldx + kb + 16 * i);
         amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
+        nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
       }
-      const float scale = _mm512_reduce_max_ps(amax) / 127.f;
+      const float top = _mm512_reduce_max_ps(amax);
+      // A NaN or infinite x makes the block's scale NaN (q stays 0), so the output is NaN as in
+      // the float kernels, never a silently finite number.
+      const float scale = nan || !(top <= std::numeric_limits<float>::max())
+                              ? std::numeric_limits<float>::quiet_NaN()
+                              : top / 127.f;
       char* blk = row + 2 * kb;
       __m512i sum = _mm512_setzero_si512();
       for (int i = 0; i < 4; ++i) {

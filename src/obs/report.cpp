@@ -180,7 +180,7 @@ std::string Report::text() const {
   std::snprintf(buf, sizeof buf,
                 "  stages (mean ms per completed request): media %.1f, queue %.1f, encode %.1f, prefill %.1f, decode %.1f\n"
                 "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld downgraded; "
-                "late (while waiting): %lld refused, %lld downgraded\n",
+                "late (before the first token): %lld refused, %lld downgraded\n",
                 stages.media, stages.queue, stages.encode, stages.prefill, stages.decode,
                 static_cast<long long>(engine.ttft_prediction.count), 100 * engine.ttft_prediction.mean_abs_rel,
                 100 * engine.ttft_prediction.p90_abs_rel, static_cast<long long>(engine.preemptions),

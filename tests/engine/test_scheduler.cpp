@@ -162,6 +162,25 @@ TEST(Scheduler, UrgentArrivalPrefillsBeforeARunningPromptUnderSlo) {
   }
 }
 
+// The same arrival when KV memory is exactly full after it: the running prompt pauses for the
+// step, it is not preempted (which would throw away its computed KV).
+TEST(Scheduler, UrgentArrivalNeverPreemptsARunningPrompt) {
+  Harness h(8, 16, 32, "slo");  // 8 blocks of 16 tokens
+  Request* silver = h.submit(tokens(400, 3), 4);
+  silver->weight = 1;
+  silver->deadline_ns = silver->arrival_ns + 5'000'000'000;
+  for (int i = 0; i < 3; ++i) h.step();
+  ASSERT_EQ(silver->num_computed, 96);             // 6 blocks, the next chunk needs a 7th
+  Request* platinum = h.submit(tokens(20, 4), 4);  // takes the last 2 blocks
+  platinum->weight = 4;
+  platinum->deadline_ns = platinum->arrival_ns + 300'000'000;
+  h.step();
+  EXPECT_EQ(platinum->num_computed, 20);
+  EXPECT_EQ(silver->status, RequestStatus::kRunning);
+  EXPECT_EQ(silver->num_computed, 96) << "paused for the step";
+  EXPECT_EQ(silver->num_preemptions, 0) << "preempted by an admission";
+}
+
 TEST(Scheduler, BlockAccountingReturnsToZeroUnderRandomChurn) {
   for (uint32_t seed = 0; seed < 40; ++seed) {
     std::mt19937 rng(seed);

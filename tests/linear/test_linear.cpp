@@ -60,6 +60,8 @@ std::vector<Case> make_cases() {
     c.bias = bias;
     c.x.resize(static_cast<size_t>(n * in));
     for (auto& v : c.x) v = nd(rng);
+    // One all-zero block of 64 in row 0 (the Q8 path's zero scale).
+    if (in >= 128) std::fill(c.x.begin() + 64, c.x.begin() + 128, 0.f);
     c.w.resize(static_cast<size_t>(out * in));
     for (int64_t o = 0; o < out; ++o) {
       // Rows of very different magnitude (per-channel scales matter); row 1 all zero.

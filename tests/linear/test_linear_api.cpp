@@ -189,6 +189,25 @@ TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
   }
 }
 
+// A NaN in x comes out as NaN on every path, the Q8 decode kernel included (its block scale
+// becomes NaN rather than the NaN being quantised to a finite number).
+TEST(Linear, NanInXPropagates) {
+  ThreadPool pool(2);
+  const Tensor w = random_f32({6, 130}, 18);
+  Tensor x = random_f32({1, 130}, 19);
+  x.data<float>()[70] = std::nanf("");
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8})
+    for (auto act : {Int8Activations::kQ8, Int8Activations::kFloat}) {
+      const PackedLinear p = PackedLinear::pack(w, nullptr, fmt);
+      LinearOptions o;
+      o.int8_x = act;
+      const Tensor y = linear(x, p, pool, o);
+      for (int64_t i = 0; i < y.numel(); ++i)
+        EXPECT_TRUE(std::isnan(y.data<float>()[i]))
+            << weight_format_name(fmt) << " " << linear_plan(1, p, o).kernel << " [" << i << "]";
+    }
+}
+
 TEST(Linear, PathChoice) {
   const PackedLinear p = PackedLinear::pack(random_f32({8, 8}, 15), nullptr, WeightFormat::kBF16);
   EXPECT_TRUE(linear_plan(1, p).gemv);
