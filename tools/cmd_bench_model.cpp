@@ -48,17 +48,21 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Sequence `seq`'s block table for `tokens` tokens: sequences own consecutive, disjoint ranges of
+// blocks, each as long as this one.
+std::vector<int32_t> block_table(int seq, int64_t tokens, int32_t block_size) {
+  std::vector<int32_t> b;
+  const int64_t nb = (tokens + block_size - 1) / block_size;
+  for (int64_t i = 0; i < nb; ++i) b.push_back(static_cast<int32_t>(seq * nb + i));
+  return b;
+}
+
 DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
                      kernels::ReadStreamer& probe) {
   DecodeFigures f;
   const int32_t bs = lm.kv_cache().config().block_size;
   const int64_t V = lm.config().text.vocab_size;
-  auto blocks_for = [&](int seq, int64_t tokens) {
-    std::vector<int32_t> b;
-    int64_t nb = (tokens + bs - 1) / bs;
-    for (int64_t i = 0; i < nb; ++i) b.push_back(static_cast<int32_t>(seq * nb + i));
-    return b;
-  };
+  auto blocks_for = [&](int seq, int64_t tokens) { return block_table(seq, tokens, bs); };
   const int64_t cap = prompt_len + 2 * steps + 2;  // warm step, timed run, paired steps
   // Prefill: the whole prompt in one step, best of 2.
   auto prompt = random_ids(prompt_len, V, 1);
@@ -122,9 +126,7 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
 // One batch-1 decode step of `lm` (its sequence 0 prefilled by run_lm), timed in seconds.
 double decode_step_s(models::LanguageModel& lm, int64_t prompt_len) {
   const int32_t bs = lm.kv_cache().config().block_size;
-  std::vector<int32_t> table;
-  for (int64_t i = 0; i < (prompt_len + 1 + bs - 1) / bs; ++i)
-    table.push_back(static_cast<int32_t>(i));
+  const std::vector<int32_t> table = block_table(0, prompt_len + 1, bs);
   int32_t tok = 7;
   models::SeqStep s;
   s.tokens = {&tok, 1};

@@ -315,15 +315,11 @@ struct Engine::Impl {
       if (sched->idle()) return true;
       int64_t tpot_target = 0;
       if (bc) {
-        int64_t n_decode = 0;
-        double ctx = 0;
-        for (const Request* r : sched->running()) {
+        for (const Request* r : sched->running())
           if (r->tpot_target_ns > 0 && (tpot_target == 0 || r->tpot_target_ns < tpot_target))
             tpot_target = r->tpot_target_ns;
-          n_decode += r->num_computed >= static_cast<int64_t>(r->prompt.size());
-          ctx += static_cast<double>(r->num_computed);
-        }
-        sched->set_token_budget(bc->next_budget(cost, tpot_target, n_decode, ctx));
+        const RunningLoad load = running_load();
+        sched->set_token_budget(bc->next_budget(cost, tpot_target, load.n_decode, load.context));
       }
       StepPlan plan = sched->schedule(now_ns());
       if (plan.empty()) {
@@ -397,6 +393,20 @@ struct Engine::Impl {
     return true;
   }
 
+  // What the running requests add to every step: how many decode, and the KV tokens they attend.
+  struct RunningLoad {
+    int64_t n_decode = 0;
+    double context = 0;
+  };
+  RunningLoad running_load() const {
+    RunningLoad l;
+    for (const Request* q : sched->running()) {
+      l.n_decode += q->prefilled();
+      l.context += static_cast<double>(q->num_computed);
+    }
+    return l;
+  }
+
   // Encoder patches of q's images still ahead of its prefill and not in the encoder cache.
   double uncached_patches(const Request& q) const {
     double p = 0;
@@ -426,19 +436,14 @@ struct Engine::Impl {
   // time.
   void expire_late(int64_t now) {
     std::vector<std::pair<Request*, int64_t>> late;  // with its predicted TTFT (from arrival)
-    int64_t n_decode = 0;
-    double ctx = 0;
-    for (const Request* q : sched->running()) {
-      ctx += static_cast<double>(q->num_computed);
-      n_decode += q->num_computed >= static_cast<int64_t>(q->prompt.size());
-    }
+    const RunningLoad load = running_load();
     const int64_t budget = sched->token_budget();
     auto check = [&](Request* r, double own) {
       if (r->deadline_ns == 0 || !r->output.empty()) return;
       // As admission predicts (the same form, with the class's learned bias), but with no work
       // ahead: a request admitted in this pass is never refused in the same one.
-      const double need =
-          cost.predict_ttft_ns(own, uncached_patches(*r), 0, 0, n_decode, ctx, budget);
+      const double need = cost.predict_ttft_ns(own, uncached_patches(*r), 0, 0, load.n_decode,
+                                               load.context, budget);
       const double ttft = (static_cast<double>(now - r->arrival_ns) + need) * ttft_bias(r->weight);
       if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
         late.emplace_back(r, static_cast<int64_t>(ttft));
@@ -493,25 +498,21 @@ struct Engine::Impl {
     const double own_patches = uncached_patches(r);
     double queued = 0, queued_patches = 0;
     const Policy& policy = sched->policy();
-    int64_t n_decode = 0;
-    double ctx = 0;
     for (const Request* q : sched->running()) {
-      ctx += static_cast<double>(q->num_computed);
-      if (q->num_computed >= static_cast<int64_t>(q->prompt.size())) {
-        ++n_decode;
-      } else if (policy.serves_first(*q, r, now)) {
+      if (!q->prefilled() && policy.serves_first(*q, r, now)) {
         queued += static_cast<double>(q->num_tokens() - q->num_computed);
         queued_patches += uncached_patches(*q);
       }
     }
+    const RunningLoad load = running_load();
     for (const Request* q : sched->waiting()) {
       if (!policy.serves_first(*q, r, now)) continue;
       queued += static_cast<double>(q->num_tokens() - kv->cached_prefix_tokens(*q));
       queued_patches += uncached_patches(*q);
     }
     const int64_t budget = sched->token_budget();  // as the batch controller set it
-    const double pred0 =
-        cost.predict_ttft_ns(own, own_patches, queued, queued_patches, n_decode, ctx, budget);
+    const double pred0 = cost.predict_ttft_ns(own, own_patches, queued, queued_patches,
+                                              load.n_decode, load.context, budget);
     // Requests arriving while r waits that the policy serves first (heavier classes under slo)
     // stretch its wait: their work arrives at the rate measured over the last admissions, a
     // share rho of the engine's time, so r waits pred0 / (1 - rho) (a priority queue's

@@ -76,6 +76,8 @@ struct Request {
     return static_cast<int32_t>(i + rope_delta);
   }
   bool finished() const { return status == RequestStatus::kDone; }
+  // The whole prompt is in the KV cache: each step now decodes one token.
+  bool prefilled() const { return num_computed >= static_cast<int64_t>(prompt.size()); }
 };
 
 }  // namespace mmrt::engine

@@ -90,7 +90,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
   // 1. Running requests that decode (one new token each), in the running order.
   std::vector<Request*> prefilling;  // running requests still in prefill, in the running order
   for (Request* r : std::vector<Request*>(running_)) {
-    if (r->num_computed < static_cast<int64_t>(r->prompt.size())) {
+    if (!r->prefilled()) {
       prefilling.push_back(r);
       continue;
     }
