@@ -23,15 +23,29 @@ namespace {
 constexpr int kGroup = 8;  // input rows per tile pass
 static_assert(kQ8Block == 64, "the kernel takes one block per 64-byte step");
 
-// A prepared row: per block b, 64 int8 values at 128 * b, then at 128 * b + 64 the record.
+// A prepared row (q8_row_bytes): the int8 values of all blocks, 64 per block, then one record
+// per block. Keeping the records apart halves the row's footprint in L1 against a record next
+// to every block: with the 8960-wide down projection's x confined to 4 KiB, that matrix ran at
+// 83 % of the measured bandwidth instead of 67 %.
 struct Record {
   int32_t init;  // -8 * sum(q) of the block: the accumulator's start in every lane
   float scale;   // max|x_block| / 127
 };
+static_assert(sizeof(Record) == 8, "q8_row_bytes counts 8 bytes per record");
+// Where a tile finds the rows of x: q at q + j * ldx + k, records at rec + j * ldx + k / 64.
+struct Q8Rows {
+  const char* q;
+  const Record* rec;
+};
+// Bytes of the int8 values of a prepared row of length k.
+constexpr int64_t q_bytes(int64_t k) {
+  return (k + kQ8Block - 1) / kQ8Block * kQ8Block;
+}
+
 struct Q8 {
   template <int R, int NB>
   static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const int8_t* w, int64_t ldw,
-                                      const char* x, int64_t ldx, int64_t k, __mmask64 mask) {
+                                      const Q8Rows* x, int64_t ldx, int64_t k, __mmask64 mask) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const bool full = mask == ~__mmask64{0};
     __m512i wu[R];
@@ -44,9 +58,10 @@ struct Q8 {
     }
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
-      const char* blk = x + j * ldx + 2 * k;
-      const auto* rec = reinterpret_cast<const Record*>(blk + kQ8Block);
-      const __m512i xv = _mm512_load_si512(blk);
+      const Record* rec = reinterpret_cast<const Record*>(
+                              reinterpret_cast<const char*>(x->rec) + j * ldx) +
+                          k / kQ8Block;
+      const __m512i xv = _mm512_load_si512(x->q + j * ldx + k);
       const __m512i init = _mm512_set1_epi32(rec->init);
       const __m512 sc = _mm512_set1_ps(rec->scale);
 #pragma GCC unroll 16
@@ -59,8 +74,9 @@ struct Q8 {
 
   template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
-    tile_steps<Q8, 64, R, NB>(a, o, j0, static_cast<const int8_t*>(a.w) + o * a.ldw,
-                              reinterpret_cast<const char*>(a.x) + j0 * a.ldx);
+    const char* x = reinterpret_cast<const char*>(a.x) + j0 * a.ldx;
+    const Q8Rows rows{x, reinterpret_cast<const Record*>(x + q_bytes(a.k))};
+    tile_steps<Q8, 64, R, NB>(a, o, j0, static_cast<const int8_t*>(a.w) + o * a.ldw, &rows);
   }
 };
 
@@ -69,6 +85,7 @@ struct Q8 {
 void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t row_bytes) {
   for (int64_t j = 0; j < n; ++j) {
     char* row = static_cast<char*>(xq) + j * row_bytes;
+    auto* recs = reinterpret_cast<Record*>(row + q_bytes(k));
     for (int64_t kb = 0; kb < k; kb += kQ8Block) {
       __m512 v[4];
       __m512 amax = _mm512_setzero_ps();
@@ -86,7 +103,7 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
       const float scale = nan || !(top <= std::numeric_limits<float>::max())
                               ? std::numeric_limits<float>::quiet_NaN()
                               : top / 127.f;
-      char* blk = row + 2 * kb;
+      char* blk = row + kb;
       __m512i sum = _mm512_setzero_si512();
       for (int i = 0; i < 4; ++i) {
         __m512i q = _mm512_setzero_si512();
@@ -96,7 +113,7 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
         sum = _mm512_add_epi32(sum, q);
         _mm_store_si128(reinterpret_cast<__m128i*>(blk + 16 * i), _mm512_cvtsepi32_epi8(q));
       }
-      auto* rec = reinterpret_cast<Record*>(blk + kQ8Block);
+      Record* rec = recs + kb / kQ8Block;
       rec->init = -8 * _mm512_reduce_add_epi32(sum);
       rec->scale = scale;
     }
