@@ -12,7 +12,7 @@ namespace mmrt::engine {
 struct BatchControllerConfig {
   int32_t min_budget = 16;     // always at least this many tokens (plus every decode)
   int32_t max_budget = 2048;
-  double headroom = 0.9;       // aim for this fraction of the target
+  double headroom = 0.8;       // aim for this fraction of the target
 };
 
 class BatchController {

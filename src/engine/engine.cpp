@@ -158,6 +158,11 @@ struct Engine::Impl {
     res.tpot_target_ns = r.tpot_target_ns;
     res.timeline = r.timeline;
     {
+      // Counted before the handle is signalled: a caller reading stats() after its result sees it.
+      std::lock_guard<std::mutex> lk(mu);
+      ++stats.finished;
+    }
+    {
       std::lock_guard<std::mutex> lk(e.state->mu);
       e.state->result = std::move(res);
       e.state->events.push_back({StreamEvent::Kind::kDone, "", r.outcome, r.reason});
@@ -165,7 +170,6 @@ struct Engine::Impl {
       e.state->cv.notify_all();
     }
     std::lock_guard<std::mutex> lk(mu);
-    ++stats.finished;
     entries.erase(r.id);
     if (--in_flight == 0) idle_cv.notify_all();
   }
