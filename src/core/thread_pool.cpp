@@ -31,15 +31,39 @@ struct ThreadPool::Impl {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, chunk = 1, n_chunks = 0;
   std::atomic<int64_t> next{0};
+  // Contiguous mode: per thread, its share of the chunks as (front << 32 | back), one cache line
+  // each. The owner takes the front, other threads the back.
+  bool contiguous = false;
+  struct alignas(64) Share {
+    std::atomic<uint64_t> fb{0};
+  };
+  std::unique_ptr<Share[]> shares;
   std::atomic<int64_t> done{0};
   std::atomic<int> active{0};
   std::exception_ptr error;
   std::mutex error_mu;
 
-  void run_chunks() {
+  // Contiguous mode: the next chunk for thread `me`, or -1 when every share is empty.
+  int64_t take(int me) {
+    for (int i = 0; i < n_threads; ++i) {
+      const int t = (me + i) % n_threads;
+      std::atomic<uint64_t>& fb = shares[t].fb;
+      uint64_t v = fb.load(std::memory_order_acquire);
+      for (;;) {
+        const uint64_t f = v >> 32, b = v & 0xffffffffu;
+        if (f >= b) break;
+        const uint64_t nv = t == me ? ((f + 1) << 32 | b) : (f << 32 | (b - 1));
+        if (fb.compare_exchange_weak(v, nv, std::memory_order_acq_rel))
+          return static_cast<int64_t>(t == me ? f : b - 1);
+      }
+    }
+    return -1;
+  }
+
+  void run_chunks(int me) {
     for (;;) {
-      int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= n_chunks) break;
+      const int64_t c = contiguous ? take(me) : next.fetch_add(1, std::memory_order_relaxed);
+      if (c < 0 || c >= n_chunks) break;
       int64_t b = c * chunk, e = std::min(n, b + chunk);
       try {
         (*fn)(b, e);
@@ -51,7 +75,7 @@ struct ThreadPool::Impl {
     }
   }
 
-  void worker_loop() {
+  void worker_loop(int me) {
     t_inside_pool = true;
     uint64_t seen = 0;
     for (;;) {
@@ -71,7 +95,7 @@ struct ThreadPool::Impl {
       seen = generation;
       active.fetch_add(1, std::memory_order_acq_rel);
       lk.unlock();
-      run_chunks();
+      run_chunks(me);
       active.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -80,7 +104,9 @@ struct ThreadPool::Impl {
 ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
   if (n_threads < 1) throw InvalidArgument("thread pool needs at least 1 thread");
   impl_->n_threads = n_threads;
-  for (int i = 1; i < n_threads; ++i) impl_->workers.emplace_back([this] { impl_->worker_loop(); });
+  impl_->shares = std::make_unique<Impl::Share[]>(static_cast<size_t>(n_threads));
+  for (int i = 1; i < n_threads; ++i)
+    impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -100,6 +126,17 @@ int ThreadPool::size() const {
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn,
                               int chunks_per_thread) {
+  run(n, grain, fn, chunks_per_thread, false);
+}
+
+void ThreadPool::parallel_for_contiguous(int64_t n, int64_t grain,
+                                         const std::function<void(int64_t, int64_t)>& fn,
+                                         int chunks_per_thread) {
+  run(n, grain, fn, chunks_per_thread, true);
+}
+
+void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
+                     int chunks_per_thread, bool contiguous) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   Impl& s = *impl_;
@@ -120,6 +157,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   s.chunk = (n + target - 1) / target;
   s.n_chunks = (n + s.chunk - 1) / s.chunk;
   s.next.store(0);
+  s.contiguous = contiguous;
+  if (contiguous)
+    for (int t = 0; t < s.n_threads; ++t) {
+      const uint64_t f = static_cast<uint64_t>(s.n_chunks * t / s.n_threads);
+      const uint64_t b = static_cast<uint64_t>(s.n_chunks * (t + 1) / s.n_threads);
+      s.shares[t].fb.store(f << 32 | b, std::memory_order_relaxed);
+    }
   s.done.store(0);
   s.error = nullptr;
   __atomic_add_fetch(&s.generation, 1, __ATOMIC_RELEASE);
@@ -127,7 +171,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   s.cv_work.notify_all();
 
   t_inside_pool = true;
-  s.run_chunks();
+  s.run_chunks(0);
   t_inside_pool = false;
 
   // Wait until all chunks are done and no worker is still inside run_chunks for this job.

@@ -17,7 +17,8 @@ int32_t BatchController::next_budget(const CostModel& cost, int64_t target_ns, i
   const double per_token = std::max(1.0, (cost.predict_ns(one) - t0) / 100.0);
   double prefill = (goal - t0) / per_token;
   int64_t budget = n_decode + static_cast<int64_t>(std::floor(std::max(0.0, prefill)));
-  budget = std::clamp<int64_t>(budget, floor_budget, std::max<int64_t>(floor_budget, cfg_.max_budget));
+  budget =
+      std::clamp<int64_t>(budget, floor_budget, std::max<int64_t>(floor_budget, cfg_.max_budget));
   return static_cast<int32_t>(budget);
 }
 

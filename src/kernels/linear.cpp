@@ -338,14 +338,17 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   // at least ~64 KiB of weights so the fork/join cost stays small next to the streaming.
   constexpr int64_t kRowBlock = 4;
   // Many small chunks (each still >= 64 KiB of weights): a thread that finishes early takes
-  // more, where 4 per thread could leave one core idle for up to 1/8 of the layer.
+  // more from the back of the other's share, where 4 per thread could leave one core idle for up
+  // to 1/8 of the layer. Each thread otherwise runs its share front to back: one sequential
+  // stream per thread. Chunks handed out in turn made every chunk a new stream that the
+  // prefetchers had to pick up again (int8 1536x1536: ~65 % of bandwidth against ~80 %).
   constexpr int kGemvChunksPerThread = 16;
   const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
   const int64_t block_bytes = kRowBlock * w.in() * static_cast<int64_t>(stored_size(w.format()));
   const int64_t grain =
       std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
   const int64_t out = w.out();
-  pool.parallel_for(
+  pool.parallel_for_contiguous(
       blocks, grain,
       [&](int64_t b, int64_t e) { fn(a, b * kRowBlock, std::min(out, e * kRowBlock)); },
       kGemvChunksPerThread);

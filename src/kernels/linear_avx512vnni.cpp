@@ -58,9 +58,9 @@ struct Q8 {
     }
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
-      const Record* rec = reinterpret_cast<const Record*>(
-                              reinterpret_cast<const char*>(x->rec) + j * ldx) +
-                          k / kQ8Block;
+      const Record* rec =
+          reinterpret_cast<const Record*>(reinterpret_cast<const char*>(x->rec) + j * ldx) +
+          k / kQ8Block;
       const __m512i xv = _mm512_load_si512(x->q + j * ldx + k);
       const __m512i init = _mm512_set1_epi32(rec->init);
       const __m512 sc = _mm512_set1_ps(rec->scale);

@@ -80,11 +80,58 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
   }
 }
 
+TEST(ThreadPool, ContiguousSharesCoverRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 7, 100, 12345})
+    for (int cpt : {1, 4, 16}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for_contiguous(
+          n, 3,
+          [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          },
+          cpt);
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n << " chunks/thread " << cpt;
+    }
+  // One thread slowed down (a busy core): the others take the rest of its share from the back,
+  // so it runs only the chunk it was stuck in.
+  std::vector<std::atomic<int>> hits(300);
+  std::atomic<int> slow_claimed{0};
+  std::atomic<int> slow_chunks{0};
+  std::atomic<std::thread::id> slow_thread{};
+  pool.parallel_for_contiguous(
+      300, 1,
+      [&](int64_t b, int64_t e) {
+        if (slow_claimed.exchange(1) == 0) {
+          slow_thread.store(std::this_thread::get_id());
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        if (std::this_thread::get_id() == slow_thread.load()) ++slow_chunks;
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      },
+      16);
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_EQ(slow_chunks.load(), 1) << "the slowed thread's share was not taken over";
+  // Also from inside a job (runs serially) and with a throwing body.
+  EXPECT_THROW(pool.parallel_for_contiguous(100, 1,
+                                            [](int64_t b, int64_t) {
+                                              if (b >= 50) throw InvalidArgument("boom");
+                                            }),
+               InvalidArgument);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(4, 1, [&](int64_t, int64_t) {
+    pool.parallel_for_contiguous(10, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+  });
+  EXPECT_EQ(sum.load(), 40);
+}
+
 TEST(ThreadPool, RethrowsAndStaysUsable) {
   ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for(100, 1, [](int64_t b, int64_t) {
-    if (b >= 50) throw InvalidArgument("boom");
-  }), InvalidArgument);
+  EXPECT_THROW(pool.parallel_for(100, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b >= 50) throw InvalidArgument("boom");
+                                 }),
+               InvalidArgument);
   std::atomic<int64_t> sum{0};
   pool.parallel_for(1000, 10, [&](int64_t b, int64_t e) { sum += e - b; });
   EXPECT_EQ(sum.load(), 1000);
