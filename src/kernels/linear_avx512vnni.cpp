@@ -24,9 +24,9 @@ constexpr int kGroup = 8;  // input rows per tile pass
 static_assert(kQ8Block == 64, "the kernel takes one block per 64-byte step");
 
 // A prepared row (q8_row_bytes): the int8 values of all blocks, 64 per block, then one record
-// per block. Keeping the records apart halves the row's footprint in L1 against a record next
-// to every block: with the 8960-wide down projection's x confined to 4 KiB, that matrix ran at
-// 83 % of the measured bandwidth instead of 67 %.
+// per block. Keeping the records apart nearly halves the row's footprint in L1 against a
+// 64-byte record next to every block (x of the 8960-wide down projection: 10 KB, not 18 KB);
+// measured gain within the host's noise (docs/kernels-gemm.md).
 struct Record {
   int32_t init;  // -8 * sum(q) of the block: the accumulator's start in every lane
   float scale;   // max|x_block| / 127
