@@ -27,11 +27,11 @@ void BatchController::observe(double step_ns, int64_t target_ns) {
   const double goal = static_cast<double>(target_ns) * cfg_.headroom;
   // Log-proportional correction: scale_ *= (goal / step)^(1/4), at most 15 % down and 5 % up per
   // step, so in equilibrium the geometric mean of step time sits at the goal and a request's
-  // TPOT (the mean of its steps) near it. One slow step on a shared host costs a few percent of
-  // budget, not half of it; a sustained slowdown is followed within a few steps. The previous
-  // rule (down by the overshoot, up 2 %) tracked roughly the 85th percentile of step time: steps
-  // ran at 36 ms against a 45 ms goal and 50 ms promise, prefill starved (platinum TPOT P99 was
-  // 40 ms, 20 % of the promise unused), and slo served 5-10 % fewer tokens than it could.
+  // TPOT (the mean of its steps) near it. One slow step on a shared host takes at most 15 % off the
+  // next step's time, not half of it; a sustained slowdown is followed within a few steps. The
+  // previous rule (down by the overshoot, up 2 %) tracked roughly the 85th percentile of step time:
+  // steps ran at 36 ms against a 45 ms goal and 50 ms promise, prefill starved (platinum TPOT P99
+  // was 40 ms, 20 % of the promise unused), and slo served 5-10 % fewer tokens than it could.
   const double f = std::pow(goal / std::max(1.0, step_ns), 0.25);
   scale_ *= std::clamp(f, 0.85, 1.05);
   scale_ = std::clamp(scale_, 0.05, 2.0);

@@ -10,16 +10,17 @@
 namespace mmrt::engine {
 
 struct BatchControllerConfig {
-  int32_t min_budget = 16;     // always at least this many tokens (plus every decode)
+  int32_t min_budget = 16;  // always at least this many tokens (plus every decode)
   int32_t max_budget = 2048;
-  double headroom = 0.8;       // aim for this fraction of the target
+  double headroom = 0.8;  // aim for this fraction of the target
 };
 
 class BatchController {
  public:
   explicit BatchController(const BatchControllerConfig& cfg = {}) : cfg_(cfg) {}
   // Budget for the next step. target_ns: tightest TPOT among running requests (0: none).
-  int32_t next_budget(const CostModel& cost, int64_t target_ns, int64_t n_decode, double context_tokens);
+  int32_t next_budget(const CostModel& cost, int64_t target_ns, int64_t n_decode,
+                      double context_tokens);
   // Feedback from the step just run (corrects a biased cost model).
   void observe(double step_ns, int64_t target_ns);
   double correction() const { return scale_; }
