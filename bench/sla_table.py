@@ -25,7 +25,9 @@ def main(paths):
         for r in runs:
             c = r["classes"]
             plat = c["platinum"]
-            row += [f"{100 * plat['slo_attainment']:.1f} % ({plat['refused']} refused)",
+            late = plat.get("refused_late", 0)
+            refused = f"{plat['refused']} refused" + (f", {late} of them late" if late else "")
+            row += [f"{100 * plat['slo_attainment']:.1f} % ({refused})",
                     f"{100 * c['all']['slo_attainment']:.1f} %", f"{r['goodput_rps']:.1f}/s"]
         last = runs[-1]["goodput_rps"]
         row += [f"{last / r['goodput_rps']:.2f}x" if r["goodput_rps"] > 0 else "inf" for r in runs[:-1]]

@@ -36,7 +36,8 @@ nlohmann::json Dist::json() const {
   return {{"n", n}, {"p50", p50}, {"p95", p95}, {"p99", p99}, {"mean", mean}, {"max", max}};
 }
 
-Report make_report(const std::string& policy, double duration_s, const std::vector<engine::RequestResult>& results,
+Report make_report(const std::string& policy, double duration_s,
+                   const std::vector<engine::RequestResult>& results,
                    const std::vector<std::string>& requested, const engine::SlaConfig& sla,
                    const engine::EngineStats& stats) {
   Report rep;
@@ -60,6 +61,8 @@ Report make_report(const std::string& policy, double duration_s, const std::vect
       c.name = key;
       ++c.requests;
       c.refused += r.outcome == Outcome::kRefused;
+      // Refused after it entered the queue: admitted, then found unable to meet its class.
+      c.refused_late += r.outcome == Outcome::kRefused && r.timeline.count(Event::kQueued) > 0;
       c.failed += r.outcome == Outcome::kFailed;
       c.cancelled += r.outcome == Outcome::kCancelled;
       c.downgraded += r.sla_class != cls && r.outcome != Outcome::kRefused;
@@ -68,13 +71,18 @@ Report make_report(const std::string& policy, double duration_s, const std::vect
     bool ok = r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped;
     if (!ok) continue;
     const auto& tl = r.timeline;
-    int64_t t0 = tl.first(Event::kReceived), tf = tl.first(Event::kFirstToken), te = tl.last(Event::kFinished);
+    int64_t t0 = tl.first(Event::kReceived), tf = tl.first(Event::kFirstToken),
+            te = tl.last(Event::kFinished);
     if (tf < 0) continue;
     double t_ttft = static_cast<double>(tf - t0) * 1e-6;
     double t_e2e = static_cast<double>(te - t0) * 1e-6;
-    double t_tpot = r.tokens.size() > 1 ? static_cast<double>(te - tf) * 1e-6 / static_cast<double>(r.tokens.size() - 1) : 0;
-    bool met = !want || ((want->ttft_ns == 0 || t_ttft * 1e6 <= static_cast<double>(want->ttft_ns)) &&
-                         (want->tpot_ns == 0 || r.tokens.size() <= 1 || t_tpot * 1e6 <= static_cast<double>(want->tpot_ns)));
+    double t_tpot = r.tokens.size() > 1 ? static_cast<double>(te - tf) * 1e-6 /
+                                              static_cast<double>(r.tokens.size() - 1)
+                                        : 0;
+    bool met =
+        !want || ((want->ttft_ns == 0 || t_ttft * 1e6 <= static_cast<double>(want->ttft_ns)) &&
+                  (want->tpot_ns == 0 || r.tokens.size() <= 1 ||
+                   t_tpot * 1e6 <= static_cast<double>(want->tpot_ns)));
     for (const std::string& key : {cls, std::string("all")}) {
       ClassReport& c = by[key];
       ++c.completed;
@@ -85,7 +93,8 @@ Report make_report(const std::string& policy, double duration_s, const std::vect
     }
     met_all += met;
     // Stages.
-    int64_t tm = tl.first(Event::kMediaDecoded), tq = tl.first(Event::kQueued), ts = tl.first(Event::kScheduled);
+    int64_t tm = tl.first(Event::kMediaDecoded), tq = tl.first(Event::kQueued),
+            ts = tl.first(Event::kScheduled);
     double enc = 0;
     int64_t es = -1;
     for (const auto& e : tl.entries()) {
@@ -117,7 +126,8 @@ Report make_report(const std::string& policy, double duration_s, const std::vect
   rep.goodput_rps = duration_s > 0 ? static_cast<double>(met_all) / duration_s : 0;
   rep.throughput_tok_s = duration_s > 0 ? static_cast<double>(tokens) / duration_s : 0;
   rep.prefix_hit_rate = stats.prefix_query_tokens
-                            ? static_cast<double>(stats.prefix_hit_tokens) / static_cast<double>(stats.prefix_query_tokens)
+                            ? static_cast<double>(stats.prefix_hit_tokens) /
+                                  static_cast<double>(stats.prefix_query_tokens)
                             : 0;
   int64_t eq = stats.encoder_hits + stats.encoder_misses;
   rep.encoder_hit_rate = eq ? static_cast<double>(stats.encoder_hits) / static_cast<double>(eq) : 0;
@@ -132,14 +142,25 @@ nlohmann::json Report::json() const {
   j["throughput_tok_s"] = throughput_tok_s;
   j["prefix_cache_hit_rate"] = prefix_hit_rate;
   j["encoder_cache_hit_rate"] = encoder_hit_rate;
-  j["stages_ms"] = {{"media", stages.media}, {"queue", stages.queue}, {"encode", stages.encode},
-                    {"prefill", stages.prefill}, {"decode", stages.decode}};
+  j["stages_ms"] = {{"media", stages.media},
+                    {"queue", stages.queue},
+                    {"encode", stages.encode},
+                    {"prefill", stages.prefill},
+                    {"decode", stages.decode}};
   nlohmann::json cls = nlohmann::json::object();
   for (const auto& c : classes) {
-    cls[c.name] = {{"requests", c.requests},   {"completed", c.completed}, {"refused", c.refused},
-                   {"failed", c.failed},       {"cancelled", c.cancelled}, {"downgraded", c.downgraded},
-                   {"slo_met", c.slo_met},     {"slo_attainment", c.attainment()},
-                   {"ttft_ms", c.ttft_ms.json()}, {"tpot_ms", c.tpot_ms.json()}, {"e2e_ms", c.e2e_ms.json()}};
+    cls[c.name] = {{"requests", c.requests},
+                   {"completed", c.completed},
+                   {"refused", c.refused},
+                   {"refused_late", c.refused_late},
+                   {"failed", c.failed},
+                   {"cancelled", c.cancelled},
+                   {"downgraded", c.downgraded},
+                   {"slo_met", c.slo_met},
+                   {"slo_attainment", c.attainment()},
+                   {"ttft_ms", c.ttft_ms.json()},
+                   {"tpot_ms", c.tpot_ms.json()},
+                   {"e2e_ms", c.e2e_ms.json()}};
   }
   j["classes"] = cls;
   const auto& e = engine;
@@ -150,42 +171,57 @@ nlohmann::json Report::json() const {
                  {"downgraded", e.downgraded},
                  {"downgraded_late", e.downgraded_late},
                  {"encoder_runs", e.encoder_runs},
-                 {"ttft_prediction", {{"count", e.ttft_prediction.count},
-                                      {"mean_abs_rel_error", e.ttft_prediction.mean_abs_rel},
-                                      {"p50_abs_rel_error", e.ttft_prediction.p50_abs_rel},
-                                      {"p90_abs_rel_error", e.ttft_prediction.p90_abs_rel},
-                                      {"mean_signed_rel_error", e.ttft_prediction.mean_signed_rel}}},
-                 {"cost_model_ns", {{"per_step", e.cost_coefficients_ns[0]}, {"per_prefill_token", e.cost_coefficients_ns[1]},
-                                    {"per_decode_token", e.cost_coefficients_ns[2]}, {"per_encoder_patch", e.cost_coefficients_ns[3]},
-                                    {"per_context_token", e.cost_coefficients_ns[4]}}}};
+                 {"ttft_prediction",
+                  {{"count", e.ttft_prediction.count},
+                   {"mean_abs_rel_error", e.ttft_prediction.mean_abs_rel},
+                   {"p50_abs_rel_error", e.ttft_prediction.p50_abs_rel},
+                   {"p90_abs_rel_error", e.ttft_prediction.p90_abs_rel},
+                   {"mean_signed_rel_error", e.ttft_prediction.mean_signed_rel}}},
+                 {"cost_model_ns",
+                  {{"per_step", e.cost_coefficients_ns[0]},
+                   {"per_prefill_token", e.cost_coefficients_ns[1]},
+                   {"per_decode_token", e.cost_coefficients_ns[2]},
+                   {"per_encoder_patch", e.cost_coefficients_ns[3]},
+                   {"per_context_token", e.cost_coefficients_ns[4]}}}};
   return j;
 }
 
 std::string Report::text() const {
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "policy %s: goodput %.2f req/s, %.1f tok/s, prefix-cache hit %.0f%%, encoder-cache hit %.0f%%\n",
-                policy.c_str(), goodput_rps, throughput_tok_s, 100 * prefix_hit_rate, 100 * encoder_hit_rate);
+  std::snprintf(buf, sizeof buf,
+                "policy %s: goodput %.2f req/s, %.1f tok/s, prefix-cache hit %.0f%%, encoder-cache "
+                "hit %.0f%%\n",
+                policy.c_str(), goodput_rps, throughput_tok_s, 100 * prefix_hit_rate,
+                100 * encoder_hit_rate);
   out += buf;
-  std::snprintf(buf, sizeof buf, "  %-9s %5s %5s %5s %6s | %27s | %20s | %20s\n", "class", "reqs", "done", "refus",
-                "SLO%", "TTFT ms p50 / p95 / p99", "TPOT ms p50 / p99", "E2E ms p50 / p99");
+  std::snprintf(buf, sizeof buf, "  %-9s %5s %5s %5s %5s %6s | %27s | %20s | %20s\n", "class",
+                "reqs", "done", "refus", "late", "SLO%", "TTFT ms p50 / p95 / p99",
+                "TPOT ms p50 / p99", "E2E ms p50 / p99");
   out += buf;
   for (const auto& c : classes) {
-    std::snprintf(buf, sizeof buf, "  %-9s %5lld %5lld %5lld %5.1f%% | %8.0f / %7.0f / %7.0f | %9.1f / %8.1f | %9.0f / %8.0f\n",
-                  c.name.c_str(), static_cast<long long>(c.requests), static_cast<long long>(c.completed),
-                  static_cast<long long>(c.refused), 100 * c.attainment(), c.ttft_ms.p50, c.ttft_ms.p95, c.ttft_ms.p99,
-                  c.tpot_ms.p50, c.tpot_ms.p99, c.e2e_ms.p50, c.e2e_ms.p99);
+    std::snprintf(buf, sizeof buf,
+                  "  %-9s %5lld %5lld %5lld %5lld %5.1f%% | %8.0f / %7.0f / %7.0f | %9.1f / %8.1f "
+                  "| %9.0f / %8.0f\n",
+                  c.name.c_str(), static_cast<long long>(c.requests),
+                  static_cast<long long>(c.completed), static_cast<long long>(c.refused),
+                  static_cast<long long>(c.refused_late), 100 * c.attainment(), c.ttft_ms.p50,
+                  c.ttft_ms.p95, c.ttft_ms.p99, c.tpot_ms.p50, c.tpot_ms.p99, c.e2e_ms.p50,
+                  c.e2e_ms.p99);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf,
-                "  stages (mean ms per completed request): media %.1f, queue %.1f, encode %.1f, prefill %.1f, decode %.1f\n"
-                "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld downgraded; "
-                "late (before the first token): %lld refused, %lld downgraded\n",
-                stages.media, stages.queue, stages.encode, stages.prefill, stages.decode,
-                static_cast<long long>(engine.ttft_prediction.count), 100 * engine.ttft_prediction.mean_abs_rel,
-                100 * engine.ttft_prediction.p90_abs_rel, static_cast<long long>(engine.preemptions),
-                static_cast<long long>(engine.downgraded), static_cast<long long>(engine.refused_late),
-                static_cast<long long>(engine.downgraded_late));
+  std::snprintf(
+      buf, sizeof buf,
+      "  stages (mean ms per completed request): media %.1f, queue %.1f, encode %.1f, prefill "
+      "%.1f, decode %.1f\n"
+      "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld "
+      "downgraded; "
+      "late (before the first token): %lld refused, %lld downgraded\n",
+      stages.media, stages.queue, stages.encode, stages.prefill, stages.decode,
+      static_cast<long long>(engine.ttft_prediction.count),
+      100 * engine.ttft_prediction.mean_abs_rel, 100 * engine.ttft_prediction.p90_abs_rel,
+      static_cast<long long>(engine.preemptions), static_cast<long long>(engine.downgraded),
+      static_cast<long long>(engine.refused_late), static_cast<long long>(engine.downgraded_late));
   out += buf;
   return out;
 }

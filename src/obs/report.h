@@ -25,9 +25,12 @@ struct Dist {
 struct ClassReport {
   std::string name;
   int64_t requests = 0, completed = 0, refused = 0, failed = 0, cancelled = 0, downgraded = 0;
-  int64_t slo_met = 0;  // completed within the requested class's TTFT and TPOT
+  int64_t refused_late = 0;  // of `refused`: admitted, then refused before the first token
+  int64_t slo_met = 0;       // completed within the requested class's TTFT and TPOT
   Dist ttft_ms, tpot_ms, e2e_ms;
-  double attainment() const { return requests ? static_cast<double>(slo_met) / static_cast<double>(requests) : 0; }
+  double attainment() const {
+    return requests ? static_cast<double>(slo_met) / static_cast<double>(requests) : 0;
+  }
 };
 
 struct StageBreakdown {  // mean ms per completed request
@@ -39,8 +42,8 @@ struct Report {
   double duration_s = 0;
   std::vector<ClassReport> classes;  // in SLA order, then "all"
   StageBreakdown stages;
-  double goodput_rps = 0;            // requests that met their SLA per second
-  double throughput_tok_s = 0;       // generated tokens per second
+  double goodput_rps = 0;       // requests that met their SLA per second
+  double throughput_tok_s = 0;  // generated tokens per second
   double prefix_hit_rate = 0, encoder_hit_rate = 0;
   engine::EngineStats engine;
   nlohmann::json json() const;
@@ -48,7 +51,8 @@ struct Report {
 };
 
 // `requested_class[i]` is the class request i asked for (before any downgrade).
-Report make_report(const std::string& policy, double duration_s, const std::vector<engine::RequestResult>& results,
+Report make_report(const std::string& policy, double duration_s,
+                   const std::vector<engine::RequestResult>& results,
                    const std::vector<std::string>& requested_class, const engine::SlaConfig& sla,
                    const engine::EngineStats& stats);
 

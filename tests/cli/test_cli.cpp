@@ -29,7 +29,8 @@ const fs::path& tmp() {
 
 CmdResult mmrt(const std::string& args) {
   fs::path o = tmp() / "stdout", e = tmp() / "stderr";
-  std::string cmd = std::string(MMRT_BINARY_DIR) + "/tools/mmrt " + args + " > " + o.string() + " 2> " + e.string();
+  std::string cmd = std::string(MMRT_BINARY_DIR) + "/tools/mmrt " + args + " > " + o.string() +
+                    " 2> " + e.string();
   int rc = std::system(cmd.c_str());
   auto slurp = [](const fs::path& p) {
     std::ifstream f(p);
@@ -54,8 +55,9 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
   fs::path j = tmp() / "bench.json";
-  CmdResult r = mmrt("bench --model " + model() + " --rate 6 --duration 2 --policy fcfs,priority,slo --warmup 2 --quiet --json " +
-               j.string());
+  CmdResult r = mmrt(
+      "bench --model " + model() +
+      " --rate 6 --duration 2 --policy fcfs,priority,slo --warmup 2 --quiet --json " + j.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("policy slo"), std::string::npos) << r.out;
   std::ifstream f(j);
@@ -69,13 +71,15 @@ TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
     int64_t n = all["requests"];
     EXPECT_EQ(n, p["workload"]["requests"].get<int64_t>());
     // Exactly one outcome each: completed + refused + failed + cancelled = requests.
-    EXPECT_EQ(all["completed"].get<int64_t>() + all["refused"].get<int64_t>() + all["failed"].get<int64_t>() +
-                  all["cancelled"].get<int64_t>(),
+    EXPECT_EQ(all["completed"].get<int64_t>() + all["refused"].get<int64_t>() +
+                  all["failed"].get<int64_t>() + all["cancelled"].get<int64_t>(),
               n);
-    int64_t per_class = 0;
+    int64_t per_class = 0, late_per_class = 0;
+    EXPECT_LE(all["refused_late"].get<int64_t>(), all["refused"].get<int64_t>());
     for (const char* c : {"platinum", "gold", "silver"}) {
       ASSERT_TRUE(p["classes"].contains(c)) << c;
       per_class += p["classes"][c]["requests"].get<int64_t>();
+      late_per_class += p["classes"][c]["refused_late"].get<int64_t>();
       for (const char* d : {"ttft_ms", "tpot_ms", "e2e_ms"})
         for (const char* q : {"p50", "p95", "p99"}) EXPECT_TRUE(p["classes"][c][d].contains(q));
       double a = p["classes"][c]["slo_attainment"];
@@ -83,7 +87,9 @@ TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
       EXPECT_LE(a, 1.0);
     }
     EXPECT_EQ(per_class, n);
-    for (const char* s : {"media", "queue", "encode", "prefill", "decode"}) EXPECT_TRUE(p["stages_ms"].contains(s));
+    EXPECT_EQ(late_per_class, all["refused_late"].get<int64_t>());
+    for (const char* s : {"media", "queue", "encode", "prefill", "decode"})
+      EXPECT_TRUE(p["stages_ms"].contains(s));
     EXPECT_TRUE(p.contains("goodput_rps"));
     EXPECT_TRUE(p.contains("prefix_cache_hit_rate"));
     EXPECT_TRUE(p.contains("encoder_cache_hit_rate"));
@@ -93,14 +99,17 @@ TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
 }
 
 TEST_F(Cli, GenerateTextAndImage) {
-  CmdResult r = mmrt("generate --model " + model() + " --prompt 'Hello' --max-tokens 5 --ignore-eos");
+  CmdResult r =
+      mmrt("generate --model " + model() + " --prompt 'Hello' --max-tokens 5 --ignore-eos");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("time to first token"), std::string::npos) << r.err;
   fs::path img = tmp() / "img.png";
-  std::string mk = std::string(MMRT_REF_PYTHON) + " -c \"from PIL import Image; Image.new('RGB',(64,48),(200,30,60)).save('" +
+  std::string mk = std::string(MMRT_REF_PYTHON) +
+                   " -c \"from PIL import Image; Image.new('RGB',(64,48),(200,30,60)).save('" +
                    img.string() + "')\"";
   ASSERT_EQ(std::system(mk.c_str()), 0);
-  r = mmrt("generate --model " + model() + " --image " + img.string() + " --prompt 'Describe' --max-tokens 4");
+  r = mmrt("generate --model " + model() + " --image " + img.string() +
+           " --prompt 'Describe' --max-tokens 4");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("media"), std::string::npos) << r.err;
 }
@@ -130,6 +139,7 @@ TEST_F(Cli, ClearErrors) {
   EXPECT_NE(r.rc, 0);
   r = mmrt("--help");
   EXPECT_EQ(r.rc, 0);
-  for (const char* c : {"bench", "generate", "make-tiny-model", "inspect", "tokenize", "preprocess"})
+  for (const char* c :
+       {"bench", "generate", "make-tiny-model", "inspect", "tokenize", "preprocess"})
     EXPECT_NE(r.out.find(c), std::string::npos) << c;
 }
