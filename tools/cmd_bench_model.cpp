@@ -100,8 +100,9 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
     run_steps(1, prompt_len);
     if (b == 1) {
       // Settle for a second first: right after loading the int8 model its first decode steps
-      // ran up to 35 % slower than the same steps a minute later, in several runs (likely the
-      // kernel still zeroing fresh pages and collapsing them into huge pages).
+      // ran up to 35 % slower than the same steps a minute later, in several runs. The cause is
+      // not known (the weights were on huge pages by then), and one run was still slow after
+      // this settling: the alternated ratio below is the robust figure.
       Stopwatch settle;
       while (settle.seconds() < 1.0) run_steps(1, prompt_len);
     }

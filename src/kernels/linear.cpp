@@ -341,7 +341,8 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   // more from the back of the other's share, where 4 per thread could leave one core idle for up
   // to 1/8 of the layer. Each thread otherwise runs its share front to back: one sequential
   // stream per thread. Chunks handed out in turn made every chunk a new stream that the
-  // prefetchers had to pick up again (int8 1536x1536: ~65 % of bandwidth against ~80 %).
+  // prefetchers had to pick up again (int8 1536x1536: ~0.70 of the paired bandwidth against
+  // 0.86-1.04 now, docs/kernels-gemm.md).
   constexpr int kGemvChunksPerThread = 16;
   const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
   const int64_t block_bytes = kRowBlock * w.in() * static_cast<int64_t>(stored_size(w.format()));

@@ -31,17 +31,12 @@ struct Record {
   int32_t init;  // -8 * sum(q) of the block: the accumulator's start in every lane
   float scale;   // max|x_block| / 127
 };
-static_assert(sizeof(Record) == 8, "q8_row_bytes counts 8 bytes per record");
+static_assert(sizeof(Record) == kQ8RecordBytes, "q8_row_bytes counts kQ8RecordBytes per record");
 // Where a tile finds the rows of x: q at q + j * ldx + k, records at rec + j * ldx + k / 64.
 struct Q8Rows {
   const char* q;
   const Record* rec;
 };
-// Bytes of the int8 values of a prepared row of length k.
-constexpr int64_t q_bytes(int64_t k) {
-  return (k + kQ8Block - 1) / kQ8Block * kQ8Block;
-}
-
 struct Q8 {
   template <int R, int NB>
   static MMRT_ALWAYS_INLINE void step(__m512 (&acc)[R][NB], const int8_t* w, int64_t ldw,
@@ -75,7 +70,7 @@ struct Q8 {
   template <int R, int NB>
   static void tile(const GemvArgs& a, int64_t o, int64_t j0) {
     const char* x = reinterpret_cast<const char*>(a.x) + j0 * a.ldx;
-    const Q8Rows rows{x, reinterpret_cast<const Record*>(x + q_bytes(a.k))};
+    const Q8Rows rows{x, reinterpret_cast<const Record*>(x + q8_value_bytes(a.k))};
     tile_steps<Q8, 64, R, NB>(a, o, j0, static_cast<const int8_t*>(a.w) + o * a.ldw, &rows);
   }
 };
@@ -85,7 +80,7 @@ struct Q8 {
 void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t row_bytes) {
   for (int64_t j = 0; j < n; ++j) {
     char* row = static_cast<char*>(xq) + j * row_bytes;
-    auto* recs = reinterpret_cast<Record*>(row + q_bytes(k));
+    auto* recs = reinterpret_cast<Record*>(row + q8_value_bytes(k));
     for (int64_t kb = 0; kb < k; kb += kQ8Block) {
       __m512 v[4];
       __m512 amax = _mm512_setzero_ps();

@@ -59,13 +59,18 @@ struct LinearKernels {
                     int64_t row_bytes) = nullptr;
 };
 
+constexpr int64_t kQ8RecordBytes = 8;  // one Q8 record: int32 correction term, f32 scale
+// Bytes of the int8 values of a prepared row (k rounded up to whole blocks); the records follow.
+constexpr int64_t q8_value_bytes(int64_t k) {
+  return (k + kQ8Block - 1) / kQ8Block * kQ8Block;
+}
 // Bytes of one prepared Q8 row of x: the int8 values of its blocks (k rounded up to whole blocks
 // of kQ8Block), then one 8-byte record per block (the block's correction term and f32 scale),
 // rounded up to a 64-byte line: 1.125 bytes per element, so a long row of x stays in L1 next to
 // the streaming weights.
 constexpr int64_t q8_row_bytes(int64_t k) {
-  const int64_t blocks = (k + kQ8Block - 1) / kQ8Block;
-  return (blocks * (kQ8Block + 8) + 63) / 64 * 64;
+  const int64_t records = q8_value_bytes(k) / kQ8Block * kQ8RecordBytes;
+  return (q8_value_bytes(k) + records + 63) / 64 * 64;
 }
 // Fills gemv_i8_q8 / prep_x_q8 of `t` when this CPU has AVX512-VNNI (linear_avx512vnni.cpp).
 void add_q8_kernels(LinearKernels& t);
