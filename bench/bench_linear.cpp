@@ -14,12 +14,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/clock.h"
 #include "core/cpu.h"
+#include "core/isa.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/bandwidth.h"
@@ -32,19 +34,26 @@ namespace {
 
 constexpr size_t kRotateBytes = size_t{768} << 20;  // weights touched per rotation (> LLC)
 
-ThreadPool& pool() {
-  static ThreadPool p(cpu_count());
-  return p;
+// The bench's compute: every CPU, the best kernel variant (MMRT_BENCH_ISA caps it: portable,
+// avx2, avx512, avx512bf16).
+const Backend& be() {
+  static const Backend b([] {
+    BackendOptions o;
+    if (const char* v = std::getenv("MMRT_BENCH_ISA"))
+      if (auto isa = parse_isa(v)) o.max_isa = *isa;
+    return o;
+  }());
+  return b;
 }
 
 // Read bandwidth of this machine with the bench's pool: 1 GiB in 32 MiB windows, 8 passes.
 const ReadBandwidth& bandwidth() {
   static const ReadBandwidth bw = [] {
-    const ReadBandwidth v = measure_read_bandwidth(pool(), size_t{1} << 30, size_t{32} << 20, 8);
+    const ReadBandwidth v = measure_read_bandwidth(be(), size_t{1} << 30, size_t{32} << 20, 8);
     std::fprintf(stderr,
                  "measured read bandwidth (%d threads, 1 GiB in 32 MiB windows, 8 passes): best "
                  "pass %.2f GB/s, best window %.2f GB/s\n",
-                 pool().size(), v.pass_gbs, v.window_gbs);
+                 be().threads(), v.pass_gbs, v.window_gbs);
     return v;
   }();
   return bw;
@@ -67,10 +76,10 @@ std::vector<PackedLinear> weight_copies(int64_t out, int64_t in, WeightFormat fm
   const Tensor w = random_weights(out, in, 42);
   const Tensor src = fmt == WeightFormat::kBF16 ? w.to(DType::kBF16) : w;
   std::vector<PackedLinear> v;
-  v.push_back(PackedLinear::pack(src, nullptr, fmt));
+  v.push_back(PackedLinear::pack(be(), src, nullptr, fmt));
   const size_t one = v[0].weight_bytes();
   const size_t want = std::max<size_t>(1, (max_bytes + one - 1) / one);
-  while (v.size() < want) v.push_back(PackedLinear::pack(src.clone(), nullptr, fmt));
+  while (v.size() < want) v.push_back(PackedLinear::pack(be(), src.clone(), nullptr, fmt));
   return v;
 }
 
@@ -94,7 +103,7 @@ void set_counters(benchmark::State& st, int64_t n, int64_t in, int64_t out, size
 
 // The streamer used to time bandwidth windows next to decode calls (1 GiB: beyond the caches).
 ReadStreamer& streamer() {
-  static ReadStreamer rs(pool(), size_t{1} << 30);
+  static ReadStreamer rs(be(), size_t{1} << 30);
   return rs;
 }
 
@@ -120,7 +129,7 @@ void BM_decode(benchmark::State& st) {
     double t_win = 0;
     if (i % 2) t_win = streamer().read_next(wbytes);
     Stopwatch sw;
-    linear(x.data<float>(), n, ws[i % ws.size()], y.data(), pool(), opt);
+    linear(be(), x.data<float>(), n, ws[i % ws.size()], y.data(), opt);
     const double t = sw.seconds();
     if (i % 2 == 0) t_win = streamer().read_next(wbytes);
     st.SetIterationTime(t);  // the window read is not part of the measured time
@@ -132,7 +141,7 @@ void BM_decode(benchmark::State& st) {
   set_counters(st, n, in, out, wbytes, best);
   std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
   st.counters["bw_frac_paired"] = ratios[ratios.size() / 2];
-  st.SetLabel(std::string(weight_format_name(fmt)) + " " + linear_plan(n, ws[0], opt).kernel +
+  st.SetLabel(std::string(weight_format_name(fmt)) + " " + linear_plan(be(), n, ws[0], opt).kernel +
               " x" + std::to_string(ws.size()) + " copies");
 }
 
@@ -146,19 +155,19 @@ void BM_prefill(benchmark::State& st) {
   bandwidth();
   const Tensor w = random_weights(out, in, 43);
   const PackedLinear p =
-      PackedLinear::pack(fmt == WeightFormat::kBF16 ? w.to(DType::kBF16) : w, nullptr, fmt);
-  const Tensor x = random_weights(m, in, 8);             // [m, in]
-  std::vector<float> y(static_cast<size_t>(m * out));    // [m, out]
-  linear(x.data<float>(), m, p, y.data(), pool(), opt);  // warm-up: primitives, scratch
+      PackedLinear::pack(be(), fmt == WeightFormat::kBF16 ? w.to(DType::kBF16) : w, nullptr, fmt);
+  const Tensor x = random_weights(m, in, 8);           // [m, in]
+  std::vector<float> y(static_cast<size_t>(m * out));  // [m, out]
+  linear(be(), x.data<float>(), m, p, y.data(), opt);  // warm-up: primitives, scratch
   double best = 1e30;
   for (auto _ : st) {
     Stopwatch sw;
-    linear(x.data<float>(), m, p, y.data(), pool(), opt);
+    linear(be(), x.data<float>(), m, p, y.data(), opt);
     best = std::min(best, sw.seconds());
     benchmark::DoNotOptimize(y.data());
   }
   set_counters(st, m, in, out, p.weight_bytes(), best);
-  st.SetLabel(std::string(weight_format_name(fmt)) + " " + linear_plan(m, p, opt).kernel);
+  st.SetLabel(std::string(weight_format_name(fmt)) + " " + linear_plan(be(), m, p, opt).kernel);
 }
 
 constexpr int64_t kShapes[][2] = {

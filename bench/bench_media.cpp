@@ -34,26 +34,27 @@ Image make_image(int w, int h) {
 }
 
 void BM_Resize(benchmark::State& state, const char* isa, int sw, int sh, ResizeFilter f) {
-  const std::string saved = resize_isa();
-  if (!resize_force_isa(isa)) {
+  const auto cap = parse_isa(isa);
+  if (!cap || !isa_supported(*cap)) {
     state.SkipWithError("kernel variant not supported on this CPU");
     return;
   }
+  const MediaContext ctx{.isa = *cap, .buffers = BufferCache::create()};
   Image src = make_image(sw, sh);
   for (auto _ : state) {
-    Image out = resize(src, 1316, 728, f);
+    Image out = resize(src, 1316, 728, f, ctx);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["Mpix_in/s"] =
       benchmark::Counter(double(sw) * sh * state.iterations() / 1e6, benchmark::Counter::kIsRate);
-  resize_force_isa(saved.c_str());
 }
 
 void BM_Patchify(benchmark::State& state) {
   Image img = make_image(1316, 728);
   ImageProcessorConfig cfg;
+  const MediaContext ctx{.buffers = BufferCache::create()};
   for (auto _ : state) {
-    Tensor pv = qwen2_vl_patchify(img, cfg);
+    Tensor pv = qwen2_vl_patchify(img, cfg, ctx);
     benchmark::DoNotOptimize(pv.raw());
   }
   state.counters["values/s"] =

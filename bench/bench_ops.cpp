@@ -34,17 +34,18 @@ namespace {
 constexpr int kHidden = 1536, kHeads = 12, kKvHeads = 2, kHeadDim = 128;
 constexpr size_t kRotateBytes = size_t{512} << 20;  // K/V bytes touched per rotation (> LLC)
 
-ThreadPool& pool(int threads) {
-  static ThreadPool one(1);
-  static ThreadPool all(cpu_count());
+// One thread or every CPU, the best kernel variant.
+const Backend& backend(int threads) {
+  static const Backend one({.threads = 1});
+  static const Backend all({.threads = cpu_count()});
   return threads == 1 ? one : all;
 }
 
 double bandwidth_gbs() {
   static const double bw = [] {
-    const double v = measure_read_bandwidth_gbs(pool(0), size_t{1} << 30, 5);
+    const double v = measure_read_bandwidth_gbs(backend(0), size_t{1} << 30, 5);
     std::fprintf(stderr, "measured read bandwidth: %.2f GB/s (%d threads, 1 GiB, best of 5)\n", v,
-                 pool(0).size());
+                 backend(0).threads());
     return v;
   }();
   return bw;
@@ -68,9 +69,9 @@ void BM_RmsNorm(benchmark::State& st) {
   std::vector<float> y(x.size());
   Tensor w = Tensor::empty(DType::kBF16, {kHidden});
   std::fill_n(static_cast<uint16_t*>(w.raw()), kHidden, uint16_t(0x3f80));  // 1.0
-  ThreadPool& tp = pool(threads_arg(st, 1));
+  const Backend& tp = backend(threads_arg(st, 1));
   for (auto _ : st) {
-    rms_norm(x.data(), w, 1e-6f, y.data(), n, kHidden, &tp);
+    rms_norm(tp, x.data(), w, 1e-6f, y.data(), n, kHidden);
     benchmark::DoNotOptimize(y.data());
   }
   st.SetBytesProcessed(int64_t(st.iterations()) * n * kHidden * 8);
@@ -88,12 +89,12 @@ void BM_Rope(benchmark::State& st) {
   std::iota(pos.begin(), pos.end(), 100);
   const int64_t stride = (kHeads + 2 * kKvHeads) * kHeadDim;
   auto qkv = random_vec(size_t(n * stride), 2);
-  ThreadPool& tp = pool(threads_arg(st, 2));
-  RopeAngles a = rope_angles(table, pos.data(), n, &tp);
+  const Backend& tp = backend(threads_arg(st, 2));
+  RopeAngles a = rope_angles(tp, table, pos.data(), n);
   for (auto _ : st) {
-    if (with_angles) a = rope_angles(table, pos.data(), n, &tp);
-    apply_rope(a, qkv.data(), kHeads, stride, &tp);
-    apply_rope(a, qkv.data() + kHeads * kHeadDim, kKvHeads, stride, &tp);
+    if (with_angles) a = rope_angles(tp, table, pos.data(), n);
+    apply_rope(tp, a, qkv.data(), kHeads, stride);
+    apply_rope(tp, a, qkv.data() + kHeads * kHeadDim, kKvHeads, stride);
     benchmark::DoNotOptimize(qkv.data());
   }
   st.SetItemsProcessed(int64_t(st.iterations()) * n);
@@ -107,7 +108,7 @@ BENCHMARK(BM_Rope)
 void BM_DecodeAttention(benchmark::State& st) {
   const int32_t kv_len = int32_t(st.range(0)), seqs = int32_t(st.range(1));
   const DType dt = st.range(2) ? DType::kBF16 : DType::kF32;
-  ThreadPool& tp = pool(threads_arg(st, 3));
+  const Backend& tp = backend(threads_arg(st, 3));
   const int32_t bs = 16, blocks_per_seq = (kv_len + bs - 1) / bs;
   const size_t kv_bytes_per_layer =
       size_t(seqs) * kv_len * kKvHeads * kHeadDim * 2 * dtype_size(dt);
@@ -138,7 +139,7 @@ void BM_DecodeAttention(benchmark::State& st) {
   PagedAttentionArgs args{.q = q.data(), .out = out.data(), .n_tokens = seqs, .n_heads = kHeads};
   int32_t layer = 0;
   for (auto _ : st) {
-    paged_attention(args, cache.layer(layer), batch, &tp);
+    paged_attention(tp, args, cache.layer(layer), batch);
     layer = (layer + 1) % layers;
     benchmark::DoNotOptimize(out.data());
   }
@@ -158,7 +159,7 @@ BENCHMARK(BM_DecodeAttention)
 void BM_PrefillAttention(benchmark::State& st) {
   const int32_t n = int32_t(st.range(0));
   const DType dt = st.range(1) ? DType::kBF16 : DType::kF32;
-  ThreadPool& tp = pool(threads_arg(st, 2));
+  const Backend& tp = backend(threads_arg(st, 2));
   const int32_t bs = 16, blocks = (n + bs - 1) / bs;
   KvCache cache({.n_layers = 1,
                  .num_blocks = blocks,
@@ -178,7 +179,7 @@ void BM_PrefillAttention(benchmark::State& st) {
   AttnSeq seq{.q_begin = 0, .n_q = n, .kv_len = n, .block_table = table.data()};
   PagedAttentionArgs args{.q = q.data(), .out = out.data(), .n_tokens = n, .n_heads = kHeads};
   for (auto _ : st) {
-    paged_attention(args, cache.layer(0), std::span<const AttnSeq>(&seq, 1), &tp);
+    paged_attention(tp, args, cache.layer(0), std::span<const AttnSeq>(&seq, 1));
     benchmark::DoNotOptimize(out.data());
   }
   const double pairs = double(n) * (n + 1) / 2;
@@ -193,7 +194,7 @@ BENCHMARK(BM_PrefillAttention)
 // Vision tower: bidirectional attention over one 1024-patch image, 16 heads of 80 (Qwen2-VL).
 void BM_VisionAttention(benchmark::State& st) {
   const int32_t n = int32_t(st.range(0)), heads = 16, hd = 80;
-  ThreadPool& tp = pool(threads_arg(st, 1));
+  const Backend& tp = backend(threads_arg(st, 1));
   const int64_t stride = 3 * heads * hd;
   auto qkv = random_vec(size_t(n) * stride, 10);
   std::vector<float> out(size_t(n) * heads * hd);
@@ -211,7 +212,7 @@ void BM_VisionAttention(benchmark::State& st) {
                            .head_dim = hd,
                            .mask = MaskKind::kFull};
   for (auto _ : st) {
-    varlen_attention(args, &tp);
+    varlen_attention(tp, args);
     benchmark::DoNotOptimize(out.data());
   }
   const double flops = double(st.iterations()) * double(n) * n * heads * hd * 4;

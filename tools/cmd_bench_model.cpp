@@ -173,20 +173,17 @@ int run_bench_model(Args& args) {
   int image_side = static_cast<int>(args.get_int("image-side", 448));
   std::string conc = args.get_or("concurrency", "");
   int64_t bw_mb = args.get_int("bandwidth-mb", 1024);
-  const std::string isa = args.get_or("linear-isa", "");
-  if (!isa.empty() && !kernels::linear_force_isa(isa.c_str()))
-    throw InvalidArgument(
-        "--linear-isa '" + isa +
-        "': not a kernel variant this CPU has (avx512bf16, avx512, avx2, portable)");
   models::LanguageModelOptions base = language_model_options(args);
+  const kernels::BackendOptions bopts = backend_options(args);
   args.finish();
-  ThreadPool& pool = ThreadPool::global();
+  const kernels::Backend be(bopts);
 
-  std::printf("== machine: %d threads, matrix kernels %s\n", pool.size(), kernels::linear_isa());
-  double bw = kernels::measure_read_bandwidth_gbs(pool, static_cast<size_t>(bw_mb) << 20);
+  std::printf("== machine: %s, matrix kernels %s\n", be.describe().c_str(),
+              kernels::linear_isa(be.isa()));
+  double bw = kernels::measure_read_bandwidth_gbs(be, static_cast<size_t>(bw_mb) << 20);
   std::printf("   memory read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n", bw,
               static_cast<long long>(bw_mb));
-  kernels::ReadStreamer probe(pool, static_cast<size_t>(bw_mb) << 20);  // paired windows
+  kernels::ReadStreamer probe(be, static_cast<size_t>(bw_mb) << 20);  // paired windows
 
   // Passes: the weights as asked (default: as stored), then int8 with the chosen activations,
   // then, where those were Q8 blocks, int8 strictly weight-only (float activations).
@@ -195,7 +192,8 @@ int run_bench_model(Args& args) {
     models::LanguageModelOptions o = base;
     o.weight_format = kernels::WeightFormat::kInt8;
     passes.push_back(o);
-    if (o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available()) {
+    if (o.int8_activations == kernels::Int8Activations::kQ8 &&
+        kernels::int8_q8_available(be.isa())) {
       o.int8_activations = kernels::Int8Activations::kFloat;
       passes.push_back(o);
     }
@@ -206,11 +204,12 @@ int run_bench_model(Args& args) {
     models::LanguageModelOptions o = passes[pass];
     o.kv_bytes = std::max<uint64_t>(o.kv_bytes, 64ull << 20);
     Stopwatch load;
-    auto lm = models::LanguageModel::load(dir, o);
+    auto lm = models::LanguageModel::load(be, dir, o);
     double load_s = load.seconds();
     std::string what(kernels::weight_format_name(lm->weight_format()));
     if (lm->weight_format() == kernels::WeightFormat::kInt8)
-      what += o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available()
+      what += o.int8_activations == kernels::Int8Activations::kQ8 &&
+                      kernels::int8_q8_available(be.isa())
                   ? " (decode on q8 blocks of x)"
                   : " (weight-only, x float)";
     std::printf(
@@ -250,8 +249,8 @@ int run_bench_model(Args& args) {
   if (image_side > 0) {
     auto st = io::SafeTensors::open(dir);
     auto cfg = io::load_qwen2_vl_config(dir + "/config.json");
-    auto vt = models::VisionTower::load(
-        st, cfg, base.weight_format.value_or(kernels::WeightFormat::kBF16), &pool);
+    auto vt = models::VisionTower::load(be, st, cfg,
+                                        base.weight_format.value_or(kernels::WeightFormat::kBF16));
     const int64_t g = image_side / cfg.vision.patch_size;
     models::GridThw grid{1, g, g};
     Tensor px = Tensor::zeros(DType::kF32, {g * g, vt->patch_dim()});
@@ -277,6 +276,7 @@ int run_bench_model(Args& args) {
     engine::EngineConfig ec;
     ec.model_dir = dir;
     ec.model = base;
+    ec.backend = bopts;
     ec.admission_control = false;
     auto eng = engine::Engine::create(ec);
     auto make = [&](int i) {
@@ -347,9 +347,8 @@ MMRT_COMMAND(
     "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; and with\n"
     "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
     "image saves on a second conversation turn.\n\n"
-    "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default 1024)\n"
-    "  --linear-isa NAME       force a matrix kernel variant: avx512bf16, avx512, avx2, portable\n"
-    "                          (default: the best this CPU has)\n" MMRT_MODEL_OPTIONS_HELP,
+    "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default "
+    "1024)\n" MMRT_MODEL_OPTIONS_HELP,
     {"no-int8", "map-weights"}, run_bench_model);
 
 }  // namespace

@@ -8,7 +8,9 @@
 
 #include "cli.h"
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -29,6 +31,8 @@ int run_demo(Args& args) {
   if (regen || !fs::exists(fs::path(dir) / "config.json")) {
     models::TinyModelOptions opts;
     opts.size = models::TinyModelSize::kTiny;
+    ThreadPool pool(cpu_count());
+    opts.pool = &pool;
     auto r = models::make_tiny_qwen2_vl(dir, opts);
     std::printf("   generated %zu tensors, %lld parameters, %zu files in %.2f s\n", r.n_tensors,
                 static_cast<long long>(r.n_params), r.files.size(), r.seconds);
@@ -44,12 +48,13 @@ int run_demo(Args& args) {
   auto tok = io::Tokenizer::from_file((fs::path(dir) / "tokenizer.json").string());
   double ms = sw.millis();
   uint64_t bytes = st.total_bytes();
-  std::printf("   %s: %lld layers, hidden %lld, %lld heads (%lld kv), vocab %lld; vision depth %lld\n",
-              cfg.architecture.c_str(), static_cast<long long>(cfg.text.num_hidden_layers),
-              static_cast<long long>(cfg.text.hidden_size),
-              static_cast<long long>(cfg.text.num_attention_heads),
-              static_cast<long long>(cfg.text.num_key_value_heads),
-              static_cast<long long>(cfg.text.vocab_size), static_cast<long long>(cfg.vision.depth));
+  std::printf(
+      "   %s: %lld layers, hidden %lld, %lld heads (%lld kv), vocab %lld; vision depth %lld\n",
+      cfg.architecture.c_str(), static_cast<long long>(cfg.text.num_hidden_layers),
+      static_cast<long long>(cfg.text.hidden_size),
+      static_cast<long long>(cfg.text.num_attention_heads),
+      static_cast<long long>(cfg.text.num_key_value_heads),
+      static_cast<long long>(cfg.text.vocab_size), static_cast<long long>(cfg.vision.depth));
   std::printf("   %zu tensors, %.2f MB in %zu file(s), tokenizer of %d tokens, loaded in %.1f ms\n",
               st.size(), static_cast<double>(bytes) / 1e6, st.files().size(), tok.vocab_size(), ms);
 
@@ -77,15 +82,16 @@ int run_demo(Args& args) {
   return 0;
 }
 
-MMRT_COMMAND("demo", "generate the tiny model and run it end to end (what `make demo` runs)",
-             "usage: mmrt demo [--dir DIR] [--regenerate]\n\n"
-             "Writes a tiny random Qwen2-VL checkpoint in the Hugging Face layout (unless DIR\n"
-             "already holds one), loads it with the same code that loads a real checkpoint, and\n"
-             "shows what was loaded and a tokenizer round trip, generates a reply through the engine\n"
-             "and runs a 3-second `mmrt bench` (fcfs vs slo on one Poisson trace).\n\n"
-             "  --dir DIR       checkpoint folder (default build/demo/tiny-qwen2-vl)\n"
-             "  --regenerate    write the checkpoint again even if present\n",
-             {"regenerate"}, run_demo);
+MMRT_COMMAND(
+    "demo", "generate the tiny model and run it end to end (what `make demo` runs)",
+    "usage: mmrt demo [--dir DIR] [--regenerate]\n\n"
+    "Writes a tiny random Qwen2-VL checkpoint in the Hugging Face layout (unless DIR\n"
+    "already holds one), loads it with the same code that loads a real checkpoint, and\n"
+    "shows what was loaded and a tokenizer round trip, generates a reply through the engine\n"
+    "and runs a 3-second `mmrt bench` (fcfs vs slo on one Poisson trace).\n\n"
+    "  --dir DIR       checkpoint folder (default build/demo/tiny-qwen2-vl)\n"
+    "  --regenerate    write the checkpoint again even if present\n",
+    {"regenerate"}, run_demo);
 
 }  // namespace
 }  // namespace mmrt::cli

@@ -33,7 +33,9 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-double ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
+double ms(int64_t ns) {
+  return static_cast<double>(ns) * 1e-6;
+}
 
 int run_generate(Args& args) {
   engine::EngineConfig cfg;
@@ -57,11 +59,13 @@ int run_generate(Args& args) {
   cfg.scheduler.token_budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
   cfg.policy = args.get_or("policy", "fcfs");
   cfg.model = language_model_options(args);
+  cfg.backend = backend_options(args);
   args.finish();
   if (prompts.empty()) throw InvalidArgument("give at least one --prompt TEXT");
   if (images.size() > prompts.size())
-    throw InvalidArgument("more --image options than --prompt options: the i-th --image (a file or a "
-                          "comma-separated list) goes with the i-th --prompt");
+    throw InvalidArgument(
+        "more --image options than --prompt options: the i-th --image (a file or a "
+        "comma-separated list) goes with the i-th --prompt");
   sp.validate();
 
   auto eng = engine::Engine::create(cfg);
@@ -93,9 +97,11 @@ int run_generate(Args& args) {
   int rc = 0;
   for (size_t i = 0; i < handles.size(); ++i) {
     engine::RequestResult r = handles[i].wait();
-    if (handles.size() > 1) std::printf("--- [%zu] %s\n%s\n", i, engine::outcome_name(r.outcome), r.text.c_str());
+    if (handles.size() > 1)
+      std::printf("--- [%zu] %s\n%s\n", i, engine::outcome_name(r.outcome), r.text.c_str());
     if (r.outcome == engine::Outcome::kFailed || r.outcome == engine::Outcome::kRefused) {
-      std::fprintf(stderr, "mmrt generate: request %zu %s: %s\n", i, engine::outcome_name(r.outcome), r.reason.c_str());
+      std::fprintf(stderr, "mmrt generate: request %zu %s: %s\n", i,
+                   engine::outcome_name(r.outcome), r.reason.c_str());
       rc = 1;
     }
     if (quiet) continue;
@@ -105,28 +111,36 @@ int run_generate(Args& args) {
     int64_t n = static_cast<int64_t>(r.tokens.size());
     double prefill_s = tf > 0 ? static_cast<double>(tf - (tm > 0 ? tm : t0)) * 1e-9 : 0;
     double decode_s = tf > 0 && te > tf ? static_cast<double>(te - tf) * 1e-9 : 0;
-    std::fprintf(stderr,
-                 "[mmrt] request %zu: %s, prompt %lld tokens (%lld from prefix cache)%s, time to first token "
-                 "%.1f ms, prefill %.1f tok/s, decode %lld tokens at %.1f tok/s\n",
-                 i, engine::outcome_name(r.outcome), static_cast<long long>(r.prompt_tokens),
-                 static_cast<long long>(r.cached_prompt_tokens),
-                 tm > 0 ? (", media " + std::to_string(static_cast<int>(ms(tm - t0))) + " ms").c_str() : "",
-                 tf > 0 ? ms(tf - t0) : 0.0,
-                 prefill_s > 0 ? static_cast<double>(r.prompt_tokens - r.cached_prompt_tokens) / prefill_s : 0.0,
-                 static_cast<long long>(n > 0 ? n - 1 : 0), decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0);
+    std::fprintf(
+        stderr,
+        "[mmrt] request %zu: %s, prompt %lld tokens (%lld from prefix cache)%s, time to first "
+        "token "
+        "%.1f ms, prefill %.1f tok/s, decode %lld tokens at %.1f tok/s\n",
+        i, engine::outcome_name(r.outcome), static_cast<long long>(r.prompt_tokens),
+        static_cast<long long>(r.cached_prompt_tokens),
+        tm > 0 ? (", media " + std::to_string(static_cast<int>(ms(tm - t0))) + " ms").c_str() : "",
+        tf > 0 ? ms(tf - t0) : 0.0,
+        prefill_s > 0 ? static_cast<double>(r.prompt_tokens - r.cached_prompt_tokens) / prefill_s
+                      : 0.0,
+        static_cast<long long>(n > 0 ? n - 1 : 0),
+        decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0);
   }
   if (!quiet) {
     auto s = eng->stats();
-    std::fprintf(stderr, "[mmrt] engine: %lld steps, %lld preemptions, prefix cache %lld/%lld tokens, encoder %lld runs\n",
+    std::fprintf(stderr,
+                 "[mmrt] engine: %lld steps, %lld preemptions, prefix cache %lld/%lld tokens, "
+                 "encoder %lld runs\n",
                  static_cast<long long>(s.steps), static_cast<long long>(s.preemptions),
-                 static_cast<long long>(s.prefix_hit_tokens), static_cast<long long>(s.prefix_query_tokens),
+                 static_cast<long long>(s.prefix_hit_tokens),
+                 static_cast<long long>(s.prefix_query_tokens),
                  static_cast<long long>(s.encoder_runs));
   }
   return rc;
 }
 
 MMRT_COMMAND("generate", "generate text from prompts and images (chat template applied), streamed",
-             "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]] [--prompt ... ] [options]\n\n"
+             "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]] [--prompt "
+             "... ] [options]\n\n"
              "Renders the chat template around each prompt (images first, then the text), runs\n"
              "everything through the engine (continuous batching, prefix and encoder caches) and\n"
              "streams the reply to stdout; several --prompt run batched and print when done. The\n"

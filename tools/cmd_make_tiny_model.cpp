@@ -2,7 +2,10 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "core/cpu.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "model_options.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 
 namespace {
@@ -28,12 +31,15 @@ int run(cli::Args& args) {
   const int64_t shard_mb = args.get_int("max-shard-mb", 2000);
   if (shard_mb <= 0) throw InvalidArgument("--max-shard-mb must be positive");
   o.max_shard_bytes = static_cast<uint64_t>(shard_mb) * 1000 * 1000;
+  const int threads = thread_count_option(args);
   args.finish();
   if (arch != "qwen2-vl")
     throw InvalidArgument("--arch '" + arch + "' is not supported (available: qwen2-vl)");
   if (!args.positional().empty())
     throw InvalidArgument("unexpected argument '" + args.positional()[0] + "'");
   o.progress = true;
+  ThreadPool pool(threads > 0 ? threads : cpu_count());  // fills tensors in parallel
+  o.pool = &pool;
 
   models::TinyModelResult r = models::make_tiny_qwen2_vl(out, o);
   const auto& c = r.config;
@@ -83,6 +89,7 @@ options:
   --tie | --untie          tie lm_head to embed_tokens or not (default: untied for tiny,
                            tied for small and 2b-shape)
   --max-shard-mb N         shard size limit in MB (default 2000, HF's "2GB")
+  --threads N              threads filling the tensors (default: all CPUs; env MMRT_THREADS)
 
 Weights: norm weights 1, norm biases 0, everything else ~N(0, 0.02), reproducible per seed.
 )",

@@ -88,10 +88,12 @@ int run_preprocess(Args& args) {
     opts.target_width = w;
     opts.target_height = h;
   }
+  // Repeated runs reuse their buffers, as the engine's media workers do.
+  opts.ctx.buffers = BufferCache::create();
   std::unique_ptr<ThreadPool> pool;
   if (threads > 1) {
     pool = std::make_unique<ThreadPool>(static_cast<int>(threads));
-    opts.pool = pool.get();
+    opts.ctx.pool = pool.get();
   }
 
   const ImageProcessorConfig cfg = load_config(model);

@@ -8,7 +8,6 @@
 
 #include "cli.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
 
 namespace {
 
@@ -17,10 +16,12 @@ void print_help() {
       "mmrt - a latency-first inference server for multimodal language models\n\n"
       "usage: mmrt COMMAND [options]    (mmrt COMMAND --help for a command's options)\n\n"
       "commands:\n");
-  for (const auto& [name, c] : mmrt::cli::commands()) std::printf("  %-16s %s\n", name.c_str(), c.summary);
+  for (const auto& [name, c] : mmrt::cli::commands())
+    std::printf("  %-16s %s\n", name.c_str(), c.summary);
   std::printf(
       "\nenvironment:\n"
-      "  MMRT_THREADS     compute threads (default: all online CPUs)\n");
+      "  MMRT_THREADS     compute threads when --threads is not given (default: all online\n"
+      "                   CPUs)\n");
 }
 
 }  // namespace
@@ -50,10 +51,6 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    if (const char* t = std::getenv("MMRT_THREADS")) {
-      int n = std::atoi(t);
-      if (n > 0) mmrt::ThreadPool::set_global_threads(n);
-    }
     mmrt::cli::Args args(rest, cmd.flags);
     return cmd.run(args);
   } catch (const mmrt::Error& e) {

@@ -1,9 +1,11 @@
 #include "model_options.h"
 
+#include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
+#include "core/isa.h"
 
 namespace mmrt::cli {
 
@@ -22,9 +24,39 @@ models::LanguageModelOptions language_model_options(Args& args) {
   int64_t mb = args.get_int("kv-mb", 256);
   if (mb < 1) throw InvalidArgument("--kv-mb must be >= 1");
   o.kv_bytes = static_cast<uint64_t>(mb) << 20;
-  int64_t threads = args.get_int("threads", 0);
-  if (threads < 0) throw InvalidArgument("--threads must be >= 1");
-  if (threads > 0) ThreadPool::set_global_threads(static_cast<int>(threads));
+  return o;
+}
+
+int thread_count_option(Args& args) {
+  int64_t def = 0;
+  if (const char* t = std::getenv("MMRT_THREADS")) {
+    char* end = nullptr;
+    const long v = std::strtol(t, &end, 10);
+    if (!*t || *end || v < 1 || v > 4096)
+      throw InvalidArgument("MMRT_THREADS must be a thread count in 1..4096, got '" +
+                            std::string(t) + "'");
+    def = v;
+  }
+  const int64_t threads = args.get_int("threads", def);
+  if (threads < 0 || threads > 4096)
+    throw InvalidArgument("--threads must be in 1..4096 (0: every CPU), got " +
+                          std::to_string(threads));
+  return static_cast<int>(threads);
+}
+
+kernels::BackendOptions backend_options(Args& args) {
+  kernels::BackendOptions o;
+  o.threads = thread_count_option(args);
+  if (auto isa = args.get("isa")) {
+    auto v = parse_isa(*isa);
+    if (!v)
+      throw InvalidArgument("--isa must be portable, avx2, avx512 or avx512bf16, got '" + *isa +
+                            "'");
+    if (!isa_supported(*v))
+      throw InvalidArgument("--isa " + *isa + ": this CPU does not support it (best: " +
+                            std::string(isa_name(best_isa())) + ")");
+    o.max_isa = *v;
+  }
   return o;
 }
 

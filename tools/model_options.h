@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cli.h"
+#include "kernels/backend.h"
 #include "models/qwen2_vl/language_model.h"
 
 #define MMRT_MODEL_OPTIONS_HELP                                                               \
@@ -14,11 +15,17 @@
   "                          weight-only (float)\n"                                           \
   "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                          \
   "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
-  "  --threads N             compute threads (default: all CPUs; env MMRT_THREADS)\n"
+  "  --threads N             compute threads (default: all CPUs; env MMRT_THREADS)\n"         \
+  "  --isa NAME              highest kernel variant: portable, avx2, avx512, avx512bf16\n"    \
+  "                          (default: the best this CPU has)\n"
 
 namespace mmrt::cli {
 
-// Reads --weights, --map-weights, --int8-activations, --kv-dtype, --kv-mb, --threads.
+// Reads --weights, --map-weights, --int8-activations, --kv-dtype, --kv-mb.
 models::LanguageModelOptions language_model_options(Args& args);
+// Reads --threads: the option, else $MMRT_THREADS, else 0 (every CPU).
+int thread_count_option(Args& args);
+// Reads --threads (as above) and --isa.
+kernels::BackendOptions backend_options(Args& args);
 
 }  // namespace mmrt::cli

@@ -1,11 +1,10 @@
 #include "core/convert.h"
 
-#include <atomic>
 #include <cstring>
 #include <string_view>
 
 #include "core/convert_impl.h"
-#include "core/cpu.h"
+#include "core/isa.h"
 
 namespace mmrt {
 
@@ -67,7 +66,9 @@ uint16_t f32_to_bf16_scalar(float f) {
   return static_cast<uint16_t>((u + bias) >> 16);
 }
 
-float bf16_to_f32_scalar(uint16_t b) { return u2f(static_cast<uint32_t>(b) << 16); }
+float bf16_to_f32_scalar(uint16_t b) {
+  return u2f(static_cast<uint32_t>(b) << 16);
+}
 
 namespace detail {
 namespace {
@@ -91,38 +92,36 @@ const ConvertFns& convert_fns_scalar() {
 }
 }  // namespace detail
 
-namespace {
-const detail::ConvertFns* best() {
-  const auto& cpu = cpu_features();
-  if (cpu.has_avx512()) return &detail::convert_fns_avx512();
-  if (cpu.has_avx2()) return &detail::convert_fns_avx2();
-  return &detail::convert_fns_scalar();
+namespace detail {
+const IsaVariants<ConvertFns>& convert_variants() {
+  static const IsaVariants<ConvertFns> v{{Isa::kAvx512, convert_fns_avx512},
+                                         {Isa::kAvx2, convert_fns_avx2},
+                                         {Isa::kPortable, convert_fns_scalar}};
+  return v;
 }
-std::atomic<const detail::ConvertFns*> g_fns{nullptr};
+}  // namespace detail
+
+namespace {
 const detail::ConvertFns& fns() {
-  const detail::ConvertFns* f = g_fns.load(std::memory_order_acquire);
-  if (!f) {
-    f = best();
-    g_fns.store(f, std::memory_order_release);
-  }
-  return *f;
+  static const detail::ConvertFns& f = detail::convert_variants().best();
+  return f;
 }
 }  // namespace
 
-void f32_to_f16(const float* s, uint16_t* d, size_t n) { fns().f32_to_f16(s, d, n); }
-void f16_to_f32(const uint16_t* s, float* d, size_t n) { fns().f16_to_f32(s, d, n); }
-void f32_to_bf16(const float* s, uint16_t* d, size_t n) { fns().f32_to_bf16(s, d, n); }
-void bf16_to_f32(const uint16_t* s, float* d, size_t n) { fns().bf16_to_f32(s, d, n); }
-const char* convert_isa() { return fns().isa; }
-
-bool convert_force_isa(const char* isa) {
-  std::string_view v(isa);
-  const auto& cpu = cpu_features();
-  if (v == "avx512" && cpu.has_avx512()) g_fns = &detail::convert_fns_avx512();
-  else if (v == "avx2" && cpu.has_avx2()) g_fns = &detail::convert_fns_avx2();
-  else if (v == "scalar") g_fns = &detail::convert_fns_scalar();
-  else return false;
-  return true;
+void f32_to_f16(const float* s, uint16_t* d, size_t n) {
+  fns().f32_to_f16(s, d, n);
+}
+void f16_to_f32(const uint16_t* s, float* d, size_t n) {
+  fns().f16_to_f32(s, d, n);
+}
+void f32_to_bf16(const float* s, uint16_t* d, size_t n) {
+  fns().f32_to_bf16(s, d, n);
+}
+void bf16_to_f32(const uint16_t* s, float* d, size_t n) {
+  fns().bf16_to_f32(s, d, n);
+}
+const char* convert_isa() {
+  return fns().isa;
 }
 
 }  // namespace mmrt

@@ -22,6 +22,5 @@ float bf16_to_f32_scalar(uint16_t b);
 // Which implementation the vectorised entry points use on this CPU: "avx512", "avx2", "scalar".
 const char* convert_isa();
 // Test hook: force a variant ("avx512", "avx2", "scalar"); returns false if unsupported here.
-bool convert_force_isa(const char* isa);
 
 }  // namespace mmrt

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/isa.h"
+
 namespace mmrt::detail {
 
 struct ConvertFns {
@@ -17,5 +19,7 @@ struct ConvertFns {
 const ConvertFns& convert_fns_scalar();
 const ConvertFns& convert_fns_avx2();
 const ConvertFns& convert_fns_avx512();
+// Every variant, best first (tests run each one the CPU supports).
+const IsaVariants<ConvertFns>& convert_variants();
 
 }  // namespace mmrt::detail

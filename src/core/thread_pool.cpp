@@ -8,19 +8,17 @@
 #include <thread>
 #include <vector>
 
-#include "core/cpu.h"
 #include "core/error.h"
 
 namespace mmrt {
 
-namespace {
-thread_local bool t_inside_pool = false;
-std::atomic<int> g_global_threads{0};
-}  // namespace
-
 struct ThreadPool::Impl {
   int n_threads = 1;
   std::vector<std::thread> workers;
+  std::vector<std::thread::id> worker_ids;  // [n_threads - 1], fixed after construction
+  // The thread running the current job's share on the caller side (a call from inside the job
+  // on this thread runs serially, as from any worker).
+  std::atomic<std::thread::id> caller{};
   std::mutex mu;
   std::condition_variable cv_work;
   std::mutex job_mu;  // one parallel_for at a time per pool
@@ -75,8 +73,16 @@ struct ThreadPool::Impl {
     }
   }
 
+  // Whether the calling thread is running a chunk of this pool's current job.
+  bool inside() const {
+    const std::thread::id me = std::this_thread::get_id();
+    if (caller.load(std::memory_order_acquire) == me) return true;
+    for (const auto& id : worker_ids)
+      if (id == me) return true;
+    return false;
+  }
+
   void worker_loop(int me) {
-    t_inside_pool = true;
     uint64_t seen = 0;
     for (;;) {
       // Spin briefly for the next job (step loops issue many short jobs back to back).
@@ -105,8 +111,15 @@ ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
   if (n_threads < 1) throw InvalidArgument("thread pool needs at least 1 thread");
   impl_->n_threads = n_threads;
   impl_->shares = std::make_unique<Impl::Share[]>(static_cast<size_t>(n_threads));
-  for (int i = 1; i < n_threads; ++i)
-    impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
+  // Workers wait for their ids to be recorded before looking at any job.
+  std::unique_lock<std::mutex> lk(impl_->mu);
+  for (int i = 1; i < n_threads; ++i) {
+    impl_->workers.emplace_back([this, i] {
+      { std::lock_guard<std::mutex> wait(impl_->mu); }
+      impl_->worker_loop(i);
+    });
+    impl_->worker_ids.push_back(impl_->workers.back().get_id());
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -121,6 +134,13 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::size() const {
   return impl_->n_threads;
+}
+
+int ThreadPool::thread_index() const {
+  const std::thread::id me = std::this_thread::get_id();
+  for (size_t i = 0; i < impl_->worker_ids.size(); ++i)
+    if (impl_->worker_ids[i] == me) return static_cast<int>(i) + 1;
+  return 0;
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
@@ -141,7 +161,7 @@ void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t,
   grain = std::max<int64_t>(grain, 1);
   Impl& s = *impl_;
   int64_t max_chunks = (n + grain - 1) / grain;
-  if (s.n_threads == 1 || max_chunks == 1 || t_inside_pool) {
+  if (s.n_threads == 1 || max_chunks == 1 || s.inside()) {
     fn(0, n);
     return;
   }
@@ -170,26 +190,14 @@ void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t,
   call_lk.unlock();
   s.cv_work.notify_all();
 
-  t_inside_pool = true;
+  s.caller.store(std::this_thread::get_id(), std::memory_order_release);
   s.run_chunks(0);
-  t_inside_pool = false;
+  s.caller.store(std::thread::id{}, std::memory_order_release);
 
   // Wait until all chunks are done and no worker is still inside run_chunks for this job.
   while (s.done.load(std::memory_order_acquire) < s.n_chunks) __builtin_ia32_pause();
   while (s.active.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
   if (s.error) std::rethrow_exception(s.error);
-}
-
-ThreadPool& ThreadPool::global() {
-  static ThreadPool pool([] {
-    int n = g_global_threads.load();
-    return n > 0 ? n : cpu_count();
-  }());
-  return pool;
-}
-
-void ThreadPool::set_global_threads(int n) {
-  g_global_threads.store(n);
 }
 
 }  // namespace mmrt

@@ -1,6 +1,7 @@
 // A fixed-size pool of worker threads with a fork-join parallel_for used by the kernels.
 // The calling thread takes part in the work, so a pool of N threads uses N+1 cores at most;
-// ThreadPool(n) creates n-1 workers to occupy exactly n cores.
+// ThreadPool(n) creates n-1 workers to occupy exactly n cores. There is no process-wide pool:
+// whoever owns the compute (a Backend) creates one and passes it down.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +36,9 @@ class ThreadPool {
                                const std::function<void(int64_t, int64_t)>& fn,
                                int chunks_per_thread = 16);
 
-  // Process-wide pool sized to the machine (MMRT_THREADS is read once, at first use, by the CLI
-  // layer only; library code receives pools explicitly or uses this default).
-  static ThreadPool& global();
-  static void set_global_threads(int n);  // before first use of global()
+  // Which of the pool's threads is running: 1..size()-1 for its workers, 0 for any other
+  // thread (the caller of parallel_for). Indexes per-thread scratch memory.
+  int thread_index() const;
 
  private:
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,

@@ -81,6 +81,7 @@ struct Entry {
 
 struct Engine::Impl {
   EngineConfig cfg;
+  std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<io::Tokenizer> tok;
   io::GenerationConfig gen;
   std::unique_ptr<models::LanguageModel> lm;
@@ -600,10 +601,10 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   m.tok =
       std::make_unique<io::Tokenizer>(io::Tokenizer::from_file((dir / "tokenizer.json").string()));
   m.gen = io::load_generation_config((dir / "generation_config.json").string());
-  m.lm = models::LanguageModel::load(cfg.model_dir, cfg.model);
+  m.backend = std::make_unique<kernels::Backend>(cfg.backend);
+  m.lm = models::LanguageModel::load(*m.backend, cfg.model_dir, cfg.model);
   m.st = std::make_unique<io::SafeTensors>(io::SafeTensors::open(cfg.model_dir));
-  m.vision =
-      models::VisionTower::load(*m.st, m.lm->config(), m.lm->weight_format(), cfg.model.pool);
+  m.vision = models::VisionTower::load(*m.backend, *m.st, m.lm->config(), m.lm->weight_format());
   {
     std::ifstream f(dir / "config.json");
     std::stringstream ss;
@@ -623,15 +624,17 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   m.exec = std::make_unique<ModelExecutor>(*m.lm, m.vision.get(), *m.kv, *m.enc);
   if (!m.cfg.preprocess) {
     // The checkpoint's own preprocessor settings; each media worker preprocesses one image on
-    // its own thread (a 1-thread pool runs inline), so media work never waits on model steps.
+    // its own thread (no pool: the worker's thread alone), so media work never waits on model
+    // steps. Buffers come from the backend's cache.
     fs::path pp = dir / "preprocessor_config.json";
     auto pcfg = fs::exists(pp) ? media::ImageProcessorConfig::load(pp.string())
                                : media::ImageProcessorConfig{};
-    m.cfg.preprocess = [pcfg](std::span<const uint8_t> bytes) {
-      static thread_local ThreadPool inline_pool(1);
+    media::MediaContext ctx{
+        .pool = nullptr, .isa = m.backend->isa(), .buffers = m.backend->buffers()};
+    m.cfg.preprocess = [pcfg, ctx](std::span<const uint8_t> bytes) {
       media::PreprocessOptions o;
       o.mode = media::PreprocessMode::kFast;
-      o.pool = &inline_pool;
+      o.ctx = ctx;
       media::QwenImageInputs in = media::preprocess_qwen2_vl(bytes, pcfg, o);
       return PreparedImage{in.pixel_values, {in.grid_t, in.grid_h, in.grid_w}};
     };

@@ -19,6 +19,7 @@
 #include "engine/scheduler.h"
 #include "engine/sla.h"
 #include "io/chat_template.h"
+#include "kernels/backend.h"
 #include "models/qwen2_vl/language_model.h"
 
 namespace mmrt::io {
@@ -37,6 +38,7 @@ using ImagePreprocessor = std::function<PreparedImage(std::span<const uint8_t> b
 
 struct EngineConfig {
   std::string model_dir;
+  kernels::BackendOptions backend;  // the engine's compute: threads, kernel variant cap, buffers
   models::LanguageModelOptions model;
   SchedulerConfig scheduler;
   std::string policy = "fcfs";

@@ -632,7 +632,8 @@ std::vector<std::string> write_checkpoint_streamed(
     cur += n;
     total += n;
   }
-  ThreadPool& tp = pool ? *pool : ThreadPool::global();
+  ThreadPool serial(1);  // without a pool the calling thread fills every batch
+  ThreadPool& tp = pool ? *pool : serial;
   uint64_t done = 0;
   std::vector<std::string> written;
   if (shards.size() == 1) {

@@ -88,7 +88,7 @@ struct PendingTensor {
 };
 
 // write_checkpoint for PendingTensors: data is produced in batches of a few hundred MB, filled in
-// parallel on `pool` (nullptr: ThreadPool::global()) and written with large sequential writes.
+// parallel on `pool` (nullptr: on the calling thread) and written with large sequential writes.
 // `progress` (may be empty) is called after each batch with (bytes written, total bytes).
 std::vector<std::string> write_checkpoint_streamed(
     const std::string& dir, const std::vector<PendingTensor>& tensors, uint64_t max_shard_bytes,

@@ -55,52 +55,38 @@ void PairMap::put(int32_t a, int32_t b, int32_t rank, int32_t merged_id) {
 
 // ---- PieceCache --------------------------------------------------------------------------------
 
-namespace {
-
-std::atomic<uint64_t> g_next_serial{1};
-
-struct alignas(64) CacheEntry {
-  uint64_t serial;  // owner tokenizer (0: empty)
+struct alignas(64) PieceCache::Entry {
   uint32_t hash;
-  uint8_t key_len, n_ids;
+  uint8_t key_len, n_ids;  // key_len 0: empty
   char key[PieceCache::kMaxKeyBytes];
   int32_t ids[PieceCache::kMaxIds];
 };
-static_assert(sizeof(CacheEntry) == 64);
-constexpr size_t kCacheEntries = 4096;  // 256 KiB per thread that encodes
+static_assert(sizeof(PieceCache::Entry) == 64);
 
-CacheEntry* thread_cache() {
-  thread_local std::unique_ptr<CacheEntry[]> entries;
-  if (!entries) entries.reset(new CacheEntry[kCacheEntries]());
-  return entries.get();
-}
-
+namespace {
+constexpr size_t kCacheEntries = 4096;  // 256 KiB per concurrent encode() call
 }  // namespace
 
-PieceCache::PieceCache() : serial_(g_next_serial.fetch_add(1)) {}
+PieceCache::PieceCache() : entries_(new Entry[kCacheEntries]()) {}
+PieceCache::~PieceCache() = default;
 
 bool PieceCache::get(std::string_view key, uint32_t hash, std::vector<int32_t>& out) const {
-  const CacheEntry& e = thread_cache()[hash & (kCacheEntries - 1)];
-  if (e.serial != serial_.load(std::memory_order_relaxed) || e.hash != hash ||
-      e.key_len != key.size() || std::memcmp(e.key, key.data(), key.size()) != 0)
+  const Entry& e = entries_[hash & (kCacheEntries - 1)];
+  if (e.key_len == 0 || e.hash != hash || e.key_len != key.size() ||
+      std::memcmp(e.key, key.data(), key.size()) != 0)
     return false;
   out.insert(out.end(), e.ids, e.ids + e.n_ids);
   return true;
 }
 
-void PieceCache::put(std::string_view key, uint32_t hash, const int32_t* ids, size_t n) const {
-  if (key.size() > kMaxKeyBytes || n > kMaxIds) return;
-  CacheEntry& e = thread_cache()[hash & (kCacheEntries - 1)];
-  e.serial = serial_.load(std::memory_order_relaxed);
+void PieceCache::put(std::string_view key, uint32_t hash, const int32_t* ids, size_t n) {
+  if (key.empty() || key.size() > kMaxKeyBytes || n > kMaxIds) return;
+  Entry& e = entries_[hash & (kCacheEntries - 1)];
   e.hash = hash;
   e.key_len = static_cast<uint8_t>(key.size());
   e.n_ids = static_cast<uint8_t>(n);
   std::memcpy(e.key, key.data(), key.size());
   std::memcpy(e.ids, ids, n * sizeof(int32_t));
-}
-
-void PieceCache::clear() const {
-  serial_.store(g_next_serial.fetch_add(1));
 }
 
 // ---- AddedTrie ---------------------------------------------------------------------------------
@@ -200,41 +186,43 @@ void Tokenizer::Impl::check_id(int32_t id, const char* what) const {
                                : " is not assigned in " + origin));
 }
 
-void Tokenizer::Impl::encode_raw(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_raw(std::string_view text, std::vector<int32_t>& out,
+                                 detail::EncodeScratch& sc) const {
   if (raw_trie.empty()) {
-    encode_normalized(text, out);
+    encode_normalized(text, out, sc);
     return;
   }
   split_added(
       text, raw_trie, added,
-      [&](size_t b, size_t e) { encode_normalized(text.substr(b, e - b), out); },
+      [&](size_t b, size_t e) { encode_normalized(text.substr(b, e - b), out, sc); },
       [&](int32_t id) { out.push_back(id); });
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>& out,
+                                        detail::EncodeScratch& sc) const {
   std::string normalized;
   if (nfc && !unicode::nfc_quick_check(text)) {
     normalized = unicode::nfc(text);
     text = normalized;
   }
   if (norm_trie.empty()) {
-    pretokenize(text, 0, out);
+    pretokenize(text, 0, out, sc);
     return;
   }
   split_added(
       text, norm_trie, added,
-      [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), 0, out); },
+      [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), 0, out, sc); },
       [&](int32_t id) { out.push_back(id); });
 }
 
-void Tokenizer::Impl::pretokenize(std::string_view text, size_t level,
-                                  std::vector<int32_t>& out) const {
+void Tokenizer::Impl::pretokenize(std::string_view text, size_t level, std::vector<int32_t>& out,
+                                  detail::EncodeScratch& sc) const {
   if (level == splits.size()) {
-    bpe(text, out);
+    bpe(text, out, sc);
     return;
   }
   splits[level].split(
-      text, [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), level + 1, out); });
+      text, [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), level + 1, out, sc); });
 }
 
 namespace {
@@ -250,7 +238,8 @@ uint32_t piece_hash(std::string_view s) {
 
 }  // namespace
 
-void Tokenizer::Impl::bpe(std::string_view bytes, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::bpe(std::string_view bytes, std::vector<int32_t>& out,
+                          detail::EncodeScratch& sc) const {
   const size_t n = bytes.size();
   if (n == 0) return;
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -269,15 +258,15 @@ void Tokenizer::Impl::bpe(std::string_view bytes, std::vector<int32_t>& out) con
   uint32_t hash = 0;
   if (cacheable) {
     hash = piece_hash(bytes);
-    if (cache.get(bytes, hash, out)) return;
+    if (sc.cache.get(bytes, hash, out)) return;
   }
   const size_t first = out.size();
   if (n <= kSmallPiece) {
     bpe_small(s, n, out);
   } else {
-    bpe_large(s, n, out);
+    bpe_large(s, n, out, sc);
   }
-  if (cacheable) cache.put(bytes, hash, out.data() + first, out.size() - first);
+  if (cacheable) sc.cache.put(bytes, hash, out.data() + first, out.size() - first);
 }
 
 // Merges by rank over a compact array: one hash lookup per new adjacent pair, a linear scan for
@@ -313,14 +302,13 @@ void Tokenizer::Impl::bpe_small(const unsigned char* s, size_t n, std::vector<in
 
 // Linked list of symbols + a min-heap of candidate merges (rank, position), validated on pop:
 // O(n log n) for long pieces such as unbroken CJK runs.
-void Tokenizer::Impl::bpe_large(const unsigned char* s, size_t n, std::vector<int32_t>& out) const {
-  struct Cand {
-    int32_t rank, pos, left, right;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  // Per-thread scratch, reused across calls.
-  thread_local std::vector<int32_t> sym, prev, next;  // [n] symbol id and neighbours (-1: none)
-  thread_local std::vector<Cand> heap;                // min-heap by (rank, pos)
+void Tokenizer::Impl::bpe_large(const unsigned char* s, size_t n, std::vector<int32_t>& out,
+                                detail::EncodeScratch& sc) const {
+  using Cand = detail::MergeCand;
+  auto& sym = sc.sym;
+  auto& prev = sc.prev;
+  auto& next = sc.next;
+  auto& heap = sc.heap;
   sym.resize(n);
   prev.resize(n);
   next.resize(n);
@@ -399,10 +387,11 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& origin)
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
+  auto sc = impl_->scratch.acquire();
   if (unicode::is_valid_utf8(text)) {
-    impl_->encode_raw(text, ids);
+    impl_->encode_raw(text, ids, *sc);
   } else {
-    impl_->encode_raw(unicode::sanitize_utf8(text), ids);
+    impl_->encode_raw(unicode::sanitize_utf8(text), ids, *sc);
   }
   return ids;
 }
@@ -444,7 +433,7 @@ int32_t Tokenizer::vocab_size() const {
 }
 
 void Tokenizer::clear_cache() const {
-  impl_->cache.clear();
+  impl_->scratch.clear();
 }
 
 // ---- StreamingDetokenizer ----------------------------------------------------------------------

@@ -33,8 +33,8 @@ class Tokenizer {
   std::optional<int32_t> piece_to_id(std::string_view piece) const;  // vocab or added token
   bool is_special(int32_t id) const;
   int32_t vocab_size() const;  // max id + 1 over vocab and added tokens
-  // encode() keeps small per-thread caches of short pre-token -> ids; this invalidates this
-  // tokenizer's entries in all of them (benchmarks of cold encoding).
+  // encode() keeps small caches of short pre-token -> ids, one per concurrent call, owned by
+  // the tokenizer; this forgets all of them (benchmarks of cold encoding).
   void clear_cache() const;
 
   struct Impl;  // opaque (io/tokenizer_internal.h)

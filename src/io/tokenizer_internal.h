@@ -3,15 +3,16 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "core/state_pool.h"
 #include "io/tokenizer.h"
 #include "io/unicode.h"
 
@@ -110,20 +111,35 @@ class PieceIndex {
   size_t mask_ = 0, size_ = 0, limit_ = 0;
 };
 
-// Per-thread, direct-mapped cache of short pre-token bytes -> token ids: no locks, no
-// allocation, one 64-byte line per entry. Entries carry the owning tokenizer's serial number
-// (never reused), so a destroyed or cleared tokenizer can never produce a stale hit.
+// Direct-mapped cache of short pre-token bytes -> token ids: no locks, no allocation, one
+// 64-byte line per entry. Each EncodeScratch has its own; the tokenizer owns them all.
 class PieceCache {
  public:
   static constexpr size_t kMaxKeyBytes = 26, kMaxIds = 6;
   PieceCache();
+  ~PieceCache();
   // Appends the cached ids to `out` and returns true on a hit.
   bool get(std::string_view key, uint32_t hash, std::vector<int32_t>& out) const;
-  void put(std::string_view key, uint32_t hash, const int32_t* ids, size_t n) const;
-  void clear() const;  // forgets every entry of this tokenizer, in all threads
+  void put(std::string_view key, uint32_t hash, const int32_t* ids, size_t n);
+
+  struct Entry;
 
  private:
-  mutable std::atomic<uint64_t> serial_;
+  std::unique_ptr<Entry[]> entries_;
+};
+
+// Candidate merge of the heap-based BPE loop: (rank, position) with the two symbols it joins.
+struct MergeCand {
+  int32_t rank, pos, left, right;
+  bool operator>(const MergeCand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+};
+
+// Working state of one encode() call, leased from the tokenizer's pool: the piece cache (which
+// survives from call to call in the state) and the merge loop's buffers.
+struct EncodeScratch {
+  PieceCache cache;
+  std::vector<int32_t> sym, prev, next;  // [n] symbol id and neighbours (-1: none)
+  std::vector<MergeCand> heap;           // min-heap by (rank, pos)
 };
 
 struct AddedToken {
@@ -180,7 +196,7 @@ struct Tokenizer::Impl {
   bool nfc = false;
   std::vector<unicode::SplitRegex> splits;  // applied in order, each re-splitting the pieces
 
-  detail::PieceCache cache;
+  StatePool<detail::EncodeScratch> scratch;  // one per concurrent encode() call
 
   std::string_view piece_of(int32_t id) const {
     return std::string_view(piece_blob).substr(piece_span[id].first, piece_span[id].second);
@@ -193,13 +209,17 @@ struct Tokenizer::Impl {
   }
   void check_id(int32_t id, const char* what) const;
 
-  void encode_raw(std::string_view text, std::vector<int32_t>& out) const;
-  void encode_normalized(std::string_view text, std::vector<int32_t>& out) const;
-  void pretokenize(std::string_view text, size_t level, std::vector<int32_t>& out) const;
+  void encode_raw(std::string_view text, std::vector<int32_t>& out,
+                  detail::EncodeScratch& sc) const;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out,
+                         detail::EncodeScratch& sc) const;
+  void pretokenize(std::string_view text, size_t level, std::vector<int32_t>& out,
+                   detail::EncodeScratch& sc) const;
   static constexpr size_t kSmallPiece = 48;  // longer pieces use the heap-based merge loop
-  void bpe(std::string_view bytes, std::vector<int32_t>& out) const;
+  void bpe(std::string_view bytes, std::vector<int32_t>& out, detail::EncodeScratch& sc) const;
   void bpe_small(const unsigned char* s, size_t n, std::vector<int32_t>& out) const;
-  void bpe_large(const unsigned char* s, size_t n, std::vector<int32_t>& out) const;
+  void bpe_large(const unsigned char* s, size_t n, std::vector<int32_t>& out,
+                 detail::EncodeScratch& sc) const;
 };
 
 // Parses and validates tokenizer.json text into `impl` (tokenizer_load.cpp).

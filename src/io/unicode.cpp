@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/state_pool.h"
 
 namespace mmrt::io::unicode {
 
@@ -268,8 +269,8 @@ std::string rewrite_whitespace_classes(std::string_view pat) {
   return out;
 }
 
-// Per-thread match data and JIT stack, reused across calls (PCRE2 objects are not thread-safe
-// to share while matching; the compiled code is).
+// Match data and JIT stack of one split() call, leased from the regex's pool and reused by later
+// calls (PCRE2 match data is not thread-safe to share while matching; the compiled code is).
 struct MatchScratch {
   pcre2_match_data* md = nullptr;
   pcre2_match_context* mctx = nullptr;
@@ -287,16 +288,12 @@ struct MatchScratch {
   }
 };
 
-MatchScratch& scratch() {
-  thread_local MatchScratch s;
-  return s;
-}
-
 }  // namespace
 
 struct SplitRegex::Code {
   pcre2_code* code = nullptr;
   bool jit = false;
+  StatePool<MatchScratch> scratch;
   ~Code() { pcre2_code_free(code); }
 };
 
@@ -323,7 +320,8 @@ SplitRegex::~SplitRegex() = default;
 
 void SplitRegex::split(std::string_view text,
                        const std::function<void(size_t, size_t)>& piece) const {
-  MatchScratch& s = scratch();
+  auto lease = code_->scratch.acquire();
+  MatchScratch& s = *lease;
   if (!s.md) throw ResourceExhausted("pre-tokenizer: cannot allocate PCRE2 match data");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const size_t n = text.size();

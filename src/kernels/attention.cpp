@@ -4,15 +4,14 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "core/cpu.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/attention_impl.h"
 #include "kernels/attention_kernel.h"
 
@@ -52,22 +51,11 @@ using detail::AttnProblem;
 using detail::AttnSeqDesc;
 using detail::kAttnChunk;
 
-const detail::AttnFns* best_fns() {
-  const auto& cpu = cpu_features();
-  if (cpu.has_avx512()) return &detail::attn_fns_avx512();
-  if (cpu.has_avx2()) return &detail::attn_fns_avx2();
-  return &detail::attn_fns_scalar();
-}
-
-std::atomic<const detail::AttnFns*> g_fns{nullptr};
-
-const detail::AttnFns& fns() {
-  const detail::AttnFns* f = g_fns.load(std::memory_order_acquire);
-  if (!f) {
-    f = best_fns();
-    g_fns.store(f, std::memory_order_release);
-  }
-  return *f;
+const detail::AttnFns& attn_fns(Isa cap) {
+  static const IsaVariants<detail::AttnFns> v{{Isa::kAvx512, detail::attn_fns_avx512},
+                                              {Isa::kAvx2, detail::attn_fns_avx2},
+                                              {Isa::kPortable, detail::attn_fns_scalar}};
+  return v.at_most(cap);
 }
 
 constexpr int kRowsPerTile = 36;      // query rows (tokens x group) per work item in prefill
@@ -94,20 +82,19 @@ void check_mask(const MaskDesc& m, size_t i) {
 }
 
 // Plans the work items, runs them, merges split-kv partials.
-void run_problem(AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs, int32_t kv_splits,
-                 bool bf16, ThreadPool* pool_arg) {
-  ThreadPool& pool = pool_arg ? *pool_arg : ThreadPool::global();
+void run_problem(const Backend& be, AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs,
+                 int32_t kv_splits, bool bf16) {
+  ThreadPool& pool = be.pool();
+  pb.be = &be;
   const int G = pb.group;
   pb.seqs = seqs.data();
 
   struct Tile {
     int32_t seq, tok_begin, n_tok, visible;  // visible: keys seen by the tile's last token
   };
-  // Planning buffers are reused across calls (no allocation in steady state). The lambdas run
-  // on pool threads reach them only through the references below, never by their own name.
-  thread_local std::vector<Tile> tiles_tls;
-  auto& tiles = tiles_tls;
-  tiles.clear();
+  // Planning buffers: small, one set per call (a few allocations per layer and step); the large
+  // split-kv partials come from the backend's scratch.
+  std::vector<Tile> tiles;
   int32_t lim_last[1];
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeqDesc& s = seqs[i];
@@ -131,16 +118,12 @@ void run_problem(AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs, int32_t 
     max_parts = static_cast<int32_t>((2 * pool.size() + base_items - 1) / base_items);
   }
 
-  thread_local std::vector<AttnItem> items_tls;
-  auto& items = items_tls;
-  items.clear();
+  std::vector<AttnItem> items;
   struct Merge {
     int32_t seq, kv_head, tok_begin, n_tok, n_parts;
     int64_t part_row;  // first partial row; parts follow each other, rows = n_tok * G each
   };
-  thread_local std::vector<Merge> merges_tls;
-  auto& merges = merges_tls;
-  merges.clear();
+  std::vector<Merge> merges;
   int64_t part_rows = 0;
   for (const Tile& t : tiles) {
     const int32_t n_chunks = (t.visible + kAttnChunk - 1) / kAttnChunk;
@@ -162,20 +145,18 @@ void run_problem(AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs, int32_t 
       part_rows += parts * rows;
     }
   }
-  thread_local std::vector<float> part_o_tls, part_ml_tls;
-  auto& part_o = part_o_tls;
-  auto& part_ml = part_ml_tls;
-  part_o.resize(static_cast<size_t>(part_rows) * pb.head_dim);  // [part_rows, hd]
-  part_ml.resize(static_cast<size_t>(part_rows) * 2);           // [part_rows, 2]
-  pb.part_o = part_o.data();
-  pb.part_ml = part_ml.data();
+  pb.part_o = static_cast<float*>(be.scratch(  // [part_rows, hd]
+      detail::kPartOSlot, static_cast<size_t>(part_rows) * pb.head_dim * sizeof(float)));
+  pb.part_ml = static_cast<float*>(be.scratch(  // [part_rows, 2]
+      detail::kPartMlSlot, static_cast<size_t>(part_rows) * 2 * sizeof(float)));
 
   // Most expensive first, so the dynamic schedule ends with small items (order never changes
   // results: items are independent).
   std::sort(items.begin(), items.end(), [](const AttnItem& a, const AttnItem& b) {
     return int64_t(a.n_tok) * (a.kv_end - a.kv_begin) > int64_t(b.n_tok) * (b.kv_end - b.kv_begin);
   });
-  auto run = bf16 ? fns().run_bf16 : fns().run_f32;
+  const detail::AttnFns& fns = attn_fns(be.isa());
+  auto run = bf16 ? fns.run_bf16 : fns.run_f32;
   pool.parallel_for(static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) run(pb, items[static_cast<size_t>(i)]);
   });
@@ -190,18 +171,18 @@ void run_problem(AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs, int32_t 
       for (int64_t r = 0; r < rows; ++r) {
         float M = -std::numeric_limits<float>::infinity();
         for (int32_t p = 0; p < mg.n_parts; ++p)
-          M = std::max(M, part_ml[size_t((mg.part_row + p * rows + r) * 2)]);
+          M = std::max(M, pb.part_ml[size_t((mg.part_row + p * rows + r) * 2)]);
         const int64_t tok = mg.tok_begin + r / G, qh = int64_t(mg.kv_head) * G + r % G;
         float* dst = pb.out + (s.q_begin + tok) * pb.out_stride + qh * hd;  // [hd]
         std::fill(dst, dst + hd, 0.0f);
         float L = 0.0f;
         for (int32_t p = 0; p < mg.n_parts; ++p) {
           const int64_t pr = mg.part_row + p * rows + r;
-          const float lp = part_ml[size_t(pr * 2 + 1)];
+          const float lp = pb.part_ml[size_t(pr * 2 + 1)];
           if (lp == 0.0f) continue;  // this part saw no key of the row
-          const float w = std::exp(part_ml[size_t(pr * 2)] - M);
+          const float w = std::exp(pb.part_ml[size_t(pr * 2)] - M);
           L += lp * w;
-          const float* src = part_o.data() + pr * hd;
+          const float* src = pb.part_o + pr * hd;
           for (int d = 0; d < hd; ++d) dst[d] += src[d] * w;
         }
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;
@@ -217,8 +198,8 @@ float default_scale(float scale, int32_t head_dim) {
 
 }  // namespace
 
-void paged_attention(const PagedAttentionArgs& a, const KvLayerView& kv,
-                     std::span<const AttnSeq> seqs, ThreadPool* pool) {
+void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLayerView& kv,
+                     std::span<const AttnSeq> seqs) {
   const int32_t hd = kv.head_dim, hk = kv.n_kv_heads, bs = kv.block_size;
   if (!kv.k || !kv.v || hk < 1 || kv.num_blocks < 1 || bs < 16 || bs % 16 || hd < 16 || hd % 16)
     throw InvalidArgument("paged_attention: malformed KvLayerView (use KvCache::layer)");
@@ -236,9 +217,7 @@ void paged_attention(const PagedAttentionArgs& a, const KvLayerView& kv,
   if (a.n_tokens > 0 && (!a.q || !a.out)) throw InvalidArgument("paged_attention: null q/out");
   if (a.kv_splits < 0) throw InvalidArgument("paged_attention: negative kv_splits");
 
-  thread_local std::vector<AttnSeqDesc> desc_tls;  // reused: no allocation in steady state
-  auto& desc = desc_tls;
-  desc.clear();
+  std::vector<AttnSeqDesc> desc;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q < 0 || s.q_begin < 0 || int64_t(s.q_begin) + s.n_q > a.n_tokens)
@@ -283,10 +262,10 @@ void paged_attention(const PagedAttentionArgs& a, const KvLayerView& kv,
   pb.k = kv.k;
   pb.v = kv.v;
   pb.seg_len = bs;
-  run_problem(pb, desc, a.kv_splits, kv.dtype == DType::kBF16, pool);
+  run_problem(be, pb, desc, a.kv_splits, kv.dtype == DType::kBF16);
 }
 
-void varlen_attention(const VarlenAttentionArgs& a, ThreadPool* pool) {
+void varlen_attention(const Backend& be, const VarlenAttentionArgs& a) {
   const int32_t hd = a.head_dim, hk = a.n_kv_heads;
   if (hd < 16 || hd % 16 != 0 || hd > 512)
     throw InvalidArgument("varlen_attention: head_dim must be a multiple of 16 in [16, 512], got " +
@@ -315,9 +294,7 @@ void varlen_attention(const VarlenAttentionArgs& a, ThreadPool* pool) {
 
   // Pack K transposed per (segment, kv head): [n_chunks, hd, kAttnChunk], zero padded.
   const size_t n_seqs = a.cu_seqlens.size() - 1;
-  thread_local std::vector<AttnSeqDesc> desc_tls;  // reused across calls
-  auto& desc = desc_tls;
-  desc.assign(n_seqs, AttnSeqDesc{});
+  std::vector<AttnSeqDesc> desc(n_seqs);
   int64_t packed = 0;
   for (size_t i = 0; i < n_seqs; ++i) {
     AttnSeqDesc& d = desc[i];
@@ -331,15 +308,15 @@ void varlen_attention(const VarlenAttentionArgs& a, ThreadPool* pool) {
     d.k_pack_off = packed;
     packed += d.k_pack_head * hk;
   }
-  thread_local std::vector<float> kt_tls;  // packed K^T of every segment and head, reused
-  auto& kt = kt_tls;
-  kt.resize(static_cast<size_t>(packed));
-  ThreadPool& tp = pool ? *pool : ThreadPool::global();
+  // Packed K^T of every segment and head.
+  float* kt = static_cast<float*>(
+      be.scratch(detail::kPackedKSlot, static_cast<size_t>(packed) * sizeof(float)));
+  ThreadPool& tp = be.pool();
   tp.parallel_for(static_cast<int64_t>(n_seqs) * hk, 1, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) {
       const AttnSeqDesc& d = desc[static_cast<size_t>(w / hk)];
       const int64_t h = w % hk;
-      float* dst = kt.data() + d.k_pack_off + h * d.k_pack_head;
+      float* dst = kt + d.k_pack_off + h * d.k_pack_head;
       std::fill(dst, dst + d.k_pack_head, 0.0f);
       for (int32_t t = 0; t < d.kv_len; ++t) {
         const float* src = a.k + (d.kv_row0 + t) * k_stride + h * hd;  // [hd]
@@ -359,29 +336,15 @@ void varlen_attention(const VarlenAttentionArgs& a, ThreadPool* pool) {
   pb.group = a.n_heads / hk;
   pb.scale = default_scale(a.scale, hd);
   pb.paged = false;
-  pb.k = kt.data();
+  pb.k = kt;
   pb.v = a.v;
   pb.seg_len = kAttnChunk;
   pb.v_stride = v_stride;
-  run_problem(pb, desc, a.kv_splits, /*bf16=*/false, pool);
+  run_problem(be, pb, desc, a.kv_splits, /*bf16=*/false);
 }
 
-const char* attention_isa() {
-  return fns().isa;
-}
-
-bool attention_force_isa(const char* isa) {
-  std::string_view v(isa);
-  const auto& cpu = cpu_features();
-  if (v == "avx512" && cpu.has_avx512())
-    g_fns = &detail::attn_fns_avx512();
-  else if (v == "avx2" && cpu.has_avx2())
-    g_fns = &detail::attn_fns_avx2();
-  else if (v == "scalar")
-    g_fns = &detail::attn_fns_scalar();
-  else
-    return false;
-  return true;
+const char* attention_isa(Isa cap) {
+  return attn_fns(cap).isa;
 }
 
 }  // namespace mmrt::kernels

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/thread_pool.h"
+#include "kernels/backend.h"
 #include "kernels/kv_cache.h"
 
 namespace mmrt::kernels {
@@ -57,8 +57,8 @@ struct PagedAttentionArgs {
 
 // Attention of every sequence's query rows over its cached keys/values. The sequences' q rows
 // must not overlap. Throws InvalidArgument on inconsistent arguments (bad block ids included).
-void paged_attention(const PagedAttentionArgs& args, const KvLayerView& kv,
-                     std::span<const AttnSeq> seqs, ThreadPool* pool = nullptr);
+void paged_attention(const Backend& be, const PagedAttentionArgs& args, const KvLayerView& kv,
+                     std::span<const AttnSeq> seqs);
 
 struct VarlenAttentionArgs {
   const float* q = nullptr;  // [n_tokens, n_heads, head_dim], rows q_stride floats apart
@@ -75,11 +75,10 @@ struct VarlenAttentionArgs {
 
 // Attention within each segment [cu_seqlens[i], cu_seqlens[i+1]) of contiguous q/k/v; e.g. the
 // vision tower (q, k, v are views into one fused qkv buffer through the strides).
-void varlen_attention(const VarlenAttentionArgs& args, ThreadPool* pool = nullptr);
+void varlen_attention(const Backend& be, const VarlenAttentionArgs& args);
 
 // Which implementation the attention kernels use: "avx512", "avx2" or "scalar"; and a test hook
 // to force one (returns false if this CPU lacks it).
-const char* attention_isa();
-bool attention_force_isa(const char* isa);
+const char* attention_isa(Isa cap);
 
 }  // namespace mmrt::kernels

@@ -11,6 +11,10 @@ namespace mmrt::kernels::detail {
 // Keys are consumed in chunks of this many tokens: one online-softmax update per chunk.
 constexpr int kAttnChunk = 32;
 
+// Backend scratch slots: the planner's split-kv partials and packed K on the calling thread,
+// each work item's buffers on whichever pool thread runs it.
+constexpr int kPartOSlot = 0, kPartMlSlot = 1, kPackedKSlot = 2, kItemScratchSlot = 3;
+
 // One sequence, normalised for the kernel (paged or contiguous source).
 struct AttnSeqDesc {
   int32_t q_begin = 0, n_q = 0, kv_len = 0;
@@ -42,6 +46,7 @@ struct AttnProblem {
   // Split-kv partial results: [rows, head_dim] outputs and [rows, 2] (max, sum) per slot row.
   float* part_o = nullptr;
   float* part_ml = nullptr;
+  const Backend* be = nullptr;  // per-thread item scratch
 };
 
 // Query tokens [tok_begin, tok_begin + n_tok) of one sequence and one kv head (all its query

@@ -40,15 +40,21 @@ struct AttnTile {
 };
 
 // Per-thread scratch, grown on demand and reused (no allocation in steady state).
+// One work item's buffers, carved from the running pool thread's backend scratch (slot
+// kItemScratchSlot): q, o [rows, hd]; m, l, corr [rows]; p [16, kAttnChunk]; lim [n_tok].
 struct AttnScratch {
-  std::vector<float> q, o, m, l, corr, p;
-  std::vector<int32_t> lim;
-  void ensure(int rows, int hd, int n_tok) {
-    const size_t rh = static_cast<size_t>(rows) * hd;
-    if (q.size() < rh) q.resize(rh), o.resize(rh);
-    if (m.size() < size_t(rows)) m.resize(rows), l.resize(rows), corr.resize(rows);
-    if (p.size() < size_t(16 * kAttnChunk)) p.resize(16 * kAttnChunk);
-    if (lim.size() < size_t(n_tok)) lim.resize(n_tok);
+  float *q, *o, *m, *l, *corr, *p;
+  int32_t* lim;
+  AttnScratch(const Backend& be, int rows, int hd, int n_tok) {
+    const size_t rh = static_cast<size_t>(rows) * hd, r = static_cast<size_t>(rows);
+    const size_t floats = 2 * rh + 3 * r + 16 * kAttnChunk;
+    q = static_cast<float*>(be.scratch(detail::kItemScratchSlot, (floats + n_tok) * 4));
+    o = q + rh;
+    m = o + rh;
+    l = m + r;
+    corr = l + r;
+    p = corr + r;
+    lim = reinterpret_cast<int32_t*>(p + 16 * kAttnChunk);
   }
 };
 
@@ -148,15 +154,14 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
   constexpr int W = V::W, NT = Tile::NT, MQ = Tile::MQ, MP = Tile::MP;
   const AttnSeqDesc& s = pb.seqs[it.seq];
   const int G = pb.group, hd = pb.head_dim, n_tok = it.n_tok, rows = n_tok * G;
-  thread_local AttnScratch sc;
-  sc.ensure(rows, hd, n_tok);
-  float* Q = sc.q.data();        // [rows, hd], pre-scaled
-  float* O = sc.o.data();        // [rows, hd]
-  float* m = sc.m.data();        // [rows]
-  float* l = sc.l.data();        // [rows]
-  float* corr = sc.corr.data();  // [rows]
-  float* P = sc.p.data();        // [MQ, kAttnChunk]
-  int32_t* lim = sc.lim.data();  // [n_tok]
+  const AttnScratch sc(*pb.be, rows, hd, n_tok);
+  float* Q = sc.q;        // [rows, hd], pre-scaled
+  float* O = sc.o;        // [rows, hd]
+  float* m = sc.m;        // [rows]
+  float* l = sc.l;        // [rows]
+  float* corr = sc.corr;  // [rows]
+  float* P = sc.p;        // [MQ, kAttnChunk]
+  int32_t* lim = sc.lim;  // [n_tok]
 
   for (int t = 0; t < n_tok; ++t) {
     const float* qt = pb.q + int64_t(s.q_begin + it.tok_begin + t) * pb.q_stride;

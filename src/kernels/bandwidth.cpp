@@ -19,12 +19,12 @@ size_t round_block(size_t v) {
 }
 }  // namespace
 
-ReadStreamer::ReadStreamer(ThreadPool& pool, size_t bytes) : pool_(pool) {
+ReadStreamer::ReadStreamer(const Backend& be, size_t bytes) : be_(be) {
   bytes_ = std::max<size_t>((bytes + kBlock - 1) / kBlock * kBlock, size_t{1} << 20);
   buf_ = aligned_alloc_shared(bytes_);
   auto* base = static_cast<uint8_t*>(buf_.get());
   // First touch from the pool so pages are mapped before timing.
-  pool_.parallel_for(static_cast<int64_t>(bytes_ / kBlock), 1, [&](int64_t b, int64_t e) {
+  be_.pool().parallel_for(static_cast<int64_t>(bytes_ / kBlock), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       std::memset(base + i * kBlock, static_cast<int>(i & 0x7f), kBlock);
   });
@@ -35,11 +35,11 @@ double ReadStreamer::read_next(size_t window) {
   if (pos_ + window > bytes_) pos_ = 0;
   const auto* base = static_cast<const uint8_t*>(buf_.get()) + pos_;
   pos_ += window;
-  const detail::StreamReadFn read = detail::stream_read_fn();
+  const detail::StreamReadFn read = detail::stream_read_fn(be_.isa());
   const int64_t blocks = static_cast<int64_t>(window / kBlock);
   std::atomic<uint64_t> sum{0};
   Stopwatch sw;
-  pool_.parallel_for(blocks, 4, [&](int64_t b, int64_t e) {
+  be_.pool().parallel_for(blocks, 4, [&](int64_t b, int64_t e) {
     sum.fetch_add(read(base + b * kBlock, static_cast<size_t>(e - b) * kBlock),
                   std::memory_order_relaxed);
   });
@@ -48,11 +48,11 @@ double ReadStreamer::read_next(size_t window) {
   return s;
 }
 
-ReadBandwidth measure_read_bandwidth(ThreadPool& pool, size_t bytes, size_t window, int reps) {
+ReadBandwidth measure_read_bandwidth(const Backend& be, size_t bytes, size_t window, int reps) {
   if (reps < 1) throw InvalidArgument("measure_read_bandwidth: reps must be >= 1");
   window = std::max<size_t>(round_block(window), size_t{1} << 20);
   const size_t n_windows = std::max<size_t>(1, bytes / window);
-  ReadStreamer rs(pool, n_windows * window);
+  ReadStreamer rs(be, n_windows * window);
   ReadBandwidth best;
   for (int r = 0; r < reps; ++r) {
     double pass = 0;
@@ -68,8 +68,8 @@ ReadBandwidth measure_read_bandwidth(ThreadPool& pool, size_t bytes, size_t wind
   return best;
 }
 
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps) {
-  return measure_read_bandwidth(pool, bytes, size_t{32} << 20, reps).pass_gbs;
+double measure_read_bandwidth_gbs(const Backend& be, size_t bytes, int reps) {
+  return measure_read_bandwidth(be, bytes, size_t{32} << 20, reps).pass_gbs;
 }
 
 }  // namespace mmrt::kernels

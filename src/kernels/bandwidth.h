@@ -7,26 +7,24 @@
 #include <cstdint>
 #include <memory>
 
-namespace mmrt {
-class ThreadPool;
-}
+#include "kernels/backend.h"
 
 namespace mmrt::kernels {
 
 // A buffer (meant to be larger than the last-level cache) streamed window by window with all
-// threads of a pool, using the widest read loop of the selected kernel variant. Benchmarks time
+// threads of the backend's pool, using the widest read loop of its kernel variant. Benchmarks time
 // a window next to a kernel call of the same size, so both see the same machine load.
 class ReadStreamer {
  public:
   // Allocates `bytes` (rounded up to 64 KiB, at least 1 MiB) and writes it once from the pool.
-  ReadStreamer(ThreadPool& pool, size_t bytes);
+  ReadStreamer(const Backend& be, size_t bytes);
   size_t bytes() const { return bytes_; }
   // Reads the next `window` bytes (rounded to 64 KiB, 64 KiB .. bytes()), wrapping around the
   // buffer; returns the elapsed seconds.
   double read_next(size_t window);
 
  private:
-  ThreadPool& pool_;
+  const Backend& be_;
   std::shared_ptr<void> buf_;
   size_t bytes_ = 0, pos_ = 0;
   uint64_t sink_ = 0;
@@ -41,9 +39,9 @@ struct ReadBandwidth {
 // (1e9 bytes per second). Choose `bytes` well above the last-level cache (e.g. 512 MiB) so every
 // window comes from DRAM. On a shared machine the best window is the better estimate of what an
 // uncontended set of cores gets.
-ReadBandwidth measure_read_bandwidth(ThreadPool& pool, size_t bytes, size_t window, int reps);
+ReadBandwidth measure_read_bandwidth(const Backend& be, size_t bytes, size_t window, int reps);
 
 // Best whole-pass rate with 32 MiB windows: measure_read_bandwidth(...).pass_gbs.
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps = 5);
+double measure_read_bandwidth_gbs(const Backend& be, size_t bytes, int reps = 5);
 
 }  // namespace mmrt::kernels

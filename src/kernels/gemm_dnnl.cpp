@@ -1,5 +1,6 @@
-// oneDNN matmul back end: single-threaded primitives, cached per shape, each run in the calling
-// pool thread with its own scratchpad (so any number of threads can run them at once).
+// oneDNN matmul back end: single-threaded primitives, cached per shape in the backend's GEMM
+// state, each run in the calling pool thread with that thread's stream and scratchpad (so every
+// pool thread can run them at once).
 // Debian's oneDNN uses the OpenMP runtime; we set the calling thread's OpenMP team size to one
 // so the library never starts threads that would compete with our pool for the cores.
 #include <omp.h>
@@ -11,9 +12,12 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/backend.h"
 #include "kernels/linear_impl.h"
 
 namespace mmrt::kernels::detail {
@@ -21,11 +25,6 @@ namespace mmrt::kernels::detail {
 namespace {
 
 using dnnl::memory;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 struct Prim {
   dnnl::matmul mm;
@@ -37,7 +36,7 @@ struct Prim {
 // Key: (bf16?, m, k, n, ldw, ldy).
 using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
-std::shared_ptr<const Prim> make_prim(const Key& key) {
+std::shared_ptr<const Prim> make_prim(const dnnl::engine& eng, const Key& key) {
   const auto [bf, m, k, n, ldw, ldy] = key;
   const auto dt = bf ? memory::data_type::bf16 : memory::data_type::f32;
   auto p = std::make_shared<Prim>();
@@ -46,7 +45,7 @@ std::shared_ptr<const Prim> make_prim(const Key& key) {
   p->dst = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldy, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->wei, p->dst), attr, cpu_engine());
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->wei, p->dst), attr, eng);
   p->scratch = pd.scratchpad_desc();
   p->scratch_bytes = p->scratch.get_size();
   p->impl = pd.impl_info_str();
@@ -54,21 +53,13 @@ std::shared_ptr<const Prim> make_prim(const Key& key) {
   return p;
 }
 
-std::shared_ptr<const Prim> get_prim(const Key& key) {
-  static std::mutex mu;
-  static std::map<Key, std::shared_ptr<const Prim>> cache;
-  std::lock_guard<std::mutex> lk(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  std::shared_ptr<const Prim> p;
+std::shared_ptr<const Prim> prim_or_unimplemented(const dnnl::engine& eng, const Key& key) {
   try {
-    p = make_prim(key);
+    return make_prim(eng, key);
   } catch (const dnnl::error& e) {
     throw Unimplemented(std::string("oneDNN cannot run this ") +
                         (std::get<0>(key) ? "bf16" : "f32") + " matmul here: " + e.what());
   }
-  cache.emplace(key, p);
-  return p;
 }
 
 struct ThreadState {
@@ -79,25 +70,50 @@ struct ThreadState {
 
 }  // namespace
 
+struct GemmState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::mutex mu;  // guards cache
+  std::map<Key, std::shared_ptr<const Prim>> cache;
+  std::vector<ThreadState> threads;  // [pool threads]: each touched only by its own thread
+
+  std::shared_ptr<const Prim> get(const Key& key) {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    auto p = prim_or_unimplemented(engine, key);
+    cache.emplace(key, p);
+    return p;
+  }
+};
+
+std::unique_ptr<GemmState, GemmStateDeleter> make_gemm_state(int threads) {
+  std::unique_ptr<GemmState, GemmStateDeleter> s(new GemmState);
+  s->threads.resize(static_cast<size_t>(threads));
+  return s;
+}
+void GemmStateDeleter::operator()(GemmState* s) const {
+  delete s;
+}
+
 void gemm_libraries_single_threaded() {
   omp_set_num_threads(1);
 }
 
-void onednn_matmul(bool is_bf16, const void* x, int64_t m, int64_t k, const void* w, int64_t n,
-                   int64_t ldw, float* y, int64_t ldy) {
+void onednn_matmul(const Backend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
+                   const void* w, int64_t n, int64_t ldw, float* y, int64_t ldy) {
   gemm_libraries_single_threaded();
-  const auto prim = get_prim(Key{is_bf16, m, k, n, ldw, ldy});
-  thread_local ThreadState ts;
-  if (!ts.stream) ts.stream = std::make_unique<dnnl::stream>(cpu_engine());
+  GemmState& gs = be.gemm_state();
+  const auto prim = gs.get(Key{is_bf16, m, k, n, ldw, ldy});
+  ThreadState& ts = gs.threads.at(static_cast<size_t>(be.pool().thread_index()));
+  if (!ts.stream) ts.stream = std::make_unique<dnnl::stream>(gs.engine);
   if (!ts.scratch || ts.scratch_bytes < prim->scratch_bytes) {
     ts.scratch_bytes = std::max<size_t>(prim->scratch_bytes, 4096);
     ts.scratch = aligned_alloc_shared(ts.scratch_bytes);
   }
-  auto& eng = cpu_engine();
-  memory src(prim->src, eng, const_cast<void*>(x));
-  memory wei(prim->wei, eng, const_cast<void*>(w));
-  memory dst(prim->dst, eng, y);
-  memory scr(prim->scratch, eng, ts.scratch.get());
+  memory src(prim->src, gs.engine, const_cast<void*>(x));
+  memory wei(prim->wei, gs.engine, const_cast<void*>(w));
+  memory dst(prim->dst, gs.engine, y);
+  memory scr(prim->scratch, gs.engine, ts.scratch.get());
   prim->mm.execute(*ts.stream, {{DNNL_ARG_SRC, src},
                                 {DNNL_ARG_WEIGHTS, wei},
                                 {DNNL_ARG_DST, dst},
@@ -106,10 +122,12 @@ void onednn_matmul(bool is_bf16, const void* x, int64_t m, int64_t k, const void
 }
 
 bool onednn_bf16_supported() {
+  // A property of the CPU and the library, fixed for the process: computed once, never changed.
   static const bool ok = [] {
     gemm_libraries_single_threaded();
     try {
-      const auto p = get_prim(Key{true, 32, 64, 64, 64, 64});
+      const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+      const auto p = prim_or_unimplemented(eng, Key{true, 32, 64, 64, 64, 64});
       // A reference implementation would run, but far too slowly to be worth choosing.
       return p->impl.find("ref") == std::string::npos;
     } catch (const Error&) {

@@ -3,16 +3,18 @@
 // call concurrently), so every core stays under the ThreadPool's control.
 #include <cblas.h>
 
-#include <mutex>
-
 #include "kernels/linear_impl.h"
 
 namespace mmrt::kernels::detail {
 
 namespace {
+// The library's own setting, made once (thread-safe static initialisation).
 void openblas_single_thread() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  static const bool set = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)set;
 }
 }  // namespace
 

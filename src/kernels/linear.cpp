@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/linear_impl.h"
@@ -94,15 +92,16 @@ std::string_view weight_format_name(WeightFormat f) {
   return "?";
 }
 
-PackedLinear PackedLinear::pack(const Tensor& w, const Tensor* bias, WeightFormat fmt,
-                                WeightPlacement place) {
+PackedLinear PackedLinear::pack(const Backend& be, const Tensor& w, const Tensor* bias,
+                                WeightFormat fmt, WeightPlacement place) {
   const Tensor* ws[1] = {&w};
   const Tensor* bs[1] = {bias};
-  return pack_concat(
-      ws, bias ? std::span<const Tensor* const>(bs) : std::span<const Tensor* const>(), fmt, place);
+  return pack_concat(be, ws,
+                     bias ? std::span<const Tensor* const>(bs) : std::span<const Tensor* const>(),
+                     fmt, place);
 }
 
-PackedLinear PackedLinear::pack_concat(std::span<const Tensor* const> ws,
+PackedLinear PackedLinear::pack_concat(const Backend& be, std::span<const Tensor* const> ws,
                                        std::span<const Tensor* const> biases, WeightFormat fmt,
                                        WeightPlacement place) {
   if (ws.empty()) throw InvalidArgument("PackedLinear: no weights given");
@@ -159,7 +158,7 @@ PackedLinear PackedLinear::pack_concat(std::span<const Tensor* const> ws,
       char* dst0 = static_cast<char*>(buf.get()) + static_cast<size_t>(row0[i] * in) * esz;
       float* scale0 = p.scale_ ? p.scale_.get() + row0[i] : nullptr;
       const bool copy_rows = same_type(w) && w.strides()[1] == 1;  // rows as stored: memcpy
-      ThreadPool::global().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
+      be.pool().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
         std::vector<float> tmp(copy_rows ? 0 : static_cast<size_t>(in));  // [in]
         for (int64_t r = b; r < e; ++r) {
           char* dst = dst0 + static_cast<size_t>(r * in) * esz;
@@ -216,70 +215,26 @@ Tensor PackedLinear::weight() const {
 
 namespace detail {
 
-namespace {
-const LinearKernels* best_kernels() {
-  const CpuFeatures& cpu = cpu_features();
-  if (cpu.has_avx512bf16()) return &linear_kernels_avx512bf16();
-  if (cpu.has_avx512()) return &linear_kernels_avx512();
-  if (cpu.has_avx2()) return &linear_kernels_avx2();
-  return &linear_kernels_portable();
-}
-std::atomic<const LinearKernels*> g_kernels{nullptr};
-}  // namespace
-
-const LinearKernels& linear_kernels() {
-  const LinearKernels* k = g_kernels.load(std::memory_order_acquire);
-  if (!k) {
-    k = best_kernels();
-    g_kernels.store(k, std::memory_order_release);
-  }
-  return *k;
+const LinearKernels& linear_kernels(Isa cap) {
+  static const IsaVariants<LinearKernels> v{{Isa::kAvx512Bf16, linear_kernels_avx512bf16},
+                                            {Isa::kAvx512, linear_kernels_avx512},
+                                            {Isa::kAvx2, linear_kernels_avx2},
+                                            {Isa::kPortable, linear_kernels_portable}};
+  return v.at_most(cap);
 }
 
-StreamReadFn stream_read_fn() {
-  return linear_kernels().stream_read;
-}
-
-void* thread_scratch(int slot, size_t bytes) {
-  struct Buf {
-    std::shared_ptr<void> p;
-    size_t n = 0;
-  };
-  thread_local std::array<Buf, 4> bufs;
-  if (slot < 0 || slot >= static_cast<int>(bufs.size())) throw InternalError("bad scratch slot");
-  Buf& b = bufs[static_cast<size_t>(slot)];
-  if (!b.p || b.n < bytes) {
-    b.n = std::max<size_t>(bytes, 4096);
-    b.p = aligned_alloc_shared(b.n);
-  }
-  return b.p.get();
+StreamReadFn stream_read_fn(Isa cap) {
+  return linear_kernels(cap).stream_read;
 }
 
 }  // namespace detail
 
-const char* linear_isa() {
-  return detail::linear_kernels().isa;
+const char* linear_isa(Isa cap) {
+  return detail::linear_kernels(cap).isa;
 }
 
-bool int8_q8_available() {
-  return detail::linear_kernels().gemv_i8_q8 != nullptr;
-}
-
-bool linear_force_isa(const char* isa) {
-  const std::string_view v(isa ? isa : "");
-  const CpuFeatures& cpu = cpu_features();
-  const detail::LinearKernels* k = nullptr;
-  if (v == "avx512bf16" && cpu.has_avx512bf16())
-    k = &detail::linear_kernels_avx512bf16();
-  else if (v == "avx512" && cpu.has_avx512())
-    k = &detail::linear_kernels_avx512();
-  else if (v == "avx2" && cpu.has_avx2())
-    k = &detail::linear_kernels_avx2();
-  else if (v == "portable")
-    k = &detail::linear_kernels_portable();
-  if (!k) return false;
-  detail::g_kernels.store(k, std::memory_order_release);
-  return true;
+bool int8_q8_available(Isa cap) {
+  return detail::linear_kernels(cap).gemv_i8_q8 != nullptr;
 }
 
 // ---- dispatcher ----
@@ -292,14 +247,14 @@ bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
 }
 
 // The int8 kernel runs on Q8 blocks of x (Int8Activations::kQ8 where the CPU can).
-bool use_q8(const PackedLinear& w, const LinearOptions& opt) {
+bool use_q8(const PackedLinear& w, Isa cap, const LinearOptions& opt) {
   return w.format() == WeightFormat::kInt8 && opt.int8_x == Int8Activations::kQ8 &&
-         int8_q8_available();
+         int8_q8_available(cap);
 }
 
-void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+void run_gemv(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
               const LinearOptions& opt) {
-  const detail::LinearKernels& ks = detail::linear_kernels();
+  const detail::LinearKernels& ks = detail::linear_kernels(be.isa());
   detail::GemvArgs a;
   a.x = x;
   a.ldx = w.in();
@@ -312,10 +267,10 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   a.y = y;
   a.ldy = w.out();
   detail::GemvFn fn = ks.gemv_f32;
-  if (use_q8(w, opt)) {
+  if (use_q8(w, be.isa(), opt)) {
     fn = ks.gemv_i8_q8;
     const int64_t row_bytes = detail::q8_row_bytes(w.in());
-    void* xq = detail::thread_scratch(0, static_cast<size_t>(n * row_bytes));
+    void* xq = be.scratch(0, static_cast<size_t>(n * row_bytes));
     ks.prep_x_q8(x, w.in(), n, w.in(), xq, row_bytes);  // n rows of row_bytes
     a.x = static_cast<const float*>(xq);
     a.ldx = row_bytes;
@@ -325,8 +280,7 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
     if (ks.prep_x_bf16) {
       const int64_t stride =
           (w.in() + detail::kBf16XBlock - 1) / detail::kBf16XBlock * detail::kBf16XBlock;
-      auto* xp =
-          static_cast<float*>(detail::thread_scratch(0, static_cast<size_t>(n * stride) * 4));
+      auto* xp = static_cast<float*>(be.scratch(0, static_cast<size_t>(n * stride) * 4));
       ks.prep_x_bf16(x, w.in(), n, w.in(), xp, stride);  // [n, stride]
       a.x = xp;
       a.ldx = stride;
@@ -349,7 +303,7 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
   const int64_t grain =
       std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
   const int64_t out = w.out();
-  pool.parallel_for_contiguous(
+  be.pool().parallel_for_contiguous(
       blocks, grain,
       [&](int64_t b, int64_t e) { fn(a, b * kRowBlock, std::min(out, e * kRowBlock)); },
       kGemvChunksPerThread);
@@ -357,7 +311,7 @@ void run_gemv(const float* x, int64_t n, const PackedLinear& w, float* y, Thread
 
 }  // namespace
 
-void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt) {
   if (w.empty()) throw InvalidArgument("linear: the PackedLinear is empty (not packed)");
   if (n < 0) throw InvalidArgument("linear: negative row count " + std::to_string(n));
@@ -368,35 +322,37 @@ void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPo
       yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
     throw InvalidArgument("linear: input and output overlap");
   if (use_gemv(n, w, opt))
-    run_gemv(x, n, w, y, pool, opt);
+    run_gemv(be, x, n, w, y, opt);
   else
-    detail::run_gemm(x, n, w, y, pool, opt);
+    detail::run_gemm(x, n, w, y, be, opt);
 }
 
-Tensor linear(const Tensor& x, const PackedLinear& w, ThreadPool& pool, const LinearOptions& opt) {
+Tensor linear(const Backend& be, const Tensor& x, const PackedLinear& w, const LinearOptions& opt) {
   if (x.dtype() != DType::kF32 || x.rank() != 2 || x.dim(1) != w.in())
     throw InvalidArgument("linear: x must be f32 [n, " + std::to_string(w.in()) + "], got " +
                           x.describe());
   const Tensor xc = x.is_contiguous() ? x : x.contiguous();
   Tensor y = Tensor::empty(DType::kF32, {x.dim(0), w.out()});  // [n, out]
-  linear(xc.data<float>(), x.dim(0), w, y.data<float>(), pool, opt);
+  linear(be, xc.data<float>(), x.dim(0), w, y.data<float>(), opt);
   return y;
 }
 
-LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
+LinearPlan linear_plan(const Backend& be, int64_t n, const PackedLinear& w,
+                       const LinearOptions& opt) {
   LinearPlan p;
   if (use_gemv(n, w, opt)) {
     p.gemv = true;
-    p.kernel = std::string(linear_isa()) + " gemv";
-    if (use_q8(w, opt)) {
+    p.kernel = std::string(linear_isa(be.isa())) + " gemv";
+    if (use_q8(w, be.isa(), opt)) {
       p.kernel += " (x q8, vnni)";
       p.x_quantised_q8 = true;
       return p;
     }
-    p.x_rounded_to_bf16 = w.format() != WeightFormat::kF32 && detail::linear_kernels().gemv_x_bf16;
+    p.x_rounded_to_bf16 =
+        w.format() != WeightFormat::kF32 && detail::linear_kernels(be.isa()).gemv_x_bf16;
     return p;
   }
-  const detail::GemmChoice c = detail::gemm_choice(w, opt);
+  const detail::GemmChoice c = detail::gemm_choice(w, be.isa(), opt);
   p.gemv = false;
   p.kernel = c.name;
   p.x_rounded_to_bf16 = c.bf16;

@@ -11,11 +11,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/isa.h"
 #include "core/tensor.h"
-
-namespace mmrt {
-class ThreadPool;
-}
+#include "kernels/backend.h"
 
 namespace mmrt::kernels {
 
@@ -39,12 +37,13 @@ class PackedLinear {
  public:
   PackedLinear() = default;
   // w: [out, in] (f32, f16 or bf16; any strides), bias: [out] or null (f32, f16 or bf16).
-  static PackedLinear pack(const Tensor& w, const Tensor* bias, WeightFormat fmt,
+  // Rows are converted / quantised in parallel on the backend's pool.
+  static PackedLinear pack(const Backend& be, const Tensor& w, const Tensor* bias, WeightFormat fmt,
                            WeightPlacement place = WeightPlacement::kCopy);
   // Several weights sharing one input, concatenated along out (q|k|v, gate|up): one call
   // computes all of them into y[n, sum(out_i)]. `biases` is empty or has one entry per weight
   // (null entries mean zero bias for that part).
-  static PackedLinear pack_concat(std::span<const Tensor* const> ws,
+  static PackedLinear pack_concat(const Backend& be, std::span<const Tensor* const> ws,
                                   std::span<const Tensor* const> biases, WeightFormat fmt,
                                   WeightPlacement place = WeightPlacement::kCopy);
 
@@ -110,10 +109,10 @@ constexpr int64_t gemv_max_rows(WeightFormat) {
 // int8 weights on the GEMM path; int8 decode multiplies x quantised in blocks where the CPU has
 // AVX512-VNNI (Int8Activations); elsewhere, and for f32 weights, x stays f32 (see linear_plan).
 // x and y must not overlap. Throws InvalidArgument on bad sizes.
-void linear(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt = {});
 // Tensor form: x f32 [n, in] (contiguous) -> new f32 [n, out].
-Tensor linear(const Tensor& x, const PackedLinear& w, ThreadPool& pool,
+Tensor linear(const Backend& be, const Tensor& x, const PackedLinear& w,
               const LinearOptions& opt = {});
 
 // What linear() will do for n rows with these weights (for logs, benches and tests).
@@ -123,14 +122,15 @@ struct LinearPlan {
   bool x_rounded_to_bf16 = false;  // the kernel multiplies bf16(x) (bf16/int8 weights only)
   bool x_quantised_q8 = false;     // the kernel multiplies x quantised per kQ8Block (int8 only)
 };
-LinearPlan linear_plan(int64_t n, const PackedLinear& w, const LinearOptions& opt = {});
+LinearPlan linear_plan(const Backend& be, int64_t n, const PackedLinear& w,
+                       const LinearOptions& opt = {});
 
-// Whether the kernel variant in use has the Int8Activations::kQ8 decode kernel (AVX512-VNNI).
-bool int8_q8_available();
+// Whether the kernel variant used at most `cap` has the Int8Activations::kQ8 decode kernel
+// (AVX512-VNNI).
+bool int8_q8_available(Isa cap);
 
-// The kernel variant in use: "avx512bf16", "avx512", "avx2" or "portable".
-const char* linear_isa();
-// Test hook: force a variant; returns false (and changes nothing) if this CPU lacks it.
-bool linear_force_isa(const char* isa);
+// The kernel variant used at most `cap` (Backend::isa()): "avx512bf16", "avx512", "avx2" or
+// "portable".
+const char* linear_isa(Isa cap);
 
 }  // namespace mmrt::kernels

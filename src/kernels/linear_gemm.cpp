@@ -34,7 +34,8 @@ int64_t round_up(int64_t v, int64_t m) {
 enum Slot { kSlotX = 0, kSlotPanel = 1, kSlotTile = 2 };
 
 // Widens rows [r0, r0 + rows) of the stored weights into the GEMM's element type.
-void widen_panel(const PackedLinear& w, int64_t r0, int64_t rows, bool to_bf16, void* dst) {
+void widen_panel(const LinearKernels& ks, const PackedLinear& w, int64_t r0, int64_t rows,
+                 bool to_bf16, void* dst) {
   const int64_t k = w.in();
   const size_t cnt = static_cast<size_t>(rows * k);
   if (w.format() == WeightFormat::kBF16) {  // -> f32
@@ -43,7 +44,6 @@ void widen_panel(const PackedLinear& w, int64_t r0, int64_t rows, bool to_bf16, 
     return;
   }
   const int8_t* q = static_cast<const int8_t*>(w.weight_data()) + r0 * k;
-  const LinearKernels& ks = linear_kernels();
   if (to_bf16)
     ks.i8_to_bf16(q, static_cast<uint16_t*>(dst), cnt);  // exact: |q| <= 127
   else
@@ -69,8 +69,8 @@ void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const flo
 
 }  // namespace
 
-GemmChoice gemm_choice(const PackedLinear& w, const LinearOptions& opt) {
-  if (w.format() != WeightFormat::kF32 && linear_kernels().native_bf16_gemm &&
+GemmChoice gemm_choice(const PackedLinear& w, Isa cap, const LinearOptions& opt) {
+  if (w.format() != WeightFormat::kF32 && linear_kernels(cap).native_bf16_gemm &&
       onednn_bf16_supported())
     return {"onednn bf16", true, false};
   // oneDNN's f32 brgemm measured ~2x OpenBLAS 0.3.21 here (docs/kernels-gemm.md).
@@ -78,9 +78,11 @@ GemmChoice gemm_choice(const PackedLinear& w, const LinearOptions& opt) {
   return {"onednn f32", false, false};
 }
 
-void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, ThreadPool& pool,
+void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const Backend& be,
               const LinearOptions& opt) {
-  const GemmChoice c = gemm_choice(w, opt);
+  ThreadPool& pool = be.pool();
+  const LinearKernels& ks = linear_kernels(be.isa());
+  const GemmChoice c = gemm_choice(w, be.isa(), opt);
   const int64_t k = w.in(), n = w.out();
   const bool widen =
       w.format() == WeightFormat::kInt8 || (w.format() == WeightFormat::kBF16 && !c.bf16);
@@ -90,7 +92,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, Thread
   const int64_t mp = c.openblas ? m : round_up(m, kRowPad);
   const void* a = x;
   if (c.bf16 || mp != m) {
-    void* buf = thread_scratch(kSlotX, static_cast<size_t>(mp * k) * gemm_esz);
+    void* buf = be.scratch(kSlotX, static_cast<size_t>(mp * k) * gemm_esz);
     pool.parallel_for(mp, std::max<int64_t>(1, 16384 / k), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         if (c.bf16) {
@@ -131,8 +133,8 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, Thread
       const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
       const void* wp = stored + static_cast<size_t>(c0 * k) * stored_esz;  // [cols, k]
       if (widen) {
-        void* buf = thread_scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
-        widen_panel(w, c0, cols, c.bf16, buf);
+        void* buf = be.scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
+        widen_panel(ks, w, c0, cols, c.bf16, buf);
         wp = buf;
       }
       const float* scale = w.scales() ? w.scales() + c0 : nullptr;
@@ -145,10 +147,10 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, Thread
       }
       for (int64_t r0 = 0; r0 < mp; r0 += kMaxTileRows) {
         const int64_t rows = std::min(kMaxTileRows, mp - r0);
-        auto* t =
-            static_cast<float*>(thread_scratch(kSlotTile, static_cast<size_t>(rows * cols) * 4));
-        onednn_matmul(c.bf16, static_cast<const char*>(a) + static_cast<size_t>(r0 * k) * gemm_esz,
-                      rows, k, wp, cols, k, t, cols);  // t: [rows, cols]
+        auto* t = static_cast<float*>(be.scratch(kSlotTile, static_cast<size_t>(rows * cols) * 4));
+        onednn_matmul(be, c.bf16,
+                      static_cast<const char*>(a) + static_cast<size_t>(r0 * k) * gemm_esz, rows, k,
+                      wp, cols, k, t, cols);  // t: [rows, cols]
         epilogue(t, cols, std::min(rows, m - r0), cols, scale, bias, y + r0 * n + c0, n);
       }
     }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/backend.h"
 #include "kernels/linear.h"
 
 namespace mmrt::kernels::detail {
@@ -83,14 +84,13 @@ const LinearKernels& linear_kernels_avx2();
 const LinearKernels& linear_kernels_avx512();
 const LinearKernels& linear_kernels_avx512bf16();
 
-// The table linear() uses now (best for this CPU unless forced).
-const LinearKernels& linear_kernels();
+// The table linear() uses at most `cap` (Backend::isa()).
+const LinearKernels& linear_kernels(Isa cap);
 using StreamReadFn = uint64_t (*)(const void*, size_t);
-StreamReadFn stream_read_fn();
+StreamReadFn stream_read_fn(Isa cap);
 
-// Per-thread reusable 64-byte aligned scratch memory; `slot` (0..3) selects an independent
-// buffer. Valid until the same thread asks for the same slot again.
-void* thread_scratch(int slot, size_t bytes);
+// The backend's GEMM state (one per Backend; see gemm_dnnl.cpp).
+std::unique_ptr<GemmState, GemmStateDeleter> make_gemm_state(int threads);
 
 // The prefill path of linear() (n rows, any n >= 1) and its description for linear_plan().
 struct GemmChoice {
@@ -98,16 +98,17 @@ struct GemmChoice {
   bool bf16 = false;      // bf16 x bf16 products (x rounded to bf16)
   bool openblas = false;  // OpenBLAS sgemm instead of oneDNN
 };
-GemmChoice gemm_choice(const PackedLinear& w, const LinearOptions& opt);
-void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, ThreadPool& pool,
+GemmChoice gemm_choice(const PackedLinear& w, Isa cap, const LinearOptions& opt);
+void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const Backend& be,
               const LinearOptions& opt);
 
 // ---- GEMM back ends (single-threaded calls; linear_gemm.cpp threads them) ----
 // y[m, ldy] = x[m, k] . W[n, k]^T with W rows strided by ldw (in elements). x and W have the
 // same element type: f32 (is_bf16 = false) or bf16 bits (is_bf16 = true). No bias. Primitives
-// are cached per shape. Throws Unimplemented when this CPU/library cannot run the type.
-void onednn_matmul(bool is_bf16, const void* x, int64_t m, int64_t k, const void* w, int64_t n,
-                   int64_t ldw, float* y, int64_t ldy);
+// are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot run
+// the type. Runs on the calling pool thread with that thread's stream and scratch.
+void onednn_matmul(const Backend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
+                   const void* w, int64_t n, int64_t ldw, float* y, int64_t ldy);
 // Whether oneDNN runs bf16 matmul natively here (checked once by creating a primitive).
 bool onednn_bf16_supported();
 // f32 only: y[m, ldy] = x[m, k] . W[n, k]^T (OpenBLAS sgemm, one thread).

@@ -3,14 +3,13 @@
 #include "kernels/ops.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/convert.h"
-#include "core/cpu.h"
+#include "core/thread_pool.h"
 #include "kernels/ops_impl.h"
 #include "kernels/ops_kernels.h"
 
@@ -25,55 +24,39 @@ const OpsFns& ops_fns_scalar() {
 
 namespace {
 
-const detail::OpsFns* best_fns() {
-  const auto& cpu = cpu_features();
-  if (cpu.has_avx512()) return &detail::ops_fns_avx512();
-  if (cpu.has_avx2()) return &detail::ops_fns_avx2();
-  return &detail::ops_fns_scalar();
-}
-
-std::atomic<const detail::OpsFns*> g_fns{nullptr};
-
-const detail::OpsFns& fns() {
-  const detail::OpsFns* f = g_fns.load(std::memory_order_acquire);
-  if (!f) {
-    f = best_fns();
-    g_fns.store(f, std::memory_order_release);
-  }
-  return *f;
+const detail::OpsFns& ops_fns(Isa cap) {
+  static const IsaVariants<detail::OpsFns> v{{Isa::kAvx512, detail::ops_fns_avx512},
+                                             {Isa::kAvx2, detail::ops_fns_avx2},
+                                             {Isa::kPortable, detail::ops_fns_scalar}};
+  return v.at_most(cap);
 }
 
 // Below this many elements a call runs on the calling thread (a fork-join costs a few us).
 constexpr int64_t kParallelMin = 1 << 15;
 
-ThreadPool& pool_or_global(ThreadPool* pool) {
-  return pool ? *pool : ThreadPool::global();
-}
-
 // Runs fn(row_begin, row_end) over n rows of d elements, in parallel when it pays.
 template <class Fn>
-void for_rows(ThreadPool* pool, int64_t n, int64_t d, Fn&& fn) {
+void for_rows(ThreadPool& pool, int64_t n, int64_t d, Fn&& fn) {
   if (n <= 1 || n * d < kParallelMin) {
     fn(int64_t{0}, n);
     return;
   }
   int64_t grain = std::max<int64_t>(1, kParallelMin / std::max<int64_t>(d, 1));
-  pool_or_global(pool).parallel_for(n, grain, fn);
+  pool.parallel_for(n, grain, fn);
 }
 
 // Same for a flat array of n elements, split into blocks of 4096.
 template <class Fn>
-void for_flat(ThreadPool* pool, int64_t n, Fn&& fn) {
+void for_flat(ThreadPool& pool, int64_t n, Fn&& fn) {
   if (n < kParallelMin) {
     fn(int64_t{0}, n);
     return;
   }
   constexpr int64_t kBlock = 4096;
-  pool_or_global(pool).parallel_for((n + kBlock - 1) / kBlock, kParallelMin / kBlock,
-                                    [&](int64_t b, int64_t e) {
-                                      int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
-                                      fn(lo, hi);
-                                    });
+  pool.parallel_for((n + kBlock - 1) / kBlock, kParallelMin / kBlock, [&](int64_t b, int64_t e) {
+    int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
+    fn(lo, hi);
+  });
 }
 
 void check_rows(const char* op, const void* x, const void* y, int64_t n, int64_t d) {
@@ -108,76 +91,76 @@ const float* param_f32(const char* op, const char* what, const Tensor& t, int64_
 
 }  // namespace
 
-void rms_norm(const float* x, const Tensor& weight, float eps, float* y, int64_t n, int64_t d,
-              ThreadPool* pool) {
+void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps, float* y,
+              int64_t n, int64_t d) {
   check_rows("rms_norm", x, y, n, d);
   std::vector<float> wbuf;
   const float* w = param_f32("rms_norm", "weight", weight, d, wbuf);  // [d]
-  const auto& f = fns();
-  for_rows(pool, n, d, [&](int64_t b, int64_t e) {
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) f.rms_norm_row(x + r * d, w, eps, y + r * d, d);
   });
 }
 
-void layer_norm(const float* x, const Tensor& weight, const Tensor& bias, float eps, float* y,
-                int64_t n, int64_t d, ThreadPool* pool) {
+void layer_norm(const Backend& be, const float* x, const Tensor& weight, const Tensor& bias,
+                float eps, float* y, int64_t n, int64_t d) {
   check_rows("layer_norm", x, y, n, d);
   std::vector<float> wbuf, bbuf;
   const float* w = param_f32("layer_norm", "weight", weight, d, wbuf);  // [d]
   const float* bs = param_f32("layer_norm", "bias", bias, d, bbuf);     // [d]
-  const auto& f = fns();
-  for_rows(pool, n, d, [&](int64_t b, int64_t e) {
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) f.layer_norm_row(x + r * d, w, bs, eps, y + r * d, d);
   });
 }
 
-void add(float* acc, const float* x, int64_t n, ThreadPool* pool) {
+void add(const Backend& be, float* acc, const float* x, int64_t n) {
   check_rows("add", acc, x, n, 1);
-  const auto& f = fns();
-  for_flat(pool, n, [&](int64_t b, int64_t e) { f.add(acc + b, x + b, e - b); });
+  const auto& f = ops_fns(be.isa());
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.add(acc + b, x + b, e - b); });
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t inter,
-              int64_t in_stride, ThreadPool* pool) {
+void silu_mul(const Backend& be, const float* gate, const float* up, float* out, int64_t n,
+              int64_t inter, int64_t in_stride) {
   check_rows("silu_mul", gate, out, n, inter);
   if (n > 0 && !up) throw InvalidArgument("silu_mul: null up pointer");
   if (in_stride == 0) in_stride = inter;
   if (in_stride < inter)
     throw InvalidArgument("silu_mul: in_stride " + std::to_string(in_stride) + " < inter " +
                           std::to_string(inter));
-  const auto& f = fns();
+  const auto& f = ops_fns(be.isa());
   if (in_stride == inter && n * inter >= kParallelMin) {  // contiguous: split flat
-    for_flat(pool, n * inter,
+    for_flat(be.pool(), n * inter,
              [&](int64_t b, int64_t e) { f.silu_mul(gate + b, up + b, out + b, e - b); });
     return;
   }
-  for_rows(pool, n, inter, [&](int64_t b, int64_t e) {
+  for_rows(be.pool(), n, inter, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
       f.silu_mul(gate + r * in_stride, up + r * in_stride, out + r * inter, inter);
   });
 }
 
-void silu_mul_fused(const float* gate_up, float* out, int64_t n, int64_t inter, ThreadPool* pool) {
+void silu_mul_fused(const Backend& be, const float* gate_up, float* out, int64_t n, int64_t inter) {
   if (n > 0 && !gate_up) throw InvalidArgument("silu_mul_fused: null input");
-  silu_mul(gate_up, gate_up ? gate_up + inter : nullptr, out, n, inter, 2 * inter, pool);
+  silu_mul(be, gate_up, gate_up ? gate_up + inter : nullptr, out, n, inter, 2 * inter);
 }
 
-void gelu_erf(const float* x, float* y, int64_t n, ThreadPool* pool) {
+void gelu_erf(const Backend& be, const float* x, float* y, int64_t n) {
   check_rows("gelu_erf", x, y, n, 1);
-  const auto& f = fns();
-  for_flat(pool, n, [&](int64_t b, int64_t e) { f.gelu_erf(x + b, y + b, e - b); });
+  const auto& f = ops_fns(be.isa());
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.gelu_erf(x + b, y + b, e - b); });
 }
 
-void quick_gelu(const float* x, float* y, int64_t n, ThreadPool* pool) {
+void quick_gelu(const Backend& be, const float* x, float* y, int64_t n) {
   check_rows("quick_gelu", x, y, n, 1);
-  const auto& f = fns();
-  for_flat(pool, n, [&](int64_t b, int64_t e) { f.quick_gelu(x + b, y + b, e - b); });
+  const auto& f = ops_fns(be.isa());
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.quick_gelu(x + b, y + b, e - b); });
 }
 
-void softmax(const float* x, float* y, int64_t n, int64_t d, ThreadPool* pool) {
+void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d) {
   check_rows("softmax", x, y, n, d);
-  const auto& f = fns();
-  for_rows(pool, n, d, [&](int64_t b, int64_t e) {
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) f.softmax_row(x + r * d, y + r * d, d);
   });
 }
@@ -214,7 +197,7 @@ void embedding(const Tensor& table, const int32_t* ids, int64_t n, float* out) {
 int64_t argmax(const float* x, int64_t n) {
   if (n < 1) throw InvalidArgument("argmax: empty input");
   if (!x) throw InvalidArgument("argmax: null input");
-  const float m = fns().max(x, n);
+  const float m = ops_fns(Isa::kAvx512Bf16).max(x, n);
   if (std::isnan(m)) {
     for (int64_t i = 0; i < n; ++i)
       if (std::isnan(x[i])) return i;
@@ -224,22 +207,8 @@ int64_t argmax(const float* x, int64_t n) {
   throw InternalError("argmax: maximum not found");
 }
 
-const char* ops_isa() {
-  return fns().isa;
-}
-
-bool ops_force_isa(const char* isa) {
-  std::string_view v(isa);
-  const auto& cpu = cpu_features();
-  if (v == "avx512" && cpu.has_avx512())
-    g_fns = &detail::ops_fns_avx512();
-  else if (v == "avx2" && cpu.has_avx2())
-    g_fns = &detail::ops_fns_avx2();
-  else if (v == "scalar")
-    g_fns = &detail::ops_fns_scalar();
-  else
-    return false;
-  return true;
+const char* ops_isa(Isa cap) {
+  return ops_fns(cap).isa;
 }
 
 }  // namespace mmrt::kernels

@@ -2,13 +2,12 @@
 #include "kernels/rope.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <string>
 #include <string_view>
 
-#include "core/cpu.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/ops_impl.h"
 #include "kernels/ops_kernels.h"
 
@@ -23,22 +22,11 @@ const RopeFns& rope_fns_scalar() {
 
 namespace {
 
-const detail::RopeFns* best_fns() {
-  const auto& cpu = cpu_features();
-  if (cpu.has_avx512()) return &detail::rope_fns_avx512();
-  if (cpu.has_avx2()) return &detail::rope_fns_avx2();
-  return &detail::rope_fns_scalar();
-}
-
-std::atomic<const detail::RopeFns*> g_fns{nullptr};
-
-const detail::RopeFns& fns() {
-  const detail::RopeFns* f = g_fns.load(std::memory_order_acquire);
-  if (!f) {
-    f = best_fns();
-    g_fns.store(f, std::memory_order_release);
-  }
-  return *f;
+const detail::RopeFns& rope_fns(Isa cap) {
+  static const IsaVariants<detail::RopeFns> v{{Isa::kAvx512, detail::rope_fns_avx512},
+                                              {Isa::kAvx2, detail::rope_fns_avx2},
+                                              {Isa::kPortable, detail::rope_fns_scalar}};
+  return v.at_most(cap);
 }
 
 // HF: inv_freq = 1.0 / (base ** (arange(0, dim, 2).float() / dim)), every step in fp32.
@@ -111,8 +99,8 @@ RopeTable make_vision_rope_table(int32_t head_dim, double theta) {
   return t;
 }
 
-RopeAngles rope_angles(const RopeTable& table, const int32_t* pos, int64_t n_tokens,
-                       ThreadPool* pool) {
+RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
+                       int64_t n_tokens) {
   const int32_t half = table.head_dim / 2;
   if (table.head_dim <= 0 || table.head_dim % 2 || table.inv_freq.size() != size_t(half) ||
       table.component.size() != size_t(half) || table.n_components < 1)
@@ -144,12 +132,12 @@ RopeAngles rope_angles(const RopeTable& table, const int32_t* pos, int64_t n_tok
   if (n_tokens * half < kParallelMin)
     body(0, n_tokens);
   else
-    (pool ? *pool : ThreadPool::global()).parallel_for(n_tokens, kParallelMin / half, body);
+    be.pool().parallel_for(n_tokens, kParallelMin / half, body);
   return a;
 }
 
-void apply_rope(const RopeAngles& angles, float* x, int64_t n_heads, int64_t row_stride,
-                ThreadPool* pool) {
+void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
+                int64_t row_stride) {
   const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
   if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
       angles.sin.size() != size_t(n * half))
@@ -160,7 +148,7 @@ void apply_rope(const RopeAngles& angles, float* x, int64_t n_heads, int64_t row
     throw InvalidArgument("apply_rope: row_stride " + std::to_string(row_stride) +
                           " smaller than n_heads * head_dim " + std::to_string(n_heads * hd));
   if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
-  const auto& f = fns();
+  const auto& f = rope_fns(be.isa());
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)
       f.rotate_row(x + t * row_stride, n_heads, hd, angles.cos.data() + t * half,
@@ -170,31 +158,16 @@ void apply_rope(const RopeAngles& angles, float* x, int64_t n_heads, int64_t row
   if (n * per_token < kParallelMin)
     body(0, n);
   else
-    (pool ? *pool : ThreadPool::global())
-        .parallel_for(n, std::max<int64_t>(1, kParallelMin / per_token), body);
+    be.pool().parallel_for(n, std::max<int64_t>(1, kParallelMin / per_token), body);
 }
 
-void apply_rope(const RopeTable& table, const int32_t* pos, int64_t n_tokens, float* x,
-                int64_t n_heads, int64_t row_stride, ThreadPool* pool) {
-  apply_rope(rope_angles(table, pos, n_tokens, pool), x, n_heads, row_stride, pool);
+void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, int64_t n_tokens,
+                float* x, int64_t n_heads, int64_t row_stride) {
+  apply_rope(be, rope_angles(be, table, pos, n_tokens), x, n_heads, row_stride);
 }
 
-const char* rope_isa() {
-  return fns().isa;
-}
-
-bool rope_force_isa(const char* isa) {
-  std::string_view v(isa);
-  const auto& cpu = cpu_features();
-  if (v == "avx512" && cpu.has_avx512())
-    g_fns = &detail::rope_fns_avx512();
-  else if (v == "avx2" && cpu.has_avx2())
-    g_fns = &detail::rope_fns_avx2();
-  else if (v == "scalar")
-    g_fns = &detail::rope_fns_scalar();
-  else
-    return false;
-  return true;
+const char* rope_isa(Isa cap) {
+  return rope_fns(cap).isa;
 }
 
 }  // namespace mmrt::kernels

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "kernels/backend.h"
 
 namespace mmrt::kernels {
 
@@ -39,21 +39,20 @@ struct RopeAngles {
 };
 
 // pos: [table.n_components, n_tokens] int32 (row c holds component c for every token).
-RopeAngles rope_angles(const RopeTable& table, const int32_t* pos, int64_t n_tokens,
-                       ThreadPool* pool = nullptr);
+RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
+                       int64_t n_tokens);
 
 // Rotates x in place: x is [n_tokens, n_heads, head_dim] with token rows `row_stride` floats
 // apart (0 means n_heads * head_dim), so q or k inside a fused qkv row can be rotated directly.
-void apply_rope(const RopeAngles& angles, float* x, int64_t n_heads, int64_t row_stride = 0,
-                ThreadPool* pool = nullptr);
+void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
+                int64_t row_stride = 0);
 
 // Convenience: rope_angles + apply_rope.
-void apply_rope(const RopeTable& table, const int32_t* pos, int64_t n_tokens, float* x,
-                int64_t n_heads, int64_t row_stride = 0, ThreadPool* pool = nullptr);
+void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, int64_t n_tokens,
+                float* x, int64_t n_heads, int64_t row_stride = 0);
 
 // Which implementation apply_rope uses: "avx512", "avx2" or "scalar"; and a test hook to force
 // one (returns false if this CPU lacks it).
-const char* rope_isa();
-bool rope_force_isa(const char* isa);
+const char* rope_isa(Isa cap);
 
 }  // namespace mmrt::kernels

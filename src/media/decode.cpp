@@ -4,19 +4,19 @@
 #include <string>
 
 #include "core/error.h"
-#include "media/buffer_pool.h"
 #include "media/decode_internal.h"
 #include "media/image.h"
 
 namespace mmrt::media {
 
-Image::Image(int width, int height) : width_(width), height_(height) {
+Image::Image(int width, int height, const BufferCache& buffers)
+    : width_(width), height_(height), buffers_(buffers) {
   if (width < 0 || height < 0) throw InvalidArgument("Image: negative size");
-  buf_ = pooled_buffer(size_bytes() + kTailPad);
+  buf_ = buffers_.get(size_bytes() + kTailPad);
   std::memset(buf_.get() + size_bytes(), 0, kTailPad);
 }
 
-Image::Image(const Image& other) : Image(other.width_, other.height_) {
+Image::Image(const Image& other) : Image(other.width_, other.height_, other.buffers_) {
   if (other.buf_) std::memcpy(buf_.get(), other.buf_.get(), size_bytes());
 }
 
@@ -100,10 +100,14 @@ std::string mpix(uint64_t pixels) {
 // Writes the rows straight into an Image.
 class ImageSink final : public RowSink {
  public:
-  void begin(int width, int height) override { image = Image(width, height); }
+  explicit ImageSink(const BufferCache& buffers) : buffers_(buffers) {}
+  void begin(int width, int height) override { image = Image(width, height, buffers_); }
   uint8_t* row_buffer(int y) override { return image.row(y); }
   void row_done(int) override {}
   Image image;
+
+ private:
+  BufferCache buffers_;
 };
 
 }  // namespace
@@ -173,7 +177,7 @@ ImageInfo probe_image(std::span<const uint8_t> bytes, const DecodeOptions& opts)
 
 Image decode_image(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
   detail::Header h = detail::checked_header(bytes, opts);
-  detail::ImageSink sink;
+  detail::ImageSink sink(opts.buffers);
   detail::decode_into(bytes, h, opts, sink);
   return std::move(sink.image);
 }

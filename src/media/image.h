@@ -10,6 +10,13 @@
 #include <span>
 #include <string_view>
 
+#include "core/buffer_cache.h"
+#include "core/isa.h"
+
+namespace mmrt {
+class ThreadPool;
+}
+
 namespace mmrt::media {
 
 enum class ImageFormat : uint8_t { kUnknown, kJpeg, kPng, kWebp, kGif, kBmp, kTiff, kHeif, kJxl };
@@ -18,15 +25,25 @@ std::string_view format_name(ImageFormat f);  // "JPEG", "PNG", ...
 // Looks only at the leading bytes; kUnknown when nothing matches.
 ImageFormat detect_format(std::span<const uint8_t> bytes);
 
+// What media work runs on, chosen by the caller (a Backend, a media worker): threads for the
+// row-parallel passes (null: the calling thread only), the highest kernel variant to use (the
+// default lets the CPU decide) and the cache large buffers come from (empty: plain allocations).
+struct MediaContext {
+  ThreadPool* pool = nullptr;
+  Isa isa = Isa::kAvx512Bf16;
+  BufferCache buffers;
+};
+
 // Packed 8-bit RGB, row-major, stride 3 * width. The buffer keeps kTailPad writable bytes after
-// the last pixel so vector kernels may read a little past a row end. Copies are deep; large
-// buffers come from (and return to) the media buffer cache.
+// the last pixel so vector kernels may read a little past a row end. Copies are deep and take
+// their buffer from the same cache as the original.
 class Image {
  public:
   static constexpr size_t kTailPad = 64;
 
   Image() = default;
-  Image(int width, int height);  // contents uninitialised (zeroed padding)
+  // Contents uninitialised (zeroed padding); the buffer comes from `buffers`.
+  Image(int width, int height, const BufferCache& buffers = {});
   Image(const Image& other);
   Image& operator=(const Image& other);
   Image(Image&&) noexcept = default;
@@ -46,6 +63,7 @@ class Image {
  private:
   int width_ = 0, height_ = 0;
   std::shared_ptr<uint8_t> buf_;
+  BufferCache buffers_;
 };
 
 // `reference` reproduces PIL bit for bit; `fast` may decode a JPEG with libjpeg-turbo's scaled
@@ -60,6 +78,7 @@ struct DecodeOptions {
   PreprocessMode mode = PreprocessMode::kReference;
   // kFast only: the size the decoded image will be resized to (0 = unknown: full decode).
   int target_width = 0, target_height = 0;
+  BufferCache buffers;  // where the decoded image's memory comes from
 };
 
 struct ImageInfo {

@@ -15,7 +15,6 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "media/buffer_pool.h"
 #include "media/decode_internal.h"
 #include "media/resize_impl.h"
 
@@ -63,9 +62,11 @@ std::array<double, 3> json_triple(const json& v, const std::string& key,
 // Streams decoder rows into the resizer, created once the decoded size is known.
 class PipelineSink final : public detail::RowSink {
  public:
-  PipelineSink(int out_w, int out_h, ResizeFilter f) : out_w_(out_w), out_h_(out_h), filter_(f) {}
+  PipelineSink(int out_w, int out_h, ResizeFilter f, const MediaContext& ctx)
+      : out_w_(out_w), out_h_(out_h), filter_(f), ctx_(ctx) {}
   void begin(int width, int height) override {
-    resizer = std::make_unique<detail::StreamingResizer>(width, height, out_w_, out_h_, filter_);
+    resizer =
+        std::make_unique<detail::StreamingResizer>(width, height, out_w_, out_h_, filter_, ctx_);
     decoded_w = width;
     decoded_h = height;
   }
@@ -78,6 +79,7 @@ class PipelineSink final : public detail::RowSink {
  private:
   int out_w_, out_h_;
   ResizeFilter filter_;
+  const MediaContext& ctx_;
 };
 
 }  // namespace
@@ -183,7 +185,8 @@ Tensor QwenImageInputs::grid_thw() const {
   return g;
 }
 
-Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg, ThreadPool* pool) {
+Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg,
+                         const MediaContext& ctx) {
   const int p = cfg.patch_size, T = cfg.temporal_patch_size, m = cfg.merge_size;
   const int H = img.height(), W = img.width(), F = p * m;
   if (H <= 0 || W <= 0 || H % F != 0 || W % F != 0)
@@ -193,7 +196,7 @@ Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg, Thre
   const int gh = H / p, gw = W / p;
   const int64_t pp = static_cast<int64_t>(p) * p, D = 3 * T * pp;
   const int64_t n = static_cast<int64_t>(gh) * gw;
-  std::shared_ptr<uint8_t> mem = pooled_buffer(static_cast<size_t>(n * D) * sizeof(float));
+  std::shared_ptr<uint8_t> mem = ctx.buffers.get(static_cast<size_t>(n * D) * sizeof(float));
   Tensor out = Tensor::view(mem.get(), DType::kF32, {n, D}, mem);  // [N, 3*T*p*p]
   float* o = out.data<float>();
 
@@ -236,8 +239,8 @@ Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg, Thre
       }
     }
   };
-  if (pool && pool->size() > 1 && static_cast<int64_t>(H) * W >= (1 << 16))
-    pool->parallel_for(bands, 1, run);
+  if (ctx.pool && ctx.pool->size() > 1 && static_cast<int64_t>(H) * W >= (1 << 16))
+    ctx.pool->parallel_for(bands, 1, run);
   else
     run(0, bands);
   return out;
@@ -246,9 +249,9 @@ Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg, Thre
 namespace {
 
 QwenImageInputs finish_inputs(const Image& resized, const ImageProcessorConfig& cfg,
-                              ThreadPool* pool, QwenImageInputs r) {
+                              const MediaContext& ctx, QwenImageInputs r) {
   Stopwatch sw;
-  r.pixel_values = qwen2_vl_patchify(resized, cfg, pool);
+  r.pixel_values = qwen2_vl_patchify(resized, cfg, ctx);
   r.patchify_ms = sw.millis();
   r.grid_t = 1;
   r.grid_h = resized.height() / cfg.patch_size;
@@ -271,6 +274,7 @@ QwenImageInputs preprocess_qwen2_vl(std::span<const uint8_t> file_bytes,
                                     const PreprocessOptions& opts) {
   Stopwatch sw;
   DecodeOptions dopt{.max_pixels = opts.max_source_pixels, .mode = opts.mode};
+  dopt.buffers = opts.ctx.buffers;
   detail::Header h = detail::checked_header(file_bytes, dopt);
   ResizedSize rs = target_size(h.info.height, h.info.width, cfg);
   if (opts.target_width > 0 || opts.target_height > 0) {
@@ -285,7 +289,8 @@ QwenImageInputs preprocess_qwen2_vl(std::span<const uint8_t> file_bytes,
   }
   dopt.target_width = static_cast<int>(rs.width);
   dopt.target_height = static_cast<int>(rs.height);
-  PipelineSink sink(static_cast<int>(rs.width), static_cast<int>(rs.height), cfg.resample);
+  PipelineSink sink(static_cast<int>(rs.width), static_cast<int>(rs.height), cfg.resample,
+                    opts.ctx);
   detail::decode_into(file_bytes, h, dopt, sink);
   if (!sink.resizer) throw InternalError("preprocess_qwen2_vl: decoder produced no image");
   QwenImageInputs r;
@@ -298,23 +303,23 @@ QwenImageInputs preprocess_qwen2_vl(std::span<const uint8_t> file_bytes,
         jpeg_scale_denominator(h.info.width, h.info.height, dopt.target_width, dopt.target_height);
   r.decode_ms = sw.millis();
   sw.reset();
-  Image resized = sink.resizer->finish(opts.pool);
+  Image resized = sink.resizer->finish();
   r.resize_ms = sw.millis();
-  return finish_inputs(resized, cfg, opts.pool, std::move(r));
+  return finish_inputs(resized, cfg, opts.ctx, std::move(r));
 }
 
 QwenImageInputs preprocess_qwen2_vl(const Image& rgb, const ImageProcessorConfig& cfg,
-                                    ThreadPool* pool) {
+                                    const MediaContext& ctx) {
   if (rgb.empty()) throw InvalidArgument("preprocess_qwen2_vl: empty image");
   ResizedSize rs = target_size(rgb.height(), rgb.width(), cfg);
   Stopwatch sw;
   Image resized =
-      resize(rgb, static_cast<int>(rs.width), static_cast<int>(rs.height), cfg.resample, pool);
+      resize(rgb, static_cast<int>(rs.width), static_cast<int>(rs.height), cfg.resample, ctx);
   QwenImageInputs r;
   r.source_width = r.decoded_width = rgb.width();
   r.source_height = r.decoded_height = rgb.height();
   r.resize_ms = sw.millis();
-  return finish_inputs(resized, cfg, pool, std::move(r));
+  return finish_inputs(resized, cfg, ctx, std::move(r));
 }
 
 }  // namespace mmrt::media

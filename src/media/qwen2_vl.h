@@ -70,7 +70,7 @@ struct QwenImageInputs {
 struct PreprocessOptions {
   PreprocessMode mode = PreprocessMode::kReference;
   uint64_t max_source_pixels = DecodeOptions{}.max_pixels;  // decompression-bomb guard
-  ThreadPool* pool = nullptr;  // splits resize and patchify rows; decode is single-threaded
+  MediaContext ctx;  // pool splits resize and patchify rows (decode is single-threaded)
   // Resize to exactly this size instead of smart_resize's (both > 0, multiples of the factor).
   int target_width = 0, target_height = 0;
 };
@@ -84,11 +84,11 @@ QwenImageInputs preprocess_qwen2_vl(std::span<const uint8_t> file_bytes,
 
 // The same from an already decoded RGB image (always reference-exact).
 QwenImageInputs preprocess_qwen2_vl(const Image& rgb, const ImageProcessorConfig& cfg,
-                                    ThreadPool* pool = nullptr);
+                                    const MediaContext& ctx = {});
 
 // The fused last step alone: rescale + normalise + temporal duplicate + patchify of a resized
 // image whose sides are multiples of patch_size * merge_size.
 Tensor qwen2_vl_patchify(const Image& resized, const ImageProcessorConfig& cfg,
-                         ThreadPool* pool = nullptr);
+                         const MediaContext& ctx = {});
 
 }  // namespace mmrt::media

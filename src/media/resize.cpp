@@ -2,16 +2,13 @@
 // normalize_coeffs_8bpc, same double arithmetic in the same order), the portable kernels, the
 // run-time kernel choice and the two-pass drivers (whole image, and streaming for decoders).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <string_view>
 
-#include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "media/buffer_pool.h"
 #include "media/decode_internal.h"
 #include "media/resize.h"
 #include "media/resize_impl.h"
@@ -74,18 +71,6 @@ void vertical_scalar(const uint8_t* const* rows, const int32_t* k, int n, uint8_
 
 const ResizeKernels kScalar{"scalar", horizontal_scalar, vertical_scalar};
 
-const ResizeKernels* pick_default() {
-  const CpuFeatures& f = cpu_features();
-  if (f.has_avx512()) return &avx512_resize_kernels();
-  if (f.has_avx2()) return &avx2_resize_kernels();
-  return &kScalar;
-}
-
-std::atomic<const ResizeKernels*>& active() {
-  static std::atomic<const ResizeKernels*> a{pick_default()};
-  return a;
-}
-
 void check_size(int w, int h, const char* what) {
   if (w <= 0 || h <= 0)
     throw InvalidArgument(std::string("resize: ") + what + " size " + std::to_string(w) + "x" +
@@ -110,8 +95,11 @@ void for_rows(ThreadPool* pool, int n, int64_t row_work, Fn&& fn) {
 const ResizeKernels& scalar_resize_kernels() {
   return kScalar;
 }
-const ResizeKernels& resize_kernels() {
-  return *active().load(std::memory_order_relaxed);
+const ResizeKernels& resize_kernels(Isa cap) {
+  static const IsaVariants<ResizeKernels> v{{Isa::kAvx512, avx512_resize_kernels},
+                                            {Isa::kAvx2, avx2_resize_kernels},
+                                            {Isa::kPortable, scalar_resize_kernels}};
+  return v.at_most(cap);
 }
 
 AxisPlan plan_axis(int in_size, int out_size, ResizeFilter filter) {
@@ -179,10 +167,10 @@ HorizontalPlan plan_horizontal(int in_size, int out_size, ResizeFilter filter) {
   return h;
 }
 
-void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, ThreadPool* pool) {
-  const ResizeKernels& kern = resize_kernels();
+void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, const MediaContext& ctx) {
+  const ResizeKernels& kern = resize_kernels(ctx.isa);
   const int nbytes = static_cast<int>(dst.stride());
-  for_rows(pool, dst.height(), static_cast<int64_t>(nbytes) * vert.ksize, [&](int y0, int y1) {
+  for_rows(ctx.pool, dst.height(), static_cast<int64_t>(nbytes) * vert.ksize, [&](int y0, int y1) {
     std::vector<const uint8_t*> rows(vert.ksize);
     for (int y = y0; y < y1; ++y) {
       const int n = vert.count[y];
@@ -193,8 +181,14 @@ void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, ThreadPoo
   });
 }
 
-StreamingResizer::StreamingResizer(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter)
-    : in_w_(in_w), in_h_(in_h), out_w_(out_w), out_h_(out_h) {
+StreamingResizer::StreamingResizer(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter,
+                                   const MediaContext& ctx)
+    : in_w_(in_w),
+      in_h_(in_h),
+      out_w_(out_w),
+      out_h_(out_h),
+      ctx_(ctx),
+      kern_(&resize_kernels(ctx.isa)) {
   check_size(in_w, in_h, "source");
   check_size(out_w, out_h, "target");
   need_h_ = out_w != in_w;
@@ -205,14 +199,14 @@ StreamingResizer::StreamingResizer(int in_w, int in_h, int out_w, int out_h, Res
     y_last_ = vert_.first[out_h - 1] + vert_.count[out_h - 1];
     for (int& f : vert_.first) f -= y_first_;
     horiz_ = plan_horizontal(in_w, out_w, filter);
-    tmp_ = Image(out_w, y_last_ - y_first_);
+    tmp_ = Image(out_w, y_last_ - y_first_, ctx_.buffers);
     ring_stride_ = (static_cast<size_t>(in_w) * 3 + Image::kTailPad + 63) / 64 * 64;
-    ring_ = pooled_buffer(ring_stride_ * kMaxRowsInFlight);
+    ring_ = ctx_.buffers.get(ring_stride_ * kMaxRowsInFlight);
     std::memset(ring_.get(), 0, ring_stride_ * kMaxRowsInFlight);
   } else {
     y_first_ = 0;
     y_last_ = in_h;
-    tmp_ = Image(in_w, in_h);
+    tmp_ = Image(in_w, in_h, ctx_.buffers);
   }
 }
 
@@ -223,59 +217,47 @@ uint8_t* StreamingResizer::row_buffer(int y) {
 
 void StreamingResizer::push_row(int y) {
   if (!need_h_ || y < y_first_ || y >= y_last_) return;
-  resize_kernels().horizontal(row_buffer(y), tmp_.row(y - y_first_), horiz_);
+  kern_->horizontal(row_buffer(y), tmp_.row(y - y_first_), horiz_);
 }
 
-Image StreamingResizer::finish(ThreadPool* pool) {
+Image StreamingResizer::finish() {
   if (!need_v_) return std::move(tmp_);
-  Image out(out_w_, out_h_);
-  vertical_pass(tmp_, vert_, out, pool);
+  Image out(out_w_, out_h_, ctx_.buffers);
+  vertical_pass(tmp_, vert_, out, ctx_);
   return out;
 }
 
 }  // namespace detail
 
-Image resize(const Image& src, int width, int height, ResizeFilter filter, ThreadPool* pool) {
+Image resize(const Image& src, int width, int height, ResizeFilter filter,
+             const MediaContext& ctx) {
   using namespace detail;
   check_size(width, height, "target");
   if (src.empty()) throw InvalidArgument("resize: empty source image");
   if (width == src.width() && height == src.height()) return src;
   AxisPlan vert = plan_axis(src.height(), height, filter);
   if (width == src.width()) {
-    Image out(width, height);
-    vertical_pass(src, vert, out, pool);
+    Image out(width, height, ctx.buffers);
+    vertical_pass(src, vert, out, ctx);
     return out;
   }
   const int y_first = vert.first[0];
   const int y_last = vert.first[height - 1] + vert.count[height - 1];
   HorizontalPlan hp = plan_horizontal(src.width(), width, filter);
-  Image tmp(width, y_last - y_first);
-  const ResizeKernels& kern = resize_kernels();
-  for_rows(pool, tmp.height(), static_cast<int64_t>(width) * 3 * hp.taps, [&](int r0, int r1) {
+  Image tmp(width, y_last - y_first, ctx.buffers);
+  const ResizeKernels& kern = resize_kernels(ctx.isa);
+  for_rows(ctx.pool, tmp.height(), static_cast<int64_t>(width) * 3 * hp.taps, [&](int r0, int r1) {
     for (int r = r0; r < r1; ++r) kern.horizontal(src.row(y_first + r), tmp.row(r), hp);
   });
   if (height == src.height()) return tmp;
   for (int& f : vert.first) f -= y_first;
-  Image out(width, height);
-  vertical_pass(tmp, vert, out, pool);
+  Image out(width, height, ctx.buffers);
+  vertical_pass(tmp, vert, out, ctx);
   return out;
 }
 
-const char* resize_isa() {
-  return detail::resize_kernels().name;
-}
-
-bool resize_force_isa(const char* isa) {
-  using namespace detail;
-  const CpuFeatures& f = cpu_features();
-  std::string_view want(isa ? isa : "");
-  const ResizeKernels* k = nullptr;
-  if (want == "avx512" && f.has_avx512()) k = &avx512_resize_kernels();
-  if (want == "avx2" && f.has_avx2()) k = &avx2_resize_kernels();
-  if (want == "scalar") k = &scalar_resize_kernels();
-  if (!k) return false;
-  active().store(k, std::memory_order_relaxed);
-  return true;
+const char* resize_isa(Isa cap) {
+  return detail::resize_kernels(cap).name;
 }
 
 }  // namespace mmrt::media

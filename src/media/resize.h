@@ -8,23 +8,19 @@
 
 #include "media/image.h"
 
-namespace mmrt {
-class ThreadPool;
-}
-
 namespace mmrt::media {
 
 enum class ResizeFilter { kBilinear, kBicubic };
 std::string_view filter_name(ResizeFilter f);  // "bilinear", "bicubic"
 
 // Returns a new width x height image (a copy when the size is unchanged, as PIL does). Throws
-// InvalidArgument for a non-positive size. `pool` (optional) splits the rows of large images.
+// InvalidArgument for a non-positive size. ctx.pool (optional) splits the rows of large
+// images; ctx.isa caps the kernel variant; the result's memory comes from ctx.buffers.
 Image resize(const Image& src, int width, int height, ResizeFilter filter,
-             ThreadPool* pool = nullptr);
+             const MediaContext& ctx = {});
 
-// Which kernels resize() uses on this CPU: "avx512", "avx2" or "scalar".
-const char* resize_isa();
-// Test hook: force a variant; returns false (and changes nothing) if this CPU lacks it.
-bool resize_force_isa(const char* isa);
+// Which kernels resize() uses on this CPU at most `cap` (MediaContext::isa): "avx512", "avx2" or
+// "scalar".
+const char* resize_isa(Isa cap = Isa::kAvx512Bf16);
 
 }  // namespace mmrt::media

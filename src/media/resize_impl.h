@@ -44,7 +44,8 @@ struct ResizeKernels {
   void (*horizontal)(const uint8_t* src, uint8_t* dst, const HorizontalPlan& p);
   void (*vertical)(const uint8_t* const* rows, const int32_t* k, int n, uint8_t* dst, int nbytes);
 };
-const ResizeKernels& resize_kernels();  // the selected variant
+// The variant resize() uses at most `cap`.
+const ResizeKernels& resize_kernels(Isa cap);
 const ResizeKernels& scalar_resize_kernels();
 const ResizeKernels& avx2_resize_kernels();    // resize_avx2.cpp
 const ResizeKernels& avx512_resize_kernels();  // resize_avx512.cpp
@@ -53,12 +54,13 @@ const ResizeKernels& avx512_resize_kernels();  // resize_avx512.cpp
 // are skipped), then finish() runs the vertical pass. Produces exactly resize()'s result.
 class StreamingResizer {
  public:
-  StreamingResizer(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter);
+  StreamingResizer(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter,
+                   const MediaContext& ctx);
   int in_width() const { return in_w_; }
   // A scratch buffer for source row y, valid until the next kMaxRowsInFlight calls.
   uint8_t* row_buffer(int y);
   void push_row(int y);  // row y (written into row_buffer(y)) is complete
-  Image finish(ThreadPool* pool);
+  Image finish();
 
  private:
   int in_w_, in_h_, out_w_, out_h_;
@@ -69,9 +71,11 @@ class StreamingResizer {
   Image tmp_;                      // horizontally resized rows (or the source rows)
   std::shared_ptr<uint8_t> ring_;  // source rows before the horizontal pass
   size_t ring_stride_ = 0;
+  MediaContext ctx_;
+  const ResizeKernels* kern_;
 };
 
 // Vertical pass from `src` rows (bounds already relative to src) into `dst`, rows split on pool.
-void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, ThreadPool* pool);
+void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, const MediaContext& ctx);
 
 }  // namespace mmrt::media::detail

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/convert_impl.h"
 #include "core/cpu.h"
+#include "core/isa.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -38,8 +40,12 @@ float from_bits(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-bool is_nan16(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
-bool is_nan_bf16(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x7f); }
+bool is_nan16(uint16_t h) {
+  return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+}
+bool is_nan_bf16(uint16_t h) {
+  return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+}
 
 // Inputs: every exponent with mantissas around every f16/bf16 rounding boundary, plus random bits.
 std::vector<float> make_inputs() {
@@ -47,11 +53,13 @@ std::vector<float> make_inputs() {
   std::mt19937 rng(1234);
   for (uint32_t sign = 0; sign < 2; ++sign) {
     for (uint32_t exp = 0; exp < 256; ++exp) {
-      for (uint32_t m : {0u, 1u, 0x1000u, 0x0fffu, 0x1001u, 0x3000u, 0x2000u, 0x8000u, 0x7fffu,
-                         0x8001u, 0x18000u, 0x7fffffu, 0x7fe000u, 0x7ff000u, 0x400000u, 0x3fffffu}) {
+      for (uint32_t m :
+           {0u, 1u, 0x1000u, 0x0fffu, 0x1001u, 0x3000u, 0x2000u, 0x8000u, 0x7fffu, 0x8001u,
+            0x18000u, 0x7fffffu, 0x7fe000u, 0x7ff000u, 0x400000u, 0x3fffffu}) {
         v.push_back(from_bits((sign << 31) | (exp << 23) | m));
       }
-      for (int k = 0; k < 64; ++k) v.push_back(from_bits((sign << 31) | (exp << 23) | (rng() & 0x7fffff)));
+      for (int k = 0; k < 64; ++k)
+        v.push_back(from_bits((sign << 31) | (exp << 23) | (rng() & 0x7fffff)));
     }
   }
   // Dense sweep of the f16 subnormal/normal boundary region and the overflow edge.
@@ -78,12 +86,18 @@ class ConvertTest : public ::testing::TestWithParam<const char*> {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << "reference script failed: " << cmd;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
+  // The variant under test, called through its table (the public functions use the best one).
   void SetUp() override {
-    if (!convert_force_isa(GetParam())) GTEST_SKIP() << GetParam() << " not supported on this CPU";
+    const auto isa = parse_isa(GetParam());
+    ASSERT_TRUE(isa.has_value());
+    fns_ = detail::convert_variants().exactly(*isa);
+    if (!fns_) GTEST_SKIP() << GetParam() << " not supported on this CPU";
   }
-  void TearDown() override {
-    convert_force_isa(cpu_features().has_avx512() ? "avx512" : cpu_features().has_avx2() ? "avx2" : "scalar");
-  }
+  void f32_to_f16(const float* s, uint16_t* d, size_t n) const { fns_->f32_to_f16(s, d, n); }
+  void f16_to_f32(const uint16_t* s, float* d, size_t n) const { fns_->f16_to_f32(s, d, n); }
+  void f32_to_bf16(const float* s, uint16_t* d, size_t n) const { fns_->f32_to_bf16(s, d, n); }
+  void bf16_to_f32(const uint16_t* s, float* d, size_t n) const { fns_->bf16_to_f32(s, d, n); }
+  const detail::ConvertFns* fns_ = nullptr;
   static fs::path dir_;
   static std::vector<float> inputs_;
 };
@@ -145,7 +159,8 @@ TEST_P(ConvertTest, AllF16AndBF16PatternsToF32) {
     ASSERT_EQ(bits(got[i]), ref16[i]) << "f16 0x" << std::hex << i;
   }
   bf16_to_f32(all.data(), got.data(), all.size());
-  for (uint32_t i = 0; i < 65536; ++i) ASSERT_EQ(bits(got[i]), refbf[i]) << "bf16 0x" << std::hex << i;
+  for (uint32_t i = 0; i < 65536; ++i)
+    ASSERT_EQ(bits(got[i]), refbf[i]) << "bf16 0x" << std::hex << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ConvertTest, ::testing::Values("scalar", "avx2", "avx512"),

@@ -96,13 +96,6 @@ Tensor f32_tensor(const std::vector<float>& v, Shape s) {
 }
 
 const char* const kIsas[] = {"portable", "avx2", "avx512", "avx512bf16"};
-const char* best_isa() {
-  const auto& c = cpu_features();
-  return c.has_avx512bf16() ? "avx512bf16"
-         : c.has_avx512()   ? "avx512"
-         : c.has_avx2()     ? "avx2"
-                            : "portable";
-}
 
 class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, WeightFormat>> {
  protected:
@@ -139,27 +132,29 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     ASSERT_TRUE(f.eof()) << "reference output longer than expected";
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
+  // A backend of 2 threads capped at the variant under test (skipped where the CPU lacks it).
   void SetUp() override {
-    if (!linear_force_isa(std::get<0>(GetParam())))
+    const auto isa = parse_isa(std::get<0>(GetParam()));
+    ASSERT_TRUE(isa.has_value());
+    if (!isa_supported(*isa))
       GTEST_SKIP() << std::get<0>(GetParam()) << " not supported on this CPU";
+    be_ = std::make_unique<Backend>(BackendOptions{.threads = 2, .max_isa = *isa});
   }
-  void TearDown() override { linear_force_isa(best_isa()); }
 
-  static PackedLinear pack(const Case& c, WeightFormat fmt) {
+  PackedLinear pack(const Case& c, WeightFormat fmt) const {
     const Tensor w = f32_tensor(c.w, {c.out, c.in});
     const Tensor b = c.bias ? f32_tensor(c.b, {c.out}) : Tensor();
-    return PackedLinear::pack(w, c.bias ? &b : nullptr, fmt);
+    return PackedLinear::pack(*be_, w, c.bias ? &b : nullptr, fmt);
   }
 
   // Runs every case through `opt` and checks it against the matching reference.
   void check_all(const LinearOptions& opt, const char* what) {
     const WeightFormat fmt = std::get<1>(GetParam());
-    ThreadPool pool(2);
     for (const Case& c : cases_) {
       const PackedLinear p = pack(c, fmt);
       std::vector<float> y(static_cast<size_t>(c.n * c.out), NAN);
-      linear(c.x.data(), c.n, p, y.data(), pool, opt);
-      const LinearPlan plan = linear_plan(c.n, p, opt);
+      linear(*be_, c.x.data(), c.n, p, y.data(), opt);
+      const LinearPlan plan = linear_plan(*be_, c.n, p, opt);
       // ref: same weights and same x rounding as the kernel; exact: x kept f32 (and for
       // bf16 weights also W unrounded), only checked when the kernel rounds x.
       const std::vector<double>* ref = nullptr;
@@ -196,6 +191,7 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     }
   }
 
+  std::unique_ptr<Backend> be_;
   static fs::path dir_;
   static std::vector<Case> cases_;
 };

@@ -10,6 +10,7 @@
 #include "core/convert.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/isa.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/bandwidth.h"
@@ -19,6 +20,12 @@ using namespace mmrt;
 using namespace mmrt::kernels;
 
 namespace {
+
+// Two threads, the best variant: what tests without a backend of their own run on.
+const Backend& be2() {
+  static const Backend b({.threads = 2});
+  return b;
+}
 
 Tensor random_f32(Shape s, uint32_t seed) {
   Tensor t = Tensor::empty(DType::kF32, std::move(s));
@@ -79,26 +86,26 @@ void expect_close(const std::vector<float>& y, const std::vector<double>& ref,
 TEST(PackedLinear, PlacementCopiesOrViews) {
   const Tensor w = random_f32({7, 33}, 1).to(DType::kBF16);
   // Default: a copy of its own with the same bytes.
-  const PackedLinear c = PackedLinear::pack(w, nullptr, WeightFormat::kBF16);
+  const PackedLinear c = PackedLinear::pack(be2(), w, nullptr, WeightFormat::kBF16);
   EXPECT_FALSE(c.zero_copy());
   EXPECT_NE(c.weight_data(), w.raw());
   EXPECT_EQ(std::memcmp(c.weight_data(), w.raw(), 7 * 33 * 2), 0);
   // A big one (huge-page allocation path) copies exactly too.
   const Tensor big = random_f32({1024, 2056}, 4).to(DType::kBF16);  // 4.0 MiB
-  const PackedLinear cb = PackedLinear::pack(big, nullptr, WeightFormat::kBF16);
+  const PackedLinear cb = PackedLinear::pack(be2(), big, nullptr, WeightFormat::kBF16);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(cb.weight_data()) % (2u << 20), 0u);
   EXPECT_EQ(std::memcmp(cb.weight_data(), big.raw(), big.nbytes()), 0);
   // View when asked and possible.
   const PackedLinear p =
-      PackedLinear::pack(w, nullptr, WeightFormat::kBF16, WeightPlacement::kViewIfPossible);
+      PackedLinear::pack(be2(), w, nullptr, WeightFormat::kBF16, WeightPlacement::kViewIfPossible);
   EXPECT_TRUE(p.zero_copy());
   EXPECT_EQ(p.weight_data(), w.raw());
   EXPECT_EQ(p.weight_bytes(), 7u * 33u * 2u);
-  const PackedLinear q = PackedLinear::pack(w.to(DType::kF16), nullptr, WeightFormat::kBF16,
+  const PackedLinear q = PackedLinear::pack(be2(), w.to(DType::kF16), nullptr, WeightFormat::kBF16,
                                             WeightPlacement::kViewIfPossible);
   EXPECT_FALSE(q.zero_copy());
   const PackedLinear i8 =
-      PackedLinear::pack(w, nullptr, WeightFormat::kInt8, WeightPlacement::kViewIfPossible);
+      PackedLinear::pack(be2(), w, nullptr, WeightFormat::kInt8, WeightPlacement::kViewIfPossible);
   EXPECT_FALSE(i8.zero_copy());
   EXPECT_EQ(i8.weight_bytes(), 7u * 33u + 7u * 4u);
 }
@@ -108,37 +115,38 @@ TEST(PackedLinear, SourceTypesAndStridesAgree) {
   const Tensor w = random_f32({9, 40}, 2).to(DType::kBF16).to(DType::kF32);  // exact in bf16
   const Tensor wt = random_f32({40, 9}, 3);
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
-    const PackedLinear a = PackedLinear::pack(w, nullptr, fmt);
-    const PackedLinear b = PackedLinear::pack(w.to(DType::kBF16), nullptr, fmt);
+    const PackedLinear a = PackedLinear::pack(be2(), w, nullptr, fmt);
+    const PackedLinear b = PackedLinear::pack(be2(), w.to(DType::kBF16), nullptr, fmt);
     const size_t bytes = a.weight_bytes() - (a.scales() ? 9 * 4 : 0);
     EXPECT_EQ(std::memcmp(a.weight_data(), b.weight_data(), bytes), 0) << weight_format_name(fmt);
     // A transposed view [9, 40] of a [40, 9] tensor: strides (1, 9).
     const Tensor view =
         Tensor::view(const_cast<void*>(wt.raw()), DType::kF32, {9, 40}, wt.owner(), {1, 9});
-    const PackedLinear c = PackedLinear::pack(view, nullptr, fmt, WeightPlacement::kViewIfPossible);
-    const PackedLinear d = PackedLinear::pack(view.contiguous(), nullptr, fmt);
+    const PackedLinear c =
+        PackedLinear::pack(be2(), view, nullptr, fmt, WeightPlacement::kViewIfPossible);
+    const PackedLinear d = PackedLinear::pack(be2(), view.contiguous(), nullptr, fmt);
     EXPECT_FALSE(c.zero_copy());
     EXPECT_EQ(std::memcmp(c.weight_data(), d.weight_data(), bytes), 0) << weight_format_name(fmt);
   }
 }
 
 TEST(PackedLinear, ConcatEqualsSeparateLayers) {
-  ThreadPool pool(2);
+  const Backend& be = be2();
   const Tensor wq = random_f32({12, 64}, 4), wk = random_f32({4, 64}, 5),
                wv = random_f32({4, 64}, 6);
   const Tensor bq = random_f32({12}, 7), bv = random_f32({4}, 8);
   const Tensor* ws[] = {&wq, &wk, &wv};
   const Tensor* bs[] = {&bq, nullptr, &bv};
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
-    const PackedLinear cat = PackedLinear::pack_concat(ws, bs, fmt);
+    const PackedLinear cat = PackedLinear::pack_concat(be2(), ws, bs, fmt);
     ASSERT_EQ(cat.out(), 20);
     ASSERT_EQ(cat.in(), 64);
-    const PackedLinear sep[] = {PackedLinear::pack(wq, &bq, fmt),
-                                PackedLinear::pack(wk, nullptr, fmt),
-                                PackedLinear::pack(wv, &bv, fmt)};
+    const PackedLinear sep[] = {PackedLinear::pack(be2(), wq, &bq, fmt),
+                                PackedLinear::pack(be2(), wk, nullptr, fmt),
+                                PackedLinear::pack(be2(), wv, &bv, fmt)};
     for (int64_t n : {1, 5, 40}) {
       const Tensor x = random_f32({n, 64}, 9);
-      const Tensor y = linear(x, cat, pool);  // [n, 20]
+      const Tensor y = linear(be, x, cat);  // [n, 20]
       int64_t col = 0;
       for (const PackedLinear& s : sep) {
         std::vector<double> ref, mag;
@@ -148,9 +156,9 @@ TEST(PackedLinear, ConcatEqualsSeparateLayers) {
           for (int64_t o = 0; o < s.out(); ++o) got.push_back(y.data<float>()[j * 20 + col + o]);
         // bf16 GEMM rounds x for n = 40; the naive reference keeps x exact. int8 decode on Q8
         // blocks of x: both quantise the same x, so the layer alone is the reference.
-        const LinearPlan plan = linear_plan(n, cat);
+        const LinearPlan plan = linear_plan(be2(), n, cat);
         if (plan.x_quantised_q8) {
-          const Tensor alone = linear(x, s, pool);  // [n, s.out()]
+          const Tensor alone = linear(be, x, s);  // [n, s.out()]
           ref.assign(alone.data<float>(), alone.data<float>() + alone.numel());
         }
         expect_close(got, ref, mag, plan.x_rounded_to_bf16 ? 1e-2 : 1e-5,
@@ -166,25 +174,25 @@ TEST(Linear, GemvIndependentOfThreadCount) {
   const Tensor w = random_f32({301, 257}, 10);
   const Tensor x = random_f32({5, 257}, 11);
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
-    const PackedLinear p = PackedLinear::pack(w, nullptr, fmt);
-    ThreadPool p1(1), p3(3);
-    const Tensor a = linear(x, p, p1), b = linear(x, p, p3);
+    const PackedLinear p = PackedLinear::pack(be2(), w, nullptr, fmt);
+    const Backend b1({.threads = 1}), b3({.threads = 3});
+    const Tensor a = linear(b1, x, p), b = linear(b3, x, p);
     EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(fmt);
   }
 }
 
 TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
-  ThreadPool pool(2);
+  const Backend& be = be2();
   const Tensor w = random_f32({1000, 300}, 12), b = random_f32({1000}, 13);
   const Tensor x = random_f32({600, 300}, 14);  // more than one 512-row tile
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
-    const PackedLinear p = PackedLinear::pack(w, &b, fmt);
-    ASSERT_FALSE(linear_plan(600, p).gemv);
-    const Tensor y = linear(x, p, pool);
+    const PackedLinear p = PackedLinear::pack(be2(), w, &b, fmt);
+    ASSERT_FALSE(linear_plan(be2(), 600, p).gemv);
+    const Tensor y = linear(be, x, p);
     std::vector<double> ref, mag;
     naive(x, p, ref, mag);
     std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
-    expect_close(got, ref, mag, linear_plan(600, p).x_rounded_to_bf16 ? 1e-2 : 1e-5,
+    expect_close(got, ref, mag, linear_plan(be2(), 600, p).x_rounded_to_bf16 ? 1e-2 : 1e-5,
                  weight_format_name(fmt).data());
   }
 }
@@ -192,86 +200,96 @@ TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
 // A NaN in x comes out as NaN on every path, the Q8 decode kernel included (its block scale
 // becomes NaN rather than the NaN being quantised to a finite number).
 TEST(Linear, NanInXPropagates) {
-  ThreadPool pool(2);
+  const Backend& be = be2();
   const Tensor w = random_f32({6, 130}, 18);
   Tensor x = random_f32({1, 130}, 19);
   x.data<float>()[70] = std::nanf("");
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8})
     for (auto act : {Int8Activations::kQ8, Int8Activations::kFloat}) {
-      const PackedLinear p = PackedLinear::pack(w, nullptr, fmt);
+      const PackedLinear p = PackedLinear::pack(be2(), w, nullptr, fmt);
       LinearOptions o;
       o.int8_x = act;
-      const Tensor y = linear(x, p, pool, o);
+      const Tensor y = linear(be, x, p, o);
       for (int64_t i = 0; i < y.numel(); ++i)
         EXPECT_TRUE(std::isnan(y.data<float>()[i]))
-            << weight_format_name(fmt) << " " << linear_plan(1, p, o).kernel << " [" << i << "]";
+            << weight_format_name(fmt) << " " << linear_plan(be2(), 1, p, o).kernel << " [" << i
+            << "]";
     }
 }
 
 TEST(Linear, PathChoice) {
-  const PackedLinear p = PackedLinear::pack(random_f32({8, 8}, 15), nullptr, WeightFormat::kBF16);
-  EXPECT_TRUE(linear_plan(1, p).gemv);
-  EXPECT_TRUE(linear_plan(gemv_max_rows(WeightFormat::kBF16), p).gemv);
-  EXPECT_FALSE(linear_plan(gemv_max_rows(WeightFormat::kBF16) + 1, p).gemv);
+  const PackedLinear p =
+      PackedLinear::pack(be2(), random_f32({8, 8}, 15), nullptr, WeightFormat::kBF16);
+  EXPECT_TRUE(linear_plan(be2(), 1, p).gemv);
+  EXPECT_TRUE(linear_plan(be2(), gemv_max_rows(WeightFormat::kBF16), p).gemv);
+  EXPECT_FALSE(linear_plan(be2(), gemv_max_rows(WeightFormat::kBF16) + 1, p).gemv);
   LinearOptions o;
   o.path = LinearPath::kGemm;
-  EXPECT_FALSE(linear_plan(1, p, o).gemv);
+  EXPECT_FALSE(linear_plan(be2(), 1, p, o).gemv);
   // bf16 products only where the CPU has them; the f32 GEMM never rounds x.
-  EXPECT_EQ(linear_plan(100, p).x_rounded_to_bf16, cpu_features().has_avx512bf16());
-  const PackedLinear f = PackedLinear::pack(random_f32({8, 8}, 16), nullptr, WeightFormat::kF32);
-  EXPECT_FALSE(linear_plan(100, f).x_rounded_to_bf16);
+  EXPECT_EQ(linear_plan(be2(), 100, p).x_rounded_to_bf16, cpu_features().has_avx512bf16());
+  const PackedLinear f =
+      PackedLinear::pack(be2(), random_f32({8, 8}, 16), nullptr, WeightFormat::kF32);
+  EXPECT_FALSE(linear_plan(be2(), 100, f).x_rounded_to_bf16);
   // int8 decode quantises x where the CPU has AVX512-VNNI, unless asked not to; never in the GEMM.
-  const PackedLinear q = PackedLinear::pack(random_f32({8, 8}, 17), nullptr, WeightFormat::kInt8);
+  const PackedLinear q =
+      PackedLinear::pack(be2(), random_f32({8, 8}, 17), nullptr, WeightFormat::kInt8);
   const bool vnni = cpu_features().has_avx512() && cpu_features().avx512vnni;
-  EXPECT_EQ(linear_plan(1, q).x_quantised_q8, vnni);
-  EXPECT_FALSE(linear_plan(1, q).x_rounded_to_bf16 && vnni);
+  EXPECT_EQ(linear_plan(be2(), 1, q).x_quantised_q8, vnni);
+  EXPECT_FALSE(linear_plan(be2(), 1, q).x_rounded_to_bf16 && vnni);
   LinearOptions fl;
   fl.int8_x = Int8Activations::kFloat;
-  EXPECT_FALSE(linear_plan(1, q, fl).x_quantised_q8);
-  EXPECT_FALSE(linear_plan(100, q).x_quantised_q8);
+  EXPECT_FALSE(linear_plan(be2(), 1, q, fl).x_quantised_q8);
+  EXPECT_FALSE(linear_plan(be2(), 100, q).x_quantised_q8);
 }
 
-TEST(Linear, ForceIsa) {
-  const char* before = linear_isa();
-  EXPECT_FALSE(linear_force_isa("sse9"));
-  EXPECT_STREQ(linear_isa(), before);
-  EXPECT_TRUE(linear_force_isa("portable"));
-  EXPECT_STREQ(linear_isa(), "portable");
-  EXPECT_EQ(linear_force_isa("avx512bf16"), cpu_features().has_avx512bf16());
-  EXPECT_TRUE(linear_force_isa(before));
+// The variant is the backend's cap, never a process-wide choice: two backends side by side run
+// different variants, and a cap above what the CPU has falls back to the best it has.
+TEST(Linear, VariantFollowsTheBackendCap) {
+  const Backend portable({.threads = 1, .max_isa = Isa::kPortable});
+  const Backend best({.threads = 1});
+  EXPECT_STREQ(linear_isa(portable.isa()), "portable");
+  EXPECT_EQ(std::string(linear_isa(best.isa())), std::string(isa_name(best_isa())));
+  EXPECT_EQ(best.isa(), best_isa());
+  EXPECT_FALSE(parse_isa("sse9").has_value());
+  const PackedLinear p =
+      PackedLinear::pack(best, random_f32({8, 8}, 21), nullptr, WeightFormat::kBF16);
+  EXPECT_EQ(linear_plan(portable, 1, p).kernel, "portable gemv");
+  EXPECT_EQ(linear_plan(best, 1, p).kernel, std::string(isa_name(best_isa())) + " gemv");
 }
 
 TEST(Linear, RejectsBadInput) {
-  ThreadPool pool(1);
+  const Backend be({.threads = 1});
   const Tensor w = random_f32({4, 6}, 17);
-  EXPECT_THROW(PackedLinear::pack(random_f32({4}, 1), nullptr, WeightFormat::kF32),
+  EXPECT_THROW(PackedLinear::pack(be2(), random_f32({4}, 1), nullptr, WeightFormat::kF32),
                InvalidArgument);
-  EXPECT_THROW(PackedLinear::pack(Tensor::zeros(DType::kI32, {4, 6}), nullptr, WeightFormat::kF32),
-               InvalidArgument);
+  EXPECT_THROW(
+      PackedLinear::pack(be2(), Tensor::zeros(DType::kI32, {4, 6}), nullptr, WeightFormat::kF32),
+      InvalidArgument);
   const Tensor bad_bias = random_f32({5}, 18);
-  EXPECT_THROW(PackedLinear::pack(w, &bad_bias, WeightFormat::kF32), InvalidArgument);
+  EXPECT_THROW(PackedLinear::pack(be2(), w, &bad_bias, WeightFormat::kF32), InvalidArgument);
   const Tensor other = random_f32({2, 7}, 19);
   const Tensor* ws[] = {&w, &other};
-  EXPECT_THROW(PackedLinear::pack_concat(ws, {}, WeightFormat::kBF16), InvalidArgument);
+  EXPECT_THROW(PackedLinear::pack_concat(be2(), ws, {}, WeightFormat::kBF16), InvalidArgument);
   Tensor nan_w = w.clone();
   nan_w.data<float>()[3] = NAN;
-  EXPECT_THROW(PackedLinear::pack(nan_w, nullptr, WeightFormat::kInt8), InvalidArgument);
+  EXPECT_THROW(PackedLinear::pack(be2(), nan_w, nullptr, WeightFormat::kInt8), InvalidArgument);
 
-  const PackedLinear p = PackedLinear::pack(w, nullptr, WeightFormat::kF32);
+  const PackedLinear p = PackedLinear::pack(be2(), w, nullptr, WeightFormat::kF32);
   std::vector<float> buf(64);
-  EXPECT_THROW(linear(buf.data(), -1, p, buf.data() + 32, pool), InvalidArgument);
-  EXPECT_THROW(linear(buf.data(), 2, p, buf.data() + 4, pool), InvalidArgument);  // overlap
-  EXPECT_THROW(linear(buf.data(), 1, PackedLinear(), buf.data() + 32, pool), InvalidArgument);
-  EXPECT_THROW(linear(random_f32({2, 5}, 20), p, pool), InvalidArgument);
-  linear(buf.data(), 0, p, buf.data() + 32, pool);  // n = 0 is a no-op
+  EXPECT_THROW(linear(be, buf.data(), -1, p, buf.data() + 32), InvalidArgument);
+  EXPECT_THROW(linear(be, buf.data(), 2, p, buf.data() + 4), InvalidArgument);  // overlap
+  EXPECT_THROW(linear(be, buf.data(), 1, PackedLinear(), buf.data() + 32), InvalidArgument);
+  EXPECT_THROW(linear(be, random_f32({2, 5}, 20), p), InvalidArgument);
+  linear(be, buf.data(), 0, p, buf.data() + 32);  // n = 0 is a no-op
 }
 
 TEST(Bandwidth, MeasuresAPositiveRate) {
-  ThreadPool pool(2);
-  const double gbs = measure_read_bandwidth_gbs(pool, size_t{8} << 20, 2);
+  const Backend& be = be2();
+  const double gbs = measure_read_bandwidth_gbs(be2(), size_t{8} << 20, 2);
   EXPECT_TRUE(std::isfinite(gbs));
   EXPECT_GT(gbs, 0.0);
-  EXPECT_THROW(measure_read_bandwidth_gbs(pool, size_t{8} << 20, 0), InvalidArgument);
+  EXPECT_THROW(measure_read_bandwidth_gbs(be2(), size_t{8} << 20, 0), InvalidArgument);
 }
 
 }  // namespace

@@ -122,7 +122,8 @@ TEST(MediaQwen2VL, PixelValuesIdenticalToReference) {
     EXPECT_EQ(got.resized_width, c["resized"][1].get<int>());
     EXPECT_EQ(got.n_tokens(), got.grid_h * got.grid_w / 4);
     // The same through a thread pool, and from an already decoded image.
-    EXPECT_TRUE(same_floats(preprocess_qwen2_vl(bytes, cfg, {.pool = &pool}).pixel_values, want));
+    EXPECT_TRUE(
+        same_floats(preprocess_qwen2_vl(bytes, cfg, {.ctx = {.pool = &pool}}).pixel_values, want));
     EXPECT_TRUE(same_floats(preprocess_qwen2_vl(decode_image(bytes), cfg).pixel_values, want));
     ++n;
   }

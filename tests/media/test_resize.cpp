@@ -20,17 +20,13 @@ using namespace media_test;
 
 namespace {
 
-std::vector<std::string> variants() {
-  std::vector<std::string> v{"scalar"};
-  if (cpu_features().has_avx2()) v.push_back("avx2");
-  if (cpu_features().has_avx512()) v.push_back("avx512");
+// Every variant this CPU runs, as a cap for MediaContext::isa.
+std::vector<Isa> variants() {
+  std::vector<Isa> v{Isa::kPortable};
+  if (isa_supported(Isa::kAvx2)) v.push_back(Isa::kAvx2);
+  if (isa_supported(Isa::kAvx512)) v.push_back(Isa::kAvx512);
   return v;
 }
-
-struct IsaGuard {
-  std::string saved = resize_isa();
-  ~IsaGuard() { resize_force_isa(saved.c_str()); }
-};
 
 }  // namespace
 
@@ -61,10 +57,10 @@ TEST(MediaResize, CoefficientsMatchSpecVectors) {
 
 TEST(MediaResize, IdenticalToPilForEveryKernelVariant) {
   MEDIA_REF_OR_FAIL(ref);
-  IsaGuard guard;
   int n = 0;
-  for (const std::string& isa : variants()) {
-    ASSERT_TRUE(resize_force_isa(isa.c_str()));
+  for (const Isa cap : variants()) {
+    const std::string isa = resize_isa(cap);
+    const MediaContext ctx{.isa = cap};
     for (const auto& c : ref.manifest["resize"]) {
       Image src = image_from_npy(read_npy((ref.dir / c["src"].get<std::string>()).string()));
       const int w = c["w"], h = c["h"];
@@ -73,21 +69,25 @@ TEST(MediaResize, IdenticalToPilForEveryKernelVariant) {
                    " -> " + std::to_string(w) + "x" + std::to_string(h) + " " + filt);
       Tensor want = read_npy((ref.dir / c["expect"].get<std::string>()).string());
       ResizeFilter f = filt == "bicubic" ? ResizeFilter::kBicubic : ResizeFilter::kBilinear;
-      EXPECT_TRUE(same_pixels(resize(src, w, h, f), want));
+      EXPECT_TRUE(same_pixels(resize(src, w, h, f, ctx), want));
       ++n;
     }
   }
   EXPECT_GE(n, 30);
+  // The names say which kernels ran: each cap picks its own.
+  EXPECT_STREQ(resize_isa(Isa::kPortable), "scalar");
+  if (isa_supported(Isa::kAvx2)) EXPECT_STREQ(resize_isa(Isa::kAvx2), "avx2");
 }
 
 TEST(MediaResize, ThreadPoolGivesTheSameBytes) {
   MEDIA_REF_OR_FAIL(ref);
   ThreadPool pool(4);
+  const MediaContext ctx{.pool = &pool, .buffers = BufferCache::create(size_t{64} << 20)};
   for (const auto& c : ref.manifest["resize"]) {
     Image src = image_from_npy(read_npy((ref.dir / c["src"].get<std::string>()).string()));
     Tensor want = read_npy((ref.dir / c["expect"].get<std::string>()).string());
     ResizeFilter f = c["filter"] == "bicubic" ? ResizeFilter::kBicubic : ResizeFilter::kBilinear;
-    EXPECT_TRUE(same_pixels(resize(src, c["w"], c["h"], f, &pool), want));
+    EXPECT_TRUE(same_pixels(resize(src, c["w"], c["h"], f, ctx), want));
   }
 }
 
@@ -98,12 +98,12 @@ TEST(MediaResize, StreamingEqualsWholeImage) {
     Image src = image_from_npy(read_npy((ref.dir / c["src"].get<std::string>()).string()));
     Tensor want = read_npy((ref.dir / c["expect"].get<std::string>()).string());
     ResizeFilter f = c["filter"] == "bicubic" ? ResizeFilter::kBicubic : ResizeFilter::kBilinear;
-    detail::StreamingResizer s(src.width(), src.height(), c["w"], c["h"], f);
+    detail::StreamingResizer s(src.width(), src.height(), c["w"], c["h"], f, MediaContext{});
     for (int y = 0; y < src.height(); ++y) {
       std::memcpy(s.row_buffer(y), src.row(y), src.stride());
       s.push_row(y);
     }
-    EXPECT_TRUE(same_pixels(s.finish(nullptr), want));
+    EXPECT_TRUE(same_pixels(s.finish(), want));
   }
 }
 
@@ -112,5 +112,4 @@ TEST(MediaResize, RejectsBadSizes) {
   EXPECT_THROW(resize(src, 0, 4, ResizeFilter::kBicubic), InvalidArgument);
   EXPECT_THROW(resize(src, 4, -1, ResizeFilter::kBilinear), InvalidArgument);
   EXPECT_THROW(resize(Image(), 4, 4, ResizeFilter::kBilinear), InvalidArgument);
-  EXPECT_FALSE(resize_force_isa("sse9"));
 }

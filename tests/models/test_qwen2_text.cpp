@@ -28,6 +28,12 @@ using namespace mmrt;
 
 namespace {
 
+// The compute every test in this file runs on (all CPUs, the best kernel variant).
+const kernels::Backend& test_backend() {
+  static const kernels::Backend b;
+  return b;
+}
+
 fs::path make_dir(const std::string& tag) {
   fs::path p =
       fs::temp_directory_path() / ("mmrt_models_" + tag + "_" + std::to_string(::getpid()));
@@ -114,7 +120,8 @@ models::LanguageModelOptions opts_for(DType dtype) {
 void check_logits(const Fixture& f, double tol, bool decode_last = false,
                   std::optional<models::LanguageModelOptions> o = std::nullopt) {
   auto prompt = random_prompt(64, f.tok_size, 5);
-  auto model = models::LanguageModel::load(f.dir.string(), o.value_or(opts_for(f.dtype)));
+  auto model =
+      models::LanguageModel::load(test_backend(), f.dir.string(), o.value_or(opts_for(f.dtype)));
   Tensor hidden;
   if (!decode_last) model->capture_hidden_states(&hidden);
   std::vector<int32_t> blocks;
@@ -183,7 +190,7 @@ std::vector<int32_t> greedy(models::LanguageModel& m, const io::Tokenizer& tok,
 
 void check_greedy(const Fixture& f) {
   auto prompt = random_prompt(64, f.tok_size, 9);
-  auto model = models::LanguageModel::load(f.dir.string(), opts_for(f.dtype));
+  auto model = models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(f.dtype));
   auto got = greedy(*model, *f.tok, prompt, 32);
   auto js = nlohmann::json::parse(run(ref_cmd("generate", f.dir, prompt) + " --max-new 32"));
   std::vector<int32_t> want = js.get<std::vector<int32_t>>();
@@ -210,7 +217,7 @@ TEST(Qwen2Text, BF16LogitsMatchReference) {
 // tiny checkpoint: 8.1e-3 with q8 activations, 6.9e-3 weight-only).
 TEST(Qwen2Text, Int8DecodeLogitsMatchReference) {
   auto f = make_model(DType::kF32, false, "int8");
-  if (!kernels::int8_q8_available())
+  if (!kernels::int8_q8_available(test_backend().isa()))
     std::printf("[   INFO   ] this CPU has no AVX512-VNNI: q8 activations run the float kernel\n");
   for (auto act : {kernels::Int8Activations::kQ8, kernels::Int8Activations::kFloat}) {
     SCOPED_TRACE(act == kernels::Int8Activations::kQ8 ? "q8 activations" : "float activations");
@@ -239,7 +246,7 @@ TEST(Qwen2Text, BF16GreedyTokensMatchReference) {
 TEST(Qwen2Text, BatchInvariance) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     auto f = make_model(dt, false, "batch");
-    auto model = models::LanguageModel::load(f.dir.string(), opts_for(dt));
+    auto model = models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(dt));
     std::vector<engine::TextRequest> reqs;
     std::vector<std::vector<int32_t>> alone;
     for (int i = 0; i < 8; ++i) {
@@ -272,7 +279,7 @@ TEST(Qwen2Text, BadCheckpointsFailAtLoad) {
   };
   auto expect_load_error = [&](const std::string& needle) {
     try {
-      models::LanguageModel::load(f.dir.string(), opts_for(DType::kF32));
+      models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(DType::kF32));
       ADD_FAILURE() << "load succeeded, expected an error mentioning " << needle;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -311,7 +318,7 @@ TEST(Qwen2Text, BadCheckpointsFailAtLoad) {
 
 TEST(Qwen2Text, ForwardRejectsBadInputs) {
   auto f = make_model(DType::kF32, false, "inputs");
-  auto model = models::LanguageModel::load(f.dir.string(), opts_for(DType::kF32));
+  auto model = models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(DType::kF32));
   std::vector<int32_t> toks{1, 2, 3}, blocks{0};
   models::SeqStep s;
   s.tokens = toks;

@@ -26,13 +26,21 @@ using models::GridThw;
 
 namespace {
 
+// The compute every test in this file runs on (all CPUs, the best kernel variant).
+const kernels::Backend& test_backend() {
+  static const kernels::Backend b;
+  return b;
+}
+
 // Minimal .npy (v1.0) writer for the reference script's inputs.
-void write_npy(const fs::path& p, const char* descr, const std::vector<int64_t>& shape, const void* data,
-               size_t bytes) {
+void write_npy(const fs::path& p, const char* descr, const std::vector<int64_t>& shape,
+               const void* data, size_t bytes) {
   std::string sh = "(";
-  for (size_t i = 0; i < shape.size(); ++i) sh += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  for (size_t i = 0; i < shape.size(); ++i)
+    sh += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
   sh += ")";
-  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + sh + ", }";
+  std::string header =
+      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + sh + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';
   std::ofstream f(p, std::ios::binary);
@@ -89,9 +97,9 @@ struct World {
   ~World() { fs::remove_all(dir); }
 
   std::string ref(const std::string& mode, const std::string& extra) const {
-    return std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR + "/tests/reference/qwen2_vl_ref.py " + mode +
-           " --model " + dir.string() + " --pixels " + pix_npy.string() + " --grid " + grid_npy.string() + " " +
-           extra;
+    return std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
+           "/tests/reference/qwen2_vl_ref.py " + mode + " --model " + dir.string() + " --pixels " +
+           pix_npy.string() + " --grid " + grid_npy.string() + " " + extra;
   }
 
   // "<text> <|vision_start|><|image_pad|><|vision_end|> ..." with random text ids around.
@@ -133,7 +141,7 @@ double rel_err(const float* got, const float* want, size_t n) {
 TEST(Qwen2Vision, EmbeddingsMatchReference) {
   World w(DType::kF32);
   auto st = io::SafeTensors::open(w.dir.string());
-  auto vt = models::VisionTower::load(st, w.cfg, kernels::WeightFormat::kF32, nullptr);
+  auto vt = models::VisionTower::load(test_backend(), st, w.cfg, kernels::WeightFormat::kF32);
   Tensor got = vt->forward(w.pixels, w.grids);  // [merged, hidden]
   EXPECT_EQ(got.dim(0), (4 * 6 + 8 * 4) / 4);
   EXPECT_EQ(got.dim(1), w.cfg.text.hidden_size);
@@ -141,7 +149,9 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
   shell(w.ref("vision", "--out " + out.string()));
   auto ref = read_bytes(out);
   ASSERT_EQ(ref.size(), got.nbytes());
-  EXPECT_LE(rel_err(got.data<float>(), reinterpret_cast<const float*>(ref.data()), static_cast<size_t>(got.numel())), 1e-4);
+  EXPECT_LE(rel_err(got.data<float>(), reinterpret_cast<const float*>(ref.data()),
+                    static_cast<size_t>(got.numel())),
+            1e-4);
 }
 
 TEST(Qwen2Vision, RopeIndexMatchesReference) {
@@ -159,17 +169,18 @@ TEST(Qwen2Vision, RopeIndexMatchesReference) {
   for (size_t i = 0; i < 3 * S; ++i) ASSERT_EQ(p.positions[i], ref[i]) << "position " << i;
   EXPECT_EQ(p.rope_delta, ref[3 * S]);
   // Placeholder/grid mismatches are caller errors.
-  EXPECT_THROW(models::expand_image_prompt(w.prompt_with_single_pads(), {w.grids.data(), 1}, w.cfg), InvalidArgument);
+  EXPECT_THROW(models::expand_image_prompt(w.prompt_with_single_pads(), {w.grids.data(), 1}, w.cfg),
+               InvalidArgument);
 }
 
 TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
   World w(DType::kF32);
   auto st = io::SafeTensors::open(w.dir.string());
-  auto vt = models::VisionTower::load(st, w.cfg, kernels::WeightFormat::kF32, nullptr);
+  auto vt = models::VisionTower::load(test_backend(), st, w.cfg, kernels::WeightFormat::kF32);
   models::LanguageModelOptions lo;
   lo.kv_dtype = DType::kF32;
   lo.kv_blocks = 64;
-  auto lm = models::LanguageModel::load(w.dir.string(), lo);
+  auto lm = models::LanguageModel::load(test_backend(), w.dir.string(), lo);
   auto p = models::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);
   Tensor feats = vt->forward(w.pixels, w.grids);
 
@@ -178,7 +189,8 @@ TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
   r.positions = p.positions;
   r.rope_delta = p.rope_delta;
   for (const auto& im : p.images)
-    for (int64_t k = 0; k < im.n_tokens; ++k) r.embed_rows.push_back(static_cast<int32_t>(im.begin + k));
+    for (int64_t k = 0; k < im.n_tokens; ++k)
+      r.embed_rows.push_back(static_cast<int32_t>(im.begin + k));
   r.embeds = feats;
   r.sampling.max_tokens = 32;
   r.sampling.ignore_eos = true;
@@ -192,7 +204,8 @@ TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
       int64_t n = std::min<int64_t>(7, S - done);
       std::vector<int32_t> pos(static_cast<size_t>(3 * n)), rows;
       for (int c = 0; c < 3; ++c)
-        for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(c * n + i)] = p.positions[static_cast<size_t>(c * S + done + i)];
+        for (int64_t i = 0; i < n; ++i)
+          pos[static_cast<size_t>(c * n + i)] = p.positions[static_cast<size_t>(c * S + done + i)];
       int64_t first = -1;
       for (size_t j = 0; j < r.embed_rows.size(); ++j)
         if (r.embed_rows[j] >= done && r.embed_rows[j] < done + n) {
@@ -215,15 +228,18 @@ TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
     auto ref = read_bytes(out);
     const int64_t V = logits.dim(1);
     ASSERT_EQ(ref.size(), static_cast<size_t>(S * V * 4));
-    EXPECT_LE(rel_err(logits.data<float>(), reinterpret_cast<const float*>(ref.data()) + (S - 1) * V, static_cast<size_t>(V)),
-              1e-4);
+    EXPECT_LE(
+        rel_err(logits.data<float>(), reinterpret_cast<const float*>(ref.data()) + (S - 1) * V,
+                static_cast<size_t>(V)),
+        1e-4);
   }
   // Greedy generation through the batch runner (decode positions = cache index + rope_delta).
   auto tok = io::Tokenizer::from_file((w.dir / "tokenizer.json").string());
   engine::BatchRunnerOptions bo;
   bo.step_token_budget = 9;
   auto got = engine::run_text_batch(*lm, tok, {r}, bo)[0].tokens;
-  auto want = nlohmann::json::parse(shell(w.ref("generate", "--ids " + join(p.ids) + " --max-new 32")))
-                  .get<std::vector<int32_t>>();
+  auto want =
+      nlohmann::json::parse(shell(w.ref("generate", "--ids " + join(p.ids) + " --max-new 32")))
+          .get<std::vector<int32_t>>();
   EXPECT_EQ(got, want);
 }

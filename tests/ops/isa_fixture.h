@@ -1,27 +1,41 @@
-// Parametrised fixture running a test once per ISA variant of one kernel family; variants the
-// CPU lacks are skipped, and the best variant is restored afterwards.
+// Parametrised fixture running a test once per kernel variant: each test gets its own Backend
+// capped at that variant (variants the CPU lacks are skipped). Nothing global is forced, so
+// tests cannot leak a variant into each other. Outside the fixture, be() is a default backend.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+
+#include "core/isa.h"
+#include "kernels/backend.h"
 
 namespace mmrt::test {
 
 inline const char* const kIsas[] = {"scalar", "avx2", "avx512"};
 
-template <bool (*Force)(const char*)>
+// The best variant, every CPU (tests that are not per variant).
+inline const kernels::Backend& be() {
+  static const kernels::Backend b;
+  return b;
+}
+
 class IsaFixture : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!Force(GetParam())) GTEST_SKIP() << GetParam() << " not supported on this CPU";
+    const auto isa = parse_isa(GetParam());
+    ASSERT_TRUE(isa.has_value()) << GetParam();
+    if (!isa_supported(*isa)) GTEST_SKIP() << GetParam() << " not supported on this CPU";
+    be_ = std::make_unique<kernels::Backend>(kernels::BackendOptions{.max_isa = *isa});
   }
-  void TearDown() override {
-    if (!Force("avx512") && !Force("avx2")) Force("scalar");
-  }
+  const kernels::Backend& be() const { return *be_; }
+
+ private:
+  std::unique_ptr<kernels::Backend> be_;
 };
 
-inline std::string isa_name(const ::testing::TestParamInfo<const char*>& info) {
+inline std::string isa_param_name(const ::testing::TestParamInfo<const char*>& info) {
   return info.param;
 }
 

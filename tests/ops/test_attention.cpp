@@ -152,8 +152,8 @@ void add_cases(RefSuite& suite, const AttnSpec& sp, uint32_t seed, bool with_bf1
 
 // Fills a paged cache (layer 1 of 2) with the spec's K/V through shuffled block tables and runs
 // paged_attention. Slots past each sequence's end hold NaN to prove they are never used.
-std::vector<float> run_paged(const AttnSpec& sp, const Data& d, int32_t bs, DType dt,
-                             int32_t kv_splits, ThreadPool* pool = nullptr) {
+std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, const Data& d,
+                             int32_t bs, DType dt, int32_t kv_splits) {
   int32_t blocks_needed = 0;
   for (const auto& s : sp.seqs) blocks_needed += (s.kv_len + bs - 1) / bs;
   KvCacheConfig cfg{.n_layers = 2,
@@ -211,12 +211,13 @@ std::vector<float> run_paged(const AttnSpec& sp, const Data& d, int32_t bs, DTyp
                        .n_tokens = d.total_q,
                        .n_heads = sp.nh,
                        .kv_splits = kv_splits};
-  paged_attention(a, cache.layer(1), seqs, pool);
+  paged_attention(be, a, cache.layer(1), seqs);
   return out;
 }
 
 // Runs varlen_attention with q, k, v as views into one fused [n, (nh + 2 nkv) * hd] buffer.
-std::vector<float> run_varlen(const AttnSpec& sp, const Data& d, int32_t kv_splits) {
+std::vector<float> run_varlen(const kernels::Backend& be, const AttnSpec& sp, const Data& d,
+                              int32_t kv_splits) {
   const int64_t qrow = int64_t(sp.nh) * sp.hd, kvrow = int64_t(sp.nkv) * sp.hd;
   const int64_t stride = qrow + 2 * kvrow;
   std::vector<float> qkv(size_t(d.total_q) * size_t(stride));
@@ -241,7 +242,7 @@ std::vector<float> run_varlen(const AttnSpec& sp, const Data& d, int32_t kv_spli
                         .head_dim = sp.hd,
                         .mask = sp.seqs[0].kind,
                         .kv_splits = kv_splits};
-  varlen_attention(a);
+  varlen_attention(be, a);
   return out;
 }
 
@@ -259,7 +260,7 @@ uint32_t spec_seed(const AttnSpec& sp) {
   return 0;
 }
 
-using AttnIsa = IsaFixture<attention_force_isa>;
+class AttnIsa : public IsaFixture {};
 
 TEST_P(AttnIsa, PagedMatchesTorch) {
   for (const auto& sp : paged_specs()) {
@@ -268,7 +269,7 @@ TEST_P(AttnIsa, PagedMatchesTorch) {
       const RefCase& c = RefSuite::get().at(case_name(sp, dt == DType::kBF16));
       for (int32_t bs : {16, 32}) {
         for (int32_t splits : {0, 3}) {
-          auto out = run_paged(sp, d, bs, dt, splits);
+          auto out = run_paged(be(), sp, d, bs, dt, splits);
           const std::string what = sp.name + " bs " + std::to_string(bs) + " " +
                                    std::string(dtype_name(dt)) + " splits " +
                                    std::to_string(splits);
@@ -284,7 +285,7 @@ TEST_P(AttnIsa, VarlenMatchesTorch) {
     const Data d = make_data(sp, spec_seed(sp));
     const RefCase& c = RefSuite::get().at(case_name(sp, false));
     for (int32_t splits : {0, 2}) {
-      auto out = run_varlen(sp, d, splits);
+      auto out = run_varlen(be(), sp, d, splits);
       expect_close(out.data(), c.out.f.data(), out.size(), kAtol, kRtol,
                    sp.name + " splits " + std::to_string(splits));
     }
@@ -295,9 +296,9 @@ TEST_P(AttnIsa, PagedAndContiguousAreIdentical) {
   for (const auto& sp : varlen_specs()) {
     const Data d = make_data(sp, spec_seed(sp));
     for (int32_t splits : {0, 2}) {
-      auto contiguous = run_varlen(sp, d, splits);
+      auto contiguous = run_varlen(be(), sp, d, splits);
       for (int32_t bs : {16, 32}) {
-        auto paged = run_paged(sp, d, bs, DType::kF32, splits);
+        auto paged = run_paged(be(), sp, d, bs, DType::kF32, splits);
         ASSERT_EQ(paged.size(), contiguous.size());
         EXPECT_EQ(std::memcmp(paged.data(), contiguous.data(), paged.size() * 4), 0)
             << sp.name << " bs " << bs << " splits " << splits;
@@ -309,13 +310,15 @@ TEST_P(AttnIsa, PagedAndContiguousAreIdentical) {
 TEST_P(AttnIsa, ThreadCountDoesNotChangeResults) {
   const AttnSpec& sp = paged_specs()[2];  // mixed batch
   const Data d = make_data(sp, spec_seed(sp));
-  ThreadPool one(1), three(3);
-  auto a = run_paged(sp, d, 16, DType::kBF16, 2, &one);
-  auto b = run_paged(sp, d, 16, DType::kBF16, 2, &three);
+  const kernels::BackendOptions o{.max_isa = be().isa()};
+  const kernels::Backend one({.threads = 1, .max_isa = o.max_isa}),
+      three({.threads = 3, .max_isa = o.max_isa});
+  auto a = run_paged(one, sp, d, 16, DType::kBF16, 2);
+  auto b = run_paged(three, sp, d, 16, DType::kBF16, 2);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, AttnIsa, ::testing::ValuesIn(kIsas), isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, AttnIsa, ::testing::ValuesIn(kIsas), isa_param_name);
 
 TEST(Attention, InvalidArgumentsThrow) {
   KvCache cache({.n_layers = 1,
@@ -328,7 +331,7 @@ TEST(Attention, InvalidArgumentsThrow) {
   const int32_t table[] = {0, 1, 9};
   PagedAttentionArgs a{.q = q.data(), .out = out.data(), .n_tokens = 4, .n_heads = 4};
   auto run = [&](AttnSeq s) {
-    paged_attention(a, cache.layer(0), std::span<const AttnSeq>(&s, 1));
+    paged_attention(be(), a, cache.layer(0), std::span<const AttnSeq>(&s, 1));
   };
   EXPECT_NO_THROW(run({.q_begin = 0, .n_q = 4, .kv_len = 20, .block_table = table}));
   EXPECT_THROW(run({.q_begin = 0, .n_q = 4, .kv_len = 40, .block_table = table}),
@@ -362,11 +365,11 @@ TEST(Attention, InvalidArgumentsThrow) {
                         .n_heads = 2,
                         .n_kv_heads = 2,
                         .head_dim = 64};
-  EXPECT_THROW(varlen_attention(v), InvalidArgument);
+  EXPECT_THROW(varlen_attention(be(), v), InvalidArgument);
   v.head_dim = 72;
   const int32_t cu_ok[] = {0, 2};
   v.cu_seqlens = cu_ok;
-  EXPECT_THROW(varlen_attention(v), InvalidArgument);
+  EXPECT_THROW(varlen_attention(be(), v), InvalidArgument);
 }
 
 }  // namespace

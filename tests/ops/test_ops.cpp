@@ -116,7 +116,7 @@ const bool kReg = register_cases([](RefSuite& s) {
   }
 });
 
-using OpsIsa = IsaFixture<ops_force_isa>;
+class OpsIsa : public IsaFixture {};
 
 TEST_P(OpsIsa, RmsNormMatchesHf) {
   for (const char* name :
@@ -125,10 +125,10 @@ TEST_P(OpsIsa, RmsNormMatchesHf) {
     const Array& x = c.inputs.at("x");
     const int64_t n = x.shape[0], d = x.shape[1];
     std::vector<float> y(x.f.size());
-    rms_norm(x.f.data(), tensor_of(c.inputs.at("w")), 1e-6f, y.data(), n, d);
+    rms_norm(be(), x.f.data(), tensor_of(c.inputs.at("w")), 1e-6f, y.data(), n, d);
     expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
     std::vector<float> inplace = x.f;  // in place gives the same result
-    rms_norm(inplace.data(), tensor_of(c.inputs.at("w")), 1e-6f, inplace.data(), n, d);
+    rms_norm(be(), inplace.data(), tensor_of(c.inputs.at("w")), 1e-6f, inplace.data(), n, d);
     EXPECT_EQ(inplace, y) << name;
   }
 }
@@ -138,7 +138,7 @@ TEST_P(OpsIsa, LayerNormMatchesTorch) {
     const RefCase& c = RefSuite::get().at(name);
     const Array& x = c.inputs.at("x");
     std::vector<float> y(x.f.size());
-    layer_norm(x.f.data(), tensor_of(c.inputs.at("w")), tensor_of(c.inputs.at("b")), 1e-6f,
+    layer_norm(be(), x.f.data(), tensor_of(c.inputs.at("w")), tensor_of(c.inputs.at("b")), 1e-6f,
                y.data(), x.shape[0], x.shape[1]);
     expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
   }
@@ -149,7 +149,7 @@ TEST_P(OpsIsa, SiluMulFusedAndSeparate) {
   const Array& x = c.inputs.at("x");
   const int64_t n = x.shape[0], inter = x.shape[1] / 2;
   std::vector<float> y(size_t(n * inter));
-  silu_mul_fused(x.f.data(), y.data(), n, inter);
+  silu_mul_fused(be(), x.f.data(), y.data(), n, inter);
   expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, "silu_mul_fused");
   std::vector<float> gate(size_t(n * inter)), up(size_t(n * inter));
   for (int64_t r = 0; r < n; ++r)
@@ -158,9 +158,9 @@ TEST_P(OpsIsa, SiluMulFusedAndSeparate) {
       up[size_t(r * inter + i)] = x.f[size_t(r * 2 * inter + inter + i)];
     }
   std::vector<float> y2(y.size());
-  silu_mul(gate.data(), up.data(), y2.data(), n, inter);
+  silu_mul(be(), gate.data(), up.data(), y2.data(), n, inter);
   expect_close(y2.data(), c.out.f.data(), y2.size(), kAtol, kRtol, "silu_mul");
-  silu_mul(gate.data(), up.data(), gate.data(), n, inter);  // out aliasing gate
+  silu_mul(be(), gate.data(), up.data(), gate.data(), n, inter);  // out aliasing gate
   EXPECT_EQ(gate, y2);
 }
 
@@ -170,9 +170,9 @@ TEST_P(OpsIsa, GeluAndQuickGelu) {
     const Array& x = c.inputs.at("x");
     std::vector<float> y(x.f.size());
     if (std::string(name) == "gelu_erf")
-      gelu_erf(x.f.data(), y.data(), int64_t(y.size()));
+      gelu_erf(be(), x.f.data(), y.data(), int64_t(y.size()));
     else
-      quick_gelu(x.f.data(), y.data(), int64_t(y.size()));
+      quick_gelu(be(), x.f.data(), y.data(), int64_t(y.size()));
     // Absolute 1e-6 matters near zero (the negative tails are tiny).
     expect_close(y.data(), c.out.f.data(), y.size(), 1e-6, kRtol, name);
   }
@@ -182,14 +182,14 @@ TEST_P(OpsIsa, SoftmaxRows) {
   const RefCase& c = RefSuite::get().at("softmax");
   const Array& x = c.inputs.at("x");
   std::vector<float> y(x.f.size());
-  softmax(x.f.data(), y.data(), x.shape[0], x.shape[1]);
+  softmax(be(), x.f.data(), y.data(), x.shape[0], x.shape[1]);
   expect_close(y.data(), c.out.f.data(), y.size(), 1e-7, kRtol, "softmax");
 }
 
 TEST_P(OpsIsa, ResidualAdd) {
   auto a = randn(1037, 7), b = randn(1037, 8);
   auto acc = a;
-  add(acc.data(), b.data(), int64_t(acc.size()));
+  add(be(), acc.data(), b.data(), int64_t(acc.size()));
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(acc[i], a[i] + b[i]) << i;  // exact in fp32
 }
 
@@ -206,7 +206,7 @@ TEST_P(OpsIsa, ArgmaxMatchesTorch) {
   EXPECT_EQ(argmax(w.data(), 1), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, OpsIsa, ::testing::ValuesIn(kIsas), isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, OpsIsa, ::testing::ValuesIn(kIsas), isa_param_name);
 
 TEST(Ops, EmbeddingMatchesTorch) {
   for (const char* name : {"embedding_f32", "embedding_bf16"}) {
@@ -227,11 +227,11 @@ TEST(Ops, InvalidArgumentsThrow) {
   EXPECT_THROW(embedding(table, bad_lo, 1, out.data()), InvalidArgument);
   Tensor w = Tensor::zeros(DType::kF32, {5});
   std::vector<float> x(8);
-  EXPECT_THROW(rms_norm(x.data(), w, 1e-6f, x.data(), 2, 4), InvalidArgument);  // d mismatch
+  EXPECT_THROW(rms_norm(be(), x.data(), w, 1e-6f, x.data(), 2, 4), InvalidArgument);  // d mismatch
   Tensor wi = Tensor::zeros(DType::kI32, {4});
-  EXPECT_THROW(rms_norm(x.data(), wi, 1e-6f, x.data(), 2, 4), InvalidArgument);
+  EXPECT_THROW(rms_norm(be(), x.data(), wi, 1e-6f, x.data(), 2, 4), InvalidArgument);
   EXPECT_THROW(argmax(x.data(), 0), InvalidArgument);
-  EXPECT_THROW(silu_mul(x.data(), x.data(), x.data(), 1, 4, 2), InvalidArgument);
+  EXPECT_THROW(silu_mul(be(), x.data(), x.data(), x.data(), 1, 4, 2), InvalidArgument);
 }
 
 TEST(Ops, LargeInputsUseThreadsAndAgree) {
@@ -242,12 +242,12 @@ TEST(Ops, LargeInputsUseThreadsAndAgree) {
   auto wv = randn(size_t(d), 12);
   std::copy(wv.begin(), wv.end(), w.data<float>());
   std::vector<float> y1(x.size()), y4(x.size());
-  ThreadPool one(1), four(4);
-  rms_norm(x.data(), w, 1e-6f, y1.data(), n, d, &one);
-  rms_norm(x.data(), w, 1e-6f, y4.data(), n, d, &four);
+  const kernels::Backend one({.threads = 1}), four({.threads = 4});
+  rms_norm(one, x.data(), w, 1e-6f, y1.data(), n, d);
+  rms_norm(four, x.data(), w, 1e-6f, y4.data(), n, d);
   EXPECT_EQ(y1, y4);
-  gelu_erf(x.data(), y1.data(), n * d, &one);
-  gelu_erf(x.data(), y4.data(), n * d, &four);
+  gelu_erf(one, x.data(), y1.data(), n * d);
+  gelu_erf(four, x.data(), y4.data(), n * d);
   EXPECT_EQ(y1, y4);
 }
 

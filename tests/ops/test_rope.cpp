@@ -71,7 +71,7 @@ TEST(RopeTable, ComponentsFollowSpecs) {
   EXPECT_THROW(make_vision_rope_table(78), InvalidArgument);
 }
 
-using RopeIsa = IsaFixture<rope_force_isa>;
+class RopeIsa : public IsaFixture {};
 
 void check_case(const char* name, const RopeTable& table) {
   const RefCase& c = RefSuite::get().at(name);
@@ -79,7 +79,7 @@ void check_case(const char* name, const RopeTable& table) {
   const Array& pos = c.inputs.at("pos");
   const int64_t n = x.shape[0], heads = x.shape[1];
   std::vector<float> y = x.f;
-  apply_rope(table, pos.i.data(), n, y.data(), heads);
+  apply_rope(be(), table, pos.i.data(), n, y.data(), heads);
   expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
 }
 
@@ -106,7 +106,7 @@ TEST_P(RopeIsa, StridedRowsInsideFusedQkv) {
   const std::vector<float> orig = qkv;
   for (int64_t t = 0; t < n; ++t)
     std::copy(x.f.begin() + t * q_row, x.f.begin() + (t + 1) * q_row, qkv.begin() + t * stride);
-  apply_rope(make_rope_table(128, 1e6), pos.i.data(), n, qkv.data(), 3, stride);
+  apply_rope(be(), make_rope_table(128, 1e6), pos.i.data(), n, qkv.data(), 3, stride);
   for (int64_t t = 0; t < n; ++t) {
     expect_close(qkv.data() + t * stride, c.out.f.data() + t * q_row, size_t(q_row), kAtol, kRtol,
                  "strided q");
@@ -123,11 +123,11 @@ TEST_P(RopeIsa, MropeWithEqualRowsIsPlainRope) {
   for (int c = 0; c < 3; ++c) p3.insert(p3.end(), p.begin(), p.end());
   auto x = randn(size_t(n * 2 * 128), 10);
   auto a = x, b = x;
-  apply_rope(make_rope_table(128, 1e6), p.data(), n, a.data(), 2);
-  apply_rope(make_mrope_table(128, 1e6, sec), p3.data(), n, b.data(), 2);
+  apply_rope(be(), make_rope_table(128, 1e6), p.data(), n, a.data(), 2);
+  apply_rope(be(), make_mrope_table(128, 1e6, sec), p3.data(), n, b.data(), 2);
   EXPECT_EQ(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, RopeIsa, ::testing::ValuesIn(kIsas), isa_name);
+INSTANTIATE_TEST_SUITE_P(Isa, RopeIsa, ::testing::ValuesIn(kIsas), isa_param_name);
 
 }  // namespace

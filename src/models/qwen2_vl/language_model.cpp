@@ -42,7 +42,7 @@ struct Scratch {
 struct LanguageModel::Impl {
   io::Qwen2VLConfig cfg;
   io::SafeTensors st;  // keeps the mapped weights alive
-  ThreadPool* pool = nullptr;
+  const kernels::Backend* be = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
   kernels::LinearOptions lin;     // how every linear layer runs
   Tensor embed_tokens;            // [vocab, hidden]
@@ -84,7 +84,8 @@ size_t LanguageModel::weight_bytes() const {
   return b;
 }
 
-std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
+std::unique_ptr<LanguageModel> LanguageModel::load(const kernels::Backend& be,
+                                                   const std::string& dir,
                                                    const LanguageModelOptions& opts) {
   fs::path cfg_path = fs::path(dir) / "config.json";
   if (!fs::exists(cfg_path)) throw NotFound("model folder '" + dir + "' has no config.json");
@@ -92,7 +93,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
   auto impl = std::make_unique<Impl>(io::SafeTensors::open(dir));
   Impl& m = *impl;
   m.cfg = cfg;
-  m.pool = opts.pool ? opts.pool : &ThreadPool::global();
+  m.be = &be;
   check_qwen2_vl_checkpoint(m.st, cfg);  // every tensor, before any compute
 
   const auto& t = cfg.text;
@@ -123,7 +124,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
   bool tied = !has("lm_head.weight");
   Tensor lm = tied ? m.embed_tokens : get("lm_head.weight");
   m.lin.int8_x = opts.int8_activations;
-  m.lm_head = kernels::PackedLinear::pack(lm, nullptr, m.fmt, opts.weight_placement);
+  m.lm_head = kernels::PackedLinear::pack(be, lm, nullptr, m.fmt, opts.weight_placement);
 
   m.layers.resize(static_cast<size_t>(t.num_hidden_layers));
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
@@ -137,14 +138,14 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& dir,
            vb = get(p + "self_attn.v_proj.bias");
     const Tensor* ws[] = {&qw, &kw, &vw};
     const Tensor* bs[] = {&qb, &kb, &vb};
-    L.qkv = kernels::PackedLinear::pack_concat(ws, bs, m.fmt, opts.weight_placement);
+    L.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, m.fmt, opts.weight_placement);
     Tensor ow = get(p + "self_attn.o_proj.weight");
-    L.o = kernels::PackedLinear::pack(ow, nullptr, m.fmt, opts.weight_placement);
+    L.o = kernels::PackedLinear::pack(be, ow, nullptr, m.fmt, opts.weight_placement);
     Tensor gw = get(p + "mlp.gate_proj.weight"), uw = get(p + "mlp.up_proj.weight");
     const Tensor* gu[] = {&gw, &uw};
-    L.gate_up = kernels::PackedLinear::pack_concat(gu, {}, m.fmt, opts.weight_placement);
+    L.gate_up = kernels::PackedLinear::pack_concat(be, gu, {}, m.fmt, opts.weight_placement);
     Tensor dw = get(p + "mlp.down_proj.weight");
-    L.down = kernels::PackedLinear::pack(dw, nullptr, m.fmt, opts.weight_placement);
+    L.down = kernels::PackedLinear::pack(be, dw, nullptr, m.fmt, opts.weight_placement);
   }
 
   if (t.mrope_section.empty()) {
@@ -178,7 +179,7 @@ void LanguageModel::embed(std::span<const int32_t> ids, float* out) const {
 
 Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
   Impl& m = *impl_;
-  ThreadPool& pool = *m.pool;
+  const kernels::Backend& be = *m.be;
   const int64_t H = m.hidden, hd = m.head_dim;
   const int64_t q_width = m.n_heads * hd, kv_width = m.n_kv * hd;
   const int64_t qkv_width = q_width + 2 * kv_width;
@@ -262,7 +263,7 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
   }
 
   // The M-RoPE table reads rows t, h, w; a plain table reads row 0 only.
-  kernels::RopeAngles angles = kernels::rope_angles(m.rope, m.pos.data(), N, &pool);
+  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, m.pos.data(), N);
   const float eps = static_cast<float>(m.cfg.text.rms_norm_eps);
 
   kernels::PagedAttentionArgs pa;
@@ -274,20 +275,20 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
 
   for (int64_t li = 0; li < L; ++li) {
     const Layer& ly = m.layers[static_cast<size_t>(li)];
-    kernels::rms_norm(x, ly.input_norm, eps, h, N, H, &pool);
-    kernels::linear(h, N, ly.qkv, qkv, pool, m.lin);
-    kernels::apply_rope(angles, qkv, m.n_heads, qkv_width, &pool);
-    kernels::apply_rope(angles, qkv + q_width, m.n_kv, qkv_width, &pool);
+    kernels::rms_norm(be, x, ly.input_norm, eps, h, N, H);
+    kernels::linear(be, h, N, ly.qkv, qkv, m.lin);
+    kernels::apply_rope(be, angles, qkv, m.n_heads, qkv_width);
+    kernels::apply_rope(be, angles, qkv + q_width, m.n_kv, qkv_width);
     m.kv->write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(),
                 N, qkv_width, qkv_width);
-    kernels::paged_attention(pa, m.kv->layer(static_cast<int32_t>(li)), m.seqs, &pool);
-    kernels::linear(attn, N, ly.o, tmp, pool, m.lin);
-    kernels::add(x, tmp, N * H, &pool);
-    kernels::rms_norm(x, ly.post_norm, eps, h, N, H, &pool);
-    kernels::linear(h, N, ly.gate_up, gu, pool, m.lin);
-    kernels::silu_mul_fused(gu, act, N, m.inter, &pool);
-    kernels::linear(act, N, ly.down, tmp, pool, m.lin);
-    kernels::add(x, tmp, N * H, &pool);
+    kernels::paged_attention(be, pa, m.kv->layer(static_cast<int32_t>(li)), m.seqs);
+    kernels::linear(be, attn, N, ly.o, tmp, m.lin);
+    kernels::add(be, x, tmp, N * H);
+    kernels::rms_norm(be, x, ly.post_norm, eps, h, N, H);
+    kernels::linear(be, h, N, ly.gate_up, gu, m.lin);
+    kernels::silu_mul_fused(be, gu, act, N, m.inter);
+    kernels::linear(be, act, N, ly.down, tmp, m.lin);
+    kernels::add(be, x, tmp, N * H);
     if (capture_)
       std::memcpy(capture_->data<float>() + (li + 1) * N * H, x,
                   static_cast<size_t>(N * H) * sizeof(float));
@@ -303,9 +304,9 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     if (s.want_logits)
       std::memcpy(last + (w++) * H, x + (row - 1) * H, static_cast<size_t>(H) * sizeof(float));
   }
-  kernels::rms_norm(last, m.final_norm, eps, last, n_want, H, &pool);
+  kernels::rms_norm(be, last, m.final_norm, eps, last, n_want, H);
   float* logits = m.logits.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));
-  if (n_want > 0) kernels::linear(last, n_want, m.lm_head, logits, pool, m.lin);
+  if (n_want > 0) kernels::linear(be, last, n_want, m.lm_head, logits, m.lin);
   return Tensor::view(logits, DType::kF32, {n_want, m.vocab});
 }
 

@@ -15,10 +15,6 @@
 #include "kernels/kv_cache.h"
 #include "kernels/linear.h"
 
-namespace mmrt {
-class ThreadPool;
-}
-
 namespace mmrt::models {
 
 struct LanguageModelOptions {
@@ -37,7 +33,6 @@ struct LanguageModelOptions {
   int32_t kv_block_size = 16;
   int32_t kv_blocks = 0;             // 0: derived from kv_bytes
   uint64_t kv_bytes = 256ull << 20;  // KV cache budget when kv_blocks == 0
-  ThreadPool* pool = nullptr;        // nullptr: ThreadPool::global()
 };
 
 // One sequence's part of a step: its new tokens (a prefill chunk or one decode token).
@@ -60,7 +55,8 @@ class LanguageModel {
  public:
   // Reads config.json and the safetensors in `dir`, checks every tensor (missing, wrong shape,
   // unsupported dtype, config/weights mismatch) before any compute, packs the weights.
-  static std::unique_ptr<LanguageModel> load(const std::string& dir,
+  // Kernels run on `be`, which must outlive the model.
+  static std::unique_ptr<LanguageModel> load(const kernels::Backend& be, const std::string& dir,
                                              const LanguageModelOptions& opts = {});
   ~LanguageModel();
 

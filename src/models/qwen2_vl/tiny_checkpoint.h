@@ -37,7 +37,7 @@ struct TinyModelOptions {
   io::Qwen2VLNaming naming = io::Qwen2VLNaming::kOld;
   std::optional<bool> tied;  // unset: untied lm_head for tiny, tied for small and 2b-shape
   uint64_t max_shard_bytes = 2'000'000'000;  // HF "2GB": the 2b-shape model becomes 3 shards
-  ThreadPool* pool = nullptr;                // nullptr: ThreadPool::global()
+  ThreadPool* pool = nullptr;                // fills tensors in parallel (nullptr: serially)
   bool progress = false;                     // progress lines on stderr
 };
 

@@ -23,7 +23,7 @@ struct Block {
 
 struct VisionTower::Impl {
   io::Qwen2VLVisionConfig vc;
-  ThreadPool* pool = nullptr;
+  const kernels::Backend* be = nullptr;
   kernels::PackedLinear patch_embed;  // [embed, C*T*p*p]
   std::vector<Block> blocks;
   Tensor ln_q_w, ln_q_b;       // [embed]
@@ -56,13 +56,14 @@ double VisionTower::flops(const GridThw& g) const {
          2 * merged * (me * me + me * static_cast<double>(v.hidden_size));
 }
 
-std::unique_ptr<VisionTower> VisionTower::load(const io::SafeTensors& st,
+std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
+                                               const io::SafeTensors& st,
                                                const io::Qwen2VLConfig& cfg,
-                                               kernels::WeightFormat fmt, ThreadPool* pool) {
+                                               kernels::WeightFormat fmt) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.vc = cfg.vision;
-  m.pool = pool ? pool : &ThreadPool::global();
+  m.be = &be;
   if (m.vc.hidden_act != "quick_gelu" && m.vc.hidden_act != "gelu")
     throw Unimplemented("vision_config.hidden_act '" + m.vc.hidden_act +
                         "' is not supported (quick_gelu or gelu)");
@@ -74,11 +75,11 @@ std::unique_ptr<VisionTower> VisionTower::load(const io::SafeTensors& st,
   auto get = [&](const std::string& c) { return st.get(io::qwen2_vl_tensor_name(naming, c)); };
   auto lin = [&](const std::string& base) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
-    return kernels::PackedLinear::pack(w, &b, fmt, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, fmt, kPlace);
   };
   Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p]
   Tensor pw2 = pw.reshape({pw.dim(0), -1});           // [embed, C*T*p*p], same (c,t,y,x) order
-  m.patch_embed = kernels::PackedLinear::pack(pw2, nullptr, fmt, kPlace);
+  m.patch_embed = kernels::PackedLinear::pack(be, pw2, nullptr, fmt, kPlace);
   m.blocks.resize(static_cast<size_t>(m.vc.depth));
   for (int64_t i = 0; i < m.vc.depth; ++i) {
     std::string p = "visual.blocks." + std::to_string(i) + ".";
@@ -102,7 +103,7 @@ std::unique_ptr<VisionTower> VisionTower::load(const io::SafeTensors& st,
 
 Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
   Impl& m = *impl_;
-  ThreadPool& pool = *m.pool;
+  const kernels::Backend& be = *m.be;
   const auto& vc = m.vc;
   const int64_t E = vc.embed_dim, hd = vc.head_dim(), nh = vc.num_heads, ms = vc.spatial_merge_size;
   const int64_t mlp = vc.mlp_hidden();
@@ -143,8 +144,8 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   std::vector<float> qkv(static_cast<size_t>(N * 3 * E));  // [N, 3 * embed]
   std::vector<float> attn(static_cast<size_t>(N * E)), tmp(static_cast<size_t>(N * E));
   std::vector<float> act(static_cast<size_t>(N * mlp));  // [N, mlp]
-  kernels::linear(px.data<float>(), N, m.patch_embed, x.data(), pool);
-  kernels::RopeAngles angles = kernels::rope_angles(m.rope, pos.data(), N, &pool);
+  kernels::linear(be, px.data<float>(), N, m.patch_embed, x.data());
+  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, pos.data(), N);
 
   kernels::VarlenAttentionArgs va;
   va.q = qkv.data();
@@ -158,30 +159,30 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   va.mask = kernels::MaskKind::kFull;
   const float eps = 1e-6f;
   for (const Block& b : m.blocks) {
-    kernels::layer_norm(x.data(), b.norm1_w, b.norm1_b, eps, h.data(), N, E, &pool);
-    kernels::linear(h.data(), N, b.qkv, qkv.data(), pool);
-    kernels::apply_rope(angles, qkv.data(), nh, 3 * E, &pool);
-    kernels::apply_rope(angles, qkv.data() + E, nh, 3 * E, &pool);
-    kernels::varlen_attention(va, &pool);
-    kernels::linear(attn.data(), N, b.proj, tmp.data(), pool);
-    kernels::add(x.data(), tmp.data(), N * E, &pool);
-    kernels::layer_norm(x.data(), b.norm2_w, b.norm2_b, eps, h.data(), N, E, &pool);
-    kernels::linear(h.data(), N, b.fc1, act.data(), pool);
+    kernels::layer_norm(be, x.data(), b.norm1_w, b.norm1_b, eps, h.data(), N, E);
+    kernels::linear(be, h.data(), N, b.qkv, qkv.data());
+    kernels::apply_rope(be, angles, qkv.data(), nh, 3 * E);
+    kernels::apply_rope(be, angles, qkv.data() + E, nh, 3 * E);
+    kernels::varlen_attention(be, va);
+    kernels::linear(be, attn.data(), N, b.proj, tmp.data());
+    kernels::add(be, x.data(), tmp.data(), N * E);
+    kernels::layer_norm(be, x.data(), b.norm2_w, b.norm2_b, eps, h.data(), N, E);
+    kernels::linear(be, h.data(), N, b.fc1, act.data());
     if (m.quick_gelu)
-      kernels::quick_gelu(act.data(), act.data(), N * mlp, &pool);
+      kernels::quick_gelu(be, act.data(), act.data(), N * mlp);
     else
-      kernels::gelu_erf(act.data(), act.data(), N * mlp, &pool);
-    kernels::linear(act.data(), N, b.fc2, tmp.data(), pool);
-    kernels::add(x.data(), tmp.data(), N * E, &pool);
+      kernels::gelu_erf(be, act.data(), act.data(), N * mlp);
+    kernels::linear(be, act.data(), N, b.fc2, tmp.data());
+    kernels::add(be, x.data(), tmp.data(), N * E);
   }
   // Merger: LayerNorm per patch, then 2x2 blocks (4 consecutive rows) as one vector.
-  kernels::layer_norm(x.data(), m.ln_q_w, m.ln_q_b, eps, h.data(), N, E, &pool);
+  kernels::layer_norm(be, x.data(), m.ln_q_w, m.ln_q_b, eps, h.data(), N, E);
   const int64_t M = N / (ms * ms), ME = E * ms * ms;
   std::vector<float> mid(static_cast<size_t>(M * ME));  // [M, 4 * embed]
-  kernels::linear(h.data(), M, m.mlp0, mid.data(), pool);
-  kernels::gelu_erf(mid.data(), mid.data(), M * ME, &pool);
+  kernels::linear(be, h.data(), M, m.mlp0, mid.data());
+  kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
   Tensor out = Tensor::empty(DType::kF32, {M, vc.hidden_size});  // [M, out_hidden]
-  kernels::linear(mid.data(), M, m.mlp2, out.data<float>(), pool);
+  kernels::linear(be, mid.data(), M, m.mlp2, out.data<float>());
   return out;
 }
 

@@ -29,8 +29,9 @@ class VisionTower {
  public:
   // Loads the visual.* tensors (either naming convention) from an opened checkpoint whose
   // tensors were already checked. `weight_format` as for the language model.
-  static std::unique_ptr<VisionTower> load(const io::SafeTensors& st, const io::Qwen2VLConfig& cfg,
-                                           kernels::WeightFormat weight_format, ThreadPool* pool);
+  static std::unique_ptr<VisionTower> load(const kernels::Backend& be, const io::SafeTensors& st,
+                                           const io::Qwen2VLConfig& cfg,
+                                           kernels::WeightFormat weight_format);
   ~VisionTower();
 
   // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
