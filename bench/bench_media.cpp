@@ -9,8 +9,8 @@
 #include <string>
 
 #include "core/cpu.h"
-#include "media/qwen2_vl.h"
 #include "media/resize.h"
+#include "models/qwen2_vl/image_processor.h"
 
 using namespace mmrt;
 using namespace mmrt::media;
@@ -51,10 +51,10 @@ void BM_Resize(benchmark::State& state, const char* isa, int sw, int sh, ResizeF
 
 void BM_Patchify(benchmark::State& state) {
   Image img = make_image(1316, 728);
-  ImageProcessorConfig cfg;
+  models::qwen2_vl::ImageProcessorConfig cfg;
   const MediaContext ctx{.buffers = BufferCache::create()};
   for (auto _ : state) {
-    Tensor pv = qwen2_vl_patchify(img, cfg, ctx);
+    Tensor pv = models::qwen2_vl::patchify(img, cfg, ctx);
     benchmark::DoNotOptimize(pv.raw());
   }
   state.counters["values/s"] =

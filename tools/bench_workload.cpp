@@ -1,9 +1,9 @@
 #include "bench_workload.h"
 
+#include <spng.h>
 #include <cmath>
 #include <cstdlib>
 #include <random>
-#include <spng.h>
 
 #include "core/error.h"
 
@@ -22,9 +22,11 @@ std::vector<uint8_t> synthetic_png(int w, int h, uint64_t seed) {
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x)
       for (int c = 0; c < 3; ++c) {
-        double v = 127.5 + 100 * std::sin(fx[c] * x / w * 6.28 + ph[c]) * std::cos(fy[c] * y / h * 6.28) +
+        double v = 127.5 +
+                   100 * std::sin(fx[c] * x / w * 6.28 + ph[c]) * std::cos(fy[c] * y / h * 6.28) +
                    20 * (u(rng) - 0.5);
-        px[(static_cast<size_t>(y) * w + x) * 3 + c] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+        px[(static_cast<size_t>(y) * w + x) * 3 + c] =
+            static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
       }
   spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
   if (!ctx) throw ResourceExhausted("cannot create a PNG encoder");
@@ -47,9 +49,10 @@ std::vector<uint8_t> synthetic_png(int w, int h, uint64_t seed) {
 
 namespace {
 
-const char* kWords[] = {"the",   "model",  "image",  "latency", "river", "signal", "market", "risk",   "car",
-                        "route", "camera", "defect", "weld",    "sky",   "green",  "quick",  "answer", "why",
-                        "how",   "large",  "small",  "price",   "trend", "noise",  "sensor", "part",   "line"};
+const char* kWords[] = {"the",   "model", "image",  "latency", "river",  "signal", "market",
+                        "risk",  "car",   "route",  "camera",  "defect", "weld",   "sky",
+                        "green", "quick", "answer", "why",     "how",    "large",  "small",
+                        "price", "trend", "noise",  "sensor",  "part",   "line"};
 
 std::string sentence(std::mt19937_64& rng, int words) {
   std::string s;
@@ -63,13 +66,16 @@ std::string sentence(std::mt19937_64& rng, int words) {
 }  // namespace
 
 std::vector<TraceItem> make_trace(const WorkloadOptions& o) {
-  if (o.rate <= 0 || o.duration_s <= 0) throw InvalidArgument("bench needs --rate > 0 and --duration > 0");
+  if (o.rate <= 0 || o.duration_s <= 0)
+    throw InvalidArgument("bench needs --rate > 0 and --duration > 0");
   std::mt19937_64 rng(o.seed);
   std::exponential_distribution<double> gap(o.rate);
   std::uniform_real_distribution<double> u(0, 1);
   // A few images that conversations keep coming back to (cache hits), and fresh ones.
   std::vector<std::vector<uint8_t>> shared;
-  for (int i = 0; i < 3; ++i) shared.push_back(synthetic_png(o.image_side, o.image_side, o.seed * 1000 + static_cast<uint64_t>(i)));
+  for (int i = 0; i < 3; ++i)
+    shared.push_back(
+        synthetic_png(o.image_side, o.image_side, o.seed * 1000 + static_cast<uint64_t>(i)));
   double total_mix = 0;
   for (const auto& [c, p] : o.class_mix) total_mix += p;
   std::vector<TraceItem> trace;
@@ -84,32 +90,38 @@ std::vector<TraceItem> make_trace(const WorkloadOptions& o) {
       if ((pick -= p) <= 0) break;
     }
     double k = u(rng);
-    std::string kind = o.name == "text" ? "text" : o.name == "image" ? "image" : k < 0.4 ? "text" : k < 0.7 ? "image" : "multiturn";
+    std::string kind = o.name == "text"    ? "text"
+                       : o.name == "image" ? "image"
+                       : k < 0.4           ? "text"
+                       : k < 0.7           ? "image"
+                                           : "multiturn";
     it.kind = kind;
     auto& g = it.request;
     g.sampling.max_tokens = o.max_tokens;
     g.sampling.ignore_eos = true;  // the same amount of decode work under every policy
     if (kind == "text") {
-      g.messages.push_back(io::ChatMessage::text("user", sentence(rng, 10 + static_cast<int>(rng() % 30))));
+      g.messages.push_back(
+          models::ChatMessage::text("user", sentence(rng, 10 + static_cast<int>(rng() % 30))));
     } else if (kind == "image") {
-      io::ChatMessage m;
+      models::ChatMessage m;
       m.role = "user";
-      m.content.push_back({io::ContentPart::Kind::kImage, ""});
-      m.content.push_back({io::ContentPart::Kind::kText, sentence(rng, 8)});
+      m.content.push_back({models::ContentPart::Kind::kImage, ""});
+      m.content.push_back({models::ContentPart::Kind::kText, sentence(rng, 8)});
       g.messages.push_back(m);
-      g.images.push_back(synthetic_png(o.image_side, o.image_side, o.seed * 7919 + static_cast<uint64_t>(n)));
+      g.add_image(
+          synthetic_png(o.image_side, o.image_side, o.seed * 7919 + static_cast<uint64_t>(n)));
     } else {
       // Second turn of a conversation about one of the shared images.
       size_t which = rng() % shared.size();
       std::mt19937_64 conv(o.seed * 31 + which);  // the first turn is the same for this image
-      io::ChatMessage m;
+      models::ChatMessage m;
       m.role = "user";
-      m.content.push_back({io::ContentPart::Kind::kImage, ""});
-      m.content.push_back({io::ContentPart::Kind::kText, sentence(conv, 8)});
+      m.content.push_back({models::ContentPart::Kind::kImage, ""});
+      m.content.push_back({models::ContentPart::Kind::kText, sentence(conv, 8)});
       g.messages.push_back(m);
-      g.messages.push_back(io::ChatMessage::text("assistant", sentence(conv, 12)));
-      g.messages.push_back(io::ChatMessage::text("user", sentence(rng, 6)));
-      g.images.push_back(shared[which]);
+      g.messages.push_back(models::ChatMessage::text("assistant", sentence(conv, 12)));
+      g.messages.push_back(models::ChatMessage::text("user", sentence(rng, 6)));
+      g.add_image(shared[which]);
     }
     g.sla_class = it.sla_class;
     trace.push_back(std::move(it));

@@ -133,7 +133,8 @@ int run_bench(Args& args) {
   bool no_admission = args.flag("no-admission");
   bool no_controller = args.flag("no-batch-controller");
   cfg.scheduler.token_budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
-  cfg.model = language_model_options(args);
+  cfg.model = load_options(args);
+  cfg.kv = kv_options(args);
   cfg.backend = backend_options(args);
   args.finish();
   if (w.name != "mixed" && w.name != "text" && w.name != "image")

@@ -15,12 +15,11 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
-#include "io/safetensors.h"
 #include "kernels/bandwidth.h"
 #include "kernels/linear.h"
+#include "media/image.h"
 #include "model_options.h"
-#include "models/qwen2_vl/language_model.h"
-#include "models/qwen2_vl/vision_tower.h"
+#include "models/registry.h"
 
 namespace mmrt::cli {
 namespace {
@@ -57,11 +56,36 @@ std::vector<int32_t> block_table(int seq, int64_t tokens, int32_t block_size) {
   return b;
 }
 
-DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
-                     kernels::ReadStreamer& probe) {
+// A loaded model and the KV cache the benchmark gives it.
+struct Lm {
+  models::Model model;
+  std::unique_ptr<kernels::KvCache> kv;
+  Tensor forward(std::span<const models::SeqStep> batch) {
+    return model.runner->forward(batch, *kv);
+  }
+  int32_t block_size() const { return kv->config().block_size; }
+  size_t weight_bytes() const { return model.runner->weight_bytes(); }
+  kernels::WeightFormat weight_format() const { return model.runner->weight_format(); }
+};
+
+Lm load_lm(const kernels::Backend& be, const std::string& dir, const models::LoadOptions& o,
+           const engine::KvOptions& kvo) {
+  Lm lm{models::load_model(be, dir, o), nullptr};
+  kernels::KvCacheConfig kc = lm.model.runner->kv_config();
+  kc.block_size = kvo.block_size;
+  kc.dtype = kvo.dtype;
+  const uint64_t bytes = std::max<uint64_t>(kvo.bytes, 64ull << 20);
+  const uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size *
+                             kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype);
+  kc.num_blocks = static_cast<int32_t>(std::max<uint64_t>(1, bytes / per_block));
+  lm.kv = std::make_unique<kernels::KvCache>(kc);
+  return lm;
+}
+
+DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer& probe) {
   DecodeFigures f;
-  const int32_t bs = lm.kv_cache().config().block_size;
-  const int64_t V = lm.config().text.vocab_size;
+  const int32_t bs = lm.block_size();
+  const int64_t V = lm.model.spec.vocab_size;
   auto blocks_for = [&](int seq, int64_t tokens) { return block_table(seq, tokens, bs); };
   const int64_t cap = prompt_len + 2 * steps + 2;  // warm step, timed run, paired steps
   // Prefill: the whole prompt in one step, best of 2.
@@ -132,8 +156,8 @@ DecodeFigures run_lm(models::LanguageModel& lm, int64_t prompt_len, int steps,
 }
 
 // One batch-1 decode step of `lm` (its sequence 0 prefilled by run_lm), timed in seconds.
-double decode_step_s(models::LanguageModel& lm, int64_t prompt_len) {
-  const int32_t bs = lm.kv_cache().config().block_size;
+double decode_step_s(Lm& lm, int64_t prompt_len) {
+  const int32_t bs = lm.block_size();
   const std::vector<int32_t> table = block_table(0, prompt_len + 1, bs);
   int32_t tok = 7;
   models::SeqStep s;
@@ -147,8 +171,7 @@ double decode_step_s(models::LanguageModel& lm, int64_t prompt_len) {
 
 // Decode steps of `a` and `b` alternated (a b, b a, ...): per pair, b's rate over a's. A change in
 // the machine's load between the two halves of a run hits both sides of every pair.
-std::vector<double> alternated_rate_ratios(models::LanguageModel& a, models::LanguageModel& b,
-                                           int64_t prompt_len, int pairs) {
+std::vector<double> alternated_rate_ratios(Lm& a, Lm& b, int64_t prompt_len, int pairs) {
   std::vector<double> r;
   for (int k = 0; k < pairs; ++k) {
     double ta, tb;
@@ -173,7 +196,8 @@ int run_bench_model(Args& args) {
   int image_side = static_cast<int>(args.get_int("image-side", 448));
   std::string conc = args.get_or("concurrency", "");
   int64_t bw_mb = args.get_int("bandwidth-mb", 1024);
-  models::LanguageModelOptions base = language_model_options(args);
+  const models::LoadOptions base = load_options(args);
+  const engine::KvOptions kvo = kv_options(args);
   const kernels::BackendOptions bopts = backend_options(args);
   args.finish();
   const kernels::Backend be(bopts);
@@ -187,9 +211,9 @@ int run_bench_model(Args& args) {
 
   // Passes: the weights as asked (default: as stored), then int8 with the chosen activations,
   // then, where those were Q8 blocks, int8 strictly weight-only (float activations).
-  std::vector<models::LanguageModelOptions> passes{base};
+  std::vector<models::LoadOptions> passes{base};
   if (do_int8) {
-    models::LanguageModelOptions o = base;
+    models::LoadOptions o = base;
     o.weight_format = kernels::WeightFormat::kInt8;
     passes.push_back(o);
     if (o.int8_activations == kernels::Int8Activations::kQ8 &&
@@ -199,12 +223,11 @@ int run_bench_model(Args& args) {
     }
   }
   double first_b1 = 0;
-  std::unique_ptr<models::LanguageModel> first;  // kept for the alternated comparison
+  std::unique_ptr<Lm> first;  // kept for the alternated comparison
   for (size_t pass = 0; pass < passes.size(); ++pass) {
-    models::LanguageModelOptions o = passes[pass];
-    o.kv_bytes = std::max<uint64_t>(o.kv_bytes, 64ull << 20);
+    const models::LoadOptions o = passes[pass];
     Stopwatch load;
-    auto lm = models::LanguageModel::load(be, dir, o);
+    auto lm = std::make_unique<Lm>(load_lm(be, dir, o, kvo));
     double load_s = load.seconds();
     std::string what(kernels::weight_format_name(lm->weight_format()));
     if (lm->weight_format() == kernels::WeightFormat::kInt8)
@@ -239,32 +262,32 @@ int run_bench_model(Args& args) {
         100 * *std::max_element(f.b1_paired.begin(), f.b1_paired.end()));
     std::printf("   decode batch 8: %.2f tokens/s (%.2fx batch 1)\n", f.decode_b8_tok_s,
                 f.decode_b8_tok_s / f.decode_b1_tok_s);
-    if (pass == 0 && passes.size() > 1) {
+    if (pass == 0) {
       first_b1 = f.decode_b1_tok_s;
       first = std::move(lm);
     }
   }
-  first.reset();  // the vision and engine runs below get the memory back
 
-  if (image_side > 0) {
-    auto st = io::SafeTensors::open(dir);
-    auto cfg = io::load_qwen2_vl_config(dir + "/config.json");
-    auto vt = models::VisionTower::load(be, st, cfg,
-                                        base.weight_format.value_or(kernels::WeightFormat::kBF16));
-    const int64_t g = image_side / cfg.vision.patch_size;
-    models::GridThw grid{1, g, g};
-    Tensor px = Tensor::zeros(DType::kF32, {g * g, vt->patch_dim()});
-    vt->forward(px, {&grid, 1});  // warm
+  if (image_side > 0 && first->model.spec.takes(models::Modality::kImage)) {
+    // The first model's encoder on a synthetic image, preprocessed as a request's would be.
+    const auto png = synthetic_png(image_side, image_side, 3);
+    const media::MediaContext mctx{.isa = be.isa(), .buffers = be.buffers()};
+    const models::PreparedMedia item =
+        first->model.processor->preprocess(models::Modality::kImage, png, mctx);
+    first->model.runner->encode(item);  // warm
     double best = 1e30;
     for (int i = 0; i < 2; ++i) {
       Stopwatch sw;
-      vt->forward(px, {&grid, 1});
+      first->model.runner->encode(item);
       best = std::min(best, sw.seconds());
     }
-    std::printf("== vision tower, %dx%d image (%lld patches): %.1f ms, %.1f GFLOP/s\n", image_side,
-                image_side, static_cast<long long>(g * g), best * 1e3,
-                vt->flops(grid) / best / 1e9);
+    std::printf(
+        "== vision encoder, %dx%d image (%lld patches, %lld tokens): %.1f ms, %.1f GFLOP/s\n",
+        image_side, image_side, static_cast<long long>(item.encoder_cost),
+        static_cast<long long>(item.n_tokens), best * 1e3,
+        first->model.runner->encode_flops(item) / best / 1e9);
   }
+  first.reset();  // the engine runs below get the memory back
 
   if (!conc.empty()) {
     std::vector<int> levels;
@@ -276,12 +299,13 @@ int run_bench_model(Args& args) {
     engine::EngineConfig ec;
     ec.model_dir = dir;
     ec.model = base;
+    ec.kv = kvo;
     ec.backend = bopts;
     ec.admission_control = false;
     auto eng = engine::Engine::create(ec);
     auto make = [&](int i) {
       engine::GenerateRequest g;
-      g.messages.push_back(io::ChatMessage::text(
+      g.messages.push_back(models::ChatMessage::text(
           "user", "Request " + std::to_string(i) + ": tell me about latency."));
       g.sampling.max_tokens = 32;
       g.sampling.ignore_eos = true;
@@ -303,16 +327,16 @@ int run_bench_model(Args& args) {
         synthetic_png(image_side > 0 ? image_side : 448, image_side > 0 ? image_side : 448, 5);
     auto turn = [&](bool second) {
       engine::GenerateRequest g;
-      io::ChatMessage m;
+      models::ChatMessage m;
       m.role = "user";
-      m.content.push_back({io::ContentPart::Kind::kImage, ""});
-      m.content.push_back({io::ContentPart::Kind::kText, "What is in this picture?"});
+      m.content.push_back({models::ContentPart::Kind::kImage, ""});
+      m.content.push_back({models::ContentPart::Kind::kText, "What is in this picture?"});
       g.messages.push_back(m);
       if (second) {
-        g.messages.push_back(io::ChatMessage::text("assistant", "A colourful pattern."));
-        g.messages.push_back(io::ChatMessage::text("user", "Which colour dominates?"));
+        g.messages.push_back(models::ChatMessage::text("assistant", "A colourful pattern."));
+        g.messages.push_back(models::ChatMessage::text("user", "Which colour dominates?"));
       }
-      g.images.push_back(img);
+      g.add_image(img);
       g.sampling.max_tokens = 1;
       return g;
     };

@@ -11,11 +11,10 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
-#include "models/qwen2_vl/tiny_checkpoint.h"
-#include "models/qwen2_vl/weights_spec.h"
+#include "kernels/backend.h"
+#include "models/registry.h"
 
 namespace fs = std::filesystem;
 
@@ -30,33 +29,31 @@ int run_demo(Args& args) {
   std::printf("== 1. tiny Qwen2-VL checkpoint (%s)\n", dir.c_str());
   if (regen || !fs::exists(fs::path(dir) / "config.json")) {
     models::TinyModelOptions opts;
-    opts.size = models::TinyModelSize::kTiny;
+    opts.size = "tiny";
     ThreadPool pool(cpu_count());
     opts.pool = &pool;
-    auto r = models::make_tiny_qwen2_vl(dir, opts);
+    auto r = models::family_named("qwen2-vl").make_tiny(dir, opts);
     std::printf("   generated %zu tensors, %lld parameters, %zu files in %.2f s\n", r.n_tensors,
                 static_cast<long long>(r.n_params), r.files.size(), r.seconds);
   } else {
     std::printf("   already present (pass --regenerate to write it again)\n");
   }
 
-  std::printf("== 2. load\n");
+  std::printf("== 2. load (the registry picks the family from config.json)\n");
   Stopwatch sw;
-  auto cfg = io::load_qwen2_vl_config((fs::path(dir) / "config.json").string());
-  auto st = io::SafeTensors::open(dir);
-  models::check_qwen2_vl_checkpoint(st, cfg);
+  const models::ModelFamily& family = models::family_for_checkpoint(dir);
+  const models::InspectLines lines = family.inspect(dir);
+  const kernels::Backend be;
+  const models::Model model = models::load_model(be, dir);
   auto tok = io::Tokenizer::from_file((fs::path(dir) / "tokenizer.json").string());
   double ms = sw.millis();
-  uint64_t bytes = st.total_bytes();
-  std::printf(
-      "   %s: %lld layers, hidden %lld, %lld heads (%lld kv), vocab %lld; vision depth %lld\n",
-      cfg.architecture.c_str(), static_cast<long long>(cfg.text.num_hidden_layers),
-      static_cast<long long>(cfg.text.hidden_size),
-      static_cast<long long>(cfg.text.num_attention_heads),
-      static_cast<long long>(cfg.text.num_key_value_heads),
-      static_cast<long long>(cfg.text.vocab_size), static_cast<long long>(cfg.vision.depth));
+  auto st = io::SafeTensors::open(dir);
+  std::printf("   family %s\n", family.name);
+  for (const auto& [label, value] : lines)
+    std::printf("   %-12s %s\n", label.c_str(), value.c_str());
   std::printf("   %zu tensors, %.2f MB in %zu file(s), tokenizer of %d tokens, loaded in %.1f ms\n",
-              st.size(), static_cast<double>(bytes) / 1e6, st.files().size(), tok.vocab_size(), ms);
+              st.size(), static_cast<double>(st.total_bytes()) / 1e6, st.files().size(),
+              tok.vocab_size(), ms);
 
   std::printf("== 3. tokenizer round trip\n");
   const std::string text = "Hello, mmrt! 你好 🙂 <|im_start|>user\nx = 42;<|im_end|>";

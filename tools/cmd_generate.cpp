@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -16,10 +17,19 @@ namespace fs = std::filesystem;
 namespace mmrt::cli {
 namespace {
 
-std::vector<uint8_t> read_file(const std::string& path) {
+std::vector<uint8_t> read_file(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound("cannot open image file '" + path + "'");
+  if (!f) throw NotFound("cannot open " + std::string(what) + " '" + path + "'");
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// --prompt-file FILE ('-': standard input), for prompts longer than one command-line argument
+// may be (128 KiB on Linux).
+std::string read_prompt_file(const std::string& path) {
+  if (path == "-")
+    return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  const std::vector<uint8_t> b = read_file(path, "prompt file");
+  return {b.begin(), b.end()};
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -41,6 +51,10 @@ int run_generate(Args& args) {
   engine::EngineConfig cfg;
   cfg.model_dir = args.require("model");
   std::vector<std::string> prompts = args.get_all("prompt");
+  for (const auto& f : args.get_all("prompt-file")) prompts.push_back(read_prompt_file(f));
+  const std::string sla_class = args.get_or("sla-class", "");
+  const double ttft_ms = args.get_double("ttft-deadline-ms", 0.0);
+  const std::string sla_file = args.get_or("sla-config", "");
   std::vector<std::string> images = args.get_all("image");
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
@@ -58,10 +72,17 @@ int run_generate(Args& args) {
   sp.ignore_eos = args.flag("ignore-eos");
   cfg.scheduler.token_budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
   cfg.policy = args.get_or("policy", "fcfs");
-  cfg.model = language_model_options(args);
+  cfg.model = load_options(args);
+  cfg.kv = kv_options(args);
   cfg.backend = backend_options(args);
   args.finish();
-  if (prompts.empty()) throw InvalidArgument("give at least one --prompt TEXT");
+  if (prompts.empty())
+    throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
+  if (!(ttft_ms >= 0) || ttft_ms > 3.6e6)
+    throw InvalidArgument("--ttft-deadline-ms must be in [0, 3600000], got " +
+                          std::to_string(ttft_ms));
+  if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);
+  if (!sla_class.empty()) cfg.sla.get(sla_class);  // unknown classes: a clear error now
   if (images.size() > prompts.size())
     throw InvalidArgument(
         "more --image options than --prompt options: the i-th --image (a file or a "
@@ -72,17 +93,20 @@ int run_generate(Args& args) {
   std::vector<engine::RequestHandle> handles;
   for (size_t i = 0; i < prompts.size(); ++i) {
     engine::GenerateRequest g;
-    if (!system.empty()) g.messages.push_back(io::ChatMessage::text("system", system));
-    io::ChatMessage user;
+    if (!system.empty()) g.messages.push_back(models::ChatMessage::text("system", system));
+    models::ChatMessage user;
     user.role = "user";
     if (i < images.size())
       for (const auto& path : split_commas(images[i])) {
-        g.images.push_back(read_file(path));
-        user.content.push_back({io::ContentPart::Kind::kImage, ""});
+        g.add_image(read_file(path, "image file"));
+        user.content.push_back({models::ContentPart::Kind::kImage, ""});
       }
-    user.content.push_back({io::ContentPart::Kind::kText, prompts[i]});
+    user.content.push_back({models::ContentPart::Kind::kText, prompts[i]});
     g.messages.push_back(std::move(user));
     g.sampling = sp;
+    // No class, no deadline: a one-shot request is best effort unless asked otherwise.
+    g.sla_class = sla_class;
+    g.ttft_deadline_ns = static_cast<int64_t>(ttft_ms * 1e6);
     handles.push_back(eng->submit(std::move(g)));
   }
   if (handles.size() == 1) {
@@ -138,29 +162,37 @@ int run_generate(Args& args) {
   return rc;
 }
 
-MMRT_COMMAND("generate", "generate text from prompts and images (chat template applied), streamed",
-             "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]] [--prompt "
-             "... ] [options]\n\n"
-             "Renders the chat template around each prompt (images first, then the text), runs\n"
-             "everything through the engine (continuous batching, prefix and encoder caches) and\n"
-             "streams the reply to stdout; several --prompt run batched and print when done. The\n"
-             "i-th --image (one file or a comma-separated list) belongs to the i-th --prompt.\n"
-             "Timings (time to first token, prefill and decode speed) go to stderr.\n\n"
-             "prompt:\n"
-             "  --system TEXT           system message (default: the template's)\n"
-             "sampling:\n"
-             "  --max-tokens N          tokens to generate at most (default 128)\n"
-             "  --temperature T         0 = greedy (default 0)\n"
-             "  --top-k K / --top-p P / --min-p P   filters (defaults off)\n"
-             "  --repetition-penalty R  HF-style, over prompt and output (default 1)\n"
-             "  --presence-penalty P / --frequency-penalty F   OpenAI-style (default 0)\n"
-             "  --seed N                sampling seed (default 0)\n"
-             "  --stop TEXT             stop string (repeatable); --ignore-eos keeps going\n"
-             "runtime:\n" MMRT_MODEL_OPTIONS_HELP
-             "  --step-tokens N         token budget per engine step (default 512)\n"
-             "  --policy fcfs|priority|slo   scheduling policy (default fcfs)\n"
-             "  --quiet                 no timing lines\n",
-             {"ignore-eos", "quiet", "map-weights"}, run_generate);
+MMRT_COMMAND(
+    "generate", "generate text from prompts and images (chat template applied), streamed",
+    "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]] [--prompt "
+    "... ] [options]\n\n"
+    "Renders the chat template around each prompt (images first, then the text), runs\n"
+    "everything through the engine (continuous batching, prefix and encoder caches) and\n"
+    "streams the reply to stdout; several --prompt run batched and print when done. The\n"
+    "i-th --image (one file or a comma-separated list) belongs to the i-th --prompt.\n"
+    "Timings (time to first token, prefill and decode speed) go to stderr.\n\n"
+    "prompt:\n"
+    "  --prompt-file FILE      read a prompt from FILE ('-': standard input); repeatable,\n"
+    "                          after the --prompt options\n"
+    "  --system TEXT           system message (default: the template's)\n"
+    "sampling:\n"
+    "  --max-tokens N          tokens to generate at most (default 128)\n"
+    "  --temperature T         0 = greedy (default 0)\n"
+    "  --top-k K / --top-p P / --min-p P   filters (defaults off)\n"
+    "  --repetition-penalty R  HF-style, over prompt and output (default 1)\n"
+    "  --presence-penalty P / --frequency-penalty F   OpenAI-style (default 0)\n"
+    "  --seed N                sampling seed (default 0)\n"
+    "  --stop TEXT             stop string (repeatable); --ignore-eos keeps going\n"
+    "runtime:\n" MMRT_MODEL_OPTIONS_HELP
+    "  --step-tokens N         token budget per engine step (default 512)\n"
+    "  --policy fcfs|priority|slo   scheduling policy (default fcfs)\n"
+    "latency promise (default none: best effort, never refused for time):\n"
+    "  --sla-class NAME        serve in this SLA class (platinum, gold, silver, or one of\n"
+    "                          --sla-config): refused up front when it cannot be met\n"
+    "  --ttft-deadline-ms MS   first token within MS ms, or refused\n"
+    "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
+    "  --quiet                 no timing lines\n",
+    {"ignore-eos", "quiet", "map-weights"}, run_generate);
 
 }  // namespace
 }  // namespace mmrt::cli

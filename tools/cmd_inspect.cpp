@@ -6,24 +6,14 @@
 
 #include "cli.h"
 #include "core/error.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
-#include "models/qwen2_vl/weights_spec.h"
+#include "models/registry.h"
 
 namespace {
 
 using namespace mmrt;
 namespace fs = std::filesystem;
-
-std::string join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ",";
-    s += std::to_string(v[i]);
-  }
-  return "[" + s + "]";
-}
 
 int run(cli::Args& args) {
   args.finish();
@@ -34,14 +24,11 @@ int run(cli::Args& args) {
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  io::Qwen2VLConfig cfg = io::load_qwen2_vl_config((fs::path(dir) / "config.json").string());
-  cfg.validate((fs::path(dir) / "config.json").string());
-  io::SafeTensors st = io::SafeTensors::open(dir);
-  models::check_qwen2_vl_checkpoint(st, cfg);
+  const models::ModelFamily& family = models::family_for_checkpoint(dir);
+  const models::InspectLines lines = family.inspect(dir);  // config + every tensor checked
+  const io::SafeTensors st = io::SafeTensors::open(dir);
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
 
-  const io::Qwen2VLNaming naming = io::detect_qwen2_vl_naming(st.names(), dir);
-  const bool tied = !st.contains("lm_head.weight");
   int64_t params = 0;
   std::map<std::string, uint64_t> bytes_by_dtype;
   std::map<std::string, size_t> count_by_dtype;
@@ -51,33 +38,9 @@ int run(cli::Args& args) {
     bytes_by_dtype[std::string(dtype_name(info.dtype))] += info.end - info.begin;
     count_by_dtype[std::string(dtype_name(info.dtype))] += 1;
   }
-  const auto& t = cfg.text;
-  const auto& v = cfg.vision;
   std::printf("checkpoint    %s\n", dir.c_str());
-  std::printf("architecture  %s (model_type %s, torch_dtype %s)\n", cfg.architecture.c_str(),
-              cfg.model_type.c_str(), cfg.torch_dtype.c_str());
-  std::printf(
-      "text          hidden %lld, layers %lld, heads %lld (head_dim %lld), kv heads %lld, "
-      "intermediate %lld, vocab %lld, mrope %s, rope_theta %g, rms_norm_eps %g\n",
-      (long long)t.hidden_size, (long long)t.num_hidden_layers, (long long)t.num_attention_heads,
-      (long long)t.head_dim(), (long long)t.num_key_value_heads, (long long)t.intermediate_size,
-      (long long)t.vocab_size, join(t.mrope_section).c_str(), t.rope_theta, t.rms_norm_eps);
-  std::printf(
-      "vision        depth %lld, embed %lld, heads %lld (head_dim %lld), mlp %lld, patch %lld, "
-      "temporal %lld, merge %lld, out %lld\n",
-      (long long)v.depth, (long long)v.embed_dim, (long long)v.num_heads, (long long)v.head_dim(),
-      (long long)v.mlp_hidden(), (long long)v.patch_size, (long long)v.temporal_patch_size,
-      (long long)v.spatial_merge_size, (long long)v.hidden_size);
-  std::printf(
-      "tokens        bos %lld, eos %lld, vision_start %lld, vision_end %lld, image %lld, "
-      "video %lld\n",
-      (long long)cfg.bos_token_id, (long long)cfg.eos_token_id,
-      (long long)cfg.vision_start_token_id, (long long)cfg.vision_end_token_id,
-      (long long)cfg.image_token_id, (long long)cfg.video_token_id);
-  std::printf("naming        %s\n", naming == io::Qwen2VLNaming::kOld
-                                        ? "old (model.*, visual.*)"
-                                        : "new (model.language_model.*, model.visual.*)");
-  std::printf("lm_head       %s\n", tied ? "tied to embed_tokens" : "separate (untied)");
+  std::printf("family        %s\n", family.name);
+  for (const auto& [label, value] : lines) std::printf("%-13s %s\n", label.c_str(), value.c_str());
   std::printf("tensors       %zu\n", st.size());
   std::printf("parameters    %lld (%.3f M)\n", (long long)params, params / 1e6);
   for (const auto& [dt, b] : bytes_by_dtype)
@@ -110,7 +73,8 @@ dimensions, the tensor-name convention (old: model.* / visual.*; new: model.lang
 model.visual.*), whether lm_head is tied, tensor and parameter counts, bytes by dtype, the
 number of shards, the tokenizer size and the load time (config + open + validate, in ms).
 
-Exits 1 with the loader's message (file, tensor, problem) when the checkpoint is malformed.
-Supported architectures: Qwen2VLForConditionalGeneration.
+Exits 1 with the loader's message (file, tensor, problem) when the checkpoint is malformed, and
+with the list of supported architectures when its config.json names another one (the families
+are registered in src/models/registry.cpp; today Qwen2VLForConditionalGeneration).
 )",
              {}, &run);

@@ -1,4 +1,5 @@
-// mmrt make-tiny-model: writes a random Qwen2-VL checkpoint folder in the Hugging Face layout.
+// mmrt make-tiny-model: writes a random checkpoint folder of a registered family in the exact
+// Hugging Face layout.
 #include <cstdio>
 
 #include "cli.h"
@@ -6,47 +7,62 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model_options.h"
-#include "models/qwen2_vl/tiny_checkpoint.h"
+#include "models/registry.h"
 
 namespace {
 
 using namespace mmrt;
 
+std::string family_names() {
+  std::string s;
+  for (const models::ModelFamily* f : models::families())
+    s += (s.empty() ? "" : ", ") + std::string(f->name);
+  return s;
+}
+
 int run(cli::Args& args) {
   models::TinyModelOptions o;
   const std::string arch = args.get_or("arch", "qwen2-vl");
   const std::string out = args.require("out");
-  o.size = models::parse_tiny_model_size(args.get_or("size", "tiny"));
+  o.size = args.get_or("size", "tiny");
   const int64_t seed = args.get_int("seed", 0);
   if (seed < 0) throw InvalidArgument("--seed must be non-negative");
   o.seed = static_cast<uint64_t>(seed);
   o.dtype = args.get_choice<DType>("dtype", "bf16", {{"bf16", DType::kBF16}, {"f32", DType::kF32}});
   o.tokenizer_path = args.get_or("tokenizer", "");
-  o.naming = args.get_choice<io::Qwen2VLNaming>(
-      "naming", "old", {{"old", io::Qwen2VLNaming::kOld}, {"new", io::Qwen2VLNaming::kNew}});
+  o.naming = args.get_or("naming", "");
   const bool tie = args.flag("tie"), untie = args.flag("untie");
   if (tie && untie) throw InvalidArgument("--tie and --untie are mutually exclusive");
   if (tie) o.tied = true;
   if (untie) o.tied = false;
   const int64_t shard_mb = args.get_int("max-shard-mb", 2000);
-  if (shard_mb <= 0) throw InvalidArgument("--max-shard-mb must be positive");
+  if (shard_mb <= 0 || shard_mb > 1'000'000)
+    throw InvalidArgument("--max-shard-mb must be in 1..1000000, got " + std::to_string(shard_mb));
   o.max_shard_bytes = static_cast<uint64_t>(shard_mb) * 1000 * 1000;
-  const int threads = thread_count_option(args);
+  const int threads = cli::thread_count_option(args);
   args.finish();
-  if (arch != "qwen2-vl")
-    throw InvalidArgument("--arch '" + arch + "' is not supported (available: qwen2-vl)");
   if (!args.positional().empty())
     throw InvalidArgument("unexpected argument '" + args.positional()[0] + "'");
+  const models::ModelFamily* family = nullptr;
+  for (const models::ModelFamily* f : models::families())
+    if (arch == f->name) family = f;
+  if (!family)
+    throw InvalidArgument("--arch '" + arch + "' is not supported (available: " + family_names() +
+                          ")");
+  bool size_ok = false;
+  std::string sizes;
+  for (const auto& s : family->tiny_sizes) {
+    size_ok = size_ok || s == o.size;
+    sizes += (sizes.empty() ? "" : ", ") + s;
+  }
+  if (!size_ok)
+    throw InvalidArgument("--size '" + o.size + "' is not a " + arch + " preset (" + sizes + ")");
   o.progress = true;
   ThreadPool pool(threads > 0 ? threads : cpu_count());  // fills tensors in parallel
   o.pool = &pool;
 
-  models::TinyModelResult r = models::make_tiny_qwen2_vl(out, o);
-  const auto& c = r.config;
-  std::printf("wrote %s (qwen2-vl, %s, %s, %s names, %s lm_head)\n", out.c_str(),
-              models::tiny_model_size_name(o.size), o.dtype == DType::kBF16 ? "bf16" : "f32",
-              o.naming == io::Qwen2VLNaming::kOld ? "old" : "new",
-              c.text.tie_word_embeddings ? "tied" : "untied");
+  const models::TinyModelResult r = family->make_tiny(out, o);
+  std::printf("wrote %s (%s)\n", out.c_str(), r.summary.c_str());
   std::printf("  files       ");
   for (size_t i = 0; i < r.files.size(); ++i)
     std::printf("%s%s", i ? ", " : "", r.files[i].c_str());
@@ -56,7 +72,7 @@ int run(cli::Args& args) {
   std::printf("  bytes       %llu (%.1f MB)\n", static_cast<unsigned long long>(r.n_bytes),
               r.n_bytes / 1e6);
   std::printf("  tokenizer   %d tokens, config vocab_size %lld\n", r.tokenizer_size,
-              static_cast<long long>(c.text.vocab_size));
+              static_cast<long long>(r.vocab_size));
   std::printf("  time        %.2f s\n", r.seconds);
   return 0;
 }
@@ -64,7 +80,7 @@ int run(cli::Args& args) {
 }  // namespace
 
 MMRT_COMMAND("make-tiny-model",
-             "write a random Qwen2-VL checkpoint (HF layout) for tests/benchmarks",
+             "write a random checkpoint (HF layout) of a model family for tests/benchmarks",
              R"(usage: mmrt make-tiny-model --out DIR [options]
 
 Writes a complete random checkpoint folder with the exact Hugging Face names and layout:
@@ -73,19 +89,18 @@ shard would exceed --max-shard-mb), tokenizer.json, tokenizer_config.json,
 generation_config.json and preprocessor_config.json.
 
 options:
-  --arch qwen2-vl          architecture (only qwen2-vl)
+  --arch NAME              model family (default qwen2-vl; the registered families)
   --out DIR                output folder (created; old weight files in it are replaced)
-  --size tiny|small|2b-shape
-                           tiny: hidden 64, 2 layers, vision embed 32 (a few MB, unit tests)
-                           small: hidden 768, 12 layers, vision 4 x 384 (~90M params, benchmarks)
-                           2b-shape: Qwen2-VL-2B's exact dimensions (2.21B params, 4.4 GB bf16)
-                           (default tiny)
+  --size PRESET            qwen2-vl: tiny (hidden 64, 2 layers, vision embed 32; a few MB, unit
+                           tests), small (hidden 768, 12 layers, vision 4 x 384; ~90M params,
+                           benchmarks), 2b-shape (Qwen2-VL-2B's exact dimensions: 2.21B params,
+                           4.4 GB bf16) (default tiny)
   --seed N                 random seed (default 0); same seed, same weights
   --dtype bf16|f32         weight dtype (default bf16)
   --tokenizer PATH         copy this tokenizer.json in and take the special-token ids from it
                            (default: learn a byte-level BPE vocabulary from built-in text)
-  --naming old|new         tensor names: old = model.*, visual.* (original checkpoints);
-                           new = model.language_model.*, model.visual.* (default old)
+  --naming old|new         qwen2-vl tensor names: old = model.*, visual.* (original
+                           checkpoints); new = model.language_model.*, model.visual.* (default old)
   --tie | --untie          tie lm_head to embed_tokens or not (default: untied for tiny,
                            tied for small and 2b-shape)
   --max-shard-mb N         shard size limit in MB (default 2000, HF's "2GB")

@@ -14,15 +14,17 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/npy.h"
 #include "media/image.h"
-#include "media/npy.h"
-#include "media/qwen2_vl.h"
+#include "models/qwen2_vl/image_processor.h"
 
 namespace mmrt::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace mmrt::media;
+using namespace mmrt::models::qwen2_vl;
+using io::write_npy;
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -100,12 +102,12 @@ int run_preprocess(Args& args) {
   const std::vector<uint8_t> bytes = read_file(image);
   const ImageInfo info = probe_image(bytes, {.max_pixels = opts.max_source_pixels});
 
-  QwenImageInputs r;
+  ImageInputs r;
   Stages st;
   for (int64_t i = 0; i < repeat; ++i) {
     Stopwatch sw;
     const double cpu0 = process_cpu_ms();
-    r = preprocess_qwen2_vl(bytes, cfg, opts);
+    r = preprocess_image(bytes, cfg, opts);
     st.total.push_back(sw.millis());
     st.cpu.push_back(process_cpu_ms() - cpu0);
     st.decode.push_back(r.decode_ms);

@@ -9,8 +9,8 @@
 
 namespace mmrt::cli {
 
-models::LanguageModelOptions language_model_options(Args& args) {
-  models::LanguageModelOptions o;
+models::LoadOptions load_options(Args& args) {
+  models::LoadOptions o;
   using WF = kernels::WeightFormat;
   o.weight_format = args.get_choice<std::optional<WF>>(
       "weights", "auto",
@@ -19,11 +19,17 @@ models::LanguageModelOptions language_model_options(Args& args) {
   o.int8_activations = args.get_choice<kernels::Int8Activations>(
       "int8-activations", "q8",
       {{"q8", kernels::Int8Activations::kQ8}, {"float", kernels::Int8Activations::kFloat}});
-  o.kv_dtype =
+  return o;
+}
+
+engine::KvOptions kv_options(Args& args) {
+  engine::KvOptions o;
+  o.dtype =
       args.get_choice<DType>("kv-dtype", "bf16", {{"bf16", DType::kBF16}, {"f32", DType::kF32}});
-  int64_t mb = args.get_int("kv-mb", 256);
-  if (mb < 1) throw InvalidArgument("--kv-mb must be >= 1");
-  o.kv_bytes = static_cast<uint64_t>(mb) << 20;
+  const int64_t mb = args.get_int("kv-mb", 256);
+  if (mb < 1 || mb > (int64_t{1} << 24))
+    throw InvalidArgument("--kv-mb must be in 1..16777216 (MiB), got " + std::to_string(mb));
+  o.bytes = static_cast<uint64_t>(mb) << 20;
   return o;
 }
 

@@ -2,8 +2,9 @@
 #pragma once
 
 #include "cli.h"
+#include "engine/executor.h"
 #include "kernels/backend.h"
-#include "models/qwen2_vl/language_model.h"
+#include "models/model.h"
 
 #define MMRT_MODEL_OPTIONS_HELP                                                               \
   "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"  \
@@ -21,8 +22,10 @@
 
 namespace mmrt::cli {
 
-// Reads --weights, --map-weights, --int8-activations, --kv-dtype, --kv-mb.
-models::LanguageModelOptions language_model_options(Args& args);
+// Reads --weights, --map-weights, --int8-activations.
+models::LoadOptions load_options(Args& args);
+// Reads --kv-dtype, --kv-mb.
+engine::KvOptions kv_options(Args& args);
 // Reads --threads: the option, else $MMRT_THREADS, else 0 (every CPU).
 int thread_count_option(Args& args);
 // Reads --threads (as above) and --isa.

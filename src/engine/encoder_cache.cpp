@@ -7,65 +7,102 @@ namespace mmrt::engine {
 
 EncoderCache::EncoderCache(uint64_t byte_budget) : budget_(byte_budget) {}
 
-EncoderCache::Entry& EncoderCache::at(const Hash128& key) {
-  auto it = map_.find(key);
-  if (it == map_.end()) throw NotFound("encoder cache has no entry " + key.hex());
-  return it->second;
-}
-
 bool EncoderCache::lookup(const Hash128& key) {
-  bool hit = contains(key);
+  const bool hit = contains(key);
   (hit ? stats_.hits : stats_.misses)++;
   return hit;
 }
 
-bool EncoderCache::put(const Hash128& key, const Tensor& embeds) {
-  if (embeds.dtype() != DType::kF32 || embeds.rank() != 2)
-    throw InvalidArgument("encoder cache stores f32 [n, hidden] embeddings, got " + embeds.describe());
-  if (contains(key)) return true;
-  const uint64_t need = static_cast<uint64_t>(embeds.numel()) * 2;
+bool EncoderCache::reserve(const Hash128& key, uint64_t bytes, std::vector<Hash128>& evicted) {
+  if (contains(key)) {
+    touch(key);
+    return true;
+  }
+  uint64_t evictable = 0;
+  for (const Hash128& k : lru_) {
+    const Entry& e = map_.at(k);
+    if (e.pins == 0) evictable += e.bytes;
+  }
+  if (bytes > budget_ || bytes_ - evictable + bytes > budget_) {
+    ++stats_.rejected;
+    return false;
+  }
   // Evict unpinned entries, least recently used first, until it fits.
-  for (auto it = lru_.begin(); bytes_ + need > budget_ && it != lru_.end();) {
+  for (auto it = lru_.begin(); bytes_ + bytes > budget_ && it != lru_.end();) {
     Entry& e = map_.at(*it);
     if (e.pins > 0) {
       ++it;
       continue;
     }
-    bytes_ -= e.f16.nbytes();
+    bytes_ -= e.bytes;
+    evicted.push_back(*it);
     map_.erase(*it);
     it = lru_.erase(it);
     ++stats_.evictions;
   }
-  if (bytes_ + need > budget_) {
-    ++stats_.rejected;
-    return false;
-  }
-  Tensor src = embeds.contiguous();
   Entry e;
-  e.f16 = Tensor::empty(DType::kF16, src.shape());
-  f32_to_f16(src.data<float>(), reinterpret_cast<uint16_t*>(e.f16.raw()), static_cast<size_t>(src.numel()));
+  e.bytes = bytes;
   e.lru = lru_.insert(lru_.end(), key);
-  bytes_ += need;
-  map_.emplace(key, std::move(e));
+  bytes_ += bytes;
+  map_.emplace(key, e);
   return true;
 }
 
-void EncoderCache::read_rows(const Hash128& key, int64_t row0, int64_t n, float* dst) {
-  Entry& e = at(key);
-  const int64_t H = e.f16.dim(1);
-  if (row0 < 0 || row0 + n > e.f16.dim(0))
-    throw InvalidArgument("encoder cache read of rows [" + std::to_string(row0) + ", " + std::to_string(row0 + n) +
-                          ") from an entry of " + std::to_string(e.f16.dim(0)) + " rows");
-  f16_to_f32(reinterpret_cast<const uint16_t*>(e.f16.raw()) + row0 * H, dst, static_cast<size_t>(n * H));
-  lru_.splice(lru_.end(), lru_, e.lru);
+void EncoderCache::touch(const Hash128& key) {
+  auto it = map_.find(key);
+  if (it != map_.end()) lru_.splice(lru_.end(), lru_, it->second.lru);
 }
 
-int64_t EncoderCache::hidden(const Hash128& key) { return at(key).f16.dim(1); }
+void EncoderCache::erase(const Hash128& key) {
+  auto it = map_.find(key);
+  if (it == map_.end()) return;
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  map_.erase(it);
+}
 
-void EncoderCache::pin(const Hash128& key) { ++at(key).pins; }
+void EncoderCache::pin(const Hash128& key) {
+  auto it = map_.find(key);
+  if (it == map_.end()) throw InternalError("encoder cache: pin of an absent entry " + key.hex());
+  ++it->second.pins;
+}
+
 void EncoderCache::unpin(const Hash128& key) {
-  Entry& e = at(key);
-  if (e.pins > 0) --e.pins;
+  auto it = map_.find(key);
+  if (it != map_.end() && it->second.pins > 0) --it->second.pins;
+}
+
+void EncoderStore::put(const Hash128& key, const Tensor& embeds) {
+  if (embeds.dtype() != DType::kF32 || embeds.rank() != 2)
+    throw InvalidArgument("encoder store keeps f32 [n, width] embeddings, got " +
+                          embeds.describe());
+  if (contains(key)) return;
+  const Tensor src = embeds.contiguous();
+  Tensor f16 = Tensor::empty(DType::kF16, src.shape());
+  f32_to_f16(src.data<float>(), reinterpret_cast<uint16_t*>(f16.raw()),
+             static_cast<size_t>(src.numel()));
+  bytes_ += f16.nbytes();
+  map_.emplace(key, std::move(f16));
+}
+
+void EncoderStore::erase(const Hash128& key) {
+  auto it = map_.find(key);
+  if (it == map_.end()) return;
+  bytes_ -= it->second.nbytes();
+  map_.erase(it);
+}
+
+void EncoderStore::read_rows(const Hash128& key, int64_t row0, int64_t n, float* dst) const {
+  auto it = map_.find(key);
+  if (it == map_.end()) throw NotFound("encoder store has no entry " + key.hex());
+  const Tensor& t = it->second;
+  const int64_t H = t.dim(1);
+  if (row0 < 0 || n < 0 || row0 + n > t.dim(0))
+    throw InvalidArgument("encoder store read of rows [" + std::to_string(row0) + ", " +
+                          std::to_string(row0 + n) + ") from an entry of " +
+                          std::to_string(t.dim(0)) + " rows");
+  f16_to_f32(reinterpret_cast<const uint16_t*>(t.raw()) + row0 * H, dst,
+             static_cast<size_t>(n * H));
 }
 
 }  // namespace mmrt::engine

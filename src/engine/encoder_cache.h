@@ -1,12 +1,14 @@
-// Vision-encoder outputs kept across requests: key = hash of the media bytes + model + processor
-// settings + tenant salt (so tenants never share entries), value = embeddings stored in f16,
-// within a byte budget, least recently used first out. Entries a running request still needs
-// are pinned and never evicted.
+// Encoder outputs kept across requests, split as the rest of the engine is: the scheduler keeps
+// the books (EncoderCache: which keys are resident, their sizes, LRU order, pins, hit counts;
+// eviction decisions travel to the executor in the step plan), the executor owns the memory
+// (EncoderStore: the embeddings themselves, in f16). Keys hash the media bytes, the model, the
+// preprocessing settings and the tenant's salt, so tenants never share entries.
 #pragma once
 
 #include <cstdint>
 #include <list>
 #include <unordered_map>
+#include <vector>
 
 #include "core/hash.h"
 #include "core/tensor.h"
@@ -24,12 +26,14 @@ class EncoderCache {
   bool contains(const Hash128& key) const { return map_.count(key) > 0; }
   // Counts a hit or a miss (for the hit rate) and returns contains(key).
   bool lookup(const Hash128& key);
-  // Stores f32 embeddings [n, hidden] as f16, evicting unpinned LRU entries to make room.
-  // Returns false (stores nothing) when the entry cannot fit even then.
-  bool put(const Hash128& key, const Tensor& embeds);
-  // Rows [row0, row0 + n) of an entry as f32 into dst [n, hidden]; marks it recently used.
-  void read_rows(const Hash128& key, int64_t row0, int64_t n, float* dst);
-  int64_t hidden(const Hash128& key);
+  // Makes room for an entry of `bytes` by evicting unpinned entries, least recently used first
+  // (their keys are appended to `evicted`: the executor frees them), and records it. A
+  // transaction: when it cannot fit even then, nothing changes and it returns false.
+  bool reserve(const Hash128& key, uint64_t bytes, std::vector<Hash128>& evicted);
+  void touch(const Hash128& key);  // most recently used (no-op for an absent key)
+  void erase(const Hash128& key);  // forgets an unpinned entry (a failed step's reservation)
+  void record_miss() { ++stats_.misses; }  // an item that needed an encoder run
+  // Pinned entries are never evicted (a step in flight reads them).
   void pin(const Hash128& key);
   void unpin(const Hash128& key);
 
@@ -40,15 +44,31 @@ class EncoderCache {
 
  private:
   struct Entry {
-    Tensor f16;  // [n, hidden]
+    uint64_t bytes = 0;
     int32_t pins = 0;
     std::list<Hash128>::iterator lru;
   };
-  Entry& at(const Hash128& key);
   uint64_t budget_, bytes_ = 0;
   std::list<Hash128> lru_;  // front = least recently used
   std::unordered_map<Hash128, Entry, Hash128Hasher> map_;
   EncoderCacheStats stats_;
+};
+
+// The executor's memory for encoder outputs: f32 embeddings [n, width] stored as f16.
+class EncoderStore {
+ public:
+  void put(const Hash128& key, const Tensor& embeds);  // f32 [n, width]; InvalidArgument else
+  void erase(const Hash128& key);
+  bool contains(const Hash128& key) const { return map_.count(key) > 0; }
+  // Rows [row0, row0 + n) as f32 into dst [n, width]. NotFound / InvalidArgument when absent or
+  // out of range.
+  void read_rows(const Hash128& key, int64_t row0, int64_t n, float* dst) const;
+  uint64_t bytes() const { return bytes_; }
+  size_t size() const { return map_.size(); }
+
+ private:
+  std::unordered_map<Hash128, Tensor, Hash128Hasher> map_;  // [n, width] f16
+  uint64_t bytes_ = 0;
 };
 
 }  // namespace mmrt::engine

@@ -1,26 +1,28 @@
 // The engine: the library API the CLI and the HTTP server use. submit() takes a chat (text and
-// images) or raw token ids, returns a handle that streams text and ends with exactly one
-// outcome; cancel() works at any moment. Inside: media decode/preprocessing on worker threads
-// (off the step loop), then one step loop thread running scheduler -> executor -> update.
+// media) or raw token ids and returns a handle that streams text and ends with exactly one
+// outcome; cancel() works at any moment. Inside, data flows one way:
+//   submit -> media stage: prepare (template, tokens, media headers)
+//          -> step loop: admission (on the expected work, before any decoding)
+//          -> media stage: preprocess (admitted requests with media only)
+//          -> step loop: scheduler -> executor (model runner) -> update -> handles.
+// The engine knows models only through the registry's seam (models/model.h).
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/batch_controller.h"
 #include "engine/cost_model.h"
-#include "engine/request.h"
+#include "engine/executor.h"
+#include "engine/handle.h"
+#include "engine/media_stage.h"
 #include "engine/scheduler.h"
 #include "engine/sla.h"
-#include "io/chat_template.h"
 #include "kernels/backend.h"
-#include "models/qwen2_vl/language_model.h"
+#include "models/model.h"
 
 namespace mmrt::io {
 class Tokenizer;
@@ -28,28 +30,16 @@ class Tokenizer;
 
 namespace mmrt::engine {
 
-// Decoded + preprocessed image, as the vision tower consumes it.
-struct PreparedImage {
-  Tensor pixel_values;  // [n_patches, patch_dim] f32
-  models::GridThw grid{};
-};
-// Turns encoded image bytes into model inputs; runs on a media worker thread.
-using ImagePreprocessor = std::function<PreparedImage(std::span<const uint8_t> bytes)>;
-
 struct EngineConfig {
   std::string model_dir;
   kernels::BackendOptions backend;  // the engine's compute: threads, kernel variant cap, buffers
-  models::LanguageModelOptions model;
-  SchedulerConfig scheduler;
+  models::LoadOptions model;        // weight format and placement
+  KvOptions kv;                     // KV cache element type, block size, size
+  SchedulerConfig scheduler;        // position_rows / encoder_row_bytes come from the model
   std::string policy = "fcfs";
   uint64_t encoder_cache_bytes = 256ull << 20;
   bool prefix_caching = true;
   int media_threads = 1;
-  // How images become pixel_values; unset: the media module's Qwen2-VL preprocessing with the
-  // checkpoint's preprocessor_config.json (fast mode).
-  ImagePreprocessor preprocess;
-  // A string identifying the preprocessing settings (part of every media cache key).
-  std::string processor_tag = "qwen2vl-fast";
   SlaConfig sla = SlaConfig::defaults();
   bool admission_control = true;  // refuse / downgrade requests predicted to miss their class
   bool batch_controller = true;   // adapt the step budget to the tightest running TPOT target
@@ -57,54 +47,20 @@ struct EngineConfig {
 };
 
 struct GenerateRequest {
-  std::vector<io::ChatMessage> messages;     // image parts take `images` in order
-  std::vector<std::vector<uint8_t>> images;  // encoded bytes (JPEG/PNG/WebP)
-  std::vector<int32_t> prompt_ids;           // instead of messages: token ids as is
+  std::vector<models::ChatMessage> messages;  // media parts take `media` in order
+  std::vector<PendingMedia> media;            // encoded files (images: JPEG/PNG/WebP)
+  std::vector<int32_t> prompt_ids;            // instead of messages: token ids as is
   SamplingParams sampling;
   std::string tenant = "default";
   int32_t priority = 0;
-  std::string sla_class;         // "" = the SLA config's default class
+  // The SLA class; "" = best effort (no deadline). A server maps requests without a class to
+  // SlaConfig::default_class itself.
+  std::string sla_class;
   int64_t ttft_deadline_ns = 0;  // explicit deadline relative to submission (overrides the class)
   int64_t tpot_target_ns = 0;    // explicit TPOT target (overrides the class)
-};
 
-struct StreamEvent {
-  enum class Kind { kText, kDone } kind = Kind::kText;
-  std::string text;                  // kText: newly complete text
-  Outcome outcome = Outcome::kNone;  // kDone
-  std::string reason;
-};
-
-struct RequestResult {
-  RequestId id = 0;
-  std::string text;
-  std::vector<int32_t> tokens;
-  Outcome outcome = Outcome::kNone;
-  std::string reason;
-  int64_t prompt_tokens = 0, cached_prompt_tokens = 0;
-  int32_t preemptions = 0;
-  std::string sla_class;                        // the class it was served in (after any downgrade)
-  int64_t predicted_ttft_ns = 0;                // admission's prediction (0: none)
-  int64_t deadline_ns = 0, tpot_target_ns = 0;  // absolute TTFT deadline, TPOT target
-  Timeline timeline;
-};
-
-class Engine;
-
-class RequestHandle {
- public:
-  RequestId id() const;
-  // Next event; nullopt on timeout (timeout_ms < 0 waits forever). After kDone: always kDone.
-  std::optional<StreamEvent> next(int64_t timeout_ms = -1);
-  // Waits for the end and returns everything (text, tokens, outcome, timeline).
-  RequestResult wait();
-  void cancel();
-
-  struct State;
-  explicit RequestHandle(std::shared_ptr<State> s) : s_(std::move(s)) {}
-
- private:
-  std::shared_ptr<State> s_;
+  // Appends an image: its bytes to `media` (the messages must hold the matching image part).
+  void add_image(std::vector<uint8_t> bytes);
 };
 
 struct EngineStats {
@@ -116,8 +72,9 @@ struct EngineStats {
   int64_t refused = 0, downgraded = 0;
   // Of `refused`: admitted requests refused later, before their first token (waiting or in
   // prefill), when it could no longer come in time (the admission prediction was wrong); of
-  // `downgraded`, those moved to a lower class that way.
-  int64_t refused_late = 0, downgraded_late = 0;
+  // those, the ones whose encoder had already run; of `downgraded`, those moved to a lower
+  // class that way.
+  int64_t refused_late = 0, refused_after_encode = 0, downgraded_late = 0;
   int32_t token_budget = 0;
   PredictionError ttft_prediction;
   std::array<double, 5> cost_coefficients_ns{};
@@ -125,16 +82,18 @@ struct EngineStats {
 
 class Engine {
  public:
-  // Loads the model (language model + vision tower) and starts the step loop.
+  // Loads the model through the registry and starts the threads. Throws the loader's errors.
   static std::unique_ptr<Engine> create(const EngineConfig& cfg);
   ~Engine();  // cancels what is outstanding and stops the threads
 
   // Never throws for a bad request: it comes back as an outcome (refused / failed + reason).
   RequestHandle submit(GenerateRequest req);
   void cancel(RequestId id);
+  // A consistent snapshot of the books (taken by the step loop after each step).
   EngineStats stats() const;
-  const io::Qwen2VLConfig& model_config() const;
+  const models::ModelSpec& model_spec() const;
   const io::Tokenizer& tokenizer() const;
+  const kernels::Backend& backend() const;
   // Blocks until no request is in flight.
   void wait_idle();
 

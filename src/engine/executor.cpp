@@ -5,110 +5,97 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "models/qwen2_vl/language_model.h"
-#include "models/qwen2_vl/vision_tower.h"
 
 namespace mmrt::engine {
 
-ModelExecutor::ModelExecutor(models::LanguageModel& lm, models::VisionTower* vision, KvBlockManager& kv,
-                             EncoderCache& enc)
-    : lm_(lm), vision_(vision), kv_(kv), enc_(enc) {}
+namespace {
+
+kernels::KvCacheConfig kv_layout(const models::Runner& runner, const KvOptions& o) {
+  kernels::KvCacheConfig kc = runner.kv_config();
+  kc.block_size = o.block_size;
+  kc.dtype = o.dtype;
+  if (o.blocks > 0) {
+    kc.num_blocks = o.blocks;
+  } else {
+    const uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size *
+                               kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype);
+    kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(
+        INT32_MAX, std::max<uint64_t>(1, o.bytes / std::max<uint64_t>(per_block, 1))));
+  }
+  return kc;
+}
+
+}  // namespace
+
+ModelExecutor::ModelExecutor(models::Runner& runner, int64_t embed_dim, const KvOptions& kv)
+    : runner_(runner),
+      embed_dim_(embed_dim),
+      kv_(std::make_unique<kernels::KvCache>(kv_layout(runner, kv))) {}
 
 StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const int64_t t0 = now_ns();
-  const int64_t H = lm_.config().text.hidden_size;
-  // Keep every cached encoder output this step reads alive while new ones are stored.
-  std::vector<Hash128> pinned;
-  for (const auto& c : plan.chunks)
-    for (const auto& m : c.req->media)
-      if (m.begin < c.start + c.n && m.begin + m.n_tokens > c.start && enc_.contains(m.key)) {
-        enc_.pin(m.key);
-        pinned.push_back(m.key);
-      }
-  // Hit-rate books: an image whose span starts in this step either has a job (miss) or not (hit).
-  for (const auto& c : plan.chunks)
-    for (size_t i = 0; i < c.req->media.size(); ++i) {
-      const MediaItem& m = c.req->media[i];
-      if (m.begin < c.start || m.begin >= c.start + c.n) continue;
-      bool job = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
-                             [&](const EncoderJob& j) { return j.req == c.req && j.media == i; });
-      if (!job) enc_.lookup(m.key);
-    }
-  for (const auto& job : plan.encoder_jobs) enc_.lookup(job.req->media[job.media].key);
-  // Encoder jobs: whole images (their attention is bidirectional).
-  std::unordered_map<Hash128, Tensor, Hash128Hasher> uncached;  // outputs the cache could not take
-  for (const auto& job : plan.encoder_jobs) {
-    MediaItem& m = job.req->media[job.media];
-    job.req->timeline.add(Event::kEncoderStart, now_ns(), static_cast<int64_t>(job.media));
-    if (!vision_) throw FailedPrecondition("this model has no vision tower");
-    Tensor feats = vision_->forward(m.pixel_values, {&m.grid, 1});  // [n_tokens, hidden]
-    if (feats.dim(0) != m.n_tokens)
-      throw InternalError("vision tower produced " + std::to_string(feats.dim(0)) + " rows for an image of " +
-                          std::to_string(m.n_tokens) + " tokens");
-    if (enc_.put(m.key, feats)) {
-      enc_.pin(m.key);
-      pinned.push_back(m.key);
-    } else {
-      uncached.emplace(m.key, feats);
-    }
-    job.req->timeline.add(Event::kEncoderEnd, now_ns(), static_cast<int64_t>(job.media));
+  const int64_t H = embed_dim_;
+  StepOutput out;
+  for (const Hash128& k : plan.encoder_frees) store_.erase(k);
+  // Encoder jobs: whole items (their attention is bidirectional).
+  std::unordered_map<Hash128, Tensor, Hash128Hasher> step_only;  // outputs not kept
+  for (const EncoderJob& job : plan.encoder_jobs) {
+    EncoderTiming t;
+    t.start_ns = now_ns();
+    Tensor feats = runner_.encode(job.input);  // [n_tokens, embed_dim]
+    if (feats.dim(0) != job.input.n_tokens || feats.dim(1) != H)
+      throw InternalError("encoder produced " + feats.describe() + " for an item of " +
+                          std::to_string(job.input.n_tokens) + " tokens x " + std::to_string(H));
+    if (job.keep)
+      store_.put(job.key, feats);
+    else
+      step_only.emplace(job.key, std::move(feats));
+    t.end_ns = now_ns();
+    out.encoder.push_back(t);
   }
 
   const size_t nc = plan.chunks.size();
-  tokens_.resize(nc);
-  positions_.resize(nc);
   rows_.resize(nc);
   embeds_.resize(nc);
   std::vector<models::SeqStep> steps(nc);
   for (size_t k = 0; k < nc; ++k) {
     const ScheduledChunk& c = plan.chunks[k];
-    const Request& r = *c.req;
-    auto& tok = tokens_[k];
-    auto& pos = positions_[k];
     auto& rows = rows_[k];
     auto& emb = embeds_[k];
-    tok.resize(static_cast<size_t>(c.n));
-    pos.resize(static_cast<size_t>(3 * c.n));
     rows.clear();
-    for (int64_t i = 0; i < c.n; ++i) {
-      tok[static_cast<size_t>(i)] = r.token_at(c.start + i);
-      for (int row = 0; row < 3; ++row) pos[static_cast<size_t>(row * c.n + i)] = r.position_at(row, c.start + i);
-    }
-    for (const auto& m : r.media) {
-      int64_t b = std::max(m.begin, c.start), e = std::min(m.begin + m.n_tokens, c.start + c.n);
-      if (b >= e) continue;
-      size_t off = emb.size();
-      emb.resize(off + static_cast<size_t>((e - b) * H));
-      auto it = uncached.find(m.key);
-      if (it != uncached.end()) {
-        std::copy_n(it->second.data<float>() + (b - m.begin) * H, (e - b) * H, emb.data() + off);
-      } else {
-        enc_.read_rows(m.key, b - m.begin, e - b, emb.data() + off);
-      }
-      for (int64_t i = b; i < e; ++i) rows.push_back(static_cast<int32_t>(i - c.start));
+    emb.clear();
+    for (const ChunkMedia& m : c.media) {
+      const size_t off = emb.size();
+      emb.resize(off + static_cast<size_t>(m.n * H));
+      auto it = step_only.find(m.key);
+      if (it != step_only.end())
+        std::copy_n(it->second.data<float>() + m.item_row * H, m.n * H, emb.data() + off);
+      else
+        store_.read_rows(m.key, m.item_row, m.n, emb.data() + off);
+      for (int64_t i = 0; i < m.n; ++i) rows.push_back(static_cast<int32_t>(m.chunk_row + i));
     }
     models::SeqStep& s = steps[k];
-    s.tokens = tok;
-    s.positions = pos;
+    s.tokens = c.tokens;
+    s.positions = c.positions;
+    s.rope_delta = c.rope_delta;
     s.kv_before = static_cast<int32_t>(c.start);
-    s.block_table = kv_.block_table(r);
+    s.block_table = c.block_table;
     s.embed_rows = rows;
     s.embeds = rows.empty() ? nullptr : emb.data();
     s.want_logits = c.sample;
   }
-  StepOutput out;
-  Tensor logits = lm_.forward(steps);  // [n_sample, vocab]
+  Tensor logits = runner_.forward(steps, *kv_);  // [n_sample, vocab]
   int64_t w = 0;
   const int64_t V = logits.dim(1);
   for (size_t k = 0; k < nc; ++k) {
     const ScheduledChunk& c = plan.chunks[k];
-    embeds_[k].clear();
     if (!c.sample) continue;
     std::span<float> row(logits.data<float>() + w * V, static_cast<size_t>(V));
     ++w;
-    out.sampled.push_back(c.req->sampler->sample(row, c.req->prompt));
+    const SampleSpec& sp = c.sampling;
+    out.sampled.push_back(
+        sample_token(row, sp.settings, sp.draw, sp.prompt, sp.output, sample_scratch_));
   }
-  for (const auto& k : pinned) enc_.unpin(k);
   out.step_ns = now_ns() - t0;
   return out;
 }

@@ -1,19 +1,17 @@
-// Executes a StepPlan on the model: encoder jobs first (vision tower -> encoder cache), then one
-// language-model forward over every scheduled chunk, then sampling. The executor owns the
-// memory (KV tensors inside the model, encoder outputs in the cache); the managers keep books.
+// Executes a StepPlan: frees the encoder entries the plan evicted, runs the encoder jobs (the
+// model's Runner -> the encoder store), then one decoder forward over every scheduled chunk,
+// then sampling. The executor owns the memory: the paged KV cache and the encoder outputs. The
+// plan says everything else (the scheduler keeps the books).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "engine/encoder_cache.h"
-#include "engine/kv_manager.h"
 #include "engine/scheduler.h"
-
-namespace mmrt::models {
-class LanguageModel;
-class VisionTower;
-}  // namespace mmrt::models
+#include "kernels/kv_cache.h"
+#include "models/model.h"
 
 namespace mmrt::engine {
 
@@ -23,19 +21,32 @@ class Executor {
   virtual StepOutput execute(const StepPlan& plan) = 0;
 };
 
+// How the KV cache memory is laid out (the model gives layers, heads and head_dim).
+struct KvOptions {
+  DType dtype = DType::kBF16;     // kF32 for exactness tests
+  int32_t block_size = 16;        // tokens per block, a multiple of 16
+  int32_t blocks = 0;             // 0: as many as `bytes` holds
+  uint64_t bytes = 256ull << 20;  // KV budget when blocks == 0
+};
+
 class ModelExecutor : public Executor {
  public:
-  ModelExecutor(models::LanguageModel& lm, models::VisionTower* vision, KvBlockManager& kv, EncoderCache& enc);
+  // Allocates the KV cache the runner's layout needs (ResourceExhausted when it cannot).
+  ModelExecutor(models::Runner& runner, int64_t embed_dim, const KvOptions& kv);
   StepOutput execute(const StepPlan& plan) override;
 
+  const kernels::KvCacheConfig& kv_config() const { return kv_->config(); }
+  const EncoderStore& encoder_store() const { return store_; }
+
  private:
-  models::LanguageModel& lm_;
-  models::VisionTower* vision_;
-  KvBlockManager& kv_;
-  EncoderCache& enc_;
+  models::Runner& runner_;
+  int64_t embed_dim_;
+  std::unique_ptr<kernels::KvCache> kv_;
+  EncoderStore store_;
   // Per-chunk buffers, reused across steps.
-  std::vector<std::vector<int32_t>> tokens_, positions_, rows_;
+  std::vector<std::vector<int32_t>> rows_;
   std::vector<std::vector<float>> embeds_;
+  std::vector<std::pair<float, int32_t>> sample_scratch_;
 };
 
 }  // namespace mmrt::engine

@@ -1,6 +1,7 @@
-// A request's state inside the engine: its prompt (tokens, M-RoPE positions, media spans), its
+// A request's state inside the engine: its prompt (tokens, position rows, media spans), its
 // sampling settings, where scheduling has got to, and its timeline. Owned by the engine's step
-// loop; the scheduler, the cache managers and the executor read and update it.
+// loop; the scheduler, the cache managers and admission read and update it. Modality-neutral:
+// a media item is a span of placeholder tokens with a content key and an encoder cost.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/hash.h"
-#include "core/tensor.h"
 #include "engine/sampler.h"
 #include "engine/timeline.h"
-#include "models/qwen2_vl/vision_tower.h"
+#include "models/model.h"
 
 namespace mmrt::engine {
 
@@ -22,14 +23,14 @@ using RequestId = uint64_t;
 enum class Outcome : uint8_t { kNone, kFinished, kStopped, kCancelled, kRefused, kFailed };
 const char* outcome_name(Outcome o);  // "finished" (length), "stopped", "cancelled", ...
 
-// One image of a request, preprocessed, placed in the prompt.
+// One media item of a request, placed in the prompt.
 struct MediaItem {
-  Hash128 key;          // content hash of the bytes + model + processor settings + tenant salt
-  Tensor pixel_values;  // [n_patches, patch_dim] f32 (released once encoded)
-  models::GridThw grid{};
-  int64_t begin = 0;     // first prompt index of its <|image_pad|> run
-  int64_t n_tokens = 0;  // length of the run
-  int64_t n_patches() const { return grid[0] * grid[1] * grid[2]; }
+  models::Modality modality = models::Modality::kImage;
+  Hash128 key;                     // content key (bytes, model, processor settings) + tenant salt
+  models::PreparedMedia prepared;  // the encoder's input (features released once encoded)
+  int64_t begin = 0;               // first prompt index of its placeholder run
+  int64_t n_tokens = 0;            // length of the run
+  int64_t encoder_cost = 0;        // encoder work in the scheduler's units (vision patches)
 };
 
 enum class RequestStatus : uint8_t { kWaiting, kRunning, kPreempted, kDone };
@@ -39,19 +40,26 @@ struct Request {
   std::string tenant;
   Hash128 tenant_salt;  // mixed into every cache key of this request
   std::vector<int32_t> prompt;
-  std::vector<int32_t> positions;  // [3, prompt.size()] or empty (text)
+  std::vector<int32_t> positions;  // [position_rows, prompt.size()] or empty (text positions)
   int32_t rope_delta = 0;
   std::vector<MediaItem> media;  // in prompt order, non-overlapping
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;
+  int64_t max_total_tokens = 0;   // context length: prompt + output never exceed it (0: none)
   int32_t priority = 0;           // larger = more important (priority policy)
   int64_t arrival_ns = 0;         // for fcfs and deadlines
   int64_t deadline_ns = 0;        // absolute time-to-first-token deadline (0: none)
   int64_t tpot_target_ns = 0;     // per-output-token target (0: none)
-  std::string sla_class;          // "" when none
+  std::string sla_class;          // "" when none (best effort)
   double weight = 1.0;            // the class weight (slo policy)
   int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none made)
   int64_t model_ttft_ns = 0;      // ... before the per-class bias correction
+  // Before its media is preprocessed (admission runs first): the prompt's expected length and
+  // encoder work from the media headers. Afterwards the real values are in prompt and media.
+  int64_t expected_prompt_tokens = 0;
+  int64_t expected_encoder_cost = 0;
+  double expected_media_ns = 0;  // decode + preprocessing time of its media
+  bool media_pending = false;    // admitted, its media still being preprocessed
 
   // Scheduling state.
   RequestStatus status = RequestStatus::kWaiting;
@@ -59,9 +67,9 @@ struct Request {
   int64_t num_cached_hit = 0;   // of those, tokens taken from the prefix cache at admission
   std::vector<int32_t> output;  // generated tokens (stop token excluded)
   int32_t num_preemptions = 0;
-  std::unique_ptr<Sampler> sampler;
   Outcome outcome = Outcome::kNone;
-  std::string reason;  // for refused / failed
+  std::string reason;                      // for refused / failed
+  ErrorCode error = ErrorCode::kInternal;  // for refused / failed: what the caller should do
   Timeline timeline;
 
   int64_t num_tokens() const { return static_cast<int64_t>(prompt.size() + output.size()); }
@@ -69,7 +77,7 @@ struct Request {
     return i < static_cast<int64_t>(prompt.size()) ? prompt[static_cast<size_t>(i)]
                                                    : output[static_cast<size_t>(i) - prompt.size()];
   }
-  // M-RoPE position of token i on row c (prompt rows from `positions`, the rest index + delta).
+  // Position of token i on row c (prompt rows from `positions`, the rest index + delta).
   int32_t position_at(int c, int64_t i) const {
     const int64_t S = static_cast<int64_t>(prompt.size());
     if (i < S && !positions.empty()) return positions[static_cast<size_t>(c * S + i)];
@@ -78,6 +86,10 @@ struct Request {
   bool finished() const { return status == RequestStatus::kDone; }
   // The whole prompt is in the KV cache: each step now decodes one token.
   bool prefilled() const { return num_computed >= static_cast<int64_t>(prompt.size()); }
+  // Prompt tokens it will have once its media is expanded (exact once preprocessed).
+  int64_t prompt_tokens() const {
+    return media_pending ? expected_prompt_tokens : static_cast<int64_t>(prompt.size());
+  }
 };
 
 }  // namespace mmrt::engine

@@ -24,91 +24,123 @@ void SamplingParams::validate() const {
     if (s.empty()) bad("stop strings must not be empty");
 }
 
-Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) { p_.validate(); }
+SamplerSettings SamplingParams::sampler() const {
+  return {temperature,       top_k, top_p, min_p, repetition_penalty, presence_penalty,
+          frequency_penalty, seed};
+}
 
-void Sampler::accept(int32_t token) { ++output_counts_[token]; }
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt) {
+int32_t sample_token(std::span<float> logits, const SamplerSettings& p, uint64_t draw,
+                     std::span<const int32_t> prompt, std::span<const int32_t> output,
+                     std::vector<std::pair<float, int32_t>>& scratch) {
   const int64_t V = static_cast<int64_t>(logits.size());
+  if (V < 1) throw InvalidArgument("sampling: empty logits");
   auto in_range = [&](int32_t t) { return t >= 0 && t < V; };
   // Repetition penalty over every token seen (prompt + output), each token once.
-  if (p_.repetition_penalty != 1.0f) {
+  if (p.repetition_penalty != 1.0f) {
     auto penalise = [&](int32_t t) {
       float& l = logits[static_cast<size_t>(t)];
-      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
     };
     std::vector<int32_t> seen(prompt.begin(), prompt.end());
-    for (const auto& [t, c] : output_counts_) seen.push_back(t);
+    seen.insert(seen.end(), output.begin(), output.end());
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     for (int32_t t : seen)
       if (in_range(t)) penalise(t);
   }
-  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
-    for (const auto& [t, c] : output_counts_)
-      if (in_range(t))
-        logits[static_cast<size_t>(t)] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(c);
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::vector<int32_t> out(output.begin(), output.end());
+    std::sort(out.begin(), out.end());
+    for (size_t i = 0; i < out.size();) {
+      size_t j = i;
+      while (j < out.size() && out[j] == out[i]) ++j;
+      if (in_range(out[i]))
+        logits[static_cast<size_t>(out[i])] -=
+            p.presence_penalty + p.frequency_penalty * static_cast<float>(j - i);
+      i = j;
+    }
   }
 
-  int32_t chosen = 0;
-  if (p_.temperature == 0.0f) {
-    chosen = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (p.temperature == 0.0f)
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  // Candidates sorted by logit (descending); top-k cuts the list first.
+  scratch.clear();
+  scratch.reserve(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i)
+    scratch.emplace_back(logits[static_cast<size_t>(i)] / p.temperature, static_cast<int32_t>(i));
+  size_t keep = scratch.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = static_cast<size_t>(p.top_k);
+  auto desc = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  if (keep < scratch.size()) {
+    std::partial_sort(scratch.begin(), scratch.begin() + static_cast<long>(keep), scratch.end(),
+                      desc);
+    scratch.resize(keep);
   } else {
-    // Candidates sorted by logit (descending); top-k cuts the list first.
-    scratch_.clear();
-    scratch_.reserve(static_cast<size_t>(V));
-    for (int64_t i = 0; i < V; ++i)
-      scratch_.emplace_back(logits[static_cast<size_t>(i)] / p_.temperature, static_cast<int32_t>(i));
-    size_t keep = scratch_.size();
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
-    auto desc = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    if (keep < scratch_.size()) {
-      std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<long>(keep), scratch_.end(), desc);
-      scratch_.resize(keep);
-    } else {
-      std::sort(scratch_.begin(), scratch_.end(), desc);
-    }
-    // Softmax over the kept candidates (double for a stable sum).
-    double mx = scratch_[0].first, sum = 0;
-    std::vector<double> prob(scratch_.size());
-    for (size_t i = 0; i < scratch_.size(); ++i) sum += prob[i] = std::exp(scratch_[i].first - mx);
-    for (auto& q : prob) q /= sum;
-    // min-p: relative to the most likely token.
-    if (p_.min_p > 0.0f) {
-      double thr = p_.min_p * prob[0];
-      size_t n = 1;
-      while (n < prob.size() && prob[n] >= thr) ++n;
-      prob.resize(n);
-    }
-    // top-p: the smallest prefix whose mass reaches top_p.
-    if (p_.top_p < 1.0f) {
-      double total = 0;
-      for (double q : prob) total += q;
-      double cum = 0;
-      size_t n = 0;
-      while (n < prob.size()) {
-        cum += prob[n++] / total;
-        if (cum >= p_.top_p) break;
-      }
-      prob.resize(n);
-    }
+    std::sort(scratch.begin(), scratch.end(), desc);
+  }
+  // Softmax over the kept candidates (double for a stable sum).
+  double mx = scratch[0].first, sum = 0;
+  std::vector<double> prob(scratch.size());
+  for (size_t i = 0; i < scratch.size(); ++i) sum += prob[i] = std::exp(scratch[i].first - mx);
+  for (auto& q : prob) q /= sum;
+  // min-p: relative to the most likely token.
+  if (p.min_p > 0.0f) {
+    double thr = p.min_p * prob[0];
+    size_t n = 1;
+    while (n < prob.size() && prob[n] >= thr) ++n;
+    prob.resize(n);
+  }
+  // top-p: the smallest prefix whose mass reaches top_p.
+  if (p.top_p < 1.0f) {
     double total = 0;
     for (double q : prob) total += q;
-    double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
-    size_t pick = prob.size() - 1;
-    for (size_t i = 0; i < prob.size(); ++i) {
-      if (r < prob[i]) {
-        pick = i;
-        break;
-      }
-      r -= prob[i];
+    double cum = 0;
+    size_t n = 0;
+    while (n < prob.size()) {
+      cum += prob[n++] / total;
+      if (cum >= p.top_p) break;
     }
-    chosen = scratch_[pick].second;
+    prob.resize(n);
   }
-  accept(chosen);
-  return chosen;
+  double total = 0;
+  for (double q : prob) total += q;
+  // The draw's own stream: 53 random bits from (seed, draw).
+  const uint64_t bits = splitmix64(splitmix64(p.seed) ^ (draw * 0xD1B54A32D192ED03ull + 1));
+  double r = static_cast<double>(bits >> 11) * 0x1.0p-53 * total;
+  size_t pick = prob.size() - 1;
+  for (size_t i = 0; i < prob.size(); ++i) {
+    if (r < prob[i]) {
+      pick = i;
+      break;
+    }
+    r -= prob[i];
+  }
+  return scratch[pick].second;
+}
+
+Sampler::Sampler(const SamplingParams& params) : s_(params.sampler()) {
+  params.validate();
+}
+
+void Sampler::accept(int32_t token) {
+  output_.push_back(token);
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt) {
+  const int32_t t = sample_token(logits, s_, output_.size(), prompt, output_, scratch_);
+  accept(t);
+  return t;
 }
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}

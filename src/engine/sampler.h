@@ -3,13 +3,24 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace mmrt::engine {
+
+// What drawing one token depends on (the plain-data part of SamplingParams).
+struct SamplerSettings {
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f, min_p = 0.0f;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  bool needs_history() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+};
 
 struct SamplingParams {
   float temperature = 0.0f;         // 0: greedy (argmax after penalties)
@@ -21,29 +32,39 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // OpenAI style, over output tokens
   uint64_t seed = 0;
   int32_t max_tokens = 256;
-  std::vector<std::string> stop;          // stop strings (not included in the output)
-  std::vector<int32_t> stop_token_ids;    // in addition to the model's end-of-turn ids
+  std::vector<std::string> stop;        // stop strings (not included in the output)
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's end-of-turn ids
   bool ignore_eos = false;
 
   // Throws InvalidArgument naming the bad field (negative temperature, top_p outside (0,1], ...).
   void validate() const;
+  SamplerSettings sampler() const;
 };
 
-// Per-request sampler state: its own RNG and the counts of generated tokens.
+// Applies penalties and filters to `logits` in place and draws one token id. A pure function of
+// its arguments: draw `draw` of a request (its output length so far) uses a random stream
+// derived from (seed, draw), so a request gives the same tokens however it is batched, chunked
+// or preempted. `prompt` feeds the repetition penalty, `output` (the tokens generated so far)
+// the repetition, presence and frequency penalties; both may be empty when no penalty is set.
+// `scratch` is reusable working memory.
+int32_t sample_token(std::span<float> logits, const SamplerSettings& s, uint64_t draw,
+                     std::span<const int32_t> prompt, std::span<const int32_t> output,
+                     std::vector<std::pair<float, int32_t>>& scratch);
+
+// sample_token for one sequence drawn repeatedly: keeps the tokens it produced (the next draw's
+// index and penalty history).
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
-  // Applies penalties and filters to `logits` in place and draws one token id.
-  // `prompt` is the prompt's ids (for the repetition penalty).
+  // Draws the next token; `prompt` is the prompt's ids (for the repetition penalty).
   int32_t sample(std::span<float> logits, std::span<const int32_t> prompt);
   // Records a token as generated (sample() does this itself; use for forced tokens).
   void accept(int32_t token);
 
  private:
-  SamplingParams p_;
-  std::mt19937_64 rng_;
-  std::unordered_map<int32_t, int32_t> output_counts_;
+  SamplerSettings s_;
+  std::vector<int32_t> output_;
   std::vector<std::pair<float, int32_t>> scratch_;
 };
 

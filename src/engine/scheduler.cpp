@@ -16,6 +16,12 @@ void Scheduler::add(Request* req, int64_t now_ns) {
   req->status = RequestStatus::kWaiting;
   req->timeline.add(Event::kQueued, now_ns);
   waiting_.push_back(req);
+  by_id_[req->id] = req;
+}
+
+bool Scheduler::contains(const Request* r) const {
+  auto it = by_id_.find(r->id);
+  return it != by_id_.end() && it->second == r;
 }
 
 void Scheduler::remove_running(Request* r) {
@@ -31,7 +37,7 @@ void Scheduler::preempt(Request* v, StepPlan& plan, int64_t now_ns) {
   ++preemptions_;
   remove_running(v);
   waiting_.push_back(v);
-  plan.preempted.push_back(v);
+  plan.preempted.push_back(v->id);
 }
 
 int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget) {
@@ -40,23 +46,31 @@ int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_
     const MediaItem& m = r->media[i];
     if (m.begin >= start + n || m.begin + m.n_tokens <= start) continue;
     bool planned = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
-                               [&](const EncoderJob& j) { return j.req == r && j.media == i; });
+                               [&](const EncoderJob& j) { return j.key == m.key; });
     if (planned || enc_.contains(m.key)) continue;
-    // One image always fits an otherwise empty encoder budget (never starve a large image).
-    bool fits = m.n_patches() <= enc_budget || plan.encoder_patches == 0;
+    // One item always fits an otherwise empty encoder budget (never starve a large image).
+    bool fits = m.encoder_cost <= enc_budget || plan.encoder_patches == 0;
     if (fits) {
-      plan.encoder_jobs.push_back({r, i});
-      plan.encoder_patches += m.n_patches();
-      enc_budget -= m.n_patches();
+      EncoderJob job{r->id, i, m.key, m.prepared, true};
+      const uint64_t bytes = static_cast<uint64_t>(m.n_tokens) * cfg_.encoder_row_bytes;
+      job.keep = enc_.reserve(m.key, bytes, plan.encoder_frees);
+      if (job.keep) {
+        enc_.pin(m.key);
+        pinned_.push_back(m.key);
+      }
+      plan.encoder_jobs.push_back(std::move(job));
+      plan.encoder_patches += m.encoder_cost;
+      enc_budget -= m.encoder_cost;
       continue;
     }
-    return std::max<int64_t>(0, m.begin - start);  // stop just before this image
+    return std::max<int64_t>(0, m.begin - start);  // stop just before this item
   }
   return n;
 }
 
 StepPlan Scheduler::schedule(int64_t now_ns) {
   StepPlan plan;
+  std::vector<Request*> chunk_reqs;  // the request of each chunk, in plan order
   int64_t budget = cfg_.token_budget;
   int64_t enc_budget = cfg_.encoder_patch_budget;
   policy_->order_running(running_, now_ns);
@@ -81,7 +95,11 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
       preempt(victim, plan, now_ns);
       if (victim == r) return false;
     }
-    plan.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+    plan.chunks.push_back({.id = r->id,
+                           .start = r->num_computed,
+                           .n = n,
+                           .sample = r->num_computed + n == r->num_tokens()});
+    chunk_reqs.push_back(r);
     scheduled.push_back(r);
     budget -= n;
     return true;
@@ -133,38 +151,108 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     if (r->timeline.count(Event::kScheduled) == 0 || r->status == RequestStatus::kPreempted)
       r->timeline.add(Event::kScheduled, now_ns, hit);
     r->status = RequestStatus::kRunning;
-    plan.chunks.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+    plan.chunks.push_back({.id = r->id,
+                           .start = r->num_computed,
+                           .n = n,
+                           .sample = r->num_computed + n == r->num_tokens()});
+    chunk_reqs.push_back(r);
     budget -= n;
     ++admitted;
   }
   // Move the admitted ones to running.
-  for (const auto& c : plan.chunks) {
-    auto it = std::find(waiting_.begin(), waiting_.end(), c.req);
+  for (Request* r : chunk_reqs) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), r);
     if (it != waiting_.end()) {
       waiting_.erase(it);
-      running_.push_back(c.req);
+      running_.push_back(r);
     }
   }
+  describe_chunks(plan, chunk_reqs);
   for (const auto& c : plan.chunks) {
     plan.num_tokens += c.n;
-    (c.prefill() ? plan.num_prefill_tokens : plan.num_decode_tokens) += c.n;
+    (c.prefill ? plan.num_prefill_tokens : plan.num_decode_tokens) += c.n;
   }
   return plan;
 }
 
+void Scheduler::describe_chunks(StepPlan& plan, const std::vector<Request*>& reqs) {
+  const int32_t R = cfg_.position_rows;
+  for (size_t k = 0; k < plan.chunks.size(); ++k) {
+    ScheduledChunk& c = plan.chunks[k];
+    const Request& r = *reqs[k];
+    c.prefill = c.start < static_cast<int64_t>(r.prompt.size());
+    c.tokens.resize(static_cast<size_t>(c.n));
+    for (int64_t i = 0; i < c.n; ++i) c.tokens[static_cast<size_t>(i)] = r.token_at(c.start + i);
+    c.rope_delta = r.rope_delta;
+    if (!r.positions.empty()) {
+      c.positions.resize(static_cast<size_t>(R * c.n));
+      for (int row = 0; row < R; ++row)
+        for (int64_t i = 0; i < c.n; ++i)
+          c.positions[static_cast<size_t>(row * c.n + i)] = r.position_at(row, c.start + i);
+    }
+    c.block_table = kv_.block_table(r);
+    for (size_t i = 0; i < r.media.size(); ++i) {
+      const MediaItem& m = r.media[i];
+      const int64_t b = std::max(m.begin, c.start),
+                    e = std::min(m.begin + m.n_tokens, c.start + c.n);
+      if (b >= e) continue;
+      c.media.push_back({m.key, b - m.begin, b - c.start, e - b});
+      const bool job = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
+                                   [&](const EncoderJob& j) { return j.key == m.key; });
+      if (!job && enc_.contains(m.key)) {  // read from the cache this step: keep it resident
+        enc_.touch(m.key);
+        enc_.pin(m.key);
+        pinned_.push_back(m.key);
+      }
+      // Hit-rate books: an item whose span starts in this step either has a job (a miss, counted
+      // with the job below) or was found in the cache (a hit).
+      if (m.begin >= c.start && !job) enc_.lookup(m.key);
+    }
+    if (c.sample) {
+      c.sampling.settings = r.sampling.sampler();
+      c.sampling.draw = r.output.size();
+      if (c.sampling.settings.needs_history()) {
+        c.sampling.prompt = r.prompt;
+        c.sampling.output = r.output;
+      }
+    }
+  }
+  for (const EncoderJob& j : plan.encoder_jobs) {
+    (void)j;
+    enc_.record_miss();
+  }
+}
+
+void Scheduler::abort(const StepPlan& plan) {
+  for (const EncoderJob& j : plan.encoder_jobs)
+    if (j.keep) enc_.erase(j.key);  // its output was never stored
+  for (const Hash128& k : pinned_) enc_.unpin(k);
+  pinned_.clear();
+}
+
 std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& out,
                                         int64_t now_ns) {
+  for (const Hash128& k : pinned_) enc_.unpin(k);
+  pinned_.clear();
+  for (size_t i = 0; i < plan.encoder_jobs.size() && i < out.encoder.size(); ++i) {
+    auto it = by_id_.find(plan.encoder_jobs[i].owner);
+    if (it == by_id_.end()) continue;
+    const auto media = static_cast<int64_t>(plan.encoder_jobs[i].media);
+    it->second->timeline.add(Event::kEncoderStart, out.encoder[i].start_ns, media);
+    it->second->timeline.add(Event::kEncoderEnd, out.encoder[i].end_ns, media);
+  }
   std::vector<Request*> changed;
   size_t s = 0;
   for (const auto& c : plan.chunks) {
-    Request* r = c.req;
-    if (r->status != RequestStatus::kRunning) {  // finished while the step ran (cancel)
+    auto found = by_id_.find(c.id);
+    Request* r = found == by_id_.end() ? nullptr : found->second;
+    if (!r || r->status != RequestStatus::kRunning) {  // finished while the step ran (cancel)
       if (c.sample) ++s;
       continue;
     }
     r->num_computed += c.n;
     kv_.commit(*r);
-    if (c.prefill()) r->timeline.add(Event::kPrefillChunk, now_ns, c.n);
+    if (c.prefill) r->timeline.add(Event::kPrefillChunk, now_ns, c.n);
     if (!c.sample) continue;
     if (s >= out.sampled.size())
       throw InternalError("step output has fewer sampled tokens than the plan");
@@ -182,7 +270,8 @@ std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& 
       finish(r, Outcome::kStopped, now_ns);
     } else {
       r->output.push_back(tok);
-      if (static_cast<int32_t>(r->output.size()) >= sp.max_tokens)
+      const bool at_context = r->max_total_tokens > 0 && r->num_tokens() >= r->max_total_tokens;
+      if (static_cast<int32_t>(r->output.size()) >= sp.max_tokens || at_context)
         finish(r, Outcome::kFinished, now_ns);
     }
     changed.push_back(r);
@@ -195,6 +284,7 @@ void Scheduler::finish(Request* r, Outcome outcome, int64_t now_ns, const std::s
   kv_.free(*r);
   remove_running(r);
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
+  by_id_.erase(r->id);
   r->status = RequestStatus::kDone;
   r->outcome = outcome;
   r->reason = reason;

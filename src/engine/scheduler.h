@@ -1,14 +1,19 @@
-// The scheduler: each step it turns the running and waiting requests into a StepPlan (plain
-// data: which tokens of which requests to compute, which encoder jobs to run, who was
-// preempted), within a token budget, decode tokens first so running streams never stall, then
-// prefill chunks (image tokens count like any other; an image's prefill may span several chunks).
-// The executor runs the plan and returns a StepOutput; update() applies it. Tests drive it with
-// a fake executor: no model is needed to test scheduling.
+// The scheduler: each step it turns the running and waiting requests into a StepPlan within a
+// token budget, decode tokens first so running streams never stall, then prefill chunks (media
+// placeholder tokens count like any other; a media item's prefill may span several chunks).
+//
+// The plan is plain data (request ids, the tokens and positions to compute, block tables, the
+// encoder rows to read, the encoder jobs to run, the encoder entries to free, what to sample):
+// no pointer into a Request. The executor runs it against the memory it owns (KV, encoder
+// outputs) and returns a StepOutput; update() applies that to the books. The scheduler and its
+// managers keep every book: KV blocks, prefix cache, encoder-cache residency, pins and hit
+// counts. Tests drive it with a fake executor: no model is needed to test scheduling.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/encoder_cache.h"
@@ -18,75 +23,119 @@
 
 namespace mmrt::engine {
 
+// Encoder rows that replace token embeddings in a chunk.
+struct ChunkMedia {
+  Hash128 key;            // the encoder output (in the executor's store, or made this step)
+  int64_t item_row = 0;   // first row within the item's output
+  int64_t chunk_row = 0;  // first row within the chunk
+  int64_t n = 0;
+};
+
+// How to draw the token that follows a chunk.
+struct SampleSpec {
+  SamplerSettings settings;
+  uint64_t draw = 0;                    // the request's output length so far
+  std::vector<int32_t> prompt, output;  // only when the settings have penalties
+};
+
 struct ScheduledChunk {
-  Request* req = nullptr;
-  int64_t start = 0;   // first token index computed this step (== req->num_computed before)
-  int64_t n = 0;       // tokens computed this step
-  bool sample = false; // the chunk reaches the request's last token: sample the next one
-  bool prefill() const { return start < static_cast<int64_t>(req->prompt.size()); }
+  RequestId id = 0;
+  int64_t start = 0;            // first token index computed this step (the request's num_computed)
+  int64_t n = 0;                // tokens computed this step
+  bool sample = false;          // the chunk reaches the request's last token: sample the next one
+  bool prefill = false;         // it computes prompt tokens
+  std::vector<int32_t> tokens;  // [n]
+  std::vector<int32_t> positions;  // [position_rows, n], or empty: start + i + rope_delta
+  int32_t rope_delta = 0;
+  std::vector<int32_t> block_table;  // physical blocks covering start + n tokens
+  std::vector<ChunkMedia> media;
+  SampleSpec sampling;  // when sample
 };
 
 struct EncoderJob {
-  Request* req = nullptr;
-  size_t media = 0;  // index into req->media
+  RequestId owner = 0;  // the request whose prefill needs it (timeline attribution)
+  size_t media = 0;     // index into that request's media
+  Hash128 key;
+  models::PreparedMedia input;  // shares the request's features (no copy)
+  bool keep = true;  // the cache reserved room: store the output; else use it for this step only
 };
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
   std::vector<EncoderJob> encoder_jobs;
-  std::vector<Request*> preempted;
+  std::vector<Hash128> encoder_frees;  // evicted entries: the executor frees them first
+  std::vector<RequestId> preempted;
   int64_t num_tokens = 0, num_decode_tokens = 0, num_prefill_tokens = 0;
   int64_t encoder_patches = 0;
   bool empty() const { return chunks.empty(); }
 };
 
+struct EncoderTiming {
+  int64_t start_ns = 0, end_ns = 0;
+};
+
 struct StepOutput {
-  std::vector<int32_t> sampled;  // one per chunk with sample = true, in plan order
+  std::vector<int32_t> sampled;        // one per chunk with sample = true, in plan order
+  std::vector<EncoderTiming> encoder;  // one per encoder job, in plan order
   int64_t step_ns = 0;
 };
 
 struct SchedulerConfig {
-  int32_t token_budget = 512;           // tokens per step (decode + prefill)
-  int64_t encoder_patch_budget = 16384; // vision patches encoded per step (one image always fits)
+  int32_t token_budget = 512;            // tokens per step (decode + prefill)
+  int64_t encoder_patch_budget = 16384;  // encoder work per step (one item always fits)
   int32_t max_running = 64;
+  int32_t position_rows = 1;       // rows of ScheduledChunk::positions
+  uint64_t encoder_row_bytes = 0;  // bytes of one stored encoder row (embed_dim * 2)
 };
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& cfg, KvBlockManager& kv, EncoderCache& enc, std::unique_ptr<Policy> policy);
+  Scheduler(const SchedulerConfig& cfg, KvBlockManager& kv, EncoderCache& enc,
+            std::unique_ptr<Policy> policy);
 
   void add(Request* req, int64_t now_ns);
   StepPlan schedule(int64_t now_ns);
-  // Applies the step: advances num_computed, commits KV blocks, appends sampled tokens and
-  // finishes requests that produced a stop token or reached max_tokens. Returns the requests
-  // that got a token or finished, in plan order.
+  // Applies the step: advances num_computed, commits KV blocks, appends sampled tokens, records
+  // encoder timings, unpins what the plan read, and finishes requests that produced a stop
+  // token, reached max_tokens or the context length. Returns the requests that got a token or
+  // finished, in plan order.
   std::vector<Request*> update(const StepPlan& plan, const StepOutput& out, int64_t now_ns);
+  // The step of `plan` failed: forgets the encoder entries it reserved and unpins what it read
+  // (the engine fails the plan's requests).
+  void abort(const StepPlan& plan);
   // Ends a request now (cancel, stop string, failure): frees its KV blocks, drops it.
   void finish(Request* req, Outcome outcome, int64_t now_ns, const std::string& reason = {});
 
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   bool idle() const { return waiting_.empty() && running_.empty(); }
+  bool contains(const Request* r) const;
   const std::vector<Request*>& running() const { return running_; }
   const std::vector<Request*>& waiting() const { return waiting_; }
   void set_token_budget(int32_t b) { cfg_.token_budget = b; }
   int32_t token_budget() const { return cfg_.token_budget; }
   const SchedulerConfig& config() const { return cfg_; }
   Policy& policy() { return *policy_; }
+  const Policy& policy() const { return *policy_; }
   int64_t total_preemptions() const { return preemptions_; }
 
  private:
-  // Cuts n so the chunk [start, start + n) only enters images whose encoder output is cached or
+  // Cuts n so the chunk [start, start + n) only enters media whose encoder output is cached or
   // whose encoder job fits this step's budget (scheduling those jobs).
   int64_t limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget);
   void preempt(Request* victim, StepPlan& plan, int64_t now_ns);
   void remove_running(Request* r);
+  // Fills the plain data of the chunks (tokens, positions, tables, media rows, sampling), pins
+  // the cache entries they read and counts encoder hits and misses.
+  void describe_chunks(StepPlan& plan, const std::vector<Request*>& reqs);
 
   SchedulerConfig cfg_;
   KvBlockManager& kv_;
   EncoderCache& enc_;
   std::unique_ptr<Policy> policy_;
   std::vector<Request*> waiting_, running_;
+  std::unordered_map<RequestId, Request*> by_id_;  // every request in waiting_ or running_
+  std::vector<Hash128> pinned_;                    // pinned by the last plan, until update()
   int64_t preemptions_ = 0;
 };
 

@@ -1,34 +1,31 @@
 #include "engine/timeline.h"
 
-#include "engine/request.h"
-
 namespace mmrt::engine {
 
 const char* event_name(Event e) {
   switch (e) {
-    case Event::kReceived: return "received";
-    case Event::kMediaDecoded: return "media_decoded";
-    case Event::kQueued: return "queued";
-    case Event::kScheduled: return "scheduled";
-    case Event::kEncoderStart: return "encoder_start";
-    case Event::kEncoderEnd: return "encoder_end";
-    case Event::kPrefillChunk: return "prefill_chunk";
-    case Event::kFirstToken: return "first_token";
-    case Event::kToken: return "token";
-    case Event::kPreempted: return "preempted";
-    case Event::kFinished: return "finished";
-  }
-  return "?";
-}
-
-const char* outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::kNone: return "none";
-    case Outcome::kFinished: return "finished";
-    case Outcome::kStopped: return "stopped";
-    case Outcome::kCancelled: return "cancelled";
-    case Outcome::kRefused: return "refused";
-    case Outcome::kFailed: return "failed";
+    case Event::kReceived:
+      return "received";
+    case Event::kMediaDecoded:
+      return "media_decoded";
+    case Event::kQueued:
+      return "queued";
+    case Event::kScheduled:
+      return "scheduled";
+    case Event::kEncoderStart:
+      return "encoder_start";
+    case Event::kEncoderEnd:
+      return "encoder_end";
+    case Event::kPrefillChunk:
+      return "prefill_chunk";
+    case Event::kFirstToken:
+      return "first_token";
+    case Event::kToken:
+      return "token";
+    case Event::kPreempted:
+      return "preempted";
+    case Event::kFinished:
+      return "finished";
   }
   return "?";
 }

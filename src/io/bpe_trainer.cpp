@@ -233,15 +233,6 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
   return root.dump(2) + "\n";
 }
 
-const std::vector<std::string>& qwen2_vl_special_tokens() {
-  static const std::vector<std::string> tokens = {
-      "<|endoftext|>",      "<|im_start|>",     "<|im_end|>",     "<|object_ref_start|>",
-      "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",    "<|quad_start|>",
-      "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-      "<|image_pad|>",      "<|video_pad|>"};
-  return tokens;
-}
-
 }  // namespace mmrt::io
 
 namespace mmrt::io {

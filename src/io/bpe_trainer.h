@@ -13,7 +13,7 @@ namespace mmrt::io {
 struct BpeTrainOptions {
   int32_t vocab_size = 2048;  // ordinary tokens: 256 byte tokens + learned merges
   // Added (special) tokens appended after the ordinary vocabulary, ids vocab_size, +1, ...
-  // (empty: none). Qwen2-VL's specials are listed by qwen2_vl_special_tokens().
+  // (empty: none), e.g. a model family's chat specials.
   std::vector<std::string> special_tokens;
   // Id of the first special token. -1: right after the ordinary vocabulary (vocab_size);
   // otherwise the specials start at that id (>= vocab_size), leaving a gap, so a tiny vocabulary
@@ -26,9 +26,5 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
 
 // A few kilobytes of varied built-in text (English, code, numbers, CJK, emoji) to learn from.
 const std::string& builtin_training_corpus();
-
-// Qwen2-VL's special tokens in id order: <|endoftext|>, <|im_start|>, <|im_end|>, ...,
-// <|video_pad|> (14 tokens; the real checkpoint numbers them from 151643).
-const std::vector<std::string>& qwen2_vl_special_tokens();
 
 }  // namespace mmrt::io

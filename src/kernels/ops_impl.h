@@ -26,9 +26,10 @@ const OpsFns& ops_fns_avx512();
 
 struct RopeFns {
   const char* isa;
-  // Rotates every head of one token row: x[h*head_dim + j] pairs with x[h*head_dim + j + half].
-  void (*rotate_row)(float* x, int64_t n_heads, int64_t head_dim, const float* cos,
-                     const float* sin);
+  // Rotates every head of one token row: x[h*head_stride + j] pairs with
+  // x[h*head_stride + j + rot_dim/2] for j < rot_dim/2 (rot_dim < head_stride: partial rotary).
+  void (*rotate_row)(float* x, int64_t n_heads, int64_t head_stride, int64_t rot_dim,
+                     const float* cos, const float* sin);
 };
 
 const RopeFns& rope_fns_scalar();

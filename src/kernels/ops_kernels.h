@@ -184,13 +184,15 @@ void softmax_row(const float* x, float* y, int64_t d) {
 
 // rotate_half in the HF order: out1 = x1*cos - x2*sin, out2 = x2*cos + x1*sin (no FMA, so the
 // products round exactly as PyTorch's q*cos + rotate_half(q)*sin do).
+// Heads are head_stride floats apart; the first rot_dim of each are rotated (partial rotary when
+// rot_dim < head_stride), the rest left as they are.
 template <class V>
-void rope_rotate_row(float* x, int64_t n_heads, int64_t head_dim, const float* cos,
-                     const float* sin) {
+void rope_rotate_row(float* x, int64_t n_heads, int64_t head_stride, int64_t rot_dim,
+                     const float* cos, const float* sin) {
   constexpr int W = V::W;
-  const int64_t half = head_dim / 2;
+  const int64_t half = rot_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
-    float* x1 = x + h * head_dim;
+    float* x1 = x + h * head_stride;
     float* x2 = x1 + half;
     int64_t j = 0;
     for (; j + W <= half; j += W) {

@@ -137,21 +137,26 @@ RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t*
 }
 
 void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
-                int64_t row_stride) {
+                int64_t row_stride, int64_t head_stride) {
   const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
   if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
       angles.sin.size() != size_t(n * half))
     throw InvalidArgument("apply_rope: malformed RopeAngles");
   if (n_heads < 1) throw InvalidArgument("apply_rope: n_heads must be >= 1");
-  if (row_stride == 0) row_stride = n_heads * hd;
-  if (row_stride < n_heads * hd)
+  if (head_stride == 0) head_stride = hd;
+  if (head_stride < hd)
+    throw InvalidArgument("apply_rope: head_stride " + std::to_string(head_stride) +
+                          " smaller than the rotated dims " + std::to_string(hd));
+  if (row_stride == 0) row_stride = n_heads * head_stride;
+  if (row_stride < n_heads * head_stride)
     throw InvalidArgument("apply_rope: row_stride " + std::to_string(row_stride) +
-                          " smaller than n_heads * head_dim " + std::to_string(n_heads * hd));
+                          " smaller than n_heads * head_stride " +
+                          std::to_string(n_heads * head_stride));
   if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
   const auto& f = rope_fns(be.isa());
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)
-      f.rotate_row(x + t * row_stride, n_heads, hd, angles.cos.data() + t * half,
+      f.rotate_row(x + t * row_stride, n_heads, head_stride, hd, angles.cos.data() + t * half,
                    angles.sin.data() + t * half);
   };
   const int64_t per_token = n_heads * hd;

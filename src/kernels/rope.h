@@ -42,17 +42,18 @@ struct RopeAngles {
 RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
                        int64_t n_tokens);
 
-// Rotates x in place: x is [n_tokens, n_heads, head_dim] with token rows `row_stride` floats
-// apart (0 means n_heads * head_dim), so q or k inside a fused qkv row can be rotated directly.
+// Rotates x in place: x is [n_tokens, n_heads, head_stride] with token rows `row_stride` floats
+// apart (0 means n_heads * head_stride), so q or k inside a fused qkv row can be rotated
+// directly. The first angles.head_dim dims of each head are rotated; head_stride (0 means
+// angles.head_dim) larger than that is partial rotary: the remaining dims pass through.
 void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
-                int64_t row_stride = 0);
+                int64_t row_stride = 0, int64_t head_stride = 0);
 
 // Convenience: rope_angles + apply_rope.
 void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, int64_t n_tokens,
                 float* x, int64_t n_heads, int64_t row_stride = 0);
 
-// Which implementation apply_rope uses: "avx512", "avx2" or "scalar"; and a test hook to force
-// one (returns false if this CPU lacks it).
+// Which implementation apply_rope uses at most `cap`: "avx512", "avx2" or "scalar".
 const char* rope_isa(Isa cap);
 
 }  // namespace mmrt::kernels

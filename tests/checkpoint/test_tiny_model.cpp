@@ -23,7 +23,8 @@ namespace mmrt {
 namespace {
 
 namespace fs = std::filesystem;
-using models::TinyModelOptions;
+using models::qwen2_vl::TinyOptions;
+namespace qwen = models::qwen2_vl;
 using nlohmann::json;
 using testing::error_of;
 using ::testing::HasSubstr;
@@ -46,21 +47,21 @@ std::vector<float> as_f32(const Tensor& t) {
 }
 
 // Checks the folder against the expected-tensor table and the tokenizer; returns the config.
-io::Qwen2VLConfig check_folder(const fs::path& dir, const models::TinyModelResult& r,
-                               io::Qwen2VLNaming naming, bool tied, DType dtype) {
-  io::Qwen2VLConfig cfg = io::load_qwen2_vl_config((dir / "config.json").string());
+models::qwen2_vl::Config check_folder(const fs::path& dir, const models::qwen2_vl::TinyResult& r,
+                                      models::qwen2_vl::Naming naming, bool tied, DType dtype) {
+  models::qwen2_vl::Config cfg = models::qwen2_vl::load_config((dir / "config.json").string());
   cfg.validate("config.json");
-  EXPECT_EQ(io::qwen2_vl_config_to_json(cfg), io::qwen2_vl_config_to_json(r.config));
+  EXPECT_EQ(models::qwen2_vl::config_to_json(cfg), models::qwen2_vl::config_to_json(r.config));
   EXPECT_EQ(cfg.text.tie_word_embeddings, tied);
   io::SafeTensors st = io::SafeTensors::open(dir.string());
-  models::check_qwen2_vl_checkpoint(st, cfg);
-  EXPECT_EQ(io::detect_qwen2_vl_naming(st.names(), dir.string()), naming);
-  auto expected = models::qwen2_vl_expected_tensors(cfg, tied);
+  models::qwen2_vl::check_checkpoint(st, cfg);
+  EXPECT_EQ(models::qwen2_vl::detect_naming(st.names(), dir.string()), naming);
+  auto expected = models::qwen2_vl::expected_tensors(cfg, tied);
   EXPECT_EQ(st.size(), expected.size());
   EXPECT_EQ(r.n_tensors, expected.size());
   int64_t params = 0;
   for (const auto& e : expected) {
-    const std::string name = io::qwen2_vl_tensor_name(naming, e.canonical_name);
+    const std::string name = models::qwen2_vl::tensor_name(naming, e.name);
     if (!st.contains(name)) {
       ADD_FAILURE() << "missing " << name;
       continue;
@@ -68,8 +69,8 @@ io::Qwen2VLConfig check_folder(const fs::path& dir, const models::TinyModelResul
     EXPECT_EQ(st.info(name).shape, e.shape) << name;
     EXPECT_EQ(st.info(name).dtype, dtype) << name;
     params += shape_numel(e.shape);
-    if (models::qwen2_vl_is_norm_param(e.canonical_name)) {
-      const float want = e.canonical_name.ends_with(".bias") ? 0.f : 1.f;
+    if (models::qwen2_vl::is_norm_param(e.name)) {
+      const float want = e.name.ends_with(".bias") ? 0.f : 1.f;
       size_t bad = 0;
       for (float x : as_f32(st.get(name))) bad += x != want;
       EXPECT_EQ(bad, 0u) << name << " should be all " << want;
@@ -108,8 +109,9 @@ io::Qwen2VLConfig check_folder(const fs::path& dir, const models::TinyModelResul
 
 TEST(TinyModel, DefaultTinyIsUntiedOldNamingBf16) {
   TempDir dir("tiny");
-  models::TinyModelResult r = models::make_tiny_qwen2_vl(dir.path().string(), {});
-  io::Qwen2VLConfig cfg = check_folder(dir.path(), r, io::Qwen2VLNaming::kOld, false, DType::kBF16);
+  models::qwen2_vl::TinyResult r = models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), {});
+  models::qwen2_vl::Config cfg =
+      check_folder(dir.path(), r, models::qwen2_vl::Naming::kOld, false, DType::kBF16);
   // Preset dimensions.
   EXPECT_EQ(cfg.text.hidden_size, 64);
   EXPECT_EQ(cfg.text.num_hidden_layers, 2);
@@ -122,7 +124,7 @@ TEST(TinyModel, DefaultTinyIsUntiedOldNamingBf16) {
   EXPECT_EQ(cfg.vision.head_dim(), 16);
   EXPECT_EQ(cfg.vision.hidden_size, 64);
   // Trained tokenizer: 1000 ordinary tokens, the 14 specials right after, vocab padded to 64.
-  const auto& specials = io::qwen2_vl_special_tokens();
+  const auto& specials = models::qwen2_vl::special_tokens();
   ASSERT_EQ(specials.size(), 14u);
   EXPECT_EQ(cfg.bos_token_id, 1000);
   EXPECT_EQ(r.tokenizer_size, 1014);
@@ -134,12 +136,12 @@ TEST(TinyModel, DefaultTinyIsUntiedOldNamingBf16) {
 
 TEST(TinyModel, NewNamingTiedF32) {
   TempDir dir("tiny");
-  TinyModelOptions o;
-  o.naming = io::Qwen2VLNaming::kNew;
+  TinyOptions o;
+  o.naming = models::qwen2_vl::Naming::kNew;
   o.tied = true;
   o.dtype = DType::kF32;
-  models::TinyModelResult r = models::make_tiny_qwen2_vl(dir.path().string(), o);
-  check_folder(dir.path(), r, io::Qwen2VLNaming::kNew, true, DType::kF32);
+  models::qwen2_vl::TinyResult r = models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
+  check_folder(dir.path(), r, models::qwen2_vl::Naming::kNew, true, DType::kF32);
   EXPECT_EQ(r.config.torch_dtype, "float32");
   std::string out;
   EXPECT_EQ(python_check(dir.path(), "--naming new --tied yes --dtype f32", &out), 0) << out;
@@ -147,16 +149,16 @@ TEST(TinyModel, NewNamingTiedF32) {
 
 TEST(TinyModel, ShardedWithIndex) {
   TempDir dir("tiny");
-  TinyModelOptions o;
-  o.naming = io::Qwen2VLNaming::kNew;
+  TinyOptions o;
+  o.naming = models::qwen2_vl::Naming::kNew;
   o.max_shard_bytes = 200'000;
   ThreadPool pool(2);
   o.pool = &pool;
-  models::TinyModelResult r = models::make_tiny_qwen2_vl(dir.path().string(), o);
+  models::qwen2_vl::TinyResult r = models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
   EXPECT_EQ(r.files.back(), "model.safetensors.index.json");
   io::SafeTensors st = io::SafeTensors::open(dir.path().string());
   EXPECT_GT(st.files().size(), 2u);
-  check_folder(dir.path(), r, io::Qwen2VLNaming::kNew, false, DType::kBF16);
+  check_folder(dir.path(), r, models::qwen2_vl::Naming::kNew, false, DType::kBF16);
   std::string out;
   EXPECT_EQ(python_check(dir.path(), "--naming new --tied no", &out), 0) << out;
 }
@@ -164,15 +166,15 @@ TEST(TinyModel, ShardedWithIndex) {
 TEST(TinyModel, SeededAndIndependentOfNamingAndThreads) {
   TempDir a("tiny"), b("tiny"), c("tiny");
   ThreadPool one(1), two(2);
-  TinyModelOptions o;
+  TinyOptions o;
   o.seed = 7;
   o.pool = &one;
-  models::make_tiny_qwen2_vl(a.path().string(), o);
-  o.naming = io::Qwen2VLNaming::kNew;
+  models::qwen2_vl::make_tiny_checkpoint(a.path().string(), o);
+  o.naming = models::qwen2_vl::Naming::kNew;
   o.pool = &two;
-  models::make_tiny_qwen2_vl(b.path().string(), o);
+  models::qwen2_vl::make_tiny_checkpoint(b.path().string(), o);
   o.seed = 8;
-  models::make_tiny_qwen2_vl(c.path().string(), o);
+  models::qwen2_vl::make_tiny_checkpoint(c.path().string(), o);
   io::SafeTensors sa = io::SafeTensors::open(a.path().string());
   io::SafeTensors sb = io::SafeTensors::open(b.path().string());
   io::SafeTensors sc = io::SafeTensors::open(c.path().string());
@@ -188,7 +190,7 @@ TEST(TinyModel, SeededAndIndependentOfNamingAndThreads) {
 
 TEST(TinyModel, RandomWeightsLookNormal) {
   TempDir dir("tiny");
-  models::make_tiny_qwen2_vl(dir.path().string(), {});
+  models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), {});
   io::SafeTensors st = io::SafeTensors::open(dir.path().string());
   std::vector<float> v = as_f32(st.get("model.embed_tokens.weight"));  // 1024 x 64
   double sum = 0, sq = 0;
@@ -211,39 +213,41 @@ TEST(TinyModel, CopiesAGivenTokenizerAndUsesItsIds) {
   TempDir src("tok"), dir("tiny");
   io::BpeTrainOptions bo;
   bo.vocab_size = 300;
-  bo.special_tokens = io::qwen2_vl_special_tokens();
+  bo.special_tokens = models::qwen2_vl::special_tokens();
   bo.special_first_id = 400;
   const std::string text = io::train_byte_level_bpe(io::builtin_training_corpus(), bo);
   testing::write_bytes(src.file("tokenizer.json"), text);
-  TinyModelOptions o;
+  TinyOptions o;
   o.tokenizer_path = src.file("tokenizer.json");
-  models::TinyModelResult r = models::make_tiny_qwen2_vl(dir.path().string(), o);
+  models::qwen2_vl::TinyResult r = models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
   EXPECT_EQ(testing::read_bytes(dir.file("tokenizer.json")), text);
   EXPECT_EQ(r.config.bos_token_id, 400);
   EXPECT_EQ(r.config.eos_token_id, 402);
   EXPECT_EQ(r.config.video_token_id, 413);
   EXPECT_EQ(r.tokenizer_size, 414);
   EXPECT_EQ(r.config.text.vocab_size, 448);
-  check_folder(dir.path(), r, io::Qwen2VLNaming::kOld, false, DType::kBF16);
+  check_folder(dir.path(), r, models::qwen2_vl::Naming::kOld, false, DType::kBF16);
 
   testing::write_bytes(src.file("bad.json"), R"({"model":{"vocab":{"a":0}},"added_tokens":[]})");
   o.tokenizer_path = src.file("bad.json");
-  EXPECT_THAT(
-      error_of<InvalidArgument>([&] { models::make_tiny_qwen2_vl(dir.path().string(), o); }),
-      HasSubstr("has no <|endoftext|> added token"));
+  EXPECT_THAT(error_of<InvalidArgument>(
+                  [&] { models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o); }),
+              HasSubstr("has no <|endoftext|> added token"));
 }
 
 TEST(TinyModel, SizePresets) {
-  EXPECT_EQ(models::parse_tiny_model_size("2b-shape"), models::TinyModelSize::k2BShape);
-  EXPECT_THROW(models::parse_tiny_model_size("huge"), InvalidArgument);
-  io::Qwen2VLConfig s = models::tiny_model_base_config(models::TinyModelSize::kSmall);
+  EXPECT_EQ(models::qwen2_vl::parse_tiny_size("2b-shape"), models::qwen2_vl::TinySize::k2BShape);
+  EXPECT_THROW(models::qwen2_vl::parse_tiny_size("huge"), InvalidArgument);
+  models::qwen2_vl::Config s =
+      models::qwen2_vl::tiny_base_config(models::qwen2_vl::TinySize::kSmall);
   EXPECT_EQ(s.text.head_dim(), 64);
   EXPECT_EQ(s.vision.head_dim(), 64);
   EXPECT_TRUE(s.text.tie_word_embeddings);
-  io::Qwen2VLConfig b = models::tiny_model_base_config(models::TinyModelSize::k2BShape);
+  models::qwen2_vl::Config b =
+      models::qwen2_vl::tiny_base_config(models::qwen2_vl::TinySize::k2BShape);
   b.validate("2b-shape");
   int64_t params = 0;
-  for (const auto& e : models::qwen2_vl_expected_tensors(b, true)) params += shape_numel(e.shape);
+  for (const auto& e : models::qwen2_vl::expected_tensors(b, true)) params += shape_numel(e.shape);
   EXPECT_EQ(params, 2'208'985'600);  // Qwen2-VL-2B
 }
 
@@ -252,21 +256,21 @@ TEST(TinyModel, SizePresets) {
 class CheckerFailures : public ::testing::Test {
  protected:
   void SetUp() override {
-    models::make_tiny_qwen2_vl(good_.path().string(), {});
-    cfg_ = io::load_qwen2_vl_config(good_.file("config.json"));
+    models::qwen2_vl::make_tiny_checkpoint(good_.path().string(), {});
+    cfg_ = models::qwen2_vl::load_config(good_.file("config.json"));
     io::SafeTensors st = io::SafeTensors::open(good_.path().string());
     for (const auto& n : st.names()) tensors_.emplace_back(n, st.get(n).clone());
   }
   std::string check_error() {
     io::write_checkpoint(bad_.path().string(), tensors_, 1ull << 40);
     io::SafeTensors st = io::SafeTensors::open(bad_.path().string());
-    return error_of<FormatError>([&] { models::check_qwen2_vl_checkpoint(st, cfg_); });
+    return error_of<FormatError>([&] { models::qwen2_vl::check_checkpoint(st, cfg_); });
   }
   void erase(const std::string& name) {
     std::erase_if(tensors_, [&](const auto& p) { return p.first == name; });
   }
   TempDir good_{"tiny"}, bad_{"tiny"};
-  io::Qwen2VLConfig cfg_;
+  models::qwen2_vl::Config cfg_;
   io::NamedTensors tensors_;
 };
 
@@ -331,9 +335,9 @@ TEST_F(CheckerFailures, ReferenceScriptDetectsProblems) {
 
 TEST(InspectCli, GoodAndCorruptedCheckpoint) {
   TempDir dir("tiny");
-  TinyModelOptions o;
+  TinyOptions o;
   o.max_shard_bytes = 300'000;
-  models::make_tiny_qwen2_vl(dir.path().string(), o);
+  models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
   std::string out;
   int rc =
       testing::run_command(std::string(MMRT_CLI_PATH) + " inspect " + dir.path().string(), &out);
@@ -363,6 +367,28 @@ TEST(InspectCli, GoodAndCorruptedCheckpoint) {
   rc = testing::run_command(std::string(MMRT_CLI_PATH) + " inspect --help", &out);
   EXPECT_EQ(rc, 0);
   EXPECT_THAT(out, HasSubstr("usage: mmrt inspect DIR"));
+}
+
+// The registry picks the family from config.json; another architecture is refused by name, with
+// the supported ones listed, by inspect and generate alike.
+TEST(InspectCli, UnsupportedArchitectureListsTheSupportedOnes) {
+  TempDir dir("arch");
+  TinyOptions o;
+  models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
+  const fs::path cfg = dir.path() / "config.json";
+  json j = json::parse(testing::read_bytes(cfg.string()));
+  j["architectures"] = {"MambaForCausalLM"};
+  j["model_type"] = "mamba";
+  testing::write_bytes(cfg.string(), j.dump());
+  for (const std::string cmd : {" inspect " + dir.path().string(),
+                                " generate --quiet --prompt hi --model " + dir.path().string()}) {
+    std::string out;
+    const int rc = testing::run_command(std::string(MMRT_CLI_PATH) + cmd, &out);
+    EXPECT_EQ(rc, 1) << cmd << ": " << out;
+    EXPECT_THAT(out, HasSubstr("architecture \"MambaForCausalLM\" is not supported"));
+    EXPECT_THAT(out, HasSubstr("supported: Qwen2VLForConditionalGeneration (qwen2-vl)"));
+    EXPECT_THAT(out, HasSubstr("unimplemented"));
+  }
 }
 
 }  // namespace

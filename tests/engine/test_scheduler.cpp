@@ -30,8 +30,9 @@ struct Harness {
           uint64_t enc_bytes = 1 << 20)
       : kv(blocks, bs),
         enc(enc_bytes),
-        sched({.token_budget = budget}, kv, enc, make_policy(policy)),
-        exec(kv, enc) {}
+        sched({.token_budget = budget, .encoder_row_bytes = mmrt::engine::testing::kFakeWidth * 2},
+              kv, enc, make_policy(policy)),
+        exec(kv) {}
 
   Request* submit(std::vector<int32_t> prompt, int32_t max_tokens, const std::string& tenant = "t0",
                   std::vector<MediaItem> media = {}) {
@@ -81,7 +82,9 @@ MediaItem image(uint64_t content, int64_t begin, int64_t n_tokens,
   m.key = h.digest();
   m.begin = begin;
   m.n_tokens = n_tokens;
-  m.grid = {1, 2, 2 * n_tokens};
+  m.encoder_cost = 4 * n_tokens;  // patches, 2x2 merged into one token
+  m.prepared.n_tokens = n_tokens;
+  m.prepared.encoder_cost = m.encoder_cost;
   return m;
 }
 
@@ -303,10 +306,11 @@ TEST(Scheduler, ImagePrefillWaitsForItsEncoderJobAndMaySpanChunks) {
   while (!h.sched.idle()) {
     StepPlan plan = h.sched.schedule(++h.now);
     for (const auto& c : plan.chunks) {
-      for (const auto& m : c.req->media) {
+      ASSERT_EQ(c.id, r->id);
+      for (const auto& m : r->media) {
         bool overlaps = c.start < m.begin + m.n_tokens && c.start + c.n > m.begin;
         bool planned = !plan.encoder_jobs.empty();
-        if (overlaps) EXPECT_TRUE(h.enc.contains(m.key) || planned);
+        if (overlaps) EXPECT_TRUE(h.exec.store().contains(m.key) || planned);
       }
     }
     steps_with_job += !plan.encoder_jobs.empty();
@@ -317,27 +321,65 @@ TEST(Scheduler, ImagePrefillWaitsForItsEncoderJobAndMaySpanChunks) {
   EXPECT_GE(r->timeline.count(Event::kPrefillChunk), 6);
 }
 
+// The books: LRU order within the byte budget, pins never evicted, a reservation that cannot fit
+// changes nothing; the store holds what the executor was told to keep, as f16.
 TEST(EncoderCache, LruWithinBudgetAndPins) {
-  EncoderCache c(3 * 8 * 4 * 2);  // three entries of [8, 4] f16
-  auto emb = [](float v) {
-    Tensor t = Tensor::empty(DType::kF32, {8, 4});
-    for (int i = 0; i < 32; ++i) t.data<float>()[i] = v + static_cast<float>(i);
-    return t;
-  };
+  const uint64_t entry = 8 * 4 * 2;  // [8, 4] f16
+  EncoderCache c(3 * entry);
   Hash128 k1 = hash128("1"), k2 = hash128("2"), k3 = hash128("3"), k4 = hash128("4");
-  EXPECT_TRUE(c.put(k1, emb(1)));
-  EXPECT_TRUE(c.put(k2, emb(2)));
-  EXPECT_TRUE(c.put(k3, emb(3)));
-  float row[4];
-  c.read_rows(k1, 2, 1, row);  // k1 becomes most recent
-  EXPECT_EQ(row[0], 9.0f);
+  std::vector<Hash128> evicted;
+  EXPECT_TRUE(c.reserve(k1, entry, evicted));
+  EXPECT_TRUE(c.reserve(k2, entry, evicted));
+  EXPECT_TRUE(c.reserve(k3, entry, evicted));
+  EXPECT_TRUE(evicted.empty());
+  c.touch(k1);  // k1 becomes most recent
   c.pin(k2);
-  EXPECT_TRUE(c.put(k4, emb(4)));  // evicts k3 (k2 pinned, k1 recent)
+  EXPECT_TRUE(c.reserve(k4, entry, evicted));  // evicts k3 (k2 pinned, k1 recent)
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0], k3);
   EXPECT_TRUE(c.contains(k1));
   EXPECT_TRUE(c.contains(k2));
   EXPECT_FALSE(c.contains(k3));
   EXPECT_LE(c.bytes(), c.budget());
-  Tensor big = Tensor::zeros(DType::kF32, {100, 4});
-  EXPECT_FALSE(c.put(hash128("big"), big));
+  // Too big even with every unpinned entry gone: rejected, and nothing was evicted for it.
+  evicted.clear();
+  c.pin(k1);
+  c.pin(k4);
+  EXPECT_FALSE(c.reserve(hash128("big"), 2 * entry, evicted));
+  EXPECT_TRUE(evicted.empty());
+  EXPECT_TRUE(c.contains(k1) && c.contains(k2) && c.contains(k4));
   EXPECT_EQ(c.stats().rejected, 1);
+
+  EncoderStore store;
+  Tensor t = Tensor::empty(DType::kF32, {8, 4});
+  for (int i = 0; i < 32; ++i) t.data<float>()[i] = 1.0f + static_cast<float>(i);
+  store.put(k1, t);
+  float row[4];
+  store.read_rows(k1, 2, 1, row);
+  EXPECT_EQ(row[0], 9.0f);
+  EXPECT_EQ(store.bytes(), entry);
+  EXPECT_THROW(store.read_rows(k1, 7, 2, row), InvalidArgument);
+  EXPECT_THROW(store.read_rows(k2, 0, 1, row), NotFound);
+  store.erase(k1);
+  EXPECT_EQ(store.bytes(), 0u);
+}
+
+// A cache too small for every image at once: the scheduler evicts through the plan, the
+// executor frees what it is told, and a request that needs an evicted item again gets a new
+// encoder job (the fake executor throws when it reads an entry it was told to free).
+TEST(Scheduler, EvictionsTravelInThePlan) {
+  Harness h(256, 16, 64, "fcfs",
+            2 * 12 * mmrt::engine::testing::kFakeWidth * 2);  // two 12-token items
+  // Different text before each image: no KV reuse, every item needs its encoder output.
+  uint32_t seed = 5;
+  for (uint64_t content : {1, 2, 3, 1}) {
+    Request* r = h.submit(tokens(40, seed++), 2, "t0", {image(content, 8, 12)});
+    h.run();
+    ASSERT_EQ(r->outcome, Outcome::kFinished);
+  }
+  EXPECT_EQ(h.exec.encoder_runs, 4) << "item 1 was evicted by item 3 and had to run again";
+  EXPECT_EQ(h.enc.stats().evictions, 2);
+  EXPECT_EQ(h.enc.stats().misses, 4);
+  EXPECT_LE(h.exec.store().bytes(), h.enc.budget());
+  EXPECT_EQ(h.exec.store().size(), h.enc.size());
 }

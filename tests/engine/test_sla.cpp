@@ -61,7 +61,7 @@ TEST(SloPolicy, MediaWorkShrinksSlack) {
   auto text = make(1, 0, 300'000'000, 1.0);
   auto img = make(2, 0, 320'000'000, 1.0);
   MediaItem m;
-  m.grid = {1, 100, 100};  // 10000 patches: ~100 ms of encoder work
+  m.encoder_cost = 10000;  // patches: ~100 ms of encoder work
   m.n_tokens = 2500;
   img->media.push_back(m);
   std::vector<Request*> w{text.get(), img.get()};
@@ -116,13 +116,14 @@ TEST(Policies, WhoOvertakesALaterArrival) {
   auto silver = make(1, 0, 5'000'000'000, 1.0);
   auto plat = make(2, 1, 300'000'001, 4.0);
   auto silver2 = make(3, 2, 5'000'000'002, 1.0);
-  EXPECT_TRUE(make_policy("slo")->overtakes(*plat, *silver));
-  EXPECT_FALSE(make_policy("slo")->overtakes(*silver2, *silver));
-  EXPECT_FALSE(make_policy("slo")->overtakes(*silver, *plat));
-  EXPECT_FALSE(make_policy("fcfs")->overtakes(*plat, *silver));
+  auto rank = [](const std::unique_ptr<Request>& r) { return ClassRank::of(*r); };
+  EXPECT_TRUE(make_policy("slo")->overtakes(rank(plat), *silver));
+  EXPECT_FALSE(make_policy("slo")->overtakes(rank(silver2), *silver));
+  EXPECT_FALSE(make_policy("slo")->overtakes(rank(silver), *plat));
+  EXPECT_FALSE(make_policy("fcfs")->overtakes(rank(plat), *silver));
   plat->priority = 3;
-  EXPECT_TRUE(make_policy("priority")->overtakes(*plat, *silver));
-  EXPECT_FALSE(make_policy("priority")->overtakes(*silver, *plat));
+  EXPECT_TRUE(make_policy("priority")->overtakes(rank(plat), *silver));
+  EXPECT_FALSE(make_policy("priority")->overtakes(rank(silver), *plat));
 }
 
 TEST(SloPolicy, StarvationIsBounded) {
@@ -130,7 +131,7 @@ TEST(SloPolicy, StarvationIsBounded) {
   KvBlockManager kv(4096, 16);
   EncoderCache enc(1 << 20);
   Scheduler sched({.token_budget = 12}, kv, enc, make_policy("slo", {nullptr, bound}));
-  mmrt::engine::testing::FakeExecutor exec(kv, enc);
+  mmrt::engine::testing::FakeExecutor exec(kv);
   std::vector<std::unique_ptr<Request>> reqs;
   int64_t now = 0;
   // The victim: silver, no deadline, arrives first.
@@ -145,7 +146,7 @@ TEST(SloPolicy, StarvationIsBounded) {
     sched.add(reqs.back().get(), now);
     StepPlan plan = sched.schedule(now);
     for (const auto& c : plan.chunks)
-      if (c.req->id == 1 && admitted_at < 0) admitted_at = now;
+      if (c.id == 1 && admitted_at < 0) admitted_at = now;
     sched.update(plan, exec.execute(plan), now);
     if (admitted_at >= 0) break;
   }

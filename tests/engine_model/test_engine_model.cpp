@@ -21,15 +21,19 @@ class EngineModel : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("mmrt_engine_model_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
-    models::TinyModelOptions o;
+    models::qwen2_vl::TinyOptions o;
     o.dtype = DType::kF32;
     o.seed = 21;
-    models::make_tiny_qwen2_vl(dir_.string(), o);
+    models::qwen2_vl::make_tiny_checkpoint(dir_.string(), o);
     // Two small real images (PPM would not do: the engine takes JPEG/PNG/WebP) from PIL.
-    std::string cmd = std::string(MMRT_REF_PYTHON) + " -c \"from PIL import Image; import numpy as np; "
+    std::string cmd = std::string(MMRT_REF_PYTHON) +
+                      " -c \"from PIL import Image; import numpy as np; "
                       "r=np.random.default_rng(0); "
-                      "Image.fromarray(r.integers(0,255,(60,90,3),dtype=np.uint8)).save('" + (dir_ / "a.png").string() + "'); "
-                      "Image.fromarray(r.integers(0,255,(84,56,3),dtype=np.uint8)).save('" + (dir_ / "b.jpg").string() + "', quality=90)\"";
+                      "Image.fromarray(r.integers(0,255,(60,90,3),dtype=np.uint8)).save('" +
+                      (dir_ / "a.png").string() +
+                      "'); "
+                      "Image.fromarray(r.integers(0,255,(84,56,3),dtype=np.uint8)).save('" +
+                      (dir_ / "b.jpg").string() + "', quality=90)\"";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
@@ -42,8 +46,8 @@ class EngineModel : public ::testing::Test {
   static EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) {
     EngineConfig c;
     c.model_dir = dir_.string();
-    c.model.kv_dtype = DType::kF32;
-    c.model.kv_blocks = kv_blocks;
+    c.kv.dtype = DType::kF32;
+    c.kv.blocks = kv_blocks;
     c.scheduler.token_budget = budget;
     c.prefix_caching = prefix;
     return c;
@@ -51,20 +55,21 @@ class EngineModel : public ::testing::Test {
 
   static GenerateRequest text_req(const std::string& text, int max_tokens) {
     GenerateRequest g;
-    g.messages.push_back(io::ChatMessage::text("user", text));
+    g.messages.push_back(models::ChatMessage::text("user", text));
     g.sampling.max_tokens = max_tokens;
     g.sampling.ignore_eos = true;
     return g;
   }
-  static GenerateRequest image_req(const std::vector<std::string>& imgs, const std::string& text, int max_tokens) {
+  static GenerateRequest image_req(const std::vector<std::string>& imgs, const std::string& text,
+                                   int max_tokens) {
     GenerateRequest g;
-    io::ChatMessage m;
+    models::ChatMessage m;
     m.role = "user";
     for (const auto& i : imgs) {
-      m.content.push_back({io::ContentPart::Kind::kImage, ""});
-      g.images.push_back(bytes(i));
+      m.content.push_back({models::ContentPart::Kind::kImage, ""});
+      g.add_image(bytes(i));
     }
-    m.content.push_back({io::ContentPart::Kind::kText, text});
+    m.content.push_back({models::ContentPart::Kind::kText, text});
     g.messages.push_back(m);
     g.sampling.max_tokens = max_tokens;
     g.sampling.ignore_eos = true;
@@ -85,6 +90,25 @@ class EngineModel : public ::testing::Test {
   static fs::path dir_;
 };
 fs::path EngineModel::dir_;
+
+// Drains the stream until the engine answers with a replayed kDone; returns how many real kDone
+// events it carried (each checked to carry `outcome`).
+int count_real_dones(RequestHandle& h, Outcome outcome) {
+  int real = 0;
+  for (int guard = 0; guard < 100000; ++guard) {
+    auto e = h.next(0);
+    if (!e) {
+      ADD_FAILURE() << "the stream of a finished request ran dry";
+      return real;
+    }
+    if (e->kind != StreamEvent::Kind::kDone) continue;
+    if (e->replay) return real;
+    EXPECT_EQ(e->outcome, outcome);
+    ++real;
+  }
+  ADD_FAILURE() << "no end to the stream";
+  return real;
+}
 
 }  // namespace
 
@@ -123,15 +147,17 @@ TEST_F(EngineModel, RepeatedImageHitsEncoderAndPrefixCaches) {
   EXPECT_EQ(s1.encoder_runs, 1);
   // Second turn: same image, same context, more text after it.
   GenerateRequest g2 = image_req({"a.png"}, "What is this?", 4);
-  g2.messages.push_back(io::ChatMessage::text("assistant", "A picture."));
-  g2.messages.push_back(io::ChatMessage::text("user", "And the colours?"));
+  g2.messages.push_back(models::ChatMessage::text("assistant", "A picture."));
+  g2.messages.push_back(models::ChatMessage::text("user", "And the colours?"));
   RequestResult second = eng->submit(g2).wait();
   auto s2 = eng->stats();
   EXPECT_EQ(s2.encoder_runs, 1) << "the image was encoded again";
-  EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16) << "the image's KV was not reused";
+  EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16)
+      << "the image's KV was not reused";
   // A different prompt text before the same image: no KV reuse past the text, but an encoder hit.
   GenerateRequest g3 = image_req({"a.png"}, "Other question", 2);
-  g3.messages.insert(g3.messages.begin(), io::ChatMessage::text("system", "Be brief and answer in French please."));
+  g3.messages.insert(g3.messages.begin(),
+                     models::ChatMessage::text("system", "Be brief and answer in French please."));
   eng->submit(g3).wait();
   auto s3 = eng->stats();
   EXPECT_EQ(s3.encoder_runs, 1);
@@ -147,7 +173,9 @@ TEST_F(EngineModel, RepeatedImageHitsEncoderAndPrefixCaches) {
 TEST_F(EngineModel, CancellationFreesEverythingAndEachRequestEndsOnce) {
   auto eng = Engine::create(config(16, 256, true));
   std::vector<RequestHandle> hs;
-  for (int i = 0; i < 6; ++i) hs.push_back(eng->submit(i % 2 ? image_req({"b.jpg"}, "x", 200) : text_req("story " + std::to_string(i), 200)));
+  for (int i = 0; i < 6; ++i)
+    hs.push_back(eng->submit(i % 2 ? image_req({"b.jpg"}, "x", 200)
+                                   : text_req("story " + std::to_string(i), 200)));
   // Cancel at different moments: before start, during prefill/media, during decode.
   hs[0].cancel();
   hs[1].cancel();
@@ -160,24 +188,14 @@ TEST_F(EngineModel, CancellationFreesEverythingAndEachRequestEndsOnce) {
   int cancelled = 0;
   for (auto& h : hs) {
     RequestResult r = h.wait();
-    EXPECT_TRUE(r.outcome == Outcome::kCancelled || r.outcome == Outcome::kFinished) << outcome_name(r.outcome);
+    EXPECT_TRUE(r.outcome == Outcome::kCancelled || r.outcome == Outcome::kFinished)
+        << outcome_name(r.outcome);
     cancelled += r.outcome == Outcome::kCancelled;
     EXPECT_EQ(r.timeline.count(Event::kFinished), 1);
-    // The stream ends with exactly one kDone carrying the outcome; after it, only kDone.
-    int dones = 0;
-    for (;;) {
-      auto e = h.next(0);
-      ASSERT_TRUE(e.has_value());
-      if (e->kind == StreamEvent::Kind::kDone) {
-        EXPECT_EQ(e->outcome, r.outcome);
-        ++dones;
-        break;
-      }
-    }
-    EXPECT_EQ(dones, 1);
-    auto after = h.next(0);
-    ASSERT_TRUE(after.has_value());
-    EXPECT_EQ(after->kind, StreamEvent::Kind::kDone);
+    // The stream ends with exactly one real kDone carrying the outcome; after it, next() keeps
+    // answering kDone marked as a replay. Reading on past the first kDone would count a second
+    // real one (the old loop stopped at the first and could not).
+    EXPECT_EQ(count_real_dones(h, r.outcome), 1);
   }
   EXPECT_GE(cancelled, 4);
   eng->wait_idle();
@@ -188,13 +206,13 @@ TEST_F(EngineModel, BadInputsFailClearlyAndOthersGoOn) {
   auto eng = Engine::create(config(64, 128, true));
   RequestHandle good = eng->submit(text_req("keep going", 20));
   GenerateRequest corrupt = image_req({"a.png"}, "x", 4);
-  corrupt.images[0].resize(corrupt.images[0].size() / 3);  // truncated PNG
+  corrupt.media[0].bytes.resize(corrupt.media[0].bytes.size() / 3);  // truncated PNG
   RequestHandle bad1 = eng->submit(corrupt);
   GenerateRequest garbage = image_req({"a.png"}, "x", 4);
-  garbage.images[0] = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'};
+  garbage.media[0].bytes = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'};
   RequestHandle bad2 = eng->submit(garbage);
   GenerateRequest mismatch = image_req({"a.png"}, "x", 4);
-  mismatch.images.push_back(bytes("b.jpg"));  // two images, one image part
+  mismatch.add_image(bytes("b.jpg"));  // two images, one image part
   RequestHandle bad3 = eng->submit(mismatch);
   GenerateRequest huge = text_req("x", 1 << 20);  // cannot fit the KV cache
   RequestHandle bad4 = eng->submit(huge);
@@ -202,7 +220,8 @@ TEST_F(EngineModel, BadInputsFailClearlyAndOthersGoOn) {
   bad_sampling.sampling.top_p = 2.0f;
   RequestHandle bad5 = eng->submit(bad_sampling);
 
-  RequestResult r1 = bad1.wait(), r2 = bad2.wait(), r3 = bad3.wait(), r4 = bad4.wait(), r5 = bad5.wait();
+  RequestResult r1 = bad1.wait(), r2 = bad2.wait(), r3 = bad3.wait(), r4 = bad4.wait(),
+                r5 = bad5.wait();
   EXPECT_EQ(r1.outcome, Outcome::kFailed);
   EXPECT_NE(r1.reason.find("PNG"), std::string::npos) << r1.reason;
   EXPECT_EQ(r2.outcome, Outcome::kFailed);

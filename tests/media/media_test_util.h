@@ -16,13 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
+#include "io/npy.h"
 #include "media/image.h"
-#include "media/npy.h"
 
 namespace media_test {
 
 namespace fs = std::filesystem;
 using mmrt::Tensor;
+using mmrt::io::read_npy;
 using mmrt::media::Image;
 
 struct RefData {

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "media/image.h"
-#include "media/qwen2_vl.h"
+#include "media/pipeline.h"
 #include "media_test_util.h"
 
 using namespace mmrt;
@@ -18,8 +18,6 @@ using namespace media_test;
 TEST(MediaCorruptInput, MutatedFilesDecodeOrThrowCleanly) {
   MEDIA_REF_OR_FAIL(ref);
   std::mt19937 rng(20240531);
-  ImageProcessorConfig cfg;
-  cfg.max_pixels = 28 * 28 * 64;
   int decoded = 0, refused = 0;
   for (const char* name :
        {"chelsea_q50_420.jpg", "coffee_q90_progressive.jpg", "chelsea_cmyk.jpg", "camera_gray.jpg",
@@ -44,10 +42,15 @@ TEST(MediaCorruptInput, MutatedFilesDecodeOrThrowCleanly) {
       const PreprocessMode mode = trial % 2 ? PreprocessMode::kFast : PreprocessMode::kReference;
       try {
         Image im = decode_image(b, {.max_pixels = 4'000'000});
-        QwenImageInputs q =
-            preprocess_qwen2_vl(b, cfg, {.mode = mode, .max_source_pixels = 4'000'000});
+        // The streaming decode + resize pipeline preprocessing uses, to a third of the size.
+        const DecodedResized q =
+            decode_resized(b,
+                           [](int w, int h) {
+                             return Size2{std::max(1, w / 3), std::max(1, h / 3)};
+                           },
+                           ResizeFilter::kBicubic, {.max_pixels = 4'000'000, .mode = mode}, {});
         EXPECT_GT(im.width(), 0);
-        EXPECT_EQ(q.pixel_values.dim(1), 1176);
+        EXPECT_EQ(q.image.width(), std::max(1, q.source.width / 3));
         ++decoded;
       } catch (const Error& e) {
         EXPECT_NE(e.code(), ErrorCode::kInternal) << e.what();

@@ -16,23 +16,18 @@
 #include <random>
 #include <sstream>
 
+#include "batch_runner.h"
 #include "core/error.h"
-#include "engine/batch_runner.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
-#include "models/qwen2_vl/language_model.h"
+#include "models/decoder/decoder.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
+#include "test_model.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
 
 namespace {
-
-// The compute every test in this file runs on (all CPUs, the best kernel variant).
-const kernels::Backend& test_backend() {
-  static const kernels::Backend b;
-  return b;
-}
 
 fs::path make_dir(const std::string& tag) {
   fs::path p =
@@ -96,19 +91,19 @@ Fixture make_model(DType dtype, bool tied, const std::string& tag) {
   Fixture f;
   f.dir = make_dir(tag);
   f.dtype = dtype;
-  models::TinyModelOptions o;
+  models::qwen2_vl::TinyOptions o;
   o.dtype = dtype;
   o.seed = 11;
   o.tied = tied;
-  auto r = models::make_tiny_qwen2_vl(f.dir.string(), o);
+  auto r = models::qwen2_vl::make_tiny_checkpoint(f.dir.string(), o);
   f.tok = std::make_unique<io::Tokenizer>(
       io::Tokenizer::from_file((f.dir / "tokenizer.json").string()));
   f.tok_size = r.tokenizer_size;
   return f;
 }
 
-models::LanguageModelOptions opts_for(DType dtype) {
-  models::LanguageModelOptions o;
+test::TestModelOptions opts_for(DType dtype) {
+  test::TestModelOptions o;
   o.kv_dtype = dtype;
   o.kv_blocks = 256;
   return o;
@@ -118,10 +113,9 @@ models::LanguageModelOptions opts_for(DType dtype) {
 // `decode_last`, the 64th token runs as a decode step of its own (the matrix-vector kernels)
 // after a 63-token prefill, and `o` sets the model options (else opts_for(f.dtype)).
 void check_logits(const Fixture& f, double tol, bool decode_last = false,
-                  std::optional<models::LanguageModelOptions> o = std::nullopt) {
+                  std::optional<test::TestModelOptions> o = std::nullopt) {
   auto prompt = random_prompt(64, f.tok_size, 5);
-  auto model =
-      models::LanguageModel::load(test_backend(), f.dir.string(), o.value_or(opts_for(f.dtype)));
+  auto model = test::load_test_model(f.dir.string(), o.value_or(opts_for(f.dtype)));
   Tensor hidden;
   if (!decode_last) model->capture_hidden_states(&hidden);
   std::vector<int32_t> blocks;
@@ -177,7 +171,7 @@ void check_logits(const Fixture& f, double tol, bool decode_last = false,
   EXPECT_LE(rel, tol) << "last-token logits: max error " << max_err << ", max |ref| " << max_ref;
 }
 
-std::vector<int32_t> greedy(models::LanguageModel& m, const io::Tokenizer& tok,
+std::vector<int32_t> greedy(test::TestModel& m, const io::Tokenizer& tok,
                             const std::vector<int32_t>& prompt, int n, int32_t budget = 512) {
   engine::TextRequest r;
   r.prompt = prompt;
@@ -190,7 +184,7 @@ std::vector<int32_t> greedy(models::LanguageModel& m, const io::Tokenizer& tok,
 
 void check_greedy(const Fixture& f) {
   auto prompt = random_prompt(64, f.tok_size, 9);
-  auto model = models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(f.dtype));
+  auto model = test::load_test_model(f.dir.string(), opts_for(f.dtype));
   auto got = greedy(*model, *f.tok, prompt, 32);
   auto js = nlohmann::json::parse(run(ref_cmd("generate", f.dir, prompt) + " --max-new 32"));
   std::vector<int32_t> want = js.get<std::vector<int32_t>>();
@@ -217,11 +211,11 @@ TEST(Qwen2Text, BF16LogitsMatchReference) {
 // tiny checkpoint: 8.1e-3 with q8 activations, 6.9e-3 weight-only).
 TEST(Qwen2Text, Int8DecodeLogitsMatchReference) {
   auto f = make_model(DType::kF32, false, "int8");
-  if (!kernels::int8_q8_available(test_backend().isa()))
+  if (!kernels::int8_q8_available(test::test_backend().isa()))
     std::printf("[   INFO   ] this CPU has no AVX512-VNNI: q8 activations run the float kernel\n");
   for (auto act : {kernels::Int8Activations::kQ8, kernels::Int8Activations::kFloat}) {
     SCOPED_TRACE(act == kernels::Int8Activations::kQ8 ? "q8 activations" : "float activations");
-    models::LanguageModelOptions o = opts_for(DType::kF32);
+    test::TestModelOptions o = opts_for(DType::kF32);
     o.weight_format = kernels::WeightFormat::kInt8;
     o.int8_activations = act;
     check_logits(f, 2e-2, true, o);
@@ -246,7 +240,7 @@ TEST(Qwen2Text, BF16GreedyTokensMatchReference) {
 TEST(Qwen2Text, BatchInvariance) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     auto f = make_model(dt, false, "batch");
-    auto model = models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(dt));
+    auto model = test::load_test_model(f.dir.string(), opts_for(dt));
     std::vector<engine::TextRequest> reqs;
     std::vector<std::vector<int32_t>> alone;
     for (int i = 0; i < 8; ++i) {
@@ -279,7 +273,7 @@ TEST(Qwen2Text, BadCheckpointsFailAtLoad) {
   };
   auto expect_load_error = [&](const std::string& needle) {
     try {
-      models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(DType::kF32));
+      test::load_test_model(f.dir.string(), opts_for(DType::kF32));
       ADD_FAILURE() << "load succeeded, expected an error mentioning " << needle;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -318,7 +312,7 @@ TEST(Qwen2Text, BadCheckpointsFailAtLoad) {
 
 TEST(Qwen2Text, ForwardRejectsBadInputs) {
   auto f = make_model(DType::kF32, false, "inputs");
-  auto model = models::LanguageModel::load(test_backend(), f.dir.string(), opts_for(DType::kF32));
+  auto model = test::load_test_model(f.dir.string(), opts_for(DType::kF32));
   std::vector<int32_t> toks{1, 2, 3}, blocks{0};
   models::SeqStep s;
   s.tokens = toks;

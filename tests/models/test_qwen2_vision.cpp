@@ -10,27 +10,22 @@
 #include <random>
 #include <sstream>
 
+#include "batch_runner.h"
 #include "core/thread_pool.h"
-#include "engine/batch_runner.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
-#include "models/qwen2_vl/language_model.h"
+#include "models/decoder/decoder.h"
+#include "models/qwen2_vl/config.h"
 #include "models/qwen2_vl/processor.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/vision_tower.h"
+#include "test_model.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
-using models::GridThw;
+using models::qwen2_vl::GridThw;
 
 namespace {
-
-// The compute every test in this file runs on (all CPUs, the best kernel variant).
-const kernels::Backend& test_backend() {
-  static const kernels::Backend b;
-  return b;
-}
 
 // Minimal .npy (v1.0) writer for the reference script's inputs.
 void write_npy(const fs::path& p, const char* descr, const std::vector<int64_t>& shape,
@@ -68,7 +63,7 @@ std::string shell(const std::string& cmd) {
 
 struct World {
   fs::path dir;
-  io::Qwen2VLConfig cfg;
+  models::qwen2_vl::Config cfg;
   std::vector<GridThw> grids{{1, 4, 6}, {1, 8, 4}};
   Tensor pixels;  // [sum t*h*w, 1176]
   fs::path pix_npy, grid_npy;
@@ -77,10 +72,10 @@ struct World {
     dir = fs::temp_directory_path() / ("mmrt_vision_" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
-    models::TinyModelOptions o;
+    models::qwen2_vl::TinyOptions o;
     o.dtype = dtype;
     o.seed = 5;
-    cfg = models::make_tiny_qwen2_vl(dir.string(), o).config;
+    cfg = models::qwen2_vl::make_tiny_checkpoint(dir.string(), o).config;
     int64_t n = 0;
     for (auto& g : grids) n += g[0] * g[1] * g[2];
     pixels = Tensor::empty(DType::kF32, {n, 1176});
@@ -141,7 +136,8 @@ double rel_err(const float* got, const float* want, size_t n) {
 TEST(Qwen2Vision, EmbeddingsMatchReference) {
   World w(DType::kF32);
   auto st = io::SafeTensors::open(w.dir.string());
-  auto vt = models::VisionTower::load(test_backend(), st, w.cfg, kernels::WeightFormat::kF32);
+  auto vt = models::qwen2_vl::VisionTower::load(test::test_backend(), st, w.cfg,
+                                                kernels::WeightFormat::kF32);
   Tensor got = vt->forward(w.pixels, w.grids);  // [merged, hidden]
   EXPECT_EQ(got.dim(0), (4 * 6 + 8 * 4) / 4);
   EXPECT_EQ(got.dim(1), w.cfg.text.hidden_size);
@@ -156,7 +152,7 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
 
 TEST(Qwen2Vision, RopeIndexMatchesReference) {
   World w(DType::kF32);
-  auto p = models::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);
+  auto p = models::qwen2_vl::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);
   ASSERT_EQ(p.images.size(), 2u);
   EXPECT_EQ(p.images[0].n_tokens, 6);
   EXPECT_EQ(p.images[1].n_tokens, 8);
@@ -169,19 +165,21 @@ TEST(Qwen2Vision, RopeIndexMatchesReference) {
   for (size_t i = 0; i < 3 * S; ++i) ASSERT_EQ(p.positions[i], ref[i]) << "position " << i;
   EXPECT_EQ(p.rope_delta, ref[3 * S]);
   // Placeholder/grid mismatches are caller errors.
-  EXPECT_THROW(models::expand_image_prompt(w.prompt_with_single_pads(), {w.grids.data(), 1}, w.cfg),
+  EXPECT_THROW(models::qwen2_vl::expand_image_prompt(w.prompt_with_single_pads(),
+                                                     {w.grids.data(), 1}, w.cfg),
                InvalidArgument);
 }
 
 TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
   World w(DType::kF32);
   auto st = io::SafeTensors::open(w.dir.string());
-  auto vt = models::VisionTower::load(test_backend(), st, w.cfg, kernels::WeightFormat::kF32);
-  models::LanguageModelOptions lo;
+  auto vt = models::qwen2_vl::VisionTower::load(test::test_backend(), st, w.cfg,
+                                                kernels::WeightFormat::kF32);
+  test::TestModelOptions lo;
   lo.kv_dtype = DType::kF32;
   lo.kv_blocks = 64;
-  auto lm = models::LanguageModel::load(test_backend(), w.dir.string(), lo);
-  auto p = models::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);
+  auto lm = test::load_test_model(w.dir.string(), lo);
+  auto p = models::qwen2_vl::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);
   Tensor feats = vt->forward(w.pixels, w.grids);
 
   engine::TextRequest r;

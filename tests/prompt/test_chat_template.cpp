@@ -8,10 +8,11 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "io/chat_template.h"
+#include "models/qwen2_vl/chat_template.h"
 
 using namespace mmrt;
-using namespace mmrt::io;
+using namespace mmrt::models;
+using namespace mmrt::models::qwen2_vl;
 using json = nlohmann::json;
 
 namespace {
@@ -36,7 +37,8 @@ json to_hf(const std::vector<ChatMessage>& msgs, bool string_content) {
     } else {
       json parts = json::array();
       for (const auto& p : m.content) {
-        if (p.kind == ContentPart::Kind::kText) parts.push_back({{"type", "text"}, {"text", p.text}});
+        if (p.kind == ContentPart::Kind::kText)
+          parts.push_back({{"type", "text"}, {"text", p.text}});
         if (p.kind == ContentPart::Kind::kImage) parts.push_back({{"type", "image"}});
         if (p.kind == ContentPart::Kind::kVideo) parts.push_back({{"type", "video"}});
       }
@@ -65,8 +67,11 @@ TEST(ChatTemplate, MatchesJinjaReference) {
       {ChatMessage::text("user", "Hi"), ChatMessage::text("assistant", "Hello, how can I help?"),
        ChatMessage::text("user", "Tell me a joke\nwith two lines.")},
       {multimodal("user", {{K::kImage, ""}, {K::kText, "Describe the picture."}})},
-      {multimodal("user", {{K::kText, "Compare "}, {K::kImage, ""}, {K::kText, " and "},
-                           {K::kImage, ""}, {K::kText, "."}}),
+      {multimodal("user", {{K::kText, "Compare "},
+                           {K::kImage, ""},
+                           {K::kText, " and "},
+                           {K::kImage, ""},
+                           {K::kText, "."}}),
        ChatMessage::text("assistant", "The first is brighter."),
        multimodal("user", {{K::kVideo, ""}, {K::kText, "And this clip?"}})},
       {ChatMessage::text("user", "  spaces\t\tand unicode: 你好 🙂  ")},
@@ -80,8 +85,8 @@ TEST(ChatTemplate, MatchesJinjaReference) {
           requests.push_back({{"messages", to_hf(cases[i], str)},
                               {"add_generation_prompt", gen},
                               {"add_vision_id", vid}});
-          got.push_back(render_qwen2_vl_chat(
-              cases[i], {.add_generation_prompt = gen, .add_vision_id = vid}));
+          got.push_back(
+              render_chat(cases[i], {.add_generation_prompt = gen, .add_vision_id = vid}));
           labels.push_back("case " + std::to_string(i) + " gen=" + std::to_string(gen) +
                            " vision_id=" + std::to_string(vid));
         }
@@ -95,5 +100,5 @@ TEST(ChatTemplate, MatchesJinjaReference) {
 }
 
 TEST(ChatTemplate, RejectsUnknownRole) {
-  EXPECT_THROW(render_qwen2_vl_chat({ChatMessage::text("robot", "beep")}), InvalidArgument);
+  EXPECT_THROW(render_chat({ChatMessage::text("robot", "beep")}), InvalidArgument);
 }

@@ -30,7 +30,7 @@ TEST(BpeTrainer, MostFrequentPairFirst) {
 TEST(BpeTrainer, WritesTheQwen2Layout) {
   io::BpeTrainOptions o;
   o.vocab_size = 2000;
-  o.special_tokens = io::qwen2_vl_special_tokens();
+  o.special_tokens = mmrt::test::qwen2_specials();
   const std::string text = io::train_byte_level_bpe(io::builtin_training_corpus(), o);
   EXPECT_EQ(text, io::train_byte_level_bpe(io::builtin_training_corpus(), o));  // deterministic
   const json j = json::parse(text);
@@ -54,15 +54,15 @@ TEST(BpeTrainer, WritesTheQwen2Layout) {
   for (size_t k = 0; k < 14; ++k) {
     const json& t = j["added_tokens"][k];
     EXPECT_EQ(t["id"], 2000 + int(k));
-    EXPECT_EQ(t["content"], io::qwen2_vl_special_tokens()[k]);
+    EXPECT_EQ(t["content"], mmrt::test::qwen2_specials()[k]);
     EXPECT_EQ(t["special"], true);
     EXPECT_EQ(t["normalized"], false);
     EXPECT_EQ(t["lstrip"], false);
     EXPECT_EQ(t["rstrip"], false);
   }
-  EXPECT_EQ(io::qwen2_vl_special_tokens().front(), "<|endoftext|>");
-  EXPECT_EQ(io::qwen2_vl_special_tokens()[1], "<|im_start|>");
-  EXPECT_EQ(io::qwen2_vl_special_tokens().back(), "<|video_pad|>");
+  EXPECT_EQ(mmrt::test::qwen2_specials().front(), "<|endoftext|>");
+  EXPECT_EQ(mmrt::test::qwen2_specials()[1], "<|im_start|>");
+  EXPECT_EQ(mmrt::test::qwen2_specials().back(), "<|video_pad|>");
 
   // It loads, round-trips text and compresses it.
   const io::Tokenizer tok = io::Tokenizer::from_json(text, "trained");
@@ -82,7 +82,7 @@ TEST(BpeTrainer, WritesTheQwen2Layout) {
 TEST(BpeTrainer, SpecialFirstIdKeepsQwenIds) {
   io::BpeTrainOptions o;
   o.vocab_size = 500;
-  o.special_tokens = io::qwen2_vl_special_tokens();
+  o.special_tokens = mmrt::test::qwen2_specials();
   o.special_first_id = 151643;
   const io::Tokenizer tok =
       io::Tokenizer::from_json(io::train_byte_level_bpe(io::builtin_training_corpus(), o), "t");
@@ -125,7 +125,7 @@ TEST(BpeTrainer, JavaScriptReferenceGivesTheSameIds) {
     SCOPED_TRACE("vocab_size " + std::to_string(vocab));
     io::BpeTrainOptions o;
     o.vocab_size = vocab;
-    o.special_tokens = io::qwen2_vl_special_tokens();
+    o.special_tokens = mmrt::test::qwen2_specials();
     const std::string json_text = io::train_byte_level_bpe(io::builtin_training_corpus(), o);
     const auto path = dir / ("trained_" + std::to_string(vocab) + "/tokenizer.json");
     test::write_file(path, json_text);

@@ -56,7 +56,7 @@ TEST(TokenizerCli, ClearErrors) {
   const auto dir = std::filesystem::path(MMRT_BINARY_DIR) / "tokenizer_test/cli_model";
   io::BpeTrainOptions o;
   o.vocab_size = 300;
-  o.special_tokens = io::qwen2_vl_special_tokens();
+  o.special_tokens = mmrt::test::qwen2_specials();
   test::write_file(dir / "tokenizer.json",
                    io::train_byte_level_bpe(io::builtin_training_corpus(), o));
   const std::string m = " --model '" + dir.string() + "'";

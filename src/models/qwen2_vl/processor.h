@@ -1,15 +1,19 @@
-// Qwen2-VL prompt processing after tokenization: expands each <|image_pad|> placeholder into the
-// image's token count and assigns M-RoPE position ids exactly as HF get_rope_index does.
+// Qwen2-VL's request side: the chat template, image estimates from the header, preprocessing
+// with the checkpoint's preprocessor_config.json, <|image_pad|> expansion and M-RoPE position
+// ids exactly as HF get_rope_index computes them.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
-#include "io/hf_config.h"
-#include "models/qwen2_vl/vision_tower.h"
+#include "models/model.h"
+#include "models/qwen2_vl/config.h"
+#include "models/qwen2_vl/image_processor.h"
 
-namespace mmrt::models {
+namespace mmrt::models::qwen2_vl {
 
 struct ImageSpan {
   int64_t begin = 0;     // index of the first <|image_pad|> of this image in ids
@@ -26,11 +30,17 @@ struct MultimodalPrompt {
 // `ids` holds one <|image_pad|> per image (as the chat template renders it); grids[i] is image
 // i's (t, h, w) patch grid. Throws InvalidArgument when placeholders and grids disagree.
 MultimodalPrompt expand_image_prompt(std::span<const int32_t> ids, std::span<const GridThw> grids,
-                                     const io::Qwen2VLConfig& cfg);
+                                     const Config& cfg);
 
 // get_rope_index for an already expanded sequence: positions [3, S] and rope_delta.
-void qwen2_vl_rope_index(std::span<const int32_t> ids, std::span<const GridThw> grids,
-                         const io::Qwen2VLConfig& cfg, std::vector<int32_t>& positions,
-                         int32_t& rope_delta);
+void rope_index(std::span<const int32_t> ids, std::span<const GridThw> grids, const Config& cfg,
+                std::vector<int32_t>& positions, int32_t& rope_delta);
 
-}  // namespace mmrt::models
+// The grid of an image of the given source size: smart_resize, then patches.
+GridThw image_grid(int64_t height, int64_t width, const ImageProcessorConfig& pp);
+
+// The Processor of a loaded checkpoint.
+std::unique_ptr<Processor> make_processor(const Config& cfg, const ImageProcessorConfig& pp,
+                                          const Hash128& config_key, int32_t position_rows);
+
+}  // namespace mmrt::models::qwen2_vl

@@ -17,7 +17,7 @@
 #include "io/safetensors.h"
 #include "models/qwen2_vl/weights_spec.h"
 
-namespace mmrt::models {
+namespace mmrt::models::qwen2_vl {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -156,7 +156,7 @@ std::string tokenizer_config_json(const TokenizerFacts& f) {
     decoder[std::to_string(t["id"].get<int64_t>())] = e;
   }
   json additional = json::array();
-  for (const auto& s : io::qwen2_vl_special_tokens())
+  for (const auto& s : special_tokens())
     if (s != "<|endoftext|>" && f.added_ids.count(s)) additional.push_back(s);
   json j;
   j["add_prefix_space"] = false;
@@ -175,7 +175,7 @@ std::string tokenizer_config_json(const TokenizerFacts& f) {
   return j.dump(2) + "\n";
 }
 
-std::string generation_config_json(const io::Qwen2VLConfig& c, int64_t endoftext) {
+std::string generation_config_json(const Config& c, int64_t endoftext) {
   json j;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = {c.eos_token_id, endoftext};
@@ -184,7 +184,7 @@ std::string generation_config_json(const io::Qwen2VLConfig& c, int64_t endoftext
   return j.dump(2) + "\n";
 }
 
-std::string preprocessor_config_json(const io::Qwen2VLConfig& c) {
+std::string preprocessor_config_json(const Config& c) {
   json j;
   j["do_convert_rgb"] = true;
   j["do_normalize"] = true;
@@ -210,32 +210,41 @@ int64_t round_up(int64_t x, int64_t m) {
 
 }  // namespace
 
-TinyModelSize parse_tiny_model_size(const std::string& s) {
-  if (s == "tiny") return TinyModelSize::kTiny;
-  if (s == "small") return TinyModelSize::kSmall;
-  if (s == "2b-shape") return TinyModelSize::k2BShape;
+const std::vector<std::string>& special_tokens() {
+  static const std::vector<std::string> tokens = {
+      "<|endoftext|>",      "<|im_start|>",     "<|im_end|>",     "<|object_ref_start|>",
+      "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",    "<|quad_start|>",
+      "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+      "<|image_pad|>",      "<|video_pad|>"};
+  return tokens;
+}
+
+TinySize parse_tiny_size(const std::string& s) {
+  if (s == "tiny") return TinySize::kTiny;
+  if (s == "small") return TinySize::kSmall;
+  if (s == "2b-shape") return TinySize::k2BShape;
   throw InvalidArgument("unknown model size '" + s + "' (expected tiny, small or 2b-shape)");
 }
 
-const char* tiny_model_size_name(TinyModelSize s) {
+const char* tiny_size_name(TinySize s) {
   switch (s) {
-    case TinyModelSize::kTiny:
+    case TinySize::kTiny:
       return "tiny";
-    case TinyModelSize::kSmall:
+    case TinySize::kSmall:
       return "small";
-    case TinyModelSize::k2BShape:
+    case TinySize::k2BShape:
       return "2b-shape";
   }
   return "?";
 }
 
-io::Qwen2VLConfig tiny_model_base_config(TinyModelSize size) {
-  io::Qwen2VLConfig c;  // the defaults are Qwen2-VL-2B's
+Config tiny_base_config(TinySize size) {
+  Config c;  // the defaults are Qwen2-VL-2B's
   c.text.rope_theta = 1e6;
   c.text.rms_norm_eps = 1e-6;
   c.text.max_position_embeddings = 32768;
   switch (size) {
-    case TinyModelSize::kTiny:
+    case TinySize::kTiny:
       c.text.hidden_size = 64;
       c.text.num_hidden_layers = 2;
       c.text.num_attention_heads = 4;
@@ -248,7 +257,7 @@ io::Qwen2VLConfig tiny_model_base_config(TinyModelSize size) {
       c.vision.num_heads = 2;
       c.vision.mlp_ratio = 4;
       break;
-    case TinyModelSize::kSmall:
+    case TinySize::kSmall:
       c.text.hidden_size = 768;
       c.text.num_hidden_layers = 12;
       c.text.num_attention_heads = 12;
@@ -261,7 +270,7 @@ io::Qwen2VLConfig tiny_model_base_config(TinyModelSize size) {
       c.vision.num_heads = 6;
       c.vision.mlp_ratio = 4;
       break;
-    case TinyModelSize::k2BShape:
+    case TinySize::k2BShape:
       c.text.hidden_size = 1536;
       c.text.num_hidden_layers = 28;
       c.text.num_attention_heads = 12;
@@ -280,7 +289,7 @@ io::Qwen2VLConfig tiny_model_base_config(TinyModelSize size) {
   return c;
 }
 
-TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOptions& opts) {
+TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opts.dtype != DType::kBF16 && opts.dtype != DType::kF32)
     throw InvalidArgument("make-tiny-model: dtype must be bf16 or f32, got " +
@@ -298,20 +307,20 @@ TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOp
     tok_origin = opts.tokenizer_path;
   } else {
     io::BpeTrainOptions bo;
-    bo.vocab_size = opts.size == TinyModelSize::kTiny ? 1000 : 8000;
-    bo.special_tokens = io::qwen2_vl_special_tokens();
-    if (opts.size == TinyModelSize::k2BShape) bo.special_first_id = 151643;
+    bo.vocab_size = opts.size == TinySize::kTiny ? 1000 : 8000;
+    bo.special_tokens = special_tokens();
+    if (opts.size == TinySize::k2BShape) bo.special_first_id = 151643;
     tok_text = io::train_byte_level_bpe(io::builtin_training_corpus(), bo);
     tok_origin = "trained tokenizer";
   }
   const TokenizerFacts tok = read_tokenizer_facts(tok_text, tok_origin);
 
-  TinyModelResult res;
-  io::Qwen2VLConfig& c = res.config;
-  c = tiny_model_base_config(opts.size);
+  TinyResult res;
+  Config& c = res.config;
+  c = tiny_base_config(opts.size);
   if (opts.tied) c.text.tie_word_embeddings = *opts.tied;
   c.torch_dtype = opts.dtype == DType::kBF16 ? "bfloat16" : "float32";
-  if (opts.size == TinyModelSize::k2BShape) {
+  if (opts.size == TinySize::k2BShape) {
     if (tok.size > c.text.vocab_size)
       throw InvalidArgument(tok_origin + ": " + std::to_string(tok.size) +
                             " tokens do not fit the 2b-shape vocabulary of " +
@@ -330,7 +339,7 @@ TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOp
   c.validate("make-tiny-model config");
   res.tokenizer_size = tok.size;
 
-  write_file(dir / "config.json", io::qwen2_vl_config_to_json(c));
+  write_file(dir / "config.json", config_to_json(c));
   write_file(dir / "tokenizer.json", tok_text);
   write_file(dir / "tokenizer_config.json", tokenizer_config_json(tok));
   write_file(dir / "generation_config.json", generation_config_json(c, endoftext));
@@ -341,16 +350,15 @@ TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOp
   // Weights, produced while writing.
   const uint64_t base_key = splitmix64(opts.seed ^ 0x6D6D72742D746E79ull);
   std::vector<io::PendingTensor> pending;
-  for (const ExpectedTensor& e : qwen2_vl_expected_tensors(c, c.text.tie_word_embeddings)) {
+  for (const ExpectedTensor& e : expected_tensors(c, c.text.tie_word_embeddings)) {
     Init init = Init::kNormal;
-    if (qwen2_vl_is_norm_param(e.canonical_name)) {
-      const bool is_bias = e.canonical_name.size() > 5 &&
-                           e.canonical_name.compare(e.canonical_name.size() - 5, 5, ".bias") == 0;
+    if (is_norm_param(e.name)) {
+      const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
       init = is_bias ? Init::kZeros : Init::kOnes;
     }
-    const uint64_t key = splitmix64(base_key ^ fnv1a(e.canonical_name));
+    const uint64_t key = splitmix64(base_key ^ fnv1a(e.name));
     const DType dt = opts.dtype;
-    pending.push_back({io::qwen2_vl_tensor_name(opts.naming, e.canonical_name), dt, e.shape,
+    pending.push_back({tensor_name(opts.naming, e.name), dt, e.shape,
                        [dt, init, key](void* dst, int64_t b, int64_t en) {
                          fill_values(dst, b, en, dt, init, key, 0.02f);
                        }});
@@ -374,4 +382,4 @@ TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOp
   return res;
 }
 
-}  // namespace mmrt::models
+}  // namespace mmrt::models::qwen2_vl

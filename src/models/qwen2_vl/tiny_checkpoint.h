@@ -10,39 +10,39 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "io/hf_config.h"
+#include "models/qwen2_vl/config.h"
 
 namespace mmrt {
 class ThreadPool;
 }
 
-namespace mmrt::models {
+namespace mmrt::models::qwen2_vl {
 
-enum class TinyModelSize {
+enum class TinySize {
   kTiny,     // a few MB: hidden 64, 2 layers; vision depth 2, embed 32 (unit tests)
   kSmall,    // ~90M parameters: hidden 768, 12 layers; vision depth 4, embed 384 (2-core bench)
   k2BShape,  // exactly Qwen2-VL-2B's dimensions (2.21B parameters, 4.4 GB in bf16)
 };
 // "tiny" | "small" | "2b-shape"; InvalidArgument otherwise.
-TinyModelSize parse_tiny_model_size(const std::string& s);
-const char* tiny_model_size_name(TinyModelSize s);
+TinySize parse_tiny_size(const std::string& s);
+const char* tiny_size_name(TinySize s);
 
-struct TinyModelOptions {
-  TinyModelSize size = TinyModelSize::kTiny;
+struct TinyOptions {
+  TinySize size = TinySize::kTiny;
   uint64_t seed = 0;
   DType dtype = DType::kBF16;  // kBF16 or kF32
   // A tokenizer.json to copy in (its special-token ids go into config.json); empty: learn one
   // with the built-in byte-level BPE trainer.
   std::string tokenizer_path;
-  io::Qwen2VLNaming naming = io::Qwen2VLNaming::kOld;
+  Naming naming = Naming::kOld;
   std::optional<bool> tied;  // unset: untied lm_head for tiny, tied for small and 2b-shape
   uint64_t max_shard_bytes = 2'000'000'000;  // HF "2GB": the 2b-shape model becomes 3 shards
   ThreadPool* pool = nullptr;                // fills tensors in parallel (nullptr: serially)
   bool progress = false;                     // progress lines on stderr
 };
 
-struct TinyModelResult {
-  io::Qwen2VLConfig config;        // as written to config.json
+struct TinyResult {
+  Config config;                   // as written to config.json
   std::vector<std::string> files;  // every file written, relative to the output folder
   size_t n_tensors = 0;
   int64_t n_params = 0;
@@ -52,11 +52,15 @@ struct TinyModelResult {
 };
 
 // The preset's dimensions (vocabulary and token ids are filled in from the tokenizer later).
-io::Qwen2VLConfig tiny_model_base_config(TinyModelSize size);
+Config tiny_base_config(TinySize size);
 
 // Weights: seeded, reproducible for a given (seed, canonical tensor name) whatever the naming or
 // thread count; norm weights 1, norm biases 0, everything else ~N(0, 0.02) (a four-uniform
 // Irwin-Hall approximation of the normal).
-TinyModelResult make_tiny_qwen2_vl(const std::string& out_dir, const TinyModelOptions& opts);
+TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& opts);
 
-}  // namespace mmrt::models
+// Qwen2-VL's special tokens in id order: <|endoftext|>, <|im_start|>, <|im_end|>, ...,
+// <|video_pad|> (14 tokens; the real checkpoint numbers them from 151643).
+const std::vector<std::string>& special_tokens();
+
+}  // namespace mmrt::models::qwen2_vl

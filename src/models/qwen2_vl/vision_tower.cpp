@@ -9,7 +9,7 @@
 #include "kernels/ops.h"
 #include "kernels/rope.h"
 
-namespace mmrt::models {
+namespace mmrt::models::qwen2_vl {
 
 namespace {
 struct Block {
@@ -22,7 +22,7 @@ struct Block {
 }  // namespace
 
 struct VisionTower::Impl {
-  io::Qwen2VLVisionConfig vc;
+  VisionConfig vc;
   const kernels::Backend* be = nullptr;
   kernels::PackedLinear patch_embed;  // [embed, C*T*p*p]
   std::vector<Block> blocks;
@@ -57,8 +57,7 @@ double VisionTower::flops(const GridThw& g) const {
 }
 
 std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
-                                               const io::SafeTensors& st,
-                                               const io::Qwen2VLConfig& cfg,
+                                               const io::SafeTensors& st, const Config& cfg,
                                                kernels::WeightFormat fmt) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
@@ -68,11 +67,11 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
     throw Unimplemented("vision_config.hidden_act '" + m.vc.hidden_act +
                         "' is not supported (quick_gelu or gelu)");
   m.quick_gelu = m.vc.hidden_act == "quick_gelu";
-  io::Qwen2VLNaming naming = io::detect_qwen2_vl_naming(st.names(), st.path());
+  const Naming naming = detect_naming(st.names(), st.path());
   // The tower's linears run as GEMMs over hundreds of patch rows (compute-bound), so its weights
   // stay in the mapped checkpoint: no load-time copy for no measurable gain.
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
-  auto get = [&](const std::string& c) { return st.get(io::qwen2_vl_tensor_name(naming, c)); };
+  auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
   auto lin = [&](const std::string& base) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
     return kernels::PackedLinear::pack(be, w, &b, fmt, kPlace);
@@ -186,4 +185,4 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   return out;
 }
 
-}  // namespace mmrt::models
+}  // namespace mmrt::models::qwen2_vl

@@ -11,27 +11,21 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "io/hf_config.h"
 #include "kernels/linear.h"
+#include "models/qwen2_vl/config.h"
 
-namespace mmrt {
-class ThreadPool;
-namespace io {
+namespace mmrt::io {
 class SafeTensors;
 }
-}  // namespace mmrt
 
-namespace mmrt::models {
-
-using GridThw = std::array<int64_t, 3>;  // (t, h, w) in patches, as image_grid_thw
+namespace mmrt::models::qwen2_vl {
 
 class VisionTower {
  public:
   // Loads the visual.* tensors (either naming convention) from an opened checkpoint whose
   // tensors were already checked. `weight_format` as for the language model.
   static std::unique_ptr<VisionTower> load(const kernels::Backend& be, const io::SafeTensors& st,
-                                           const io::Qwen2VLConfig& cfg,
-                                           kernels::WeightFormat weight_format);
+                                           const Config& cfg, kernels::WeightFormat weight_format);
   ~VisionTower();
 
   // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
@@ -49,4 +43,4 @@ class VisionTower {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace mmrt::models
+}  // namespace mmrt::models::qwen2_vl

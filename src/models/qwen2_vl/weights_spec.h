@@ -1,33 +1,34 @@
-// The one table of tensors a Qwen2-VL checkpoint holds (names and shapes from config.json), and a
-// checker that compares an opened checkpoint against it. Used by the tiny-checkpoint generator,
-// `mmrt inspect` and the model loader.
+// The one table of tensors a Qwen2-VL checkpoint holds (names and shapes from config.json), the
+// decoder settings of its text model, and the checker every loader and `mmrt inspect` runs.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "models/checkpoint.h"
+#include "models/decoder/decoder.h"
+#include "models/qwen2_vl/config.h"
 
-namespace mmrt::models {
+namespace mmrt::models::qwen2_vl {
 
-struct ExpectedTensor {
-  std::string canonical_name;  // old-style HF name: model.*, visual.*, lm_head.weight
-  Shape shape;
-};
+// The text model as the shared decoder: Qwen2 (q/k/v bias, SwiGLU, RMSNorm) with M-RoPE (or
+// plain RoPE when mrope_section is empty), names mapped to the checkpoint's convention.
+DecoderConfig decoder_config(const Config& cfg, Naming naming);
 
-// Every text and vision tensor of Qwen2VLForConditionalGeneration, in module order: embeddings,
-// decoder layers, final norm, lm_head (omitted when `tied`), then the vision tower. Map names to
-// a checkpoint's convention with io::qwen2_vl_tensor_name.
-std::vector<ExpectedTensor> qwen2_vl_expected_tensors(const io::Qwen2VLConfig& cfg, bool tied);
+// Every text and vision tensor of Qwen2VLForConditionalGeneration with its canonical (old-style)
+// name: the decoder's tensors (lm_head omitted when `tied`), then the vision tower.
+std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied);
 
 // True for LayerNorm / RMSNorm parameters (".weight" initialised to 1, ".bias" to 0).
-bool qwen2_vl_is_norm_param(const std::string& canonical_name);
+bool is_norm_param(const std::string& canonical_name);
 
-// Detects the naming convention, treats a missing lm_head.weight as tied, and throws FormatError
-// listing missing / unexpected / wrong-shape / unsupported-dtype tensors (the first few of each,
-// with counts). Supported dtypes: F32, F16, BF16.
-void check_qwen2_vl_checkpoint(const io::SafeTensors& st, const io::Qwen2VLConfig& cfg);
+// What an opened Qwen2-VL checkpoint is: its naming and whether lm_head is tied.
+struct Layout {
+  Naming naming = Naming::kOld;
+  bool tied = false;
+};
+// Detects the layout and checks every tensor against cfg (check_checkpoint_tensors).
+Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg);
 
-}  // namespace mmrt::models
+}  // namespace mmrt::models::qwen2_vl

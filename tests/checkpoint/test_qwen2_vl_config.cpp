@@ -5,15 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/hf_config.h"
+#include "models/qwen2_vl/config.h"
 #include "models/qwen2_vl/weights_spec.h"
 #include "test_util.h"
 
 namespace mmrt {
 namespace {
 
-using io::Qwen2VLConfig;
-using io::Qwen2VLNaming;
+using models::qwen2_vl::Config;
+using models::qwen2_vl::Naming;
 using nlohmann::json;
 using testing::error_of;
 using ::testing::HasSubstr;
@@ -80,8 +80,8 @@ const char* kNewLayout = R"({
   }
 })";
 
-Qwen2VLConfig parse(const std::string& text) {
-  return io::parse_qwen2_vl_config(text, "cfg/config.json");
+Config parse(const std::string& text) {
+  return models::qwen2_vl::parse_config(text, "cfg/config.json");
 }
 
 // kOriginal2B with one field replaced (json pointer path) or removed (value null -> erase).
@@ -95,7 +95,7 @@ std::string edit(const char* base, const std::string& ptr, const json& value, bo
 }
 
 TEST(HfConfig, ParsesOriginalLayout) {
-  Qwen2VLConfig c = parse(kOriginal2B);
+  Config c = parse(kOriginal2B);
   EXPECT_EQ(c.architecture, "Qwen2VLForConditionalGeneration");
   EXPECT_EQ(c.torch_dtype, "bfloat16");
   EXPECT_EQ(c.text.hidden_size, 1536);
@@ -124,7 +124,7 @@ TEST(HfConfig, ParsesOriginalLayout) {
 }
 
 TEST(HfConfig, ParsesTextConfigLayout) {
-  Qwen2VLConfig c = parse(kNewLayout);
+  Config c = parse(kNewLayout);
   EXPECT_EQ(c.torch_dtype, "float32");
   EXPECT_EQ(c.text.hidden_size, 64);
   EXPECT_EQ(c.text.num_attention_heads, 4);
@@ -142,7 +142,7 @@ TEST(HfConfig, ParsesTextConfigLayout) {
 }
 
 TEST(HfConfig, RopeParametersAndMissingRope) {
-  Qwen2VLConfig c = parse(edit(kOriginal2B, "/rope_scaling", nullptr, true));
+  Config c = parse(edit(kOriginal2B, "/rope_scaling", nullptr, true));
   EXPECT_TRUE(c.text.mrope_section.empty());
   std::string with_params =
       edit(edit(kOriginal2B, "/rope_scaling", nullptr, true).c_str(), "/rope_parameters",
@@ -153,14 +153,14 @@ TEST(HfConfig, RopeParametersAndMissingRope) {
 }
 
 TEST(HfConfig, WriterRoundTrips) {
-  Qwen2VLConfig c = parse(kNewLayout);
-  std::string text = io::qwen2_vl_config_to_json(c);
+  Config c = parse(kNewLayout);
+  std::string text = models::qwen2_vl::config_to_json(c);
   json j = json::parse(text);
   EXPECT_EQ(j["hidden_size"], 64);  // original layout: text fields at the top level
   EXPECT_EQ(j["rope_scaling"]["type"], "mrope");
   EXPECT_EQ(j["vision_config"]["embed_dim"], 32);
-  Qwen2VLConfig d = parse(text);
-  EXPECT_EQ(io::qwen2_vl_config_to_json(d), text);
+  Config d = parse(text);
+  EXPECT_EQ(models::qwen2_vl::config_to_json(d), text);
   EXPECT_EQ(d.text.mrope_section, c.text.mrope_section);
   EXPECT_EQ(d.eos_token_id, c.eos_token_id);
   EXPECT_EQ(d.torch_dtype, "float32");
@@ -223,55 +223,55 @@ TEST(HfConfig, MoreValidationFailures) {
 }
 
 TEST(HfConfig, TensorNaming) {
-  using io::qwen2_vl_tensor_name;
-  EXPECT_EQ(qwen2_vl_tensor_name(Qwen2VLNaming::kOld, "model.norm.weight"), "model.norm.weight");
-  EXPECT_EQ(qwen2_vl_tensor_name(Qwen2VLNaming::kNew, "model.layers.3.mlp.up_proj.weight"),
+  using models::qwen2_vl::tensor_name;
+  EXPECT_EQ(tensor_name(Naming::kOld, "model.norm.weight"), "model.norm.weight");
+  EXPECT_EQ(tensor_name(Naming::kNew, "model.layers.3.mlp.up_proj.weight"),
             "model.language_model.layers.3.mlp.up_proj.weight");
-  EXPECT_EQ(qwen2_vl_tensor_name(Qwen2VLNaming::kNew, "visual.blocks.0.attn.qkv.bias"),
+  EXPECT_EQ(tensor_name(Naming::kNew, "visual.blocks.0.attn.qkv.bias"),
             "model.visual.blocks.0.attn.qkv.bias");
-  EXPECT_EQ(qwen2_vl_tensor_name(Qwen2VLNaming::kNew, "lm_head.weight"), "lm_head.weight");
-  EXPECT_THROW(qwen2_vl_tensor_name(Qwen2VLNaming::kNew, "encoder.x"), InvalidArgument);
+  EXPECT_EQ(tensor_name(Naming::kNew, "lm_head.weight"), "lm_head.weight");
+  EXPECT_THROW(tensor_name(Naming::kNew, "encoder.x"), InvalidArgument);
 
-  using io::detect_qwen2_vl_naming;
-  EXPECT_EQ(detect_qwen2_vl_naming(
+  using models::qwen2_vl::detect_naming;
+  EXPECT_EQ(detect_naming(
                 {"lm_head.weight", "model.embed_tokens.weight", "visual.merger.ln_q.weight"}, "d"),
-            Qwen2VLNaming::kOld);
-  EXPECT_EQ(detect_qwen2_vl_naming({"lm_head.weight", "model.language_model.norm.weight",
-                                    "model.visual.merger.ln_q.weight"},
-                                   "d"),
-            Qwen2VLNaming::kNew);
+            Naming::kOld);
+  EXPECT_EQ(detect_naming({"lm_head.weight", "model.language_model.norm.weight",
+                           "model.visual.merger.ln_q.weight"},
+                          "d"),
+            Naming::kNew);
   EXPECT_THAT(error_of<FormatError>([] {
-                detect_qwen2_vl_naming({"model.language_model.norm.weight", "visual.x"}, "d");
+                detect_naming({"model.language_model.norm.weight", "visual.x"}, "d");
               }),
               HasSubstr("mixes old-style tensor names ('visual.x')"));
-  EXPECT_THAT(error_of<FormatError>([] { detect_qwen2_vl_naming({"encoder.w"}, "d"); }),
+  EXPECT_THAT(error_of<FormatError>([] { detect_naming({"encoder.w"}, "d"); }),
               HasSubstr("d: no Qwen2-VL tensor names found"));
 }
 
 int64_t count_params(const std::vector<models::ExpectedTensor>& ts, const std::string& prefix) {
   int64_t n = 0;
   for (const auto& t : ts)
-    if (t.canonical_name.rfind(prefix, 0) == 0) n += shape_numel(t.shape);
+    if (t.name.rfind(prefix, 0) == 0) n += shape_numel(t.shape);
   return n;
 }
 
 // The published 2B index.json reports total_size 4,417,971,200 bytes of bf16 = 2,208,985,600
 // parameters: 1,543,714,304 in the tied LLM and 665,271,296 in the vision tower.
 TEST(WeightsSpec, MatchesThePublished2BParameterCount) {
-  Qwen2VLConfig c = parse(kOriginal2B);
-  auto ts = models::qwen2_vl_expected_tensors(c, /*tied=*/true);
+  Config c = parse(kOriginal2B);
+  auto ts = models::qwen2_vl::expected_tensors(c, /*tied=*/true);
   EXPECT_EQ(count_params(ts, ""), 2'208'985'600);
   EXPECT_EQ(count_params(ts, "model."), 1'543'714'304);
   EXPECT_EQ(count_params(ts, "visual."), 665'271'296);
   EXPECT_EQ(ts.size(), 1u + 28 * 12 + 1 + 1 + 32 * 12 + 6);
-  auto untied = models::qwen2_vl_expected_tensors(c, /*tied=*/false);
+  auto untied = models::qwen2_vl::expected_tensors(c, /*tied=*/false);
   EXPECT_EQ(count_params(untied, "lm_head.weight"), 151936LL * 1536);
 }
 
 TEST(WeightsSpec, ShapesOfRepresentativeTensors) {
-  Qwen2VLConfig c = parse(kOriginal2B);
+  Config c = parse(kOriginal2B);
   std::map<std::string, Shape> m;
-  for (const auto& t : models::qwen2_vl_expected_tensors(c, true)) m[t.canonical_name] = t.shape;
+  for (const auto& t : models::qwen2_vl::expected_tensors(c, true)) m[t.name] = t.shape;
   EXPECT_EQ(m.at("model.embed_tokens.weight"), (Shape{151936, 1536}));
   EXPECT_EQ(m.at("model.layers.27.self_attn.k_proj.weight"), (Shape{256, 1536}));
   EXPECT_EQ(m.at("model.layers.0.self_attn.v_proj.bias"), (Shape{256}));
@@ -283,9 +283,9 @@ TEST(WeightsSpec, ShapesOfRepresentativeTensors) {
   EXPECT_EQ(m.at("visual.merger.mlp.2.weight"), (Shape{1536, 5120}));
   EXPECT_EQ(m.count("lm_head.weight"), 0u);
   EXPECT_EQ(m.count("model.layers.0.self_attn.o_proj.bias"), 0u);
-  EXPECT_TRUE(models::qwen2_vl_is_norm_param("visual.merger.ln_q.bias"));
-  EXPECT_TRUE(models::qwen2_vl_is_norm_param("model.layers.0.post_attention_layernorm.weight"));
-  EXPECT_FALSE(models::qwen2_vl_is_norm_param("model.layers.0.mlp.up_proj.weight"));
+  EXPECT_TRUE(models::qwen2_vl::is_norm_param("visual.merger.ln_q.bias"));
+  EXPECT_TRUE(models::qwen2_vl::is_norm_param("model.layers.0.post_attention_layernorm.weight"));
+  EXPECT_FALSE(models::qwen2_vl::is_norm_param("model.layers.0.mlp.up_proj.weight"));
 }
 
 }  // namespace

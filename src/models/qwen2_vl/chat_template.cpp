@@ -1,18 +1,10 @@
-#include "io/chat_template.h"
+#include "models/qwen2_vl/chat_template.h"
 
 #include "core/error.h"
 
-namespace mmrt::io {
+namespace mmrt::models::qwen2_vl {
 
-ChatMessage ChatMessage::text(std::string role, std::string text) {
-  ChatMessage m;
-  m.role = std::move(role);
-  m.content.push_back({ContentPart::Kind::kText, std::move(text)});
-  return m;
-}
-
-std::string render_qwen2_vl_chat(const std::vector<ChatMessage>& messages,
-                                 const ChatTemplateOptions& opts) {
+std::string render_chat(const std::vector<ChatMessage>& messages, const ChatTemplateOptions& opts) {
   std::string out;
   int image_count = 0, video_count = 0;
   if (!messages.empty() && messages.front().role != "system")
@@ -37,6 +29,8 @@ std::string render_qwen2_vl_chat(const std::vector<ChatMessage>& messages,
           if (opts.add_vision_id) out += "Video " + std::to_string(video_count) + ": ";
           out += "<|vision_start|><|video_pad|><|vision_end|>";
           break;
+        case ContentPart::Kind::kAudio:
+          throw Unimplemented("Qwen2-VL takes no audio: the chat has an audio part");
       }
     }
     out += "<|im_end|>\n";
@@ -45,4 +39,4 @@ std::string render_qwen2_vl_chat(const std::vector<ChatMessage>& messages,
   return out;
 }
 
-}  // namespace mmrt::io
+}  // namespace mmrt::models::qwen2_vl

@@ -8,14 +8,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../media/media_test_util.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "media/qwen2_vl.h"
 #include "media/resize.h"
-#include "media_test_util.h"
+#include "models/qwen2_vl/image_processor.h"
 
 using namespace mmrt;
 using namespace mmrt::media;
+using namespace mmrt::models::qwen2_vl;
 using namespace media_test;
 
 namespace {
@@ -36,7 +37,7 @@ namespace {
 
 }  // namespace
 
-TEST(MediaQwen2VL, SmartResizeMatchesSpecTable) {
+TEST(Qwen2VLImage, SmartResizeMatchesSpecTable) {
   const int64_t def = 28 * 28 * 1280, hub = 12845056, mn = 3136;
   struct Row {
     int64_t h, w, dh, dw, hh, hw;
@@ -72,7 +73,7 @@ TEST(MediaQwen2VL, SmartResizeMatchesSpecTable) {
   }
 }
 
-TEST(MediaQwen2VL, ConfigFromJson) {
+TEST(Qwen2VLImage, ConfigFromJson) {
   ImageProcessorConfig d = ImageProcessorConfig::from_json("{}");
   EXPECT_EQ(d.min_pixels, 3136);
   EXPECT_EQ(d.max_pixels, 1003520);
@@ -101,7 +102,7 @@ TEST(MediaQwen2VL, ConfigFromJson) {
   EXPECT_THROW(ImageProcessorConfig::load("/nonexistent/preprocessor_config.json"), NotFound);
 }
 
-TEST(MediaQwen2VL, PixelValuesIdenticalToReference) {
+TEST(Qwen2VLImage, PixelValuesIdenticalToReference) {
   MEDIA_REF_OR_FAIL(ref);
   ThreadPool pool(3);
   int n = 0;
@@ -113,7 +114,7 @@ TEST(MediaQwen2VL, PixelValuesIdenticalToReference) {
     std::vector<uint8_t> bytes = read_bytes(ref.dir / file);
     Tensor want = read_npy((ref.dir / c["pixel_values"].get<std::string>()).string());
     Tensor grid = read_npy((ref.dir / c["grid"].get<std::string>()).string());
-    QwenImageInputs got = preprocess_qwen2_vl(bytes, cfg);
+    ImageInputs got = preprocess_image(bytes, cfg);
     EXPECT_TRUE(same_floats(got.pixel_values, want));
     Tensor g = got.grid_thw();
     ASSERT_EQ(g.shape(), grid.shape());
@@ -123,30 +124,30 @@ TEST(MediaQwen2VL, PixelValuesIdenticalToReference) {
     EXPECT_EQ(got.n_tokens(), got.grid_h * got.grid_w / 4);
     // The same through a thread pool, and from an already decoded image.
     EXPECT_TRUE(
-        same_floats(preprocess_qwen2_vl(bytes, cfg, {.ctx = {.pool = &pool}}).pixel_values, want));
-    EXPECT_TRUE(same_floats(preprocess_qwen2_vl(decode_image(bytes), cfg).pixel_values, want));
+        same_floats(preprocess_image(bytes, cfg, {.ctx = {.pool = &pool}}).pixel_values, want));
+    EXPECT_TRUE(same_floats(preprocess_image(decode_image(bytes), cfg).pixel_values, want));
     ++n;
   }
   EXPECT_EQ(n, 9);
 }
 
-TEST(MediaQwen2VL, RejectsExtremeAspectRatioAndBadPatchifyInput) {
+TEST(Qwen2VLImage, RejectsExtremeAspectRatioAndBadPatchifyInput) {
   Image strip(250, 1);
   std::memset(strip.data(), 7, strip.size_bytes());
-  EXPECT_THROW(preprocess_qwen2_vl(strip, ImageProcessorConfig{}), InvalidArgument);
-  EXPECT_THROW(qwen2_vl_patchify(Image(30, 28), ImageProcessorConfig{}), InvalidArgument);
+  EXPECT_THROW(preprocess_image(strip, ImageProcessorConfig{}), InvalidArgument);
+  EXPECT_THROW(patchify(Image(30, 28), ImageProcessorConfig{}), InvalidArgument);
 }
 
 // Fast mode decodes this 1000x800 JPEG at 1/2 scale for a 336x280 target. Stated tolerance
 // (docs/media.md): pixel_values within 0.45 everywhere and 0.02 on average of the reference
 // (about 31 and 1.4 uint8 levels); PNG input (no DCT scaling) stays bit-identical.
-TEST(MediaQwen2VL, FastModeWithinTolerance) {
+TEST(Qwen2VLImage, FastModeWithinTolerance) {
   MEDIA_REF_OR_FAIL(ref);
   ImageProcessorConfig cfg;
   cfg.max_pixels = 100352;
   std::vector<uint8_t> jpg = read_bytes(ref.dir / "img" / "big_1000x800.jpg");
-  QwenImageInputs r = preprocess_qwen2_vl(jpg, cfg, {.mode = PreprocessMode::kReference});
-  QwenImageInputs f = preprocess_qwen2_vl(jpg, cfg, {.mode = PreprocessMode::kFast});
+  ImageInputs r = preprocess_image(jpg, cfg, {.mode = PreprocessMode::kReference});
+  ImageInputs f = preprocess_image(jpg, cfg, {.mode = PreprocessMode::kFast});
   EXPECT_EQ(f.jpeg_scale_denom, 2);
   EXPECT_EQ(f.decoded_width, 500);
   EXPECT_EQ(r.jpeg_scale_denom, 1);
@@ -166,7 +167,6 @@ TEST(MediaQwen2VL, FastModeWithinTolerance) {
   EXPECT_LT(mean, 0.02);
   EXPECT_LT(mx, 0.45);
   std::vector<uint8_t> png = read_bytes(ref.dir / "img" / "astronaut_rgb.png");
-  EXPECT_TRUE(
-      same_floats(preprocess_qwen2_vl(png, cfg, {.mode = PreprocessMode::kFast}).pixel_values,
-                  preprocess_qwen2_vl(png, cfg).pixel_values));
+  EXPECT_TRUE(same_floats(preprocess_image(png, cfg, {.mode = PreprocessMode::kFast}).pixel_values,
+                          preprocess_image(png, cfg).pixel_values));
 }

@@ -1,14 +1,17 @@
-// Hugging Face config.json for the Qwen2-VL family: text fields (top level or text_config),
-// vision_config, special token ids; and the checkpoint's tensor-name convention.
+// Qwen2-VL's config.json: text fields (top level or text_config), vision_config, special token
+// ids; and the checkpoint's tensor-name convention.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace mmrt::io {
+namespace mmrt::models::qwen2_vl {
 
-struct Qwen2TextConfig {
+using GridThw = std::array<int64_t, 3>;  // (t, h, w) in patches, as image_grid_thw
+
+struct TextConfig {
   int64_t hidden_size = 1536;
   int64_t intermediate_size = 8960;
   int64_t num_hidden_layers = 28;
@@ -24,7 +27,7 @@ struct Qwen2TextConfig {
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 };
 
-struct Qwen2VLVisionConfig {
+struct VisionConfig {
   int64_t depth = 32;
   int64_t embed_dim = 1280;
   int64_t mlp_ratio = 4;
@@ -39,12 +42,12 @@ struct Qwen2VLVisionConfig {
   int64_t mlp_hidden() const { return embed_dim * mlp_ratio; }
 };
 
-struct Qwen2VLConfig {
+struct Config {
   std::string architecture = "Qwen2VLForConditionalGeneration";
   std::string model_type = "qwen2_vl";
   std::string torch_dtype = "bfloat16";
-  Qwen2TextConfig text;
-  Qwen2VLVisionConfig vision;
+  TextConfig text;
+  VisionConfig vision;
   int64_t bos_token_id = 151643;
   int64_t eos_token_id = 151645;
   int64_t vision_start_token_id = 151652;
@@ -61,17 +64,17 @@ struct Qwen2VLConfig {
 
 // Parses config.json text; unknown architectures and missing required fields are FormatErrors
 // naming `origin` and the field.
-Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::string& origin);
-Qwen2VLConfig load_qwen2_vl_config(const std::string& config_json_path);
+Config parse_config(const std::string& json_text, const std::string& origin);
+Config load_config(const std::string& config_json_path);
 // config.json exactly as Hugging Face writes it for Qwen2-VL (top-level text fields).
-std::string qwen2_vl_config_to_json(const Qwen2VLConfig& cfg);
+std::string config_to_json(const Config& cfg);
 
 // Tensor-name convention of a Qwen2-VL checkpoint: old (`model.*`, `visual.*`) or new
 // (`model.language_model.*`, `model.visual.*`). Names passed in are canonical old-style
 // ("model.layers.0.self_attn.q_proj.weight", "visual.blocks.0.attn.qkv.weight", "lm_head.weight").
-enum class Qwen2VLNaming { kOld, kNew };
-std::string qwen2_vl_tensor_name(Qwen2VLNaming naming, const std::string& canonical);
+enum class Naming { kOld, kNew };
+std::string tensor_name(Naming naming, const std::string& canonical);
 // Detects the convention from the tensor names present; FormatError when neither matches.
-Qwen2VLNaming detect_qwen2_vl_naming(const std::vector<std::string>& names, const std::string& origin);
+Naming detect_naming(const std::vector<std::string>& names, const std::string& origin);
 
-}  // namespace mmrt::io
+}  // namespace mmrt::models::qwen2_vl

@@ -14,11 +14,12 @@
 #include "media/image.h"
 #include "media/resize.h"
 
-namespace mmrt {
-class ThreadPool;
-}
+namespace mmrt::models::qwen2_vl {
 
-namespace mmrt::media {
+using media::Image;
+using media::MediaContext;
+using media::PreprocessMode;
+using media::ResizeFilter;
 
 struct ImageProcessorConfig {
   int64_t min_pixels = 56 * 56;         // size.shortest_edge
@@ -51,7 +52,7 @@ struct ResizedSize {
 ResizedSize smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                          int64_t max_pixels);
 
-struct QwenImageInputs {
+struct ImageInputs {
   Tensor pixel_values;  // [grid_t * grid_h * grid_w, C * T * p * p] f32
   int64_t grid_t = 0, grid_h = 0, grid_w = 0;
   int64_t merge_size = 2;
@@ -69,7 +70,7 @@ struct QwenImageInputs {
 
 struct PreprocessOptions {
   PreprocessMode mode = PreprocessMode::kReference;
-  uint64_t max_source_pixels = DecodeOptions{}.max_pixels;  // decompression-bomb guard
+  uint64_t max_source_pixels = media::DecodeOptions{}.max_pixels;  // decompression-bomb guard
   MediaContext ctx;  // pool splits resize and patchify rows (decode is single-threaded)
   // Resize to exactly this size instead of smart_resize's (both > 0, multiples of the factor).
   int target_width = 0, target_height = 0;
@@ -78,17 +79,16 @@ struct PreprocessOptions {
 // Whole pipeline from the file bytes. Decode and the horizontal resize pass stream row by row
 // (no full-resolution RGB buffer); in fast mode a JPEG is decoded at the DCT scale chosen by
 // jpeg_scale_denominator() for the smart_resize target.
-QwenImageInputs preprocess_qwen2_vl(std::span<const uint8_t> file_bytes,
-                                    const ImageProcessorConfig& cfg,
-                                    const PreprocessOptions& opts = {});
+ImageInputs preprocess_image(std::span<const uint8_t> file_bytes, const ImageProcessorConfig& cfg,
+                             const PreprocessOptions& opts = {});
 
 // The same from an already decoded RGB image (always reference-exact).
-QwenImageInputs preprocess_qwen2_vl(const Image& rgb, const ImageProcessorConfig& cfg,
-                                    const MediaContext& ctx = {});
+ImageInputs preprocess_image(const Image& rgb, const ImageProcessorConfig& cfg,
+                             const MediaContext& ctx = {});
 
 // The fused last step alone: rescale + normalise + temporal duplicate + patchify of a resized
 // image whose sides are multiples of patch_size * merge_size.
-Tensor qwen2_vl_patchify(const Image& resized, const ImageProcessorConfig& cfg,
-                         const MediaContext& ctx = {});
+Tensor patchify(const Image& resized, const ImageProcessorConfig& cfg,
+                const MediaContext& ctx = {});
 
-}  // namespace mmrt::media
+}  // namespace mmrt::models::qwen2_vl

@@ -1,11 +1,12 @@
-#include "engine/batch_runner.h"
+#include "batch_runner.h"
+#include "test_model.h"
 
 #include <algorithm>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "io/tokenizer.h"
-#include "models/qwen2_vl/language_model.h"
+#include "models/decoder/decoder.h"
 
 namespace mmrt::engine {
 
@@ -14,9 +15,9 @@ namespace {
 struct Seq {
   const TextRequest* req = nullptr;
   std::vector<int32_t> blocks;
-  int64_t prefilled = 0;   // prompt tokens already in the cache
+  int64_t prefilled = 0;  // prompt tokens already in the cache
   std::vector<int32_t> generated;
-  int32_t pending = -1;    // sampled token not yet fed to the model
+  int32_t pending = -1;  // sampled token not yet fed to the model
   bool done = false;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<io::StreamingDetokenizer> detok;
@@ -24,12 +25,14 @@ struct Seq {
   TextResult result;
   std::vector<int32_t> chunk_pos;   // [3, n] positions of the current prefill chunk
   std::vector<int32_t> chunk_rows;  // embed rows of the current chunk, relative to it
-  int64_t kv_len() const { return prefilled + static_cast<int64_t>(generated.size()) - (pending >= 0 ? 1 : 0); }
+  int64_t kv_len() const {
+    return prefilled + static_cast<int64_t>(generated.size()) - (pending >= 0 ? 1 : 0);
+  }
 };
 
 }  // namespace
 
-std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::Tokenizer& tok,
+std::vector<TextResult> run_text_batch(test::TestModel& model, const io::Tokenizer& tok,
                                        const std::vector<TextRequest>& requests,
                                        const BatchRunnerOptions& opts, RunStats* stats) {
   const auto& kvc = model.kv_cache().config();
@@ -38,11 +41,15 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
   int32_t next_block = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const TextRequest& r = requests[i];
-    if (r.prompt.empty()) throw InvalidArgument("request " + std::to_string(i) + " has an empty prompt");
+    if (r.prompt.empty())
+      throw InvalidArgument("request " + std::to_string(i) + " has an empty prompt");
     if (!r.positions.empty() && r.positions.size() != 3 * r.prompt.size())
-      throw InvalidArgument("request " + std::to_string(i) + ": positions must be [3, prompt length]");
-    if (!r.embed_rows.empty() && (r.embeds.rank() != 2 || r.embeds.dim(0) != static_cast<int64_t>(r.embed_rows.size())))
-      throw InvalidArgument("request " + std::to_string(i) + ": embeds must be [embed_rows, hidden]");
+      throw InvalidArgument("request " + std::to_string(i) +
+                            ": positions must be [3, prompt length]");
+    if (!r.embed_rows.empty() &&
+        (r.embeds.rank() != 2 || r.embeds.dim(0) != static_cast<int64_t>(r.embed_rows.size())))
+      throw InvalidArgument("request " + std::to_string(i) +
+                            ": embeds must be [embed_rows, hidden]");
     r.sampling.validate();
     int64_t need = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
     int64_t nb = (need + bs - 1) / bs;
@@ -115,10 +122,12 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
       }
       st1.rope_delta = r.rope_delta;
       if (!r.embed_rows.empty()) {
-        auto lo = std::lower_bound(r.embed_rows.begin(), r.embed_rows.end(), static_cast<int32_t>(s.prefilled));
+        auto lo = std::lower_bound(r.embed_rows.begin(), r.embed_rows.end(),
+                                   static_cast<int32_t>(s.prefilled));
         auto hi = std::lower_bound(lo, r.embed_rows.end(), static_cast<int32_t>(s.prefilled + n));
         s.chunk_rows.clear();
-        for (auto it = lo; it != hi; ++it) s.chunk_rows.push_back(*it - static_cast<int32_t>(s.prefilled));
+        for (auto it = lo; it != hi; ++it)
+          s.chunk_rows.push_back(*it - static_cast<int32_t>(s.prefilled));
         if (!s.chunk_rows.empty()) {
           st1.embed_rows = s.chunk_rows;
           st1.embeds = r.embeds.data<float>() + (lo - r.embed_rows.begin()) * r.embeds.dim(1);
@@ -144,8 +153,10 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
     const int64_t vocab = logits.dim(1);
     for (size_t k = 0; k < steps.size(); ++k) {
       Seq& s = seqs[owners[k]];
-      if (steps[k].tokens.data() != &decode_tok[owners[k]]) s.prefilled += static_cast<int64_t>(steps[k].tokens.size());
-      else s.pending = -1;
+      if (steps[k].tokens.data() != &decode_tok[owners[k]])
+        s.prefilled += static_cast<int64_t>(steps[k].tokens.size());
+      else
+        s.pending = -1;
       if (!steps[k].want_logits) continue;
       std::span<float> row(logits.data<float>() + w * vocab, static_cast<size_t>(vocab));
       ++w;
@@ -153,8 +164,10 @@ std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::T
       if (s.generated.empty()) s.result.first_token_ns = now_ns() - t0;
       ++st.generated_tokens;
       const auto& sp = s.req->sampling;
-      bool is_stop = !sp.ignore_eos && (std::find(s.req->stop_ids.begin(), s.req->stop_ids.end(), t) != s.req->stop_ids.end());
-      is_stop |= std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), t) != sp.stop_token_ids.end();
+      bool is_stop = !sp.ignore_eos && (std::find(s.req->stop_ids.begin(), s.req->stop_ids.end(),
+                                                  t) != s.req->stop_ids.end());
+      is_stop |= std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), t) !=
+                 sp.stop_token_ids.end();
       if (is_stop) {
         finish(owners[k], "stop");
         continue;

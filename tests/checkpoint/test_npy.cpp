@@ -5,14 +5,14 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "media/npy.h"
+#include "io/npy.h"
 
 using namespace mmrt;
-using namespace mmrt::media;
+using namespace mmrt::io;
 namespace fs = std::filesystem;
 
-TEST(MediaNpy, RoundTripAndNumpyReadsIt) {
-  fs::path dir = fs::path(MMRT_BINARY_DIR) / "tests" / "media" / "npy";
+TEST(Npy, RoundTripAndNumpyReadsIt) {
+  fs::path dir = fs::path(MMRT_BINARY_DIR) / "tests" / "checkpoint" / "npy";
   fs::create_directories(dir);
   Tensor f = Tensor::empty(DType::kF32, {3, 5});
   for (int i = 0; i < 15; ++i) f.data<float>()[i] = i * 0.5f - 2.0f;

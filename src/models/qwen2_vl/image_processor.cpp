@@ -1,7 +1,7 @@
-// Qwen2-VL preprocessing: config loading, smart_resize, the streaming decode + resize pipeline and
-// the fused rescale/normalise/patchify. Values are computed as numpy does: float32(v * factor) in
-// double, then (x - mean) / std in float32 with float32 copies of mean and std.
-#include "media/qwen2_vl.h"
+// Qwen2-VL image preprocessing: config loading, smart_resize, the media module's streaming decode
+// + resize, and the fused rescale/normalise/patchify. Values are computed as numpy does: float32(v
+// * factor) in double, then (x - mean) / std in float32 with float32 copies of mean and std.
+#include "models/qwen2_vl/image_processor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,10 +15,11 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "media/decode_internal.h"
-#include "media/resize_impl.h"
+#include "media/pipeline.h"
 
-namespace mmrt::media {
+namespace mmrt::models::qwen2_vl {
+
+using namespace mmrt::media;
 
 namespace {
 
@@ -58,29 +59,6 @@ std::array<double, 3> json_triple(const json& v, const std::string& key,
   return {json_number(v[0], key, origin), json_number(v[1], key, origin),
           json_number(v[2], key, origin)};
 }
-
-// Streams decoder rows into the resizer, created once the decoded size is known.
-class PipelineSink final : public detail::RowSink {
- public:
-  PipelineSink(int out_w, int out_h, ResizeFilter f, const MediaContext& ctx)
-      : out_w_(out_w), out_h_(out_h), filter_(f), ctx_(ctx) {}
-  void begin(int width, int height) override {
-    resizer =
-        std::make_unique<detail::StreamingResizer>(width, height, out_w_, out_h_, filter_, ctx_);
-    decoded_w = width;
-    decoded_h = height;
-  }
-  uint8_t* row_buffer(int y) override { return resizer->row_buffer(y); }
-  void row_done(int y) override { resizer->push_row(y); }
-
-  std::unique_ptr<detail::StreamingResizer> resizer;
-  int decoded_w = 0, decoded_h = 0;
-
- private:
-  int out_w_, out_h_;
-  ResizeFilter filter_;
-  const MediaContext& ctx_;
-};
 
 }  // namespace
 
@@ -178,19 +156,18 @@ ResizedSize smart_resize(int64_t height, int64_t width, int64_t factor, int64_t 
   return {hb, wb};
 }
 
-Tensor QwenImageInputs::grid_thw() const {
+Tensor ImageInputs::grid_thw() const {
   Tensor g = Tensor::empty(DType::kI64, {1, 3});
   int64_t* d = g.data<int64_t>();
   d[0] = grid_t, d[1] = grid_h, d[2] = grid_w;
   return g;
 }
 
-Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg,
-                         const MediaContext& ctx) {
+Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaContext& ctx) {
   const int p = cfg.patch_size, T = cfg.temporal_patch_size, m = cfg.merge_size;
   const int H = img.height(), W = img.width(), F = p * m;
   if (H <= 0 || W <= 0 || H % F != 0 || W % F != 0)
-    throw InvalidArgument("qwen2_vl_patchify: image " + std::to_string(W) + "x" +
+    throw InvalidArgument("qwen2_vl::patchify: image " + std::to_string(W) + "x" +
                           std::to_string(H) +
                           " is not a multiple of patch_size * merge_size = " + std::to_string(F));
   const int gh = H / p, gw = W / p;
@@ -248,10 +225,10 @@ Tensor qwen2_vl_patchify(const Image& img, const ImageProcessorConfig& cfg,
 
 namespace {
 
-QwenImageInputs finish_inputs(const Image& resized, const ImageProcessorConfig& cfg,
-                              const MediaContext& ctx, QwenImageInputs r) {
+ImageInputs finish_inputs(const Image& resized, const ImageProcessorConfig& cfg,
+                          const MediaContext& ctx, ImageInputs r) {
   Stopwatch sw;
-  r.pixel_values = qwen2_vl_patchify(resized, cfg, ctx);
+  r.pixel_values = patchify(resized, cfg, ctx);
   r.patchify_ms = sw.millis();
   r.grid_t = 1;
   r.grid_h = resized.height() / cfg.patch_size;
@@ -269,57 +246,47 @@ ResizedSize target_size(int64_t h, int64_t w, const ImageProcessorConfig& cfg) {
 
 }  // namespace
 
-QwenImageInputs preprocess_qwen2_vl(std::span<const uint8_t> file_bytes,
-                                    const ImageProcessorConfig& cfg,
-                                    const PreprocessOptions& opts) {
-  Stopwatch sw;
-  DecodeOptions dopt{.max_pixels = opts.max_source_pixels, .mode = opts.mode};
-  dopt.buffers = opts.ctx.buffers;
-  detail::Header h = detail::checked_header(file_bytes, dopt);
-  ResizedSize rs = target_size(h.info.height, h.info.width, cfg);
+ImageInputs preprocess_image(std::span<const uint8_t> file_bytes, const ImageProcessorConfig& cfg,
+                             const PreprocessOptions& opts) {
   if (opts.target_width > 0 || opts.target_height > 0) {
     const int f = cfg.factor();
     if (opts.target_width <= 0 || opts.target_height <= 0 || opts.target_width % f ||
         opts.target_height % f)
-      throw InvalidArgument("preprocess_qwen2_vl: target size " +
+      throw InvalidArgument("qwen2_vl::preprocess_image: target size " +
                             std::to_string(opts.target_width) + "x" +
                             std::to_string(opts.target_height) + " must be positive multiples of " +
                             std::to_string(f));
-    rs = {opts.target_height, opts.target_width};
   }
-  dopt.target_width = static_cast<int>(rs.width);
-  dopt.target_height = static_cast<int>(rs.height);
-  PipelineSink sink(static_cast<int>(rs.width), static_cast<int>(rs.height), cfg.resample,
-                    opts.ctx);
-  detail::decode_into(file_bytes, h, dopt, sink);
-  if (!sink.resizer) throw InternalError("preprocess_qwen2_vl: decoder produced no image");
-  QwenImageInputs r;
-  r.source_width = h.info.width;
-  r.source_height = h.info.height;
-  r.decoded_width = sink.decoded_w;
-  r.decoded_height = sink.decoded_h;
-  if (opts.mode == PreprocessMode::kFast && h.info.format == ImageFormat::kJpeg)
-    r.jpeg_scale_denom =
-        jpeg_scale_denominator(h.info.width, h.info.height, dopt.target_width, dopt.target_height);
-  r.decode_ms = sw.millis();
-  sw.reset();
-  Image resized = sink.resizer->finish();
-  r.resize_ms = sw.millis();
-  return finish_inputs(resized, cfg, opts.ctx, std::move(r));
+  auto target = [&](int w, int h) {
+    if (opts.target_width > 0) return Size2{opts.target_width, opts.target_height};
+    const ResizedSize rs = target_size(h, w, cfg);
+    return Size2{static_cast<int>(rs.width), static_cast<int>(rs.height)};
+  };
+  const DecodeOptions dopt{.max_pixels = opts.max_source_pixels, .mode = opts.mode};
+  DecodedResized d = decode_resized(file_bytes, target, cfg.resample, dopt, opts.ctx);
+  ImageInputs r;
+  r.source_width = d.source.width;
+  r.source_height = d.source.height;
+  r.decoded_width = d.decoded_width;
+  r.decoded_height = d.decoded_height;
+  r.jpeg_scale_denom = d.jpeg_scale_denom;
+  r.decode_ms = d.decode_ms;
+  r.resize_ms = d.resize_ms;
+  return finish_inputs(d.image, cfg, opts.ctx, std::move(r));
 }
 
-QwenImageInputs preprocess_qwen2_vl(const Image& rgb, const ImageProcessorConfig& cfg,
-                                    const MediaContext& ctx) {
-  if (rgb.empty()) throw InvalidArgument("preprocess_qwen2_vl: empty image");
+ImageInputs preprocess_image(const Image& rgb, const ImageProcessorConfig& cfg,
+                             const MediaContext& ctx) {
+  if (rgb.empty()) throw InvalidArgument("qwen2_vl::preprocess_image: empty image");
   ResizedSize rs = target_size(rgb.height(), rgb.width(), cfg);
   Stopwatch sw;
   Image resized =
       resize(rgb, static_cast<int>(rs.width), static_cast<int>(rs.height), cfg.resample, ctx);
-  QwenImageInputs r;
+  ImageInputs r;
   r.source_width = r.decoded_width = rgb.width();
   r.source_height = r.decoded_height = rgb.height();
   r.resize_ms = sw.millis();
   return finish_inputs(resized, cfg, ctx, std::move(r));
 }
 
-}  // namespace mmrt::media
+}  // namespace mmrt::models::qwen2_vl

@@ -1,102 +1,22 @@
 // Qwen2-VL config.json: both the original layout (text fields at the top level) and the newer one
 // ("text_config"), rope_scaling / rope_parameters, token ids; validation and HF-style writing.
-#include "io/hf_config.h"
+#include "models/qwen2_vl/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <sstream>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
-namespace mmrt::io {
+namespace mmrt::models::qwen2_vl {
 
 using nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
-// Reads typed fields from a JSON object; errors name the origin and the dotted field path.
-class Fields {
- public:
-  Fields(const json* primary, const json* fallback, std::string prefix, const std::string& origin)
-      : primary_(primary), fallback_(fallback), prefix_(std::move(prefix)), origin_(origin) {}
-
-  const json* find(const std::string& key, std::string* where = nullptr) const {
-    if (primary_ && primary_->contains(key)) {
-      if (where) *where = prefix_ + key;
-      return &(*primary_)[key];
-    }
-    if (fallback_ && fallback_->contains(key)) {
-      if (where) *where = key;
-      return &(*fallback_)[key];
-    }
-    return nullptr;
-  }
-
-  std::optional<int64_t> opt_int(const std::string& key) const {
-    std::string where;
-    const json* j = find(key, &where);
-    if (!j || j->is_null()) return std::nullopt;
-    if (j->is_number_integer()) return j->get<int64_t>();
-    if (j->is_number_float()) {
-      double d = j->get<double>();
-      if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
-    }
-    throw FormatError(origin_ + ": field \"" + where + "\" must be an integer, got " + j->dump());
-  }
-  int64_t req_int(const std::string& key) const {
-    auto v = opt_int(key);
-    if (!v)
-      throw FormatError(origin_ + ": missing required field \"" + (primary_ ? prefix_ : "") + key +
-                        "\"");
-    return *v;
-  }
-  int64_t int_or(const std::string& key, int64_t def) const { return opt_int(key).value_or(def); }
-  double num_or(const std::string& key, double def) const {
-    std::string where;
-    const json* j = find(key, &where);
-    if (!j || j->is_null()) return def;
-    if (!j->is_number())
-      throw FormatError(origin_ + ": field \"" + where + "\" must be a number, got " + j->dump());
-    return j->get<double>();
-  }
-  bool bool_or(const std::string& key, bool def) const {
-    std::string where;
-    const json* j = find(key, &where);
-    if (!j || j->is_null()) return def;
-    if (!j->is_boolean())
-      throw FormatError(origin_ + ": field \"" + where + "\" must be true or false, got " +
-                        j->dump());
-    return j->get<bool>();
-  }
-  std::string str_or(const std::string& key, const std::string& def) const {
-    std::string where;
-    const json* j = find(key, &where);
-    if (!j || j->is_null()) return def;
-    if (!j->is_string())
-      throw FormatError(origin_ + ": field \"" + where + "\" must be a string, got " + j->dump());
-    return j->get<std::string>();
-  }
-  // A token id; HF allows a list for eos_token_id (the first entry is the primary one).
-  int64_t token_or(const std::string& key, int64_t def) const {
-    std::string where;
-    const json* j = find(key, &where);
-    if (!j || j->is_null()) return def;
-    if (j->is_array() && !j->empty() && (*j)[0].is_number_integer()) return (*j)[0].get<int64_t>();
-    if (j->is_number_integer()) return j->get<int64_t>();
-    throw FormatError(origin_ + ": field \"" + where + "\" must be a token id, got " + j->dump());
-  }
-
- private:
-  const json* primary_;
-  const json* fallback_;
-  std::string prefix_;
-  const std::string& origin_;
-};
-
 void parse_rope(const json& rs, const std::string& field, const std::string& origin,
-                Qwen2TextConfig& text) {
+                TextConfig& text) {
   if (rs.is_null()) return;
   if (!rs.is_object())
     throw FormatError(origin + ": field \"" + field + "\" must be an object, got " + rs.dump());
@@ -135,25 +55,13 @@ void parse_rope(const json& rs, const std::string& field, const std::string& ori
 
 }  // namespace
 
-Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::string& origin) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw FormatError(origin + ": not valid JSON: " + e.what());
-  }
-  if (!root.is_object()) throw FormatError(origin + ": top level is not a JSON object");
-
-  Qwen2VLConfig cfg;
-  Fields top(&root, nullptr, "", origin);
-  std::string arch;
-  if (root.contains("architectures")) {
-    const json& a = root["architectures"];
-    if (!a.is_array() || a.empty() || !a[0].is_string())
-      throw FormatError(origin + ": field \"architectures\" must be a non-empty list of strings");
-    arch = a[0].get<std::string>();
-  }
-  cfg.model_type = top.str_or("model_type", "");
+Config parse_config(const std::string& json_text, const std::string& origin) {
+  const json root = io::parse_json_object(json_text, origin);
+  Config cfg;
+  io::JsonFields top(&root, nullptr, "", origin);
+  const io::ConfigIdentity id = io::config_identity(root, origin);
+  std::string arch = id.architecture;
+  cfg.model_type = id.model_type;
   if (arch.empty() && cfg.model_type == "qwen2_vl") arch = "Qwen2VLForConditionalGeneration";
   if (arch.empty())
     throw FormatError(origin + ": missing \"architectures\" (and model_type is not qwen2_vl)");
@@ -174,8 +82,8 @@ Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::str
       throw FormatError(origin + ": field \"text_config\" must be an object");
     tc = &root["text_config"];
   }
-  Fields text(tc, &root, "text_config.", origin);
-  Qwen2TextConfig& t = cfg.text;
+  io::JsonFields text(tc, &root, "text_config.", origin);
+  TextConfig& t = cfg.text;
   t.hidden_size = text.req_int("hidden_size");
   t.intermediate_size = text.req_int("intermediate_size");
   t.num_hidden_layers = text.req_int("num_hidden_layers");
@@ -203,8 +111,8 @@ Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::str
 
   if (!root.contains("vision_config") || !root["vision_config"].is_object())
     throw FormatError(origin + ": missing \"vision_config\" object");
-  Fields vis(&root["vision_config"], nullptr, "vision_config.", origin);
-  Qwen2VLVisionConfig& v = cfg.vision;
+  io::JsonFields vis(&root["vision_config"], nullptr, "vision_config.", origin);
+  VisionConfig& v = cfg.vision;
   v.depth = vis.req_int("depth");
   v.embed_dim = vis.req_int("embed_dim");
   v.num_heads = vis.req_int("num_heads");
@@ -218,15 +126,11 @@ Qwen2VLConfig parse_qwen2_vl_config(const std::string& json_text, const std::str
   return cfg;
 }
 
-Qwen2VLConfig load_qwen2_vl_config(const std::string& config_json_path) {
-  std::ifstream f(config_json_path, std::ios::binary);
-  if (!f) throw NotFound(config_json_path + ": no such file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_qwen2_vl_config(ss.str(), config_json_path);
+Config load_config(const std::string& config_json_path) {
+  return parse_config(io::read_text_file(config_json_path), config_json_path);
 }
 
-void Qwen2VLConfig::validate(const std::string& origin) const {
+void Config::validate(const std::string& origin) const {
   auto fail = [&](const std::string& field, const std::string& what) {
     throw FormatError(origin + ": " + field + " " + what);
   };
@@ -299,9 +203,9 @@ void Qwen2VLConfig::validate(const std::string& origin) const {
                       std::to_string(text.vocab_size) + ")");
 }
 
-std::string qwen2_vl_config_to_json(const Qwen2VLConfig& c) {
-  const Qwen2TextConfig& t = c.text;
-  const Qwen2VLVisionConfig& v = c.vision;
+std::string config_to_json(const Config& c) {
+  const TextConfig& t = c.text;
+  const VisionConfig& v = c.vision;
   ordered_json j;
   j["architectures"] = {c.architecture};
   j["attention_dropout"] = 0.0;
@@ -349,18 +253,17 @@ std::string qwen2_vl_config_to_json(const Qwen2VLConfig& c) {
   return j.dump(2) + "\n";
 }
 
-std::string qwen2_vl_tensor_name(Qwen2VLNaming naming, const std::string& canonical) {
+std::string tensor_name(Naming naming, const std::string& canonical) {
   auto starts = [&](const char* p) { return canonical.rfind(p, 0) == 0; };
   if (!starts("model.") && !starts("visual.") && canonical != "lm_head.weight")
-    throw InvalidArgument("qwen2_vl_tensor_name: " + canonical +
+    throw InvalidArgument("qwen2_vl::tensor_name: " + canonical +
                           " is not a canonical (old-style) Qwen2-VL tensor name");
-  if (naming == Qwen2VLNaming::kOld || canonical == "lm_head.weight") return canonical;
+  if (naming == Naming::kOld || canonical == "lm_head.weight") return canonical;
   if (starts("visual.")) return "model." + canonical;
   return "model.language_model." + canonical.substr(6);
 }
 
-Qwen2VLNaming detect_qwen2_vl_naming(const std::vector<std::string>& names,
-                                     const std::string& origin) {
+Naming detect_naming(const std::vector<std::string>& names, const std::string& origin) {
   std::string old_example, new_example;
   for (const auto& n : names) {
     auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
@@ -373,11 +276,11 @@ Qwen2VLNaming detect_qwen2_vl_naming(const std::vector<std::string>& names,
   if (!old_example.empty() && !new_example.empty())
     throw FormatError(origin + ": mixes old-style tensor names ('" + old_example +
                       "') with new-style ones ('" + new_example + "')");
-  if (!new_example.empty()) return Qwen2VLNaming::kNew;
-  if (!old_example.empty()) return Qwen2VLNaming::kOld;
+  if (!new_example.empty()) return Naming::kNew;
+  if (!old_example.empty()) return Naming::kOld;
   throw FormatError(origin +
                     ": no Qwen2-VL tensor names found (expected model.* and visual.*, or "
                     "model.language_model.* and model.visual.*)");
 }
 
-}  // namespace mmrt::io
+}  // namespace mmrt::models::qwen2_vl

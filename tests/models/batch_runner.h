@@ -1,8 +1,9 @@
-// A direct generation loop over LanguageModel: runs a fixed set of text requests to completion,
-// batching every step (decode tokens of running sequences first, then prefill chunks of waiting
-// ones within a token budget). It owns a trivial block assignment (each request gets its own
-// contiguous block range) and is what `mmrt generate` and the runtime tests use until the engine
-// core (scheduler, KV manager, caches) takes over.
+// Test helper: a direct generation loop over a model's Runner with no engine in between. It runs
+// a fixed set of text requests to completion, batching every step (decode tokens of running
+// sequences first, then prefill chunks of waiting ones within a token budget), with a trivial
+// block assignment (each request gets its own contiguous block range). The model tests use it to
+// check batching invariance and greedy tokens against the reference independently of the
+// engine's scheduler.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,8 @@
 namespace mmrt::io {
 class Tokenizer;
 }
-namespace mmrt::models {
-class LanguageModel;
+namespace mmrt::test {
+class TestModel;
 }
 
 namespace mmrt::engine {
@@ -56,7 +57,7 @@ struct BatchRunnerOptions {
 
 // Runs all requests; throws ResourceExhausted if the KV cache cannot hold every request's
 // prompt + max_tokens at once.
-std::vector<TextResult> run_text_batch(models::LanguageModel& model, const io::Tokenizer& tok,
+std::vector<TextResult> run_text_batch(test::TestModel& model, const io::Tokenizer& tok,
                                        const std::vector<TextRequest>& requests,
                                        const BatchRunnerOptions& opts, RunStats* stats = nullptr);
 

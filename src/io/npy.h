@@ -6,7 +6,7 @@
 
 #include "core/tensor.h"
 
-namespace mmrt::media {
+namespace mmrt::io {
 
 // Writes `t` (made contiguous) as a C-order .npy file. Throws InvalidArgument for bf16 and
 // NotFound when the file cannot be created.
@@ -15,4 +15,4 @@ void write_npy(const std::string& path, const Tensor& t);
 // Reads a C-order little-endian .npy file. Throws NotFound / FormatError / Unimplemented.
 Tensor read_npy(const std::string& path);
 
-}  // namespace mmrt::media
+}  // namespace mmrt::io

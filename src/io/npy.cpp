@@ -1,4 +1,4 @@
-#include "media/npy.h"
+#include "io/npy.h"
 
 #include <cstring>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-namespace mmrt::media {
+namespace mmrt::io {
 
 namespace {
 
@@ -117,4 +117,4 @@ Tensor read_npy(const std::string& path) {
   return t;
 }
 
-}  // namespace mmrt::media
+}  // namespace mmrt::io

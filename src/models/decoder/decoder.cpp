@@ -1,9 +1,8 @@
-#include "models/qwen2_vl/language_model.h"
+#include "models/decoder/decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 #include "core/error.h"
@@ -12,9 +11,6 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
-#include "models/qwen2_vl/weights_spec.h"
-
-namespace fs = std::filesystem;
 
 namespace mmrt::models {
 
@@ -39,9 +35,8 @@ struct Scratch {
 
 }  // namespace
 
-struct LanguageModel::Impl {
-  io::Qwen2VLConfig cfg;
-  io::SafeTensors st;  // keeps the mapped weights alive
+struct Decoder::Impl {
+  DecoderConfig cfg;
   const kernels::Backend* be = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
   kernels::LinearOptions lin;     // how every linear layer runs
@@ -49,34 +44,26 @@ struct LanguageModel::Impl {
   Tensor final_norm;              // [hidden]
   kernels::PackedLinear lm_head;  // [vocab, hidden]
   std::vector<Layer> layers;
-  kernels::RopeTable rope;
-  std::unique_ptr<kernels::KvCache> kv;
+  kernels::RopeTable rope;  // head_dim (or rotary_dim) wide
 
   int64_t hidden = 0, n_heads = 0, n_kv = 0, head_dim = 0, inter = 0, vocab = 0;
+  int32_t rows = 1;  // position rows
   Scratch x, h, qkv, attn, tmp, gate_up, act, logits_in, logits;
   std::vector<int32_t> tokens, pos, slots;
   std::vector<kernels::AttnSeq> seqs;
-
-  explicit Impl(io::SafeTensors s) : st(std::move(s)) {}
 };
 
-LanguageModel::LanguageModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-LanguageModel::~LanguageModel() = default;
+Decoder::Decoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Decoder::~Decoder() = default;
 
-const io::Qwen2VLConfig& LanguageModel::config() const {
+const DecoderConfig& Decoder::config() const {
   return impl_->cfg;
 }
-const kernels::KvCache& LanguageModel::kv_cache() const {
-  return *impl_->kv;
-}
-kernels::KvCache& LanguageModel::kv_cache() {
-  return *impl_->kv;
-}
-kernels::WeightFormat LanguageModel::weight_format() const {
+kernels::WeightFormat Decoder::weight_format() const {
   return impl_->fmt;
 }
 
-size_t LanguageModel::weight_bytes() const {
+size_t Decoder::weight_bytes() const {
   size_t b = impl_->lm_head.weight_bytes();
   for (const auto& l : impl_->layers)
     b += l.qkv.weight_bytes() + l.o.weight_bytes() + l.gate_up.weight_bytes() +
@@ -84,34 +71,91 @@ size_t LanguageModel::weight_bytes() const {
   return b;
 }
 
-std::unique_ptr<LanguageModel> LanguageModel::load(const kernels::Backend& be,
-                                                   const std::string& dir,
-                                                   const LanguageModelOptions& opts) {
-  fs::path cfg_path = fs::path(dir) / "config.json";
-  if (!fs::exists(cfg_path)) throw NotFound("model folder '" + dir + "' has no config.json");
-  io::Qwen2VLConfig cfg = io::load_qwen2_vl_config(cfg_path.string());
-  auto impl = std::make_unique<Impl>(io::SafeTensors::open(dir));
+kernels::KvCacheConfig Decoder::kv_config() const {
+  kernels::KvCacheConfig kc;
+  kc.n_layers = static_cast<int32_t>(impl_->cfg.num_layers);
+  kc.n_kv_heads = static_cast<int32_t>(impl_->n_kv);
+  kc.head_dim = static_cast<int32_t>(impl_->head_dim);
+  return kc;
+}
+
+void DecoderConfig::validate(const std::string& origin) const {
+  auto fail = [&](const std::string& what) { throw FormatError(origin + ": " + what); };
+  auto positive = [&](const char* field, int64_t v) {
+    if (v <= 0) fail(std::string(field) + " must be positive, got " + std::to_string(v));
+  };
+  positive("hidden_size", hidden_size);
+  positive("intermediate_size", intermediate_size);
+  positive("num_hidden_layers", num_layers);
+  positive("num_attention_heads", num_heads);
+  positive("num_key_value_heads", num_kv_heads);
+  positive("head_dim", head_dim);
+  positive("vocab_size", vocab_size);
+  if (num_heads % num_kv_heads != 0)
+    fail("num_attention_heads " + std::to_string(num_heads) +
+         " is not divisible by num_key_value_heads " + std::to_string(num_kv_heads));
+  if (head_dim % 2 != 0) fail("head_dim " + std::to_string(head_dim) + " is odd");
+  if (!(rms_norm_eps > 0)) fail("rms_norm_eps must be positive");
+  if (!(rope_theta > 1)) fail("rope_theta must be > 1");
+  if (rotary == RotaryKind::kMrope) {
+    int64_t sum = 0;
+    for (int32_t s : mrope_section) {
+      if (s < 0) fail("mrope_section has a negative entry");
+      sum += s;
+    }
+    if (mrope_section.empty() || mrope_section.size() > 4 || sum != head_dim / 2)
+      fail("mrope_section must have 1 to 4 entries summing to head_dim/2 = " +
+           std::to_string(head_dim / 2) + ", sums to " + std::to_string(sum));
+  }
+  if (rotary == RotaryKind::kPartial &&
+      (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > head_dim))
+    fail("rotary_dim " + std::to_string(rotary_dim) + " must be even, in [2, head_dim " +
+         std::to_string(head_dim) + "]");
+}
+
+std::vector<DecoderTensor> decoder_tensors(const DecoderConfig& c) {
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  std::vector<DecoderTensor> v;
+  v.push_back({"model.embed_tokens.weight", {c.vocab_size, H}});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    v.push_back({p + "input_layernorm.weight", {H}});
+    v.push_back({p + "self_attn.q_proj.weight", {c.num_heads * hd, H}});
+    if (c.qkv_bias) v.push_back({p + "self_attn.q_proj.bias", {c.num_heads * hd}});
+    v.push_back({p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, H}});
+    if (c.qkv_bias) v.push_back({p + "self_attn.k_proj.bias", {c.num_kv_heads * hd}});
+    v.push_back({p + "self_attn.v_proj.weight", {c.num_kv_heads * hd, H}});
+    if (c.qkv_bias) v.push_back({p + "self_attn.v_proj.bias", {c.num_kv_heads * hd}});
+    v.push_back({p + "self_attn.o_proj.weight", {H, c.num_heads * hd}});
+    v.push_back({p + "post_attention_layernorm.weight", {H}});
+    v.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, H}});
+    v.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, H}});
+    v.push_back({p + "mlp.down_proj.weight", {H, c.intermediate_size}});
+  }
+  v.push_back({"model.norm.weight", {H}});
+  if (!c.tied_embeddings) v.push_back({"lm_head.weight", {c.vocab_size, H}});
+  return v;
+}
+
+std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::SafeTensors& st,
+                                       const DecoderConfig& cfg, const LoadOptions& opts) {
+  cfg.validate(st.path());
+  auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.cfg = cfg;
   m.be = &be;
-  check_qwen2_vl_checkpoint(m.st, cfg);  // every tensor, before any compute
+  m.hidden = cfg.hidden_size;
+  m.n_heads = cfg.num_heads;
+  m.n_kv = cfg.num_kv_heads;
+  m.head_dim = cfg.head_dim;
+  m.inter = cfg.intermediate_size;
+  m.vocab = cfg.vocab_size;
+  m.rows = cfg.position_rows();
 
-  const auto& t = cfg.text;
-  m.hidden = t.hidden_size;
-  m.n_heads = t.num_attention_heads;
-  m.n_kv = t.num_key_value_heads;
-  m.head_dim = t.head_dim();
-  m.inter = t.intermediate_size;
-  m.vocab = t.vocab_size;
-
-  std::vector<std::string> names = m.st.names();
-  io::Qwen2VLNaming naming = io::detect_qwen2_vl_naming(names, dir);
-  auto get = [&](const std::string& canonical) {
-    return m.st.get(io::qwen2_vl_tensor_name(naming, canonical));
+  auto name = [&](const std::string& canonical) {
+    return cfg.tensor_name ? cfg.tensor_name(canonical) : canonical;
   };
-  auto has = [&](const std::string& canonical) {
-    return m.st.contains(io::qwen2_vl_tensor_name(naming, canonical));
-  };
+  auto get = [&](const std::string& canonical) { return st.get(name(canonical)); };
 
   m.embed_tokens = get("model.embed_tokens.weight");
   m.final_norm = get("model.norm.weight");
@@ -121,69 +165,71 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const kernels::Backend& be,
     m.fmt = m.embed_tokens.dtype() == DType::kF32 ? kernels::WeightFormat::kF32
                                                   : kernels::WeightFormat::kBF16;
   }
-  bool tied = !has("lm_head.weight");
-  Tensor lm = tied ? m.embed_tokens : get("lm_head.weight");
+  const kernels::WeightPlacement place = opts.weight_placement;
+  Tensor lm = cfg.tied_embeddings ? m.embed_tokens : get("lm_head.weight");
   m.lin.int8_x = opts.int8_activations;
-  m.lm_head = kernels::PackedLinear::pack(be, lm, nullptr, m.fmt, opts.weight_placement);
+  m.lm_head = kernels::PackedLinear::pack(be, lm, nullptr, m.fmt, place);
 
-  m.layers.resize(static_cast<size_t>(t.num_hidden_layers));
-  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+  m.layers.resize(static_cast<size_t>(cfg.num_layers));
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
     std::string p = "model.layers." + std::to_string(i) + ".";
     Layer& L = m.layers[static_cast<size_t>(i)];
     L.input_norm = get(p + "input_layernorm.weight");
     L.post_norm = get(p + "post_attention_layernorm.weight");
     Tensor qw = get(p + "self_attn.q_proj.weight"), kw = get(p + "self_attn.k_proj.weight"),
            vw = get(p + "self_attn.v_proj.weight");
-    Tensor qb = get(p + "self_attn.q_proj.bias"), kb = get(p + "self_attn.k_proj.bias"),
-           vb = get(p + "self_attn.v_proj.bias");
     const Tensor* ws[] = {&qw, &kw, &vw};
-    const Tensor* bs[] = {&qb, &kb, &vb};
-    L.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, m.fmt, opts.weight_placement);
+    if (cfg.qkv_bias) {
+      Tensor qb = get(p + "self_attn.q_proj.bias"), kb = get(p + "self_attn.k_proj.bias"),
+             vb = get(p + "self_attn.v_proj.bias");
+      const Tensor* bs[] = {&qb, &kb, &vb};
+      L.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, m.fmt, place);
+    } else {
+      L.qkv = kernels::PackedLinear::pack_concat(be, ws, {}, m.fmt, place);
+    }
     Tensor ow = get(p + "self_attn.o_proj.weight");
-    L.o = kernels::PackedLinear::pack(be, ow, nullptr, m.fmt, opts.weight_placement);
+    L.o = kernels::PackedLinear::pack(be, ow, nullptr, m.fmt, place);
     Tensor gw = get(p + "mlp.gate_proj.weight"), uw = get(p + "mlp.up_proj.weight");
     const Tensor* gu[] = {&gw, &uw};
-    L.gate_up = kernels::PackedLinear::pack_concat(be, gu, {}, m.fmt, opts.weight_placement);
+    L.gate_up = kernels::PackedLinear::pack_concat(be, gu, {}, m.fmt, place);
     Tensor dw = get(p + "mlp.down_proj.weight");
-    L.down = kernels::PackedLinear::pack(be, dw, nullptr, m.fmt, opts.weight_placement);
+    L.down = kernels::PackedLinear::pack(be, dw, nullptr, m.fmt, place);
   }
 
-  if (t.mrope_section.empty()) {
-    m.rope = kernels::make_rope_table(static_cast<int32_t>(m.head_dim), t.rope_theta);
-  } else {
-    std::vector<int32_t> sec(t.mrope_section.begin(), t.mrope_section.end());
-    m.rope = kernels::make_mrope_table(static_cast<int32_t>(m.head_dim), t.rope_theta, sec);
+  const auto hd = static_cast<int32_t>(m.head_dim);
+  switch (cfg.rotary) {
+    case RotaryKind::k1D:
+      m.rope = kernels::make_rope_table(hd, cfg.rope_theta);
+      break;
+    case RotaryKind::kMrope:
+      m.rope = kernels::make_mrope_table(hd, cfg.rope_theta, cfg.mrope_section);
+      break;
+    case RotaryKind::kPartial:
+      m.rope = kernels::make_rope_table(static_cast<int32_t>(cfg.rotary_dim), cfg.rope_theta);
+      break;
   }
-  // M-RoPE tables always take 3 position rows; a plain table takes 1 (we pass row 0).
-
-  kernels::KvCacheConfig kc;
-  kc.n_layers = static_cast<int32_t>(t.num_hidden_layers);
-  kc.block_size = opts.kv_block_size;
-  kc.n_kv_heads = static_cast<int32_t>(m.n_kv);
-  kc.head_dim = static_cast<int32_t>(m.head_dim);
-  kc.dtype = opts.kv_dtype;
-  if (opts.kv_blocks > 0) {
-    kc.num_blocks = opts.kv_blocks;
-  } else {
-    uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size * kc.n_kv_heads *
-                         kc.head_dim * dtype_size(kc.dtype);
-    kc.num_blocks = static_cast<int32_t>(std::max<uint64_t>(1, opts.kv_bytes / per_block));
-  }
-  m.kv = std::make_unique<kernels::KvCache>(kc);
-  return std::unique_ptr<LanguageModel>(new LanguageModel(std::move(impl)));
+  return std::unique_ptr<Decoder>(new Decoder(std::move(impl)));
 }
 
-void LanguageModel::embed(std::span<const int32_t> ids, float* out) const {
+void Decoder::embed(std::span<const int32_t> ids, float* out) const {
   kernels::embedding(impl_->embed_tokens, ids.data(), static_cast<int64_t>(ids.size()), out);
 }
 
-Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
+Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
   Impl& m = *impl_;
   const kernels::Backend& be = *m.be;
   const int64_t H = m.hidden, hd = m.head_dim;
   const int64_t q_width = m.n_heads * hd, kv_width = m.n_kv * hd;
   const int64_t qkv_width = q_width + 2 * kv_width;
-  const int32_t bs = m.kv->config().block_size;
+  const kernels::KvCacheConfig& kc = kv.config();
+  if (kc.n_layers != m.cfg.num_layers || kc.n_kv_heads != m.n_kv || kc.head_dim != m.head_dim)
+    throw InvalidArgument("forward: the KV cache holds " + std::to_string(kc.n_layers) +
+                          " layers x " + std::to_string(kc.n_kv_heads) + " heads x " +
+                          std::to_string(kc.head_dim) + ", the model needs " +
+                          std::to_string(m.cfg.num_layers) + " x " + std::to_string(m.n_kv) +
+                          " x " + std::to_string(m.head_dim));
+  const int32_t bs = kc.block_size;
+  const int32_t R = m.rows;
 
   // Gather tokens, positions and cache slots of every sequence.
   int64_t N = 0, n_want = 0;
@@ -194,7 +240,7 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
   }
   if (N == 0) return Tensor::empty(DType::kF32, {0, m.vocab});
   m.tokens.resize(static_cast<size_t>(N));
-  m.pos.resize(static_cast<size_t>(3 * N));
+  m.pos.resize(static_cast<size_t>(R * N));
   m.slots.resize(static_cast<size_t>(N));
   m.seqs.clear();
   int64_t row = 0;
@@ -205,16 +251,17 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     if (static_cast<int64_t>(s.block_table.size()) * bs < kv_len)
       throw InvalidArgument("forward: block table of " + std::to_string(s.block_table.size()) +
                             " blocks cannot hold " + std::to_string(kv_len) + " tokens");
-    if (!s.positions.empty() && static_cast<int64_t>(s.positions.size()) != 3 * n)
-      throw InvalidArgument("forward: positions must be [3, n_tokens] (" + std::to_string(3 * n) +
-                            " values), got " + std::to_string(s.positions.size()));
+    if (!s.positions.empty() && static_cast<int64_t>(s.positions.size()) != R * n)
+      throw InvalidArgument("forward: positions must be [" + std::to_string(R) + ", n_tokens] (" +
+                            std::to_string(R * n) + " values), got " +
+                            std::to_string(s.positions.size()));
     for (int64_t i = 0; i < n; ++i) {
       const int32_t tok = s.tokens[static_cast<size_t>(i)];
       if (tok < 0 || tok >= m.vocab)
         throw InvalidArgument("forward: token id " + std::to_string(tok) +
                               " outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
       m.tokens[static_cast<size_t>(row + i)] = tok;
-      for (int c = 0; c < 3; ++c) {
+      for (int c = 0; c < R; ++c) {
         int32_t p = s.positions.empty() ? static_cast<int32_t>(s.kv_before + i + s.rope_delta)
                                         : s.positions[static_cast<size_t>(c * n + i)];
         m.pos[static_cast<size_t>(c * N + row + i)] = p;
@@ -262,9 +309,9 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     std::memcpy(capture_->data<float>(), x, static_cast<size_t>(N * H) * sizeof(float));
   }
 
-  // The M-RoPE table reads rows t, h, w; a plain table reads row 0 only.
+  // The M-RoPE table reads one position row per section; a plain table reads row 0.
   kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, m.pos.data(), N);
-  const float eps = static_cast<float>(m.cfg.text.rms_norm_eps);
+  const float eps = static_cast<float>(m.cfg.rms_norm_eps);
 
   kernels::PagedAttentionArgs pa;
   pa.q = qkv;
@@ -277,11 +324,11 @@ Tensor LanguageModel::forward(std::span<const SeqStep> batch) {
     const Layer& ly = m.layers[static_cast<size_t>(li)];
     kernels::rms_norm(be, x, ly.input_norm, eps, h, N, H);
     kernels::linear(be, h, N, ly.qkv, qkv, m.lin);
-    kernels::apply_rope(be, angles, qkv, m.n_heads, qkv_width);
-    kernels::apply_rope(be, angles, qkv + q_width, m.n_kv, qkv_width);
-    m.kv->write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(),
-                N, qkv_width, qkv_width);
-    kernels::paged_attention(be, pa, m.kv->layer(static_cast<int32_t>(li)), m.seqs);
+    kernels::apply_rope(be, angles, qkv, m.n_heads, qkv_width, hd);
+    kernels::apply_rope(be, angles, qkv + q_width, m.n_kv, qkv_width, hd);
+    kv.write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(), N,
+             qkv_width, qkv_width);
+    kernels::paged_attention(be, pa, kv.layer(static_cast<int32_t>(li)), m.seqs);
     kernels::linear(be, attn, N, ly.o, tmp, m.lin);
     kernels::add(be, x, tmp, N * H);
     kernels::rms_norm(be, x, ly.post_norm, eps, h, N, H);

@@ -1,0 +1,183 @@
+#include "engine/admission.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace mmrt::engine {
+
+RunningLoad running_load(std::span<Request* const> running) {
+  RunningLoad l;
+  for (const Request* q : running) {
+    l.n_decode += q->prefilled();
+    l.context += static_cast<double>(q->num_computed);
+  }
+  return l;
+}
+
+Admission::Admission(const SlaConfig& sla, const CostModel& cost) : sla_(sla), cost_(cost) {}
+
+double Admission::uncached_patches(const Request& q, const SchedulerView& v) const {
+  if (q.media_pending) return static_cast<double>(q.expected_encoder_cost);
+  double p = 0;
+  for (const auto& m : q.media)
+    if (m.begin + m.n_tokens > q.num_computed && !v.encoder_cached(m.key))
+      p += static_cast<double>(m.encoder_cost);
+  return p;
+}
+
+// Prompt work still ahead of r's first token: its tokens past the cached prefix (all of them
+// while its media is pending) or past what is computed.
+double Admission::own_tokens(const Request& r, const SchedulerView& v) const {
+  if (r.media_pending) return static_cast<double>(r.prompt_tokens());
+  if (r.status == RequestStatus::kRunning)
+    return static_cast<double>(r.num_tokens() - r.num_computed);
+  return static_cast<double>(r.num_tokens() - v.cached_prefix_tokens(r));
+}
+
+double Admission::ttft_bias(double weight) const {
+  auto it = log_bias_.find(weight);
+  if (it == log_bias_.end() || it->second.size() < 8) return 1;
+  double m = 0;
+  for (double x : it->second) m += x;
+  return std::clamp(std::exp(m / static_cast<double>(it->second.size())), 0.25, 4.0);
+}
+
+void Admission::observe_first_token(const Request& r, int64_t first_token_ns) {
+  const double actual = static_cast<double>(first_token_ns - r.arrival_ns);
+  if (r.model_ttft_ns <= 0 || actual <= 0) return;
+  auto& log_bias = log_bias_[r.weight];
+  log_bias.push_back(
+      std::clamp(std::log(actual / static_cast<double>(r.model_ttft_ns)), -3.0, 3.0));
+  if (log_bias.size() > kBiasWindow) log_bias.pop_front();
+}
+
+void Admission::downgrade(Request& r, int to) {
+  const SlaClass& lower = sla_.classes[static_cast<size_t>(to)];
+  r.sla_class = lower.name;
+  r.weight = lower.weight;
+  r.deadline_ns = lower.ttft_ns ? r.arrival_ns + lower.ttft_ns : 0;
+  r.tpot_target_ns = lower.tpot_ns;
+  ++stats_.downgraded;
+}
+
+bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
+  if (r.deadline_ns == 0) return true;
+  // Work to do before r's first token: its own prompt past the cached prefix and its media not
+  // in the encoder cache, plus the same for every request the policy serves first.
+  const double own = own_tokens(r, v);
+  const double own_patches = uncached_patches(r, v);
+  double queued = 0, queued_patches = 0;
+  const Policy& policy = v.policy();
+  for (const Request* q : v.running()) {
+    if (!q->prefilled() && policy.serves_first(*q, r, now)) {
+      queued += static_cast<double>(q->num_tokens() - q->num_computed);
+      queued_patches += uncached_patches(*q, v);
+    }
+  }
+  const RunningLoad load = running_load(v.running());
+  for (const Request* q : v.waiting()) {
+    if (q == &r || !policy.serves_first(*q, r, now)) continue;
+    queued += own_tokens(*q, v);
+    queued_patches += uncached_patches(*q, v);
+  }
+  const int64_t budget = v.token_budget();  // as the batch controller set it
+  const double pred0 = cost_.predict_ttft_ns(own, own_patches, queued, queued_patches,
+                                             load.n_decode, load.context, budget);
+  // Requests arriving while r waits that the policy serves first (heavier classes under slo)
+  // stretch its wait: their work arrives at the rate measured over the last admissions, a
+  // share rho of the engine's time, so r waits pred0 / (1 - rho) (a priority queue's
+  // waiting time). rho near 1: lighter classes cannot start at all.
+  while (!recent_.empty() && now - recent_.front().t_ns > kInflowWindowNs) recent_.pop_front();
+  double in_tokens = 0, in_patches = 0;
+  for (const Admitted& a : recent_) {
+    if (policy.overtakes(a.rank, r)) {
+      in_tokens += a.tokens;
+      in_patches += a.patches;
+    }
+  }
+  double rho = 0;
+  if (in_tokens + in_patches > 0 && first_admit_ns_ >= 0) {
+    const double window_ns = std::max<double>(
+        1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns_)));
+    // The inflow's marginal cost (its prefill and encoder work on top of steps the engine
+    // runs anyway): whole steps would count the running decoders' share once more.
+    rho = std::max(0.0, cost_.predict_ns({in_tokens, 0, in_patches, 0}) - cost_.predict_ns({})) /
+          window_ns;
+  }
+  // Media still to preprocess runs before any of that (on the media workers).
+  const double media_ns = r.media_pending ? r.expected_media_ns : 0.0;
+  const double pred = rho < 0.95 ? media_ns + pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
+  const int64_t elapsed = now - r.arrival_ns;
+  r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
+  r.predicted_ttft_ns = static_cast<int64_t>(
+      std::min(1e12, static_cast<double>(r.model_ttft_ns) * ttft_bias(r.weight)));
+  auto admitted = [&] {
+    if (first_admit_ns_ < 0) first_admit_ns_ = now;
+    recent_.push_back({now, own, own_patches, ClassRank::of(r)});
+    return true;
+  };
+  if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return admitted();
+  const SlaConfig::MissAction m = sla_.on_miss(r.sla_class, r.predicted_ttft_ns);
+  if (m.action == OnMiss::kAccept) return admitted();
+  if (m.action == OnMiss::kDowngrade) {
+    downgrade(r, m.to);
+    return admitted();
+  }
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
+      "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
+      static_cast<double>(r.predicted_ttft_ns) * 1e-6,
+      r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+      static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued, 100 * std::min(rho, 1.0));
+  why = buf;
+  ++stats_.refused;
+  return false;
+}
+
+std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, int64_t now) {
+  std::vector<std::pair<Request*, int64_t>> late;  // with its predicted TTFT (from arrival)
+  const RunningLoad load = running_load(v.running());
+  const int64_t budget = v.token_budget();
+  auto check = [&](Request* r) {
+    if (r->deadline_ns == 0 || !r->output.empty()) return;
+    if (r->status == RequestStatus::kRunning && r->prefilled()) return;
+    // As admission predicts (the same form, with the class's learned bias), but with no work
+    // ahead: a request admitted in this pass is never refused in the same one.
+    const double need = cost_.predict_ttft_ns(own_tokens(*r, v), uncached_patches(*r, v), 0, 0,
+                                              load.n_decode, load.context, budget);
+    const double media_ns = r->media_pending ? r->expected_media_ns : 0.0;
+    const double ttft =
+        (static_cast<double>(now - r->arrival_ns) + media_ns + need) * ttft_bias(r->weight);
+    if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
+      late.emplace_back(r, static_cast<int64_t>(ttft));
+  };
+  for (Request* r : v.waiting()) check(r);
+  for (Request* r : v.running()) check(r);
+  std::vector<Refusal> refuse;
+  for (auto [r, ttft] : late) {
+    const SlaConfig::MissAction m = sla_.on_miss(r->sla_class, ttft);
+    if (m.action == OnMiss::kAccept) continue;
+    if (m.action == OnMiss::kDowngrade) {
+      downgrade(*r, m.to);
+      ++stats_.downgraded_late;
+      continue;
+    }
+    char buf[192];
+    std::snprintf(buf, sizeof buf,
+                  "%.0f ms after arrival its first token can no longer come within the %s "
+                  "class's %.0f ms",
+                  static_cast<double>(now - r->arrival_ns) * 1e-6,
+                  r->sla_class.empty() ? "requested" : r->sla_class.c_str(),
+                  static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6);
+    refuse.push_back({r, buf});
+    ++stats_.refused;
+    ++stats_.refused_late;
+    if (r->timeline.count(Event::kEncoderEnd) > 0) ++stats_.refused_after_encode;
+  }
+  return refuse;
+}
+
+}  // namespace mmrt::engine

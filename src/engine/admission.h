@@ -1,0 +1,106 @@
+// Admission control: predicts a request's time to first token from the cost model and the work
+// the policy serves before it, and applies its SLA class's rule (refuse, downgrade, accept) when
+// the prediction misses the promise: at arrival (admit), and again while it waits (expire_late:
+// a request past saving is refused or downgraded instead of served late). A per-class bias,
+// learned from the first tokens of admitted requests, corrects the queue model.
+//
+// It reads the engine's state through a read-only view, so it is unit-tested with a view of
+// its own (no scheduler, no model).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/cost_model.h"
+#include "engine/policy.h"
+#include "engine/request.h"
+#include "engine/sla.h"
+
+namespace mmrt::engine {
+
+// What admission reads of the engine (the step loop's books).
+class SchedulerView {
+ public:
+  virtual ~SchedulerView() = default;
+  virtual std::span<Request* const> running() const = 0;
+  // Waiting for the scheduler, and admitted ones still in media preprocessing (queued ahead
+  // of a later arrival as much as the scheduler's waiting requests are).
+  virtual std::span<Request* const> waiting() const = 0;
+  virtual int32_t token_budget() const = 0;
+  virtual const Policy& policy() const = 0;
+  // Prompt tokens the prefix cache would give r now (0 for a request whose media is pending).
+  virtual int64_t cached_prefix_tokens(const Request& r) const = 0;
+  virtual bool encoder_cached(const Hash128& key) const = 0;
+};
+
+// What the running requests add to every step: how many decode, and the KV tokens they attend.
+struct RunningLoad {
+  int64_t n_decode = 0;
+  double context = 0;
+};
+RunningLoad running_load(std::span<Request* const> running);
+
+struct AdmissionStats {
+  int64_t refused = 0, downgraded = 0;
+  // Of those, decided after admission (the prediction at arrival was wrong).
+  int64_t refused_late = 0, downgraded_late = 0;
+  // Of refused_late: requests whose encoder had already run (work spent for nothing).
+  int64_t refused_after_encode = 0;
+};
+
+class Admission {
+ public:
+  // `cost` is the engine's calibrated model (read here, fitted by the step loop).
+  Admission(const SlaConfig& sla, const CostModel& cost);
+
+  // Decides r arriving now (r.deadline_ns == 0: always admitted). May downgrade r. Returns
+  // false with the reason to refuse. Sets r.predicted_ttft_ns / r.model_ttft_ns.
+  bool admit(Request& r, const SchedulerView& v, int64_t now, std::string& why);
+
+  // Requests without a first token whose first token can no longer come by their deadline,
+  // even if their remaining work ran from now on: downgraded in place where their class says
+  // so; the ones to refuse are returned with the reason.
+  struct Refusal {
+    Request* r;
+    std::string reason;
+  };
+  std::vector<Refusal> expire_late(const SchedulerView& v, int64_t now);
+
+  // The first token of an admitted request came: learns its class's bias.
+  void observe_first_token(const Request& r, int64_t first_token_ns);
+  // The class bias for a weight: geometric mean of actual / modelled TTFT over the last
+  // kBiasWindow first tokens, clamped to 0.25-4x; 1 before 8 samples.
+  double ttft_bias(double weight) const;
+
+  const AdmissionStats& stats() const { return stats_; }
+
+  static constexpr int64_t kInflowWindowNs = 5'000'000'000;
+  static constexpr size_t kBiasWindow = 64;
+
+ private:
+  // Moves r to class `to` (its promise, weight and deadline from arrival).
+  void downgrade(Request& r, int to);
+  // Encoder work of q still ahead of its prefill and not in the encoder cache.
+  double uncached_patches(const Request& q, const SchedulerView& v) const;
+  double own_tokens(const Request& r, const SchedulerView& v) const;
+
+  const SlaConfig& sla_;
+  const CostModel& cost_;
+  // Requests admitted in the last kInflowWindowNs: the rate at which work arrives that may
+  // overtake a waiting request.
+  struct Admitted {
+    int64_t t_ns;
+    double tokens, patches;
+    ClassRank rank;
+  };
+  std::deque<Admitted> recent_;
+  int64_t first_admit_ns_ = -1;
+  std::map<double, std::deque<double>> log_bias_;  // per class weight: log(actual / modelled)
+  AdmissionStats stats_;
+};
+
+}  // namespace mmrt::engine

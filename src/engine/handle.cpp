@@ -1,0 +1,99 @@
+#include "engine/handle.h"
+
+#include <chrono>
+
+namespace mmrt::engine {
+
+void CancelLink::cancel(RequestId id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (cancel_) cancel_(id);
+}
+
+void CancelLink::detach() {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancel_ = nullptr;
+}
+
+void RequestHandle::State::push_text(const std::string& text) {
+  if (text.empty()) return;
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    StreamEvent e;
+    e.text = text;
+    events.push_back(std::move(e));
+    fn = notify;
+  }
+  cv.notify_all();
+  if (fn) fn();
+}
+
+void RequestHandle::State::finish(RequestResult r) {
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    StreamEvent e;
+    e.kind = StreamEvent::Kind::kDone;
+    e.outcome = r.outcome;
+    e.error = r.error;
+    e.reason = r.reason;
+    events.push_back(std::move(e));
+    result = std::move(r);
+    done = true;
+    fn = notify;
+  }
+  cv.notify_all();
+  if (fn) fn();
+}
+
+RequestId RequestHandle::id() const {
+  return s_->id;
+}
+
+std::optional<StreamEvent> RequestHandle::next(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lk(s_->mu);
+  auto ready = [&] { return !s_->events.empty() || s_->done; };
+  if (timeout_ms < 0)
+    s_->cv.wait(lk, ready);
+  else if (!s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready))
+    return std::nullopt;
+  if (!s_->events.empty()) {
+    StreamEvent e = std::move(s_->events.front());
+    s_->events.pop_front();
+    return e;
+  }
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kDone;
+  e.outcome = s_->result.outcome;
+  e.error = s_->result.error;
+  e.reason = s_->result.reason;
+  e.replay = true;
+  return e;
+}
+
+RequestResult RequestHandle::wait() {
+  std::unique_lock<std::mutex> lk(s_->mu);
+  s_->cv.wait(lk, [&] { return s_->done; });
+  return s_->result;
+}
+
+bool RequestHandle::done() const {
+  std::lock_guard<std::mutex> lk(s_->mu);
+  return s_->done;
+}
+
+void RequestHandle::cancel() {
+  if (s_->link) s_->link->cancel(s_->id);
+}
+
+void RequestHandle::set_notify(std::function<void()> fn) {
+  bool pending;
+  {
+    std::lock_guard<std::mutex> lk(s_->mu);
+    s_->notify = fn;
+    pending = !s_->events.empty();
+  }
+  if (pending && fn) fn();
+}
+
+}  // namespace mmrt::engine

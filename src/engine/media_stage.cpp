@@ -1,0 +1,267 @@
+#include "engine/media_stage.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/error.h"
+
+namespace mmrt::engine {
+
+namespace {
+
+// A queue and its worker threads.
+class Workers {
+ public:
+  Workers(int n, std::function<void(Submission*)> run) : run_(std::move(run)) {
+    for (int i = 0; i < std::max(1, n); ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~Workers() { stop(); }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  void push(Submission* s) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queue_.push_back(s);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      Submission* s = nullptr;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        s = queue_.front();
+        queue_.pop_front();
+      }
+      run_(s);
+    }
+  }
+  std::function<void(Submission*)> run_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Submission*> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// An error of a media item itself (corrupt, unsupported, too large): the request fails.
+class MediaFailure : public Error {
+ public:
+  MediaFailure(ErrorCode code, const std::string& m) : Error(code, m) {}
+};
+
+std::string count(int64_t n, const char* what) {
+  return std::to_string(n) + " " + what;
+}
+
+}  // namespace
+
+struct MediaStage::Impl {
+  const models::ModelSpec& spec;
+  const models::Processor& processor;
+  const io::Tokenizer& tok;
+  MediaStageConfig cfg;
+  Done done;
+  // Media preprocessing cost per source pixel: an exponential average of what the workers
+  // measured (written by them, read by the step loop through ns_per_pixel()).
+  std::atomic<double> ns_per_pixel{20.0};
+  std::unique_ptr<Workers> prepare_workers, media_workers;
+
+  Impl(const models::ModelSpec& s, const models::Processor& p, const io::Tokenizer& t,
+       const MediaStageConfig& c, Done d)
+      : spec(s), processor(p), tok(t), cfg(c), done(std::move(d)) {}
+
+  // The prompt (expected or exact) must leave room for a token in the context and fit the KV
+  // cache with the output it may produce.
+  void check_fits(Request& r) const {
+    const int64_t prompt = r.prompt_tokens();
+    const int64_t ctx = spec.context_length;
+    if (ctx > 0 && prompt >= ctx)
+      throw InvalidArgument("the prompt has " + count(prompt, "tokens") +
+                            " and the model's context holds " + count(ctx, "tokens") +
+                            " (it must leave room for at least one generated token)");
+    const int64_t out =
+        ctx > 0 ? std::min<int64_t>(r.sampling.max_tokens, ctx - prompt) : r.sampling.max_tokens;
+    if (prompt + out > cfg.kv_capacity_tokens)
+      throw ResourceExhausted("request needs " + std::to_string(prompt + out) +
+                              " tokens of KV cache (prompt " + std::to_string(prompt) +
+                              " + max_tokens " + std::to_string(out) + "), the cache holds " +
+                              std::to_string(cfg.kv_capacity_tokens));
+    r.max_total_tokens = ctx;
+  }
+
+  void prepare(Submission& s) {
+    Request& r = *s.req;
+    if (!s.prompt_ids.empty()) {
+      if (!s.media.empty())
+        throw InvalidArgument("a request of token ids cannot carry media (give chat messages)");
+      for (int32_t t : s.prompt_ids)
+        if (t < 0 || t >= spec.vocab_size)
+          throw InvalidArgument("prompt token id " + std::to_string(t) + " is outside [0, " +
+                                std::to_string(spec.vocab_size) + ")");
+      r.prompt = std::move(s.prompt_ids);
+    } else {
+      if (s.messages.empty()) throw InvalidArgument("request has no messages and no prompt ids");
+      // Media parts and attached items must agree, per modality and in order.
+      std::vector<models::Modality> parts;
+      for (const auto& m : s.messages)
+        for (const auto& p : m.content)
+          if (p.kind != models::ContentPart::Kind::kText) {
+            const models::Modality mod = models::modality_of(p.kind);
+            if (!spec.takes(mod))
+              throw Unimplemented("the model (" + spec.architecture + ") takes no " +
+                                  models::modality_name(mod) + " input");
+            parts.push_back(mod);
+          }
+      for (const models::Modality mod :
+           {models::Modality::kImage, models::Modality::kVideo, models::Modality::kAudio}) {
+        const auto n_parts = std::count(parts.begin(), parts.end(), mod);
+        const auto n_items =
+            std::count_if(s.media.begin(), s.media.end(),
+                          [&](const PendingMedia& m) { return m.modality == mod; });
+        if (n_parts != n_items)
+          throw InvalidArgument("the messages hold " + count(n_parts, models::modality_name(mod)) +
+                                " part(s) but " + count(n_items, models::modality_name(mod)) +
+                                "(s) were attached");
+      }
+      for (size_t k = 0; k < parts.size(); ++k)
+        if (parts[k] != s.media[k].modality)
+          throw InvalidArgument("media item " + std::to_string(k) + " is a " +
+                                models::modality_name(s.media[k].modality) +
+                                " but its content part is a " + models::modality_name(parts[k]));
+      r.prompt = tok.encode(processor.render_chat(s.messages));
+      s.messages.clear();
+    }
+    if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");
+    // What the media will cost, from the headers alone.
+    int64_t tokens = static_cast<int64_t>(r.prompt.size()) - static_cast<int64_t>(s.media.size());
+    int64_t cost = 0, pixels = 0;
+    for (const PendingMedia& m : s.media) {
+      models::MediaEstimate e;
+      try {
+        e = processor.estimate(m.modality, m.bytes);
+      } catch (const Error& err) {
+        throw MediaFailure(err.code(), err.what());
+      }
+      tokens += e.n_tokens;
+      cost += e.encoder_cost;
+      pixels += e.source_pixels;
+    }
+    r.media_pending = !s.media.empty();
+    r.expected_prompt_tokens = tokens;
+    r.expected_encoder_cost = cost;
+    r.expected_media_ns = static_cast<double>(pixels) * ns_per_pixel.load();
+    check_fits(r);
+  }
+
+  void preprocess(Submission& s) {
+    Request& r = *s.req;
+    Stopwatch sw;
+    int64_t pixels = 0;
+    std::vector<models::PreparedMedia> prepared;
+    std::vector<Hash128> keys;
+    models::ExpandedPrompt e;
+    try {
+      for (const PendingMedia& m : s.media) {
+        pixels += processor.estimate(m.modality, m.bytes).source_pixels;
+        prepared.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
+        Hasher h;
+        h.update(processor.content_key(m.modality, m.bytes)).update(r.tenant_salt);
+        keys.push_back(h.digest());
+      }
+      e = processor.expand(r.prompt, prepared);
+    } catch (const Error& err) {
+      throw MediaFailure(err.code(), err.what());
+    }
+    if (e.spans.size() != prepared.size())
+      throw InternalError("the processor placed " + std::to_string(e.spans.size()) + " of " +
+                          std::to_string(prepared.size()) + " media items");
+    r.prompt = std::move(e.ids);
+    r.positions = std::move(e.positions);
+    r.rope_delta = e.rope_delta;
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      MediaItem m;
+      m.modality = prepared[i].modality;
+      m.key = keys[i];
+      m.begin = e.spans[i].begin;
+      m.n_tokens = e.spans[i].n_tokens;
+      m.encoder_cost = prepared[i].encoder_cost;
+      m.prepared = std::move(prepared[i]);
+      r.media.push_back(std::move(m));
+    }
+    s.media.clear();
+    r.media_pending = false;
+    const double ms = sw.millis();
+    if (pixels > 0) {
+      const double rate = ms * 1e6 / static_cast<double>(pixels);
+      double old = ns_per_pixel.load();
+      ns_per_pixel.store(0.8 * old + 0.2 * rate);
+    }
+    r.timeline.add(Event::kMediaDecoded, now_ns(), static_cast<int64_t>(r.media.size()));
+    check_fits(r);
+  }
+
+  // Its media is bad (the request fails) or the request is wrong, unsupported or cannot fit (it
+  // is refused).
+  void run(Submission* s, Phase phase) {
+    try {
+      if (phase == Phase::kPrepare)
+        prepare(*s);
+      else
+        preprocess(*s);
+    } catch (const MediaFailure& err) {
+      done(s, phase, Failure{Outcome::kFailed, err.code(), err.what()});
+      return;
+    } catch (const Error& err) {
+      done(s, phase,
+           Failure{err.code() == ErrorCode::kInternal ? Outcome::kFailed : Outcome::kRefused,
+                   err.code(), err.what()});
+      return;
+    } catch (const std::exception& err) {
+      done(s, phase, Failure{Outcome::kFailed, ErrorCode::kInternal, err.what()});
+      return;
+    }
+    done(s, phase, std::nullopt);
+  }
+};
+
+MediaStage::MediaStage(const models::ModelSpec& spec, const models::Processor& processor,
+                       const io::Tokenizer& tok, const MediaStageConfig& cfg, Done done)
+    : impl_(std::make_unique<Impl>(spec, processor, tok, cfg, std::move(done))) {
+  Impl* m = impl_.get();
+  m->prepare_workers =
+      std::make_unique<Workers>(1, [m](Submission* s) { m->run(s, Phase::kPrepare); });
+  m->media_workers = std::make_unique<Workers>(
+      cfg.media_threads, [m](Submission* s) { m->run(s, Phase::kPreprocess); });
+}
+
+MediaStage::~MediaStage() {
+  impl_->prepare_workers->stop();
+  impl_->media_workers->stop();
+}
+
+void MediaStage::submit(Submission* s, Phase phase) {
+  (phase == Phase::kPrepare ? impl_->prepare_workers : impl_->media_workers)->push(s);
+}
+
+double MediaStage::ns_per_pixel() const {
+  return impl_->ns_per_pixel.load();
+}
+
+}  // namespace mmrt::engine

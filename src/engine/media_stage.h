@@ -1,0 +1,72 @@
+// The engine's work off the step loop, on threads of its own so that neither it nor the step
+// loop waits for the other:
+//   prepare     the chat template, tokenisation and the media headers: the request's expected
+//               prompt length and encoder work, what admission decides on (no pixel decoded);
+//   preprocess  for an admitted request, decode + resize + normalise each media item, expand
+//               the placeholders, compute positions and content keys (tenant-salted).
+// Prepare work goes to its own thread, so a text request never queues behind an image decode.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/handle.h"
+#include "engine/output_text.h"
+#include "engine/request.h"
+#include "io/tokenizer.h"
+#include "media/image.h"
+#include "models/model.h"
+
+namespace mmrt::engine {
+
+struct PendingMedia {
+  models::Modality modality = models::Modality::kImage;
+  std::vector<uint8_t> bytes;  // the encoded file
+};
+
+// A request between submit() and its end, owned by the engine.
+struct Submission {
+  std::unique_ptr<Request> req;
+  std::shared_ptr<RequestHandle::State> handle;
+  std::vector<models::ChatMessage> messages;  // until tokenised
+  std::vector<int32_t> prompt_ids;            // instead of messages: ids as given
+  std::vector<PendingMedia> media;            // until preprocessed
+  std::unique_ptr<OutputText> text;
+  bool cancel_requested = false;
+};
+
+struct MediaStageConfig {
+  int media_threads = 1;           // preprocessing workers
+  int64_t kv_capacity_tokens = 0;  // what the KV cache holds (a prompt + output beyond: refused)
+  media::MediaContext media;       // kernel variant cap and buffers (pool: none, per item)
+};
+
+class MediaStage {
+ public:
+  enum class Phase { kPrepare, kPreprocess };
+  struct Failure {
+    Outcome outcome;  // kRefused (the request cannot be served) or kFailed (its media is bad)
+    ErrorCode code;
+    std::string message;
+  };
+  // Called on a stage thread when a submission's phase is done (failure: why it ended).
+  using Done = std::function<void(Submission*, Phase, std::optional<Failure>)>;
+
+  MediaStage(const models::ModelSpec& spec, const models::Processor& processor,
+             const io::Tokenizer& tok, const MediaStageConfig& cfg, Done done);
+  ~MediaStage();  // stops the threads; queued work is dropped (the owner ends those requests)
+
+  void submit(Submission* s, Phase phase);
+  // Learned media preprocessing cost, ns per source pixel (the estimate for admission).
+  double ns_per_pixel() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mmrt::engine

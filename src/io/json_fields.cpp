@@ -1,0 +1,155 @@
+#include "io/json_fields.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mmrt::io {
+
+using nlohmann::json;
+
+namespace {
+
+// A value as quoted in an error message: its JSON text, cut to a readable length.
+std::string quoted(const json& v) {
+  constexpr size_t kMax = 80;
+  std::string s = v.dump();
+  if (s.size() > kMax) s = s.substr(0, kMax) + "... (" + std::to_string(s.size()) + " chars)";
+  return s;
+}
+
+}  // namespace
+
+json parse_json_object(const std::string& text, const std::string& origin) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    throw FormatError(origin + ": not valid JSON: " + e.what());
+  }
+  if (!root.is_object()) throw FormatError(origin + ": top level is not a JSON object");
+  return root;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw NotFound(path + ": no such file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+JsonFields::JsonFields(const json* primary, const json* fallback, std::string prefix,
+                       const std::string& origin)
+    : primary_(primary), fallback_(fallback), prefix_(std::move(prefix)), origin_(origin) {}
+
+const json* JsonFields::find(const std::string& key, std::string* where) const {
+  if (primary_ && primary_->contains(key)) {
+    if (where) *where = prefix_ + key;
+    return &(*primary_)[key];
+  }
+  if (fallback_ && fallback_->contains(key)) {
+    if (where) *where = key;
+    return &(*fallback_)[key];
+  }
+  return nullptr;
+}
+
+std::optional<int64_t> JsonFields::opt_int(const std::string& key) const {
+  std::string where;
+  const json* j = find(key, &where);
+  if (!j || j->is_null()) return std::nullopt;
+  if (j->is_number_integer()) return j->get<int64_t>();
+  if (j->is_number_float()) {
+    const double d = j->get<double>();
+    if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<int64_t>(d)))
+      return static_cast<int64_t>(d);
+  }
+  throw FormatError(origin_ + ": field \"" + where + "\" must be an integer, got " + quoted(*j));
+}
+
+int64_t JsonFields::req_int(const std::string& key) const {
+  auto v = opt_int(key);
+  if (!v)
+    throw FormatError(origin_ + ": missing required field \"" + (primary_ ? prefix_ : "") + key +
+                      "\"");
+  return *v;
+}
+
+int64_t JsonFields::int_or(const std::string& key, int64_t def) const {
+  return opt_int(key).value_or(def);
+}
+
+double JsonFields::num_or(const std::string& key, double def) const {
+  std::string where;
+  const json* j = find(key, &where);
+  if (!j || j->is_null()) return def;
+  if (!j->is_number())
+    throw FormatError(origin_ + ": field \"" + where + "\" must be a number, got " + quoted(*j));
+  return j->get<double>();
+}
+
+bool JsonFields::bool_or(const std::string& key, bool def) const {
+  std::string where;
+  const json* j = find(key, &where);
+  if (!j || j->is_null()) return def;
+  if (!j->is_boolean())
+    throw FormatError(origin_ + ": field \"" + where + "\" must be true or false, got " +
+                      quoted(*j));
+  return j->get<bool>();
+}
+
+std::string JsonFields::str_or(const std::string& key, const std::string& def) const {
+  std::string where;
+  const json* j = find(key, &where);
+  if (!j || j->is_null()) return def;
+  if (!j->is_string())
+    throw FormatError(origin_ + ": field \"" + where + "\" must be a string, got " + quoted(*j));
+  return j->get<std::string>();
+}
+
+int64_t JsonFields::token_or(const std::string& key, int64_t def) const {
+  std::string where;
+  const json* j = find(key, &where);
+  if (!j || j->is_null()) return def;
+  if (j->is_array() && !j->empty() && (*j)[0].is_number_integer()) return (*j)[0].get<int64_t>();
+  if (j->is_number_integer()) return j->get<int64_t>();
+  throw FormatError(origin_ + ": field \"" + where + "\" must be a token id, got " + quoted(*j));
+}
+
+std::vector<int64_t> JsonFields::token_list(const std::string& key) const {
+  std::string where;
+  const json* j = find(key, &where);
+  if (!j || j->is_null()) return {};
+  if (j->is_number_integer()) return {j->get<int64_t>()};
+  std::vector<int64_t> ids;
+  if (j->is_array()) {
+    for (const auto& v : *j) {
+      if (!v.is_number_integer()) break;
+      ids.push_back(v.get<int64_t>());
+    }
+    if (ids.size() == j->size()) return ids;
+  }
+  throw FormatError(origin_ + ": field \"" + where +
+                    "\" must be a token id or a list of them, got " + quoted(*j));
+}
+
+ConfigIdentity config_identity(const json& root, const std::string& origin) {
+  ConfigIdentity id;
+  if (root.contains("architectures") && !root["architectures"].is_null()) {
+    const json& a = root["architectures"];
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+      throw FormatError(origin + ": field \"architectures\" must be a non-empty list of strings");
+    id.architecture = a[0].get<std::string>();
+  }
+  if (root.contains("model_type") && !root["model_type"].is_null()) {
+    if (!root["model_type"].is_string())
+      throw FormatError(origin + ": field \"model_type\" must be a string, got " +
+                        quoted(root["model_type"]));
+    id.model_type = root["model_type"].get<std::string>();
+  }
+  return id;
+}
+
+}  // namespace mmrt::io

@@ -1,0 +1,221 @@
+// The seam between the engine and a model family. The engine sees only these plain types:
+//   ModelSpec  what to schedule: vocabulary, stop ids, KV geometry, position rows, context
+//              length, the modalities the model takes;
+//   Processor  the request side: chat template, media estimates (from headers, before any
+//              decoding), preprocessing, placeholder expansion and position ids, content keys;
+//   Runner     the compute side: encode a media item, run one decoder step over a batch whose
+//              K/V live in memory the caller (the executor) owns.
+// A family (one folder under src/models/) implements them and registers in registry.cpp; the
+// engine reaches it only through models::load_model (registry.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/tensor.h"
+#include "kernels/backend.h"
+#include "kernels/kv_cache.h"
+#include "kernels/linear.h"
+
+namespace mmrt {
+class ThreadPool;
+namespace media {
+struct MediaContext;
+}
+}  // namespace mmrt
+
+namespace mmrt::models {
+
+enum class Modality : uint8_t { kImage, kVideo, kAudio };
+const char* modality_name(Modality m);  // "image", "video", "audio"
+
+// ---- chat -------------------------------------------------------------------------------------
+
+struct ContentPart {
+  enum class Kind { kText, kImage, kVideo, kAudio };
+  Kind kind = Kind::kText;
+  std::string text;  // for kText
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", "tool"
+  std::vector<ContentPart> content;
+  static ChatMessage text(std::string role, std::string text);
+};
+
+// The modality of a media content part; InvalidArgument for kText.
+Modality modality_of(ContentPart::Kind kind);
+
+// ---- spec ---------------------------------------------------------------------------------------
+
+struct KvLayerShape {
+  int32_t n_kv_heads = 0, head_dim = 0;
+};
+
+struct ModelSpec {
+  std::string family;        // registry name, e.g. "qwen2-vl"
+  std::string architecture;  // config.json architectures[0]
+  int64_t vocab_size = 0;    // rows of the logits (the checkpoint's, possibly padded, vocabulary)
+  std::vector<int32_t> stop_ids;        // end-of-turn ids: config.json and generation_config.json
+  std::vector<KvLayerShape> kv_layers;  // one per decoder layer
+  int32_t position_rows = 1;            // rows of SeqStep::positions: 1 (1-D RoPE) or 3 (M-RoPE)
+  int64_t context_length = 0;  // positions the model was trained for (max_position_embeddings)
+  std::vector<Modality> modalities;  // media the model takes (empty: text only)
+  int64_t embed_dim = 0;  // width of the rows media encoders produce (the decoder's hidden)
+  Hash128 config_key;     // hash of config.json: part of every media content key
+
+  bool takes(Modality m) const;
+};
+
+// ---- processor --------------------------------------------------------------------------------
+
+// What a media item will cost, known from its header alone (no decoding): admission decides on
+// it before any expensive work.
+struct MediaEstimate {
+  int64_t n_tokens = 0;       // placeholder tokens in the prompt
+  int64_t encoder_cost = 0;   // encoder work, in the scheduler's units (vision patches)
+  int64_t source_pixels = 0;  // pixels to decode (preprocessing cost)
+};
+
+// A preprocessed media item: modality-neutral to the engine, family-specific inside.
+struct PreparedMedia {
+  Modality modality = Modality::kImage;
+  Tensor features;            // the encoder's input (Qwen2-VL: pixel_values [patches, 1176] f32)
+  std::vector<int64_t> dims;  // the family's description of `features` (Qwen2-VL: grid t, h, w)
+  int64_t n_tokens = 0;       // placeholder tokens it expands to
+  int64_t encoder_cost = 0;   // as in MediaEstimate
+};
+
+struct MediaSpan {
+  int64_t begin = 0;     // first prompt index of the item's placeholder run
+  int64_t n_tokens = 0;  // length of the run
+};
+
+// A prompt with every media placeholder expanded.
+struct ExpandedPrompt {
+  std::vector<int32_t> ids;        // [S]
+  std::vector<int32_t> positions;  // [position_rows, S], or empty: position = index
+  int32_t rope_delta = 0;          // later tokens: position = cache index + rope_delta
+  std::vector<MediaSpan> spans;    // one per media item, in prompt order
+};
+
+class Processor {
+ public:
+  virtual ~Processor() = default;
+  // The chat template, one placeholder per media part (expand() sizes them).
+  virtual std::string render_chat(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt = true) const = 0;
+  // Header-only estimate of an encoded media file; throws the decoder's errors for a bad header.
+  virtual MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes) const = 0;
+  // Decodes and preprocesses one media file for the encoder (runs on a media worker).
+  virtual PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
+                                   const media::MediaContext& ctx) const = 0;
+  // Expands the placeholders of tokenised `ids` (one per item, as render_chat wrote them) and
+  // computes position ids. InvalidArgument when placeholders and items disagree.
+  virtual ExpandedPrompt expand(std::span<const int32_t> ids,
+                                std::span<const PreparedMedia> media) const = 0;
+  // Content key of an item: its bytes, the model's config and the preprocessing settings (the
+  // engine mixes in the tenant's salt).
+  virtual Hash128 content_key(Modality m, std::span<const uint8_t> bytes) const = 0;
+};
+
+// ---- runner -----------------------------------------------------------------------------------
+
+// One sequence's part of a decoder step: its new tokens (a prefill chunk or one decode token).
+struct SeqStep {
+  std::span<const int32_t> tokens;  // [n]
+  // Positions [position_rows, n] (row-major); empty: kv_before + i + rope_delta on every row.
+  std::span<const int32_t> positions;
+  int32_t rope_delta = 0;
+  int32_t kv_before = 0;                 // tokens of this sequence already in the cache
+  std::span<const int32_t> block_table;  // physical blocks covering kv_before + n tokens
+  // Media embeddings replacing the token embeddings of some rows: rows are indices into
+  // `tokens`, embeds is [embed_rows.size(), embed_dim] f32.
+  std::span<const int32_t> embed_rows;
+  const float* embeds = nullptr;
+  bool want_logits = true;  // logits of this sequence's last new token
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // Encoder output of one item: [item.n_tokens, embed_dim] f32.
+  virtual Tensor encode(const PreparedMedia& item) = 0;
+  // One decoder step; K/V are read and written in `kv` (laid out as kv_config() describes).
+  // Returns logits [n_want, vocab] f32 (valid until the next call). InvalidArgument for
+  // inconsistent inputs.
+  virtual Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) = 0;
+  // The KV cache this model needs, num_blocks and dtype left to the caller.
+  virtual kernels::KvCacheConfig kv_config() const = 0;
+  virtual kernels::WeightFormat weight_format() const = 0;
+  virtual size_t weight_bytes() const = 0;  // decoder bytes streamed per decode step
+  // Floating-point operations of encode() (for GFLOP/s reports; 0 when unknown).
+  virtual double encode_flops(const PreparedMedia& item) const { return 0; }
+  // Debug aid: copy the decoder's hidden states ([layers + 1, n_tokens, hidden]) on forward().
+  virtual void capture_hidden_states(Tensor* out) { (void)out; }
+};
+
+// ---- loading ----------------------------------------------------------------------------------
+
+struct LoadOptions {
+  // Linear-layer weights: unset = as stored (f32 stays f32, bf16/f16 become bf16); kInt8
+  // quantises per output channel at load time.
+  std::optional<kernels::WeightFormat> weight_format;
+  // kCopy: own huge-page memory (fastest decode); kViewIfPossible: read from the mapping.
+  kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
+  kernels::Int8Activations int8_activations = kernels::Int8Activations::kQ8;
+};
+
+// A loaded checkpoint. The runner computes on the Backend given to load_model, which must
+// outlive it.
+struct Model {
+  ModelSpec spec;
+  std::unique_ptr<Processor> processor;
+  std::unique_ptr<Runner> runner;
+};
+
+// make-tiny-model: a random checkpoint in the family's exact Hugging Face layout.
+struct TinyModelOptions {
+  std::string size = "tiny";  // the family's presets (Qwen2-VL: tiny, small, 2b-shape)
+  uint64_t seed = 0;
+  DType dtype = DType::kBF16;  // kBF16 or kF32
+  std::string tokenizer_path;  // a tokenizer.json to copy in; empty: train one
+  std::string naming;          // tensor-name convention ("" = the family's default)
+  std::optional<bool> tied;    // lm_head tied to the embeddings (unset: the preset's choice)
+  uint64_t max_shard_bytes = 2'000'000'000;
+  ThreadPool* pool = nullptr;  // fills tensors in parallel (nullptr: serially)
+  bool progress = false;       // progress lines on stderr
+};
+
+struct TinyModelResult {
+  std::string summary;             // one line: family, size, dtype, naming, tying
+  std::vector<std::string> files;  // every file written, relative to the output folder
+  size_t n_tensors = 0;
+  int64_t n_params = 0;
+  uint64_t n_bytes = 0;        // tensor data bytes
+  int32_t tokenizer_size = 0;  // max token id + 1
+  int64_t vocab_size = 0;      // config.json vocab_size
+  double seconds = 0;
+};
+
+// What `mmrt inspect` shows of a checkpoint beyond its files: (label, value) lines.
+using InspectLines = std::vector<std::pair<std::string, std::string>>;
+
+struct ModelFamily {
+  const char* name;                        // "qwen2-vl": make-tiny-model --arch, ModelSpec::family
+  std::vector<std::string> architectures;  // config.json "architectures" it serves
+  std::vector<std::string> model_types;  // config.json "model_type" (when architectures is absent)
+  std::vector<std::string> tiny_sizes;   // make-tiny-model --size presets, the default first
+  // Reads config.json, checks every tensor against it (before any compute), loads the weights.
+  Model (*load)(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts);
+  // The same checks as load() without loading the weights; the family-specific lines.
+  InspectLines (*inspect)(const std::string& dir);
+  TinyModelResult (*make_tiny)(const std::string& dir, const TinyModelOptions& opts);
+};
+
+}  // namespace mmrt::models

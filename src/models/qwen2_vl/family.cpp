@@ -1,0 +1,188 @@
+// Qwen2-VL behind the model seam: the loader (config, every tensor checked, the shared decoder
+// and the vision tower), the Runner, inspect and make-tiny-model.
+#include "models/qwen2_vl/family.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/generation_config.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+#include "models/decoder/decoder.h"
+#include "models/qwen2_vl/config.h"
+#include "models/qwen2_vl/image_processor.h"
+#include "models/qwen2_vl/processor.h"
+#include "models/qwen2_vl/tiny_checkpoint.h"
+#include "models/qwen2_vl/vision_tower.h"
+#include "models/qwen2_vl/weights_spec.h"
+
+namespace fs = std::filesystem;
+
+namespace mmrt::models::qwen2_vl {
+
+namespace {
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return "[" + s + "]";
+}
+
+// The config as every command reads it: parsed, then validated (one path for load and inspect).
+Config read_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(path)) throw NotFound("model folder '" + dir + "' has no config.json");
+  Config cfg = load_config(path);
+  cfg.validate(path);
+  return cfg;
+}
+
+class Qwen2VLRunner final : public Runner {
+ public:
+  Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt)
+      : st_(std::move(st)), lm_(std::move(lm)), vision_(std::move(vt)) {}
+
+  Tensor encode(const PreparedMedia& item) override {
+    const GridThw g = grid_of(item);
+    Tensor out = vision_->forward(item.features, {&g, 1});  // [n_tokens, hidden]
+    if (out.dim(0) != item.n_tokens)
+      throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
+                          " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
+    return out;
+  }
+  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
+    return lm_->forward(batch, kv);
+  }
+  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
+  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
+  size_t weight_bytes() const override { return lm_->weight_bytes(); }
+  double encode_flops(const PreparedMedia& item) const override {
+    return vision_->flops(grid_of(item));
+  }
+  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
+
+ private:
+  static GridThw grid_of(const PreparedMedia& item) {
+    if (item.modality != Modality::kImage || item.dims.size() != 3)
+      throw InvalidArgument("qwen2-vl: the encoder takes an image with its (t, h, w) grid");
+    return {item.dims[0], item.dims[1], item.dims[2]};
+  }
+  io::SafeTensors st_;  // the mapped weights the views below read
+  std::unique_ptr<Decoder> lm_;
+  std::unique_ptr<VisionTower> vision_;
+};
+
+Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
+  const Config cfg = read_config(dir);
+  io::SafeTensors st = io::SafeTensors::open(dir);
+  const Layout layout = check_checkpoint(st, cfg);  // every tensor, before any compute
+  DecoderConfig dc = decoder_config(cfg, layout.naming);
+  dc.tied_embeddings = layout.tied;
+  auto lm = Decoder::load(be, st, dc, opts);
+  auto vt = VisionTower::load(be, st, cfg, lm->weight_format());
+
+  const fs::path pp_path = fs::path(dir) / "preprocessor_config.json";
+  const ImageProcessorConfig pp =
+      fs::exists(pp_path) ? ImageProcessorConfig::load(pp_path.string()) : ImageProcessorConfig{};
+  const io::GenerationConfig gen =
+      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
+
+  Model m;
+  ModelSpec& s = m.spec;
+  s.family = family().name;
+  s.architecture = cfg.architecture;
+  s.vocab_size = cfg.text.vocab_size;
+  s.stop_ids = gen.eos_token_ids;
+  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.eos_token_id) == s.stop_ids.end())
+    s.stop_ids.push_back(static_cast<int32_t>(cfg.eos_token_id));
+  const kernels::KvCacheConfig kc = lm->kv_config();
+  s.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
+  s.position_rows = dc.position_rows();
+  s.context_length = cfg.text.max_position_embeddings;
+  s.modalities = {Modality::kImage};
+  s.embed_dim = cfg.text.hidden_size;
+  s.config_key = hash128(io::read_text_file((fs::path(dir) / "config.json").string()));
+  m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
+  m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt));
+  return m;
+}
+
+InspectLines inspect(const std::string& dir) {
+  const Config cfg = read_config(dir);
+  const io::SafeTensors st = io::SafeTensors::open(dir);
+  const Layout layout = check_checkpoint(st, cfg);
+  const TextConfig& t = cfg.text;
+  const VisionConfig& v = cfg.vision;
+  auto n = [](int64_t x) { return std::to_string(x); };
+  char num[64];
+  std::snprintf(num, sizeof num, "rope_theta %g, rms_norm_eps %g", t.rope_theta, t.rms_norm_eps);
+  return {
+      {"architecture", cfg.architecture + " (model_type " + cfg.model_type + ", torch_dtype " +
+                           cfg.torch_dtype + ")"},
+      {"text", "hidden " + n(t.hidden_size) + ", layers " + n(t.num_hidden_layers) + ", heads " +
+                   n(t.num_attention_heads) + " (head_dim " + n(t.head_dim()) + "), kv heads " +
+                   n(t.num_key_value_heads) + ", intermediate " + n(t.intermediate_size) +
+                   ", vocab " + n(t.vocab_size) + ", mrope " + join(t.mrope_section) + ", " + num},
+      {"context", n(t.max_position_embeddings) + " positions"},
+      {"vision", "depth " + n(v.depth) + ", embed " + n(v.embed_dim) + ", heads " + n(v.num_heads) +
+                     " (head_dim " + n(v.head_dim()) + "), mlp " + n(v.mlp_hidden()) + ", patch " +
+                     n(v.patch_size) + ", temporal " + n(v.temporal_patch_size) + ", merge " +
+                     n(v.spatial_merge_size) + ", out " + n(v.hidden_size)},
+      {"tokens", "bos " + n(cfg.bos_token_id) + ", eos " + n(cfg.eos_token_id) + ", vision_start " +
+                     n(cfg.vision_start_token_id) + ", vision_end " + n(cfg.vision_end_token_id) +
+                     ", image " + n(cfg.image_token_id) + ", video " + n(cfg.video_token_id)},
+      {"naming", layout.naming == Naming::kOld ? "old (model.*, visual.*)"
+                                               : "new (model.language_model.*, model.visual.*)"},
+      {"lm_head", layout.tied ? "tied to embed_tokens" : "separate (untied)"},
+  };
+}
+
+TinyModelResult make_tiny(const std::string& dir, const TinyModelOptions& o) {
+  TinyOptions q;
+  q.size = parse_tiny_size(o.size);
+  q.seed = o.seed;
+  q.dtype = o.dtype;
+  q.tokenizer_path = o.tokenizer_path;
+  if (o.naming.empty() || o.naming == "old")
+    q.naming = Naming::kOld;
+  else if (o.naming == "new")
+    q.naming = Naming::kNew;
+  else
+    throw InvalidArgument("qwen2-vl: --naming must be old or new, got '" + o.naming + "'");
+  q.tied = o.tied;
+  q.max_shard_bytes = o.max_shard_bytes;
+  q.pool = o.pool;
+  q.progress = o.progress;
+  const TinyResult t = make_tiny_checkpoint(dir, q);
+  TinyModelResult r;
+  r.summary = std::string("qwen2-vl, ") + tiny_size_name(q.size) + ", " +
+              (q.dtype == DType::kBF16 ? "bf16" : "f32") + ", " +
+              (q.naming == Naming::kOld ? "old" : "new") + " names, " +
+              (t.config.text.tie_word_embeddings ? "tied" : "untied") + " lm_head";
+  r.files = t.files;
+  r.n_tensors = t.n_tensors;
+  r.n_params = t.n_params;
+  r.n_bytes = t.n_bytes;
+  r.tokenizer_size = t.tokenizer_size;
+  r.vocab_size = t.config.text.vocab_size;
+  r.seconds = t.seconds;
+  return r;
+}
+
+}  // namespace
+
+const ModelFamily& family() {
+  static const ModelFamily f{
+      .name = "qwen2-vl",
+      .architectures = {"Qwen2VLForConditionalGeneration"},
+      .model_types = {"qwen2_vl"},
+      .tiny_sizes = {"tiny", "small", "2b-shape"},
+      .load = &load,
+      .inspect = &inspect,
+      .make_tiny = &make_tiny,
+  };
+  return f;
+}
+
+}  // namespace mmrt::models::qwen2_vl

@@ -1,0 +1,27 @@
+// The registry of model families: the only way from a checkpoint folder to a model. A family is
+// chosen by config.json's "architectures" (or "model_type" when that is absent); a checkpoint of
+// any other architecture is refused with a message listing the supported ones.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "models/model.h"
+
+namespace mmrt::models {
+
+// Every family, in a fixed order (the table in registry.cpp).
+std::span<const ModelFamily* const> families();
+
+// The family of the checkpoint in `dir` (its config.json). NotFound without config.json;
+// FormatError for a malformed one; Unimplemented for an unsupported architecture.
+const ModelFamily& family_for_checkpoint(const std::string& dir);
+// By ModelFamily::name; InvalidArgument listing the names otherwise.
+const ModelFamily& family_named(const std::string& name);
+// "Qwen2VLForConditionalGeneration (qwen2-vl), ..." for messages and --help.
+std::string supported_architectures();
+
+// family_for_checkpoint(dir).load(be, dir, opts).
+Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts = {});
+
+}  // namespace mmrt::models
