@@ -143,3 +143,49 @@ TEST_F(Cli, ClearErrors) {
        {"bench", "generate", "make-tiny-model", "inspect", "tokenize", "preprocess"})
     EXPECT_NE(r.out.find(c), std::string::npos) << c;
 }
+
+// Prompts longer than a command-line argument may be (Linux: 128 KiB) come from a file or
+// standard input; one longer than the model's context is refused with both numbers.
+TEST_F(Cli, GeneratePromptFromFileAndStdin) {
+  const fs::path big = tmp() / "big_prompt.txt", small = tmp() / "prompt.txt";
+  {
+    std::ofstream f(big);
+    for (int i = 0; i < 20000; ++i) f << "word" << i << " ";  // ~190 KB, far past 32768 tokens
+  }
+  std::ofstream(small) << "Tell me about the sea.";
+  CmdResult r =
+      mmrt("generate --model " + model() + " --prompt-file " + big.string() + " --max-tokens 2");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("refused: invalid_argument: the prompt has "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the model's context holds 32768 tokens"), std::string::npos) << r.err;
+  r = mmrt("generate --model " + model() + " --prompt-file - --max-tokens 2 --ignore-eos < " +
+           small.string());
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("finished"), std::string::npos) << r.err;
+  r = mmrt("generate --model " + model() + " --prompt-file " + (tmp() / "missing.txt").string());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("cannot open prompt file"), std::string::npos) << r.err;
+}
+
+// A one-shot request is best effort: no class, no deadline, never refused for time. Asked for a
+// promise it cannot keep, it is refused up front, before its image is decoded.
+TEST_F(Cli, GenerateHasNoDeadlineUnlessAskedFor) {
+  const fs::path img = tmp() / "big.png";
+  const std::string mk = std::string(MMRT_REF_PYTHON) +
+                         " -c \"from PIL import Image; Image.new('RGB',(1600,1200),(20,90,160))"
+                         ".save('" +
+                         img.string() + "')\"";
+  ASSERT_EQ(std::system(mk.c_str()), 0);
+  CmdResult r = mmrt("generate --model " + model() + " --image " + img.string() +
+                     " --prompt 'What is it?' --max-tokens 2");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = mmrt("generate --model " + model() + " --image " + img.string() +
+           " --prompt 'What is it?' --max-tokens 2 --ttft-deadline-ms 0.001");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("refused: unavailable: predicted time to first token"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("media "), std::string::npos) << "the image was decoded: " << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --sla-class diamond");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("diamond"), std::string::npos) << r.err;
+}

@@ -3,10 +3,15 @@
 // cancellation frees everything; bad inputs end as one clear outcome while others go on.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 
@@ -235,4 +240,169 @@ TEST_F(EngineModel, BadInputsFailClearlyAndOthersGoOn) {
   RequestResult g = good.wait();
   EXPECT_EQ(g.outcome, Outcome::kFinished);
   EXPECT_EQ(g.tokens.size(), 20u);
+}
+
+// A handle outliving its engine: cancel() does nothing (no dangling engine pointer; ASan would
+// see a use after free), and the handle still reports how the request ended.
+TEST_F(EngineModel, HandleOutlivesTheEngine) {
+  std::vector<RequestHandle> hs;
+  {
+    auto eng = Engine::create(config(16, 256, true));
+    hs.push_back(eng->submit(text_req("a long story", 2000)));
+    hs.push_back(eng->submit(image_req({"a.png"}, "and this?", 2000)));
+    ASSERT_TRUE(hs[0].next().has_value());  // running
+  }
+  for (auto& h : hs) {
+    h.cancel();
+    h.cancel();
+    RequestResult r = h.wait();
+    EXPECT_EQ(r.outcome, Outcome::kCancelled);
+    EXPECT_EQ(r.reason, "engine shut down");
+    EXPECT_TRUE(h.done());
+    EXPECT_EQ(count_real_dones(h, Outcome::kCancelled), 1);
+  }
+}
+
+// stats() from another thread while the step loop runs: every snapshot is self-consistent (the
+// books are copied by the step loop under the engine's lock, never read half-written).
+TEST_F(EngineModel, StatsSnapshotsAreConsistentUnderLoad) {
+  auto eng = Engine::create(config(24, 64, true));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> reads{0}, bad{0};
+  std::thread reader([&] {
+    int64_t last_steps = 0, last_finished = 0;
+    while (!stop.load()) {
+      const EngineStats s = eng->stats();
+      if (s.steps < last_steps || s.finished < last_finished || s.finished > s.submitted ||
+          s.kv_blocks_used < 0 || s.kv_blocks_used > s.kv_blocks_total ||
+          s.prefix_hit_tokens > s.prefix_query_tokens || s.refused_late > s.refused ||
+          s.refused_after_encode > s.refused_late)
+        ++bad;
+      last_steps = s.steps;
+      last_finished = s.finished;
+      ++reads;
+    }
+  });
+  std::vector<RequestHandle> hs;
+  for (int round = 0; round < 3; ++round)
+    for (auto& g : workload()) hs.push_back(eng->submit(g));
+  for (auto& h : hs) EXPECT_EQ(h.wait().outcome, Outcome::kFinished);
+  stop = true;
+  reader.join();
+  EXPECT_GT(reads.load(), 10);
+  EXPECT_EQ(bad.load(), 0);
+  const EngineStats s = eng->stats();
+  EXPECT_EQ(s.finished, static_cast<int64_t>(hs.size()));
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running + s.waiting, 0u);
+}
+
+// The checkpoint's context length: a prompt that does not fit is refused with both numbers;
+// generation stops at the limit with finish reason "length" (kFinished).
+TEST_F(EngineModel, ContextLengthIsEnforced) {
+  const fs::path small = dir_.parent_path() / (dir_.filename().string() + "_ctx64");
+  fs::remove_all(small);
+  fs::copy(dir_, small);
+  {
+    std::ifstream f(small / "config.json");
+    nlohmann::json j = nlohmann::json::parse(f);
+    j["max_position_embeddings"] = 64;
+    std::ofstream(small / "config.json") << j.dump(2);
+  }
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() { fs::remove_all(p); }
+  } cleanup{small};
+  EngineConfig c = config(512, 64, true);
+  c.model_dir = small.string();
+  auto eng = Engine::create(c);
+  EXPECT_EQ(eng->model_spec().context_length, 64);
+  RequestResult too_long = eng->submit(text_req(std::string(400, 'y'), 4)).wait();
+  EXPECT_EQ(too_long.outcome, Outcome::kRefused);
+  ASSERT_TRUE(too_long.error.has_value());
+  EXPECT_EQ(*too_long.error, ErrorCode::kInvalidArgument);
+  EXPECT_NE(too_long.reason.find("the model's context holds 64 tokens"), std::string::npos)
+      << too_long.reason;
+  RequestResult r = eng->submit(text_req("hello", 1000)).wait();
+  EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+  EXPECT_EQ(r.prompt_tokens + static_cast<int64_t>(r.tokens.size()), 64);
+}
+
+// Admission decides on the headers: a request refused at arrival never had its image decoded
+// or encoded, and the refusal carries the error code a server maps to 503.
+TEST_F(EngineModel, RefusedBeforeAnyMediaWork) {
+  auto eng = Engine::create(config(512, 128, true));
+  GenerateRequest g = image_req({"a.png", "b.jpg"}, "Compare.", 4);
+  g.ttft_deadline_ns = 1;  // cannot be met
+  RequestResult r = eng->submit(g).wait();
+  EXPECT_EQ(r.outcome, Outcome::kRefused);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_EQ(*r.error, ErrorCode::kUnavailable);
+  EXPECT_NE(r.reason.find("predicted time to first token"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.timeline.count(Event::kMediaDecoded), 0) << "its images were decoded";
+  EXPECT_EQ(r.timeline.count(Event::kEncoderStart), 0);
+  EXPECT_EQ(eng->stats().encoder_runs, 0);
+  EXPECT_EQ(eng->stats().refused, 1);
+  EXPECT_EQ(eng->stats().refused_late, 0);
+  // The same request with no promise is served (best effort).
+  g.ttft_deadline_ns = 0;
+  RequestResult ok = eng->submit(g).wait();
+  EXPECT_EQ(ok.outcome, Outcome::kFinished) << ok.reason;
+  EXPECT_EQ(ok.timeline.count(Event::kMediaDecoded), 1);
+  EXPECT_FALSE(ok.error.has_value());
+}
+
+// Outcomes carry an error code chosen by what the caller should do next.
+TEST_F(EngineModel, ErrorCodesPerOutcome) {
+  auto eng = Engine::create(config(64, 16, true));
+  GenerateRequest bad_sampling = text_req("x", 4);
+  bad_sampling.sampling.temperature = -1;
+  GenerateRequest corrupt = image_req({"a.png"}, "x", 4);
+  corrupt.media[0].bytes = {'G', 'I', 'F', '8', '9', 'a', 0, 0, 0, 0};
+  GenerateRequest audio = text_req("x", 4);
+  audio.messages[0].content.push_back({models::ContentPart::Kind::kAudio, ""});
+  audio.media.push_back({models::Modality::kAudio, {1, 2, 3}});
+  GenerateRequest no_room = text_req("x", 100000);  // 16 blocks of 16 tokens
+  const std::pair<GenerateRequest*, ErrorCode> cases[] = {
+      {&bad_sampling, ErrorCode::kInvalidArgument},
+      {&corrupt, ErrorCode::kUnimplemented},  // GIF: a format mmrt does not decode
+      {&audio, ErrorCode::kUnimplemented},
+      {&no_room, ErrorCode::kResourceExhausted}};
+  for (const auto& [g, code] : cases) {
+    RequestResult r = eng->submit(*g).wait();
+    ASSERT_TRUE(r.error.has_value()) << r.reason;
+    EXPECT_EQ(*r.error, code) << r.reason;
+    EXPECT_NE(r.reason.find(std::string(error_code_name(code))), std::string::npos) << r.reason;
+  }
+}
+
+// The push side of a handle: the notify hook fires as events arrive (an event loop drains them
+// with try_next), at least once per event, and at once for events already waiting.
+TEST_F(EngineModel, NotifyHookForEventLoops) {
+  auto eng = Engine::create(config(512, 128, true));
+  std::atomic<int> calls{0};
+  RequestHandle h = eng->submit(text_req("notify me", 12));
+  h.set_notify([&] { ++calls; });
+  std::string text;
+  int events = 0;
+  for (;;) {
+    auto e = h.try_next();
+    if (!e) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    ++events;
+    if (e->kind == StreamEvent::Kind::kDone) break;
+    text += e->text;
+  }
+  EXPECT_EQ(text, h.wait().text);
+  EXPECT_GE(calls.load(), 1);
+  std::atomic<int> late{0};
+  h.set_notify([&] { ++late; });  // the replayed kDone is always there: notified at once
+  EXPECT_EQ(late.load(), 0) << "nothing is queued after the real kDone was taken";
+  RequestHandle h2 = eng->submit(text_req("again", 3));
+  h2.wait();
+  h2.set_notify([&] { ++late; });
+  EXPECT_EQ(late.load(), 1) << "events were waiting";
+  (void)events;
 }

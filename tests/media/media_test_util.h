@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,12 +34,24 @@ struct RefData {
   std::string error;  // non-empty when the reference script failed
 };
 
-// Runs the reference script once per process (all images, one Python call).
+// Removes the process's reference data when the test binary exits, whatever failed.
+struct RefDataCleanup {
+  fs::path dir;
+  ~RefDataCleanup() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+};
+
+// Runs the reference script once per process (all images, one Python call), into a folder of
+// this process's own (several suites use the data set at once under ctest -j).
 inline const RefData& ref_data() {
   static RefData data;
+  static RefDataCleanup cleanup;
   static std::once_flag once;
   std::call_once(once, [] {
-    data.dir = fs::path(MMRT_BINARY_DIR) / "tests" / "media" / "ref_data";
+    data.dir = fs::temp_directory_path() / ("mmrt_media_ref_" + std::to_string(::getpid()));
+    cleanup.dir = data.dir;
     fs::remove_all(data.dir);
     fs::create_directories(data.dir);
     const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +

@@ -82,6 +82,7 @@ std::vector<int32_t> random_prompt(int n, int32_t vocab, uint32_t seed) {
 
 struct Fixture {
   fs::path dir;
+  std::shared_ptr<void> cleanup;  // removes dir when the last copy goes, even after a failure
   DType dtype;
   std::unique_ptr<io::Tokenizer> tok;
   int32_t tok_size = 0;
@@ -90,6 +91,7 @@ struct Fixture {
 Fixture make_model(DType dtype, bool tied, const std::string& tag) {
   Fixture f;
   f.dir = make_dir(tag);
+  f.cleanup = std::shared_ptr<void>(nullptr, [d = f.dir](void*) { fs::remove_all(d); });
   f.dtype = dtype;
   models::qwen2_vl::TinyOptions o;
   o.dtype = dtype;
@@ -196,13 +198,11 @@ void check_greedy(const Fixture& f) {
 TEST(Qwen2Text, F32LogitsMatchReference) {
   auto f = make_model(DType::kF32, false, "f32");
   check_logits(f, 1e-4);
-  fs::remove_all(f.dir);
 }
 
 TEST(Qwen2Text, BF16LogitsMatchReference) {
   auto f = make_model(DType::kBF16, true, "bf16");
   check_logits(f, 4e-2);
-  fs::remove_all(f.dir);
 }
 
 // int8 weights (per-channel, quantised at load) in a decode step, with x quantised in Q8 blocks
@@ -220,19 +220,16 @@ TEST(Qwen2Text, Int8DecodeLogitsMatchReference) {
     o.int8_activations = act;
     check_logits(f, 2e-2, true, o);
   }
-  fs::remove_all(f.dir);
 }
 
 TEST(Qwen2Text, F32GreedyTokensMatchReference) {
   auto f = make_model(DType::kF32, true, "greedy32");
   check_greedy(f);
-  fs::remove_all(f.dir);
 }
 
 TEST(Qwen2Text, BF16GreedyTokensMatchReference) {
   auto f = make_model(DType::kBF16, false, "greedy16");
   check_greedy(f);
-  fs::remove_all(f.dir);
 }
 
 // Each sequence decoded alone and inside a batch of 8 mixed-length sequences (prefill chunks
@@ -257,8 +254,7 @@ TEST(Qwen2Text, BatchInvariance) {
     for (int i = 0; i < 8; ++i)
       EXPECT_EQ(batched[static_cast<size_t>(i)].tokens, alone[static_cast<size_t>(i)])
           << "sequence " << i << " dtype " << dtype_name(dt);
-    fs::remove_all(f.dir);
-  }
+    }
 }
 
 // Bad checkpoints fail at load time, before any compute, naming the problem.
@@ -307,7 +303,6 @@ TEST(Qwen2Text, BadCheckpointsFailAtLoad) {
     std::ofstream(f.dir / "config.json") << cfg.dump(2);
   }
   expect_load_error("model.layers.2.");
-  fs::remove_all(f.dir);
 }
 
 TEST(Qwen2Text, ForwardRejectsBadInputs) {
@@ -328,5 +323,4 @@ TEST(Qwen2Text, ForwardRejectsBadInputs) {
   models::SeqStep b3 = s;
   b3.positions = pos;
   EXPECT_THROW(model->forward({&b3, 1}), InvalidArgument);
-  fs::remove_all(f.dir);
 }

@@ -128,6 +128,31 @@ TEST_P(RopeIsa, MropeWithEqualRowsIsPlainRope) {
   EXPECT_EQ(a, b);
 }
 
+// Partial rotary (Persimmon / Fuyu: the first rotary_dim dims of each head rotated, the rest
+// passed through): each head's first 64 of 128 dims equal plain RoPE of a 64-dim table on the
+// HF-checked kernel, computed head by head; the other 64 are untouched.
+TEST_P(RopeIsa, PartialRotaryRotatesTheLeadingDimsOnly) {
+  const int64_t n = 23, heads = 3, hd = 128, rot = 64;
+  auto p = randint(size_t(n), 11, 0, 30000);
+  const std::vector<float> x = randn(size_t(n * heads * hd), 12);
+  const RopeTable table = make_rope_table(static_cast<int32_t>(rot), 1e4);
+  std::vector<float> got = x;
+  apply_rope(be(), rope_angles(be(), table, p.data(), n), got.data(), heads, 0, hd);
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<float> lead(size_t(n * rot));  // [n, rot]: this head's rotated part alone
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(x.begin() + (t * heads + h) * hd, rot, lead.begin() + t * rot);
+    apply_rope(be(), table, p.data(), n, lead.data(), 1);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* g = got.data() + (t * heads + h) * hd;
+      for (int64_t i = 0; i < rot; ++i) ASSERT_EQ(g[i], lead[size_t(t * rot + i)]) << t << " " << i;
+      for (int64_t i = rot; i < hd; ++i) ASSERT_EQ(g[i], x[size_t((t * heads + h) * hd + i)]);
+    }
+  }
+  EXPECT_THROW(apply_rope(be(), rope_angles(be(), table, p.data(), n), got.data(), heads, 0, 32),
+               InvalidArgument);  // heads narrower than the rotated dims
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, RopeIsa, ::testing::ValuesIn(kIsas), isa_param_name);
 
 }  // namespace

@@ -1,0 +1,210 @@
+// Admission on its own: a view of a queue built by hand, a cost model trained on a known step-time
+// law, the default SLA classes. Decisions at arrival (admit, downgrade, refuse, best effort),
+// what counts as queued ahead (policy order, media still being preprocessed), late refusal, and
+// the learned per-class bias.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+
+#include "engine/admission.h"
+#include "engine/policy.h"
+
+using namespace mmrt;
+using namespace mmrt::engine;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// Step time law: 3 ms + 40 us per prefill token + 200 us per decoding sequence + 20 us per patch.
+double law(const StepFeatures& f) {
+  return 3e6 + 40e3 * f.prefill_tokens + 200e3 * f.decode_tokens + 20e3 * f.encoder_patches;
+}
+
+CostModel trained() {
+  CostModel c;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 600; ++i) {
+    StepFeatures f{static_cast<double>(rng() % 512), static_cast<double>(rng() % 16),
+                   static_cast<double>((rng() % 4) * 256), 0};
+    c.observe(f, law(f));
+  }
+  return c;
+}
+
+class View : public SchedulerView {
+ public:
+  explicit View(const std::string& policy, const CostModel* cost = nullptr)
+      : policy_(make_policy(policy, {cost, 10'000'000'000})) {}
+  std::span<Request* const> running() const override { return running_; }
+  std::span<Request* const> waiting() const override { return waiting_; }
+  int32_t token_budget() const override { return 512; }
+  const Policy& policy() const override { return *policy_; }
+  int64_t cached_prefix_tokens(const Request&) const override { return 0; }
+  bool encoder_cached(const Hash128&) const override { return false; }
+
+  std::vector<Request*> running_, waiting_;
+  std::unique_ptr<Policy> policy_;
+};
+
+struct Reqs {
+  std::vector<std::unique_ptr<Request>> all;
+  // A request of `cls` (or none) with a `prompt`-token text prompt, arriving at `arrival`.
+  Request* make(const SlaConfig& sla, const std::string& cls, int prompt, int64_t arrival) {
+    auto r = std::make_unique<Request>();
+    r->id = all.size() + 1;
+    r->arrival_ns = arrival;
+    r->prompt.assign(static_cast<size_t>(prompt), 1);
+    r->sampling.max_tokens = 8;
+    r->sla_class = cls;
+    if (!cls.empty()) {
+      const SlaClass& c = sla.get(cls);
+      r->weight = c.weight;
+      r->deadline_ns = c.ttft_ns ? arrival + c.ttft_ns : 0;
+      r->tpot_target_ns = c.tpot_ns;
+    }
+    all.push_back(std::move(r));
+    return all.back().get();
+  }
+};
+
+}  // namespace
+
+TEST(Admission, AdmitsWhatFitsAndRefusesWhatCannot) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  // 200 tokens alone: one step of ~11 ms, well inside platinum's 300 ms.
+  Request* a = q.make(sla, "platinum", 200, 0);
+  ASSERT_TRUE(adm.admit(*a, v, 0, why)) << why;
+  EXPECT_NEAR(static_cast<double>(a->predicted_ttft_ns), law({200, 0, 0, 0}), 0.1 * 11e6);
+  // 9000 tokens queued ahead (18 steps of ~23.5 ms = ~420 ms): platinum cannot start in time.
+  Request* big = q.make(sla, "silver", 9000, 0);
+  v.waiting_.push_back(big);
+  Request* b = q.make(sla, "platinum", 200, 0);
+  EXPECT_FALSE(adm.admit(*b, v, 0, why));
+  EXPECT_NE(why.find("exceeds the platinum class's 300 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("9000 prompt tokens queued ahead"), std::string::npos) << why;
+  EXPECT_EQ(adm.stats().refused, 1);
+  // Gold (800 ms) fits; a request of no class is never refused.
+  Request* c = q.make(sla, "gold", 200, 0);
+  EXPECT_TRUE(adm.admit(*c, v, 0, why)) << why;
+  EXPECT_EQ(c->sla_class, "gold");
+  Request* d = q.make(sla, "", 200, 0);
+  EXPECT_TRUE(adm.admit(*d, v, 0, why));
+  EXPECT_EQ(d->predicted_ttft_ns, 0) << "best effort: no prediction made";
+}
+
+TEST(Admission, GoldThatCannotBeMetIsDowngradedToSilver) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  Request* ahead = q.make(sla, "silver", 30000, 0);  // ~1.4 s of prefill ahead
+  v.waiting_.push_back(ahead);
+  Request* g = q.make(sla, "gold", 100, 0);
+  std::string why;
+  EXPECT_TRUE(adm.admit(*g, v, 0, why)) << why;
+  EXPECT_EQ(g->sla_class, "silver");
+  EXPECT_EQ(g->deadline_ns, 5000 * kMs);
+  EXPECT_EQ(adm.stats().downgraded, 1);
+}
+
+// Under slo a platinum arrival goes before waiting silver work (not queued ahead); under fcfs it
+// waits behind it.
+TEST(Admission, WhatCountsAsQueuedFollowsThePolicy) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Reqs q;
+  for (const char* policy : {"fcfs", "slo"}) {
+    SCOPED_TRACE(policy);
+    Admission adm(sla, cost);
+    View v(policy, &cost);
+    v.waiting_.push_back(q.make(sla, "silver", 9000, 0));
+    Request* p = q.make(sla, "platinum", 200, 1);
+    std::string why;
+    const bool admitted = adm.admit(*p, v, 1, why);
+    EXPECT_EQ(admitted, std::string(policy) == "slo") << why;
+  }
+}
+
+// A request still in media preprocessing is queued ahead by its expected work; the arrival's own
+// media time is part of its prediction.
+TEST(Admission, PendingMediaCountsByItsEstimate) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  Request* img = q.make(sla, "silver", 5, 0);
+  img->media_pending = true;
+  img->expected_prompt_tokens = 9000;
+  img->expected_encoder_cost = 4096;
+  v.waiting_.push_back(img);
+  Request* p = q.make(sla, "platinum", 50, 0);
+  std::string why;
+  EXPECT_FALSE(adm.admit(*p, v, 0, why)) << "the pending image's 9000 tokens were not counted";
+  v.waiting_.clear();
+  Request* own = q.make(sla, "platinum", 5, 0);
+  own->media_pending = true;
+  own->expected_prompt_tokens = 300;
+  own->expected_media_ns = 400.0 * kMs;  // a big photo to decode first
+  EXPECT_FALSE(adm.admit(*own, v, 0, why)) << "its own decode time was not counted";
+  EXPECT_GT(own->predicted_ttft_ns, 400 * kMs);
+}
+
+TEST(Admission, LateRequestsAreRefusedAndCountedApart) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  Request* fresh = q.make(sla, "platinum", 100, 0);
+  Request* late = q.make(sla, "platinum", 100, 0);
+  late->timeline.add(Event::kEncoderEnd, 1);  // its encoder ran already
+  Request* served = q.make(sla, "platinum", 100, 0);
+  served->output.push_back(5);  // has its first token: never late-refused
+  Request* gold = q.make(sla, "gold", 100, 0);
+  v.waiting_ = {late, served, gold};
+  // 290 ms after arrival: another ~7 ms step misses 300 ms; gold's 800 ms is still fine.
+  auto refused = adm.expire_late(v, 296 * kMs);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].r, late);
+  EXPECT_NE(refused[0].reason.find("296 ms after arrival"), std::string::npos) << refused[0].reason;
+  EXPECT_EQ(adm.stats().refused_late, 1);
+  EXPECT_EQ(adm.stats().refused_after_encode, 1);
+  // Past gold's promise: downgraded in place, not refused.
+  EXPECT_TRUE(adm.expire_late(v, 900 * kMs).size() == 1);  // `late` again
+  EXPECT_EQ(gold->sla_class, "silver");
+  EXPECT_EQ(adm.stats().downgraded_late, 1);
+  (void)fresh;
+}
+
+TEST(Admission, LearnsThePerClassBias) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  EXPECT_EQ(adm.ttft_bias(4.0), 1.0);
+  for (int i = 0; i < 8; ++i) {
+    Request* r = q.make(sla, "platinum", 200, 0);
+    std::string why;
+    ASSERT_TRUE(adm.admit(*r, v, 0, why));
+    // The first token took twice what the model said.
+    adm.observe_first_token(*r, r->arrival_ns + 2 * r->model_ttft_ns);
+  }
+  EXPECT_NEAR(adm.ttft_bias(4.0), 2.0, 1e-6);
+  EXPECT_EQ(adm.ttft_bias(1.0), 1.0) << "another class learned it";
+  // The next prediction carries the bias.
+  Request* r = q.make(sla, "platinum", 200, 0);
+  std::string why;
+  ASSERT_TRUE(adm.admit(*r, v, 0, why));
+  EXPECT_NEAR(static_cast<double>(r->predicted_ttft_ns),
+              2.0 * static_cast<double>(r->model_ttft_ns), 2.0);
+}

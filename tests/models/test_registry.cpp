@@ -1,0 +1,165 @@
+// The model seam as the engine sees it: the registry picks the family from config.json (and
+// refuses others by name), the ModelSpec describes the tiny checkpoint, the Processor's header
+// estimate equals what preprocessing produces, its expansion equals get_rope_index's, content
+// keys follow the bytes, and the Runner's encoder equals the vision tower.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+#include "media/image.h"
+#include "models/qwen2_vl/processor.h"
+#include "models/qwen2_vl/tiny_checkpoint.h"
+#include "models/qwen2_vl/vision_tower.h"
+#include "models/registry.h"
+#include "test_model.h"
+
+namespace fs = std::filesystem;
+using namespace mmrt;
+using namespace mmrt::models;
+
+namespace {
+
+class Registry : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("mmrt_registry_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    qwen2_vl::TinyOptions o;
+    o.dtype = DType::kF32;
+    o.seed = 3;
+    qwen2_vl::make_tiny_checkpoint((dir_ / "m").string(), o);
+    const std::string cmd =
+        std::string(MMRT_REF_PYTHON) +
+        " -c \"from PIL import Image; import numpy as np; r=np.random.default_rng(1); "
+        "Image.fromarray(r.integers(0,255,(70,130,3),dtype=np.uint8)).save('" +
+        (dir_ / "a.png").string() + "')\"";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string model() { return (dir_ / "m").string(); }
+  static std::vector<uint8_t> png() {
+    std::ifstream f(dir_ / "a.png", std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+  // A copy of the checkpoint whose config.json `edit` changed.
+  static std::string edited(const std::string& name,
+                            const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path d = dir_ / name;
+    fs::remove_all(d);
+    fs::copy(dir_ / "m", d);
+    std::ifstream in(d / "config.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    edit(j);
+    std::ofstream(d / "config.json") << j.dump(2);
+    return d.string();
+  }
+  static fs::path dir_;
+};
+fs::path Registry::dir_;
+
+}  // namespace
+
+TEST_F(Registry, PicksTheFamilyFromConfigJson) {
+  EXPECT_STREQ(family_for_checkpoint(model()).name, "qwen2-vl");
+  EXPECT_STREQ(family_named("qwen2-vl").name, "qwen2-vl");
+  // model_type alone (no "architectures") is enough.
+  const std::string mt = edited("mt", [](nlohmann::json& j) { j.erase("architectures"); });
+  EXPECT_STREQ(family_for_checkpoint(mt).name, "qwen2-vl");
+  const std::string other = edited("other", [](nlohmann::json& j) {
+    j["architectures"] = {"LlavaNextForConditionalGeneration"};
+  });
+  try {
+    family_for_checkpoint(other);
+    ADD_FAILURE() << "an unsupported architecture was accepted";
+  } catch (const Unimplemented& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("\"LlavaNextForConditionalGeneration\" is not supported"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("supported: Qwen2VLForConditionalGeneration (qwen2-vl)"), std::string::npos)
+        << m;
+  }
+  EXPECT_THROW(load_model(test::test_backend(), other), Unimplemented);
+  EXPECT_THROW(family_for_checkpoint((dir_ / "nothing").string()), NotFound);
+  EXPECT_THROW(family_named("llama"), InvalidArgument);
+}
+
+TEST_F(Registry, SpecDescribesTheCheckpoint) {
+  const Model m = load_model(test::test_backend(), model());
+  const ModelSpec& s = m.spec;
+  const qwen2_vl::Config cfg = qwen2_vl::load_config(model() + "/config.json");
+  EXPECT_EQ(s.family, "qwen2-vl");
+  EXPECT_EQ(s.architecture, "Qwen2VLForConditionalGeneration");
+  EXPECT_EQ(s.vocab_size, cfg.text.vocab_size);
+  EXPECT_EQ(s.context_length, cfg.text.max_position_embeddings);
+  EXPECT_EQ(s.position_rows, 3);
+  EXPECT_EQ(s.embed_dim, cfg.text.hidden_size);
+  ASSERT_EQ(s.kv_layers.size(), static_cast<size_t>(cfg.text.num_hidden_layers));
+  EXPECT_EQ(s.kv_layers[0].n_kv_heads, cfg.text.num_key_value_heads);
+  EXPECT_EQ(s.kv_layers[0].head_dim, cfg.text.head_dim());
+  EXPECT_TRUE(s.takes(Modality::kImage));
+  EXPECT_FALSE(s.takes(Modality::kAudio));
+  // Stop ids: config.json's eos and generation_config.json's list.
+  EXPECT_NE(std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.eos_token_id), s.stop_ids.end());
+  EXPECT_NE(std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.bos_token_id), s.stop_ids.end())
+      << "<|endoftext|> is in generation_config.json's eos list";
+  const kernels::KvCacheConfig kc = m.runner->kv_config();
+  EXPECT_EQ(kc.n_layers, cfg.text.num_hidden_layers);
+}
+
+TEST_F(Registry, ProcessorEstimatesExpandsAndKeys) {
+  const Model m = load_model(test::test_backend(), model());
+  const Processor& p = *m.processor;
+  const std::vector<uint8_t> img = png();
+  const MediaEstimate e = p.estimate(Modality::kImage, img);
+  const media::MediaContext ctx{};
+  const PreparedMedia prep = p.preprocess(Modality::kImage, img, ctx);
+  EXPECT_EQ(e.n_tokens, prep.n_tokens) << "the header estimate must be exact for images";
+  EXPECT_EQ(e.encoder_cost, prep.encoder_cost);
+  EXPECT_EQ(e.source_pixels, 70 * 130);
+  ASSERT_EQ(prep.dims.size(), 3u);
+  EXPECT_EQ(prep.features.dim(0), prep.encoder_cost);
+  // Expansion and positions: exactly qwen2_vl::expand_image_prompt on the same grid.
+  const io::Tokenizer tok = io::Tokenizer::from_file(model() + "/tokenizer.json");
+  ChatMessage user;
+  user.role = "user";
+  user.content = {{ContentPart::Kind::kImage, ""}, {ContentPart::Kind::kText, "What is it?"}};
+  const std::vector<int32_t> ids = tok.encode(p.render_chat({user}));
+  const std::vector<PreparedMedia> items{prep};
+  const ExpandedPrompt x = p.expand(ids, items);
+  const qwen2_vl::Config cfg = qwen2_vl::load_config(model() + "/config.json");
+  const qwen2_vl::GridThw g{prep.dims[0], prep.dims[1], prep.dims[2]};
+  const qwen2_vl::MultimodalPrompt want = qwen2_vl::expand_image_prompt(ids, {&g, 1}, cfg);
+  EXPECT_EQ(x.ids, want.ids);
+  EXPECT_EQ(x.positions, want.positions);
+  EXPECT_EQ(x.rope_delta, want.rope_delta);
+  ASSERT_EQ(x.spans.size(), 1u);
+  EXPECT_EQ(x.spans[0].begin, want.images[0].begin);
+  EXPECT_EQ(x.spans[0].n_tokens, prep.n_tokens);
+  EXPECT_THROW(p.expand(ids, {}), InvalidArgument);
+  // Keys: the same bytes give the same key, any change another.
+  std::vector<uint8_t> other = img;
+  other.back() ^= 1;
+  EXPECT_EQ(p.content_key(Modality::kImage, img), p.content_key(Modality::kImage, img));
+  EXPECT_NE(p.content_key(Modality::kImage, img), p.content_key(Modality::kImage, other));
+  // No audio for Qwen2-VL: a clear Unimplemented, not a crash.
+  EXPECT_THROW(p.estimate(Modality::kAudio, img), Unimplemented);
+}
+
+TEST_F(Registry, RunnerEncodesAsTheVisionTowerDoes) {
+  const Model m = load_model(test::test_backend(), model());
+  const PreparedMedia prep = m.processor->preprocess(Modality::kImage, png(), {});
+  const Tensor got = m.runner->encode(prep);  // [n_tokens, hidden]
+  const io::SafeTensors st = io::SafeTensors::open(model());
+  const qwen2_vl::Config cfg = qwen2_vl::load_config(model() + "/config.json");
+  auto vt = qwen2_vl::VisionTower::load(test::test_backend(), st, cfg, kernels::WeightFormat::kF32);
+  const qwen2_vl::GridThw g{prep.dims[0], prep.dims[1], prep.dims[2]};
+  const Tensor want = vt->forward(prep.features, {&g, 1});
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+  EXPECT_GT(m.runner->encode_flops(prep), 0.0);
+}
