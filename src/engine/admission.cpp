@@ -142,7 +142,9 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
   const RunningLoad load = running_load(v.running());
   const int64_t budget = v.token_budget();
   auto check = [&](Request* r) {
-    if (r->deadline_ns == 0 || !r->output.empty()) return;
+    // A request whose media is being preprocessed belongs to the media stage until it returns;
+    // it is checked once it reaches the scheduler.
+    if (r->deadline_ns == 0 || !r->output.empty() || r->media_pending) return;
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
     // As admission predicts (the same form, with the class's learned bias), but with no work
     // ahead: a request admitted in this pass is never refused in the same one.

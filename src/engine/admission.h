@@ -63,7 +63,8 @@ class Admission {
 
   // Requests without a first token whose first token can no longer come by their deadline,
   // even if their remaining work ran from now on: downgraded in place where their class says
-  // so; the ones to refuse are returned with the reason.
+  // so; the ones to refuse are returned with the reason. Requests whose media is still being
+  // preprocessed are left alone (the media stage holds them).
   struct Refusal {
     Request* r;
     std::string reason;

@@ -63,6 +63,9 @@ Report make_report(const std::string& policy, double duration_s,
       c.refused += r.outcome == Outcome::kRefused;
       // Refused after it entered the queue: admitted, then found unable to meet its class.
       c.refused_late += r.outcome == Outcome::kRefused && r.timeline.count(Event::kQueued) > 0;
+      // ... and of those, the ones whose encoder had run: work spent for nothing.
+      c.refused_after_encode +=
+          r.outcome == Outcome::kRefused && r.timeline.count(Event::kEncoderEnd) > 0;
       c.failed += r.outcome == Outcome::kFailed;
       c.cancelled += r.outcome == Outcome::kCancelled;
       c.downgraded += r.sla_class != cls && r.outcome != Outcome::kRefused;
@@ -153,6 +156,7 @@ nlohmann::json Report::json() const {
                    {"completed", c.completed},
                    {"refused", c.refused},
                    {"refused_late", c.refused_late},
+                   {"refused_after_encode", c.refused_after_encode},
                    {"failed", c.failed},
                    {"cancelled", c.cancelled},
                    {"downgraded", c.downgraded},
@@ -168,6 +172,7 @@ nlohmann::json Report::json() const {
                  {"preemptions", e.preemptions},
                  {"refused", e.refused},
                  {"refused_late", e.refused_late},
+                 {"refused_after_encode", e.refused_after_encode},
                  {"downgraded", e.downgraded},
                  {"downgraded_late", e.downgraded_late},
                  {"encoder_runs", e.encoder_runs},
@@ -216,12 +221,15 @@ std::string Report::text() const {
       "%.1f, decode %.1f\n"
       "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld "
       "downgraded; "
-      "late (before the first token): %lld refused, %lld downgraded\n",
+      "late (before the first token): %lld refused (%lld after their encoder ran), %lld "
+      "downgraded\n",
       stages.media, stages.queue, stages.encode, stages.prefill, stages.decode,
       static_cast<long long>(engine.ttft_prediction.count),
       100 * engine.ttft_prediction.mean_abs_rel, 100 * engine.ttft_prediction.p90_abs_rel,
       static_cast<long long>(engine.preemptions), static_cast<long long>(engine.downgraded),
-      static_cast<long long>(engine.refused_late), static_cast<long long>(engine.downgraded_late));
+      static_cast<long long>(engine.refused_late),
+      static_cast<long long>(engine.refused_after_encode),
+      static_cast<long long>(engine.downgraded_late));
   out += buf;
   return out;
 }

@@ -25,8 +25,9 @@ struct Dist {
 struct ClassReport {
   std::string name;
   int64_t requests = 0, completed = 0, refused = 0, failed = 0, cancelled = 0, downgraded = 0;
-  int64_t refused_late = 0;  // of `refused`: admitted, then refused before the first token
-  int64_t slo_met = 0;       // completed within the requested class's TTFT and TPOT
+  int64_t refused_late = 0;          // of `refused`: admitted, then refused before the first token
+  int64_t refused_after_encode = 0;  // of `refused_late`: its encoder had already run
+  int64_t slo_met = 0;               // completed within the requested class's TTFT and TPOT
   Dist ttft_ms, tpot_ms, e2e_ms;
   double attainment() const {
     return requests ? static_cast<double>(slo_met) / static_cast<double>(requests) : 0;

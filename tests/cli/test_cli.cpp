@@ -76,6 +76,9 @@ TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
               n);
     int64_t per_class = 0, late_per_class = 0;
     EXPECT_LE(all["refused_late"].get<int64_t>(), all["refused"].get<int64_t>());
+    EXPECT_LE(all["refused_after_encode"].get<int64_t>(), all["refused_late"].get<int64_t>());
+    EXPECT_EQ(p["engine"]["refused_after_encode"].get<int64_t>(),
+              all["refused_after_encode"].get<int64_t>());
     for (const char* c : {"platinum", "gold", "silver"}) {
       ASSERT_TRUE(p["classes"].contains(c)) << c;
       per_class += p["classes"][c]["requests"].get<int64_t>();
