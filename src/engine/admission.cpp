@@ -18,7 +18,6 @@ RunningLoad running_load(std::span<Request* const> running) {
 Admission::Admission(const SlaConfig& sla, const CostModel& cost) : sla_(sla), cost_(cost) {}
 
 double Admission::uncached_patches(const Request& q, const SchedulerView& v) const {
-  if (q.media_pending) return static_cast<double>(q.expected_encoder_cost);
   double p = 0;
   for (const auto& m : q.media)
     if (m.begin + m.n_tokens > q.num_computed && !v.encoder_cached(m.key))
@@ -26,10 +25,9 @@ double Admission::uncached_patches(const Request& q, const SchedulerView& v) con
   return p;
 }
 
-// Prompt work still ahead of r's first token: its tokens past the cached prefix (all of them
-// while its media is pending) or past what is computed.
+// Prompt work still ahead of r's first token: its tokens past the cached prefix, or past what
+// is computed.
 double Admission::own_tokens(const Request& r, const SchedulerView& v) const {
-  if (r.media_pending) return static_cast<double>(r.prompt_tokens());
   if (r.status == RequestStatus::kRunning)
     return static_cast<double>(r.num_tokens() - r.num_computed);
   return static_cast<double>(r.num_tokens() - v.cached_prefix_tokens(r));

@@ -32,7 +32,7 @@ class SchedulerView {
   virtual std::span<Request* const> waiting() const = 0;
   virtual int32_t token_budget() const = 0;
   virtual const Policy& policy() const = 0;
-  // Prompt tokens the prefix cache would give r now (0 for a request whose media is pending).
+  // Prompt tokens the prefix cache would give r now.
   virtual int64_t cached_prefix_tokens(const Request& r) const = 0;
   virtual bool encoder_cached(const Hash128& key) const = 0;
 };

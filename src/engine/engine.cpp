@@ -77,7 +77,7 @@ struct Engine::Impl : SchedulerView {
   int32_t token_budget() const override { return sched->token_budget(); }
   const Policy& policy() const override { return sched->policy(); }
   int64_t cached_prefix_tokens(const Request& r) const override {
-    return r.media_pending ? 0 : kv->cached_prefix_tokens(r);
+    return kv->cached_prefix_tokens(r);
   }
   bool encoder_cached(const Hash128& key) const override { return enc->contains(key); }
 
@@ -198,6 +198,12 @@ struct Engine::Impl : SchedulerView {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
       if (s->cancel_requested) {
         complete(*s, Outcome::kCancelled, "");
+        continue;
+      }
+      try {
+        media->apply(*s);
+      } catch (const Error& err) {
+        complete(*s, Outcome::kRefused, with_code(err.code(), err.what()), err.code());
         continue;
       }
       sched->add(s->req.get(), now);
@@ -467,7 +473,13 @@ RequestHandle Engine::submit(GenerateRequest g) {
                /*on_loop=*/false);
     return RequestHandle(state);
   }
-  m.media->submit(s, MediaStage::Phase::kPrepare);
+  size_t bytes = 0;
+  for (const auto& msg : s->messages)
+    for (const auto& part : msg.content) bytes += part.text.size();
+  if (s->media.empty() && bytes <= m.cfg.prepare_inline_bytes)
+    m.media->prepare_here(s);
+  else
+    m.media->submit(s, MediaStage::Phase::kPrepare);
   return RequestHandle(state);
 }
 

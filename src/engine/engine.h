@@ -40,6 +40,10 @@ struct EngineConfig {
   uint64_t encoder_cache_bytes = 256ull << 20;
   bool prefix_caching = true;
   int media_threads = 1;
+  // A text request whose messages hold at most this many bytes is prepared (template, tokens)
+  // on the submitting thread; longer ones and any with media on the media stage's own thread, so
+  // an event-loop caller never tokenises a long prompt.
+  size_t prepare_inline_bytes = 4096;
   SlaConfig sla = SlaConfig::defaults();
   bool admission_control = true;  // refuse / downgrade requests predicted to miss their class
   bool batch_controller = true;   // adapt the step budget to the tightest running TPOT target

@@ -87,10 +87,10 @@ struct MediaStage::Impl {
        const MediaStageConfig& c, Done d)
       : spec(s), processor(p), tok(t), cfg(c), done(std::move(d)) {}
 
-  // The prompt (expected or exact) must leave room for a token in the context and fit the KV
-  // cache with the output it may produce.
+  // The prompt must leave room for a token in the context and fit the KV cache with the output
+  // it may produce.
   void check_fits(Request& r) const {
-    const int64_t prompt = r.prompt_tokens();
+    const int64_t prompt = static_cast<int64_t>(r.prompt.size());
     const int64_t ctx = spec.context_length;
     if (ctx > 0 && prompt >= ctx)
       throw InvalidArgument("the prompt has " + count(prompt, "tokens") +
@@ -149,72 +149,84 @@ struct MediaStage::Impl {
       s.messages.clear();
     }
     if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");
-    // What the media will cost, from the headers alone.
-    int64_t tokens = static_cast<int64_t>(r.prompt.size()) - static_cast<int64_t>(s.media.size());
-    int64_t cost = 0, pixels = 0;
-    for (const PendingMedia& m : s.media) {
-      models::MediaEstimate e;
-      try {
-        e = processor.estimate(m.modality, m.bytes);
-      } catch (const Error& err) {
-        throw MediaFailure(err.code(), err.what());
+    s.unexpanded = r.prompt;
+    // The media as its headers describe it: the prompt is laid out (placeholders expanded,
+    // positions, content keys) before any pixel is decoded, so admission sees the exact prompt,
+    // its prefix-cache and encoder-cache hits.
+    int64_t pixels = 0;
+    std::vector<models::PreparedMedia> shells;
+    std::vector<Hash128> keys;
+    try {
+      for (const PendingMedia& m : s.media) {
+        const models::MediaEstimate e = processor.estimate(m.modality, m.bytes);
+        models::PreparedMedia p;
+        p.modality = m.modality;
+        p.dims = e.dims;
+        p.n_tokens = e.n_tokens;
+        p.encoder_cost = e.encoder_cost;
+        shells.push_back(std::move(p));
+        keys.push_back(key_of(m, r));
+        pixels += e.source_pixels;
       }
-      tokens += e.n_tokens;
-      cost += e.encoder_cost;
-      pixels += e.source_pixels;
+    } catch (const Error& err) {
+      throw MediaFailure(err.code(), err.what());
     }
+    if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
     r.media_pending = !s.media.empty();
-    r.expected_prompt_tokens = tokens;
-    r.expected_encoder_cost = cost;
     r.expected_media_ns = static_cast<double>(pixels) * ns_per_pixel.load();
     check_fits(r);
   }
 
-  void preprocess(Submission& s) {
-    Request& r = *s.req;
-    Stopwatch sw;
-    int64_t pixels = 0;
-    std::vector<models::PreparedMedia> prepared;
-    std::vector<Hash128> keys;
-    models::ExpandedPrompt e;
-    try {
-      for (const PendingMedia& m : s.media) {
-        pixels += processor.estimate(m.modality, m.bytes).source_pixels;
-        prepared.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
-        Hasher h;
-        h.update(processor.content_key(m.modality, m.bytes)).update(r.tenant_salt);
-        keys.push_back(h.digest());
-      }
-      e = processor.expand(r.prompt, prepared);
-    } catch (const Error& err) {
-      throw MediaFailure(err.code(), err.what());
-    }
-    if (e.spans.size() != prepared.size())
+  Hash128 key_of(const PendingMedia& m, const Request& r) const {
+    Hasher h;
+    h.update(processor.content_key(m.modality, m.bytes)).update(r.tenant_salt);
+    return h.digest();
+  }
+
+  // The expanded prompt and its media items from `items` (estimates or preprocessed).
+  void lay_out(Request& r, const std::vector<int32_t>& ids,
+               std::vector<models::PreparedMedia> items, const std::vector<Hash128>& keys) const {
+    models::ExpandedPrompt e = processor.expand(ids, items);
+    if (e.spans.size() != items.size())
       throw InternalError("the processor placed " + std::to_string(e.spans.size()) + " of " +
-                          std::to_string(prepared.size()) + " media items");
+                          std::to_string(items.size()) + " media items");
     r.prompt = std::move(e.ids);
     r.positions = std::move(e.positions);
     r.rope_delta = e.rope_delta;
-    for (size_t i = 0; i < prepared.size(); ++i) {
+    r.media.clear();
+    for (size_t i = 0; i < items.size(); ++i) {
       MediaItem m;
-      m.modality = prepared[i].modality;
+      m.modality = items[i].modality;
       m.key = keys[i];
       m.begin = e.spans[i].begin;
       m.n_tokens = e.spans[i].n_tokens;
-      m.encoder_cost = prepared[i].encoder_cost;
-      m.prepared = std::move(prepared[i]);
+      m.encoder_cost = items[i].encoder_cost;
+      m.prepared = std::move(items[i]);
       r.media.push_back(std::move(m));
     }
-    s.media.clear();
-    r.media_pending = false;
+  }
+
+  // Decodes and preprocesses the media of an admitted request. The request itself is not
+  // touched: the step loop reads admitted requests while their media is preprocessed (its queue
+  // model); it applies the result (apply()).
+  void preprocess(Submission& s) {
+    Stopwatch sw;
+    int64_t pixels = 0;
+    Preprocessed& out = s.preprocessed;
+    try {
+      for (const PendingMedia& m : s.media) {
+        pixels += processor.estimate(m.modality, m.bytes).source_pixels;
+        out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
+      }
+    } catch (const Error& err) {
+      throw MediaFailure(err.code(), err.what());
+    }
     const double ms = sw.millis();
     if (pixels > 0) {
       const double rate = ms * 1e6 / static_cast<double>(pixels);
-      double old = ns_per_pixel.load();
-      ns_per_pixel.store(0.8 * old + 0.2 * rate);
+      ns_per_pixel.store(0.8 * ns_per_pixel.load() + 0.2 * rate);
     }
-    r.timeline.add(Event::kMediaDecoded, now_ns(), static_cast<int64_t>(r.media.size()));
-    check_fits(r);
+    out.done_ns = now_ns();
   }
 
   // Its media is bad (the request fails) or the request is wrong, unsupported or cannot fit (it
@@ -254,6 +266,37 @@ MediaStage::MediaStage(const models::ModelSpec& spec, const models::Processor& p
 MediaStage::~MediaStage() {
   impl_->prepare_workers->stop();
   impl_->media_workers->stop();
+}
+
+void MediaStage::apply(Submission& s) const {
+  Request& r = *s.req;
+  std::vector<models::PreparedMedia>& items = s.preprocessed.items;
+  if (items.size() != r.media.size())
+    throw InternalError("preprocessing returned " + std::to_string(items.size()) + " of " +
+                        std::to_string(r.media.size()) + " media items");
+  bool as_estimated = true;
+  for (size_t i = 0; i < items.size(); ++i)
+    as_estimated = as_estimated && items[i].dims == r.media[i].prepared.dims &&
+                   items[i].n_tokens == r.media[i].n_tokens &&
+                   items[i].encoder_cost == r.media[i].encoder_cost;
+  if (as_estimated) {
+    for (size_t i = 0; i < items.size(); ++i) r.media[i].prepared = std::move(items[i]);
+  } else {
+    // The header told less than the decoder (not so for images): lay the prompt out again.
+    std::vector<Hash128> keys;
+    for (const MediaItem& m : r.media) keys.push_back(m.key);
+    impl_->lay_out(r, s.unexpanded, std::move(items), keys);
+    impl_->check_fits(r);
+  }
+  r.media_pending = false;
+  r.timeline.add(Event::kMediaDecoded, s.preprocessed.done_ns,
+                 static_cast<int64_t>(r.media.size()));
+  s.preprocessed = Preprocessed{};
+  s.media.clear();
+}
+
+void MediaStage::prepare_here(Submission* s) {
+  impl_->run(s, Phase::kPrepare);
 }
 
 void MediaStage::submit(Submission* s, Phase phase) {

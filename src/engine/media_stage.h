@@ -1,9 +1,11 @@
 // The engine's work off the step loop, on threads of its own so that neither it nor the step
 // loop waits for the other:
-//   prepare     the chat template, tokenisation and the media headers: the request's expected
-//               prompt length and encoder work, what admission decides on (no pixel decoded);
-//   preprocess  for an admitted request, decode + resize + normalise each media item, expand
-//               the placeholders, compute positions and content keys (tenant-salted).
+//   prepare     the chat template, tokenisation, and from each media item's header alone its
+//               token count and encoder cost: the prompt is laid out (placeholders expanded,
+//               positions, tenant-salted content keys) before any pixel is decoded, and
+//               admission decides on exactly that;
+//   preprocess  for an admitted request, decode + resize + normalise each media item (the
+//               encoder's input), applied to the request by the step loop.
 // Prepare work goes to its own thread, so a text request never queues behind an image decode.
 #pragma once
 
@@ -28,6 +30,12 @@ struct PendingMedia {
   std::vector<uint8_t> bytes;  // the encoded file
 };
 
+// What preprocessing made of a submission's media, for the step loop to apply.
+struct Preprocessed {
+  std::vector<models::PreparedMedia> items;  // one per media item, in order
+  int64_t done_ns = 0;
+};
+
 // A request between submit() and its end, owned by the engine.
 struct Submission {
   std::unique_ptr<Request> req;
@@ -35,6 +43,8 @@ struct Submission {
   std::vector<models::ChatMessage> messages;  // until tokenised
   std::vector<int32_t> prompt_ids;            // instead of messages: ids as given
   std::vector<PendingMedia> media;            // until preprocessed
+  std::vector<int32_t> unexpanded;            // the prompt before media expansion
+  Preprocessed preprocessed;                  // written by the media stage, applied by apply()
   std::unique_ptr<OutputText> text;
   bool cancel_requested = false;
 };
@@ -61,6 +71,14 @@ class MediaStage {
   ~MediaStage();  // stops the threads; queued work is dropped (the owner ends those requests)
 
   void submit(Submission* s, Phase phase);
+  // Prepares `s` on the calling thread (a short text request: not worth a thread hop); the
+  // result goes to the Done callback as from a stage thread.
+  void prepare_here(Submission* s);
+  // On the step loop, for a submission back from kPreprocess: the encoder inputs go into the
+  // request's media items (the step loop may read the request while the stage works, so the
+  // stage never writes it). Where preprocessing differs from the header estimate the prompt is
+  // laid out again; InvalidArgument / ResourceExhausted when it then no longer fits.
+  void apply(Submission& s) const;
   // Learned media preprocessing cost, ns per source pixel (the estimate for admission).
   double ns_per_pixel() const;
 

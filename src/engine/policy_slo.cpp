@@ -29,10 +29,6 @@ class SloPolicy : public Policy {
     if (!ctx_.cost) return 0;
     StepFeatures f;
     f.prefill_tokens = static_cast<double>(r.num_tokens() - r.num_computed);
-    if (r.media_pending) {  // admitted, media still being preprocessed: the header's estimate
-      f.prefill_tokens = static_cast<double>(r.prompt_tokens());
-      f.encoder_patches = static_cast<double>(r.expected_encoder_cost);
-    }
     for (const auto& m : r.media) f.encoder_patches += static_cast<double>(m.encoder_cost);
     return ctx_.cost->predict_ns(f);
   }

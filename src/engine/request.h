@@ -54,12 +54,10 @@ struct Request {
   double weight = 1.0;            // the class weight (slo policy)
   int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none made)
   int64_t model_ttft_ns = 0;      // ... before the per-class bias correction
-  // Before its media is preprocessed (admission runs first): the prompt's expected length and
-  // encoder work from the media headers. Afterwards the real values are in prompt and media.
-  int64_t expected_prompt_tokens = 0;
-  int64_t expected_encoder_cost = 0;
-  double expected_media_ns = 0;  // decode + preprocessing time of its media
-  bool media_pending = false;    // admitted, its media still being preprocessed
+  // Admission runs before the media is decoded: prompt, positions and media spans are then
+  // laid out from the media headers (exact for images), the encoder inputs are still missing.
+  bool media_pending = false;    // its media's features are still being preprocessed
+  double expected_media_ns = 0;  // decode + preprocessing time of its media (while pending)
 
   // Scheduling state.
   RequestStatus status = RequestStatus::kWaiting;
@@ -86,10 +84,6 @@ struct Request {
   bool finished() const { return status == RequestStatus::kDone; }
   // The whole prompt is in the KV cache: each step now decodes one token.
   bool prefilled() const { return num_computed >= static_cast<int64_t>(prompt.size()); }
-  // Prompt tokens it will have once its media is expanded (exact once preprocessed).
-  int64_t prompt_tokens() const {
-    return media_pending ? expected_prompt_tokens : static_cast<int64_t>(prompt.size());
-  }
 };
 
 }  // namespace mmrt::engine

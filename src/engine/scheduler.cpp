@@ -6,6 +6,20 @@
 
 namespace mmrt::engine {
 
+namespace {
+
+// The part of a chunk the scheduler decides; the plan builder fills the rest.
+ScheduledChunk chunk_header(const Request& r, int64_t n) {
+  ScheduledChunk c;
+  c.id = r.id;
+  c.start = r.num_computed;
+  c.n = n;
+  c.sample = r.num_computed + n == r.num_tokens();
+  return c;
+}
+
+}  // namespace
+
 Scheduler::Scheduler(const SchedulerConfig& cfg, KvBlockManager& kv, EncoderCache& enc,
                      std::unique_ptr<Policy> policy)
     : cfg_(cfg), kv_(kv), enc_(enc), policy_(std::move(policy)) {
@@ -47,7 +61,15 @@ int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_
     if (m.begin >= start + n || m.begin + m.n_tokens <= start) continue;
     bool planned = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
                                [&](const EncoderJob& j) { return j.key == m.key; });
-    if (planned || enc_.contains(m.key)) continue;
+    if (planned) continue;
+    if (enc_.contains(m.key)) {
+      // Read from the cache this step: pinned now, so no job reserved later in this plan can
+      // evict it before the executor reads it.
+      enc_.touch(m.key);
+      enc_.pin(m.key);
+      pinned_.push_back(m.key);
+      continue;
+    }
     // One item always fits an otherwise empty encoder budget (never starve a large image).
     bool fits = m.encoder_cost <= enc_budget || plan.encoder_patches == 0;
     if (fits) {
@@ -95,10 +117,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
       preempt(victim, plan, now_ns);
       if (victim == r) return false;
     }
-    plan.chunks.push_back({.id = r->id,
-                           .start = r->num_computed,
-                           .n = n,
-                           .sample = r->num_computed + n == r->num_tokens()});
+    plan.chunks.push_back(chunk_header(*r, n));
     chunk_reqs.push_back(r);
     scheduled.push_back(r);
     budget -= n;
@@ -151,10 +170,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     if (r->timeline.count(Event::kScheduled) == 0 || r->status == RequestStatus::kPreempted)
       r->timeline.add(Event::kScheduled, now_ns, hit);
     r->status = RequestStatus::kRunning;
-    plan.chunks.push_back({.id = r->id,
-                           .start = r->num_computed,
-                           .n = n,
-                           .sample = r->num_computed + n == r->num_tokens()});
+    plan.chunks.push_back(chunk_header(*r, n));
     chunk_reqs.push_back(r);
     budget -= n;
     ++admitted;
@@ -199,11 +215,6 @@ void Scheduler::describe_chunks(StepPlan& plan, const std::vector<Request*>& req
       c.media.push_back({m.key, b - m.begin, b - c.start, e - b});
       const bool job = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
                                    [&](const EncoderJob& j) { return j.key == m.key; });
-      if (!job && enc_.contains(m.key)) {  // read from the cache this step: keep it resident
-        enc_.touch(m.key);
-        enc_.pin(m.key);
-        pinned_.push_back(m.key);
-      }
       // Hit-rate books: an item whose span starts in this step either has a job (a miss, counted
       // with the job below) or was found in the cache (a hit).
       if (m.begin >= c.start && !job) enc_.lookup(m.key);

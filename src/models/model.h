@@ -74,9 +74,12 @@ struct ModelSpec {
 
 // ---- processor --------------------------------------------------------------------------------
 
-// What a media item will cost, known from its header alone (no decoding): admission decides on
-// it before any expensive work.
+// What a media item will be, known from its header alone (no decoding): admission decides on
+// it before any expensive work, and the prompt is expanded with it (expand() takes a
+// PreparedMedia without features built from it). Preprocessing must agree with it; where it
+// cannot be exact the engine re-expands with what preprocessing produced.
 struct MediaEstimate {
+  std::vector<int64_t> dims;  // as PreparedMedia::dims
   int64_t n_tokens = 0;       // placeholder tokens in the prompt
   int64_t encoder_cost = 0;   // encoder work, in the scheduler's units (vision patches)
   int64_t source_pixels = 0;  // pixels to decode (preprocessing cost)
@@ -116,7 +119,8 @@ class Processor {
   virtual PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
                                    const media::MediaContext& ctx) const = 0;
   // Expands the placeholders of tokenised `ids` (one per item, as render_chat wrote them) and
-  // computes position ids. InvalidArgument when placeholders and items disagree.
+  // computes position ids from the items' dims and token counts (their features are not read).
+  // InvalidArgument when placeholders and items disagree.
   virtual ExpandedPrompt expand(std::span<const int32_t> ids,
                                 std::span<const PreparedMedia> media) const = 0;
   // Content key of an item: its bytes, the model's config and the preprocessing settings (the

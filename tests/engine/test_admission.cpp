@@ -133,29 +133,35 @@ TEST(Admission, WhatCountsAsQueuedFollowsThePolicy) {
   }
 }
 
-// A request still in media preprocessing is queued ahead by its expected work; the arrival's own
-// media time is part of its prediction.
+// A request still in media preprocessing (its prompt laid out from the media headers) is queued
+// ahead of later arrivals; the arrival's own media decode time is part of its prediction.
 TEST(Admission, PendingMediaCountsByItsEstimate) {
   const SlaConfig sla = SlaConfig::defaults();
   const CostModel cost = trained();
   Admission adm(sla, cost);
   View v("fcfs");
   Reqs q;
-  Request* img = q.make(sla, "silver", 5, 0);
+  Request* img = q.make(sla, "silver", 9000, 0);
   img->media_pending = true;
-  img->expected_prompt_tokens = 9000;
-  img->expected_encoder_cost = 4096;
+  MediaItem m;
+  m.begin = 10;
+  m.n_tokens = 1024;
+  m.encoder_cost = 4096;
+  img->media.push_back(m);
   v.waiting_.push_back(img);
   Request* p = q.make(sla, "platinum", 50, 0);
   std::string why;
-  EXPECT_FALSE(adm.admit(*p, v, 0, why)) << "the pending image's 9000 tokens were not counted";
+  EXPECT_FALSE(adm.admit(*p, v, 0, why)) << "the pending image request was not counted";
   v.waiting_.clear();
-  Request* own = q.make(sla, "platinum", 5, 0);
+  Request* own = q.make(sla, "platinum", 300, 0);
   own->media_pending = true;
-  own->expected_prompt_tokens = 300;
   own->expected_media_ns = 400.0 * kMs;  // a big photo to decode first
   EXPECT_FALSE(adm.admit(*own, v, 0, why)) << "its own decode time was not counted";
   EXPECT_GT(own->predicted_ttft_ns, 400 * kMs);
+  Request* small = q.make(sla, "platinum", 300, 0);
+  small->media_pending = true;
+  small->expected_media_ns = 5.0 * kMs;
+  EXPECT_TRUE(adm.admit(*small, v, 0, why)) << why;
 }
 
 TEST(Admission, LateRequestsAreRefusedAndCountedApart) {

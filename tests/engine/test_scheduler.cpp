@@ -383,3 +383,27 @@ TEST(Scheduler, EvictionsTravelInThePlan) {
   EXPECT_LE(h.exec.store().bytes(), h.enc.budget());
   EXPECT_EQ(h.exec.store().size(), h.enc.size());
 }
+
+// One step that both reads a cached item and needs room for a new one: the read entry is pinned
+// when its chunk is scheduled, so the new item's reservation evicts another entry, never the one
+// this very step reads (the fake executor throws on a read of a freed entry).
+TEST(Scheduler, AReservationNeverEvictsWhatTheSameStepReads) {
+  Harness h(256, 16, 512, "fcfs", 2 * 12 * mmrt::engine::testing::kFakeWidth * 2);
+  for (uint64_t content : {1, 2}) {  // item 1 then item 2 cached; item 1 is the older
+    h.submit(tokens(30, static_cast<uint32_t>(content)), 1, "t0", {image(content, 4, 12)});
+    h.run();
+  }
+  ASSERT_EQ(h.exec.encoder_runs, 2);
+  Request* a = h.submit(tokens(30, 10), 3, "t0", {image(1, 4, 12)});  // reads item 1
+  Request* b = h.submit(tokens(30, 11), 3, "t0", {image(3, 4, 12)});  // needs a new item 3
+  StepPlan plan = h.sched.schedule(++h.now);
+  ASSERT_EQ(plan.chunks.size(), 2u) << "both in one step";
+  ASSERT_EQ(plan.encoder_jobs.size(), 1u);
+  ASSERT_EQ(plan.encoder_frees.size(), 1u);
+  EXPECT_NE(plan.encoder_frees[0], a->media[0].key) << "the entry this step reads was evicted";
+  h.sched.update(plan, h.exec.execute(plan), ++h.now);
+  h.run();
+  EXPECT_EQ(a->outcome, Outcome::kFinished);
+  EXPECT_EQ(b->outcome, Outcome::kFinished);
+  EXPECT_EQ(h.exec.encoder_runs, 3);
+}

@@ -123,7 +123,9 @@ class Qwen2VLProcessor final : public Processor {
     const media::ImageInfo info = media::probe_image(bytes);
     const GridThw g = image_grid(info.height, info.width, pp_);
     const int64_t ms = pp_.merge_size;
-    return {g[0] * (g[1] / ms) * (g[2] / ms), g[0] * g[1] * g[2],
+    return {{g[0], g[1], g[2]},
+            g[0] * (g[1] / ms) * (g[2] / ms),
+            g[0] * g[1] * g[2],
             static_cast<int64_t>(info.width) * info.height};
   }
 
