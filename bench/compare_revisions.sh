@@ -24,6 +24,8 @@ WORK=${WORK:-$ROOT/build/compare}
 M2B=${M2B:-$ROOT/build/m2b}
 SMALL=${SMALL:-$ROOT/build/bench/small}
 mkdir -p "$WORK"
+# Results of an earlier run would be read as this run's.
+rm -f "$WORK"/model_*.txt "$WORK"/sla_*.json "$WORK"/sla_*.txt
 
 # The mmrt binary of a revision (built once, cached under $WORK).
 binary_of() {

@@ -39,6 +39,7 @@ def sla_figures(path):
             out[f"{pol}: platinum SLO %"] = 100 * c["platinum"]["slo_attainment"]
             out[f"{pol}: platinum TTFT p99 ms"] = c["platinum"]["ttft_ms"]["p99"]
         out[f"{pol}: all TTFT p50 ms"] = c["all"]["ttft_ms"]["p50"]
+        out[f"{pol}: all TPOT p50 ms"] = c["all"]["tpot_ms"]["p50"]
     return out
 
 def table(title, get):

@@ -49,7 +49,12 @@ struct Engine::Impl : SchedulerView {
   std::unique_ptr<MediaStage> media;
   std::shared_ptr<CancelLink> link;
 
-  // Step-loop thread only.
+  // The books: the scheduler and its managers, the cost model, the batch controller, admission
+  // and what follows. The step loop holds this lock except while it waits for work and while a
+  // step executes (the executor reads only the plain-data plan), so admission of a request with
+  // media runs on the prepare thread as soon as it is prepared, against the books as they are,
+  // and its media preprocessing overlaps the step in flight. Taken before `mu`.
+  std::mutex books_mu;
   std::vector<Request*> in_media;  // admitted, media being preprocessed
   mutable std::vector<Request*> waiting_view;
   int64_t encoder_runs = 0;
@@ -67,7 +72,7 @@ struct Engine::Impl : SchedulerView {
   EngineStats stats;  // counters, and the books' snapshot the step loop publishes
   std::thread loop;
 
-  // ---- SchedulerView (step-loop thread) ----
+  // ---- SchedulerView (under books_mu) ----
   std::span<Request* const> running() const override { return sched->running(); }
   std::span<Request* const> waiting() const override {
     waiting_view.assign(sched->waiting().begin(), sched->waiting().end());
@@ -83,11 +88,11 @@ struct Engine::Impl : SchedulerView {
 
   // ---- ending a request ----
 
-  // Its result, final event and removal. The caller holds no engine lock. On the step loop (or
-  // once it has stopped) the books are published first, so a caller reading stats() after its
-  // result sees them; submit() passes on_loop = false.
+  // Its result, final event and removal. The caller holds no lock but books_mu. A caller holding
+  // the books (or once the step loop has stopped) publishes them first, so whoever reads stats()
+  // after the result sees them; submit() passes with_books = false.
   void complete(Submission& s, Outcome outcome, const std::string& reason,
-                std::optional<ErrorCode> code = std::nullopt, bool on_loop = true) {
+                std::optional<ErrorCode> code = std::nullopt, bool with_books = true) {
     Request& r = *s.req;
     if (r.outcome == Outcome::kNone) {
       r.outcome = outcome;
@@ -112,7 +117,7 @@ struct Engine::Impl : SchedulerView {
     res.deadline_ns = r.deadline_ns;
     res.tpot_target_ns = r.tpot_target_ns;
     res.timeline = r.timeline;
-    if (on_loop) snapshot();
+    if (with_books) snapshot();
     {
       // Counted before the handle is signalled: a caller reading stats() after its result sees it.
       std::lock_guard<std::mutex> lk(mu);
@@ -148,8 +153,14 @@ struct Engine::Impl : SchedulerView {
     s.handle->push_text(text);
   }
 
-  // ---- the media stage's results (its threads) ----
+  // ---- the media stage's results (its threads, or submit()'s for a short text request) ----
   void on_stage(Submission* s, MediaStage::Phase phase, std::optional<MediaStage::Failure> f) {
+    if (!f && phase == MediaStage::Phase::kPrepare && s->req->media_pending) {
+      // Decided now, not at the end of the step in flight: its media work starts at once.
+      std::lock_guard<std::mutex> books(books_mu);
+      admit_prepared(s, now_ns());
+      return;
+    }
     {
       std::lock_guard<std::mutex> lk(mu);
       if (f)
@@ -160,6 +171,33 @@ struct Engine::Impl : SchedulerView {
     cv.notify_all();
   }
 
+  // A prepared request (under books_mu): admitted to the scheduler, or to media preprocessing,
+  // or ended.
+  void admit_prepared(Submission* s, int64_t now) {
+    Request& r = *s->req;
+    bool cancelled = false;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      cancelled = s->cancel_requested;
+    }
+    if (cancelled) {
+      complete(*s, Outcome::kCancelled, "");
+      return;
+    }
+    std::string why;
+    if (cfg.admission_control && !admission->admit(r, *this, now, why)) {
+      complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
+               ErrorCode::kUnavailable);
+      return;
+    }
+    if (r.media_pending) {
+      in_media.push_back(&r);
+      media->submit(s, MediaStage::Phase::kPreprocess);
+    } else {
+      sched->add(&r, now);
+    }
+  }
+
   // ---- the step loop ----
   void step_loop() {
     for (;;) {
@@ -168,6 +206,7 @@ struct Engine::Impl : SchedulerView {
       } catch (const std::exception& err) {
         // Never let the loop die: fail whatever is scheduled and go on serving.
         std::fprintf(stderr, "mmrt engine: step failed: %s\n", err.what());
+        std::lock_guard<std::mutex> books(books_mu);
         std::vector<Request*> all(sched->running().begin(), sched->running().end());
         for (Request* r : all) end(r, Outcome::kFailed, ErrorCode::kInternal, err.what());
       }
@@ -175,28 +214,15 @@ struct Engine::Impl : SchedulerView {
   }
 
   void take_intake(int64_t now, std::vector<Submission*>& prep, std::vector<Submission*>& rdy) {
-    for (Submission* s : prep) {
-      Request& r = *s->req;
-      if (s->cancel_requested) {
-        complete(*s, Outcome::kCancelled, "");
-        continue;
-      }
-      std::string why;
-      if (cfg.admission_control && !admission->admit(r, *this, now, why)) {
-        complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
-                 ErrorCode::kUnavailable);
-        continue;
-      }
-      if (r.media_pending) {
-        in_media.push_back(&r);
-        media->submit(s, MediaStage::Phase::kPreprocess);
-      } else {
-        sched->add(&r, now);
-      }
-    }
+    for (Submission* s : prep) admit_prepared(s, now);
     for (Submission* s : rdy) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
-      if (s->cancel_requested) {
+      bool cancelled = false;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        cancelled = s->cancel_requested;
+      }
+      if (cancelled) {
         complete(*s, Outcome::kCancelled, "");
         continue;
       }
@@ -246,6 +272,7 @@ struct Engine::Impl : SchedulerView {
       new_cancels.swap(cancels);
       fails.swap(failed);
     }
+    std::unique_lock<std::mutex> books(books_mu);
     for (auto& [s, f] : fails) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
       complete(*s, f.outcome, with_code(f.code, f.message), f.code);
@@ -278,10 +305,12 @@ struct Engine::Impl : SchedulerView {
       return true;
     }
     StepOutput out;
+    books.unlock();  // the step reads only the plan: admission may run meanwhile
     try {
       out = exec->execute(plan);
     } catch (const std::exception& err) {
       // A failed step fails the requests in it; everyone else goes on.
+      books.lock();
       sched->abort(plan);
       std::vector<Request*> in_plan;
       for (const auto& c : plan.chunks)
@@ -291,6 +320,7 @@ struct Engine::Impl : SchedulerView {
       snapshot();
       return true;
     }
+    books.lock();
     encoder_runs += static_cast<int64_t>(plan.encoder_jobs.size());
     StepFeatures f;
     f.prefill_tokens = static_cast<double>(plan.num_prefill_tokens);
@@ -417,7 +447,7 @@ Engine::~Engine() {
   }
   m.cv.notify_all();
   if (m.loop.joinable()) m.loop.join();
-  m.media.reset();  // joins the media threads (queued work is dropped)
+  m.media->stop();  // joins the media threads (queued work is dropped)
   // Whatever is still in flight ends as cancelled.
   std::vector<Submission*> left;
   for (auto& [id, e] : m.entries) left.push_back(e.get());
@@ -470,7 +500,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
     s->media = std::move(g.media);
   } catch (const Error& err) {
     m.complete(*s, Outcome::kRefused, with_code(err.code(), err.what()), err.code(),
-               /*on_loop=*/false);
+               /*with_books=*/false);
     return RequestHandle(state);
   }
   size_t bytes = 0;

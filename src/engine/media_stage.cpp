@@ -264,7 +264,11 @@ MediaStage::MediaStage(const models::ModelSpec& spec, const models::Processor& p
 }
 
 MediaStage::~MediaStage() {
-  impl_->prepare_workers->stop();
+  stop();
+}
+
+void MediaStage::stop() {
+  impl_->prepare_workers->stop();  // first: its callbacks may still submit preprocessing
   impl_->media_workers->stop();
 }
 

@@ -68,7 +68,10 @@ class MediaStage {
 
   MediaStage(const models::ModelSpec& spec, const models::Processor& processor,
              const io::Tokenizer& tok, const MediaStageConfig& cfg, Done done);
-  ~MediaStage();  // stops the threads; queued work is dropped (the owner ends those requests)
+  ~MediaStage();  // stop()
+  // Stops the threads; queued work is dropped (the owner ends those requests). A Done callback
+  // running meanwhile may still submit (dropped too).
+  void stop();
 
   void submit(Submission* s, Phase phase);
   // Prepares `s` on the calling thread (a short text request: not worth a thread hop); the

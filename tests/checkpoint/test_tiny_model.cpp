@@ -347,8 +347,8 @@ TEST(InspectCli, UnsupportedArchitectureListsTheSupportedOnes) {
   j["architectures"] = {"MambaForCausalLM"};
   j["model_type"] = "mamba";
   testing::write_bytes(cfg.string(), j.dump());
-  for (const std::string cmd : {" inspect " + dir.path().string(),
-                                " generate --quiet --prompt hi --model " + dir.path().string()}) {
+  for (const std::string& cmd : {" inspect " + dir.path().string(),
+                                 " generate --quiet --prompt hi --model " + dir.path().string()}) {
     std::string out;
     const int rc = testing::run_command(std::string(MMRT_CLI_PATH) + cmd, &out);
     EXPECT_EQ(rc, 1) << cmd << ": " << out;

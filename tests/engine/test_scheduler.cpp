@@ -310,7 +310,9 @@ TEST(Scheduler, ImagePrefillWaitsForItsEncoderJobAndMaySpanChunks) {
       for (const auto& m : r->media) {
         bool overlaps = c.start < m.begin + m.n_tokens && c.start + c.n > m.begin;
         bool planned = !plan.encoder_jobs.empty();
-        if (overlaps) EXPECT_TRUE(h.exec.store().contains(m.key) || planned);
+        if (overlaps) {
+          EXPECT_TRUE(h.exec.store().contains(m.key) || planned);
+        }
       }
     }
     steps_with_job += !plan.encoder_jobs.empty();

@@ -285,7 +285,6 @@ TEST(Linear, RejectsBadInput) {
 }
 
 TEST(Bandwidth, MeasuresAPositiveRate) {
-  const Backend& be = be2();
   const double gbs = measure_read_bandwidth_gbs(be2(), size_t{8} << 20, 2);
   EXPECT_TRUE(std::isfinite(gbs));
   EXPECT_GT(gbs, 0.0);

@@ -76,7 +76,9 @@ TEST(MediaResize, IdenticalToPilForEveryKernelVariant) {
   EXPECT_GE(n, 30);
   // The names say which kernels ran: each cap picks its own.
   EXPECT_STREQ(resize_isa(Isa::kPortable), "scalar");
-  if (isa_supported(Isa::kAvx2)) EXPECT_STREQ(resize_isa(Isa::kAvx2), "avx2");
+  if (isa_supported(Isa::kAvx2)) {
+    EXPECT_STREQ(resize_isa(Isa::kAvx2), "avx2");
+  }
 }
 
 TEST(MediaResize, ThreadPoolGivesTheSameBytes) {

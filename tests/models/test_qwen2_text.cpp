@@ -39,7 +39,10 @@ fs::path make_dir(const std::string& tag) {
 
 std::string ids_arg(const std::vector<int32_t>& ids) {
   std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
@@ -254,7 +257,7 @@ TEST(Qwen2Text, BatchInvariance) {
     for (int i = 0; i < 8; ++i)
       EXPECT_EQ(batched[static_cast<size_t>(i)].tokens, alone[static_cast<size_t>(i)])
           << "sequence " << i << " dtype " << dtype_name(dt);
-    }
+  }
 }
 
 // Bad checkpoints fail at load time, before any compute, naming the problem.
