@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 MMRT := build/release/tools/mmrt
 
-.PHONY: setup build build-asan demo test test-asan bench clean format
+.PHONY: setup build build-asan build-tsan demo test test-asan test-tsan bench clean format
 
 setup:
 	@bash scripts/setup.sh
@@ -16,6 +16,10 @@ build-asan: setup
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 
+build-tsan: setup
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS)
+
 demo: build
 	@$(MMRT) demo
 
@@ -24,6 +28,10 @@ test: build
 
 test-asan: build-asan
 	@ctest --preset asan -j $(JOBS)
+
+# ThreadSanitizer over the unit tests (the engine's threads); not part of CI.
+test-tsan: build-tsan
+	@ctest --preset tsan -j $(JOBS)
 
 bench: build
 	@bash bench/run_all.sh
