@@ -1,5 +1,8 @@
 #include "cli.h"
 
+#include <charconv>
+#include <cstdio>
+
 #include "core/error.h"
 
 namespace mmrt::cli {
@@ -16,7 +19,12 @@ Args::Args(std::vector<std::string> argv, std::set<std::string> flags)
       } else if (known_flags_.count(key) || key == "help") {
         flags_seen_.insert(key);
       } else {
-        if (i + 1 >= argv.size()) throw InvalidArgument("option --" + key + " needs a value");
+        // A value-less option in last position: keep it, so finish() can say whether it is
+        // unknown or needs a value.
+        if (i + 1 >= argv.size()) {
+          missing_value_.insert(key);
+          continue;
+        }
         opts_.emplace(key, argv[++i]);
       }
     } else {
@@ -27,6 +35,7 @@ Args::Args(std::vector<std::string> argv, std::set<std::string> flags)
 
 std::optional<std::string> Args::get(const std::string& key) {
   used_.insert(key);
+  if (missing_value_.count(key)) throw InvalidArgument("option --" + key + " needs a value");
   auto range = opts_.equal_range(key);
   if (range.first == range.second) return std::nullopt;
   return std::prev(range.second)->second;  // last one wins
@@ -50,36 +59,58 @@ std::string Args::require(const std::string& key) {
 
 std::vector<std::string> Args::get_all(const std::string& key) {
   used_.insert(key);
+  if (missing_value_.count(key)) throw InvalidArgument("option --" + key + " needs a value");
   std::vector<std::string> out;
   auto range = opts_.equal_range(key);
   for (auto it = range.first; it != range.second; ++it) out.push_back(it->second);
   return out;
 }
 
-int64_t Args::get_int(const std::string& key, int64_t def) {
-  auto v = get(key);
-  if (!v) return def;
-  try {
-    size_t pos = 0;
-    int64_t r = std::stoll(*v, &pos);
-    if (pos != v->size()) throw std::invalid_argument("trailing");
-    return r;
-  } catch (const std::exception&) {
-    throw InvalidArgument("option --" + key + " expects an integer, got '" + *v + "'");
-  }
+namespace {
+
+// A value as quoted in a message: cut, so a megabyte of argument does not become the message.
+std::string shown(const std::string& v) {
+  return v.size() <= 40 ? v : v.substr(0, 40) + "...";
 }
 
-double Args::get_double(const std::string& key, double def) {
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+int64_t Args::get_int(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
   auto v = get(key);
   if (!v) return def;
-  try {
-    size_t pos = 0;
-    double r = std::stod(*v, &pos);
-    if (pos != v->size()) throw std::invalid_argument("trailing");
-    return r;
-  } catch (const std::exception&) {
-    throw InvalidArgument("option --" + key + " expects a number, got '" + *v + "'");
-  }
+  const auto fail = [&] {
+    throw InvalidArgument("--" + key + " must be an integer in " + std::to_string(lo) + ".." +
+                          std::to_string(hi) + ", got '" + shown(*v) + "'");
+  };
+  int64_t r = 0;
+  const char* b = v->data();
+  const char* e = b + v->size();
+  if (b != e && *b == '+') ++b;
+  const auto [p, ec] = std::from_chars(b, e, r);
+  if (ec != std::errc() || p != e || v->empty() || r < lo || r > hi) fail();
+  return r;
+}
+
+double Args::get_double(const std::string& key, double def, double lo, double hi) {
+  auto v = get(key);
+  if (!v) return def;
+  const auto fail = [&] {
+    throw InvalidArgument("--" + key + " must be a number in [" + number_text(lo) + ", " +
+                          number_text(hi) + "], got '" + shown(*v) + "'");
+  };
+  double r = 0;
+  const char* b = v->data();
+  const char* e = b + v->size();
+  if (b != e && *b == '+') ++b;
+  const auto [p, ec] = std::from_chars(b, e, r);
+  if (ec != std::errc() || p != e || v->empty() || !(r >= lo && r <= hi)) fail();
+  return r;
 }
 
 bool Args::flag(const std::string& key) {
@@ -88,11 +119,27 @@ bool Args::flag(const std::string& key) {
 }
 
 void Args::finish() {
-  for (const auto& [k, v] : opts_)
-    if (!used_.count(k)) throw InvalidArgument("unknown option --" + k + " (see --help)");
+  std::vector<std::string> given(missing_value_.begin(), missing_value_.end());
+  for (const auto& [k, v] : opts_) given.push_back(k);
   for (const auto& k : flags_seen_)
-    if (!used_.count(k) && k != "help")
-      throw InvalidArgument("unknown option --" + k + " (see --help)");
+    if (k != "help") given.push_back(k);
+  for (const auto& k : given)
+    if (!used_.count(k)) throw InvalidArgument("unknown option --" + k + " (see --help)");
+}
+
+std::vector<std::string> split_list(const std::string& value, const std::string& option) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (size_t i = 0; i <= value.size(); ++i)
+    if (i == value.size() || value[i] == ',') {
+      if (i == b)
+        throw InvalidArgument(
+            "--" + option + ": " +
+            (value.empty() ? std::string("empty value") : "empty entry in '" + shown(value) + "'"));
+      out.push_back(value.substr(b, i - b));
+      b = i + 1;
+    }
+  return out;
 }
 
 namespace {

@@ -24,8 +24,12 @@ class Args {
   std::string get_or(const std::string& key, const std::string& def);
   std::string require(const std::string& key);
   std::vector<std::string> get_all(const std::string& key);
-  int64_t get_int(const std::string& key, int64_t def);
-  double get_double(const std::string& key, double def);
+  // An integer option in [lo, hi] (parsed as 64-bit: nothing wraps); `def` when absent.
+  // Anything else, a fraction, "1e6" or a value out of range: InvalidArgument
+  // "--key must be an integer in lo..hi, got 'x'".
+  int64_t get_int(const std::string& key, int64_t def, int64_t lo, int64_t hi);
+  // A finite number in [lo, hi] (nan and inf are refused); `def` when absent.
+  double get_double(const std::string& key, double def, double lo, double hi);
   bool flag(const std::string& key);
   // --key spelled as one of `choices` (spelling, value); `def` (a spelling) when absent. Any other
   // spelling: InvalidArgument "--key must be a, b or c, got 'x'".
@@ -49,10 +53,15 @@ class Args {
  private:
   std::multimap<std::string, std::string> opts_;
   std::set<std::string> flags_seen_, used_, known_flags_;
+  std::set<std::string> missing_value_;  // "--key" in last position with no value after it
   std::vector<std::string> positional_;
   [[noreturn]] static void throw_bad_choice(const std::string& key, const std::string& list,
                                             const std::string& got);
 };
+
+// The entries of a comma-separated option value ("a,b,c"). An empty value or an empty entry
+// ("a,,b", "a,") is an InvalidArgument naming --option: nothing a user typed is dropped silently.
+std::vector<std::string> split_list(const std::string& value, const std::string& option);
 
 struct Command {
   const char* name;

@@ -19,14 +19,8 @@
 namespace mmrt::cli {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, sep))
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
+// Bounds of the load a run may ask for: every request of the trace is generated up front.
+constexpr double kMaxRate = 10000, kMaxDurationS = 86400, kMaxRequests = 100000;
 
 // One entry of --policy: a policy name, optionally with ":plain" = no admission control and no
 // batch controller (what an engine without SLA classes does: admit everything, fixed budget).
@@ -118,29 +112,38 @@ int run_bench(Args& args) {
   cfg.model_dir = args.require("model");
   WorkloadOptions w;
   w.name = args.get_or("workload", "mixed");
-  w.rate = args.get_double("rate", 2.0);
-  w.duration_s = args.get_double("duration", 10.0);
-  w.seed = static_cast<uint64_t>(args.get_int("seed", 1));
-  w.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 24));
-  w.image_side = static_cast<int>(args.get_int("image-size", 224));
+  w.rate = args.get_double("rate", 2.0, 0.01, kMaxRate);
+  w.duration_s = args.get_double("duration", 10.0, 0.1, kMaxDurationS);
+  w.seed = static_cast<uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
+  w.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 24, 1, 1 << 20));
+  w.image_side = static_cast<int>(args.get_int("image-size", 224, 28, 4096));
   std::vector<PolicyRun> policies;
-  for (const auto& p : split(args.get_or("policy", "fcfs,slo"), ','))
+  for (const auto& p : split_list(args.get_or("policy", "fcfs,slo"), "policy"))
     policies.push_back(parse_policy_run(p));
   std::string json_path = args.get_or("json", "");
   std::string sla_path = args.get_or("sla", "");
-  int warmup = static_cast<int>(args.get_int("warmup", 8));
+  int warmup = static_cast<int>(args.get_int("warmup", 8, 0, 10000));
   bool quiet = args.flag("quiet");
   bool no_admission = args.flag("no-admission");
   bool no_controller = args.flag("no-batch-controller");
-  cfg.scheduler.token_budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
+  cfg.scheduler.token_budget = step_tokens_option(args);
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
   cfg.backend = backend_options(args);
   args.finish();
   if (w.name != "mixed" && w.name != "text" && w.name != "image")
     throw InvalidArgument("--workload must be mixed, text or image");
-  if (w.image_side < 28 || w.image_side > 4096)
-    throw InvalidArgument("--image-size must be in [28, 4096]");
+  if (w.rate * w.duration_s > kMaxRequests) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg,
+                  "--rate %g x --duration %g s is %.0f requests, more than the %.0f one run may "
+                  "have",
+                  w.rate, w.duration_s, w.rate * w.duration_s, kMaxRequests);
+    throw InvalidArgument(msg);
+  }
+  // Fail on a --json path that cannot be written now, not after the whole run.
+  if (!json_path.empty() && !std::ofstream(json_path, std::ios::app))
+    throw InvalidArgument("cannot write --json file '" + json_path + "'");
   if (!sla_path.empty()) cfg.sla = engine::SlaConfig::load(sla_path);
   for (const auto& [c, p] : w.class_mix) cfg.sla.get(c);
   cfg.admission_control = !no_admission;

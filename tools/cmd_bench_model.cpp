@@ -189,13 +189,12 @@ std::vector<double> alternated_rate_ratios(Lm& a, Lm& b, int64_t prompt_len, int
 
 int run_bench_model(Args& args) {
   std::string dir = args.require("model");
-  int64_t prompt_len = args.get_int("prompt", 512);
-  int steps = static_cast<int>(args.get_int("steps", 16));
-  if (steps < 1) throw InvalidArgument("--steps must be >= 1");
+  int64_t prompt_len = args.get_int("prompt", 512, 1, 1 << 20);
+  int steps = static_cast<int>(args.get_int("steps", 16, 1, 100000));
   bool do_int8 = !args.flag("no-int8");
-  int image_side = static_cast<int>(args.get_int("image-side", 448));
+  int image_side = static_cast<int>(args.get_int("image-side", 448, 0, 8192));
   std::string conc = args.get_or("concurrency", "");
-  int64_t bw_mb = args.get_int("bandwidth-mb", 1024);
+  int64_t bw_mb = args.get_int("bandwidth-mb", 1024, 16, 1 << 20);
   const models::LoadOptions base = load_options(args);
   const engine::KvOptions kvo = kv_options(args);
   const kernels::BackendOptions bopts = backend_options(args);

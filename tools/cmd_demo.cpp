@@ -42,10 +42,11 @@ int run_demo(Args& args) {
   std::printf("== 2. load (the registry picks the family from config.json)\n");
   Stopwatch sw;
   const models::ModelFamily& family = models::family_for_checkpoint(dir);
-  const models::InspectLines lines = family.inspect(dir);
+  const models::InspectLines lines = family.inspect(dir).lines;
   const kernels::Backend be;
   const models::Model model = models::load_model(be, dir);
-  auto tok = io::Tokenizer::from_file((fs::path(dir) / "tokenizer.json").string());
+  auto tok = models::load_tokenizer(dir);
+  models::check_tokenizer(tok, model.spec.vocab_size, dir);
   double ms = sw.millis();
   auto st = io::SafeTensors::open(dir);
   std::printf("   family %s\n", family.name);

@@ -17,30 +17,11 @@ namespace fs = std::filesystem;
 namespace mmrt::cli {
 namespace {
 
-std::vector<uint8_t> read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound("cannot open " + std::string(what) + " '" + path + "'");
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 // --prompt-file FILE ('-': standard input), for prompts longer than one command-line argument
 // may be (128 KiB on Linux).
 std::string read_prompt_file(const std::string& path) {
-  if (path == "-")
-    return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-  const std::vector<uint8_t> b = read_file(path, "prompt file");
-  return {b.begin(), b.end()};
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == ',') {
-      if (i > b) out.push_back(s.substr(b, i - b));
-      b = i + 1;
-    }
-  return out;
+  const io::FileLimit limit{.what = "prompt file", .max_bytes = 64ull << 20};
+  return path == "-" ? io::read_stdin(limit) : io::read_file(path, limit);
 }
 
 double ms(int64_t ns) {
@@ -53,24 +34,26 @@ int run_generate(Args& args) {
   std::vector<std::string> prompts = args.get_all("prompt");
   for (const auto& f : args.get_all("prompt-file")) prompts.push_back(read_prompt_file(f));
   const std::string sla_class = args.get_or("sla-class", "");
-  const double ttft_ms = args.get_double("ttft-deadline-ms", 0.0);
+  const double ttft_ms = args.get_double("ttft-deadline-ms", 0.0, 0.0, 3.6e6);
   const std::string sla_file = args.get_or("sla-config", "");
   std::vector<std::string> images = args.get_all("image");
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
-  sp.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 128));
-  sp.temperature = static_cast<float>(args.get_double("temperature", 0.0));
-  sp.top_k = static_cast<int32_t>(args.get_int("top-k", 0));
-  sp.top_p = static_cast<float>(args.get_double("top-p", 1.0));
-  sp.min_p = static_cast<float>(args.get_double("min-p", 0.0));
-  sp.repetition_penalty = static_cast<float>(args.get_double("repetition-penalty", 1.0));
-  sp.presence_penalty = static_cast<float>(args.get_double("presence-penalty", 0.0));
-  sp.frequency_penalty = static_cast<float>(args.get_double("frequency-penalty", 0.0));
-  sp.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+  sp.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 128, 1, 1 << 24));
+  sp.temperature = static_cast<float>(args.get_double("temperature", 0.0, 0.0, 100.0));
+  sp.top_k = static_cast<int32_t>(args.get_int("top-k", 0, 0, 1 << 24));
+  sp.top_p = static_cast<float>(args.get_double("top-p", 1.0, 0.0, 1.0));
+  sp.min_p = static_cast<float>(args.get_double("min-p", 0.0, 0.0, 1.0));
+  sp.repetition_penalty =
+      static_cast<float>(args.get_double("repetition-penalty", 1.0, 0.01, 100.0));
+  sp.presence_penalty = static_cast<float>(args.get_double("presence-penalty", 0.0, -2.0, 2.0));
+  sp.frequency_penalty = static_cast<float>(args.get_double("frequency-penalty", 0.0, -2.0, 2.0));
+  sp.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, INT64_MAX));
   sp.stop = args.get_all("stop");
   sp.ignore_eos = args.flag("ignore-eos");
-  cfg.scheduler.token_budget = static_cast<int32_t>(args.get_int("step-tokens", 512));
+  cfg.scheduler.token_budget = step_tokens_option(args);
+  const io::FileLimit image_limit = image_file_limit(args);
   cfg.policy = args.get_or("policy", "fcfs");
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
@@ -78,9 +61,6 @@ int run_generate(Args& args) {
   args.finish();
   if (prompts.empty())
     throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
-  if (!(ttft_ms >= 0) || ttft_ms > 3.6e6)
-    throw InvalidArgument("--ttft-deadline-ms must be in [0, 3600000], got " +
-                          std::to_string(ttft_ms));
   if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);
   if (!sla_class.empty()) cfg.sla.get(sla_class);  // unknown classes: a clear error now
   if (images.size() > prompts.size())
@@ -88,6 +68,11 @@ int run_generate(Args& args) {
         "more --image options than --prompt options: the i-th --image (a file or a "
         "comma-separated list) goes with the i-th --prompt");
   sp.validate();
+  // Every image is read (bounded, regular files only) before the model loads.
+  std::vector<std::vector<std::vector<uint8_t>>> image_bytes(images.size());
+  for (size_t i = 0; i < images.size(); ++i)
+    for (const auto& path : split_list(images[i], "image"))
+      image_bytes[i].push_back(io::read_file_bytes(path, image_limit));
 
   auto eng = engine::Engine::create(cfg);
   std::vector<engine::RequestHandle> handles;
@@ -97,8 +82,8 @@ int run_generate(Args& args) {
     models::ChatMessage user;
     user.role = "user";
     if (i < images.size())
-      for (const auto& path : split_commas(images[i])) {
-        g.add_image(read_file(path, "image file"));
+      for (auto& bytes : image_bytes[i]) {
+        g.add_image(std::move(bytes));
         user.content.push_back({models::ContentPart::Kind::kImage, ""});
       }
     user.content.push_back({models::ContentPart::Kind::kText, prompts[i]});
@@ -110,13 +95,15 @@ int run_generate(Args& args) {
     handles.push_back(eng->submit(std::move(g)));
   }
   if (handles.size() == 1) {
+    bool wrote = false;
     for (;;) {
       auto ev = handles[0].next();
       if (ev->kind == engine::StreamEvent::Kind::kDone) break;
       std::fwrite(ev->text.data(), 1, ev->text.size(), stdout);
       std::fflush(stdout);
+      wrote = wrote || !ev->text.empty();
     }
-    std::printf("\n");
+    if (wrote) std::printf("\n");  // a refused or failed request leaves stdout empty
   }
   int rc = 0;
   for (size_t i = 0; i < handles.size(); ++i) {
@@ -191,6 +178,8 @@ MMRT_COMMAND(
     "                          --sla-config): refused up front when it cannot be met\n"
     "  --ttft-deadline-ms MS   first token within MS ms, or refused\n"
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
+    "input limits:\n"
+    "  --max-image-bytes N     refuse image files larger than N bytes (default 64 MiB)\n"
     "  --quiet                 no timing lines\n",
     {"ignore-eos", "quiet", "map-weights"}, run_generate);
 

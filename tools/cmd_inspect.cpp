@@ -20,12 +20,15 @@ int run(cli::Args& args) {
   if (args.positional().size() != 1)
     throw InvalidArgument("expected exactly one checkpoint folder (see mmrt inspect --help)");
   const std::string dir = args.positional()[0];
-  if (!fs::is_directory(dir)) throw NotFound(dir + ": not a directory");
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const models::ModelFamily& family = models::family_for_checkpoint(dir);
-  const models::InspectLines lines = family.inspect(dir);  // config + every tensor checked
+  const models::Inspection ins = family.inspect(dir);  // config + every tensor checked
+  const auto t1 = clock::now();
+  const io::Tokenizer tok = models::load_tokenizer(dir);
+  const double tok_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
+  models::check_tokenizer(tok, ins.vocab_size, dir);
   const io::SafeTensors st = io::SafeTensors::open(dir);
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
 
@@ -40,22 +43,16 @@ int run(cli::Args& args) {
   }
   std::printf("checkpoint    %s\n", dir.c_str());
   std::printf("family        %s\n", family.name);
-  for (const auto& [label, value] : lines) std::printf("%-13s %s\n", label.c_str(), value.c_str());
+  for (const auto& [label, value] : ins.lines)
+    std::printf("%-13s %s\n", label.c_str(), value.c_str());
   std::printf("tensors       %zu\n", st.size());
   std::printf("parameters    %lld (%.3f M)\n", (long long)params, params / 1e6);
   for (const auto& [dt, b] : bytes_by_dtype)
     std::printf("bytes %-7s %llu (%.1f MB, %zu tensors)\n", dt.c_str(), (unsigned long long)b,
                 b / 1e6, count_by_dtype[dt]);
   std::printf("shards        %zu\n", st.files().size());
-  const fs::path tok_path = fs::path(dir) / "tokenizer.json";
-  if (fs::exists(tok_path)) {
-    const auto t1 = clock::now();
-    io::Tokenizer tok = io::Tokenizer::from_file(tok_path.string());
-    const double tok_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
-    std::printf("tokenizer     %d tokens (loaded in %.1f ms)\n", tok.vocab_size(), tok_ms);
-  } else {
-    std::printf("tokenizer     none (no tokenizer.json)\n");
-  }
+  std::printf("tokenizer     %d tokens (loaded in %.1f ms; every id has an embedding row)\n",
+              tok.vocab_size(), tok_ms);
   std::printf("load time     %.1f ms (config + open + validate)\n", load_ms);
   return 0;
 }

@@ -25,8 +25,7 @@ int run(cli::Args& args) {
   const std::string arch = args.get_or("arch", "qwen2-vl");
   const std::string out = args.require("out");
   o.size = args.get_or("size", "tiny");
-  const int64_t seed = args.get_int("seed", 0);
-  if (seed < 0) throw InvalidArgument("--seed must be non-negative");
+  const int64_t seed = args.get_int("seed", 0, 0, INT64_MAX);
   o.seed = static_cast<uint64_t>(seed);
   o.dtype = args.get_choice<DType>("dtype", "bf16", {{"bf16", DType::kBF16}, {"f32", DType::kF32}});
   o.tokenizer_path = args.get_or("tokenizer", "");
@@ -35,9 +34,7 @@ int run(cli::Args& args) {
   if (tie && untie) throw InvalidArgument("--tie and --untie are mutually exclusive");
   if (tie) o.tied = true;
   if (untie) o.tied = false;
-  const int64_t shard_mb = args.get_int("max-shard-mb", 2000);
-  if (shard_mb <= 0 || shard_mb > 1'000'000)
-    throw InvalidArgument("--max-shard-mb must be in 1..1000000, got " + std::to_string(shard_mb));
+  const int64_t shard_mb = args.get_int("max-shard-mb", 2000, 1, 1'000'000);
   o.max_shard_bytes = static_cast<uint64_t>(shard_mb) * 1000 * 1000;
   const int threads = cli::thread_count_option(args);
   args.finish();

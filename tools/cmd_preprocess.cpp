@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "io/npy.h"
 #include "media/image.h"
+#include "model_options.h"
 #include "models/qwen2_vl/image_processor.h"
 
 namespace mmrt::cli {
@@ -25,13 +26,6 @@ namespace fs = std::filesystem;
 using namespace mmrt::media;
 using namespace mmrt::models::qwen2_vl;
 using io::write_npy;
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound("--image " + path + ": cannot open");
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
-                              std::istreambuf_iterator<char>());
-}
 
 ImageProcessorConfig load_config(const std::string& model) {
   fs::path p(model);
@@ -67,18 +61,16 @@ int run_preprocess(Args& args) {
   const std::string image = args.require("image");
   const std::string mode_s = args.get_or("mode", "reference");
   const auto out = args.get("out");
-  const int64_t threads = args.get_int("threads", 1);
-  const int64_t repeat = args.get_int("repeat", 1);
+  const int64_t threads = args.get_int("threads", 1, 1, max_threads());
+  const int64_t repeat = args.get_int("repeat", 1, 1, 1'000'000);
   const auto size = args.get("size");
-  const int64_t max_src =
-      args.get_int("max-source-pixels", static_cast<int64_t>(DecodeOptions{}.max_pixels));
+  const int64_t max_src = max_source_pixels_option(args);
+  const io::FileLimit image_limit = image_file_limit(args);
   const bool json = args.flag("json");
   args.finish();
 
   if (mode_s != "reference" && mode_s != "fast")
     throw InvalidArgument("--mode must be reference or fast, got '" + mode_s + "'");
-  if (threads < 1 || threads > 1024) throw InvalidArgument("--threads must be 1..1024");
-  if (repeat < 1) throw InvalidArgument("--repeat must be >= 1");
   PreprocessOptions opts;
   opts.mode = mode_s == "fast" ? PreprocessMode::kFast : PreprocessMode::kReference;
   opts.max_source_pixels = static_cast<uint64_t>(max_src);
@@ -99,7 +91,7 @@ int run_preprocess(Args& args) {
   }
 
   const ImageProcessorConfig cfg = load_config(model);
-  const std::vector<uint8_t> bytes = read_file(image);
+  const std::vector<uint8_t> bytes = io::read_file_bytes(image, image_limit);
   const ImageInfo info = probe_image(bytes, {.max_pixels = opts.max_source_pixels});
 
   ImageInputs r;
@@ -189,6 +181,7 @@ MMRT_COMMAND(
     "  --size WxH         resize to exactly WxH (multiples of patch_size*merge_size) instead of\n"
     "                     smart_resize's size\n"
     "  --max-source-pixels N  refuse larger images (default 50000000)\n"
+    "  --max-image-bytes N    refuse image files larger than N bytes (default 64 MiB)\n"
     "  --json             print one JSON line instead of the text report\n\n"
     "Stages: 'decode+h-resize' is the decoder with the horizontal resize pass fused into it row\n"
     "by row; 'v-resize' is the vertical pass; 'normalize+patchify' is the fused rescale,\n"

@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "core/error.h"
+#include "io/file.h"
+#include "io/json_fields.h"
 #include "io/tokenizer.h"
 #include "io/unicode.h"
 
@@ -20,8 +22,7 @@ using namespace mmrt;
 namespace fs = std::filesystem;
 
 std::string read_stdin() {
-  std::ios::sync_with_stdio(false);
-  return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  return io::read_stdin({.what = "input", .max_bytes = 256ull << 20});
 }
 
 io::Tokenizer load(cli::Args& args) {
@@ -110,15 +111,15 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   if (first != std::string::npos && text[first] == '[') {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw InvalidArgument(std::string("stdin is not a valid JSON array of ids: ") + e.what());
+      j = io::parse_json(text, "stdin");
+    } catch (const FormatError& e) {
+      throw InvalidArgument(std::string(e.what()) + " (expected a JSON array of token ids)");
     }
     if (!j.is_array()) throw InvalidArgument("stdin: expected a JSON array of token ids");
     for (size_t i = 0; i < j.size(); ++i) {
       if (!j[i].is_number_integer())
         throw InvalidArgument("stdin: element " + std::to_string(i) + " of the JSON array (" +
-                              j[i].dump() + ") is not an integer token id");
+                              io::json_excerpt(j[i]) + ") is not an integer token id");
       const int64_t v = j[i].get<int64_t>();
       if (v < INT32_MIN || v > INT32_MAX)
         throw InvalidArgument("token id " + std::to_string(v) + " is out of range");

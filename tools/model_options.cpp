@@ -1,11 +1,16 @@
 #include "model_options.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "core/isa.h"
+#include "media/image.h"
 
 namespace mmrt::cli {
 
@@ -26,28 +31,42 @@ engine::KvOptions kv_options(Args& args) {
   engine::KvOptions o;
   o.dtype =
       args.get_choice<DType>("kv-dtype", "bf16", {{"bf16", DType::kBF16}, {"f32", DType::kF32}});
-  const int64_t mb = args.get_int("kv-mb", 256);
-  if (mb < 1 || mb > (int64_t{1} << 24))
-    throw InvalidArgument("--kv-mb must be in 1..16777216 (MiB), got " + std::to_string(mb));
+  const int64_t mb = args.get_int("kv-mb", 256, 1, int64_t{1} << 24);
   o.bytes = static_cast<uint64_t>(mb) << 20;
   return o;
 }
 
+io::FileLimit image_file_limit(Args& args) {
+  const int64_t n = args.get_int("max-image-bytes", 64 << 20, 1, int64_t{1} << 32);
+  return {.what = "image", .max_bytes = static_cast<uint64_t>(n), .option = "--max-image-bytes"};
+}
+
+int64_t max_source_pixels_option(Args& args) {
+  return args.get_int("max-source-pixels", static_cast<int64_t>(media::DecodeOptions{}.max_pixels),
+                      1, int64_t{1} << 31);
+}
+
+int32_t step_tokens_option(Args& args) {
+  return static_cast<int32_t>(args.get_int("step-tokens", 512, 16, 65536));
+}
+
+int max_threads() {
+  return std::max(64, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 int thread_count_option(Args& args) {
   int64_t def = 0;
+  const int hi = max_threads();
   if (const char* t = std::getenv("MMRT_THREADS")) {
-    char* end = nullptr;
-    const long v = std::strtol(t, &end, 10);
-    if (!*t || *end || v < 1 || v > 4096)
-      throw InvalidArgument("MMRT_THREADS must be a thread count in 1..4096, got '" +
-                            std::string(t) + "'");
+    int64_t v = 0;
+    const char* e = t + std::strlen(t);
+    const auto [p, ec] = std::from_chars(t, e, v);
+    if (ec != std::errc() || p != e || p == t || v < 1 || v > hi)
+      throw InvalidArgument("MMRT_THREADS must be a thread count in 1.." + std::to_string(hi) +
+                            ", got '" + std::string(t).substr(0, 40) + "'");
     def = v;
   }
-  const int64_t threads = args.get_int("threads", def);
-  if (threads < 0 || threads > 4096)
-    throw InvalidArgument("--threads must be in 1..4096 (0: every CPU), got " +
-                          std::to_string(threads));
-  return static_cast<int>(threads);
+  return static_cast<int>(args.get_int("threads", def, 0, hi));
 }
 
 kernels::BackendOptions backend_options(Args& args) {

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "engine/executor.h"
+#include "io/file.h"
 #include "kernels/backend.h"
 #include "models/model.h"
 
@@ -16,7 +17,8 @@
   "                          weight-only (float)\n"                                           \
   "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                          \
   "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
-  "  --threads N             compute threads (default: all CPUs; env MMRT_THREADS)\n"         \
+  "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"      \
+  "                          env MMRT_THREADS)\n"                                             \
   "  --isa NAME              highest kernel variant: portable, avx2, avx512, avx512bf16\n"    \
   "                          (default: the best this CPU has)\n"
 
@@ -26,6 +28,14 @@ namespace mmrt::cli {
 models::LoadOptions load_options(Args& args);
 // Reads --kv-dtype, --kv-mb.
 engine::KvOptions kv_options(Args& args);
+// Reads --max-image-bytes (default 64 MiB): the limit for reading an image file.
+io::FileLimit image_file_limit(Args& args);
+// Reads --max-source-pixels: the largest decoded image (default 50 Mpixel, at most 2^31).
+int64_t max_source_pixels_option(Args& args);
+// Reads --step-tokens (tokens per engine step, 16..65536, default 512).
+int32_t step_tokens_option(Args& args);
+// The most compute threads --threads / MMRT_THREADS may ask for: 4 per CPU, at least 64.
+int max_threads();
 // Reads --threads: the option, else $MMRT_THREADS, else 0 (every CPU).
 int thread_count_option(Args& args);
 // Reads --threads (as above) and --isa.

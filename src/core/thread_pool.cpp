@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -111,18 +112,29 @@ ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
   if (n_threads < 1) throw InvalidArgument("thread pool needs at least 1 thread");
   impl_->n_threads = n_threads;
   impl_->shares = std::make_unique<Impl::Share[]>(static_cast<size_t>(n_threads));
+  impl_->workers.reserve(static_cast<size_t>(n_threads - 1));
+  impl_->worker_ids.reserve(static_cast<size_t>(n_threads - 1));
   // Workers wait for their ids to be recorded before looking at any job.
   std::unique_lock<std::mutex> lk(impl_->mu);
   for (int i = 1; i < n_threads; ++i) {
-    impl_->workers.emplace_back([this, i] {
-      { std::lock_guard<std::mutex> wait(impl_->mu); }
-      impl_->worker_loop(i);
-    });
+    try {
+      impl_->workers.emplace_back([this, i] {
+        { std::lock_guard<std::mutex> wait(impl_->mu); }
+        impl_->worker_loop(i);
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads or memory for their stacks: stop the ones started, then say so.
+      lk.unlock();
+      shut_down();
+      throw ResourceExhausted("cannot start compute thread " + std::to_string(i + 1) + " of " +
+                              std::to_string(n_threads) + ": " + e.what() +
+                              " (ask for fewer with --threads)");
+    }
     impl_->worker_ids.push_back(impl_->workers.back().get_id());
   }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::shut_down() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     __atomic_store_n(&impl_->stop, true, __ATOMIC_RELEASE);
@@ -130,6 +142,11 @@ ThreadPool::~ThreadPool() {
   }
   impl_->cv_work.notify_all();
   for (auto& t : impl_->workers) t.join();
+  impl_->workers.clear();
+}
+
+ThreadPool::~ThreadPool() {
+  shut_down();
 }
 
 int ThreadPool::size() const {

@@ -41,6 +41,7 @@ class ThreadPool {
   int thread_index() const;
 
  private:
+  void shut_down();  // stops and joins every worker
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
            int chunks_per_thread, bool contiguous);
   struct Impl;

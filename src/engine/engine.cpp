@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -17,8 +16,6 @@
 #include "engine/admission.h"
 #include "io/tokenizer.h"
 #include "models/registry.h"
-
-namespace fs = std::filesystem;
 
 namespace mmrt::engine {
 
@@ -391,12 +388,12 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.cfg = cfg;
-  const fs::path dir(cfg.model_dir);
   m.backend = std::make_unique<kernels::Backend>(cfg.backend);
-  m.tok =
-      std::make_unique<io::Tokenizer>(io::Tokenizer::from_file((dir / "tokenizer.json").string()));
-  m.model = models::load_model(*m.backend, cfg.model_dir, cfg.model);
+  const models::ModelFamily& family = models::family_for_checkpoint(cfg.model_dir);
+  m.tok = std::make_unique<io::Tokenizer>(models::load_tokenizer(cfg.model_dir));
+  m.model = family.load(*m.backend, cfg.model_dir, cfg.model);
   const models::ModelSpec& spec = m.model.spec;
+  models::check_tokenizer(*m.tok, spec.vocab_size, cfg.model_dir);
   m.exec = std::make_unique<ModelExecutor>(*m.model.runner, spec.embed_dim, cfg.kv);
   const kernels::KvCacheConfig& kvc = m.exec->kv_config();
   m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);

@@ -1,10 +1,10 @@
 #include "engine/sla.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "io/file.h"
+#include "io/json_fields.h"
 
 namespace mmrt::engine {
 
@@ -20,12 +20,7 @@ SlaConfig SlaConfig::defaults() {
 }
 
 SlaConfig SlaConfig::from_json(const std::string& text, const std::string& origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(origin + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = io::parse_json(text, origin);
   if (!j.is_object() || !j.contains("classes") || !j["classes"].is_array() || j["classes"].empty())
     throw FormatError(origin + ": expected an object with a non-empty \"classes\" list");
   SlaConfig c;
@@ -71,11 +66,7 @@ SlaConfig SlaConfig::from_json(const std::string& text, const std::string& origi
 }
 
 SlaConfig SlaConfig::load(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw NotFound("cannot open SLA config '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return from_json(ss.str(), path);
+  return from_json(io::read_file(path, {.what = "SLA config", .max_bytes = 1 << 20}), path);
 }
 
 int SlaConfig::index_of(const std::string& name) const {

@@ -1,24 +1,17 @@
 #include "io/generation_config.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace mmrt::io {
 
 GenerationConfig load_generation_config(const std::string& path) {
   GenerationConfig g;
   if (!std::filesystem::exists(path)) return g;
-  std::ifstream f(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw FormatError(path + ": expected a JSON object");
+  const nlohmann::json j = parse_json_object(read_text_file(path), path);
   auto field = [&](const char* name, auto& out) {
     if (!j.contains(name) || j[name].is_null()) return;
     try {
@@ -33,7 +26,8 @@ GenerationConfig load_generation_config(const std::string& path) {
       g.eos_token_ids.push_back(e.get<int32_t>());
     } else if (e.is_array()) {
       for (const auto& v : e) {
-        if (!v.is_number_integer()) throw FormatError(path + ": eos_token_id list holds a non-integer");
+        if (!v.is_number_integer())
+          throw FormatError(path + ": eos_token_id list holds a non-integer");
         g.eos_token_ids.push_back(v.get<int32_t>());
       }
     } else {

@@ -1,43 +1,58 @@
 #include "io/json_fields.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "core/error.h"
+#include "io/file.h"
 
 namespace mmrt::io {
 
 using nlohmann::json;
 
-namespace {
-
-// A value as quoted in an error message: its JSON text, cut to a readable length.
-std::string quoted(const json& v) {
+std::string json_excerpt(const json& v) {
   constexpr size_t kMax = 80;
-  std::string s = v.dump();
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > kMax) s = s.substr(0, kMax) + "... (" + std::to_string(s.size()) + " chars)";
   return s;
 }
 
-}  // namespace
+void check_json_depth(std::string_view text, const std::string& origin) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw FormatError(origin + ": JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels (at byte " + std::to_string(i) + ")");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
 
-json parse_json_object(const std::string& text, const std::string& origin) {
-  json root;
+json parse_json(std::string_view text, const std::string& origin) {
+  check_json_depth(text, origin);
   try {
-    root = json::parse(text);
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw FormatError(origin + ": not valid JSON: " + e.what());
   }
+}
+
+json parse_json_object(std::string_view text, const std::string& origin) {
+  json root = parse_json(text, origin);
   if (!root.is_object()) throw FormatError(origin + ": top level is not a JSON object");
   return root;
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound(path + ": no such file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_file(path, {.what = "JSON file", .max_bytes = kMaxJsonFileBytes});
 }
 
 JsonFields::JsonFields(const json* primary, const json* fallback, std::string prefix,
@@ -66,7 +81,8 @@ std::optional<int64_t> JsonFields::opt_int(const std::string& key) const {
     if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<int64_t>(d)))
       return static_cast<int64_t>(d);
   }
-  throw FormatError(origin_ + ": field \"" + where + "\" must be an integer, got " + quoted(*j));
+  throw FormatError(origin_ + ": field \"" + where + "\" must be an integer, got " +
+                    json_excerpt(*j));
 }
 
 int64_t JsonFields::req_int(const std::string& key) const {
@@ -86,7 +102,8 @@ double JsonFields::num_or(const std::string& key, double def) const {
   const json* j = find(key, &where);
   if (!j || j->is_null()) return def;
   if (!j->is_number())
-    throw FormatError(origin_ + ": field \"" + where + "\" must be a number, got " + quoted(*j));
+    throw FormatError(origin_ + ": field \"" + where + "\" must be a number, got " +
+                      json_excerpt(*j));
   return j->get<double>();
 }
 
@@ -96,7 +113,7 @@ bool JsonFields::bool_or(const std::string& key, bool def) const {
   if (!j || j->is_null()) return def;
   if (!j->is_boolean())
     throw FormatError(origin_ + ": field \"" + where + "\" must be true or false, got " +
-                      quoted(*j));
+                      json_excerpt(*j));
   return j->get<bool>();
 }
 
@@ -105,7 +122,8 @@ std::string JsonFields::str_or(const std::string& key, const std::string& def) c
   const json* j = find(key, &where);
   if (!j || j->is_null()) return def;
   if (!j->is_string())
-    throw FormatError(origin_ + ": field \"" + where + "\" must be a string, got " + quoted(*j));
+    throw FormatError(origin_ + ": field \"" + where + "\" must be a string, got " +
+                      json_excerpt(*j));
   return j->get<std::string>();
 }
 
@@ -115,7 +133,8 @@ int64_t JsonFields::token_or(const std::string& key, int64_t def) const {
   if (!j || j->is_null()) return def;
   if (j->is_array() && !j->empty() && (*j)[0].is_number_integer()) return (*j)[0].get<int64_t>();
   if (j->is_number_integer()) return j->get<int64_t>();
-  throw FormatError(origin_ + ": field \"" + where + "\" must be a token id, got " + quoted(*j));
+  throw FormatError(origin_ + ": field \"" + where + "\" must be a token id, got " +
+                    json_excerpt(*j));
 }
 
 std::vector<int64_t> JsonFields::token_list(const std::string& key) const {
@@ -132,7 +151,7 @@ std::vector<int64_t> JsonFields::token_list(const std::string& key) const {
     if (ids.size() == j->size()) return ids;
   }
   throw FormatError(origin_ + ": field \"" + where +
-                    "\" must be a token id or a list of them, got " + quoted(*j));
+                    "\" must be a token id or a list of them, got " + json_excerpt(*j));
 }
 
 ConfigIdentity config_identity(const json& root, const std::string& origin) {
@@ -146,7 +165,7 @@ ConfigIdentity config_identity(const json& root, const std::string& origin) {
   if (root.contains("model_type") && !root["model_type"].is_null()) {
     if (!root["model_type"].is_string())
       throw FormatError(origin + ": field \"model_type\" must be a string, got " +
-                        quoted(root["model_type"]));
+                        json_excerpt(root["model_type"]));
     id.model_type = root["model_type"].get<std::string>();
   }
   return id;

@@ -8,14 +8,27 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mmrt::io {
 
-// Parses JSON text (FormatError naming `origin` when it is not JSON or not an object).
-nlohmann::json parse_json_object(const std::string& text, const std::string& origin);
-// Reads a whole file (NotFound when it cannot be opened).
+// Nesting deeper than this is refused before parsing: no configuration or tokenizer file nests
+// more than ~10 levels, and a bounded depth keeps every later recursive walk (comparison, dump)
+// off the end of the stack.
+inline constexpr int kMaxJsonDepth = 128;
+
+// Parses JSON text of any shape. FormatError naming `origin` when it is not JSON or nests deeper
+// than kMaxJsonDepth (checked in one linear pass before the parser runs).
+nlohmann::json parse_json(std::string_view text, const std::string& origin);
+// FormatError naming `origin` when `text` nests deeper than kMaxJsonDepth.
+void check_json_depth(std::string_view text, const std::string& origin);
+// parse_json, and FormatError unless the top level is an object.
+nlohmann::json parse_json_object(std::string_view text, const std::string& origin);
+// Reads a whole JSON metadata file: a regular file of at most kMaxJsonFileBytes (io/file.h).
 std::string read_text_file(const std::string& path);
+// A value as quoted in an error message: its JSON text, cut to 80 characters.
+std::string json_excerpt(const nlohmann::json& v);
 
 class JsonFields {
  public:

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/json_fields.h"
 #include "io/safetensors_internal.h"
 
 namespace mmrt::io {
@@ -48,7 +49,8 @@ struct MappedFile {
 };
 
 std::shared_ptr<MappedFile> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named as a shard must not block the open; the type is checked next.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) throw NotFound(path + ": no such file");
@@ -106,7 +108,7 @@ std::optional<uint64_t> as_u64(const json& j) {
 }
 
 std::string describe_number(const json& j) {
-  return j.is_string() ? j.get<std::string>() : j.dump();
+  return j.is_string() ? j.get<std::string>() : json_excerpt(j);
 }
 
 // Validates the header of a mapped file; returns its tensors and metadata.
@@ -137,6 +139,7 @@ ParsedFile parse_file(const MappedFile& mf, size_t file_index) {
     }
     return true;
   };
+  check_json_depth(std::string_view(text, n), F + ": header");
   json header;
   try {
     header = json::parse(text, text + n, cb);
@@ -187,10 +190,12 @@ ParsedFile parse_file(const MappedFile& mf, size_t file_index) {
       overflow |= __builtin_mul_overflow(numel, *dim, &numel);
     }
     if (!jo.is_array() || jo.size() != 2)
-      throw FormatError(T + "\"data_offsets\" must be an array of 2 integers, got " + jo.dump());
+      throw FormatError(T + "\"data_offsets\" must be an array of 2 integers, got " +
+                        json_excerpt(jo));
     auto b = as_u64(jo[0]), e = as_u64(jo[1]);
     if (!b || !e)
-      throw FormatError(T + "\"data_offsets\" must be non-negative integers, got " + jo.dump());
+      throw FormatError(T + "\"data_offsets\" must be non-negative integers, got " +
+                        json_excerpt(jo));
     if (*b > *e)
       throw FormatError(T + "data_offsets [" + std::to_string(*b) + ", " + std::to_string(*e) +
                         "] have begin > end");
@@ -232,15 +237,7 @@ ParsedFile parse_file(const MappedFile& mf, size_t file_index) {
 }
 
 json read_json_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound(path + ": no such file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    throw FormatError(path + ": not valid JSON: " + e.what());
-  }
+  return parse_json(read_text_file(path), path);
 }
 
 }  // namespace

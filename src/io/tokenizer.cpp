@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "io/file.h"
 #include "io/tokenizer_internal.h"
 
 namespace mmrt::io {
@@ -363,18 +364,8 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw NotFound(path + ": tokenizer file does not exist");
-  if (fs::is_directory(path, ec))
-    throw InvalidArgument(path + ": is a directory (expected the tokenizer.json file)");
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw NotFound(path + ": cannot open tokenizer file");
-  std::string text(static_cast<size_t>(f.tellg()), '\0');
-  f.seekg(0);
-  if (!f.read(text.data(), static_cast<std::streamsize>(text.size())))
-    throw NotFound(path + ": cannot read tokenizer file");
-  return from_json(text, path);
+  return from_json(read_file(path, {.what = "tokenizer file", .max_bytes = kMaxJsonFileBytes}),
+                   path);
 }
 
 Tokenizer Tokenizer::from_json(std::string_view text, const std::string& origin) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 #include "io/tokenizer_internal.h"
 
 namespace mmrt::io {
@@ -37,7 +38,7 @@ void require_empty_string(const Tokenizer::Impl& impl, const json& obj, const ch
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return;
   if (!it->is_string() || !it->get<std::string>().empty())
-    fail(impl, where + "." + key + " = " + it->dump() + " is not supported");
+    fail(impl, where + "." + key + " = " + json_excerpt(*it) + " is not supported");
 }
 
 void load_normalizer(const json& root, Tokenizer::Impl& impl) {
@@ -227,10 +228,10 @@ class TokenizerSax final : public json::json_sax_t {
   }
   bool bad_vocab(const json& v) {
     return fail_with("model.vocab[\"" + vocab_blob.substr(pending_.off, pending_.len) +
-                     "\"] = " + v.dump() + ": expected a non-negative integer id");
+                     "\"] = " + json_excerpt(v) + ": expected a non-negative integer id");
   }
   bool bad_merge(const json& v) {
-    return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " + v.dump() +
+    return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " + json_excerpt(v) +
                      ": expected \"a b\" or [\"a\", \"b\"]");
   }
   Span put(const std::string& s) {
@@ -246,8 +247,8 @@ class TokenizerSax final : public json::json_sax_t {
     const size_t sp = s.find(' ');
     if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() ||
         s.find(' ', sp + 1) != std::string::npos)
-      return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " + json(s).dump() +
-                       ": expected two tokens separated by one space");
+      return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " +
+                       json_excerpt(json(s)) + ": expected two tokens separated by one space");
     add_merge(s.substr(0, sp), s.substr(sp + 1));
     return true;
   }
@@ -304,7 +305,7 @@ void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
   }
   if (auto d = model.find("dropout");
       d != model.end() && !d->is_null() && !(d->is_number() && d->get<double>() == 0.0))
-    fail(impl, "model.dropout = " + d->dump() + " is not supported");
+    fail(impl, "model.dropout = " + json_excerpt(*d) + " is not supported");
   require_empty_string(impl, model, "continuing_subword_prefix", "model");
   require_empty_string(impl, model, "end_of_word_suffix", "model");
   impl.ignore_merges = get_bool(model, "ignore_merges", false);
@@ -312,10 +313,21 @@ void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
   if (!sax.has_merges) fail(impl, "model.merges missing or not an array");
 
   // Id space: vocabulary ids and added-token ids.
+  // Every table below has one entry per id up to the largest: bound it before allocating.
+  constexpr int64_t kMaxId = detail::PairMap::kMaxValue - 1;
   int64_t max_id = -1;
-  for (const auto& [span, id] : sax.vocab) max_id = std::max(max_id, id);
+  for (const auto& [span, id] : sax.vocab) {
+    if (id > kMaxId)
+      fail(impl, "model.vocab: id " + std::to_string(id) +
+                     " is larger than the largest supported id " + std::to_string(kMaxId));
+    max_id = std::max(max_id, id);
+  }
   size_t added_bytes = 0;
-  for (const auto& t : impl.added) {
+  for (size_t i = 0; i < impl.added.size(); ++i) {
+    const auto& t = impl.added[i];
+    if (t.id > kMaxId)
+      fail(impl, "added_tokens[" + std::to_string(i) + "]: id " + std::to_string(t.id) +
+                     " is larger than the largest supported id " + std::to_string(kMaxId));
     max_id = std::max<int64_t>(max_id, t.id);
     added_bytes += t.content.size();
   }
@@ -420,6 +432,7 @@ void load_added_tokens(const json& root, Tokenizer::Impl& impl) {
 }  // namespace
 
 void load_tokenizer_json(std::string_view text, Tokenizer::Impl& impl) {
+  check_json_depth(text, impl.origin);
   TokenizerSax sax;
   if (!json::sax_parse(text.begin(), text.end(), &sax) || !sax.error.empty())
     fail(impl, sax.error.empty() ? std::string("not valid JSON") : sax.error);

@@ -68,6 +68,20 @@ ImageFormat detect_format(std::span<const uint8_t> b) {
   return ImageFormat::kUnknown;
 }
 
+// The format whose signature `b` is a proper prefix of (a file cut inside its first bytes).
+const char* truncated_signature(std::span<const uint8_t> b) {
+  const auto prefix_of = [&](std::string_view sig, size_t at = 0) {
+    if (b.size() <= at) return true;
+    const size_t n = std::min(b.size() - at, sig.size());
+    return std::memcmp(b.data() + at, sig.data(), n) == 0;
+  };
+  using namespace std::string_view_literals;
+  if (b.size() < 3 && prefix_of("\xff\xd8\xff"sv)) return "JPEG";
+  if (b.size() < 8 && prefix_of("\x89PNG\r\n\x1a\n"sv)) return "PNG";
+  if (b.size() < 12 && prefix_of("RIFF"sv) && prefix_of("WEBP"sv, 8)) return "WebP";
+  return nullptr;
+}
+
 int jpeg_scale_denominator(int width, int height, int target_w, int target_h) {
   if (target_w <= 0 || target_h <= 0) return 1;
   for (int d : {8, 4, 2}) {
@@ -127,6 +141,9 @@ Header checked_header(std::span<const uint8_t> bytes, const DecodeOptions& opts)
       h = webp_header(bytes);
       break;
     case ImageFormat::kUnknown:
+      if (const char* cut = truncated_signature(bytes))
+        throw FormatError("truncated " + std::string(cut) + " file: only " +
+                          std::to_string(bytes.size()) + " bytes, shorter than its signature");
       throw FormatError("unrecognised image data (" + std::to_string(bytes.size()) +
                         " bytes starting " + hex_prefix(bytes) +
                         "): expected a JPEG, PNG or WebP file");

@@ -209,6 +209,10 @@ struct TinyModelResult {
 
 // What `mmrt inspect` shows of a checkpoint beyond its files: (label, value) lines.
 using InspectLines = std::vector<std::pair<std::string, std::string>>;
+struct Inspection {
+  InspectLines lines;
+  int64_t vocab_size = 0;  // embedding rows: every tokenizer id must be below it
+};
 
 struct ModelFamily {
   const char* name;                        // "qwen2-vl": make-tiny-model --arch, ModelSpec::family
@@ -218,7 +222,7 @@ struct ModelFamily {
   // Reads config.json, checks every tensor against it (before any compute), loads the weights.
   Model (*load)(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts);
   // The same checks as load() without loading the weights; the family-specific lines.
-  InspectLines (*inspect)(const std::string& dir);
+  Inspection (*inspect)(const std::string& dir);
   TinyModelResult (*make_tiny)(const std::string& dir, const TinyModelOptions& opts);
 };
 

@@ -33,8 +33,12 @@ std::string supported_architectures() {
 }
 
 const ModelFamily& family_for_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw NotFound("model folder '" + dir + "' " +
+                   (fs::exists(dir, ec) ? "is not a directory" : "does not exist"));
   const fs::path cfg = fs::path(dir) / "config.json";
-  if (!fs::exists(cfg)) throw NotFound("model folder '" + dir + "' has no config.json");
+  if (!fs::exists(cfg, ec)) throw NotFound("model folder '" + dir + "' has no config.json");
   const std::string origin = cfg.string();
   const io::ConfigIdentity id =
       io::config_identity(io::parse_json_object(io::read_text_file(origin), origin), origin);
@@ -60,6 +64,22 @@ const ModelFamily& family_named(const std::string& name) {
     names += (names.empty() ? "" : ", ") + std::string(f->name);
   }
   throw InvalidArgument("unknown model family '" + name + "' (available: " + names + ")");
+}
+
+io::Tokenizer load_tokenizer(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::exists(p, ec))
+    throw NotFound("model folder '" + dir + "' has no tokenizer.json (a checkpoint needs one)");
+  return io::Tokenizer::from_file(p.string());
+}
+
+void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir) {
+  if (tok.vocab_size() > vocab_size)
+    throw FormatError((fs::path(dir) / "tokenizer.json").string() + " has token ids up to " +
+                      std::to_string(tok.vocab_size() - 1) + " but config.json's vocab_size is " +
+                      std::to_string(vocab_size) + ": ids from " + std::to_string(vocab_size) +
+                      " on have no embedding row");
 }
 
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {

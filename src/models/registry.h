@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "io/tokenizer.h"
 #include "models/model.h"
 
 namespace mmrt::models {
@@ -20,6 +21,12 @@ const ModelFamily& family_for_checkpoint(const std::string& dir);
 const ModelFamily& family_named(const std::string& name);
 // "Qwen2VLForConditionalGeneration (qwen2-vl), ..." for messages and --help.
 std::string supported_architectures();
+
+// The checkpoint's tokenizer.json (NotFound when it has none).
+io::Tokenizer load_tokenizer(const std::string& dir);
+// FormatError when `tok` has ids the model has no embedding row for (id >= vocab_size): every
+// request producing one would fail.
+void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir);
 
 // family_for_checkpoint(dir).load(be, dir, opts).
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts = {});

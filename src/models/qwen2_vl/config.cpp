@@ -19,7 +19,8 @@ void parse_rope(const json& rs, const std::string& field, const std::string& ori
                 TextConfig& text) {
   if (rs.is_null()) return;
   if (!rs.is_object())
-    throw FormatError(origin + ": field \"" + field + "\" must be an object, got " + rs.dump());
+    throw FormatError(origin + ": field \"" + field + "\" must be an object, got " +
+                      io::json_excerpt(rs));
   std::string type;
   for (const char* k : {"type", "rope_type"}) {
     if (rs.contains(k)) {
@@ -45,7 +46,7 @@ void parse_rope(const json& rs, const std::string& field, const std::string& ori
     for (const auto& v : ms) {
       if (!v.is_number_integer())
         throw FormatError(origin + ": field \"" + field +
-                          ".mrope_section\" must hold integers, got " + ms.dump());
+                          ".mrope_section\" must hold integers, got " + io::json_excerpt(ms));
       text.mrope_section.push_back(v.get<int64_t>());
     }
   } else if (type == "mrope") {
@@ -134,16 +135,22 @@ void Config::validate(const std::string& origin) const {
   auto fail = [&](const std::string& field, const std::string& what) {
     throw FormatError(origin + ": " + field + " " + what);
   };
-  auto positive = [&](const char* field, int64_t v) {
+  // Sizes drive allocations (tensor tables, KV geometry, position tables): each is bounded, far
+  // above any released model, before anything is allocated from it.
+  auto positive = [&](const char* field, int64_t v, int64_t max) {
     if (v <= 0) fail(field, "must be positive, got " + std::to_string(v));
+    if (v > max)
+      fail(field, std::to_string(v) + " is larger than " + std::to_string(max) +
+                      ", more than any model this runtime can serve");
   };
-  positive("hidden_size", text.hidden_size);
-  positive("intermediate_size", text.intermediate_size);
-  positive("num_hidden_layers", text.num_hidden_layers);
-  positive("num_attention_heads", text.num_attention_heads);
-  positive("num_key_value_heads", text.num_key_value_heads);
-  positive("vocab_size", text.vocab_size);
-  positive("max_position_embeddings", text.max_position_embeddings);
+  constexpr int64_t kMaxWidth = int64_t{1} << 17, kMaxCount = 4096;
+  positive("hidden_size", text.hidden_size, kMaxWidth);
+  positive("intermediate_size", text.intermediate_size, int64_t{1} << 20);
+  positive("num_hidden_layers", text.num_hidden_layers, kMaxCount);
+  positive("num_attention_heads", text.num_attention_heads, kMaxCount);
+  positive("num_key_value_heads", text.num_key_value_heads, kMaxCount);
+  positive("vocab_size", text.vocab_size, int64_t{1} << 22);
+  positive("max_position_embeddings", text.max_position_embeddings, int64_t{1} << 24);
   if (text.hidden_size % text.num_attention_heads != 0)
     fail("hidden_size", std::to_string(text.hidden_size) + " is not divisible by " +
                             "num_attention_heads " + std::to_string(text.num_attention_heads));
@@ -153,8 +160,10 @@ void Config::validate(const std::string& origin) const {
                                     std::to_string(text.num_key_value_heads));
   if (text.head_dim() % 2 != 0)
     fail("hidden_size", "gives an odd head_dim " + std::to_string(text.head_dim()));
-  if (!(text.rms_norm_eps > 0)) fail("rms_norm_eps", "must be positive");
-  if (!(text.rope_theta > 0)) fail("rope_theta", "must be positive");
+  if (!(text.rms_norm_eps > 0 && text.rms_norm_eps < 1))
+    fail("rms_norm_eps", "must be in (0, 1), got " + std::to_string(text.rms_norm_eps));
+  if (!(text.rope_theta > 0 && text.rope_theta < 1e12))
+    fail("rope_theta", "must be in (0, 1e12), got " + std::to_string(text.rope_theta));
   if (text.hidden_act != "silu")
     fail("hidden_act", "is \"" + text.hidden_act + "\"; only \"silu\" is supported");
   if (!text.mrope_section.empty()) {
@@ -162,20 +171,20 @@ void Config::validate(const std::string& origin) const {
       fail("rope_scaling.mrope_section",
            "must have 3 entries (t, h, w), got " + std::to_string(text.mrope_section.size()));
     for (int64_t s : text.mrope_section)
-      if (s < 0) fail("rope_scaling.mrope_section", "has a negative entry");
+      if (s < 0 || s > kMaxWidth) fail("rope_scaling.mrope_section", "has an entry out of range");
     int64_t sum = std::accumulate(text.mrope_section.begin(), text.mrope_section.end(), int64_t{0});
     if (sum != text.head_dim() / 2)
       fail("rope_scaling.mrope_section", "sums to " + std::to_string(sum) + " but head_dim/2 is " +
                                              std::to_string(text.head_dim() / 2));
   }
-  positive("vision_config.depth", vision.depth);
-  positive("vision_config.embed_dim", vision.embed_dim);
-  positive("vision_config.num_heads", vision.num_heads);
-  positive("vision_config.mlp_ratio", vision.mlp_ratio);
-  positive("vision_config.in_chans", vision.in_chans);
-  positive("vision_config.patch_size", vision.patch_size);
-  positive("vision_config.spatial_merge_size", vision.spatial_merge_size);
-  positive("vision_config.temporal_patch_size", vision.temporal_patch_size);
+  positive("vision_config.depth", vision.depth, kMaxCount);
+  positive("vision_config.embed_dim", vision.embed_dim, kMaxWidth);
+  positive("vision_config.num_heads", vision.num_heads, kMaxCount);
+  positive("vision_config.mlp_ratio", vision.mlp_ratio, 64);
+  positive("vision_config.in_chans", vision.in_chans, 16);
+  positive("vision_config.patch_size", vision.patch_size, 1024);
+  positive("vision_config.spatial_merge_size", vision.spatial_merge_size, 64);
+  positive("vision_config.temporal_patch_size", vision.temporal_patch_size, 64);
   if (vision.embed_dim % vision.num_heads != 0)
     fail("vision_config.embed_dim", std::to_string(vision.embed_dim) +
                                         " is not divisible by vision_config.num_heads " +

@@ -41,6 +41,25 @@ Config read_config(const std::string& dir) {
   return cfg;
 }
 
+// preprocessor_config.json (the class defaults when absent), checked against the vision tower:
+// patches of another size or merge factor would give the tower features it cannot read.
+ImageProcessorConfig read_processor_config(const std::string& dir, const Config& cfg) {
+  const fs::path path = fs::path(dir) / "preprocessor_config.json";
+  std::error_code ec;
+  const ImageProcessorConfig pp =
+      fs::exists(path, ec) ? ImageProcessorConfig::load(path.string()) : ImageProcessorConfig{};
+  const std::pair<const char*, std::pair<int64_t, int64_t>> pairs[] = {
+      {"patch_size", {pp.patch_size, cfg.vision.patch_size}},
+      {"merge_size", {pp.merge_size, cfg.vision.spatial_merge_size}},
+      {"temporal_patch_size", {pp.temporal_patch_size, cfg.vision.temporal_patch_size}}};
+  for (const auto& [key, v] : pairs)
+    if (v.first != v.second)
+      throw FormatError(path.string() + ": " + key + " " + std::to_string(v.first) +
+                        " disagrees with config.json's vision_config (" + std::to_string(v.second) +
+                        ")");
+  return pp;
+}
+
 class Qwen2VLRunner final : public Runner {
  public:
   Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt)
@@ -85,9 +104,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   auto lm = Decoder::load(be, st, dc, opts);
   auto vt = VisionTower::load(be, st, cfg, lm->weight_format());
 
-  const fs::path pp_path = fs::path(dir) / "preprocessor_config.json";
-  const ImageProcessorConfig pp =
-      fs::exists(pp_path) ? ImageProcessorConfig::load(pp_path.string()) : ImageProcessorConfig{};
+  const ImageProcessorConfig pp = read_processor_config(dir, cfg);
   const io::GenerationConfig gen =
       io::load_generation_config((fs::path(dir) / "generation_config.json").string());
 
@@ -111,16 +128,19 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   return m;
 }
 
-InspectLines inspect(const std::string& dir) {
+Inspection inspect(const std::string& dir) {
   const Config cfg = read_config(dir);
   const io::SafeTensors st = io::SafeTensors::open(dir);
   const Layout layout = check_checkpoint(st, cfg);
+  const ImageProcessorConfig pp = read_processor_config(dir, cfg);
   const TextConfig& t = cfg.text;
   const VisionConfig& v = cfg.vision;
   auto n = [](int64_t x) { return std::to_string(x); };
   char num[64];
   std::snprintf(num, sizeof num, "rope_theta %g, rms_norm_eps %g", t.rope_theta, t.rms_norm_eps);
-  return {
+  Inspection r;
+  r.vocab_size = t.vocab_size;
+  r.lines = {
       {"architecture", cfg.architecture + " (model_type " + cfg.model_type + ", torch_dtype " +
                            cfg.torch_dtype + ")"},
       {"text", "hidden " + n(t.hidden_size) + ", layers " + n(t.num_hidden_layers) + ", heads " +
@@ -138,7 +158,9 @@ InspectLines inspect(const std::string& dir) {
       {"naming", layout.naming == Naming::kOld ? "old (model.*, visual.*)"
                                                : "new (model.language_model.*, model.visual.*)"},
       {"lm_head", layout.tied ? "tied to embed_tokens" : "separate (untied)"},
+      {"images", n(pp.min_pixels) + ".." + n(pp.max_pixels) + " pixels after resize"},
   };
+  return r;
 }
 
 TinyModelResult make_tiny(const std::string& dir, const TinyModelOptions& o) {

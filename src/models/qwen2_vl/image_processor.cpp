@@ -6,15 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/json_fields.h"
 #include "media/pipeline.h"
 
 namespace mmrt::models::qwen2_vl {
@@ -38,12 +37,12 @@ int64_t json_int(const json& v, const std::string& key, const std::string& origi
     double d = v.get<double>();
     if (std::floor(d) == d && std::abs(d) < 9e15) return static_cast<int64_t>(d);
   }
-  throw FormatError(origin + ": \"" + key + "\" must be an integer, got " + v.dump());
+  throw FormatError(origin + ": \"" + key + "\" must be an integer, got " + io::json_excerpt(v));
 }
 
 double json_number(const json& v, const std::string& key, const std::string& origin) {
   if (!v.is_number())
-    throw FormatError(origin + ": \"" + key + "\" must be a number, got " + v.dump());
+    throw FormatError(origin + ": \"" + key + "\" must be a number, got " + io::json_excerpt(v));
   return v.get<double>();
 }
 
@@ -55,7 +54,7 @@ std::array<double, 3> json_triple(const json& v, const std::string& key,
   }
   if (!v.is_array() || v.size() != 3)
     throw FormatError(origin + ": \"" + key + "\" must be 3 numbers (one per RGB channel), got " +
-                      v.dump());
+                      io::json_excerpt(v));
   return {json_number(v[0], key, origin), json_number(v[1], key, origin),
           json_number(v[2], key, origin)};
 }
@@ -64,13 +63,7 @@ std::array<double, 3> json_triple(const json& v, const std::string& key,
 
 ImageProcessorConfig ImageProcessorConfig::from_json(std::string_view text,
                                                      const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw FormatError(origin + ": invalid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw FormatError(origin + ": expected a JSON object");
+  const json j = io::parse_json_object(text, origin);
   ImageProcessorConfig c;
   auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
   if (has("size")) {
@@ -114,19 +107,23 @@ ImageProcessorConfig ImageProcessorConfig::from_json(std::string_view text,
       throw Unimplemented(origin + ": resample filter " + std::to_string(r) +
                           " is not supported (2 = bilinear and 3 = bicubic are)");
   }
-  if (c.min_pixels < 1 || c.max_pixels < 1)
-    throw FormatError(origin + ": min_pixels and max_pixels must be positive");
+  // The resized image holds up to max_pixels (x 3 channels x 4 bytes of features): bound it by
+  // what any Qwen2-VL checkpoint uses (12.8 Mpixel at most) with room to spare.
+  constexpr int64_t kMaxPixels = int64_t{1} << 26;
+  for (const auto& [key, v] : {std::pair{"min_pixels", c.min_pixels}, {"max_pixels", c.max_pixels}})
+    if (v < 1 || v > kMaxPixels)
+      throw FormatError(origin + ": \"" + key + "\" must be in 1.." + std::to_string(kMaxPixels) +
+                        ", got " + std::to_string(v));
+  if (c.min_pixels > c.max_pixels)
+    throw FormatError(origin + ": min_pixels " + std::to_string(c.min_pixels) +
+                      " is larger than max_pixels " + std::to_string(c.max_pixels));
   for (double s : c.image_std)
     if (s == 0.0) throw FormatError(origin + ": image_std has a zero entry");
   return c;
 }
 
 ImageProcessorConfig ImageProcessorConfig::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound("image processor config not found: " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return from_json(ss.str(), path);
+  return from_json(io::read_text_file(path), path);
 }
 
 ResizedSize smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
@@ -137,9 +134,9 @@ ResizedSize smart_resize(int64_t height, int64_t width, int64_t factor, int64_t 
   const double ratio =
       static_cast<double>(std::max(height, width)) / static_cast<double>(std::min(height, width));
   if (ratio > 200)
-    throw InvalidArgument("absolute aspect ratio must be smaller than 200, got " +
-                          fmt_double(ratio) + " (" + std::to_string(height) + "x" +
-                          std::to_string(width) + ")");
+    throw InvalidArgument("the image is " + std::to_string(width) + "x" + std::to_string(height) +
+                          " (width x height): its aspect ratio " + fmt_double(ratio) +
+                          " is over the 200 the model accepts");
   const double f = static_cast<double>(factor);
   const double h = static_cast<double>(height), w = static_cast<double>(width);
   int64_t hb = static_cast<int64_t>(std::nearbyint(h / f)) * factor;  // round-half-even

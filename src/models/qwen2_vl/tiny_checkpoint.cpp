@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/bpe_trainer.h"
+#include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "models/qwen2_vl/weights_spec.h"
 
@@ -85,14 +86,6 @@ void fill_values(void* dst, int64_t b, int64_t e, DType dtype, Init init, uint64
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw NotFound(path + ": no such file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
@@ -108,12 +101,7 @@ struct TokenizerFacts {
 };
 
 TokenizerFacts read_tokenizer_facts(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(origin + ": not valid JSON: " + e.what());
-  }
+  const json j = io::parse_json(text, origin);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() ||
       !j["model"].contains("vocab") || !j["model"]["vocab"].is_object())
     throw FormatError(origin + ": no model.vocab object (not a BPE tokenizer.json)");
@@ -303,7 +291,7 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   // Tokenizer first: its special-token ids go into config.json.
   std::string tok_text, tok_origin;
   if (!opts.tokenizer_path.empty()) {
-    tok_text = read_file(opts.tokenizer_path);
+    tok_text = io::read_text_file(opts.tokenizer_path);
     tok_origin = opts.tokenizer_path;
   } else {
     io::BpeTrainOptions bo;
