@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 MMRT := build/release/tools/mmrt
 
-.PHONY: setup build build-asan build-tsan demo test test-asan test-tsan bench clean format
+.PHONY: setup build build-asan build-tsan build-fuzz demo test test-asan test-tsan fuzz fuzz-smoke bench clean format
 
 setup:
 	@bash scripts/setup.sh
@@ -20,6 +20,10 @@ build-tsan: setup
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS)
 
+build-fuzz: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+
 demo: build
 	@$(MMRT) demo
 
@@ -32,6 +36,15 @@ test-asan: build-asan
 # ThreadSanitizer over the unit tests (the engine's threads); not part of CI.
 test-tsan: build-tsan
 	@ctest --preset tsan -j $(JOBS)
+
+# libFuzzer targets under ASan + UBSan (fuzz/): FUZZ_SECONDS each (default 300); the working
+# corpus in build/fuzz/corpus grows from run to run. fuzz-smoke is CI's short pass (10 s each).
+FUZZ_SECONDS ?= 300
+fuzz: build-fuzz
+	@bash fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: build-fuzz
+	@bash fuzz/run.sh 10
 
 bench: build
 	@bash bench/run_all.sh

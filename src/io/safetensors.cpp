@@ -111,23 +111,22 @@ std::string describe_number(const json& j) {
   return j.is_string() ? j.get<std::string>() : json_excerpt(j);
 }
 
-// Validates the header of a mapped file; returns its tensors and metadata.
-ParsedFile parse_file(const MappedFile& mf, size_t file_index) {
-  const std::string& F = mf.path;
-  if (mf.size < 8)
-    throw FormatError(F + ": file is " + std::to_string(mf.size) +
+// Validates the header of one file's bytes; returns its tensors and metadata.
+ParsedFile parse_file(std::span<const uint8_t> file, const std::string& F, size_t file_index) {
+  if (file.size() < 8)
+    throw FormatError(F + ": file is " + std::to_string(file.size()) +
                       " bytes, shorter than the 8-byte header length field");
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | mf.base[i];
+  for (int i = 7; i >= 0; --i) n = (n << 8) | file.data()[i];
   if (n == 0) throw FormatError(F + ": header length is 0");
   if (n > kMaxHeaderBytes)
     throw FormatError(F + ": header length " + std::to_string(n) + " exceeds the 100 MB limit");
-  if (n > mf.size - 8)
+  if (n > file.size() - 8)
     throw FormatError(F + ": header length " + std::to_string(n) +
-                      " runs past the end of the file (" + std::to_string(mf.size) + " bytes)");
-  const char* text = reinterpret_cast<const char*>(mf.base + 8);
-  const uint64_t data_len = mf.size - 8 - n;
-  const uint8_t* data = mf.base + 8 + n;
+                      " runs past the end of the file (" + std::to_string(file.size()) + " bytes)");
+  const char* text = reinterpret_cast<const char*>(file.data() + 8);
+  const uint64_t data_len = file.size() - 8 - n;
+  const uint8_t* data = file.data() + 8 + n;
 
   // Duplicate keys are legal JSON but ambiguous here; nlohmann keeps the last, so catch them.
   std::set<std::string> seen_keys;
@@ -251,7 +250,7 @@ struct SafeTensors::Impl {
   // Maps `file`, validates it and merges its tensors; duplicates across shards are errors.
   void add_file(const std::string& file) {
     auto mf = map_file(file);
-    ParsedFile pf = parse_file(*mf, files.size());
+    ParsedFile pf = parse_file({mf->base, mf->size}, mf->path, files.size());
     if (files.empty()) metadata = pf.metadata;
     files.push_back(mf);
     for (auto& en : pf.entries) {
@@ -317,6 +316,12 @@ struct SafeTensors::Impl {
                           " is not listed in the weight_map of " + I);
   }
 };
+
+std::vector<TensorInfo> parse_safetensors(std::span<const uint8_t> file, const std::string& origin) {
+  std::vector<TensorInfo> out;
+  for (auto& en : parse_file(file, origin, 0).entries) out.push_back(std::move(en.info));
+  return out;
+}
 
 SafeTensors::SafeTensors(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SafeTensors::SafeTensors(SafeTensors&&) noexcept = default;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,11 @@ struct TensorInfo {
   std::string file;             // the shard it lives in (path as opened)
   uint64_t begin = 0, end = 0;  // byte range within the file's data section
 };
+
+// Validates the bytes of one .safetensors file exactly as SafeTensors::open does (header length,
+// JSON, names, dtypes, shapes, offsets, overlaps) and returns its tensors (`file` = origin).
+// FormatError naming `origin` and the problem.
+std::vector<TensorInfo> parse_safetensors(std::span<const uint8_t> file, const std::string& origin);
 
 // A read-only set of tensors from one .safetensors file or a sharded checkpoint.
 // Tensors returned by get() are views into the mapped files and keep them mapped. The mapping is

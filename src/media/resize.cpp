@@ -184,7 +184,6 @@ void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, const Med
 StreamingResizer::StreamingResizer(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter,
                                    const MediaContext& ctx)
     : in_w_(in_w),
-      in_h_(in_h),
       out_w_(out_w),
       out_h_(out_h),
       ctx_(ctx),

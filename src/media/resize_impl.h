@@ -63,7 +63,7 @@ class StreamingResizer {
   Image finish();
 
  private:
-  int in_w_, in_h_, out_w_, out_h_;
+  int in_w_, out_w_, out_h_;
   bool need_h_, need_v_;
   int y_first_ = 0, y_last_ = 0;  // source rows the vertical pass reads
   AxisPlan vert_;

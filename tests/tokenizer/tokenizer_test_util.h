@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/qwen2_vl/tiny_checkpoint.h"
+
 namespace mmrt::test {
 
 inline std::filesystem::path source_dir() {
@@ -90,14 +92,9 @@ inline std::string ids_str(const std::vector<int32_t>& ids, size_t from = 0, siz
 }
 
 // Qwen2-VL's special tokens in id order (the real checkpoint numbers them from 151643): test data
-// for the trainer, as make-tiny-model passes them.
+// for the trainer, the list make-tiny-model passes.
 inline const std::vector<std::string>& qwen2_specials() {
-  static const std::vector<std::string> tokens = {
-      "<|endoftext|>",      "<|im_start|>",     "<|im_end|>",     "<|object_ref_start|>",
-      "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",    "<|quad_start|>",
-      "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-      "<|image_pad|>",      "<|video_pad|>"};
-  return tokens;
+  return models::qwen2_vl::special_tokens();
 }
 
 }  // namespace mmrt::test

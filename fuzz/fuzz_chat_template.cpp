@@ -1,0 +1,40 @@
+// Chat messages as a request carries them (roles, text, image/video/audio parts), rendered by
+// the Qwen2-VL chat template and tokenised. Input: parts separated by NUL bytes; a part's first
+// byte picks its role or kind. Nothing may crash; an audio part is Unimplemented.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "fuzz_tokenizer.h"
+#include "models/qwen2_vl/chat_template.h"
+
+using namespace mmrt::models;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const char* roles[] = {"system", "user", "assistant", "tool"};
+  std::vector<ChatMessage> msgs;
+  qwen2_vl::ChatTemplateOptions opts;
+  size_t b = 0;
+  for (size_t i = 0; i <= size; ++i) {
+    if (i < size && data[i] != 0) continue;
+    if (i > b) {
+      const uint8_t sel = data[b];
+      const std::string text(reinterpret_cast<const char*>(data) + b + 1, i - b - 1);
+      if (msgs.empty() || (sel & 0x80)) msgs.push_back({roles[sel & 3], {}});
+      const auto kind = static_cast<ContentPart::Kind>((sel >> 2) & 3);
+      msgs.back().content.push_back({kind, kind == ContentPart::Kind::kText ? text : ""});
+      opts.add_vision_id = (sel & 0x40) != 0;
+      opts.add_generation_prompt = (sel & 0x20) != 0;
+    }
+    b = i + 1;
+  }
+  try {
+    const std::string prompt = qwen2_vl::render_chat(msgs, opts);
+    (void)fuzz_tokenizer().encode(prompt);
+  } catch (const mmrt::Unimplemented&) {
+  } catch (const mmrt::InvalidArgument&) {
+  }
+  return 0;
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpora under fuzz/corpus/ (committed; rerun to regenerate).
+
+Usage: make_seeds.py MMRT_BINARY   (the binary writes the tiny checkpoint whose config.json,
+preprocessor_config.json and tokenizer.json seed the text fuzzers). Images come from PIL, the
+safetensors file is written by hand from the format's definition.
+"""
+import io
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+from PIL import Image
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def image_seeds():
+    # First byte: mode selector of fuzz_image (0 reference, 1 fast).
+    def img(mode, size, color):
+        im = Image.new(mode, size, color)
+        for x in range(size[0]):  # a little structure for the codecs to chew on
+            im.putpixel((x, x * size[1] // size[0]), 0 if mode in ("L", "1", "P", "I;16") else (0,) * len(mode))
+        return im
+
+    def save(im, fmt, **kw):
+        b = io.BytesIO()
+        im.save(b, fmt, **kw)
+        return b.getvalue()
+
+    rgb = img("RGB", (40, 30), (200, 30, 60))
+    seeds = {
+        "rgb.png": save(rgb, "PNG"),
+        "gray.png": save(img("L", (17, 9), 128), "PNG"),
+        "palette.png": save(rgb.convert("P"), "PNG"),
+        "rgba.png": save(img("RGBA", (12, 20), (1, 2, 3, 4)), "PNG"),
+        "gray16.png": save(img("I;16", (8, 8), 300), "PNG"),
+        "optimized.png": save(rgb, "PNG", optimize=True),
+        "baseline.jpg": save(rgb, "JPEG", quality=80),
+        "progressive.jpg": save(rgb, "JPEG", quality=60, progressive=True),
+        "gray.jpg": save(img("L", (33, 7), 90), "JPEG"),
+        "cmyk.jpg": save(rgb.convert("CMYK"), "JPEG"),
+        "subsampled.jpg": save(rgb, "JPEG", subsampling=2),
+        "lossy.webp": save(rgb, "WEBP", quality=50),
+        "lossless.webp": save(rgb, "WEBP", lossless=True),
+        "alpha.webp": save(img("RGBA", (10, 10), (9, 9, 9, 100)), "WEBP"),
+    }
+    for i, (name, data) in enumerate(sorted(seeds.items())):
+        put("fuzz_image", name, bytes([i & 1]) + data)
+
+
+def safetensors_seed(header, data):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_seeds():
+    put("fuzz_safetensors", "two.safetensors", safetensors_seed(
+        {"__metadata__": {"format": "pt"},
+         "a.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+         "b.bias": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}},
+        bytes(range(22))))
+    put("fuzz_safetensors", "f16.safetensors", safetensors_seed(
+        {"x": {"dtype": "F16", "shape": [1, 4], "data_offsets": [0, 8]}}, bytes(8)))
+    put("fuzz_safetensors", "empty.safetensors", safetensors_seed({}, b""))
+
+
+def checkpoint_seeds(mmrt):
+    tmp = tempfile.mkdtemp(prefix="mmrt_seeds_")
+    try:
+        subprocess.run([mmrt, "make-tiny-model", "--arch", "qwen2-vl", "--out", tmp + "/m"],
+                       check=True, stdout=subprocess.DEVNULL)
+        m = tmp + "/m"
+        cfg = open(m + "/config.json", "rb").read()
+        pp = open(m + "/preprocessor_config.json", "rb").read()
+        put("fuzz_config", "config.json", b"\0" + cfg)
+        c = json.loads(cfg)
+        c["rope_scaling"] = {"type": "mrope", "mrope_section": [2, 3, 3]}
+        c["text_config"] = {"hidden_size": c["hidden_size"], "vocab_size": c["vocab_size"]}
+        put("fuzz_config", "config_variant.json", b"\0" + json.dumps(c).encode())
+        put("fuzz_config", "preprocessor_config.json", b"\1" + pp)
+        p = json.loads(pp)
+        p["size"] = {"shortest_edge": 3136, "longest_edge": 12845056}
+        put("fuzz_config", "preprocessor_size.json", b"\1" + json.dumps(p).encode())
+        tok = open(m + "/tokenizer.json", "rb").read()
+        put("fuzz_tokenizer_json", "tiny_tokenizer.json", tok)  # also fuzz_tokenizer's tokenizer
+    finally:
+        shutil.rmtree(tmp)
+
+
+def text_seeds():
+    texts = {
+        "hello.txt": "Hello, world! How are you?\n".encode(),
+        "mixed.txt": "你好 🙂 <|im_start|>user\nx = 42;<|im_end|>\t  tabs".encode(),
+        "nfc.txt": "e\u0301 \u00e9 \ufb01 \u2126".encode(),
+        "invalid.txt": b"ok \xff\xfe \xc3\x28 \xed\xa0\x80 end",
+        "digits.txt": b"1234567890 3.14159 0x1F",
+    }
+    for n, t in texts.items():
+        put("fuzz_tokenizer", n, t)
+    # Chat: parts separated by NUL; the first byte of a part is role (bits 0-1), kind (2-3),
+    # new message (7), vision id (6), generation prompt (5).
+    put("fuzz_chat_template", "user_image.bin", b"\x81Describe\0\x05\0\x21what is it?")
+    put("fuzz_chat_template", "system_user.bin", b"\x80Be brief.\0\x81hi\0\x82hello\0\xe1more")
+    put("fuzz_chat_template", "audio.bin", b"\x81\x0cx")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    image_seeds()
+    safetensors_seeds()
+    checkpoint_seeds(sys.argv[1])
+    text_seeds()
+    n = sum(len(fs) for _, _, fs in os.walk(ROOT))
+    print(f"wrote {n} seed files under {ROOT}")
+
+
+if __name__ == "__main__":
+    main()
