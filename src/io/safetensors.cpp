@@ -317,7 +317,8 @@ struct SafeTensors::Impl {
   }
 };
 
-std::vector<TensorInfo> parse_safetensors(std::span<const uint8_t> file, const std::string& origin) {
+std::vector<TensorInfo> parse_safetensors(std::span<const uint8_t> file,
+                                          const std::string& origin) {
   std::vector<TensorInfo> out;
   for (auto& en : parse_file(file, origin, 0).entries) out.push_back(std::move(en.info));
   return out;

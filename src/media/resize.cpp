@@ -183,11 +183,7 @@ void vertical_pass(const Image& src, const AxisPlan& vert, Image& dst, const Med
 
 StreamingResizer::StreamingResizer(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter,
                                    const MediaContext& ctx)
-    : in_w_(in_w),
-      out_w_(out_w),
-      out_h_(out_h),
-      ctx_(ctx),
-      kern_(&resize_kernels(ctx.isa)) {
+    : in_w_(in_w), out_w_(out_w), out_h_(out_h), ctx_(ctx), kern_(&resize_kernels(ctx.isa)) {
   check_size(in_w, in_h, "source");
   check_size(out_w, out_h, "target");
   need_h_ = out_w != in_w;
