@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,14 @@ int main(int argc, char** argv) {
   } catch (const mmrt::Error& e) {
     std::fprintf(stderr, "mmrt %s: error (%s): %s\n", cmd.name,
                  std::string(mmrt::error_code_name(e.code())).c_str(), e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Sizes from input are bounded before they allocate (docs/hostile-input.md); reaching this
+    // means the machine itself ran short (e.g. a memory limit below the model's needs).
+    std::fprintf(stderr,
+                 "mmrt %s: error (resource_exhausted): out of memory: an allocation failed (is the "
+                 "process's memory limit below what the model and --kv-mb need?)\n",
+                 cmd.name);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mmrt %s: error: %s\n", cmd.name, e.what());
