@@ -73,6 +73,18 @@ std::string shown(const std::string& v) {
   return v.size() <= 40 ? v : v.substr(0, 40) + "...";
 }
 
+// `s` as a whole number of type T (an optional leading '+'), or nullopt.
+template <class T>
+std::optional<T> parse_whole(std::string_view s) {
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (b != e && *b == '+') ++b;
+  T r{};
+  const auto [p, ec] = std::from_chars(b, e, r);
+  if (s.empty() || ec != std::errc() || p != e) return std::nullopt;
+  return r;
+}
+
 std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -81,36 +93,28 @@ std::string number_text(double v) {
 
 }  // namespace
 
+std::optional<int64_t> parse_int(std::string_view s) {
+  return parse_whole<int64_t>(s);
+}
+
 int64_t Args::get_int(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
   auto v = get(key);
   if (!v) return def;
-  const auto fail = [&] {
+  const std::optional<int64_t> r = parse_int(*v);
+  if (!r || *r < lo || *r > hi)
     throw InvalidArgument("--" + key + " must be an integer in " + std::to_string(lo) + ".." +
                           std::to_string(hi) + ", got '" + shown(*v) + "'");
-  };
-  int64_t r = 0;
-  const char* b = v->data();
-  const char* e = b + v->size();
-  if (b != e && *b == '+') ++b;
-  const auto [p, ec] = std::from_chars(b, e, r);
-  if (ec != std::errc() || p != e || v->empty() || r < lo || r > hi) fail();
-  return r;
+  return *r;
 }
 
 double Args::get_double(const std::string& key, double def, double lo, double hi) {
   auto v = get(key);
   if (!v) return def;
-  const auto fail = [&] {
+  const std::optional<double> r = parse_whole<double>(*v);
+  if (!r || !(*r >= lo && *r <= hi))  // nan fails both comparisons
     throw InvalidArgument("--" + key + " must be a number in [" + number_text(lo) + ", " +
                           number_text(hi) + "], got '" + shown(*v) + "'");
-  };
-  double r = 0;
-  const char* b = v->data();
-  const char* e = b + v->size();
-  if (b != e && *b == '+') ++b;
-  const auto [p, ec] = std::from_chars(b, e, r);
-  if (ec != std::errc() || p != e || v->empty() || !(r >= lo && r <= hi)) fail();
-  return r;
+  return *r;
 }
 
 bool Args::flag(const std::string& key) {

@@ -59,6 +59,9 @@ class Args {
                                             const std::string& got);
 };
 
+// `s` as a whole integer (an optional leading '+'; nothing may follow), or nullopt.
+std::optional<int64_t> parse_int(std::string_view s);
+
 // The entries of a comma-separated option value ("a,b,c"). An empty value or an empty entry
 // ("a,,b", "a,") is an InvalidArgument naming --option: nothing a user typed is dropped silently.
 std::vector<std::string> split_list(const std::string& value, const std::string& option);

@@ -1,9 +1,7 @@
 #include "model_options.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -58,13 +56,11 @@ int thread_count_option(Args& args) {
   int64_t def = 0;
   const int hi = max_threads();
   if (const char* t = std::getenv("MMRT_THREADS")) {
-    int64_t v = 0;
-    const char* e = t + std::strlen(t);
-    const auto [p, ec] = std::from_chars(t, e, v);
-    if (ec != std::errc() || p != e || p == t || v < 1 || v > hi)
+    const std::optional<int64_t> v = parse_int(t);
+    if (!v || *v < 1 || *v > hi)
       throw InvalidArgument("MMRT_THREADS must be a thread count in 1.." + std::to_string(hi) +
                             ", got '" + std::string(t).substr(0, 40) + "'");
-    def = v;
+    def = *v;
   }
   return static_cast<int>(args.get_int("threads", def, 0, hi));
 }

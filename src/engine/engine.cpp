@@ -168,19 +168,22 @@ struct Engine::Impl : SchedulerView {
     cv.notify_all();
   }
 
+  // Ends `s` as cancelled if cancel() asked for it (under books_mu; the flag is read under mu).
+  bool end_if_cancelled(Submission& s) {
+    bool cancelled = false;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      cancelled = s.cancel_requested;
+    }
+    if (cancelled) complete(s, Outcome::kCancelled, "");
+    return cancelled;
+  }
+
   // A prepared request (under books_mu): admitted to the scheduler, or to media preprocessing,
   // or ended.
   void admit_prepared(Submission* s, int64_t now) {
     Request& r = *s->req;
-    bool cancelled = false;
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      cancelled = s->cancel_requested;
-    }
-    if (cancelled) {
-      complete(*s, Outcome::kCancelled, "");
-      return;
-    }
+    if (end_if_cancelled(*s)) return;
     std::string why;
     if (cfg.admission_control && !admission->admit(r, *this, now, why)) {
       complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
@@ -214,15 +217,7 @@ struct Engine::Impl : SchedulerView {
     for (Submission* s : prep) admit_prepared(s, now);
     for (Submission* s : rdy) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
-      bool cancelled = false;
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        cancelled = s->cancel_requested;
-      }
-      if (cancelled) {
-        complete(*s, Outcome::kCancelled, "");
-        continue;
-      }
+      if (end_if_cancelled(*s)) continue;
       try {
         media->apply(*s);
       } catch (const Error& err) {

@@ -172,6 +172,7 @@ struct MediaStage::Impl {
       throw MediaFailure(err.code(), err.what());
     }
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
+    s.media_pixels = pixels;
     r.media_pending = !s.media.empty();
     r.expected_media_ns = static_cast<double>(pixels) * ns_per_pixel.load();
     check_fits(r);
@@ -211,19 +212,16 @@ struct MediaStage::Impl {
   // model); it applies the result (apply()).
   void preprocess(Submission& s) {
     Stopwatch sw;
-    int64_t pixels = 0;
     Preprocessed& out = s.preprocessed;
     try {
-      for (const PendingMedia& m : s.media) {
-        pixels += processor.estimate(m.modality, m.bytes).source_pixels;
+      for (const PendingMedia& m : s.media)
         out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
-      }
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());
     }
     const double ms = sw.millis();
-    if (pixels > 0) {
-      const double rate = ms * 1e6 / static_cast<double>(pixels);
+    if (s.media_pixels > 0) {  // the headers' pixel count, read at prepare
+      const double rate = ms * 1e6 / static_cast<double>(s.media_pixels);
       ns_per_pixel.store(0.8 * ns_per_pixel.load() + 0.2 * rate);
     }
     out.done_ns = now_ns();

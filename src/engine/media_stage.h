@@ -44,6 +44,7 @@ struct Submission {
   std::vector<int32_t> prompt_ids;            // instead of messages: ids as given
   std::vector<PendingMedia> media;            // until preprocessed
   std::vector<int32_t> unexpanded;            // the prompt before media expansion
+  int64_t media_pixels = 0;                   // source pixels of its media, from the headers
   Preprocessed preprocessed;                  // written by the media stage, applied by apply()
   std::unique_ptr<OutputText> text;
   bool cancel_requested = false;

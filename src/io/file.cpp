@@ -57,7 +57,8 @@ Buf read_regular(const std::string& path, const FileLimit& limit) {
   const std::string who = std::string(limit.what) + " '" + path + "'";
   if (path.empty()) throw InvalidArgument(std::string("empty path given for the ") + limit.what);
   Fd f;
-  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer; the type is checked next.
+  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer; the type is checked next
+  // (reads of a regular file ignore the flag).
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (f.fd < 0) {
     const int e = errno;
@@ -70,8 +71,6 @@ Buf read_regular(const std::string& path, const FileLimit& limit) {
     throw InvalidArgument(who + " is " + kind_of(st.st_mode) + ", not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > limit.max_bytes) throw ResourceExhausted(too_large(who, size, limit));
-  // Back to blocking reads (a regular file never blocks long, but NONBLOCK is not meant here).
-  ::fcntl(f.fd, F_SETFL, ::fcntl(f.fd, F_GETFL) & ~O_NONBLOCK);
   Buf out(static_cast<size_t>(size), 0);
   const size_t got = read_all(f.fd, reinterpret_cast<char*>(out.data()), out.size(), who);
   out.resize(got);  // shrank while being read

@@ -101,6 +101,16 @@ class Hostile : public ::testing::Test {
     edit(j);
     return variant(name, file, j.dump());
   }
+  // A copy whose tokenizer.json has one more added (special) token, with id `id`.
+  static std::string with_added_token(const std::string& name, int64_t id) {
+    return edited(
+        name,
+        [id](json& t) {
+          t["added_tokens"].push_back(
+              {{"id", id}, {"content", "<|zz|>"}, {"special", true}, {"normalized", false}});
+        },
+        "tokenizer.json");
+  }
   // A copy whose `file` is a FIFO nobody writes to.
   static std::string with_fifo(const std::string& name, const std::string& file) {
     const std::string d = variant(name, file, "");
@@ -133,13 +143,7 @@ TEST_F(Hostile, HugeLayerCountsAreRefusedBeforeAllocating) {
 }
 
 TEST_F(Hostile, HugeTokenIdIsRefusedBeforeAllocating) {
-  const std::string m = edited(
-      "tok_id",
-      [](json& t) {
-        t["added_tokens"].push_back(
-            {{"id", 1000000000}, {"content", "<|zz|>"}, {"special", true}, {"normalized", false}});
-      },
-      "tokenizer.json");
+  const std::string m = with_added_token("tok_id", 1000000000);
   expect_refused(generate(m), "id 1000000000 is larger than the largest supported id");
   expect_refused(run_mmrt({"inspect", m}), "id 1000000000 is larger than the largest supported id");
 }
@@ -283,13 +287,7 @@ TEST_F(Hostile, ConfigsThatCannotWorkAreRefusedByGenerateAndInspect) {
 
 TEST_F(Hostile, CheckpointsThatCanNeverServeFailInspect) {
   // A tokenizer id the model has no embedding row for (the tiny vocabulary is 1024 rows).
-  const std::string tok = edited(
-      "tok_vocab",
-      [](json& t) {
-        t["added_tokens"].push_back(
-            {{"id", 1500}, {"content", "<|zz|>"}, {"special", true}, {"normalized", false}});
-      },
-      "tokenizer.json");
+  const std::string tok = with_added_token("tok_vocab", 1500);
   expect_refused(run_mmrt({"inspect", tok}),
                  "has token ids up to 1500 but config.json's vocab_size is 1024");
   expect_refused(generate(tok), "has token ids up to 1500");
