@@ -15,3 +15,5 @@ echo "== media vs PIL and OpenCV"
 echo "== model speed on the small checkpoint"
 [[ -f build/bench/small/config.json ]] || "$B/tools/mmrt" make-tiny-model --arch qwen2-vl --size small --out build/bench/small
 "$B/tools/mmrt" bench-model --model build/bench/small --concurrency 1,4,16
+echo "== media sandbox overhead"
+bash bench/sandbox_overhead.sh 10

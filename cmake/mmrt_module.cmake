@@ -33,32 +33,45 @@ function(mmrt_module name)
   endforeach()
 endfunction()
 
-# mmrt_test(NAME LIBS ... [REFERENCE files...] [SHARED files...]): GoogleTest binaries from the
-# .cpp files of the current folder. Files listed under REFERENCE (suites that compare with an
-# independent implementation run as a separate process: PyTorch, numpy, PIL, jinja2, node) form
-# test_NAME_ref, labelled `reference` (run by the release build only); the others form test_NAME,
-# labelled `unit` (release and ASan+UBSan). SHARED files (helpers) go into both.
+# mmrt_test(NAME LIBS ... [REFERENCE files...] [UNSANITIZED files...] [SHARED files...]):
+# GoogleTest binaries from the .cpp files of the current folder. Files listed under REFERENCE
+# (suites that compare with an independent implementation run as a separate process: PyTorch,
+# numpy, PIL, jinja2, node) form test_NAME_ref, labelled `reference` (run by the release build
+# only); UNSANITIZED files (what sanitizers cannot run under, e.g. address-space rlimits, which
+# their shadow memory exceeds) form test_NAME_limits, labelled `limits` and built without
+# sanitizers only; the others form test_NAME, labelled `unit` (release and ASan+UBSan). SHARED
+# files (helpers) go into all.
 function(mmrt_test name)
-  cmake_parse_arguments(T "" "" "LIBS;REFERENCE;SHARED" ${ARGN})
+  cmake_parse_arguments(T "" "" "LIBS;REFERENCE;UNSANITIZED;SHARED" ${ARGN})
   file(GLOB all CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   set(unit_srcs)
   set(ref_srcs)
+  set(limits_srcs)
   set(shared_srcs)
   foreach(s ${all})
     get_filename_component(f ${s} NAME)
     if(f IN_LIST T_REFERENCE)
       list(APPEND ref_srcs ${s})
+    elseif(f IN_LIST T_UNSANITIZED)
+      list(APPEND limits_srcs ${s})
     elseif(f IN_LIST T_SHARED)
       list(APPEND shared_srcs ${s})
     else()
       list(APPEND unit_srcs ${s})
     endif()
   endforeach()
-  foreach(kind unit reference)
+  foreach(kind unit reference limits)
     if(kind STREQUAL "unit")
       set(target test_${name})
       set(test ${name})
       set(srcs ${unit_srcs})
+    elseif(kind STREQUAL "limits")
+      set(target test_${name}_limits)
+      set(test ${name}_limits)
+      set(srcs ${limits_srcs})
+      if(MMRT_SANITIZE OR MMRT_SANITIZE_THREAD)
+        continue()
+      endif()
     else()
       set(target test_${name}_ref)
       set(test ${name}_ref)

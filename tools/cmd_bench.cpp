@@ -130,7 +130,9 @@ int run_bench(Args& args) {
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
   cfg.backend = backend_options(args);
+  cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
+  if (w.name == "text") cfg.media_sandbox.enabled = false;  // nothing to decode: no workers
   if (w.name != "mixed" && w.name != "text" && w.name != "image")
     throw InvalidArgument("--workload must be mixed, text or image");
   if (w.rate * w.duration_s > kMaxRequests) {
@@ -210,7 +212,7 @@ MMRT_COMMAND(
     "  --no-admission          serve everything (no refusals or downgrades)\n"
     "  --no-batch-controller   keep the step budget fixed\n"
     "  --json FILE             write the report as JSON\n"
-    "  --quiet                 no progress line\n" MMRT_MODEL_OPTIONS_HELP
+    "  --quiet                 no progress line\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --step-tokens N         maximum tokens per engine step (default 512)\n",
     {"quiet", "no-admission", "no-batch-controller", "map-weights"}, run_bench);
 

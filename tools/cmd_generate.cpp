@@ -58,7 +58,9 @@ int run_generate(Args& args) {
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
   cfg.backend = backend_options(args);
+  cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
+  if (images.empty()) cfg.media_sandbox.enabled = false;  // nothing to decode: no workers
   if (prompts.empty())
     throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
   if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);
@@ -170,7 +172,7 @@ MMRT_COMMAND(
     "  --presence-penalty P / --frequency-penalty F   OpenAI-style (default 0)\n"
     "  --seed N                sampling seed (default 0)\n"
     "  --stop TEXT             stop string (repeatable); --ignore-eos keeps going\n"
-    "runtime:\n" MMRT_MODEL_OPTIONS_HELP
+    "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --step-tokens N         token budget per engine step (default 512)\n"
     "  --policy fcfs|priority|slo   scheduling policy (default fcfs)\n"
     "latency promise (default none: best effort, never refused for time):\n"

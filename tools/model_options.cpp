@@ -65,6 +65,16 @@ int thread_count_option(Args& args) {
   return static_cast<int>(args.get_int("threads", def, 0, hi));
 }
 
+sandbox::MediaSandboxConfig media_sandbox_options(Args& args, const std::string& model_dir) {
+  sandbox::MediaSandboxConfig c;
+  c.enabled = args.get_choice<bool>("media-sandbox", "on", {{"on", true}, {"off", false}});
+  c.model_dir = model_dir;
+  c.memory_bytes = args.get_int("media-memory-mb", 1024, 16, 65536) << 20;
+  c.cpu_seconds = static_cast<int32_t>(args.get_int("media-cpu-seconds", 10, 1, 3600));
+  c.timeout_s = args.get_double("media-timeout", 30, 0.1, 3600);
+  return c;
+}
+
 kernels::BackendOptions backend_options(Args& args) {
   kernels::BackendOptions o;
   o.threads = thread_count_option(args);

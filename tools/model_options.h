@@ -6,6 +6,7 @@
 #include "io/file.h"
 #include "kernels/backend.h"
 #include "models/model.h"
+#include "sandbox/media_sandbox.h"
 
 #define MMRT_MODEL_OPTIONS_HELP                                                               \
   "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"  \
@@ -21,6 +22,14 @@
   "                          env MMRT_THREADS)\n"                                             \
   "  --isa NAME              highest kernel variant: portable, avx2, avx512, avx512bf16\n"    \
   "                          (default: the best this CPU has)\n"
+
+#define MMRT_SANDBOX_OPTIONS_HELP                                                              \
+  "  --media-sandbox on|off  decode media in confined worker processes (seccomp allow-list,\n" \
+  "                          memory and CPU limits, one tenant per worker; default on)\n"      \
+  "  --media-memory-mb N     heap a media worker may use (16..65536, default 1024)\n"          \
+  "  --media-cpu-seconds N   CPU time per media item in the sandbox (1..3600, default 10)\n"   \
+  "  --media-timeout S       wall time per media item in the sandbox (0.1..3600 s, default\n"  \
+  "                          30)\n"
 
 namespace mmrt::cli {
 
@@ -38,6 +47,9 @@ int32_t step_tokens_option(Args& args);
 int max_threads();
 // Reads --threads: the option, else $MMRT_THREADS, else 0 (every CPU).
 int thread_count_option(Args& args);
+// Reads --media-sandbox (default on), --media-memory-mb, --media-cpu-seconds and
+// --media-timeout for the checkpoint in `model_dir`.
+sandbox::MediaSandboxConfig media_sandbox_options(Args& args, const std::string& model_dir);
 // Reads --threads (as above) and --isa.
 kernels::BackendOptions backend_options(Args& args);
 

@@ -38,6 +38,17 @@ struct BufferCache::State {
   ~State() {
     for (auto& [cap, p] : idle) std::free(p);
   }
+  // Frees every idle buffer; false when there was none.
+  bool drop_idle() {
+    std::multimap<size_t, uint8_t*> drop;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      drop.swap(idle);
+      idle_bytes = 0;
+    }
+    for (auto& [cap, p] : drop) std::free(p);
+    return !drop.empty();
+  }
   void release(uint8_t* p, size_t cap) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -77,7 +88,15 @@ std::shared_ptr<uint8_t> BufferCache::get(size_t bytes) const {
       ++s_->misses;
     }
   }
-  if (!p) p = allocate(cap);
+  if (!p) {
+    try {
+      p = allocate(cap);
+    } catch (const ResourceExhausted&) {
+      // Idle buffers of other sizes may be all that stands between this one and a memory limit.
+      if (!s_->drop_idle()) throw;
+      p = allocate(cap);
+    }
+  }
   // The deleter keeps the cache's state alive: a buffer may outlive every handle.
   return std::shared_ptr<uint8_t>(p, [s = s_, got](uint8_t* q) { s->release(q, got); });
 }
@@ -90,14 +109,11 @@ BufferCacheStats BufferCache::stats() const {
 
 void BufferCache::set_limit(size_t max_idle_bytes) const {
   if (!s_) return;
-  std::multimap<size_t, uint8_t*> drop;
   {
     std::lock_guard<std::mutex> lock(s_->mu);
     s_->limit = max_idle_bytes;
-    drop.swap(s_->idle);
-    s_->idle_bytes = 0;
   }
-  for (auto& [cap, p] : drop) std::free(p);
+  s_->drop_idle();
 }
 
 }  // namespace mmrt

@@ -25,8 +25,8 @@ class BufferCache {
   static BufferCache create(size_t max_idle_bytes = size_t{512} << 20);
 
   // A buffer of at least `bytes` bytes (contents unspecified), 64-byte aligned; its memory returns
-  // to the cache when the last copy of the pointer is released. ResourceExhausted when out of
-  // memory (the message names the size).
+  // to the cache when the last copy of the pointer is released. When the allocation fails the
+  // idle buffers are freed and it is tried once more; then ResourceExhausted (naming the size).
   std::shared_ptr<uint8_t> get(size_t bytes) const;
 
   BufferCacheStats stats() const;

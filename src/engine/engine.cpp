@@ -374,6 +374,7 @@ struct Engine::Impl : SchedulerView {
     s.downgraded_late = a.downgraded_late;
     s.ttft_prediction = cost.ttft_error();
     s.cost_coefficients_ns = cost.coefficients_ns();
+    s.media_sandbox = media->sandbox_stats();
   }
 };
 
@@ -411,6 +412,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   // waits on model steps; buffers come from the backend's cache.
   mc.media = media::MediaContext{
       .pool = nullptr, .isa = m.backend->isa(), .buffers = m.backend->buffers()};
+  mc.sandbox = cfg.media_sandbox;
+  mc.sandbox.model_dir = cfg.model_dir;
+  mc.sandbox.isa = m.backend->isa();
   Impl* raw = impl.get();
   m.media = std::make_unique<MediaStage>(
       spec, *m.model.processor, *m.tok, mc,

@@ -40,6 +40,9 @@ struct EngineConfig {
   uint64_t encoder_cache_bytes = 256ull << 20;
   bool prefix_caching = true;
   int media_threads = 1;
+  // Media decoding in confined worker processes (off here; the CLI and the server turn it on).
+  // model_dir and the kernel variant cap are filled in from this config.
+  sandbox::MediaSandboxConfig media_sandbox;
   // A text request whose messages hold at most this many bytes is prepared (template, tokens)
   // on the submitting thread; longer ones and any with media on the media stage's own thread, so
   // an event-loop caller never tokenises a long prompt.
@@ -81,6 +84,7 @@ struct EngineStats {
   int64_t refused_late = 0, refused_after_encode = 0, downgraded_late = 0;
   int32_t token_budget = 0;
   PredictionError ttft_prediction;
+  sandbox::SandboxStats media_sandbox;
   std::array<double, 5> cost_coefficients_ns{};
 };
 

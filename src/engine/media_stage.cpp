@@ -17,8 +17,9 @@ namespace {
 // A queue and its worker threads.
 class Workers {
  public:
-  Workers(int n, std::function<void(Submission*)> run) : run_(std::move(run)) {
-    for (int i = 0; i < std::max(1, n); ++i) threads_.emplace_back([this] { loop(); });
+  // run(submission, index of the thread running it)
+  Workers(int n, std::function<void(Submission*, int)> run) : run_(std::move(run)) {
+    for (int i = 0; i < std::max(1, n); ++i) threads_.emplace_back([this, i] { loop(i); });
   }
   ~Workers() { stop(); }
   void stop() {
@@ -39,7 +40,7 @@ class Workers {
   }
 
  private:
-  void loop() {
+  void loop(int lane) {
     for (;;) {
       Submission* s = nullptr;
       {
@@ -49,10 +50,10 @@ class Workers {
         s = queue_.front();
         queue_.pop_front();
       }
-      run_(s);
+      run_(s, lane);
     }
   }
-  std::function<void(Submission*)> run_;
+  std::function<void(Submission*, int)> run_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Submission*> queue_;
@@ -81,6 +82,7 @@ struct MediaStage::Impl {
   // Media preprocessing cost per source pixel: an exponential average of what the workers
   // measured (written by them, read by the step loop through ns_per_pixel()).
   std::atomic<double> ns_per_pixel{20.0};
+  std::unique_ptr<sandbox::MediaSandbox> sandbox;  // when cfg.sandbox.enabled
   std::unique_ptr<Workers> prepare_workers, media_workers;
 
   Impl(const models::ModelSpec& s, const models::Processor& p, const io::Tokenizer& t,
@@ -157,8 +159,9 @@ struct MediaStage::Impl {
     std::vector<models::PreparedMedia> shells;
     std::vector<Hash128> keys;
     try {
-      for (const PendingMedia& m : s.media) {
+      for (PendingMedia& m : s.media) {
         const models::MediaEstimate e = processor.estimate(m.modality, m.bytes);
+        m.feature_bytes = e.feature_bytes;
         models::PreparedMedia p;
         p.modality = m.modality;
         p.dims = e.dims;
@@ -210,12 +213,22 @@ struct MediaStage::Impl {
   // Decodes and preprocesses the media of an admitted request. The request itself is not
   // touched: the step loop reads admitted requests while their media is preprocessed (its queue
   // model); it applies the result (apply()).
-  void preprocess(Submission& s) {
+  void preprocess(Submission& s, int lane) {
     Stopwatch sw;
     Preprocessed& out = s.preprocessed;
     try {
-      for (const PendingMedia& m : s.media)
-        out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
+      for (const PendingMedia& m : s.media) {
+        if (sandbox) {
+          sandbox::Job job;
+          job.modality = m.modality;
+          job.bytes = m.bytes;
+          job.tenant = s.req->tenant;  // set at submit, never written after
+          job.feature_bytes = m.feature_bytes;
+          out.items.push_back(sandbox->preprocess(lane, job));
+        } else {
+          out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
+        }
+      }
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());
     }
@@ -229,12 +242,12 @@ struct MediaStage::Impl {
 
   // Its media is bad (the request fails) or the request is wrong, unsupported or cannot fit (it
   // is refused).
-  void run(Submission* s, Phase phase) {
+  void run(Submission* s, Phase phase, int lane) {
     try {
       if (phase == Phase::kPrepare)
         prepare(*s);
       else
-        preprocess(*s);
+        preprocess(*s, lane);
     } catch (const MediaFailure& err) {
       done(s, phase, Failure{Outcome::kFailed, err.code(), err.what()});
       return;
@@ -255,10 +268,12 @@ MediaStage::MediaStage(const models::ModelSpec& spec, const models::Processor& p
                        const io::Tokenizer& tok, const MediaStageConfig& cfg, Done done)
     : impl_(std::make_unique<Impl>(spec, processor, tok, cfg, std::move(done))) {
   Impl* m = impl_.get();
+  const int lanes = std::max(1, cfg.media_threads);
+  if (cfg.sandbox.enabled) m->sandbox = std::make_unique<sandbox::MediaSandbox>(cfg.sandbox, lanes);
   m->prepare_workers =
-      std::make_unique<Workers>(1, [m](Submission* s) { m->run(s, Phase::kPrepare); });
+      std::make_unique<Workers>(1, [m](Submission* s, int) { m->run(s, Phase::kPrepare, 0); });
   m->media_workers = std::make_unique<Workers>(
-      cfg.media_threads, [m](Submission* s) { m->run(s, Phase::kPreprocess); });
+      lanes, [m](Submission* s, int lane) { m->run(s, Phase::kPreprocess, lane); });
 }
 
 MediaStage::~MediaStage() {
@@ -298,7 +313,7 @@ void MediaStage::apply(Submission& s) const {
 }
 
 void MediaStage::prepare_here(Submission* s) {
-  impl_->run(s, Phase::kPrepare);
+  impl_->run(s, Phase::kPrepare, 0);
 }
 
 void MediaStage::submit(Submission* s, Phase phase) {
@@ -307,6 +322,10 @@ void MediaStage::submit(Submission* s, Phase phase) {
 
 double MediaStage::ns_per_pixel() const {
   return impl_->ns_per_pixel.load();
+}
+
+sandbox::SandboxStats MediaStage::sandbox_stats() const {
+  return impl_->sandbox ? impl_->sandbox->stats() : sandbox::SandboxStats{};
 }
 
 }  // namespace mmrt::engine

@@ -5,7 +5,8 @@
 //               positions, tenant-salted content keys) before any pixel is decoded, and
 //               admission decides on exactly that;
 //   preprocess  for an admitted request, decode + resize + normalise each media item (the
-//               encoder's input), applied to the request by the step loop.
+//               encoder's input), applied to the request by the step loop; in this process or,
+//               with the media sandbox on, in a confined worker process per thread.
 // Prepare work goes to its own thread, so a text request never queues behind an image decode.
 #pragma once
 
@@ -22,12 +23,14 @@
 #include "io/tokenizer.h"
 #include "media/image.h"
 #include "models/model.h"
+#include "sandbox/media_sandbox.h"
 
 namespace mmrt::engine {
 
 struct PendingMedia {
   models::Modality modality = models::Modality::kImage;
   std::vector<uint8_t> bytes;  // the encoded file
+  int64_t feature_bytes = 0;   // from the header estimate (set by prepare)
 };
 
 // What preprocessing made of a submission's media, for the step loop to apply.
@@ -54,6 +57,9 @@ struct MediaStageConfig {
   int media_threads = 1;           // preprocessing workers
   int64_t kv_capacity_tokens = 0;  // what the KV cache holds (a prompt + output beyond: refused)
   media::MediaContext media;       // kernel variant cap and buffers (pool: none, per item)
+  // enabled: each preprocessing thread hands its items to a confined worker process instead
+  // of decoding in this one (one lane per thread).
+  sandbox::MediaSandboxConfig sandbox;
 };
 
 class MediaStage {
@@ -85,6 +91,8 @@ class MediaStage {
   void apply(Submission& s) const;
   // Learned media preprocessing cost, ns per source pixel (the estimate for admission).
   double ns_per_pixel() const;
+  // The media sandbox's counters (all zero when it is off).
+  sandbox::SandboxStats sandbox_stats() const;
 
  private:
   struct Impl;

@@ -9,6 +9,10 @@
 
 namespace mmrt::media {
 
+std::shared_ptr<uint8_t> features_buffer(const MediaContext& ctx, size_t bytes) {
+  return ctx.features ? ctx.features(bytes) : ctx.buffers.get(bytes);
+}
+
 Image::Image(int width, int height, const BufferCache& buffers)
     : width_(width), height_(height), buffers_(buffers) {
   if (width < 0 || height < 0) throw InvalidArgument("Image: negative size");

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -32,7 +33,13 @@ struct MediaContext {
   ThreadPool* pool = nullptr;
   Isa isa = Isa::kAvx512Bf16;
   BufferCache buffers;
+  // Where the encoder's input (a media item's features) is written; null: from `buffers`. A
+  // media worker points it into the memory it shares with the server, so nothing is copied.
+  std::function<std::shared_ptr<uint8_t>(size_t bytes)> features;
 };
+
+// A buffer for `bytes` of features: ctx.features when set, else ctx.buffers.
+std::shared_ptr<uint8_t> features_buffer(const MediaContext& ctx, size_t bytes);
 
 // Packed 8-bit RGB, row-major, stride 3 * width. The buffer keeps kTailPad writable bytes after
 // the last pixel so vector kernels may read a little past a row end. Copies are deep and take

@@ -83,6 +83,7 @@ struct MediaEstimate {
   int64_t n_tokens = 0;       // placeholder tokens in the prompt
   int64_t encoder_cost = 0;   // encoder work, in the scheduler's units (vision patches)
   int64_t source_pixels = 0;  // pixels to decode (preprocessing cost)
+  int64_t feature_bytes = 0;  // bytes of PreparedMedia::features (0: not known from the header)
 };
 
 // A preprocessed media item: modality-neutral to the engine, family-specific inside.
@@ -223,6 +224,9 @@ struct ModelFamily {
   Model (*load)(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts);
   // The same checks as load() without loading the weights; the family-specific lines.
   Inspection (*inspect)(const std::string& dir);
+  // The request side alone (config.json and the preprocessing settings, no weights): what a
+  // media worker process needs to preprocess as the loaded model would.
+  std::unique_ptr<Processor> (*load_processor)(const std::string& dir);
   TinyModelResult (*make_tiny)(const std::string& dir, const TinyModelOptions& opts);
 };
 

@@ -82,6 +82,10 @@ void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::st
                       " on have no embedding row");
 }
 
+std::unique_ptr<Processor> load_processor(const std::string& dir) {
+  return family_for_checkpoint(dir).load_processor(dir);
+}
+
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
   return family_for_checkpoint(dir).load(be, dir, opts);
 }

@@ -28,6 +28,9 @@ io::Tokenizer load_tokenizer(const std::string& dir);
 // request producing one would fail.
 void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir);
 
+// family_for_checkpoint(dir).load_processor(dir): the processor load_model would give.
+std::unique_ptr<Processor> load_processor(const std::string& dir);
+
 // family_for_checkpoint(dir).load(be, dir, opts).
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts = {});
 

@@ -258,6 +258,10 @@ TEST_F(Hostile, IntegerOptionsDoNotWrap) {
       {{"--top-k", "-1"}, "--top-k must be an integer in 0..16777216, got '-1'"},
       {{"--temperature", "nan"}, "--temperature must be a number in [0, 100], got 'nan'"},
       {{"--seed", "99999999999999999999"}, "--seed must be an integer in 0.."},
+      {{"--media-sandbox", "maybe"}, "--media-sandbox must be on or off, got 'maybe'"},
+      {{"--media-memory-mb", "4294967297"}, "--media-memory-mb must be an integer in 16..65536"},
+      {{"--media-cpu-seconds", "0"}, "--media-cpu-seconds must be an integer in 1..3600"},
+      {{"--media-timeout", "inf"}, "--media-timeout must be a number in [0.1, 3600], got 'inf'"},
   };
   for (const auto& [opt, msg] : cases) expect_refused(generate(m, opt), msg);
   expect_refused(

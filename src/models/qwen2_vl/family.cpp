@@ -60,6 +60,10 @@ ImageProcessorConfig read_processor_config(const std::string& dir, const Config&
   return pp;
 }
 
+Hash128 config_key(const std::string& dir) {
+  return hash128(io::read_text_file((fs::path(dir) / "config.json").string()));
+}
+
 class Qwen2VLRunner final : public Runner {
  public:
   Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt)
@@ -122,10 +126,17 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   s.context_length = cfg.text.max_position_embeddings;
   s.modalities = {Modality::kImage};
   s.embed_dim = cfg.text.hidden_size;
-  s.config_key = hash128(io::read_text_file((fs::path(dir) / "config.json").string()));
+  s.config_key = config_key(dir);
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
   m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt));
   return m;
+}
+
+std::unique_ptr<Processor> load_processor(const std::string& dir) {
+  const Config cfg = read_config(dir);
+  const ImageProcessorConfig pp = read_processor_config(dir, cfg);
+  return make_processor(cfg, pp, config_key(dir),
+                        decoder_config(cfg, Naming::kOld).position_rows());
 }
 
 Inspection inspect(const std::string& dir) {
@@ -205,6 +216,7 @@ const ModelFamily& family() {
       .tiny_sizes = {"tiny", "small", "2b-shape"},
       .load = &load,
       .inspect = &inspect,
+      .load_processor = &load_processor,
       .make_tiny = &make_tiny,
   };
   return f;

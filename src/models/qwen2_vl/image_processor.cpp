@@ -170,7 +170,7 @@ Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaCo
   const int gh = H / p, gw = W / p;
   const int64_t pp = static_cast<int64_t>(p) * p, D = 3 * T * pp;
   const int64_t n = static_cast<int64_t>(gh) * gw;
-  std::shared_ptr<uint8_t> mem = ctx.buffers.get(static_cast<size_t>(n * D) * sizeof(float));
+  std::shared_ptr<uint8_t> mem = features_buffer(ctx, static_cast<size_t>(n * D) * sizeof(float));
   Tensor out = Tensor::view(mem.get(), DType::kF32, {n, D}, mem);  // [N, 3*T*p*p]
   float* o = out.data<float>();
 

@@ -122,11 +122,13 @@ class Qwen2VLProcessor final : public Processor {
     check_modality(m);
     const media::ImageInfo info = media::probe_image(bytes);
     const GridThw g = image_grid(info.height, info.width, pp_);
-    const int64_t ms = pp_.merge_size;
+    const int64_t ms = pp_.merge_size, patches = g[0] * g[1] * g[2];
+    const int64_t row = 3 * pp_.temporal_patch_size * pp_.patch_size * pp_.patch_size;
     return {{g[0], g[1], g[2]},
             g[0] * (g[1] / ms) * (g[2] / ms),
-            g[0] * g[1] * g[2],
-            static_cast<int64_t>(info.width) * info.height};
+            patches,
+            static_cast<int64_t>(info.width) * info.height,
+            patches * row * static_cast<int64_t>(sizeof(float))};
   }
 
   PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,

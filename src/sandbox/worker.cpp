@@ -1,0 +1,277 @@
+// The media worker: confines itself, then preprocesses one item per request until the server
+// closes the socket.
+#include <fcntl.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <new>
+#include <string>
+
+#include "core/error.h"
+#include "media/image.h"
+#include "models/registry.h"
+#include "sandbox/media_sandbox.h"
+#include "sandbox/wire.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MMRT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MMRT_SANITIZED 1
+#endif
+#endif
+
+namespace mmrt::sandbox {
+
+namespace {
+
+// A field of /proc/self/status in bytes ("VmData:  1234 kB").
+int64_t status_bytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const size_t n = std::strlen(key);
+  while (std::getline(f, line))
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
+      return std::stoll(line.substr(n + 1)) * 1024;
+  return 0;
+}
+
+void set_limit(int resource, rlim_t soft, rlim_t hard, const char* what) {
+  const rlimit r{soft, hard};
+  if (::setrlimit(resource, &r) != 0)
+    throw Unavailable(std::string("media worker: cannot set ") + what + ": " +
+                      std::strerror(errno));
+}
+
+// Resource limits, then the seccomp allow-list. After this the process can compute, map the
+// buffers it was given, talk on its socket and write to stderr; anything else kills it.
+void confine(int sock, int64_t memory_bytes, int32_t cpu_seconds) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    throw Unavailable(std::string("media worker: prctl failed: ") + std::strerror(errno));
+  set_limit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE");
+  set_limit(RLIMIT_FSIZE, 0, 0, "RLIMIT_FSIZE");
+  set_limit(RLIMIT_NOFILE, 16, 16, "RLIMIT_NOFILE");
+  // The server moves the soft CPU limit before every item (prlimit); the worker cannot.
+  set_limit(RLIMIT_CPU, static_cast<rlim_t>(cpu_seconds), RLIM_INFINITY, "RLIMIT_CPU");
+#ifndef MMRT_SANITIZED
+  // Heap and private mappings beyond what loading needed. (Sanitizers reserve terabytes of
+  // shadow memory as private mappings, so their builds run without this limit.)
+  const int64_t data = status_bytes("VmData") + memory_bytes;
+  set_limit(RLIMIT_DATA, static_cast<rlim_t>(data), static_cast<rlim_t>(data), "RLIMIT_DATA");
+#else
+  (void)memory_bytes;
+#endif
+
+  scmp_filter_ctx f = ::seccomp_init(SCMP_ACT_KILL_PROCESS);
+  if (!f) throw Unavailable("media worker: seccomp_init failed");
+  int rc = ::seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+  auto allow = [&](int sys, unsigned n, const scmp_arg_cmp* args) {
+    if (rc == 0) rc = ::seccomp_rule_add_array(f, SCMP_ACT_ALLOW, sys, n, args);
+  };
+  const scmp_arg_cmp on_sock = SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(sock));
+  const scmp_arg_cmp no_exec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+  allow(SCMP_SYS(recvmsg), 1, &on_sock);
+  allow(SCMP_SYS(sendmsg), 1, &on_sock);
+  const scmp_arg_cmp on_stderr = SCMP_A0(SCMP_CMP_EQ, 2);
+  allow(SCMP_SYS(write), 1, &on_stderr);
+  // Private anonymous memory, or a mapping of a buffer it holds; never executable, never
+  // shared anonymous memory (that would escape RLIMIT_DATA).
+  const scmp_arg_cmp anon_private[] = {
+      no_exec, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS | MAP_SHARED, MAP_ANONYMOUS)};
+  const scmp_arg_cmp file_backed[] = {no_exec, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS, 0)};
+  allow(SCMP_SYS(mmap), 2, anon_private);
+  allow(SCMP_SYS(mmap), 2, file_backed);
+  allow(SCMP_SYS(mprotect), 1, &no_exec);
+  const scmp_arg_cmp self = SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid()));
+  allow(SCMP_SYS(tgkill), 1, &self);  // abort()
+  for (const int sys :
+       {SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(brk), SCMP_SYS(madvise), SCMP_SYS(close),
+        SCMP_SYS(futex), SCMP_SYS(clock_gettime), SCMP_SYS(gettid), SCMP_SYS(getpid),
+        SCMP_SYS(sched_yield), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+        SCMP_SYS(restart_syscall), SCMP_SYS(exit), SCMP_SYS(exit_group)})
+    allow(sys, 0, nullptr);
+#ifdef MMRT_SANITIZED
+  // The sanitizer runtimes probe memory through a pipe (pipe2, write, read) and read limits;
+  // sanitizer builds are test builds, and every other rule stays as it is.
+  const scmp_arg_cmp read_only = SCMP_A2(SCMP_CMP_EQ, 0);
+  allow(SCMP_SYS(prlimit64), 1, &read_only);
+  for (const int sys : {SCMP_SYS(pipe), SCMP_SYS(pipe2), SCMP_SYS(read), SCMP_SYS(write),
+                        SCMP_SYS(getrlimit), SCMP_SYS(sched_getaffinity), SCMP_SYS(sigaltstack)})
+    allow(sys, 0, nullptr);
+#endif
+  if (rc == 0) rc = ::seccomp_load(f);
+  ::seccomp_release(f);
+  if (rc != 0)
+    throw Unavailable(std::string("media worker: cannot install the seccomp filter: ") +
+                      std::strerror(-rc));
+}
+
+struct Mapping {
+  void* p = nullptr;
+  size_t capacity = 0;
+};
+
+class Worker {
+ public:
+  Worker(const WorkerOptions& o, std::unique_ptr<models::Processor> p)
+      : opts_(o), processor_(std::move(p)) {
+    ctx_.isa = o.isa;
+    ctx_.buffers = BufferCache::create(static_cast<size_t>(o.memory_bytes / 2));
+  }
+
+  // Until the server closes the socket (exit status 0) or sends something malformed (2).
+  int serve() {
+    for (;;) {
+      wire::Request q;
+      int fds[2] = {-1, -1}, n_fds = 0;
+      const long n = wire::receive_message(opts_.fd, &q, sizeof q, fds, &n_fds);
+      if (n == 0) return 0;
+      if (n != static_cast<long>(sizeof q) || q.magic != wire::kMagic ||
+          q.version != wire::kVersion || q.n_forget > wire::kMaxForget)
+        return 2;
+      for (uint32_t i = 0; i < q.n_forget; ++i) forget(q.forget[i]);
+      int next = 0;
+      bool ok = true;
+      if (q.input.has_fd) ok = ok && adopt(q.input, next < n_fds ? fds[next++] : -1, PROT_READ);
+      if (q.output.has_fd)
+        ok = ok && adopt(q.output, next < n_fds ? fds[next++] : -1, PROT_READ | PROT_WRITE);
+      if (!ok) return 2;
+      wire::Reply r;
+      r.id = q.id;
+      run(q, r);
+      if (!wire::send_message(opts_.fd, &r, sizeof r, {})) return 0;
+    }
+  }
+
+ private:
+  bool adopt(const wire::SlotRef& s, int fd, int prot) {
+    if (fd < 0 || s.capacity == 0) return false;
+    void* p = ::mmap(nullptr, s.capacity, prot, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return false;
+    forget(s.id);
+    maps_[s.id] = {p, s.capacity};
+    return true;
+  }
+  void forget(uint32_t id) {
+    auto it = maps_.find(id);
+    if (it == maps_.end()) return;
+    ::munmap(it->second.p, it->second.capacity);
+    maps_.erase(it);
+  }
+
+  void hook(uint32_t h) {
+    if (!opts_.test_hooks) return;
+    switch (static_cast<TestHook>(h)) {
+      case TestHook::kForbiddenSyscall:
+        ::syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+        throw InternalError("socket(2) was not stopped by the seccomp filter");
+      case TestHook::kCrash:
+        __builtin_trap();
+      case TestHook::kSpin: {
+        volatile uint64_t i = 0;
+        for (;;) i = static_cast<uint64_t>(i) + 1;
+      }
+      case TestHook::kNone:
+        break;
+    }
+  }
+
+  void run(const wire::Request& q, wire::Reply& r) {
+    try {
+      hook(q.hook);
+      auto in = maps_.find(q.input.id), out = maps_.find(q.output.id);
+      if (in == maps_.end() || out == maps_.end() || q.input_bytes > in->second.capacity)
+        throw InternalError("media worker: a request named buffers it does not hold");
+      if (q.modality > static_cast<uint32_t>(models::Modality::kAudio))
+        throw InternalError("media worker: unknown modality");
+      const Mapping o = out->second;
+      media::MediaContext ctx = ctx_;
+      ctx.features = [o](size_t bytes) {
+        if (bytes > o.capacity)
+          throw ResourceExhausted("the features need " + std::to_string(bytes) +
+                                  " bytes, more than the header estimate's " +
+                                  std::to_string(o.capacity));
+        return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(o.p), [](uint8_t*) {});
+      };
+      const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(in->second.p),
+                                           q.input_bytes);
+      models::PreparedMedia p =
+          processor_->preprocess(static_cast<models::Modality>(q.modality), bytes, ctx);
+      const Tensor& t = p.features;
+      if (t.rank() > wire::kMaxRank || p.dims.size() > wire::kMaxDims || !t.is_contiguous())
+        throw InternalError("media worker: features of an unexpected layout " + t.describe());
+      if (t.nbytes() > o.capacity)
+        throw ResourceExhausted("the features need " + std::to_string(t.nbytes()) +
+                                " bytes, more than the header estimate's " +
+                                std::to_string(o.capacity));
+      if (t.raw() != o.p && t.nbytes() > 0) std::memcpy(o.p, t.raw(), t.nbytes());
+      r.dtype = static_cast<uint32_t>(t.dtype());
+      r.rank = static_cast<uint32_t>(t.rank());
+      for (int i = 0; i < t.rank(); ++i) r.shape[i] = t.dim(i);
+      r.n_dims = static_cast<uint32_t>(p.dims.size());
+      for (size_t i = 0; i < p.dims.size(); ++i) r.dims[i] = p.dims[i];
+      r.n_tokens = p.n_tokens;
+      r.encoder_cost = p.encoder_cost;
+      r.output_bytes = t.nbytes();
+    } catch (const Error& e) {
+      std::string m = e.what();
+      if (e.code() == ErrorCode::kResourceExhausted && m.find("out of memory") != std::string::npos)
+        m += " (the media worker's memory limit is " + std::to_string(opts_.memory_bytes >> 20) +
+             " MiB, --media-memory-mb)";
+      fail(r, e.code(), m.c_str());
+    } catch (const std::bad_alloc&) {
+      fail(r, ErrorCode::kResourceExhausted,
+           ("out of memory: decoding needs more than the media worker's limit of " +
+            std::to_string(opts_.memory_bytes >> 20) + " MiB")
+               .c_str());
+    } catch (const std::exception& e) {
+      fail(r, ErrorCode::kInternal, e.what());
+    }
+  }
+  static void fail(wire::Reply& r, ErrorCode code, const char* what) {
+    r.status = wire::Status::kError;
+    r.code = static_cast<int32_t>(code);
+    wire::set_message(r.message, what);
+  }
+
+  WorkerOptions opts_;
+  std::unique_ptr<models::Processor> processor_;
+  media::MediaContext ctx_;
+  std::map<uint32_t, Mapping> maps_;
+};
+
+}  // namespace
+
+int run_media_worker(const WorkerOptions& opts) {
+  wire::Ready ready;
+  std::unique_ptr<models::Processor> processor;
+  try {
+    processor = models::load_processor(opts.model_dir);  // files are read before confinement
+    confine(opts.fd, opts.memory_bytes, opts.cpu_seconds);
+  } catch (const Error& e) {
+    ready.status = wire::Status::kError;
+    ready.code = static_cast<int32_t>(e.code());
+    wire::set_message(ready.message, e.what());
+  } catch (const std::exception& e) {
+    ready.status = wire::Status::kError;
+    ready.code = static_cast<int32_t>(ErrorCode::kInternal);
+    wire::set_message(ready.message, e.what());
+  }
+  if (!wire::send_message(opts.fd, &ready, sizeof ready, {})) return 1;
+  if (ready.status != wire::Status::kOk) return 1;
+  Worker w(opts, std::move(processor));
+  return w.serve();
+}
+
+}  // namespace mmrt::sandbox

@@ -1,0 +1,91 @@
+// The engine with the media sandbox on: the same tokens as with in-process decoding, bad media
+// ends only its own request, and every item went through a worker.
+#include "core/error.h"
+#include "engine/engine.h"
+#include "sandbox_fixture.h"
+
+using namespace mmrt;
+using namespace mmrt::engine;
+using mmrt::testing::SandboxTest;
+
+namespace {
+
+GenerateRequest image_req(std::vector<std::vector<uint8_t>> images, const std::string& text,
+                          const std::string& tenant) {
+  GenerateRequest g;
+  models::ChatMessage m;
+  m.role = "user";
+  for (auto& b : images) {
+    m.content.push_back({models::ContentPart::Kind::kImage, ""});
+    g.add_image(std::move(b));
+  }
+  m.content.push_back({models::ContentPart::Kind::kText, text});
+  g.messages.push_back(m);
+  g.sampling.max_tokens = 8;
+  g.sampling.ignore_eos = true;
+  g.tenant = tenant;
+  return g;
+}
+
+}  // namespace
+
+TEST_F(SandboxTest, EngineTokensAreTheSameWithTheSandbox) {
+  auto run = [&](bool sandboxed) {
+    EngineConfig c;
+    c.model_dir = model_dir();
+    c.kv.dtype = DType::kF32;
+    c.kv.blocks = 256;
+    c.media_threads = 2;
+    c.media_sandbox = config();
+    c.media_sandbox.enabled = sandboxed;
+    auto eng = Engine::create(c);
+    std::vector<RequestHandle> hs;
+    hs.push_back(eng->submit(image_req({bytes("a.png")}, "What is it?", "alice")));
+    hs.push_back(eng->submit(image_req({bytes("b.jpg"), bytes("a.png")}, "Compare.", "bob")));
+    hs.push_back(eng->submit(image_req({bytes("b.jpg")}, "Describe.", "alice")));
+    std::vector<std::vector<int32_t>> tokens;
+    for (auto& h : hs) {
+      RequestResult r = h.wait();
+      EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+      tokens.push_back(r.tokens);
+    }
+    const EngineStats s = eng->stats();
+    EXPECT_EQ(s.media_sandbox.items, sandboxed ? 4 : 0);
+    return tokens;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
+TEST_F(SandboxTest, EngineBadMediaInTheSandboxEndsOnlyItsRequest) {
+  EngineConfig c;
+  c.model_dir = model_dir();
+  c.kv.dtype = DType::kF32;
+  c.kv.blocks = 256;
+  c.media_sandbox = config();
+  auto eng = Engine::create(c);
+  auto truncated = bytes("b.jpg");
+  truncated.resize(truncated.size() / 2);
+  RequestHandle bad = eng->submit(image_req({truncated}, "x", "t"));
+  RequestHandle good = eng->submit(image_req({bytes("a.png")}, "y", "t"));
+  RequestResult rb = bad.wait(), rg = good.wait();
+  EXPECT_EQ(rb.outcome, Outcome::kFailed);
+  EXPECT_EQ(rb.error, ErrorCode::kFormat) << rb.reason;
+  EXPECT_NE(rb.reason.find("JPEG"), std::string::npos) << rb.reason;
+  EXPECT_EQ(rg.outcome, Outcome::kFinished) << rg.reason;
+  EXPECT_EQ(eng->stats().media_sandbox.workers_lost, 0);
+}
+
+TEST_F(SandboxTest, EngineRefusesToStartWithoutItsWorkers) {
+  EngineConfig c;
+  c.model_dir = model_dir();
+  c.kv.blocks = 64;
+  c.media_sandbox = config();
+  c.media_sandbox.worker_exe = "/bin/false";
+  try {
+    Engine::create(c);
+    FAIL() << "the engine started without a media worker";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("media sandbox"), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,218 @@
+// The media sandbox with real worker processes: the features are bit-identical to in-process
+// preprocessing; bad media, a crash, a forbidden system call, a kill from outside, the CPU and
+// the wall-time limits each fail only their own request with an error saying which, and the
+// next request is served by a new worker; tenants never share a worker; features outlive the
+// worker and the sandbox that made them.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "sandbox_fixture.h"
+
+using namespace mmrt;
+using namespace mmrt::sandbox;
+using mmrt::testing::SandboxTest;
+
+namespace {
+
+// The error `f` throws (fails the test when it throws nothing).
+template <class F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return Error(ErrorCode::kInternal, "no error");
+}
+
+bool alive(pid_t pid) {
+  return pid > 0 && ::kill(pid, 0) == 0;
+}
+
+}  // namespace
+
+TEST_F(SandboxTest, FeaturesAreBitIdenticalToInProcess) {
+  MediaSandbox sb(config(), 1);
+  for (const char* name : {"a.png", "b.jpg"}) {
+    const auto b = bytes(name);
+    SCOPED_TRACE(name);
+    expect_same(sb.preprocess(0, job(b)), in_process(b));
+  }
+  // Again: the buffers are reused now.
+  const auto b = bytes("b.jpg");
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+  EXPECT_EQ(sb.stats().items, 3);
+  EXPECT_EQ(sb.stats().workers_lost, 0);
+}
+
+TEST_F(SandboxTest, HeldFeaturesAreNeverOverwritten) {
+  MediaSandbox sb(config(), 1);
+  const auto a = bytes("a.png"), b = bytes("b.jpg");
+  std::vector<models::PreparedMedia> held;
+  for (int i = 0; i < 6; ++i) held.push_back(sb.preprocess(0, job(i % 2 ? b : a)));
+  const auto ra = in_process(a), rb = in_process(b);
+  for (int i = 0; i < 6; ++i) expect_same(held[static_cast<size_t>(i)], i % 2 ? rb : ra);
+}
+
+TEST_F(SandboxTest, FeaturesOutliveTheSandbox) {
+  const auto b = bytes("b.jpg");
+  models::PreparedMedia m;
+  {
+    MediaSandbox sb(config(), 1);
+    m = sb.preprocess(0, job(b));
+  }
+  expect_same(m, in_process(b));  // ASan would see a use after unmap
+}
+
+TEST_F(SandboxTest, BadMediaFailsWithTheDecodersMessageAndTheWorkerStays) {
+  MediaSandbox sb(config(), 1);
+  auto b = bytes("b.jpg");
+  const pid_t pid = sb.worker_pid(0);
+  auto truncated = b;
+  truncated.resize(truncated.size() / 2);
+  Error e = error_of([&] { sb.preprocess(0, job(truncated)); });
+  EXPECT_EQ(e.code(), ErrorCode::kFormat) << e.what();
+  EXPECT_NE(std::string(e.what()).find("JPEG"), std::string::npos) << e.what();
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+  EXPECT_EQ(sb.worker_pid(0), pid);  // an error is not a lost worker
+  EXPECT_EQ(sb.stats().failed, 1);
+  EXPECT_EQ(sb.stats().workers_lost, 0);
+}
+
+TEST_F(SandboxTest, ForbiddenSystemCallKillsTheWorkerAndOnlyThatRequestFails) {
+  MediaSandbox sb(config(), 1);
+  const auto b = bytes("a.png");
+  const pid_t first = sb.worker_pid(0);
+  Error e = error_of([&] { sb.preprocess(0, job(b, "t", TestHook::kForbiddenSyscall)); });
+  EXPECT_EQ(e.code(), ErrorCode::kInternal) << e.what();
+  EXPECT_NE(std::string(e.what()).find("seccomp"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("SIGSYS"), std::string::npos) << e.what();
+  EXPECT_FALSE(alive(first));
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+  EXPECT_NE(sb.worker_pid(0), first);
+  EXPECT_EQ(sb.stats().workers_lost, 1);
+}
+
+TEST_F(SandboxTest, CrashFailsOnlyThatRequest) {
+  MediaSandbox sb(config(), 1);
+  const auto b = bytes("a.png");
+  Error e = error_of([&] { sb.preprocess(0, job(b, "t", TestHook::kCrash)); });
+  EXPECT_EQ(e.code(), ErrorCode::kFormat) << e.what();
+  EXPECT_NE(std::string(e.what()).find("crashed"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("SIGILL"), std::string::npos) << e.what();
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+}
+
+TEST_F(SandboxTest, WorkerKilledMidRequest) {
+  MediaSandbox sb(config(), 1);
+  const auto b = bytes("b.jpg");
+  const pid_t pid = sb.worker_pid(0);
+  std::atomic<bool> done{false};
+  std::thread killer([&] {
+    // The spinning worker uses CPU time: once it has some, it is inside the request.
+    for (int i = 0; i < 200 && !done.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      clockid_t c;
+      timespec t{};
+      if (::clock_getcpuclockid(pid, &c) == 0 && ::clock_gettime(c, &t) == 0 &&
+          t.tv_sec * 1000 + t.tv_nsec / 1000000 > 100)
+        break;
+    }
+    ::kill(pid, SIGKILL);
+  });
+  Error e = error_of([&] { sb.preprocess(0, job(b, "t", TestHook::kSpin)); });
+  done.store(true);
+  killer.join();
+  EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+  EXPECT_NE(std::string(e.what()).find("killed from outside"), std::string::npos) << e.what();
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+  EXPECT_NE(sb.worker_pid(0), pid);
+}
+
+TEST_F(SandboxTest, CpuLimitStopsASpinningWorker) {
+  auto c = config();
+  c.cpu_seconds = 1;
+  MediaSandbox sb(c, 1);
+  const auto b = bytes("a.png");
+  sb.preprocess(0, job(b));  // CPU time used before counts for nothing: the limit is per item
+  Error e = error_of([&] { sb.preprocess(0, job(b, "t", TestHook::kSpin)); });
+  EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
+  EXPECT_NE(std::string(e.what()).find("CPU time"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("SIGXCPU"), std::string::npos) << e.what();
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+}
+
+TEST_F(SandboxTest, WallTimeLimitStopsAStuckWorker) {
+  auto c = config();
+  c.timeout_s = 0.5;
+  MediaSandbox sb(c, 1);
+  const auto b = bytes("a.png");
+  const pid_t pid = sb.worker_pid(0);
+  Error e = error_of([&] { sb.preprocess(0, job(b, "t", TestHook::kSpin)); });
+  EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
+  EXPECT_NE(std::string(e.what()).find("took longer than"), std::string::npos) << e.what();
+  EXPECT_FALSE(alive(pid));
+  expect_same(sb.preprocess(0, job(b)), in_process(b));
+}
+
+TEST_F(SandboxTest, TenantsNeverShareAWorker) {
+  MediaSandbox sb(config(), 1);
+  const auto b = bytes("a.png");
+  sb.preprocess(0, job(b, "alice"));
+  const pid_t alice = sb.worker_pid(0);
+  sb.preprocess(0, job(b, "alice"));
+  EXPECT_EQ(sb.worker_pid(0), alice);
+  sb.preprocess(0, job(b, "bob"));
+  const pid_t bob = sb.worker_pid(0);
+  EXPECT_NE(bob, alice);
+  EXPECT_FALSE(alive(alice));  // retired: it had seen alice's media
+  expect_same(sb.preprocess(0, job(b, "bob")), in_process(b));
+  EXPECT_EQ(sb.worker_pid(0), bob);
+  EXPECT_EQ(sb.stats().tenant_switches, 1);
+}
+
+TEST_F(SandboxTest, LanesHaveTheirOwnWorkers) {
+  MediaSandbox sb(config(), 2);
+  EXPECT_NE(sb.worker_pid(0), sb.worker_pid(1));
+  const auto a = bytes("a.png"), b = bytes("b.jpg");
+  models::PreparedMedia ra, rb;
+  std::thread t0([&] { ra = sb.preprocess(0, job(a)); });
+  std::thread t1([&] { rb = sb.preprocess(1, job(b)); });
+  t0.join();
+  t1.join();
+  expect_same(ra, in_process(a));
+  expect_same(rb, in_process(b));
+}
+
+TEST_F(SandboxTest, HooksAreIgnoredUnlessEnabled) {
+  auto c = config();
+  c.test_hooks = false;
+  MediaSandbox sb(c, 1);
+  const auto b = bytes("a.png");
+  expect_same(sb.preprocess(0, job(b, "t", TestHook::kCrash)), in_process(b));
+}
+
+TEST_F(SandboxTest, AWorkerThatIsNotMmrtIsAClearStartError) {
+  auto c = config();
+  c.worker_exe = "/bin/true";
+  Error e = error_of([&] { MediaSandbox sb(c, 1); });
+  EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(std::string(e.what()).find("the mmrt binary"), std::string::npos) << e.what();
+  c.worker_exe = "/nonexistent/mmrt";
+  e = error_of([&] { MediaSandbox sb(c, 1); });
+  EXPECT_NE(std::string(e.what()).find("/nonexistent/mmrt"), std::string::npos) << e.what();
+}
+
+TEST_F(SandboxTest, AWorkerThatCannotLoadTheCheckpointSaysWhy) {
+  auto c = config();
+  c.model_dir = model_dir() + "/missing";
+  Error e = error_of([&] { MediaSandbox sb(c, 1); });
+  EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+}
