@@ -86,7 +86,7 @@ int run(Args& args) {
     sandbox::Job job;
     job.bytes = bytes;
     job.tenant = "bench";
-    job.feature_bytes = est.feature_bytes;
+    job.estimate = est;
     std::vector<double> a_ms, b_ms, ratio;
     bool identical = true;
     double sink = 0;

@@ -147,6 +147,14 @@ int run_generate(Args& args) {
                  static_cast<long long>(s.prefix_hit_tokens),
                  static_cast<long long>(s.prefix_query_tokens),
                  static_cast<long long>(s.encoder_runs));
+    if (cfg.media_sandbox.enabled)
+      std::fprintf(stderr,
+                   "[mmrt] media sandbox: %lld items decoded, %lld failed, %lld workers started, "
+                   "%lld lost\n",
+                   static_cast<long long>(s.media_sandbox.items),
+                   static_cast<long long>(s.media_sandbox.failed),
+                   static_cast<long long>(s.media_sandbox.workers_started),
+                   static_cast<long long>(s.media_sandbox.workers_lost));
   }
   return rc;
 }

@@ -22,7 +22,11 @@ int run(cli::Args& args) {
   o.isa = *parsed;
   o.memory_bytes =
       args.get_int("memory-bytes", o.memory_bytes, int64_t{16} << 20, int64_t{1} << 40);
+  o.shared_bytes =
+      args.get_int("shared-bytes", o.shared_bytes, int64_t{16} << 20, int64_t{1} << 40);
   o.cpu_seconds = static_cast<int32_t>(args.get_int("cpu-seconds", o.cpu_seconds, 1, 86400));
+  o.lifetime_cpu_seconds = static_cast<int32_t>(
+      args.get_int("lifetime-cpu-seconds", o.lifetime_cpu_seconds, 1, 1 << 30));
   o.test_hooks = args.flag("test-hooks");
   args.finish();
   o.fd = 3;
@@ -39,7 +43,8 @@ int run(cli::Args& args) {
 MMRT_COMMAND(
     "media-worker", "(internal) the sandboxed media decoding process the engine starts",
     "usage: mmrt media-worker --model DIR [--isa NAME] [--memory-bytes N]\n"
-    "                         [--cpu-seconds N] [--test-hooks]\n\n"
+    "                         [--shared-bytes N] [--cpu-seconds N]\n"
+    "                         [--lifetime-cpu-seconds N] [--test-hooks]\n\n"
     "The media sandbox's worker process. The engine starts one per media lane (see\n"
     "--media-sandbox in mmrt generate --help) with a socket on descriptor 3; it loads the\n"
     "checkpoint's preprocessing settings, limits its memory, drops to a seccomp\n"

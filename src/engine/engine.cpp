@@ -223,6 +223,10 @@ struct Engine::Impl : SchedulerView {
       } catch (const Error& err) {
         complete(*s, Outcome::kRefused, with_code(err.code(), err.what()), err.code());
         continue;
+      } catch (const std::exception& err) {  // e.g. bad_alloc: this request only
+        complete(*s, Outcome::kFailed, with_code(ErrorCode::kInternal, err.what()),
+                 ErrorCode::kInternal);
+        continue;
       }
       sched->add(s->req.get(), now);
     }

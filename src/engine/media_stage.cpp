@@ -161,7 +161,7 @@ struct MediaStage::Impl {
     try {
       for (PendingMedia& m : s.media) {
         const models::MediaEstimate e = processor.estimate(m.modality, m.bytes);
-        m.feature_bytes = e.feature_bytes;
+        m.estimate = e;
         models::PreparedMedia p;
         p.modality = m.modality;
         p.dims = e.dims;
@@ -223,7 +223,7 @@ struct MediaStage::Impl {
           job.modality = m.modality;
           job.bytes = m.bytes;
           job.tenant = s.req->tenant;  // set at submit, never written after
-          job.feature_bytes = m.feature_bytes;
+          job.estimate = m.estimate;
           out.items.push_back(sandbox->preprocess(lane, job));
         } else {
           out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));

@@ -29,8 +29,8 @@ namespace mmrt::engine {
 
 struct PendingMedia {
   models::Modality modality = models::Modality::kImage;
-  std::vector<uint8_t> bytes;  // the encoded file
-  int64_t feature_bytes = 0;   // from the header estimate (set by prepare)
+  std::vector<uint8_t> bytes;      // the encoded file
+  models::MediaEstimate estimate;  // from the header (set by prepare)
 };
 
 // What preprocessing made of a submission's media, for the step loop to apply.

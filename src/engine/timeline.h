@@ -16,9 +16,9 @@ enum class Event : uint8_t {
   kEncoderEnd,    // ... and ended (value: media index; 1 << 32 added on an encoder-cache hit)
   kPrefillChunk,  // a prefill chunk ran (value: tokens)
   kFirstToken,
-  kToken,         // each later token
-  kPreempted,     // KV freed for recompute (value: tokens dropped)
-  kFinished,      // value: Outcome
+  kToken,      // each later token
+  kPreempted,  // KV freed for recompute (value: tokens dropped)
+  kFinished,   // value: Outcome
 };
 const char* event_name(Event e);
 

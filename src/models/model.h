@@ -84,6 +84,9 @@ struct MediaEstimate {
   int64_t encoder_cost = 0;   // encoder work, in the scheduler's units (vision patches)
   int64_t source_pixels = 0;  // pixels to decode (preprocessing cost)
   int64_t feature_bytes = 0;  // bytes of PreparedMedia::features (0: not known from the header)
+  // Preprocessing will produce exactly these dims, token count, cost and feature bytes (an
+  // image's header tells all; a video's or an audio file's may not).
+  bool exact = false;
 };
 
 // A preprocessed media item: modality-neutral to the engine, family-specific inside.

@@ -1,25 +1,23 @@
-// The server's side of the media sandbox: starting, feeding, watching and replacing workers.
+// The server's side of the media sandbox: feeding, watching and replacing workers (their
+// processes and buffers: process.h).
 #include "sandbox/media_sandbox.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cmath>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "sandbox/process.h"
 #include "sandbox/wire.h"
 
 namespace mmrt::sandbox {
@@ -27,67 +25,12 @@ namespace mmrt::sandbox {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-constexpr int64_t kMaxFeatureBytes = int64_t{16} << 30;
 constexpr double kStartTimeoutS = 60;  // a loaded machine or a sanitizer build starts slowly
+constexpr double kExitGraceS = 0.2;    // a worker that closed its socket must be gone by then
+constexpr double kIdleCpuS = 0.5;      // CPU a worker may use between items (none is needed)
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
-}
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
-// A buffer shared with a worker: a memfd mapped here once, reused from request to request.
-struct Slot {
-  uint32_t id = 0;
-  int fd = -1;
-  void* map = nullptr;
-  size_t capacity = 0;
-  bool sent = false;                // the worker has it mapped
-  std::atomic<bool> leased{false};  // a features tensor still views it
-  ~Slot() {
-    if (map) ::munmap(map, capacity);
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-std::shared_ptr<Slot> make_slot(uint32_t id, size_t capacity, const char* name) {
-  auto s = std::make_shared<Slot>();
-  s->id = id;
-  s->capacity = capacity;
-  s->fd = ::memfd_create(name, MFD_CLOEXEC);
-  if (s->fd < 0 || ::ftruncate(s->fd, static_cast<off_t>(capacity)) != 0)
-    throw ResourceExhausted("cannot create a " + std::to_string(capacity / kMiB) +
-                            " MiB buffer shared with the media worker: " + errno_text());
-  void* p = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-  if (p == MAP_FAILED)
-    throw ResourceExhausted("cannot map a " + std::to_string(capacity / kMiB) +
-                            " MiB buffer shared with the media worker: " + errno_text());
-  s->map = p;
-  return s;
-}
-
-// One worker process and the buffers it holds.
-struct Process {
-  pid_t pid = 0;
-  int sock = -1;
-  bool ready = false;
-  bool bound = false;  // has served a tenant (then it serves only that one)
-  std::string tenant;
-  std::shared_ptr<Slot> input;
-  std::vector<std::shared_ptr<Slot>> outputs;
-  std::vector<uint32_t> forget;  // buffers to tell the worker to unmap
-};
-
-bool wait_readable(int fd, double seconds) {
-  pollfd p{fd, POLLIN, 0};
-  const int ms = static_cast<int>(std::min(seconds * 1000.0, 2.0e9));
-  for (;;) {
-    const int r = ::poll(&p, 1, ms);
-    if (r < 0 && errno == EINTR) continue;
-    return r > 0;
-  }
 }
 
 std::string signal_name(int sig) {
@@ -113,123 +56,64 @@ struct MediaSandbox::Impl {
   };
 
   MediaSandboxConfig cfg;
-  std::string exe;
+  std::string exe;        // what is executed ("/proc/self/exe": this binary, even if replaced)
+  std::string exe_shown;  // its path, for messages
+  int32_t lifetime_cpu_seconds = 0;
   std::vector<std::unique_ptr<Lane>> lanes;
   std::atomic<uint32_t> next_slot{1};
-  std::atomic<uint64_t> next_request{1};
   std::atomic<int64_t> items{0}, failed{0}, started{0}, lost{0}, switches{0};
 
   explicit Impl(const MediaSandboxConfig& c) : cfg(c) {
-    exe = cfg.worker_exe;
+    exe = exe_shown = cfg.worker_exe;
     if (exe.empty()) {
+      exe = "/proc/self/exe";
       char buf[4096];
-      const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-      if (n <= 0) throw Unavailable("media sandbox: cannot find this executable: " + errno_text());
-      exe.assign(buf, static_cast<size_t>(n));
+      const ssize_t n = ::readlink(exe.c_str(), buf, sizeof buf - 1);
+      exe_shown = n > 0 ? std::string(buf, static_cast<size_t>(n)) : exe;
     }
+    lifetime_cpu_seconds = std::max(600, 100 * cfg.cpu_seconds);
   }
 
   std::unique_ptr<Process> spawn() {
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-      throw Unavailable("media sandbox: socketpair failed: " + errno_text());
-    if (sv[1] <= wire::kWorkerFd) {  // keep dup2 below from being a no-op that keeps CLOEXEC
-      const int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
-      ::close(sv[1]);
-      sv[1] = moved;
-    }
-    const std::string isa(isa_name(cfg.isa));
-    std::vector<std::string> args = {exe,
-                                     "media-worker",
-                                     "--model",
-                                     cfg.model_dir,
-                                     "--isa",
-                                     isa,
-                                     "--memory-bytes",
-                                     std::to_string(cfg.memory_bytes),
-                                     "--cpu-seconds",
-                                     std::to_string(cfg.cpu_seconds)};
-    if (cfg.test_hooks) args.push_back("--test-hooks");
-    std::vector<std::string> env = {"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
-                                    "MMRT_THREADS=1"};
-    for (const char* k : {"LD_LIBRARY_PATH", "UBSAN_OPTIONS"})
-      if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
-    // A sanitizer build's worker: crashes arrive as the signal itself (the runtime's handler
-    // would need system calls the filter forbids), and no leak check at exit.
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    env.push_back(std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") +
-                  "handle_segv=0:handle_sigbus=0:handle_sigill=0:handle_sigfpe=0:handle_abort=0:"
-                  "detect_leaks=0");
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    for (auto& e : env) envp.push_back(e.data());
-    argv.push_back(nullptr);
-    envp.push_back(nullptr);
-
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    ::posix_spawn_file_actions_init(&fa);
-    ::posix_spawn_file_actions_adddup2(&fa, sv[1], wire::kWorkerFd);
-    ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_adddup2(&fa, 2, 1);  // stdout belongs to the server
-    ::posix_spawn_file_actions_addclosefrom_np(&fa, wire::kWorkerFd + 1);
-    ::posix_spawnattr_init(&at);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    ::posix_spawnattr_setsigmask(&at, &none);
-    ::posix_spawnattr_setsigdefault(&at, &all);
-    ::posix_spawnattr_setpgroup(&at, 0);  // a terminal's Ctrl-C goes to the server, not to it
-    ::posix_spawnattr_setflags(
-        &at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    pid_t pid = 0;
-    const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, &at, argv.data(), envp.data());
-    ::posix_spawn_file_actions_destroy(&fa);
-    ::posix_spawnattr_destroy(&at);
-    ::close(sv[1]);
-    if (rc != 0) {
-      ::close(sv[0]);
-      throw Unavailable("media sandbox: cannot start the worker '" + exe +
-                        "': " + std::strerror(rc));
-    }
-    auto p = std::make_unique<Process>();
-    p->pid = pid;
-    p->sock = sv[0];
+    SpawnSpec spec{exe,
+                   exe_shown,
+                   cfg.model_dir,
+                   cfg.isa,
+                   cfg.memory_bytes,
+                   cfg.shared_bytes,
+                   cfg.cpu_seconds,
+                   lifetime_cpu_seconds,
+                   cfg.test_hooks};
+    auto p = spawn_worker(spec);
     started.fetch_add(1);
     return p;
-  }
-
-  // Stops a worker for good: SIGKILL (it holds nothing worth a graceful exit), then reaps it.
-  // Returns its wait status.
-  static int reap(Process& p) {
-    int status = 0;
-    if (p.sock >= 0) ::close(p.sock);
-    p.sock = -1;
-    if (p.pid > 0) {
-      ::kill(p.pid, SIGKILL);
-      while (::waitpid(p.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    p.pid = 0;
-    return status;
   }
 
   // Reaps a worker that stopped answering and says why, as the error for its request.
   Error lost_worker(std::unique_ptr<Process>& p, const std::string& doing, bool timed_out) {
     const pid_t pid = p->pid;
     int status = 0;
-    if (!timed_out) {  // it is gone or going: collect its status before anyone kills it
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    bool exited = false;
+    if (!timed_out) {  // it is gone or going: collect its own status, within a grace period
+      const int64_t until = now_ns() + static_cast<int64_t>(kExitGraceS * 1e9);
+      while (!exited) {
+        const pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid) exited = true;
+        if (r < 0 && errno != EINTR) break;
+        if (exited || now_ns() > until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      p->pid = 0;
     }
-    reap(*p);
-    p.reset();
+    if (exited) p->pid = 0;
+    p.reset();  // stops it if it is still there
     lost.fetch_add(1);
     const std::string who = "the media worker (pid " + std::to_string(pid) + ")";
     if (timed_out)
       return ResourceExhausted(doing + " took longer than " + std::to_string(cfg.timeout_s) +
                                " s (the media sandbox's limit); " + who + " was stopped");
+    if (!exited)
+      return InternalError(who + " closed its socket without exiting while " + doing +
+                           "; it was stopped");
     if (WIFEXITED(status))
       return InternalError(who + " exited with status " + std::to_string(WEXITSTATUS(status)) +
                            " while " + doing);
@@ -244,7 +128,7 @@ struct MediaSandbox::Impl {
                                  " s of CPU time, the media worker's limit" + how);
       case SIGKILL:
         return Unavailable(who + " was killed from outside (the out-of-memory killer or an " +
-                           "operator)" + how + "; retry");
+                           "operator), or at its lifetime CPU limit" + how + "; retry");
       case SIGSEGV:
       case SIGBUS:
       case SIGILL:
@@ -259,10 +143,10 @@ struct MediaSandbox::Impl {
 
   void await_ready(std::unique_ptr<Process>& p) {
     if (p->ready) return;
-    const std::string what = "starting ('" + exe + " media-worker' for '" + cfg.model_dir + "')";
+    const std::string what =
+        "starting ('" + exe_shown + " media-worker' for '" + cfg.model_dir + "')";
     if (!wait_readable(p->sock, std::max(kStartTimeoutS, cfg.timeout_s))) {
       const pid_t pid = p->pid;
-      reap(*p);
       p.reset();
       throw Unavailable("media sandbox: the worker (pid " + std::to_string(pid) +
                         ") did not report ready within " + std::to_string(kStartTimeoutS) + " s");
@@ -272,40 +156,76 @@ struct MediaSandbox::Impl {
     if (n <= 0) {
       Error e = lost_worker(p, what, false);
       throw Unavailable("media sandbox: cannot start a worker: " + std::string(e.what()) +
-                        " (is '" + exe + "' the mmrt binary?)");
+                        " (is '" + exe_shown + "' the mmrt binary?)");
     }
-    if (n != static_cast<long>(sizeof r) || r.magic != wire::kMagic ||
-        r.version != wire::kVersion) {
-      reap(*p);
+    p->ready =
+        n == static_cast<long>(sizeof r) && r.magic == wire::kMagic && r.version == wire::kVersion;
+    if (!p->ready) {
       p.reset();
-      throw Unavailable("media sandbox: '" + exe + "' is not an mmrt media worker of this version");
+      throw Unavailable("media sandbox: '" + exe_shown +
+                        "' is not an mmrt media worker of this version");
     }
     if (r.status != wire::Status::kOk) {
-      reap(*p);
       p.reset();
       throw Unavailable("media sandbox: the worker could not start: " + clean_message(r.message));
     }
-    p->ready = true;
+    if (r.open_fds != wire::kWorkerFd + 1) {
+      p.reset();
+      throw Unavailable("media sandbox: the worker started with " + std::to_string(r.open_fds) +
+                        " open descriptors (0-3 expected): something leaks descriptors into it");
+    }
+    p->cpu_after_reply = std::max(0.0, cpu_seconds_of(p->pid));  // start-up is not idle time
   }
 
-  // The lane's worker for `tenant`, started (and the spare promoted) as needed.
-  Process& acquire(Lane& L, const std::string& tenant) {
-    if (L.current && L.current->bound && L.current->tenant != tenant) {
-      reap(*L.current);
-      L.current.reset();
-      switches.fetch_add(1);
-    }
-    if (!L.current) L.current = L.spare ? std::move(L.spare) : spawn();
-    if (!L.current->ready) {
-      try {
-        await_ready(L.current);
-      } catch (const Error&) {
-        L.pid.store(0);
-        throw;
+  // Why the lane's worker must not take the next item ("" when it may).
+  std::string unfit(const Process& p, const std::string& tenant, size_t new_shared) const {
+    if (p.bound && p.tenant != tenant) return "tenant";
+    if (!p.ready) return "";
+    const double cpu = cpu_seconds_of(p.pid);
+    if (cpu >= 0 && cpu - p.cpu_after_reply > kIdleCpuS) return "idle";
+    if (cpu >= 0 && cpu + cfg.cpu_seconds + 2 > lifetime_cpu_seconds) return "old";
+    if (p.shared_sent + static_cast<int64_t>(new_shared) > cfg.shared_bytes) return "buffers";
+    return "";
+  }
+
+  // Shared-buffer capacity the item would add to `p` (new input and output buffers).
+  size_t new_buffers(const Process& p, const Job& job, size_t out_need) const {
+    size_t n = 0;
+    if (!p.input || p.input->capacity < job.bytes.size()) n += input_capacity(job.bytes.size());
+    bool fits = false;
+    for (const auto& s : p.outputs) fits = fits || (!s->leased.load() && s->capacity >= out_need);
+    if (!fits) n += round_up(out_need, 2 * kMiB);
+    return n;
+  }
+  static size_t input_capacity(size_t bytes) { return round_up(std::max(bytes, 4 * kMiB), kMiB); }
+
+  // The lane's worker for `job`: a worker of another tenant, one that computed while idle, one
+  // near its lifetime CPU limit or its shared-buffer budget is replaced (by the spare).
+  Process& acquire(Lane& L, const Job& job, size_t out_need) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!L.current) L.current = L.spare ? std::move(L.spare) : spawn();
+      if (!L.current->ready) {
+        try {
+          await_ready(L.current);
+        } catch (const Error&) {
+          L.pid.store(0);
+          throw;
+        }
       }
+      const std::string why = unfit(*L.current, job.tenant, new_buffers(*L.current, job, out_need));
+      if (why.empty()) break;
+      if (why == "tenant") switches.fetch_add(1);
+      if (why == "idle") lost.fetch_add(1);
+      if (why == "buffers" && !L.current->bound)
+        throw ResourceExhausted(
+            "the media item needs more shared buffer space than the "
+            "sandbox gives one worker (" +
+            std::to_string(cfg.shared_bytes >> 20) + " MiB)");
+      L.current.reset();
     }
+    if (!L.current) throw InternalError("media sandbox: no worker for the lane");
     L.current->bound = true;
-    L.current->tenant = tenant;
+    L.current->tenant = job.tenant;
     L.pid.store(L.current->pid);
     return *L.current;
   }
@@ -338,34 +258,43 @@ struct MediaSandbox::Impl {
     }
   }
 
-  // Moves the worker's soft CPU limit to what it has used plus one item's budget.
+  // Moves the worker's soft CPU limit to what it has used plus one item's budget (below the
+  // hard limit, which acquire() keeps it away from).
   void arm_cpu_limit(const Process& p) const {
-    clockid_t clock;
-    timespec used{};
-    if (::clock_getcpuclockid(p.pid, &clock) != 0 || ::clock_gettime(clock, &used) != 0) return;
-    const rlimit lim{static_cast<rlim_t>(used.tv_sec + 1 + cfg.cpu_seconds), RLIM_INFINITY};
+    const double used = cpu_seconds_of(p.pid);
+    if (used < 0) return;
+    const rlim_t soft = static_cast<rlim_t>(used) + 1 + static_cast<rlim_t>(cfg.cpu_seconds);
+    const rlimit lim{std::min<rlim_t>(soft, static_cast<rlim_t>(lifetime_cpu_seconds)),
+                     static_cast<rlim_t>(lifetime_cpu_seconds)};
     ::prlimit(p.pid, RLIMIT_CPU, &lim, nullptr);
   }
 
-  models::PreparedMedia exchange(Lane& L, const Job& job) {
+  size_t output_need(const Job& job) const {
+    const int64_t want =
+        job.estimate.feature_bytes > 0 ? job.estimate.feature_bytes : cfg.memory_bytes;
+    if (want > cfg.shared_bytes)
+      throw ResourceExhausted("the media item's features would take " + std::to_string(want) +
+                              " bytes, more than the sandbox's limit of " +
+                              std::to_string(cfg.shared_bytes) + " per worker");
+    return static_cast<size_t>(std::max<int64_t>(want, 1));
+  }
+
+  models::PreparedMedia exchange(Lane& L, const Job& job, size_t out_need) {
     Process& p = *L.current;
     const std::string doing = std::string("decoding a ") + models::modality_name(job.modality) +
                               " of " + std::to_string(job.bytes.size()) + " bytes";
     if (!p.input || p.input->capacity < job.bytes.size()) {
+      auto fresh =
+          make_slot(next_slot.fetch_add(1), input_capacity(job.bytes.size()), "mmrt-media-in");
       if (p.input && p.input->sent) p.forget.push_back(p.input->id);
-      p.input = make_slot(next_slot.fetch_add(1),
-                          round_up(std::max(job.bytes.size(), 4 * kMiB), kMiB), "mmrt-media-in");
+      p.input = std::move(fresh);
     }
     if (!job.bytes.empty()) std::memcpy(p.input->map, job.bytes.data(), job.bytes.size());
-    const int64_t want = job.feature_bytes > 0 ? job.feature_bytes : cfg.memory_bytes;
-    if (want > kMaxFeatureBytes)
-      throw ResourceExhausted("the media item's features would take " + std::to_string(want) +
-                              " bytes, more than the sandbox's limit of " +
-                              std::to_string(kMaxFeatureBytes));
-    std::shared_ptr<Slot> out = output_slot(p, static_cast<size_t>(want));
+    std::shared_ptr<Slot> out = output_slot(p, out_need);
 
     wire::Request q;
-    q.id = next_request.fetch_add(1);
+    if (::getrandom(&q.id, sizeof q.id, 0) != static_cast<ssize_t>(sizeof q.id))
+      q.id = static_cast<uint64_t>(now_ns());  // (cannot happen for 8 bytes)
     q.modality = static_cast<uint32_t>(job.modality);
     q.hook = static_cast<uint32_t>(job.hook);
     q.input = {p.input->id, p.input->sent ? 0u : 1u, p.input->capacity};
@@ -378,19 +307,29 @@ struct MediaSandbox::Impl {
     std::vector<int> fds;
     if (q.input.has_fd) fds.push_back(p.input->fd);
     if (q.output.has_fd) fds.push_back(out->fd);
+    if (wait_readable(p.sock, 0)) {  // it spoke unasked: a reply queued ahead, or it is gone
+      L.current.reset();
+      lost.fetch_add(1);
+      throw InternalError("the media worker sent a message nobody asked for; it was stopped");
+    }
     arm_cpu_limit(p);
-    if (!wire::send_message(p.sock, &q, sizeof q, fds)) throw lost_worker(L.current, doing, false);
+    if (!wire::send_message(p.sock, &q, sizeof q, fds, true))
+      throw lost_worker(L.current, doing, false);
+    const int64_t shared = (q.input.has_fd ? static_cast<int64_t>(p.input->capacity) : 0) +
+                           (q.output.has_fd ? static_cast<int64_t>(out->capacity) : 0);
+    p.shared_sent += shared;
+    p.input->sent = out->sent = true;
     if (!wait_readable(p.sock, cfg.timeout_s)) throw lost_worker(L.current, doing, true);
     wire::Reply r;
     const long n = wire::receive_message(p.sock, &r, sizeof r, {}, nullptr);
     if (n <= 0) throw lost_worker(L.current, doing, false);
+    p.cpu_after_reply = std::max(0.0, cpu_seconds_of(p.pid));
     if (n != static_cast<long>(sizeof r) || r.magic != wire::kMagic || r.id != q.id) {
-      reap(p);
       L.current.reset();
       lost.fetch_add(1);
-      throw InternalError("the media worker sent a malformed reply while " + doing);
+      throw InternalError("the media worker sent a malformed reply while " + doing +
+                          "; it was stopped");
     }
-    p.input->sent = out->sent = true;
     if (r.status != wire::Status::kOk) {
       failed.fetch_add(1);
       const ErrorCode code = r.code >= 0 && r.code <= static_cast<int32_t>(ErrorCode::kInternal)
@@ -398,14 +337,23 @@ struct MediaSandbox::Impl {
                                  : ErrorCode::kInternal;
       throw Error(code, clean_message(r.message));
     }
-    return adopt_reply(r, out, doing);
+    try {
+      return adopt_reply(r, out, job);
+    } catch (const Error&) {
+      L.current.reset();  // a worker that lies about its output is not used again
+      lost.fetch_add(1);
+      throw;
+    }
   }
 
-  // The features as a view of the output buffer, after checking every field of the reply.
+  // The features as a view of the output buffer, after checking every field of the reply (and
+  // against the header estimate where that is exact).
   models::PreparedMedia adopt_reply(const wire::Reply& r, const std::shared_ptr<Slot>& out,
-                                    const std::string& doing) {
+                                    const Job& job) {
     auto bad = [&](const std::string& what) {
-      return InternalError("the media worker's reply " + what + " (" + doing + ")");
+      return InternalError("the media worker's reply " + what + " (decoding a " +
+                           models::modality_name(job.modality) + " of " +
+                           std::to_string(job.bytes.size()) + " bytes); it was stopped");
     };
     if (r.dtype > static_cast<uint32_t>(DType::kI64)) throw bad("has an unknown dtype");
     if (r.rank < 1 || r.rank > static_cast<uint32_t>(wire::kMaxRank) ||
@@ -413,35 +361,52 @@ struct MediaSandbox::Impl {
       throw bad("has an unexpected rank");
     const DType dt = static_cast<DType>(r.dtype);
     Shape shape;
-    uint64_t elems = 1;
+    uint64_t bytes = dtype_size(dt);
     for (uint32_t i = 0; i < r.rank; ++i) {
-      if (r.shape[i] < 0 || r.shape[i] > kMaxFeatureBytes) throw bad("has a negative shape");
+      if (r.shape[i] < 0) throw bad("has a negative shape");
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(r.shape[i]), &bytes))
+        throw bad("describes more data than there is");
       shape.push_back(r.shape[i]);
-      elems = elems * static_cast<uint64_t>(r.shape[i]);
-      if (elems > static_cast<uint64_t>(kMaxFeatureBytes)) throw bad("describes too much data");
     }
-    const uint64_t bytes = elems * dtype_size(dt);
     if (bytes != r.output_bytes || bytes > out->capacity)
-      throw bad("disagrees with its output size");
-    if (r.n_tokens < 0 || r.encoder_cost < 0) throw bad("has negative counts");
+      throw bad("describes more data than there is");
     models::PreparedMedia m;
-    m.modality = static_cast<models::Modality>(0);
-    for (uint32_t i = 0; i < r.n_dims; ++i) m.dims.push_back(r.dims[i]);
+    for (uint32_t i = 0; i < r.n_dims; ++i) {
+      if (r.dims[i] < 0) throw bad("has negative dims");
+      m.dims.push_back(r.dims[i]);
+    }
+    if (r.n_tokens < 0 || r.encoder_cost < 0) throw bad("has negative counts");
     m.n_tokens = r.n_tokens;
     m.encoder_cost = r.encoder_cost;
+    const models::MediaEstimate& e = job.estimate;
+    if (e.exact &&
+        (m.dims != e.dims || m.n_tokens != e.n_tokens || m.encoder_cost != e.encoder_cost ||
+         (e.feature_bytes > 0 && bytes != static_cast<uint64_t>(e.feature_bytes))))
+      throw bad("disagrees with what the file's header says");
     out->leased.store(true);
     std::shared_ptr<void> lease(out->map, [out](void*) { out->leased.store(false); });
     m.features = Tensor::view(out->map, dt, std::move(shape), std::move(lease));
     items.fetch_add(1);
     return m;
   }
+
+  // A spare for the lane, started now; a failure is said by the next item that needs it.
+  void start_spare(Lane& L) {
+    if (L.spare) return;
+    try {
+      L.spare = spawn();
+    } catch (const Error&) {
+    }
+  }
 };
 
 MediaSandbox::MediaSandbox(const MediaSandboxConfig& cfg, int lanes)
     : impl_(std::make_unique<Impl>(cfg)) {
-  if (cfg.memory_bytes < (int64_t{16} << 20) || cfg.cpu_seconds < 1 || !(cfg.timeout_s > 0))
+  if (cfg.memory_bytes < (int64_t{16} << 20) || cfg.shared_bytes < (int64_t{16} << 20) ||
+      cfg.cpu_seconds < 1 || !(cfg.timeout_s > 0))
     throw InvalidArgument(
-        "media sandbox: memory must be >= 16 MiB, CPU time >= 1 s and the timeout > 0");
+        "media sandbox: memory and shared buffers must be >= 16 MiB, CPU time >= 1 s and the "
+        "timeout > 0");
   for (int i = 0; i < std::max(1, lanes); ++i) {
     impl_->lanes.push_back(std::make_unique<Impl::Lane>());
     impl_->lanes.back()->current = impl_->spawn();
@@ -450,14 +415,14 @@ MediaSandbox::MediaSandbox(const MediaSandboxConfig& cfg, int lanes)
     impl_->await_ready(L->current);
     L->pid.store(L->current->pid);
   }
-  for (auto& L : impl_->lanes) L->spare = impl_->spawn();
+  for (auto& L : impl_->lanes) impl_->start_spare(*L);
 }
 
 MediaSandbox::~MediaSandbox() {
   for (auto& L : impl_->lanes) {
     std::lock_guard<std::mutex> lk(L->mu);
-    for (auto* p : {&L->current, &L->spare})
-      if (*p) Impl::reap(**p);
+    L->current.reset();
+    L->spare.reset();
   }
 }
 
@@ -466,28 +431,19 @@ models::PreparedMedia MediaSandbox::preprocess(int lane, const Job& job) {
     throw InvalidArgument("media sandbox: no lane " + std::to_string(lane));
   Impl::Lane& L = *impl_->lanes[static_cast<size_t>(lane)];
   std::lock_guard<std::mutex> lk(L.mu);
-  impl_->acquire(L, job.tenant);
+  const size_t out_need = impl_->output_need(job);
   models::PreparedMedia m;
   try {
-    m = impl_->exchange(L, job);
+    impl_->acquire(L, job, out_need);
+    m = impl_->exchange(L, job, out_need);
   } catch (...) {
     if (!L.current) L.pid.store(0);
-    if (!L.spare) {  // start the replacement now, while the error goes back
-      try {
-        L.spare = impl_->spawn();
-      } catch (const Error&) {  // the next item that needs it says why
-      }
-    }
+    impl_->start_spare(L);  // the replacement starts while the error goes back
     throw;
   }
   m.modality = job.modality;
   impl_->trim(*L.current);
-  if (!L.spare) {  // off this item's path: after its decode
-    try {
-      L.spare = impl_->spawn();
-    } catch (const Error&) {  // the next item that needs it says why
-    }
-  }
+  impl_->start_spare(L);  // off this item's path: after its decode
   return m;
 }
 

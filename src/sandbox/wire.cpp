@@ -12,7 +12,8 @@ namespace {
 constexpr int kMaxFds = 2;
 }
 
-bool send_message(int fd, const void* msg, size_t bytes, std::span<const int> fds) {
+bool send_message(int fd, const void* msg, size_t bytes, std::span<const int> fds,
+                  bool nonblocking) {
   iovec iov{const_cast<void*>(msg), bytes};
   msghdr h{};
   h.msg_iov = &iov;
@@ -29,7 +30,7 @@ bool send_message(int fd, const void* msg, size_t bytes, std::span<const int> fd
     std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * n);
   }
   for (;;) {
-    const ssize_t r = ::sendmsg(fd, &h, MSG_NOSIGNAL);
+    const ssize_t r = ::sendmsg(fd, &h, MSG_NOSIGNAL | (nonblocking ? MSG_DONTWAIT : 0));
     if (r == static_cast<ssize_t>(bytes)) return true;
     if (r < 0 && errno == EINTR) continue;
     return false;

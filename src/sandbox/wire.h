@@ -57,11 +57,15 @@ struct Ready {
   uint32_t magic = kMagic, version = kVersion;
   Status status = Status::kOk;
   int32_t code = 0;
+  uint32_t open_fds = 0;  // descriptors it held before confinement (the server wants 0-3)
+  uint32_t reserved = 0;
   char message[kMessageBytes] = {};
 };
 
-// One message with up to 2 descriptors. Returns false when the peer is gone (EPIPE, ECONNRESET).
-bool send_message(int fd, const void* msg, size_t bytes, std::span<const int> fds);
+// One message with up to 2 descriptors. Returns false when the peer is gone (EPIPE, ECONNRESET)
+// or, with `nonblocking`, when its queue is full (a peer that stopped reading).
+bool send_message(int fd, const void* msg, size_t bytes, std::span<const int> fds,
+                  bool nonblocking);
 // One message into `msg` (at most `bytes`); received descriptors (close-on-exec) into `fds`.
 // Returns the message size, 0 at end of stream, -1 on an error (errno set). Descriptors beyond
 // fds.size() are closed.

@@ -1,6 +1,7 @@
 // The media worker: confines itself, then preprocesses one item per request until the server
 // closes the socket.
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -10,8 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <new>
@@ -23,10 +26,10 @@
 #include "sandbox/media_sandbox.h"
 #include "sandbox/wire.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MMRT_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define MMRT_SANITIZED 1
 #endif
 #endif
@@ -54,43 +57,56 @@ void set_limit(int resource, rlim_t soft, rlim_t hard, const char* what) {
 }
 
 // Resource limits, then the seccomp allow-list. After this the process can compute, map the
-// buffers it was given, talk on its socket and write to stderr; anything else kills it.
-void confine(int sock, int64_t memory_bytes, int32_t cpu_seconds) {
+// buffers it was given and talk on its socket; anything else kills it.
+void confine(const WorkerOptions& o) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
     throw Unavailable(std::string("media worker: prctl failed: ") + std::strerror(errno));
   set_limit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE");
   set_limit(RLIMIT_FSIZE, 0, 0, "RLIMIT_FSIZE");
   set_limit(RLIMIT_NOFILE, 16, 16, "RLIMIT_NOFILE");
-  // The server moves the soft CPU limit before every item (prlimit); the worker cannot.
-  set_limit(RLIMIT_CPU, static_cast<rlim_t>(cpu_seconds), RLIM_INFINITY, "RLIMIT_CPU");
+  rlimit cur{};
+  ::getrlimit(RLIMIT_STACK, &cur);
+  const rlim_t stack = std::min<rlim_t>(cur.rlim_cur, rlim_t{8} << 20);
+  set_limit(RLIMIT_STACK, stack, stack, "RLIMIT_STACK");
+  // The server moves the soft CPU limit before every item (prlimit), up to the hard limit,
+  // which ends the worker's life with SIGKILL even if it blocks SIGXCPU; it cannot raise either.
+  ::getrlimit(RLIMIT_CPU, &cur);
+  const rlim_t hard = std::min<rlim_t>(cur.rlim_max, static_cast<rlim_t>(o.lifetime_cpu_seconds));
+  set_limit(RLIMIT_CPU, std::min<rlim_t>(static_cast<rlim_t>(o.cpu_seconds), hard), hard,
+            "RLIMIT_CPU");
 #ifndef MMRT_SANITIZED
-  // Heap and private mappings beyond what loading needed. (Sanitizers reserve terabytes of
-  // shadow memory as private mappings, so their builds run without this limit.)
-  const int64_t data = status_bytes("VmData") + memory_bytes;
+  // Heap and private mappings beyond what loading needed; the address space also bounds the
+  // shared buffers it may keep mapped. (Sanitizers reserve terabytes of shadow memory as
+  // private mappings, so their builds run without these two limits.)
+  const int64_t data = status_bytes("VmData") + o.memory_bytes;
   set_limit(RLIMIT_DATA, static_cast<rlim_t>(data), static_cast<rlim_t>(data), "RLIMIT_DATA");
-#else
-  (void)memory_bytes;
+  const int64_t as =
+      status_bytes("VmSize") + o.memory_bytes + o.shared_bytes + (int64_t{256} << 20);
+  set_limit(RLIMIT_AS, static_cast<rlim_t>(as), static_cast<rlim_t>(as), "RLIMIT_AS");
 #endif
 
   scmp_filter_ctx f = ::seccomp_init(SCMP_ACT_KILL_PROCESS);
   if (!f) throw Unavailable("media worker: seccomp_init failed");
   int rc = ::seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+  if (rc == 0) rc = ::seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   auto allow = [&](int sys, unsigned n, const scmp_arg_cmp* args) {
     if (rc == 0) rc = ::seccomp_rule_add_array(f, SCMP_ACT_ALLOW, sys, n, args);
   };
-  const scmp_arg_cmp on_sock = SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(sock));
+  const scmp_arg_cmp on_sock = SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(o.fd));
   const scmp_arg_cmp no_exec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
   allow(SCMP_SYS(recvmsg), 1, &on_sock);
   allow(SCMP_SYS(sendmsg), 1, &on_sock);
-  const scmp_arg_cmp on_stderr = SCMP_A0(SCMP_CMP_EQ, 2);
-  allow(SCMP_SYS(write), 1, &on_stderr);
-  // Private anonymous memory, or a mapping of a buffer it holds; never executable, never
-  // shared anonymous memory (that would escape RLIMIT_DATA).
+  // Private anonymous memory, or a mapping of a buffer it was given (descriptors 4 and up);
+  // never executable, never shared anonymous memory or a grows-down region (both would escape
+  // RLIMIT_DATA).
   const scmp_arg_cmp anon_private[] = {
-      no_exec, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS | MAP_SHARED, MAP_ANONYMOUS)};
-  const scmp_arg_cmp file_backed[] = {no_exec, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS, 0)};
+      no_exec,
+      SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS | MAP_SHARED | MAP_GROWSDOWN, MAP_ANONYMOUS)};
+  const scmp_arg_cmp file_backed[] = {no_exec,
+                                      SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS | MAP_GROWSDOWN, 0),
+                                      SCMP_A4(SCMP_CMP_GE, static_cast<scmp_datum_t>(o.fd + 1))};
   allow(SCMP_SYS(mmap), 2, anon_private);
-  allow(SCMP_SYS(mmap), 2, file_backed);
+  allow(SCMP_SYS(mmap), 3, file_backed);
   allow(SCMP_SYS(mprotect), 1, &no_exec);
   const scmp_arg_cmp self = SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid()));
   allow(SCMP_SYS(tgkill), 1, &self);  // abort()
@@ -101,8 +117,8 @@ void confine(int sock, int64_t memory_bytes, int32_t cpu_seconds) {
         SCMP_SYS(restart_syscall), SCMP_SYS(exit), SCMP_SYS(exit_group)})
     allow(sys, 0, nullptr);
 #ifdef MMRT_SANITIZED
-  // The sanitizer runtimes probe memory through a pipe (pipe2, write, read) and read limits;
-  // sanitizer builds are test builds, and every other rule stays as it is.
+  // The sanitizer runtimes probe memory through a pipe (pipe2, write, read), read limits and
+  // set up signal stacks; sanitizer builds are test builds, and every other rule stays.
   const scmp_arg_cmp read_only = SCMP_A2(SCMP_CMP_EQ, 0);
   allow(SCMP_SYS(prlimit64), 1, &read_only);
   for (const int sys : {SCMP_SYS(pipe), SCMP_SYS(pipe2), SCMP_SYS(read), SCMP_SYS(write),
@@ -114,6 +130,16 @@ void confine(int sock, int64_t memory_bytes, int32_t cpu_seconds) {
   if (rc != 0)
     throw Unavailable(std::string("media worker: cannot install the seccomp filter: ") +
                       std::strerror(-rc));
+}
+
+// Descriptors open now (the listing's own one excluded).
+uint32_t open_descriptors() {
+  std::error_code ec;
+  uint32_t n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n > 0 ? n - 1 : 0;
 }
 
 struct Mapping {
@@ -149,7 +175,8 @@ class Worker {
       wire::Reply r;
       r.id = q.id;
       run(q, r);
-      if (!wire::send_message(opts_.fd, &r, sizeof r, {})) return 0;
+      if (!wire::send_message(opts_.fd, &r, sizeof r, {}, false)) return 0;
+      if (opts_.test_hooks && q.hook == static_cast<uint32_t>(TestHook::kSpinAfterReply)) spin();
     }
   }
 
@@ -170,26 +197,57 @@ class Worker {
     maps_.erase(it);
   }
 
-  void hook(uint32_t h) {
-    if (!opts_.test_hooks) return;
+  [[noreturn]] static void spin() {
+    volatile uint64_t i = 0;
+    for (;;) i = static_cast<uint64_t>(i) + 1;
+  }
+
+  // A test's stand-in for an exploit; true when the reply is already written (forged).
+  bool hook(uint32_t h, wire::Reply& r) {
+    if (!opts_.test_hooks) return false;
+    const int anon = MAP_PRIVATE | MAP_ANONYMOUS;
     switch (static_cast<TestHook>(h)) {
       case TestHook::kForbiddenSyscall:
         ::syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
         throw InternalError("socket(2) was not stopped by the seccomp filter");
+      case TestHook::kExecMemory:
+        ::mmap(nullptr, 4096, PROT_READ | PROT_EXEC, anon, -1, 0);
+        throw InternalError("executable memory was not stopped by the seccomp filter");
+      case TestHook::kSharedMemory:
+        ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        throw InternalError("shared anonymous memory was not stopped by the seccomp filter");
+      case TestHook::kGrowsDownMemory:
+        ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, anon | MAP_GROWSDOWN, -1, 0);
+        throw InternalError("a grows-down mapping was not stopped by the seccomp filter");
       case TestHook::kCrash:
         __builtin_trap();
-      case TestHook::kSpin: {
-        volatile uint64_t i = 0;
-        for (;;) i = static_cast<uint64_t>(i) + 1;
+      case TestHook::kSpin:
+        spin();
+      case TestHook::kCloseSocket: {
+        ::close(opts_.fd);
+        int word = 0;
+        for (;;) ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
       }
+      case TestHook::kForgedReply:
+        r.dtype = static_cast<uint32_t>(DType::kF32);
+        r.rank = 2;
+        r.shape[0] = r.shape[1] = int64_t{1} << 32;  // 2^64 elements: 0 after a wrap
+        r.output_bytes = 0;
+        r.n_dims = 3;
+        r.dims[0] = 1;
+        r.dims[1] = r.dims[2] = int64_t{1} << 40;
+        r.n_tokens = int64_t{1} << 50;
+        return true;
       case TestHook::kNone:
+      case TestHook::kSpinAfterReply:
         break;
     }
+    return false;
   }
 
   void run(const wire::Request& q, wire::Reply& r) {
     try {
-      hook(q.hook);
+      if (hook(q.hook, r)) return;
       auto in = maps_.find(q.input.id), out = maps_.find(q.output.id);
       if (in == maps_.end() || out == maps_.end() || q.input_bytes > in->second.capacity)
         throw InternalError("media worker: a request named buffers it does not hold");
@@ -258,7 +316,8 @@ int run_media_worker(const WorkerOptions& opts) {
   std::unique_ptr<models::Processor> processor;
   try {
     processor = models::load_processor(opts.model_dir);  // files are read before confinement
-    confine(opts.fd, opts.memory_bytes, opts.cpu_seconds);
+    ready.open_fds = open_descriptors();
+    confine(opts);
   } catch (const Error& e) {
     ready.status = wire::Status::kError;
     ready.code = static_cast<int32_t>(e.code());
@@ -268,7 +327,7 @@ int run_media_worker(const WorkerOptions& opts) {
     ready.code = static_cast<int32_t>(ErrorCode::kInternal);
     wire::set_message(ready.message, e.what());
   }
-  if (!wire::send_message(opts.fd, &ready, sizeof ready, {})) return 1;
+  if (!wire::send_message(opts.fd, &ready, sizeof ready, {}, false)) return 1;
   if (ready.status != wire::Status::kOk) return 1;
   Worker w(opts, std::move(processor));
   return w.serve();

@@ -72,7 +72,7 @@ class SandboxTest : public ::testing::Test {
     j.bytes = b;
     j.tenant = tenant;
     j.hook = hook;
-    j.feature_bytes = p->estimate(models::Modality::kImage, b).feature_bytes;
+    j.estimate = p->estimate(models::Modality::kImage, b);
     return j;
   }
   static void expect_same(const models::PreparedMedia& a, const models::PreparedMedia& b) {

@@ -72,6 +72,7 @@ TEST_F(SandboxTest, EngineBadMediaInTheSandboxEndsOnlyItsRequest) {
   EXPECT_EQ(rb.error, ErrorCode::kFormat) << rb.reason;
   EXPECT_NE(rb.reason.find("JPEG"), std::string::npos) << rb.reason;
   EXPECT_EQ(rg.outcome, Outcome::kFinished) << rg.reason;
+  EXPECT_EQ(eng->stats().media_sandbox.failed, 1);  // the worker said so: it ran there
   EXPECT_EQ(eng->stats().media_sandbox.workers_lost, 0);
 }
 

@@ -128,7 +128,8 @@ class Qwen2VLProcessor final : public Processor {
             g[0] * (g[1] / ms) * (g[2] / ms),
             patches,
             static_cast<int64_t>(info.width) * info.height,
-            patches * row * static_cast<int64_t>(sizeof(float))};
+            patches * row * static_cast<int64_t>(sizeof(float)),
+            true};
   }
 
   PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
