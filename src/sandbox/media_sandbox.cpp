@@ -270,8 +270,10 @@ struct MediaSandbox::Impl {
   }
 
   size_t output_need(const Job& job) const {
-    const int64_t want =
-        job.estimate.feature_bytes > 0 ? job.estimate.feature_bytes : cfg.memory_bytes;
+    // Unknown from the header: as much as the worker could make within its limits.
+    const int64_t want = job.estimate.feature_bytes > 0
+                             ? job.estimate.feature_bytes
+                             : std::min(cfg.memory_bytes, cfg.shared_bytes);
     if (want > cfg.shared_bytes)
       throw ResourceExhausted("the media item's features would take " + std::to_string(want) +
                               " bytes, more than the sandbox's limit of " +
