@@ -20,6 +20,7 @@
 #include "media/image.h"
 #include "model_options.h"
 #include "models/registry.h"
+#include "obs/report.h"
 
 namespace mmrt::cli {
 namespace {
@@ -40,12 +41,7 @@ struct DecodeFigures {
   std::vector<double> b1_paired;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using obs::median;
 
 // Sequence `seq`'s block table for `tokens` tokens: sequences own consecutive, disjoint ranges of
 // blocks, each as long as this one.

@@ -19,23 +19,14 @@
 #include "media/image.h"
 #include "model_options.h"
 #include "models/registry.h"
+#include "obs/report.h"
 #include "sandbox/media_sandbox.h"
 
 namespace mmrt::cli {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
+using obs::mean;
+using obs::median;
 
 // Reads every feature once, as the encoder's first layer does (so a slower first read of shared
 // memory would show).

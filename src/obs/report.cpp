@@ -18,6 +18,19 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
 Dist Dist::of(const std::vector<double>& v) {
   Dist d;
   d.n = static_cast<int64_t>(v.size());

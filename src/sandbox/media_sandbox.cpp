@@ -181,7 +181,7 @@ struct MediaSandbox::Impl {
   std::string unfit(const Process& p, const std::string& tenant, size_t new_shared) const {
     if (p.bound && p.tenant != tenant) return "tenant";
     if (!p.ready) return "";
-    const double cpu = cpu_seconds_of(p.pid);
+    const double cpu = p.cpu_checked;
     if (cpu >= 0 && cpu - p.cpu_after_reply > kIdleCpuS) return "idle";
     if (cpu >= 0 && cpu + cfg.cpu_seconds + 2 > lifetime_cpu_seconds) return "old";
     if (p.shared_sent + static_cast<int64_t>(new_shared) > cfg.shared_bytes) return "buffers";
@@ -212,6 +212,7 @@ struct MediaSandbox::Impl {
           throw;
         }
       }
+      L.current->cpu_checked = cpu_seconds_of(L.current->pid);  // read once per item
       const std::string why = unfit(*L.current, job.tenant, new_buffers(*L.current, job, out_need));
       if (why.empty()) break;
       if (why == "tenant") switches.fetch_add(1);
@@ -258,10 +259,10 @@ struct MediaSandbox::Impl {
     }
   }
 
-  // Moves the worker's soft CPU limit to what it has used plus one item's budget (below the
-  // hard limit, which acquire() keeps it away from).
+  // Moves the worker's soft CPU limit to what it has used (as acquire() read it; it has been
+  // idle since) plus one item's budget, below the hard limit acquire() keeps it away from.
   void arm_cpu_limit(const Process& p) const {
-    const double used = cpu_seconds_of(p.pid);
+    const double used = p.cpu_checked;
     if (used < 0) return;
     const rlim_t soft = static_cast<rlim_t>(used) + 1 + static_cast<rlim_t>(cfg.cpu_seconds);
     const rlimit lim{std::min<rlim_t>(soft, static_cast<rlim_t>(lifetime_cpu_seconds)),

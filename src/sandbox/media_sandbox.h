@@ -5,13 +5,13 @@
 // it reads any request the worker loads the checkpoint's preprocessing settings (no weights),
 // limits its memory (RLIMIT_DATA, RLIMIT_AS) and CPU time (RLIMIT_CPU, moved per item by the
 // server) and drops to a seccomp-bpf allow-list: no open, no write, no socket, no exec, no
-// ptrace, no executable or shared anonymous memory. Bytes go in through an input buffer it shares with the
-// server; it writes the features straight into an output buffer the server sized from the header
-// estimate, so nothing is copied on the way out. A worker serves one tenant: a request of another
-// tenant gets a fresh process (a spare is kept started), so a decoder exploit cannot see another
-// tenant's media, and neither the model nor the server's memory is reachable from it.
-// A crash, a forbidden system call, a limit hit or a timeout fails that request with an error
-// saying which, and the lane goes on with a new worker.
+// ptrace, no executable or shared anonymous memory. Bytes go in through an input buffer it shares
+// with the server; it writes the features straight into an output buffer the server sized from the
+// header estimate, so nothing is copied on the way out. A worker serves one tenant: a request of
+// another tenant gets a fresh process (a spare is kept started), so a decoder exploit cannot see
+// another tenant's media, and neither the model nor the server's memory is reachable from it. A
+// crash, a forbidden system call, a limit hit or a timeout fails that request with an error saying
+// which, and the lane goes on with a new worker.
 #pragma once
 
 #include <sys/types.h>

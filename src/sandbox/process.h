@@ -44,6 +44,7 @@ struct Process {
   std::vector<uint32_t> forget;  // buffers to tell the worker to unmap
   int64_t shared_sent = 0;       // capacity of every buffer it was ever given
   double cpu_after_reply = 0;    // its CPU time when it last answered
+  double cpu_checked = -1;       // its CPU time when it was last chosen for an item
   Process() = default;
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;

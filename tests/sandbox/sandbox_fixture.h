@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,12 @@ class SandboxTest : public ::testing::Test {
         "Image.new('RGB',(6000,6000),(200,30,60)).save('" +
         d + "/bomb.png')\"";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
+    processor_ = models::load_processor(d);
   }
-  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+  static void TearDownTestSuite() {
+    processor_.reset();
+    std::filesystem::remove_all(dir_);
+  }
 
   static std::vector<uint8_t> bytes(const std::string& name) {
     std::ifstream f(dir_ / name, std::ios::binary);
@@ -62,17 +67,15 @@ class SandboxTest : public ::testing::Test {
 
   // What the engine would get without the sandbox.
   static models::PreparedMedia in_process(const std::vector<uint8_t>& b) {
-    auto p = models::load_processor(dir_.string());
-    return p->preprocess(models::Modality::kImage, b, media::MediaContext{});
+    return processor_->preprocess(models::Modality::kImage, b, media::MediaContext{});
   }
   static sandbox::Job job(const std::vector<uint8_t>& b, const std::string& tenant = "t",
                           sandbox::TestHook hook = sandbox::TestHook::kNone) {
-    auto p = models::load_processor(dir_.string());
     sandbox::Job j;
     j.bytes = b;
     j.tenant = tenant;
     j.hook = hook;
-    j.estimate = p->estimate(models::Modality::kImage, b);
+    j.estimate = processor_->estimate(models::Modality::kImage, b);
     return j;
   }
   static void expect_same(const models::PreparedMedia& a, const models::PreparedMedia& b) {
@@ -85,7 +88,9 @@ class SandboxTest : public ::testing::Test {
   }
 
   static std::filesystem::path dir_;
+  static std::unique_ptr<models::Processor> processor_;  // the checkpoint's, loaded once
 };
 inline std::filesystem::path SandboxTest::dir_;
+inline std::unique_ptr<models::Processor> SandboxTest::processor_;
 
 }  // namespace mmrt::testing
