@@ -116,6 +116,34 @@ def text_seeds():
     put("fuzz_chat_template", "audio.bin", b"\x81\x0cx")
 
 
+def request_seeds():
+    # First byte: bit 0 completion endpoint, bit 1 local media allowed (a missing directory).
+    user = {"role": "user", "content": "Hello"}
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    seeds = {
+        "chat.bin": (0, {"model": "tiny", "messages": [user], "max_tokens": 8}),
+        "chat_all_fields.bin": (0, {
+            "messages": [{"role": "system", "content": "Be brief."}, user],
+            "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.7,
+            "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 1, "stop": ["\n", "END"],
+            "presence_penalty": 0.1, "frequency_penalty": 0.1, "repetition_penalty": 1.05,
+            "ignore_eos": False, "user": "u", "service_tier": "priority", "sla_class": "gold",
+            "ttft_deadline_ms": 300, "max_completion_tokens": 16, "n": 1}),
+        "chat_image.bin": (0, {"messages": [{"role": "user", "content": [
+            image, {"type": "text", "text": "What is it?"}]}]}),
+        "chat_file.bin": (2, {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "file:///nonexistent-mmrt-fuzz/a.png"}}]}]}),
+        "chat_http.bin": (0, {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": "http://127.0.0.1:9/a.png"}]}]}),
+        "chat_refused.bin": (0, {"messages": [user], "tools": [{"type": "function"}],
+                                 "response_format": {"type": "json_object"}}),
+        "completion.bin": (1, {"prompt": "Once upon a time", "max_tokens": 4}),
+        "completion_ids.bin": (1, {"prompt": [1, 2, 3], "echo": False}),
+    }
+    for name, (mode, body) in seeds.items():
+        put("fuzz_chat_request", name, bytes([mode]) + json.dumps(body).encode())
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -123,6 +151,7 @@ def main():
     safetensors_seeds()
     checkpoint_seeds(sys.argv[1])
     text_seeds()
+    request_seeds()
     n = sum(len(fs) for _, _, fs in os.walk(ROOT))
     print(f"wrote {n} seed files under {ROOT}")
 

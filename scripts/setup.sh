@@ -41,9 +41,10 @@ if ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# npm packages used by the tokenizer conformance test and its benchmark (lock file committed).
+# npm packages used by the tokenizer conformance test and its benchmark, and the official openai
+# client of the server tests (lock file committed).
 if [[ -f tests/js/package.json ]]; then
-  if [[ ! -d tests/js/node_modules/@lenml/tokenizers ]]; then
+  if [[ ! -d tests/js/node_modules/@lenml/tokenizers || ! -f tests/js/node_modules/openai/package.json ]]; then
     echo "[setup] installing npm packages (tests/js)"
     (cd tests/js && npm ci --no-audit --no-fund --silent)
   else

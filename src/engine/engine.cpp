@@ -19,10 +19,6 @@
 
 namespace mmrt::engine {
 
-void GenerateRequest::add_image(std::vector<uint8_t> bytes) {
-  media.push_back({models::Modality::kImage, std::move(bytes)});
-}
-
 namespace {
 
 std::string with_code(ErrorCode code, const std::string& message) {
@@ -497,13 +493,14 @@ RequestHandle Engine::submit(GenerateRequest g) {
     s->text = std::make_unique<OutputText>(*m.tok, r.sampling.stop);
     s->messages = std::move(g.messages);
     s->prompt_ids = std::move(g.prompt_ids);
+    s->prompt_text = std::move(g.prompt_text);
     s->media = std::move(g.media);
   } catch (const Error& err) {
     m.complete(*s, Outcome::kRefused, with_code(err.code(), err.what()), err.code(),
                /*with_books=*/false);
     return RequestHandle(state);
   }
-  size_t bytes = 0;
+  size_t bytes = s->prompt_text.size();
   for (const auto& msg : s->messages)
     for (const auto& part : msg.content) bytes += part.text.size();
   if (s->media.empty() && bytes <= m.cfg.prepare_inline_bytes)

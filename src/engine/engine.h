@@ -57,6 +57,7 @@ struct GenerateRequest {
   std::vector<models::ChatMessage> messages;  // media parts take `media` in order
   std::vector<PendingMedia> media;            // encoded files (images: JPEG/PNG/WebP)
   std::vector<int32_t> prompt_ids;            // instead of messages: token ids as is
+  std::string prompt_text;                    // instead of messages: raw text, no chat template
   SamplingParams sampling;
   std::string tenant = "default";
   int32_t priority = 0;
@@ -67,7 +68,9 @@ struct GenerateRequest {
   int64_t tpot_target_ns = 0;    // explicit TPOT target (overrides the class)
 
   // Appends an image: its bytes to `media` (the messages must hold the matching image part).
-  void add_image(std::vector<uint8_t> bytes);
+  void add_image(std::vector<uint8_t> bytes) {
+    media.push_back({models::Modality::kImage, std::move(bytes), {}});
+  }
 };
 
 struct EngineStats {

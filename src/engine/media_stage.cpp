@@ -118,6 +118,11 @@ struct MediaStage::Impl {
           throw InvalidArgument("prompt token id " + std::to_string(t) + " is outside [0, " +
                                 std::to_string(spec.vocab_size) + ")");
       r.prompt = std::move(s.prompt_ids);
+    } else if (!s.prompt_text.empty()) {
+      if (!s.media.empty() || !s.messages.empty())
+        throw InvalidArgument("a raw text prompt cannot carry media or messages");
+      r.prompt = tok.encode(s.prompt_text);
+      s.prompt_text.clear();
     } else {
       if (s.messages.empty()) throw InvalidArgument("request has no messages and no prompt ids");
       // Media parts and attached items must agree, per modality and in order.

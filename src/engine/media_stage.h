@@ -45,6 +45,7 @@ struct Submission {
   std::shared_ptr<RequestHandle::State> handle;
   std::vector<models::ChatMessage> messages;  // until tokenised
   std::vector<int32_t> prompt_ids;            // instead of messages: ids as given
+  std::string prompt_text;                    // instead of messages: raw text (no template)
   std::vector<PendingMedia> media;            // until preprocessed
   std::vector<int32_t> unexpanded;            // the prompt before media expansion
   int64_t media_pixels = 0;                   // source pixels of its media, from the headers

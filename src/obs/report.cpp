@@ -49,6 +49,32 @@ nlohmann::json Dist::json() const {
   return {{"n", n}, {"p50", p50}, {"p95", p95}, {"p99", p99}, {"mean", mean}, {"max", max}};
 }
 
+RequestTimes request_times(const engine::RequestResult& r) {
+  RequestTimes t;
+  const bool ok = r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped;
+  const auto& tl = r.timeline;
+  const int64_t t0 = tl.first(Event::kReceived), tf = tl.first(Event::kFirstToken),
+                te = tl.last(Event::kFinished);
+  if (!ok || tf < 0 || t0 < 0 || te < 0) return t;
+  auto s = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
+  t.completed = true;
+  t.ttft = s(tf - t0);
+  t.e2e = s(te - t0);
+  t.tpot = r.tokens.size() > 1 ? s(te - tf) / static_cast<double>(r.tokens.size() - 1) : 0;
+  const int64_t tm = tl.first(Event::kMediaDecoded), tq = tl.first(Event::kQueued),
+                ts = tl.first(Event::kScheduled);
+  int64_t es = -1;
+  for (const auto& e : tl.entries()) {
+    if (e.event == Event::kEncoderStart) es = e.t_ns;
+    if (e.event == Event::kEncoderEnd && es >= 0) t.encode += s(e.t_ns - es);
+  }
+  t.media = tm > 0 ? s(tm - t0) : 0;
+  t.queue = ts > 0 && tq > 0 ? s(ts - tq) : 0;
+  t.prefill = ts > 0 ? std::max(0.0, s(tf - ts) - t.encode) : 0;
+  t.decode = s(te - tf);
+  return t;
+}
+
 Report make_report(const std::string& policy, double duration_s,
                    const std::vector<engine::RequestResult>& results,
                    const std::vector<std::string>& requested, const engine::SlaConfig& sla,
@@ -84,17 +110,9 @@ Report make_report(const std::string& policy, double duration_s,
       c.downgraded += r.sla_class != cls && r.outcome != Outcome::kRefused;
     }
     tokens += static_cast<int64_t>(r.tokens.size());
-    bool ok = r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped;
-    if (!ok) continue;
-    const auto& tl = r.timeline;
-    int64_t t0 = tl.first(Event::kReceived), tf = tl.first(Event::kFirstToken),
-            te = tl.last(Event::kFinished);
-    if (tf < 0) continue;
-    double t_ttft = static_cast<double>(tf - t0) * 1e-6;
-    double t_e2e = static_cast<double>(te - t0) * 1e-6;
-    double t_tpot = r.tokens.size() > 1 ? static_cast<double>(te - tf) * 1e-6 /
-                                              static_cast<double>(r.tokens.size() - 1)
-                                        : 0;
+    const RequestTimes t = request_times(r);
+    if (!t.completed) continue;
+    const double t_ttft = t.ttft * 1e3, t_e2e = t.e2e * 1e3, t_tpot = t.tpot * 1e3;
     bool met =
         !want || ((want->ttft_ns == 0 || t_ttft * 1e6 <= static_cast<double>(want->ttft_ns)) &&
                   (want->tpot_ns == 0 || r.tokens.size() <= 1 ||
@@ -108,20 +126,11 @@ Report make_report(const std::string& policy, double duration_s,
       if (r.tokens.size() > 1) tpot[key].push_back(t_tpot);
     }
     met_all += met;
-    // Stages.
-    int64_t tm = tl.first(Event::kMediaDecoded), tq = tl.first(Event::kQueued),
-            ts = tl.first(Event::kScheduled);
-    double enc = 0;
-    int64_t es = -1;
-    for (const auto& e : tl.entries()) {
-      if (e.event == Event::kEncoderStart) es = e.t_ns;
-      if (e.event == Event::kEncoderEnd && es >= 0) enc += static_cast<double>(e.t_ns - es) * 1e-6;
-    }
-    st.media += tm > 0 ? static_cast<double>(tm - t0) * 1e-6 : 0;
-    st.queue += ts > 0 && tq > 0 ? static_cast<double>(ts - tq) * 1e-6 : 0;
-    st.encode += enc;
-    st.prefill += ts > 0 ? std::max(0.0, static_cast<double>(tf - ts) * 1e-6 - enc) : 0;
-    st.decode += static_cast<double>(te - tf) * 1e-6;
+    st.media += t.media * 1e3;
+    st.queue += t.queue * 1e3;
+    st.encode += t.encode * 1e3;
+    st.prefill += t.prefill * 1e3;
+    st.decode += t.decode * 1e3;
     ++n_done;
   }
   if (n_done) {

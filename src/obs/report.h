@@ -18,6 +18,17 @@ double percentile(std::vector<double> v, double p);
 double median(std::vector<double> v);
 double mean(const std::vector<double>& v);
 
+// Where one request's time went (seconds; from its timeline). `completed`: it produced a first
+// token and finished (the other fields are 0 otherwise). ttft and e2e count from submission;
+// media is decode + preprocessing, encode the encoder jobs' sum, prefill the time from its
+// first schedule to its first token less the encoder time, decode first token to finish.
+struct RequestTimes {
+  bool completed = false;
+  double ttft = 0, e2e = 0, tpot = 0;  // tpot: 0 for one output token
+  double media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
+};
+RequestTimes request_times(const engine::RequestResult& r);
+
 struct Dist {
   int64_t n = 0;
   double p50 = 0, p95 = 0, p99 = 0, mean = 0, max = 0;

@@ -1,0 +1,468 @@
+#include "server/api.h"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/file.h"
+#include "io/json_fields.h"
+
+namespace mmrt::server {
+namespace {
+
+using nlohmann::json;
+
+std::string ticked(std::string_view s) {
+  std::string out = "`";
+  out += s.size() > 64 ? std::string(s.substr(0, 64)) + "..." : std::string(s);
+  return out + "`";
+}
+
+// Typed getters over the request object: a present field of the wrong type or range is a 400
+// naming it; absent (or null) fields give nullopt.
+class Fields {
+ public:
+  explicit Fields(const json& obj) : o_(obj) {}
+  const json* get(const char* k) const {
+    auto it = o_.find(k);
+    return it == o_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<bool> boolean(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) throw bad_request(std::string("`") + k + "` must be a boolean", k);
+    return v->get<bool>();
+  }
+  std::optional<double> number(const char* k, double lo, double hi) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) throw bad_request(std::string("`") + k + "` must be a number", k);
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+      throw bad_request(std::string("`") + k + "` is " + io::json_excerpt(*v) +
+                            "; it must be in [" + fmt(lo) + ", " + fmt(hi) + "]",
+                        k);
+    return x;
+  }
+  std::optional<int64_t> integer(const char* k, int64_t lo, int64_t hi) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    int64_t x = 0;
+    if (v->is_number_integer())
+      x = v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
+    else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+             v->get<double>() == std::floor(v->get<double>()) && std::fabs(v->get<double>()) < 9e18)
+      x = static_cast<int64_t>(v->get<double>());
+    else
+      throw bad_request(std::string("`") + k + "` must be an integer", k);
+    if (x < lo || x > hi)
+      throw bad_request(std::string("`") + k + "` is " + std::to_string(x) + "; it must be in [" +
+                            std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                        k);
+    return x;
+  }
+  std::optional<std::string> string(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) throw bad_request(std::string("`") + k + "` must be a string", k);
+    return v->get<std::string>();
+  }
+
+ private:
+  static std::string fmt(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", x);
+    return b;
+  }
+  const json& o_;
+};
+
+// Known OpenAI fields mmrt cannot honour: refused, never silently ignored.
+void refuse_unsupported(const json& o) {
+  auto present = [&](const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && !it->is_null();
+  };
+  auto refuse = [](const char* k, const std::string& what) {
+    throw bad_request("`" + std::string(k) + "` " + what + " is not supported by this server", k);
+  };
+  if (present("response_format")) {
+    const json& rf = o["response_format"];
+    const std::string type = rf.is_object() && rf.contains("type") && rf["type"].is_string()
+                                 ? rf["type"].get<std::string>()
+                                 : "";
+    if (type != "text") refuse("response_format", type.empty() ? "(malformed)" : ticked(type));
+  }
+  if (present("tools") && !(o["tools"].is_array() && o["tools"].empty()))
+    refuse("tools", "(tool calling)");
+  if (present("functions")) refuse("functions", "(function calling)");
+  if (present("function_call")) refuse("function_call", "(function calling)");
+  if (present("tool_choice") && o["tool_choice"] != "none") refuse("tool_choice", "(tool calling)");
+  if (present("logit_bias") && !(o["logit_bias"].is_object() && o["logit_bias"].empty()))
+    refuse("logit_bias", "(token biases)");
+  if (present("audio")) refuse("audio", "(audio output)");
+  if (present("modalities") && o["modalities"].is_array())
+    for (const auto& m : o["modalities"])
+      if (m != "text") refuse("modalities", "other than [\"text\"]");
+  if (present("logprobs") && o["logprobs"] != false && o["logprobs"] != 0)
+    refuse("logprobs", "(token log-probabilities, not implemented yet)");
+  if (present("top_logprobs") && o["top_logprobs"] != 0)
+    refuse("top_logprobs", "(token log-probabilities, not implemented yet)");
+  if (present("echo") && o["echo"] != false) refuse("echo", "(echoing the prompt)");
+  if (present("suffix")) refuse("suffix", "(insertion)");
+  if (present("best_of") && o["best_of"] != 1) refuse("best_of", "other than 1");
+  if (present("min_tokens") && o["min_tokens"] != 0) refuse("min_tokens", "(a minimum length)");
+}
+
+void parse_sampling(const Fields& f, const ApiOptions& opt, engine::SamplingParams& sp) {
+  sp.max_tokens = opt.default_max_tokens;
+  if (auto v = f.integer("max_tokens", 1, 1 << 24)) sp.max_tokens = static_cast<int32_t>(*v);
+  if (auto v = f.integer("max_completion_tokens", 1, 1 << 24))
+    sp.max_tokens = static_cast<int32_t>(*v);
+  if (auto v = f.number("temperature", 0, 100)) sp.temperature = static_cast<float>(*v);
+  if (auto v = f.number("top_p", 0, 1)) {
+    if (*v <= 0) throw bad_request("`top_p` must be in (0, 1]", "top_p");
+    sp.top_p = static_cast<float>(*v);
+  }
+  if (auto v = f.integer("top_k", -1, 1 << 24)) sp.top_k = static_cast<int32_t>(*v < 0 ? 0 : *v);
+  if (auto v = f.number("min_p", 0, 1)) sp.min_p = static_cast<float>(*v);
+  if (auto v = f.integer("seed", INT64_MIN, INT64_MAX)) sp.seed = static_cast<uint64_t>(*v);
+  if (auto v = f.number("presence_penalty", -2, 2)) sp.presence_penalty = static_cast<float>(*v);
+  if (auto v = f.number("frequency_penalty", -2, 2)) sp.frequency_penalty = static_cast<float>(*v);
+  if (auto v = f.number("repetition_penalty", 0.01, 100))
+    sp.repetition_penalty = static_cast<float>(*v);
+  if (auto v = f.boolean("ignore_eos")) sp.ignore_eos = *v;
+  if (const json* s = f.get("stop")) {
+    if (s->is_string()) {
+      sp.stop.push_back(s->get<std::string>());
+    } else if (s->is_array() && s->size() <= 16) {
+      for (const auto& x : *s) {
+        if (!x.is_string()) throw bad_request("`stop` entries must be strings", "stop");
+        sp.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad_request("`stop` must be a string or a list of at most 16 strings", "stop");
+    }
+    for (const auto& x : sp.stop)
+      if (x.empty() || x.size() > 256)
+        throw bad_request("`stop` strings must hold 1 to 256 bytes", "stop");
+  }
+  if (const json* s = f.get("stop_token_ids")) {
+    if (!s->is_array() || s->size() > 256)
+      throw bad_request("`stop_token_ids` must be a list of at most 256 integers",
+                        "stop_token_ids");
+    for (const auto& x : *s) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+        throw bad_request("`stop_token_ids` entries must be token ids", "stop_token_ids");
+      sp.stop_token_ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+  }
+  if (auto n = f.integer("n", INT64_MIN, INT64_MAX); n && *n != 1)
+    throw bad_request("`n` is " + std::to_string(*n) +
+                          ": this server generates one choice per request (n = 1); send the "
+                          "request n times with different seeds instead",
+                      "n");
+  try {
+    sp.validate();
+  } catch (const Error& e) {
+    throw bad_request(e.what());
+  }
+}
+
+// One image_url: a data URL (decoded here), a local file under the allowed directory (read
+// here, bounded), or an http(s) URL (returned for the caller to fetch).
+void add_image_url(const json& part, size_t index, const ApiOptions& opt, ParsedRequest& out) {
+  const char* param = "messages[].content[].image_url";
+  const json& iu = part.contains("image_url") ? part["image_url"] : json();
+  std::string url;
+  if (iu.is_string())
+    url = iu.get<std::string>();
+  else if (iu.is_object() && iu.contains("url") && iu["url"].is_string())
+    url = iu["url"].get<std::string>();
+  else
+    throw bad_request("an image_url part needs {\"image_url\": {\"url\": \"...\"}}", param);
+  engine::GenerateRequest& g = out.request;
+  if (url.rfind("data:", 0) == 0) {
+    const size_t comma = url.find(',');
+    const std::string_view head(url.data() + 5, comma == std::string::npos ? 0 : comma - 5);
+    if (comma == std::string::npos || head.size() < 7 || head.substr(head.size() - 7) != ";base64")
+      throw bad_request("an image data URL must be data:<type>;base64,<data>", param);
+    if (head.rfind("image/", 0) != 0)
+      throw bad_request("an image data URL must have an image/* type, not " +
+                            ticked(head.substr(0, head.size() - 7)),
+                        param);
+    g.add_image(decode_base64(std::string_view(url).substr(comma + 1), opt.max_media_bytes, param));
+  } else if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+    g.add_image({});
+    out.fetches.push_back({index, url});
+  } else if (url.rfind("file://", 0) == 0) {
+    if (opt.allowed_media_dir.empty())
+      throw ApiError(403, "permission_error",
+                     "local media files are not allowed (start the server with "
+                     "--allowed-media-dir DIR)",
+                     param);
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(fs::path(url.substr(7)), ec);
+    const fs::path root = fs::weakly_canonical(fs::path(opt.allowed_media_dir), ec);
+    auto rel = p.lexically_relative(root);
+    if (ec || rel.empty() || *rel.begin() == ".." || p.is_relative())
+      throw ApiError(403, "permission_error",
+                     "media file " + ticked(url.substr(7)) + " is outside --allowed-media-dir",
+                     param);
+    try {
+      g.add_image(io::read_file_bytes(
+          p.string(), {.what = "image", .max_bytes = opt.max_media_bytes, .option = nullptr}));
+    } catch (const Error& e) {
+      throw ApiError(e.code() == ErrorCode::kNotFound ? 404 : 400, "invalid_request_error",
+                     e.what(), param);
+    }
+  } else {
+    throw bad_request(
+        "image URLs must be data:, http://, https:// or file:// URLs, not " +
+            ticked(url.substr(0, url.find(':') == std::string::npos ? 16 : url.find(':'))),
+        param);
+  }
+}
+
+models::ChatMessage parse_message(const json& m, size_t i, const ApiOptions& opt,
+                                  ParsedRequest& out) {
+  const std::string where = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object()) throw bad_request(where + " must be an object", where);
+  if (!m.contains("role") || !m["role"].is_string())
+    throw bad_request(where + ".role must be a string", where + ".role");
+  models::ChatMessage msg;
+  msg.role = m["role"].get<std::string>();
+  if (msg.role == "developer") msg.role = "system";
+  if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+    throw bad_request(where + ".role " + ticked(msg.role) +
+                          " is not supported (system, developer, user, assistant)",
+                      where + ".role");
+  if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+    throw bad_request(where + ".tool_calls: tool calling is not supported by this server",
+                      where + ".tool_calls");
+  const json* c = m.contains("content") ? &m["content"] : nullptr;
+  if (!c || c->is_null()) {
+    if (msg.role != "assistant")
+      throw bad_request(where + ".content is missing", where + ".content");
+    return msg;
+  }
+  if (c->is_string()) {
+    msg.content.push_back({models::ContentPart::Kind::kText, c->get<std::string>()});
+    return msg;
+  }
+  if (!c->is_array())
+    throw bad_request(where + ".content must be a string or a list of parts", where + ".content");
+  for (size_t k = 0; k < c->size(); ++k) {
+    const json& part = (*c)[k];
+    const std::string pw = where + ".content[" + std::to_string(k) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      throw bad_request(pw + " must be an object with a string `type`", pw + ".type");
+    const std::string type = part["type"].get<std::string>();
+    if (type == "text") {
+      if (!part.contains("text") || !part["text"].is_string())
+        throw bad_request(pw + ".text must be a string", pw + ".text");
+      msg.content.push_back({models::ContentPart::Kind::kText, part["text"].get<std::string>()});
+    } else if (type == "image_url") {
+      if (msg.role != "user")
+        throw bad_request(pw + ": images are accepted in user messages only", pw);
+      if (static_cast<int32_t>(out.request.media.size()) >= opt.max_media_items)
+        throw bad_request("the request holds more than " + std::to_string(opt.max_media_items) +
+                              " media items (the server's --max-media-items)",
+                          pw);
+      add_image_url(part, out.request.media.size(), opt, out);
+      msg.content.push_back({models::ContentPart::Kind::kImage, ""});
+    } else if (type == "input_audio" || type == "audio_url") {
+      throw bad_request(pw + ": content part type " + ticked(type) +
+                            " is not supported yet (audio input needs an audio model family)",
+                        pw + ".type");
+    } else if (type == "video_url") {
+      throw bad_request(pw + ": content part type " + ticked(type) +
+                            " is not supported yet (video input is not implemented)",
+                        pw + ".type");
+    } else {
+      throw bad_request(pw + ": unknown content part type " + ticked(type), pw + ".type");
+    }
+  }
+  return msg;
+}
+
+void parse_sla(const Fields& f, const ApiOptions& opt, ParsedRequest& out) {
+  const engine::SlaConfig& sla = *opt.sla;
+  std::string cls = sla.default_class;
+  bool chosen = false;  // a class named by the request
+  if (auto tier = f.string("service_tier"); tier && *tier != "auto") {
+    auto it = opt.tiers.find(*tier);
+    if (it == opt.tiers.end()) {
+      std::string known;
+      for (const auto& [k, v] : opt.tiers) known += (known.empty() ? "" : ", ") + k;
+      throw bad_request("`service_tier` " + ticked(*tier) + " is not one of: auto" +
+                            (known.empty() ? "" : ", " + known),
+                        "service_tier");
+    }
+    cls = it->second;
+    chosen = true;
+  }
+  if (auto c = f.string("sla_class")) {
+    if (sla.index_of(*c) < 0) {
+      std::string known;
+      for (const auto& k : sla.classes) known += (known.empty() ? "" : ", ") + k.name;
+      throw bad_request("`sla_class` " + ticked(*c) + " is not one of: " + known, "sla_class");
+    }
+    cls = *c;
+    chosen = true;
+  }
+  if (auto ms = f.number("ttft_deadline_ms", 0, 3.6e6)) {
+    if (*ms <= 0) throw bad_request("`ttft_deadline_ms` must be positive", "ttft_deadline_ms");
+    out.request.ttft_deadline_ns = static_cast<int64_t>(*ms * 1e6);
+    // A deadline without a class is a promise of its own: refused when it cannot be met (the
+    // default class's rule, which may accept a miss, does not apply).
+    if (!chosen) cls.clear();
+  }
+  out.request.sla_class = sla.index_of(cls) >= 0 ? cls : "";
+  out.requested_class = out.request.sla_class;
+  if (auto p = f.integer("priority", -1000000, 1000000))
+    out.request.priority = static_cast<int32_t>(*p);
+}
+
+}  // namespace
+
+ApiError bad_request(const std::string& message, const std::string& param) {
+  return ApiError(400, "invalid_request_error", message, param);
+}
+
+std::string error_body(const ApiError& e) {
+  json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+ApiError from_error_code(ErrorCode code, const std::string& message) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return ApiError(400, "invalid_request_error", message);
+    case ErrorCode::kNotFound:
+      return ApiError(404, "not_found_error", message);
+    case ErrorCode::kFormat:
+      return ApiError(422, "invalid_request_error", message, "", "unprocessable_media");
+    case ErrorCode::kFailedPrecondition:
+      return ApiError(412, "invalid_request_error", message);
+    case ErrorCode::kResourceExhausted:
+      return ApiError(413, "invalid_request_error", message, "", "over_limit");
+    case ErrorCode::kUnavailable:
+      return ApiError(503, "unavailable_error", message);
+    case ErrorCode::kUnimplemented:
+      return ApiError(501, "not_implemented_error", message);
+    case ErrorCode::kInternal:
+      break;
+  }
+  return ApiError(500, "server_error", message);
+}
+
+std::map<std::string, std::string> default_tiers() {
+  return {{"priority", "platinum"}, {"default", "gold"}, {"flex", "silver"}};
+}
+
+std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const std::string& param) {
+  static constexpr int8_t kBad = -1, kSkip = -2;
+  auto value = [](unsigned char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    if (c == '\n' || c == '\r') return kSkip;
+    return kBad;
+  };
+  while (!text.empty() && (text.back() == '=' || text.back() == '\n' || text.back() == '\r'))
+    text.remove_suffix(1);
+  if (text.size() / 4 * 3 > max + 3)
+    throw ApiError(413, "invalid_request_error",
+                   "a base64 media item decodes to more than " + io::format_bytes(max) +
+                       " (the server's --max-media-bytes)",
+                   param, "media_too_large");
+  std::vector<uint8_t> out;
+  out.reserve(text.size() / 4 * 3 + 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const int v = value(static_cast<unsigned char>(text[i]));
+    if (v == kSkip) continue;
+    if (v == kBad)
+      throw bad_request("the base64 data holds an invalid character at offset " + std::to_string(i),
+                        param);
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>(acc >> bits));
+    }
+  }
+  if (bits >= 6) throw bad_request("the base64 data is truncated", param);
+  if (out.size() > max)
+    throw ApiError(413, "invalid_request_error",
+                   "a base64 media item decodes to more than " + io::format_bytes(max), param,
+                   "media_too_large");
+  if (out.empty()) throw bad_request("the base64 data is empty", param);
+  return out;
+}
+
+ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt) {
+  json o;
+  try {
+    o = io::parse_json(body, "request body");
+  } catch (const Error& e) {
+    throw bad_request(std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!o.is_object()) throw bad_request("the request body must be a JSON object");
+  ParsedRequest out;
+  out.endpoint = endpoint;
+  const Fields f(o);
+  if (auto m = f.string("model"); m && *m != opt.model_id)
+    throw ApiError(404, "not_found_error", "The model " + ticked(*m) + " does not exist.", "model",
+                   "model_not_found");
+  refuse_unsupported(o);
+  out.stream = f.boolean("stream").value_or(false);
+  if (const json* so = f.get("stream_options")) {
+    if (!so->is_object()) throw bad_request("`stream_options` must be an object", "stream_options");
+    if (!out.stream)
+      throw bad_request("`stream_options` is only allowed when `stream` is true", "stream_options");
+    const Fields sf(*so);
+    out.include_usage = sf.boolean("include_usage").value_or(false);
+  }
+  out.user = f.string("user").value_or("");
+  parse_sampling(f, opt, out.request.sampling);
+  parse_sla(f, opt, out);
+  if (endpoint == Endpoint::kChat) {
+    const json* msgs = f.get("messages");
+    if (!msgs || !msgs->is_array() || msgs->empty())
+      throw bad_request("`messages` must be a non-empty list", "messages");
+    for (size_t i = 0; i < msgs->size(); ++i)
+      out.request.messages.push_back(parse_message((*msgs)[i], i, opt, out));
+  } else {
+    const json* p = f.get("prompt");
+    if (!p) throw bad_request("`prompt` is missing", "prompt");
+    const json* one = p;
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) one = &(*p)[0];
+    if (one->is_string()) {
+      out.request.prompt_text = one->get<std::string>();
+      if (out.request.prompt_text.empty()) throw bad_request("`prompt` is empty", "prompt");
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+      for (const auto& t : *p) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+          throw bad_request("`prompt` token ids must be non-negative integers", "prompt");
+        out.request.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+      }
+    } else if (p->is_array() && p->size() > 1) {
+      throw bad_request("`prompt` holds " + std::to_string(p->size()) +
+                            " prompts: this server takes one prompt per request",
+                        "prompt");
+    } else {
+      throw bad_request("`prompt` must be a string or a list of token ids", "prompt");
+    }
+  }
+  return out;
+}
+
+}  // namespace mmrt::server

@@ -1,0 +1,79 @@
+// The OpenAI-compatible request surface: a /v1/chat/completions or /v1/completions body turned
+// into an engine request (every field checked, errors naming the field), and the error shape the
+// API answers with. Plain functions of their inputs: no I/O but reading local media files under
+// the allowed directory; http(s) media URLs are returned for the caller to fetch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace mmrt::server {
+
+// An error the API answers with: HTTP status, OpenAI error type, the offending field.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string type, const std::string& message, std::string param = "",
+           std::string code = "")
+      : std::runtime_error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type, param, code;
+};
+
+// A 400 invalid_request_error naming `param`.
+ApiError bad_request(const std::string& message, const std::string& param = "");
+// {"error":{"message","type","param","code"}} (param / code null when empty).
+std::string error_body(const ApiError& e);
+// The HTTP status and OpenAI type for an engine error code (core/error.h's mapping).
+ApiError from_error_code(ErrorCode code, const std::string& message);
+
+struct ApiOptions {
+  std::string model_id;                      // the one model served (the "model" field)
+  const engine::SlaConfig* sla = nullptr;    // class names, the default class
+  std::map<std::string, std::string> tiers;  // OpenAI service_tier -> SLA class
+  int32_t default_max_tokens = 256;          // when the request gives none
+  int32_t max_media_items = 16;              // media parts per request
+  uint64_t max_media_bytes = 32ull << 20;    // one encoded media item (data URL, file, fetch)
+  std::string allowed_media_dir;             // local files only under it ("": none)
+};
+
+// service_tier -> class defaults: "priority" platinum, "default" gold, "flex" silver (for the
+// built-in classes; "auto" takes the default class).
+std::map<std::string, std::string> default_tiers();
+
+enum class Endpoint { kChat, kCompletion };
+
+// A media item the caller must fetch before submitting (an http(s) URL): its bytes go to
+// request.media[index].
+struct MediaFetch {
+  size_t index = 0;
+  std::string url;
+};
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  engine::GenerateRequest request;  // messages (chat) or prompt_text (completion), media, class
+  std::vector<MediaFetch> fetches;
+  bool stream = false, include_usage = false;
+  std::string requested_class;  // the class asked for ("" only when the config has none)
+  std::string user;
+};
+
+// Parses and checks a request body. Throws ApiError (400 naming the field, 404 for another model,
+// 413 for media over the byte cap). JSON nesting is bounded before parsing.
+ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt);
+
+// Strict base64 (RFC 4648, padding optional, no whitespace but line breaks); nullopt-like:
+// throws ApiError naming `param` when the text is not base64 or decodes to more than `max`.
+std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const std::string& param);
+
+}  // namespace mmrt::server

@@ -1,0 +1,293 @@
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "obs/report.h"
+#include "server/service.h"
+
+namespace mmrt::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Milliseconds to the microsecond.
+double ms3(double seconds) {
+  return std::round(seconds * 1e6) / 1e3;
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+const char* finish_reason(engine::Outcome o) {
+  return o == engine::Outcome::kStopped ? "stop" : "length";
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Call::Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id)
+    : svc_(svc), ex_(std::move(ex)), endpoint_(ep), id_(std::move(id)), created_(unix_now()) {}
+
+void Call::parse(std::string body) {
+  std::shared_ptr<Call> self = shared_from_this();
+  try {
+    ParsedRequest p = parse_request(body, endpoint_, svc_.cfg().api);
+    ex_->post([self, p = std::make_shared<ParsedRequest>(std::move(p))]() mutable {
+      self->submit(std::move(*p));
+    });
+  } catch (const ApiError& e) {
+    ex_->post([self, e] { self->fail(e, "error", ""); });
+  } catch (const std::exception& e) {  // bad_alloc on a huge body: this request only
+    ApiError err(500, "server_error", std::string("could not parse the request: ") + e.what());
+    ex_->post([self, err] { self->fail(err, "failed", ""); });
+  }
+}
+
+void Call::submit(ParsedRequest p) {
+  if (ended_) return;
+  if (cancelled_) return finish(nullptr, "cancelled", "");
+  stream_ = p.stream;
+  include_usage_ = p.include_usage;
+  requested_class_ = p.requested_class;
+  if (!p.fetches.empty())
+    return fail(ApiError(400, "invalid_request_error",
+                         "fetching http(s) image URLs is not implemented yet; send the image as "
+                         "a data: URL (data:image/png;base64,...)",
+                         "messages[].content[].image_url"),
+                "error", "");
+  engine::Engine* eng = svc_.engine();
+  if (!eng) return fail(ApiError(503, "unavailable_error", "Loading model"), "refused", "loading");
+  p.request.tenant = "default";
+  handle_ = eng->submit(std::move(p.request));
+  submitted_ = true;
+  std::weak_ptr<Call> weak = weak_from_this();
+  std::shared_ptr<Exchange> ex = ex_;
+  handle_->set_notify([weak, ex] {
+    auto self = weak.lock();
+    if (!self || self->posted_.exchange(true)) return;
+    ex->post([self] {
+      self->posted_ = false;
+      self->drain();
+    });
+  });
+}
+
+void Call::cancel() {
+  cancelled_ = true;
+  if (handle_) handle_->cancel();  // before submission: submit() sees the flag
+}
+
+void Call::ping() {
+  if (ended_ || !stream_ || !handle_) return;
+  if (now_ns() - last_write_ns_ < std::chrono::nanoseconds(svc_.cfg().ping_interval).count())
+    return;
+  start_stream();
+  ex_->write(": ping\n\n");
+  last_write_ns_ = now_ns();
+}
+
+void Call::drain() {
+  // Text that arrived since the last drain goes out as one chunk.
+  std::string text;
+  while (!ended_ && handle_) {
+    auto ev = handle_->try_next();
+    if (!ev) break;
+    if (ev->kind == engine::StreamEvent::Kind::kText) {
+      text += ev->text;
+      continue;
+    }
+    on_text(text);
+    text.clear();
+    on_done(*ev);
+  }
+  on_text(text);
+}
+
+void Call::start_stream() {
+  if (started_) return;
+  started_ = true;
+  ex_->begin_stream({.status = 200,
+                     .content_type = "text/event-stream",
+                     .headers = {{"Cache-Control", "no-cache"}, {"X-Request-Id", id_}},
+                     .body = ""});
+  if (endpoint_ == Endpoint::kChat) {
+    json c = json::parse(chunk("", nullptr));
+    c["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+    ex_->write("data: " + dump(c) + "\n\n");
+  }
+  last_write_ns_ = now_ns();
+}
+
+std::string Call::chunk(const std::string& text, const char* finish) const {
+  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish ? json(finish) : json(nullptr);
+  if (endpoint_ == Endpoint::kChat)
+    choice["delta"] = finish && text.empty() ? json::object() : json{{"content", text}};
+  else
+    choice["text"] = text;
+  return dump(
+      {{"id", id_},
+       {"object", endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+       {"created", created_},
+       {"model", svc_.cfg().api.model_id},
+       {"choices", json::array({choice})}});
+}
+
+void Call::on_text(const std::string& text) {
+  if (!stream_ || text.empty() || ended_) return;  // whole responses take the text at the end
+  start_stream();
+  if (text_prefix_.empty()) {
+    // Every content chunk is the same JSON but for the text: format the rest once.
+    const std::string probe = "\x01";
+    const std::string c = chunk(probe, nullptr);
+    const size_t at = c.find("\"\\u0001\"");
+    text_prefix_ = "data: " + c.substr(0, at);
+    text_suffix_ = c.substr(at + 8) + "\n\n";
+  }
+  ex_->write(text_prefix_ + json(text).dump(-1, ' ', false, json::error_handler_t::replace) +
+             text_suffix_);
+  last_write_ns_ = now_ns();
+}
+
+std::string Call::usage_json(const engine::RequestResult& r) const {
+  const int64_t completion = static_cast<int64_t>(r.tokens.size());
+  return dump({{"prompt_tokens", r.prompt_tokens},
+               {"completion_tokens", completion},
+               {"total_tokens", r.prompt_tokens + completion},
+               {"prompt_tokens_details", {{"cached_tokens", r.cached_prompt_tokens}}}});
+}
+
+void Call::on_done(const engine::StreamEvent& ev) {
+  const engine::RequestResult r = handle_->wait();
+  const bool ok = r.outcome == engine::Outcome::kFinished || r.outcome == engine::Outcome::kStopped;
+  if (!ok) {
+    if (r.outcome == engine::Outcome::kCancelled)
+      return fail(ApiError(503, "unavailable_error",
+                           "the request was cancelled" + (r.reason.empty() ? "" : ": " + r.reason)),
+                  "cancelled", "");
+    const ErrorCode code = ev.error.value_or(ErrorCode::kInternal);
+    ApiError err = from_error_code(code, r.reason.empty() ? ev.reason : r.reason);
+    std::string why = "invalid";
+    if (r.outcome == engine::Outcome::kRefused && code == ErrorCode::kUnavailable &&
+        r.predicted_ttft_ns > 0) {
+      // Admission: the class's promise cannot be kept now. The client may retry once the
+      // queue ahead of it has drained: about the predicted excess.
+      const int64_t t0 = r.timeline.first(engine::Event::kReceived);
+      const double excess_s =
+          static_cast<double>(r.predicted_ttft_ns - (r.deadline_ns > 0 ? r.deadline_ns - t0 : 0)) *
+          1e-9;
+      err = ApiError(429, "rate_limit_error", err.what(), "", "sla_unattainable");
+      err.param = std::to_string(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(excess_s))));
+      why = "sla";
+    } else if (code == ErrorCode::kResourceExhausted) {
+      why = "too_large";
+    }
+    fail(err, r.outcome == engine::Outcome::kRefused ? "refused" : "failed", why);
+    return;
+  }
+  const std::string served = r.sla_class;
+  json ext = {
+      {"request_id", r.id},
+      {"sla_class", served.empty() ? json(nullptr) : json(served)},
+      {"requested_sla_class", requested_class_.empty() ? json(nullptr) : json(requested_class_)},
+      {"downgraded", served != requested_class_},
+      {"predicted_ttft_ms", ms3(static_cast<double>(r.predicted_ttft_ns) * 1e-9)},
+      {"trace", "/v1/requests/" + id_ + "/trace"}};
+  const obs::RequestTimes t = obs::request_times(r);
+  ext["ttft_ms"] = ms3(t.ttft);
+  ext["stages_ms"] = {{"media_download", ms3(download_s_)},
+                      {"media_decode", ms3(t.media)},
+                      {"queue", ms3(t.queue)},
+                      {"encoder", ms3(t.encode)},
+                      {"prefill", ms3(t.prefill)},
+                      {"decode", ms3(t.decode)}};
+  const std::string tier = svc_.service_tier_of(served);
+  if (stream_) {
+    start_stream();
+    json last = json::parse(chunk("", finish_reason(r.outcome)));
+    last["service_tier"] = tier;
+    last["mmrt"] = ext;
+    ex_->write("data: " + dump(last) + "\n\n");
+    if (include_usage_) {
+      json u = json::parse(chunk("", nullptr));
+      u["choices"] = json::array();
+      u["usage"] = json::parse(usage_json(r));
+      ex_->write("data: " + dump(u) + "\n\n");
+    }
+    ex_->write("data: [DONE]\n\n");
+    ex_->end_stream();
+  } else {
+    json choice = {
+        {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r.outcome)}};
+    if (endpoint_ == Endpoint::kChat)
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    else
+      choice["text"] = r.text;
+    json body = {{"id", id_},
+                 {"object", endpoint_ == Endpoint::kChat ? "chat.completion" : "text_completion"},
+                 {"created", created_},
+                 {"model", svc_.cfg().api.model_id},
+                 {"choices", json::array({choice})},
+                 {"usage", json::parse(usage_json(r))},
+                 {"service_tier", tier},
+                 {"mmrt", ext}};
+    ex_->respond({.status = 200,
+                  .content_type = "application/json",
+                  .headers = {{"X-Request-Id", id_}, {"X-Mmrt-Sla-Class", served}},
+                  .body = dump(body)});
+  }
+  finish(&r, finish_reason(r.outcome), "");
+}
+
+void Call::fail(const ApiError& e, const std::string& outcome, const std::string& why) {
+  if (ended_) return;
+  if (started_) {  // mid-stream: an error event, then the end of the stream
+    ex_->write("data: " + error_body(e) + "\n\n");
+    ex_->write("data: [DONE]\n\n");
+    ex_->end_stream();
+  } else {
+    HttpResponse resp{
+        .status = e.status, .content_type = "application/json", .headers = {}, .body = ""};
+    ApiError shown = e;
+    if (e.status == 429 || e.status == 503) {
+      // For 429 the param slot carries the Retry-After seconds (set by on_done).
+      const bool has_retry = e.status == 429 && !e.param.empty();
+      resp.headers.emplace_back("Retry-After", has_retry ? e.param : "1");
+      if (has_retry) shown.param = "";
+    } else if (e.status >= 400 && e.status < 500 && e.status != 408 && e.status != 409) {
+      resp.headers.emplace_back("x-should-retry", "false");  // the same request fails again
+    }
+    resp.body = error_body(shown);
+    ex_->respond(std::move(resp));
+  }
+  if (handle_ && handle_->done()) {
+    const engine::RequestResult r = handle_->wait();
+    finish(&r, outcome, why);
+  } else {
+    finish(nullptr, outcome, why);
+  }
+}
+
+void Call::finish(const engine::RequestResult* r, const std::string& outcome,
+                  const std::string& why) {
+  if (ended_) return;
+  ended_ = true;
+  RequestRecord rec;
+  rec.result = r;
+  rec.requested_class = requested_class_;
+  rec.outcome = outcome;
+  rec.refusal_reason = why;
+  rec.download_s = download_s_;
+  svc_.metrics().observe(rec);
+  svc_.done(*this, r, download_s_);
+  handle_.reset();
+}
+
+}  // namespace mmrt::server

@@ -1,0 +1,70 @@
+// The server's metrics in the Prometheus text exposition format (names mmrt_*, labels model_name
+// and sla_class): the engine's gauges and counters, request outcomes and admission refusals by
+// class and reason, and histograms (vLLM's buckets) of TTFT, inter-token latency, end-to-end,
+// queue time and each stage of a request (media download, media decode + preprocessing,
+// encoder, prefill, decode). Observations take one short mutex; rendering copies under it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace mmrt::server {
+
+class Histogram {
+ public:
+  explicit Histogram(const std::vector<double>* bounds)
+      : bounds_(bounds), counts_(bounds->size()) {}
+  void observe(double v);
+  // `name`_bucket{labels,le="..."} lines (cumulative, ending at +Inf), then _sum and _count.
+  void render(std::string& out, const std::string& name, const std::string& labels) const;
+
+ private:
+  const std::vector<double>* bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// What the server knows of one request when it ends.
+struct RequestRecord {
+  const engine::RequestResult* result = nullptr;  // null: ended before reaching the engine
+  std::string requested_class;                    // as asked ("" for best effort)
+  std::string outcome;         // "stop", "length", "cancelled", "refused", "failed", "error"
+  std::string refusal_reason;  // for refusals: "sla", "saturated", "rate_limit", "too_large", ...
+  double download_s = 0;       // fetching its media URLs
+};
+
+class Metrics {
+ public:
+  Metrics(std::string model_name, const engine::SlaConfig& sla);
+  void observe(const RequestRecord& r);
+  // The whole exposition: engine stats, the server's own gauges and everything observed.
+  std::string render(const engine::EngineStats& s, int64_t http_in_flight,
+                     int64_t connections) const;
+
+ private:
+  struct PerClass {
+    PerClass();
+    Histogram ttft, itl, e2e, queue;
+    std::map<std::string, Histogram> stages;
+    uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generation_tokens = 0;
+    std::map<std::string, uint64_t> outcomes, refusals;
+  };
+  PerClass& of(const std::string& cls);
+  std::string labels(const std::string& cls) const;
+
+  std::string model_;
+  std::vector<std::string> order_;  // classes in SLA order, then "none"
+  mutable std::mutex mu_;
+  std::map<std::string, PerClass> by_class_;
+};
+
+// Escapes a label value (backslash, quote, newline).
+std::string escape_label(const std::string& v);
+
+}  // namespace mmrt::server

@@ -1,0 +1,58 @@
+#include "server/server.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "core/clock.h"
+#include "server/service.h"
+
+namespace mmrt::server {
+
+int run_server(ServerConfig cfg) {
+  if (cfg.api.model_id.empty())
+    cfg.api.model_id = std::filesystem::path(cfg.engine.model_dir).filename().string();
+  if (cfg.api.model_id.empty()) cfg.api.model_id = "mmrt";
+  if (cfg.api.tiers.empty()) cfg.api.tiers = default_tiers();
+  // Tiers naming classes the config does not have are dropped (a custom SLA config).
+  for (auto it = cfg.api.tiers.begin(); it != cfg.api.tiers.end();)
+    it = cfg.engine.sla.index_of(it->second) < 0 ? cfg.api.tiers.erase(it) : std::next(it);
+  if (!cfg.trace_dir.empty()) std::filesystem::create_directories(cfg.trace_dir);
+  Service svc(cfg);
+  HttpServer http(cfg.http, [&svc](HttpRequest req, std::shared_ptr<Exchange> ex) {
+    svc.handle(std::move(req), std::move(ex));
+  });
+  svc.set_http(&http);
+  http.on_signal([&svc](int sig) { svc.shutdown(sig); });
+  http.every(std::chrono::milliseconds(250), [&svc] { svc.tick(); });
+  std::fprintf(stderr, "[mmrt] listening on http://%s:%d (model %s loading)\n",
+               cfg.http.host.c_str(), http.port(), cfg.api.model_id.c_str());
+  if (cfg.on_state) cfg.on_state(http.port(), false);
+
+  std::string load_error;
+  std::thread loader([&] {
+    try {
+      Stopwatch sw;
+      auto eng = engine::Engine::create(cfg.engine);
+      svc.set_engine(std::move(eng));
+      std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s; ready\n", cfg.api.model_id.c_str(),
+                   sw.seconds());
+      if (cfg.on_state) cfg.on_state(http.port(), true);
+    } catch (const std::exception& e) {
+      load_error = e.what();
+      http.stop();
+    }
+  });
+  http.run();
+  loader.join();
+  if (!load_error.empty()) {
+    std::fprintf(stderr, "mmrt serve: the model failed to load: %s\n", load_error.c_str());
+    return 1;
+  }
+  // Whatever is still in flight ends with the engine (cancelled).
+  svc.release_engine().reset();
+  std::fprintf(stderr, "[mmrt] stopped\n");
+  return 0;
+}
+
+}  // namespace mmrt::server

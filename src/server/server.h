@@ -1,0 +1,38 @@
+// `mmrt serve`: the OpenAI-compatible HTTP server around one engine. It listens before the
+// model loads (/health answers 503 until it has), answers /v1/chat/completions and
+// /v1/completions (streamed as server-sent events or whole), /v1/models, /health, /metrics and
+// /v1/requests/{id}/trace, and shuts down gracefully on SIGINT / SIGTERM: it stops accepting,
+// lets requests in flight finish within the drain timeout, cancels the rest and returns.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/api.h"
+#include "server/http.h"
+
+namespace mmrt::server {
+
+struct ServerConfig {
+  engine::EngineConfig engine;
+  HttpOptions http;
+  ApiOptions api;  // model_id and sla are filled in from the engine config when empty
+  std::chrono::milliseconds drain_timeout{10000};
+  std::chrono::milliseconds ping_interval{5000};  // SSE keep-alive comments while silent
+  int64_t max_in_flight = 4096;                   // completion requests at once (503 beyond)
+  size_t inline_parse_bytes = 64 << 10;           // larger bodies are parsed off the I/O thread
+  std::string trace_dir;                          // "": no files
+  size_t trace_keep = 256;                        // traces kept for /v1/requests/{id}/trace
+  bool quiet = false;                             // no per-request log lines
+  // Called once the server listens (with its port) and once the model is loaded (ready).
+  std::function<void(int port, bool ready)> on_state;
+};
+
+// Runs the server until a signal ends it; returns the process exit code (0 after a graceful
+// shutdown, 1 when the model failed to load). Throws when it cannot listen.
+int run_server(ServerConfig cfg);
+
+}  // namespace mmrt::server

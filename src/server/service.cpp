@@ -1,0 +1,294 @@
+#include "server/service.h"
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "server/trace.h"
+
+namespace mmrt::server {
+namespace {
+
+using nlohmann::json;
+
+HttpResponse json_response(int status, std::string body) {
+  return {
+      .status = status, .content_type = "application/json", .headers = {}, .body = std::move(body)};
+}
+
+HttpResponse error_response(const ApiError& e, Headers extra = {}) {
+  HttpResponse r = json_response(e.status, error_body(e));
+  r.headers = std::move(extra);
+  return r;
+}
+
+bool safe_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
+}  // namespace
+
+Service::Service(ServerConfig cfg) : cfg_(std::move(cfg)), rng_(std::random_device{}()) {
+  cfg_.api.sla = &cfg_.engine.sla;  // the API reads the classes from this copy
+  created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  metrics_ = std::make_unique<Metrics>(cfg_.api.model_id, cfg_.engine.sla);
+  intake_thread_ = std::thread([this] {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lk(intake_mu_);
+        intake_cv_.wait(lk, [&] { return intake_stop_ || !intake_q_.empty(); });
+        if (intake_q_.empty()) return;
+        fn = std::move(intake_q_.front());
+        intake_q_.pop_front();
+      }
+      fn();
+    }
+  });
+}
+
+Service::~Service() {
+  {
+    std::lock_guard<std::mutex> lk(intake_mu_);
+    intake_stop_ = true;
+  }
+  intake_cv_.notify_all();
+  intake_thread_.join();
+}
+
+void Service::intake(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lk(intake_mu_);
+    intake_q_.push_back(std::move(fn));
+  }
+  intake_cv_.notify_one();
+}
+
+void Service::set_engine(std::unique_ptr<engine::Engine> e) {
+  engine_ = std::move(e);
+  ready_ = true;
+}
+
+std::unique_ptr<engine::Engine> Service::release_engine() {
+  ready_ = false;
+  return std::move(engine_);
+}
+
+std::string Service::new_id(const char* prefix) {
+  std::lock_guard<std::mutex> lk(mu_);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s-%016llx%08llx", prefix,
+                static_cast<unsigned long long>(rng_()),
+                static_cast<unsigned long long>(rng_() & 0xffffffffu));
+  return buf;
+}
+
+std::string Service::service_tier_of(const std::string& cls) const {
+  for (const auto& [tier, c] : cfg_.api.tiers)
+    if (c == cls) return tier;
+  return cls.empty() ? "auto" : cls;
+}
+
+void Service::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
+  try {
+    route(req, ex);
+  } catch (const ApiError& e) {
+    ex->respond(error_response(e));
+  } catch (const std::exception& e) {
+    ex->respond(error_response(ApiError(500, "server_error", e.what())));
+  }
+}
+
+void Service::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  const std::string path = req.path();
+  auto only = [&](const char* method) {
+    if (req.method == method) return true;
+    ex->respond(error_response(
+        ApiError(405, "invalid_request_error",
+                 "method " + req.method + " is not allowed on " + path + " (use " + method + ")"),
+        {{"Allow", method}}));
+    return false;
+  };
+  if (path == "/health") {
+    if (!only("GET")) return;
+    if (!ready_)
+      return ex->respond(json_response(
+          503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})"));
+    if (draining_)
+      return ex->respond(json_response(
+          503, R"({"error":{"code":503,"message":"Shutting down","type":"unavailable_error"}})"));
+    return ex->respond(json_response(200, R"({"status":"ok"})"));
+  }
+  if (path == "/metrics") {
+    if (!only("GET")) return;
+    engine::EngineStats s;
+    if (engine::Engine* e = engine()) s = e->stats();
+    int64_t in_flight = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      in_flight = static_cast<int64_t>(calls_.size());
+    }
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_->render(s, in_flight, http_ ? http_->connections() : 0);
+    return ex->respond(std::move(r));
+  }
+  if (path == "/v1/models") {
+    if (!only("GET")) return;
+    json m = {{"object", "list"},
+              {"data", json::array({{{"id", cfg_.api.model_id},
+                                     {"object", "model"},
+                                     {"created", created_unix_},
+                                     {"owned_by", "mmrt"}}})}};
+    return ex->respond(json_response(200, m.dump()));
+  }
+  if (path.rfind("/v1/models/", 0) == 0) {
+    if (!only("GET")) return;
+    const std::string id = path.substr(11);
+    if (id != cfg_.api.model_id)
+      throw ApiError(404, "not_found_error", "The model `" + id + "` does not exist.", "model",
+                     "model_not_found");
+    json m = {{"id", id}, {"object", "model"}, {"created", created_unix_}, {"owned_by", "mmrt"}};
+    return ex->respond(json_response(200, m.dump()));
+  }
+  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+    if (!only("POST")) return;
+    return completion(req, ex,
+                      path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletion);
+  }
+  const std::string pre = "/v1/requests/", post = "/trace";
+  if (path.rfind(pre, 0) == 0 && path.size() > pre.size() + post.size() &&
+      path.compare(path.size() - post.size(), post.size(), post) == 0) {
+    if (!only("GET")) return;
+    return trace(path.substr(pre.size(), path.size() - pre.size() - post.size()), ex);
+  }
+  throw ApiError(404, "not_found_error", "no such endpoint: " + req.method + " " + path);
+}
+
+void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep) {
+  // Refused before any parsing, decoding or model work.
+  if (draining_)
+    return ex->respond(
+        error_response(ApiError(503, "unavailable_error", "the server is shutting down"),
+                       {{"Retry-After", "1"}, {"Connection", "close"}}));
+  if (!ready_)
+    return ex->respond(error_response(ApiError(503, "unavailable_error", "Loading model"),
+                                      {{"Retry-After", "1"}}));
+  auto call =
+      std::make_shared<Call>(*this, ex, ep, new_id(ep == Endpoint::kChat ? "chatcmpl" : "cmpl"));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (static_cast<int64_t>(calls_.size()) >= cfg_.max_in_flight) {
+      RequestRecord rec;
+      rec.outcome = "refused";
+      rec.refusal_reason = "saturated";
+      metrics_->observe(rec);
+      return ex->respond(
+          error_response(ApiError(503, "unavailable_error",
+                                  "the server is saturated: " + std::to_string(calls_.size()) +
+                                      " requests in flight (--max-requests)"),
+                         {{"Retry-After", "1"}}));
+    }
+    calls_.emplace(call->id(), call);
+  }
+  std::weak_ptr<Call> weak = call;
+  ex->on_abort([weak] {
+    if (auto c = weak.lock()) c->cancel();
+  });
+  if (req.body.size() <= cfg_.inline_parse_bytes)
+    call->parse(std::move(req.body));
+  else
+    intake([call, body = std::make_shared<std::string>(std::move(req.body))]() mutable {
+      call->parse(std::move(*body));
+    });
+}
+
+void Service::done(const Call& c, const engine::RequestResult* r, double download_s) {
+  std::shared_ptr<Call> keep;  // released outside the lock
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = calls_.find(c.id());
+  if (it != calls_.end()) {
+    keep = it->second;
+    calls_.erase(it);
+  }
+  if (!r || cfg_.trace_keep == 0) return;
+  engine::RequestResult t = *r;  // only what a trace needs
+  t.text.clear();
+  t.tokens.resize(r->tokens.size());
+  const int64_t dl = static_cast<int64_t>(download_s * 1e9);
+  if (!cfg_.trace_dir.empty()) {
+    const std::string path = cfg_.trace_dir + "/" + c.id() + ".json";
+    intake([t, path, id = c.id(), dl] {
+      std::ofstream f(path);
+      f << chrome_trace(t, id, dl);
+      if (!f) std::fprintf(stderr, "mmrt serve: cannot write trace %s\n", path.c_str());
+    });
+  }
+  traces_[c.id()] = std::move(t);
+  trace_download_ns_[c.id()] = dl;
+  trace_order_.push_back(c.id());
+  while (trace_order_.size() > cfg_.trace_keep) {
+    traces_.erase(trace_order_.front());
+    trace_download_ns_.erase(trace_order_.front());
+    trace_order_.pop_front();
+  }
+}
+
+void Service::trace(const std::string& id, const std::shared_ptr<Exchange>& ex) {
+  if (!safe_id(id)) throw bad_request("malformed request id", "id");
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = traces_.find(id);
+  if (it == traces_.end())
+    throw ApiError(404, "not_found_error",
+                   "no trace for request `" + id +
+                       "` (unknown, still running, or older than the "
+                       "last " +
+                       std::to_string(cfg_.trace_keep) + " requests)");
+  ex->respond(json_response(200, chrome_trace(it->second, id, trace_download_ns_[id])));
+}
+
+void Service::tick() {
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    calls.reserve(calls_.size());
+    for (auto& [id, c] : calls_) calls.push_back(c);
+  }
+  if (!draining_) {
+    for (auto& c : calls) c->post_ping();
+    return;
+  }
+  const int64_t now = now_ns();
+  if (calls.empty() || now > drain_deadline_ns_ + 2'000'000'000) {
+    if (http_) http_->stop();
+    return;
+  }
+  if (now > drain_deadline_ns_ && !cancelled_all_.exchange(true)) {
+    std::fprintf(stderr, "[mmrt] drain timeout: cancelling %zu requests\n", calls.size());
+    for (auto& c : calls) c->post_cancel();
+  }
+}
+
+void Service::shutdown(int signal) {
+  if (draining_) {  // a second signal: stop now
+    if (http_) http_->stop();
+    return;
+  }
+  drain_deadline_ns_ = now_ns() + std::chrono::nanoseconds(cfg_.drain_timeout).count();
+  if (draining_.exchange(true)) return;
+  std::fprintf(stderr, "[mmrt] %s: draining (up to %.1f s), no new connections\n",
+               signal == SIGINT ? "SIGINT" : "SIGTERM",
+               static_cast<double>(cfg_.drain_timeout.count()) * 1e-3);
+  if (http_) http_->stop_accepting();
+  tick();
+}
+
+}  // namespace mmrt::server

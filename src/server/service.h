@@ -1,0 +1,117 @@
+// Internal to the server module: the Service (routing, lifecycle, the books of requests in
+// flight) and a Call (one completion request: parse, submit, stream or answer). Everything a
+// Call does runs on its connection's executor, except parsing, which large bodies do on the
+// intake thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "server/metrics.h"
+#include "server/server.h"
+
+namespace mmrt::server {
+
+class Service;
+
+class Call : public std::enable_shared_from_this<Call> {
+ public:
+  Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id);
+  // Parses the body (any thread); then submits on the exchange's executor.
+  void parse(std::string body);
+  void cancel();  // the client went away, or the server is shutting down
+  void ping();    // an SSE keep-alive comment if nothing was written for a while
+  // cancel() / ping() on the call's executor, from any thread.
+  void post_cancel() {
+    ex_->post([self = shared_from_this()] { self->cancel(); });
+  }
+  void post_ping() {
+    ex_->post([self = shared_from_this()] { self->ping(); });
+  }
+  const std::string& id() const { return id_; }
+
+ private:
+  void submit(ParsedRequest p);
+  void drain();
+  void on_text(const std::string& text);
+  void on_done(const engine::StreamEvent& ev);
+  // Answers with an error (or ends the stream with one); `outcome` and `why` go to the metrics.
+  void fail(const ApiError& e, const std::string& outcome, const std::string& why);
+  void start_stream();
+  std::string chunk(const std::string& text, const char* finish) const;
+  std::string usage_json(const engine::RequestResult& r) const;
+  void finish(const engine::RequestResult* r, const std::string& outcome, const std::string& why);
+
+  Service& svc_;
+  std::shared_ptr<Exchange> ex_;
+  Endpoint endpoint_;
+  std::string id_;
+  int64_t created_ = 0;
+  bool stream_ = false, include_usage_ = false, started_ = false, ended_ = false;
+  bool cancelled_ = false, submitted_ = false;
+  std::string requested_class_;
+  std::string text_prefix_, text_suffix_;  // a content chunk around its text
+  std::optional<engine::RequestHandle> handle_;
+  std::atomic<bool> posted_{false};
+  int64_t last_write_ns_ = 0;
+  double download_s_ = 0;
+};
+
+class Service {
+ public:
+  explicit Service(ServerConfig cfg);
+  ~Service();
+  void handle(HttpRequest req, std::shared_ptr<Exchange> ex);  // on an I/O thread
+  void set_engine(std::unique_ptr<engine::Engine> e);          // the loader, once loaded
+  void set_http(HttpServer* http) { http_ = http; }
+  void tick();                // on the event loop: keep-alive pings, the shutdown's progress
+  void shutdown(int signal);  // SIGINT / SIGTERM: drain, then stop the event loop
+  std::unique_ptr<engine::Engine> release_engine();
+
+  // For calls.
+  const ServerConfig& cfg() const { return cfg_; }
+  engine::Engine* engine() const { return ready_.load() ? engine_.get() : nullptr; }
+  Metrics& metrics() { return *metrics_; }
+  void intake(std::function<void()> fn);  // runs fn on the intake thread
+  void done(const Call& c, const engine::RequestResult* r, double download_s);
+  std::string service_tier_of(const std::string& cls) const;
+
+ private:
+  void route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep);
+  void trace(const std::string& id, const std::shared_ptr<Exchange>& ex);
+  std::string new_id(const char* prefix);
+
+  ServerConfig cfg_;
+  HttpServer* http_ = nullptr;
+  std::unique_ptr<engine::Engine> engine_;
+  std::atomic<bool> ready_{false}, draining_{false};
+  std::unique_ptr<Metrics> metrics_;
+  int64_t created_unix_ = 0;
+  // The shutdown's progress (tick() and shutdown() may run on different I/O threads).
+  std::atomic<int64_t> drain_deadline_ns_{0};
+  std::atomic<bool> cancelled_all_{false};
+
+  std::mutex mu_;  // calls_, traces_, rng_
+  std::unordered_map<std::string, std::shared_ptr<Call>> calls_;
+  std::deque<std::string> trace_order_;
+  std::unordered_map<std::string, engine::RequestResult> traces_;
+  std::unordered_map<std::string, int64_t> trace_download_ns_;
+  std::mt19937_64 rng_;
+
+  // The intake thread: large bodies are parsed (JSON, base64) and trace files written here.
+  std::mutex intake_mu_;
+  std::condition_variable intake_cv_;
+  std::deque<std::function<void()>> intake_q_;
+  bool intake_stop_ = false;
+  std::thread intake_thread_;
+};
+
+}  // namespace mmrt::server

@@ -1,0 +1,322 @@
+"""Checks over raw HTTP: the API surface, bad input, limits, bit-identity, metrics and traces."""
+import base64
+import json
+import os
+import socket
+import subprocess
+import time
+
+import http_util as hu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def expect_error(st, body, status, param=None, contains=None):
+    expect(st == status, f"status {st}, expected {status}: {body}")
+    expect(isinstance(body, dict) and "error" in body, f"no OpenAI error object: {body}")
+    e = body["error"]
+    expect(set(e) >= {"message", "type", "param", "code"}, f"error fields: {e}")
+    if param is not None:
+        expect(e["param"] == param, f"param {e['param']!r}, expected {param!r}")
+    if contains is not None:
+        expect(contains in e["message"], f"{contains!r} not in {e['message']!r}")
+
+
+def chat(text, **kw):
+    return {"messages": [{"role": "user", "content": text}], "max_tokens": 4, **kw}
+
+
+def openai_client(ctx):
+    js = os.path.join(ROOT, "tests", "js")
+    p = subprocess.run(["node", os.path.join(js, "server_openai.mjs"),
+                        f"http://127.0.0.1:{ctx.port}/v1", ctx.image],
+                       cwd=js, capture_output=True, text=True, timeout=300)
+    print(p.stdout, end="")
+    expect(p.returncode == 0, "openai client checks failed:\n" + p.stdout + p.stderr)
+
+
+def malformed_json(ctx):
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", b'{"messages": [')
+    expect_error(st, b, 400, contains="not valid JSON")
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", b"[" * 100000 + b"]" * 100000)
+    expect_error(st, b, 400, contains="deeper")
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", b'"just a string"')
+    expect_error(st, b, 400, contains="JSON object")
+
+
+def wrong_types(ctx):
+    cases = [
+        (chat("x", temperature="hot"), "temperature"),
+        (chat("x", max_tokens=-3), "max_tokens"),
+        (chat("x", top_p=0), "top_p"),
+        (chat("x", stop=[1, 2]), "stop"),
+        (chat("x", stream="yes"), "stream"),
+        (chat("x", n=2), "n"),
+        ({"messages": "hello"}, "messages"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": [{"type": "input_audio",
+                                                     "input_audio": {"data": "AA==", "format": "wav"}}]}]},
+         "messages[0].content[0].type"),
+        ({"messages": [{"role": "user", "content": [{"type": "video_url",
+                                                     "video_url": {"url": "data:video/mp4;base64,AA=="}}]}]},
+         "messages[0].content[0].type"),
+        (chat("x", response_format={"type": "json_object"}), "response_format"),
+        (chat("x", tools=[{"type": "function", "function": {"name": "f"}}]), "tools"),
+        (chat("x", logit_bias={"5": 10}), "logit_bias"),
+        (chat("x", service_tier="gold-plus"), "service_tier"),
+        (chat("x", stream_options={"include_usage": True}), "stream_options"),
+    ]
+    for body, param in cases:
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
+        expect_error(st, b, 400, param=param)
+    # Unknown fields are ignored, as the OpenAI API does.
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("x", frobnicate=3))
+    expect(st == 200, f"unknown field: {st} {b}")
+
+
+def methods_and_paths(ctx):
+    st, hd, b = hu.request(ctx.port, "GET", "/v1/chat/completions")
+    expect(st == 405 and hd.get("allow") == "POST", f"GET on chat: {st} {hd}")
+    st, _, b = hu.request(ctx.port, "GET", "/v1/nothing")
+    expect(st == 404, f"unknown path: {st}")
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("x", model="gpt-9"))
+    expect_error(st, b, 404, param="model", contains="does not exist")
+
+
+def oversize_bodies(ctx):
+    big = b'{"messages":[{"role":"user","content":"' + b"a" * (5 << 20) + b'"}]}'
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=30) as s:
+        s.sendall(hu.raw(ctx.port, "POST", "/v1/chat/completions", big[:1000])
+                  .replace(b"Content-Length: 1000", f"Content-Length: {len(big)}".encode()))
+        st, hd, body, _ = hu.read_response(s)
+        expect(st == 413, f"declared oversize body: {st}")
+        expect(b"limit" in body, body)
+    # A chunked body that grows past the limit.
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            for _ in range(6):
+                s.sendall(b"100000\r\n" + b"a" * 0x100000 + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        st, _, _, _ = hu.read_response(s)
+        expect(st == 413, f"chunked oversize body: {st}")
+    # A media item over --max-media-mb (its base64 within the body limit).
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 100}},
+        {"type": "text", "text": "x"}]}], "max_tokens": 2})
+    expect(st in (400, 422), f"a tiny non-image data URL: {st} {b}")
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}]}]})
+    expect_error(st, b, 400, contains="base64")
+    # Too many images.
+    one = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       {"messages": [{"role": "user", "content": [one] * 17}]})
+    expect_error(st, b, 400, contains="more than 16 media items")
+    # A prompt longer than the context: both numbers.
+    st, _, b = hu.post(ctx.port, "/v1/completions", {"prompt": [5] * 32769, "max_tokens": 1})
+    expect_error(st, b, 400, contains="32769")
+    expect("32768" in b["error"]["message"], b)
+
+
+def slow_headers(ctx):
+    """A client that sends half its headers and stalls gets 408 after --read-timeout (1 s);
+    another client is served meanwhile."""
+    s = socket.create_connection(("127.0.0.1", ctx.port), timeout=10)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
+    t0 = time.time()
+    st, _, _ = hu.request(ctx.port, "GET", "/health")
+    expect(st == 200, "health during a stalled client")
+    st2, _, _, _ = hu.read_response(s)
+    waited = time.time() - t0
+    s.close()
+    expect(st2 == 408, f"stalled client got {st2}")
+    # A stalled body too.
+    s = socket.create_connection(("127.0.0.1", ctx.port), timeout=10)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    st3, _, _, _ = hu.read_response(s)
+    s.close()
+    expect(st3 == 408, f"stalled body got {st3}")
+    return f"408 after {waited:.1f} s"
+
+
+def pipelined(ctx):
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=30) as s:
+        s.sendall(hu.raw(ctx.port, "GET", "/health") +
+                  hu.raw(ctx.port, "POST", "/v1/chat/completions", chat("pipelined")) +
+                  hu.raw(ctx.port, "GET", "/v1/models") +
+                  hu.raw(ctx.port, "POST", "/v1/chat/completions", chat("again", stream=True)))
+        buf = b""
+        st1, _, b1, buf = hu.read_response(s, buf)
+        st2, _, b2, buf = hu.read_response(s, buf)
+        st3, _, b3, buf = hu.read_response(s, buf)
+        st4, _, b4, buf = hu.read_response(s, buf)
+    expect(st1 == 200 and json.loads(b1) == {"status": "ok"}, f"1: {st1} {b1}")
+    expect(st2 == 200 and json.loads(b2)["object"] == "chat.completion", f"2: {st2}")
+    expect(st3 == 200 and json.loads(b3)["object"] == "list", f"3: {st3}")
+    ev = hu.sse_events(b4)
+    expect(st4 == 200 and ev[-1] == "[DONE]", f"4: {st4} {ev[-2:]}")
+
+
+def disconnect_mid_prefill(ctx):
+    before = hu.metric(ctx.port, "mmrt_request_outcome_total", outcome="cancelled")
+    long_prompt = " ".join(f"word{i}" for i in range(2000))
+    for stream in (False, True):
+        s = socket.create_connection(("127.0.0.1", ctx.port), timeout=10)
+        s.sendall(hu.raw(ctx.port, "POST", "/v1/completions",
+                         {"prompt": long_prompt, "max_tokens": 200, "stream": stream}))
+        time.sleep(0.05)
+        s.close()
+    end = time.time() + 30
+    while time.time() < end:
+        if hu.metric(ctx.port, "mmrt_request_outcome_total", outcome="cancelled") >= before + 2:
+            break
+        time.sleep(0.05)
+    expect(hu.metric(ctx.port, "mmrt_request_outcome_total", outcome="cancelled") >= before + 2,
+           "both disconnected requests were cancelled")
+    while time.time() < end and hu.metric(ctx.port, "mmrt_kv_cache_blocks_used") > 0:
+        time.sleep(0.05)
+    expect(hu.metric(ctx.port, "mmrt_kv_cache_blocks_used") == 0, "KV blocks freed")
+
+
+def generate_cli(ctx, prompt, image=None, n=12):
+    cmd = [ctx.mmrt, "generate", "--model", ctx.model, "--prompt", prompt, "--max-tokens", str(n),
+           "--quiet", "--ignore-eos"]
+    if image:
+        cmd += ["--image", image]
+    p = subprocess.run(cmd, capture_output=True, timeout=120)
+    expect(p.returncode == 0, p.stderr.decode())
+    out = p.stdout
+    return out[:-1] if out.endswith(b"\n") else out
+
+
+def bit_identity(ctx):
+    """Greedy text over HTTP equals `mmrt generate` for the same prompt (and image)."""
+    prompt = "Describe the picture in detail."
+    want = generate_cli(ctx, prompt)
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       chat(prompt, max_tokens=12, ignore_eos=True, temperature=0))
+    expect(st == 200, b)
+    expect(b["choices"][0]["message"]["content"].encode() == want, f"text: {b} vs {want}")
+    want_img = generate_cli(ctx, prompt, ctx.image)
+    b64 = base64.b64encode(open(ctx.image, "rb").read()).decode()
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64}},
+        {"type": "text", "text": prompt}]}], "max_tokens": 12, "ignore_eos": True}
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect(st == 200, b)
+    expect(b["choices"][0]["message"]["content"].encode() == want_img, f"image: {b} vs {want_img}")
+    # The same image from a local file under --allowed-media-dir; outside it: 403.
+    local = os.path.join(ctx.media_dir, "local.png")
+    body["messages"][0]["content"][0]["image_url"]["url"] = "file://" + local
+    st, _, b2 = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect(st == 200, b2)
+    body["messages"][0]["content"][0]["image_url"]["url"] = "file://" + ctx.image
+    st, _, b3 = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect_error(st, b3, 403, contains="outside --allowed-media-dir")
+    body["messages"][0]["content"][0]["image_url"]["url"] = "file://" + ctx.media_dir + "/../image.png"
+    st, _, b3 = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect_error(st, b3, 403)
+    # The stream carries the same text.
+    st, _, raw = hu.request(ctx.port, "POST", "/v1/chat/completions",
+                            chat(prompt, max_tokens=12, ignore_eos=True, stream=True))
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in hu.sse_events(raw)
+                   if e != "[DONE]" and e["choices"])
+    expect(text.encode() == want, "streamed text")
+
+
+def corrupt_image(ctx):
+    png = open(ctx.image, "rb").read()
+    bad = png[:len(png) // 2]
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," +
+                                            base64.b64encode(bad).decode()}},
+        {"type": "text", "text": "x"}]}], "max_tokens": 2}
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect(st in (400, 422), f"truncated PNG: {st} {b}")
+    st, _, _ = hu.request(ctx.port, "GET", "/health")
+    expect(st == 200, "still serving")
+
+
+def metrics_text(ctx):
+    st, hd, body = hu.request(ctx.port, "GET", "/metrics")
+    expect(st == 200 and hd["content-type"].startswith("text/plain"), f"{st} {hd}")
+    fams = hu.parse_prometheus(body.decode())
+    for name in ["mmrt_num_requests_running", "mmrt_num_requests_waiting",
+                 "mmrt_kv_cache_usage_perc", "mmrt_prefix_cache_queries_total",
+                 "mmrt_prefix_cache_hits_total", "mmrt_mm_cache_queries_total",
+                 "mmrt_mm_cache_hits_total", "mmrt_num_preemptions_total",
+                 "mmrt_prompt_tokens_total", "mmrt_generation_tokens_total",
+                 "mmrt_request_outcome_total", "mmrt_admission_refusals_total",
+                 "mmrt_time_to_first_token_seconds", "mmrt_inter_token_latency_seconds",
+                 "mmrt_e2e_request_latency_seconds", "mmrt_request_queue_time_seconds",
+                 "mmrt_request_stage_seconds"]:
+        expect(name in fams, f"{name} missing")
+    stages = {lab.get("stage") for _, lab, _ in fams["mmrt_request_stage_seconds"]["samples"]}
+    expect(stages >= {"media_download", "media_decode", "encoder", "prefill", "decode"}, stages)
+    # What earlier checks did shows up: served tokens, an image decoded, an SLA refusal.
+    gen = sum(v for _, lab, v in fams["mmrt_generation_tokens_total"]["samples"])
+    expect(gen > 0, "generation tokens counted")
+    ttft = [v for n, lab, v in fams["mmrt_time_to_first_token_seconds"]["samples"]
+            if n.endswith("_count") and lab["sla_class"] == "batch"]
+    expect(ttft and ttft[0] > 0, "TTFT observed for the default class")
+    refused = [v for _, lab, v in fams["mmrt_admission_refusals_total"]["samples"]
+               if lab.get("reason") == "sla"]
+    expect(not refused or refused[0] >= 0, "refusal counter")
+    # The parser itself rejects what is malformed.
+    for bad in ["x 1\n", "# TYPE a gauge\na{b=\"1} 2\n", "# TYPE h histogram\n"
+                "h_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n"]:
+        try:
+            hu.parse_prometheus(bad)
+        except ValueError:
+            continue
+        raise AssertionError("the parser accepted " + repr(bad))
+
+
+def traces(ctx):
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("trace me", max_tokens=5))
+    expect(st == 200, b)
+    rid = b["id"]
+    st, _, t = hu.request(ctx.port, "GET", b["mmrt"]["trace"])
+    expect(st == 200, f"trace: {st}")
+    doc = json.loads(t)
+    ev = doc["traceEvents"]
+    names = {e["name"] for e in ev}
+    expect({"request", "queue", "prefill_chunk", "decode", "token"} <= names, names)
+    expect(sum(1 for e in ev if e["name"] == "token") == 5, "one token event per token")
+    req = next(e for e in ev if e["name"] == "request")
+    for e in ev:
+        if e.get("ph") == "X":
+            expect(e["ts"] >= req["ts"] and e["ts"] + e["dur"] <= req["ts"] + req["dur"] + 1e-3,
+                   f"{e['name']} outside the request span")
+    path = os.path.join(ctx.traces, rid + ".json")
+    end = time.time() + 5
+    while time.time() < end and not os.path.exists(path):
+        time.sleep(0.02)
+    expect(json.load(open(path))["traceEvents"], "--trace-dir file")
+    st, _, _ = hu.request(ctx.port, "GET", "/v1/requests/chatcmpl-nope/trace")
+    expect(st == 404, "unknown id")
+    st, _, _ = hu.request(ctx.port, "GET", "/v1/requests/../../etc/trace")
+    expect(st in (400, 404), "path characters")
+
+
+CHECKS = [
+    ("malformed JSON and deep nesting: 400", malformed_json),
+    ("wrong types and unsupported fields: 400 naming the field", wrong_types),
+    ("wrong method 405, unknown path and model 404", methods_and_paths),
+    ("oversize bodies 413, media caps, prompt over the context", oversize_bodies),
+    ("slow headers and bodies: 408, others served", slow_headers),
+    ("pipelined keep-alive requests answered in order", pipelined),
+    ("a client that disconnects mid-prefill is cancelled, KV freed", disconnect_mid_prefill),
+    ("greedy tokens over HTTP equal mmrt generate (text, image, file)", bit_identity),
+    ("a corrupt image is refused, the server goes on", corrupt_image),
+    ("/metrics is valid Prometheus text with every family", metrics_text),
+    ("per-request traces (endpoint and --trace-dir)", traces),
+]

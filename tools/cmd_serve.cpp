@@ -1,0 +1,101 @@
+// `mmrt serve`: the OpenAI-compatible HTTP server.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "cli.h"
+#include "core/error.h"
+#include "model_options.h"
+#include "server/server.h"
+
+namespace mmrt::cli {
+namespace {
+
+int run_serve(Args& args) {
+  server::ServerConfig cfg;
+  cfg.engine.model_dir = args.require("model");
+  cfg.http.host = args.get_or("host", "127.0.0.1");
+  cfg.http.port = static_cast<int>(args.get_int("port", 8000, 0, 65535));
+  cfg.http.threads = static_cast<int>(args.get_int("http-threads", 2, 1, 64));
+  cfg.http.body_limit = static_cast<size_t>(args.get_int("max-body-mb", 64, 1, 4096)) << 20;
+  cfg.http.read_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(args.get_double("read-timeout", 30, 0.1, 3600) * 1000));
+  cfg.http.idle_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(args.get_double("idle-timeout", 60, 0.1, 86400) * 1000));
+  cfg.http.max_connections = static_cast<int>(args.get_int("max-connections", 4096, 1, 1 << 20));
+  cfg.max_in_flight = args.get_int("max-requests", 4096, 1, 1 << 20);
+  cfg.drain_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(args.get_double("drain-timeout", 10, 0, 3600) * 1000));
+  cfg.ping_interval = std::chrono::milliseconds(
+      static_cast<int64_t>(args.get_double("sse-ping", 5, 0.1, 3600) * 1000));
+  cfg.api.model_id = args.get_or("served-model-name", "");
+  cfg.api.default_max_tokens =
+      static_cast<int32_t>(args.get_int("default-max-tokens", 256, 1, 1 << 24));
+  cfg.api.max_media_items = static_cast<int32_t>(args.get_int("max-media-items", 16, 0, 1024));
+  cfg.api.max_media_bytes = static_cast<uint64_t>(args.get_int("max-media-mb", 32, 1, 4096)) << 20;
+  cfg.api.allowed_media_dir = args.get_or("allowed-media-dir", "");
+  cfg.trace_dir = args.get_or("trace-dir", "");
+  cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
+  const std::string sla_file = args.get_or("sla-config", "");
+  cfg.engine.policy = args.get_or("policy", "slo");
+  cfg.engine.scheduler.token_budget = step_tokens_option(args);
+  cfg.engine.model = load_options(args);
+  cfg.engine.kv = kv_options(args);
+  cfg.engine.backend = backend_options(args);
+  cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
+  cfg.engine.media_threads = static_cast<int>(args.get_int("media-threads", 1, 1, 64));
+  args.finish();
+  if (!sla_file.empty()) cfg.engine.sla = engine::SlaConfig::load(sla_file);
+  if (!cfg.api.allowed_media_dir.empty() &&
+      !std::filesystem::is_directory(cfg.api.allowed_media_dir))
+    throw InvalidArgument("--allowed-media-dir " + cfg.api.allowed_media_dir +
+                          " is not a directory");
+  // Bodies carry base64 media (4/3 of the bytes): the body cap must let the media cap through.
+  return server::run_server(std::move(cfg));
+}
+
+MMRT_COMMAND(
+    "serve", "OpenAI-compatible HTTP server (chat and completions, streaming, metrics)",
+    "usage: mmrt serve --model DIR [--host 127.0.0.1] [--port 8000] [options]\n\n"
+    "Serves the checkpoint in DIR over HTTP with the OpenAI API's conventions:\n"
+    "  POST /v1/chat/completions   chat (text and images as data: URLs), streamed as\n"
+    "                              server-sent events with \"stream\": true\n"
+    "  POST /v1/completions        raw text prompt (no chat template)\n"
+    "  GET  /v1/models             the served model\n"
+    "  GET  /health                200 once loaded (503 while loading or shutting down)\n"
+    "  GET  /metrics               Prometheus text: queue, KV, caches, latency histograms\n"
+    "                              per SLA class and per stage\n"
+    "  GET  /v1/requests/ID/trace  one request's timeline (Chrome trace / Perfetto JSON)\n"
+    "Every request is served in an SLA class: `sla_class` (mmrt), else `service_tier`\n"
+    "(priority -> platinum, default -> gold, flex -> silver), else the configured default;\n"
+    "`ttft_deadline_ms` sets an explicit deadline. A request that cannot meet its class is\n"
+    "refused at once with 429 and Retry-After. SIGINT / SIGTERM drain and exit 0.\n\n"
+    "network:\n"
+    "  --host ADDR             address to listen on (default 127.0.0.1)\n"
+    "  --port N                port (default 8000; 0: any free port)\n"
+    "  --http-threads N        event-loop threads (default 2)\n"
+    "  --max-connections N     open connections at most (default 4096; 503 beyond)\n"
+    "  --max-requests N        completion requests in flight at most (default 4096; 503)\n"
+    "  --read-timeout S        a request's headers and body must arrive within S s (30)\n"
+    "  --idle-timeout S        keep-alive connections idle longer are closed (60)\n"
+    "  --drain-timeout S       on SIGTERM, requests in flight get S s to finish (10)\n"
+    "  --sse-ping S            keep-alive comment on silent streams every S s (5)\n"
+    "requests:\n"
+    "  --served-model-name ID  the model's name in the API (default: DIR's name)\n"
+    "  --default-max-tokens N  when a request gives no max_tokens (default 256)\n"
+    "  --max-body-mb N         request body limit in MiB (default 64; 413 beyond)\n"
+    "  --max-media-items N     media parts per request (default 16)\n"
+    "  --max-media-mb N        one decoded media item in MiB (default 32; 413 beyond)\n"
+    "  --allowed-media-dir DIR file:// media URLs only under DIR (default: none allowed)\n"
+    "  --trace-dir DIR         write every request's trace to DIR/ID.json\n"
+    "  --trace-keep N          traces kept for /v1/requests/ID/trace (default 256)\n"
+    "SLA:\n"
+    "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
+    "  --policy fcfs|priority|slo   scheduling policy (default slo)\n"
+    "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
+    "  --media-threads N       media preprocessing lanes (default 1)\n"
+    "  --step-tokens N         token budget per engine step (default 512)\n",
+    {"map-weights"}, run_serve);
+
+}  // namespace
+}  // namespace mmrt::cli
