@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git clang-format clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libxxhash-dev
-  libdnnl-dev libopenblas-dev libseccomp-dev
+  libdnnl-dev libopenblas-dev libseccomp-dev libboost-dev libcurl4-openssl-dev
   libjpeg62-turbo-dev libspng-dev libwebp-dev
   python3 python3-numpy python3-torch python3-pil python3-skimage python3-jinja2
   python3-opencv

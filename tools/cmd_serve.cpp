@@ -34,6 +34,11 @@ int run_serve(Args& args) {
   cfg.api.max_media_items = static_cast<int32_t>(args.get_int("max-media-items", 16, 0, 1024));
   cfg.api.max_media_bytes = static_cast<uint64_t>(args.get_int("max-media-mb", 32, 1, 4096)) << 20;
   cfg.api.allowed_media_dir = args.get_or("allowed-media-dir", "");
+  cfg.fetch.threads = static_cast<int>(args.get_int("media-fetch-threads", 4, 1, 256));
+  cfg.fetch.timeout_s = args.get_double("media-fetch-timeout", 5, 0.1, 600);
+  cfg.fetch.max_redirects = static_cast<int>(args.get_int("media-fetch-redirects", 3, 0, 20));
+  if (auto hosts = args.get("allowed-media-hosts"))
+    cfg.fetch.allowed_hosts = split_list(*hosts, "allowed-media-hosts");
   cfg.trace_dir = args.get_or("trace-dir", "");
   cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
   const std::string sla_file = args.get_or("sla-config", "");
@@ -58,7 +63,8 @@ MMRT_COMMAND(
     "serve", "OpenAI-compatible HTTP server (chat and completions, streaming, metrics)",
     "usage: mmrt serve --model DIR [--host 127.0.0.1] [--port 8000] [options]\n\n"
     "Serves the checkpoint in DIR over HTTP with the OpenAI API's conventions:\n"
-    "  POST /v1/chat/completions   chat (text and images as data: URLs), streamed as\n"
+    "  POST /v1/chat/completions   chat (text; images as data:, http(s):// or file:// URLs),\n"
+    "                              streamed as\n"
     "                              server-sent events with \"stream\": true\n"
     "  POST /v1/completions        raw text prompt (no chat template)\n"
     "  GET  /v1/models             the served model\n"
@@ -87,6 +93,10 @@ MMRT_COMMAND(
     "  --max-media-items N     media parts per request (default 16)\n"
     "  --max-media-mb N        one decoded media item in MiB (default 32; 413 beyond)\n"
     "  --allowed-media-dir DIR file:// media URLs only under DIR (default: none allowed)\n"
+    "  --allowed-media-hosts H[,H...]  http(s) media URLs only from these hosts (default any)\n"
+    "  --media-fetch-timeout S a media URL must arrive within S s, redirects included (5)\n"
+    "  --media-fetch-redirects N   redirects followed at most, each checked (default 3)\n"
+    "  --media-fetch-threads N concurrent media downloads (default 4)\n"
     "  --trace-dir DIR         write every request's trace to DIR/ID.json\n"
     "  --trace-keep N          traces kept for /v1/requests/ID/trace (default 256)\n"
     "SLA:\n"

@@ -59,8 +59,7 @@ void Admission::downgrade(Request& r, int to) {
   ++stats_.downgraded;
 }
 
-bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
-  if (r.deadline_ns == 0) return true;
+Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int64_t now) {
   // Work to do before r's first token: its own prompt past the cached prefix and its media not
   // in the encoder cache, plus the same for every request the policy serves first.
   const double own = own_tokens(r, v);
@@ -110,9 +109,37 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
   r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
   r.predicted_ttft_ns = static_cast<int64_t>(
       std::min(1e12, static_cast<double>(r.model_ttft_ns) * ttft_bias(r.weight)));
+  return {own, own_patches, queued, rho};
+}
+
+std::string Admission::miss_reason(const Request& r, const Prediction& p) const {
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
+      "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
+      static_cast<double>(r.predicted_ttft_ns) * 1e-6,
+      r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+      static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued,
+      100 * std::min(p.rho, 1.0));
+  return buf;
+}
+
+bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
+  if (r.deadline_ns == 0) return true;
+  const Prediction p = predict(r, v, now);
+  if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return true;
+  if (sla_.on_miss(r.sla_class, r.predicted_ttft_ns).action != OnMiss::kRefuse) return true;
+  why = miss_reason(r, p) + " before its own prompt and media are counted";
+  return false;
+}
+
+bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
+  if (r.deadline_ns == 0) return true;
+  const Prediction p = predict(r, v, now);
   auto admitted = [&] {
     if (first_admit_ns_ < 0) first_admit_ns_ = now;
-    recent_.push_back({now, own, own_patches, ClassRank::of(r)});
+    recent_.push_back({now, p.own, p.own_patches, ClassRank::of(r)});
     return true;
   };
   if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return admitted();
@@ -122,15 +149,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     downgrade(r, m.to);
     return admitted();
   }
-  char buf[256];
-  std::snprintf(
-      buf, sizeof buf,
-      "predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
-      "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
-      static_cast<double>(r.predicted_ttft_ns) * 1e-6,
-      r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-      static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, queued, 100 * std::min(rho, 1.0));
-  why = buf;
+  why = miss_reason(r, p);
   ++stats_.refused;
   return false;
 }

@@ -60,6 +60,10 @@ class Admission {
   // Decides r arriving now (r.deadline_ns == 0: always admitted). May downgrade r. Returns
   // false with the reason to refuse. Sets r.predicted_ttft_ns / r.model_ttft_ns.
   bool admit(Request& r, const SchedulerView& v, int64_t now, std::string& why);
+  // Before a request's media is fetched or its prompt tokenised: false with the reason when
+  // even a request of no work of its own would miss r's promise behind the queue, and its
+  // class refuses a miss. Records nothing (r is a shell that never enters the engine).
+  bool precheck(Request& r, const SchedulerView& v, int64_t now, std::string& why);
 
   // Requests without a first token whose first token can no longer come by their deadline,
   // even if their remaining work ran from now on: downgraded in place where their class says
@@ -83,6 +87,12 @@ class Admission {
   static constexpr size_t kBiasWindow = 64;
 
  private:
+  struct Prediction {
+    double own, own_patches, queued, rho;
+  };
+  // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
+  Prediction predict(Request& r, const SchedulerView& v, int64_t now);
+  std::string miss_reason(const Request& r, const Prediction& p) const;
   // Moves r to class `to` (its promise, weight and deadline from arrival).
   void downgrade(Request& r, int to);
   // Encoder work of q still ahead of its prefill and not in the encoder cache.

@@ -79,6 +79,22 @@ struct Engine::Impl : SchedulerView {
   }
   bool encoder_cached(const Hash128& key) const override { return enc->contains(key); }
 
+  // The request's promise: its class's weight, deadline and TPOT target, or explicit ones.
+  void apply_promise(Request& r, const GenerateRequest& g) const {
+    r.sla_class = g.sla_class;
+    r.priority = g.priority;
+    if (!r.sla_class.empty()) {
+      const SlaClass& cls = cfg.sla.get(r.sla_class);
+      r.weight = cls.weight;
+      r.deadline_ns = cls.ttft_ns ? r.arrival_ns + cls.ttft_ns : 0;
+      r.tpot_target_ns = cls.tpot_ns;
+    }
+    if (g.ttft_deadline_ns < 0 || g.tpot_target_ns < 0)
+      throw InvalidArgument("deadlines and TPOT targets must not be negative");
+    if (g.ttft_deadline_ns) r.deadline_ns = r.arrival_ns + g.ttft_deadline_ns;
+    if (g.tpot_target_ns) r.tpot_target_ns = g.tpot_target_ns;
+  }
+
   // ---- ending a request ----
 
   // Its result, final event and removal. The caller holds no lock but books_mu. A caller holding
@@ -468,8 +484,6 @@ RequestHandle Engine::submit(GenerateRequest g) {
   r.timeline.add(Event::kReceived, r.arrival_ns);
   r.tenant = g.tenant;
   r.tenant_salt = hash128("tenant:" + g.tenant);
-  r.priority = g.priority;
-  r.sla_class = g.sla_class;
   r.sampling = g.sampling;
   r.stop_ids = m.model.spec.stop_ids;
   sub->handle = state;
@@ -479,16 +493,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
     m.entries.emplace(r.id, std::move(sub));
   }
   try {
-    if (!r.sla_class.empty()) {
-      const SlaClass& cls = m.cfg.sla.get(r.sla_class);
-      r.weight = cls.weight;
-      r.deadline_ns = cls.ttft_ns ? r.arrival_ns + cls.ttft_ns : 0;
-      r.tpot_target_ns = cls.tpot_ns;
-    }
-    if (g.ttft_deadline_ns < 0 || g.tpot_target_ns < 0)
-      throw InvalidArgument("deadlines and TPOT targets must not be negative");
-    if (g.ttft_deadline_ns) r.deadline_ns = r.arrival_ns + g.ttft_deadline_ns;
-    if (g.tpot_target_ns) r.tpot_target_ns = g.tpot_target_ns;
+    m.apply_promise(r, g);
     r.sampling.validate();
     s->text = std::make_unique<OutputText>(*m.tok, r.sampling.stop);
     s->messages = std::move(g.messages);
@@ -508,6 +513,22 @@ RequestHandle Engine::submit(GenerateRequest g) {
   else
     m.media->submit(s, MediaStage::Phase::kPrepare);
   return RequestHandle(state);
+}
+
+std::string Engine::precheck(const GenerateRequest& g) {
+  Impl& m = *impl_;
+  if (!m.cfg.admission_control) return "";
+  Request shell;
+  shell.arrival_ns = now_ns();
+  shell.tenant = g.tenant;
+  try {
+    m.apply_promise(shell, g);
+  } catch (const Error&) {
+    return "";  // submit() answers for a bad class
+  }
+  std::string why;
+  std::lock_guard<std::mutex> books(m.books_mu);
+  return m.admission->precheck(shell, m, shell.arrival_ns, why) ? "" : why;
 }
 
 void Engine::cancel(RequestId id) {

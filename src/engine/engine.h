@@ -100,6 +100,10 @@ class Engine {
   // Never throws for a bad request: it comes back as an outcome (refused / failed + reason).
   RequestHandle submit(GenerateRequest req);
   void cancel(RequestId id);
+  // Admission before any work of the request's own: "" when `g` may be submitted, else why
+  // its class would refuse it even if its prompt and media cost nothing (the queue ahead is
+  // already too long). A server calls it before fetching media URLs.
+  std::string precheck(const GenerateRequest& g);
   // A consistent snapshot of the books (taken by the step loop after each step).
   EngineStats stats() const;
   const models::ModelSpec& model_spec() const;

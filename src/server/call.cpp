@@ -56,14 +56,17 @@ void Call::submit(ParsedRequest p) {
   stream_ = p.stream;
   include_usage_ = p.include_usage;
   requested_class_ = p.requested_class;
-  if (!p.fetches.empty())
-    return fail(ApiError(400, "invalid_request_error",
-                         "fetching http(s) image URLs is not implemented yet; send the image as "
-                         "a data: URL (data:image/png;base64,...)",
-                         "messages[].content[].image_url"),
-                "error", "");
   engine::Engine* eng = svc_.engine();
   if (!eng) return fail(ApiError(503, "unavailable_error", "Loading model"), "refused", "loading");
+  if (!p.fetches.empty()) {
+    // Refused before any download when the queue alone already breaks its promise.
+    const std::string why = eng->precheck(p.request);
+    if (!why.empty()) {
+      ApiError err(429, "rate_limit_error", why, "1", "sla_unattainable");
+      return fail(err, "refused", "sla");
+    }
+    return fetch(std::make_shared<ParsedRequest>(std::move(p)));
+  }
   p.request.tenant = "default";
   handle_ = eng->submit(std::move(p.request));
   submitted_ = true;
@@ -77,6 +80,32 @@ void Call::submit(ParsedRequest p) {
       self->drain();
     });
   });
+}
+
+void Call::fetch(std::shared_ptr<ParsedRequest> p) {
+  // Every URL is fetched at once (on the fetch threads); the request is submitted when the
+  // last one arrives, or answered with the first failure.
+  fetch_start_ns_ = now_ns();
+  fetches_left_ = p->fetches.size();
+  std::shared_ptr<Call> self = shared_from_this();
+  for (const MediaFetch& f : p->fetches)
+    svc_.fetcher().fetch(f.url, [self, p, index = f.index](FetchResult r) {
+      auto res = std::make_shared<FetchResult>(std::move(r));
+      self->ex_->post([self, p, index, res] {
+        if (self->ended_) return;
+        if (!res->error.empty()) {
+          self->download_s_ = static_cast<double>(now_ns() - self->fetch_start_ns_) * 1e-9;
+          return self->fail(ApiError(res->status, "invalid_request_error", res->error,
+                                     "messages[].content[].image_url"),
+                            "error", "");
+        }
+        p->request.media[index].bytes = std::move(res->bytes);
+        if (--self->fetches_left_ > 0) return;
+        self->download_s_ = static_cast<double>(now_ns() - self->fetch_start_ns_) * 1e-9;
+        p->fetches.clear();
+        self->submit(std::move(*p));
+      });
+    });
 }
 
 void Call::cancel() {

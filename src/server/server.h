@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "server/api.h"
+#include "server/fetcher.h"
 #include "server/http.h"
 
 namespace mmrt::server {
@@ -19,7 +20,8 @@ namespace mmrt::server {
 struct ServerConfig {
   engine::EngineConfig engine;
   HttpOptions http;
-  ApiOptions api;  // model_id and sla are filled in from the engine config when empty
+  ApiOptions api;      // model_id and sla are filled in from the engine config when empty
+  FetchOptions fetch;  // http(s) media URLs (max_bytes: api.max_media_bytes)
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds ping_interval{5000};  // SSE keep-alive comments while silent
   int64_t max_in_flight = 4096;                   // completion requests at once (503 beyond)

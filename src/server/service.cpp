@@ -40,6 +40,9 @@ Service::Service(ServerConfig cfg) : cfg_(std::move(cfg)), rng_(std::random_devi
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
   metrics_ = std::make_unique<Metrics>(cfg_.api.model_id, cfg_.engine.sla);
+  FetchOptions fo = cfg_.fetch;
+  fo.max_bytes = cfg_.api.max_media_bytes;
+  fetcher_ = std::make_unique<MediaFetcher>(fo);
   intake_thread_ = std::thread([this] {
     for (;;) {
       std::function<void()> fn;

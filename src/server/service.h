@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "server/fetcher.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -39,6 +40,7 @@ class Call : public std::enable_shared_from_this<Call> {
 
  private:
   void submit(ParsedRequest p);
+  void fetch(std::shared_ptr<ParsedRequest> p);  // its media URLs, then submit()
   void drain();
   void on_text(const std::string& text);
   void on_done(const engine::StreamEvent& ev);
@@ -62,6 +64,8 @@ class Call : public std::enable_shared_from_this<Call> {
   std::atomic<bool> posted_{false};
   int64_t last_write_ns_ = 0;
   double download_s_ = 0;
+  int64_t fetch_start_ns_ = 0;
+  size_t fetches_left_ = 0;
 };
 
 class Service {
@@ -79,6 +83,7 @@ class Service {
   const ServerConfig& cfg() const { return cfg_; }
   engine::Engine* engine() const { return ready_.load() ? engine_.get() : nullptr; }
   Metrics& metrics() { return *metrics_; }
+  MediaFetcher& fetcher() { return *fetcher_; }
   void intake(std::function<void()> fn);  // runs fn on the intake thread
   void done(const Call& c, const engine::RequestResult* r, double download_s);
   std::string service_tier_of(const std::string& cls) const;
@@ -94,6 +99,7 @@ class Service {
   std::unique_ptr<engine::Engine> engine_;
   std::atomic<bool> ready_{false}, draining_{false};
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<MediaFetcher> fetcher_;
   int64_t created_unix_ = 0;
   // The shutdown's progress (tick() and shutdown() may run on different I/O threads).
   std::atomic<int64_t> drain_deadline_ns_{0};

@@ -99,6 +99,36 @@ TEST(Admission, AdmitsWhatFitsAndRefusesWhatCannot) {
   EXPECT_EQ(d->predicted_ttft_ns, 0) << "best effort: no prediction made";
 }
 
+// Before its media is fetched: a shell of no work of its own is refused only when the queue
+// alone breaks a refusing class's promise; nothing is recorded.
+TEST(Admission, PrecheckRefusesOnTheQueueAloneAndRecordsNothing) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  Request* empty = q.make(sla, "platinum", 0, 0);
+  EXPECT_TRUE(adm.precheck(*empty, v, 0, why)) << why;
+  // A 200-token platinum request behind ~230 ms of queue fits as a shell (its own prompt is not
+  // counted yet); 9000 queued tokens (~420 ms) break the promise before any prompt of its own.
+  Request* mid = q.make(sla, "silver", 5000, 0);
+  v.waiting_.push_back(mid);
+  Request* s1 = q.make(sla, "platinum", 0, 0);
+  EXPECT_TRUE(adm.precheck(*s1, v, 0, why)) << why;
+  v.waiting_.back() = q.make(sla, "silver", 9000, 0);
+  Request* s2 = q.make(sla, "platinum", 0, 0);
+  EXPECT_FALSE(adm.precheck(*s2, v, 0, why));
+  EXPECT_NE(why.find("before its own prompt and media are counted"), std::string::npos) << why;
+  // Gold would be downgraded, not refused: the real admission decides after the download.
+  Request* g = q.make(sla, "gold", 0, 0);
+  v.waiting_.back() = q.make(sla, "silver", 30000, 0);
+  EXPECT_TRUE(adm.precheck(*g, v, 0, why));
+  EXPECT_EQ(g->sla_class, "gold");
+  EXPECT_EQ(adm.stats().refused, 0);
+  EXPECT_EQ(adm.stats().downgraded, 0);
+}
+
 TEST(Admission, GoldThatCannotBeMetIsDowngradedToSilver) {
   const SlaConfig sla = SlaConfig::defaults();
   const CostModel cost = trained();

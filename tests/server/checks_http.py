@@ -320,3 +320,128 @@ CHECKS = [
     ("/metrics is valid Prometheus text with every family", metrics_text),
     ("per-request traces (endpoint and --trace-dir)", traces),
 ]
+
+
+class ImageServer:
+    """A local HTTP/1.1 server on 127.0.0.1 that serves the test image: at once, slowly, through
+    redirects, too large, or not at all; it counts the connections it accepts."""
+
+    def __init__(self, image):
+        import http.server
+        import threading
+        png = open(image, "rb").read()
+        outer = self
+        self.connections = 0
+        self.requests = 0
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                outer.connections += 1
+                super().setup()
+
+            def log_message(self, *a):
+                pass
+
+            def send(self, code, body, headers=()):
+                self.send_response(code)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                outer.requests += 1
+                p = self.path
+                if p == "/img.png":
+                    self.send(200, png, [("Content-Type", "image/png")])
+                elif p.startswith("/slow"):
+                    delay = float(p.split("=")[1])
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(png)))
+                    self.end_headers()
+                    half = len(png) // 2
+                    self.wfile.write(png[:half])
+                    self.wfile.flush()
+                    time.sleep(delay)
+                    self.wfile.write(png[half:])
+                elif p == "/redirect":
+                    self.send(302, b"", [("Location", "/img.png")])
+                elif p.startswith("/loop"):
+                    n = int(p[5:] or 0)
+                    self.send(302, b"", [("Location", f"/loop{n + 1}")])
+                elif p == "/big.png":
+                    self.send(200, png + b"\0" * (3 << 20))
+                elif p == "/elsewhere":
+                    self.send(302, b"", [("Location", "ftp://127.0.0.1/x.png")])
+                else:
+                    self.send(404, b"no")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.handle_error = lambda *a: None  # clients the server cut off (size caps)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def image_request(url, n=6):
+    return {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": url}},
+        {"type": "text", "text": "Describe the picture in detail."}]}],
+        "max_tokens": n, "ignore_eos": True}
+
+
+def media_urls(ctx):
+    srv = ImageServer(ctx.image)
+    try:
+        b64 = base64.b64encode(open(ctx.image, "rb").read()).decode()
+        st, _, want = hu.post(ctx.port, "/v1/chat/completions",
+                              image_request("data:image/png;base64," + b64))
+        expect(st == 200, want)
+        for path in ["/img.png", "/redirect", "/slow?d=0.5"]:
+            st, _, b = hu.post(ctx.port, "/v1/chat/completions", image_request(srv.url(path)))
+            expect(st == 200, f"{path}: {st} {b}")
+            expect(b["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"],
+                   f"{path}: the fetched image gives the data URL's reply")
+            expect(b["mmrt"]["stages_ms"]["media_download"] > 0, "download time reported")
+        slow_ms = b["mmrt"]["stages_ms"]["media_download"]
+        cases = [("/slow?d=4", 400, "took longer"), ("/loop", 400, "redirects more than"),
+                 ("/big.png", 413, "more than"), ("/missing.png", 400, "HTTP 404"),
+                 ("/elsewhere", 400, "not http or https")]
+        for path, status, text in cases:
+            st, _, b = hu.post(ctx.port, "/v1/chat/completions", image_request(srv.url(path)))
+            expect_error(st, b, status, contains=text)
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                           image_request(f"http://127.0.0.1:{srv.port + 1 if srv.port < 65535 else 1}/x"))
+        expect(st == 400, f"connection refused: {st} {b}")
+        # Refused before the download: a deadline the queue alone cannot meet.
+        before_r = srv.requests
+        body = image_request(srv.url("/img.png"))
+        body["ttft_deadline_ms"] = 0.001
+        st, hd, b = hu.post(ctx.port, "/v1/chat/completions", body)
+        expect_error(st, b, 429, contains="before its own prompt and media")
+        expect("retry-after" in hd, hd)
+        expect(srv.requests == before_r, "nothing was downloaded for a refused request")
+        # Connections are reused across fetches.
+        before_c, before_r = srv.connections, srv.requests
+        for _ in range(8):
+            st, _, b = hu.post(ctx.port, "/v1/chat/completions", image_request(srv.url("/img.png"), 1))
+            expect(st == 200, b)
+        conns, reqs = srv.connections - before_c, srv.requests - before_r
+        expect(reqs == 8 and conns < reqs, f"{conns} connections for {reqs} fetches")
+        return (f"slow image (0.5 s stall) downloaded in {slow_ms:.0f} ms; "
+                f"{conns} connections for {reqs} fetches")
+    finally:
+        srv.close()
+
+
+CHECKS.append(("http(s) media URLs: fetched, bounded in time, size and redirects", media_urls))

@@ -96,7 +96,8 @@ def main():
     ctx = hu.Context(a.mmrt, model, image, a.work, traces, media_dir, a.streams)
     srv = Server(a.mmrt, model, a.work, "--sla-config", sla, "--trace-dir", traces,
                  "--max-body-mb", "4", "--read-timeout", "1", "--allowed-media-dir", media_dir,
-                 "--drain-timeout", "20")
+                 "--drain-timeout", "20", "--max-media-mb", "2",
+                 "--media-fetch-timeout", "2")
     ctx.port = srv.port
     ctx.pid = srv.proc.pid
     results = []
