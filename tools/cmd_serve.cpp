@@ -39,6 +39,7 @@ int run_serve(Args& args) {
   cfg.fetch.max_redirects = static_cast<int>(args.get_int("media-fetch-redirects", 3, 0, 20));
   if (auto hosts = args.get("allowed-media-hosts"))
     cfg.fetch.allowed_hosts = split_list(*hosts, "allowed-media-hosts");
+  cfg.api_keys_file = args.get_or("api-keys", "");
   cfg.trace_dir = args.get_or("trace-dir", "");
   cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
   const std::string sla_file = args.get_or("sla-config", "");
@@ -99,6 +100,10 @@ MMRT_COMMAND(
     "  --media-fetch-threads N concurrent media downloads (default 4)\n"
     "  --trace-dir DIR         write every request's trace to DIR/ID.json\n"
     "  --trace-keep N          traces kept for /v1/requests/ID/trace (default 256)\n"
+    "tenants:\n"
+    "  --api-keys FILE         API keys (JSON): key -> tenant, its SLA classes, default\n"
+    "                          class and request rate; 401 without a valid key, 403 for a\n"
+    "                          class it may not use (default: open, one tenant)\n"
     "SLA:\n"
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
     "  --policy fcfs|priority|slo   scheduling policy (default slo)\n"

@@ -318,7 +318,9 @@ void parse_sla(const Fields& f, const ApiOptions& opt, ParsedRequest& out) {
     // A deadline without a class is a promise of its own: refused when it cannot be met (the
     // default class's rule, which may accept a miss, does not apply).
     if (!chosen) cls.clear();
+    chosen = true;
   }
+  out.class_chosen = chosen;
   out.request.sla_class = sla.index_of(cls) >= 0 ? cls : "";
   out.requested_class = out.request.sla_class;
   if (auto p = f.integer("priority", -1000000, 1000000))

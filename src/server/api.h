@@ -65,6 +65,7 @@ struct ParsedRequest {
   std::vector<MediaFetch> fetches;
   bool stream = false, include_usage = false;
   std::string requested_class;  // the class asked for ("" only when the config has none)
+  bool class_chosen = false;    // named (sla_class, service_tier) or a deadline given
   std::string user;
 };
 

@@ -32,8 +32,14 @@ int64_t unix_now() {
 
 }  // namespace
 
-Call::Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id)
-    : svc_(svc), ex_(std::move(ex)), endpoint_(ep), id_(std::move(id)), created_(unix_now()) {}
+Call::Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id,
+           const Tenant& tenant)
+    : svc_(svc),
+      ex_(std::move(ex)),
+      tenant_(tenant),
+      endpoint_(ep),
+      id_(std::move(id)),
+      created_(unix_now()) {}
 
 void Call::parse(std::string body) {
   std::shared_ptr<Call> self = shared_from_this();
@@ -55,7 +61,18 @@ void Call::submit(ParsedRequest p) {
   if (cancelled_) return finish(nullptr, "cancelled", "");
   stream_ = p.stream;
   include_usage_ = p.include_usage;
-  requested_class_ = p.requested_class;
+  if (!p.class_chosen && !tenant_.default_class.empty()) p.request.sla_class = tenant_.default_class;
+  requested_class_ = p.request.sla_class;
+  if (!requested_class_.empty() && !Tenants::allows(tenant_, requested_class_)) {
+    std::string allowed;
+    for (const auto& c : tenant_.classes) allowed += (allowed.empty() ? "" : ", ") + c;
+    return fail(ApiError(403, "permission_error",
+                         "tenant '" + tenant_.name + "' may not use SLA class '" +
+                             requested_class_ + "' (its classes: " + allowed + ")",
+                         "sla_class"),
+                "error", "");
+  }
+  p.request.tenant = tenant_.name;
   engine::Engine* eng = svc_.engine();
   if (!eng) return fail(ApiError(503, "unavailable_error", "Loading model"), "refused", "loading");
   if (!p.fetches.empty()) {
@@ -67,7 +84,6 @@ void Call::submit(ParsedRequest p) {
     }
     return fetch(std::make_shared<ParsedRequest>(std::move(p)));
   }
-  p.request.tenant = "default";
   handle_ = eng->submit(std::move(p.request));
   submitted_ = true;
   std::weak_ptr<Call> weak = weak_from_this();

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -43,6 +44,8 @@ Service::Service(ServerConfig cfg) : cfg_(std::move(cfg)), rng_(std::random_devi
   FetchOptions fo = cfg_.fetch;
   fo.max_bytes = cfg_.api.max_media_bytes;
   fetcher_ = std::make_unique<MediaFetcher>(fo);
+  tenants_ = cfg_.api_keys_file.empty() ? std::make_unique<Tenants>()
+                                        : Tenants::load(cfg_.api_keys_file, cfg_.engine.sla);
   intake_thread_ = std::thread([this] {
     for (;;) {
       std::function<void()> fn;
@@ -185,8 +188,29 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
   if (!ready_)
     return ex->respond(error_response(ApiError(503, "unavailable_error", "Loading model"),
                                       {{"Retry-After", "1"}}));
-  auto call =
-      std::make_shared<Call>(*this, ex, ep, new_id(ep == Endpoint::kChat ? "chatcmpl" : "cmpl"));
+  const Tenant* tenant = tenants_->authenticate(req.header("authorization"));
+  if (!tenant)
+    return ex->respond(error_response(
+        ApiError(401, "authentication_error",
+                 req.header("authorization") ? "the API key is not valid"
+                                             : "an API key is required (Authorization: Bearer KEY)",
+                 "", "invalid_api_key"),
+        {{"WWW-Authenticate", "Bearer"}, {"x-should-retry", "false"}}));
+  double wait_s = 0;
+  if (!tenants_->admit_rate(*tenant, now_ns(), wait_s)) {
+    RequestRecord rec;
+    rec.outcome = "refused";
+    rec.refusal_reason = "rate_limit";
+    metrics_->observe(rec);
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "tenant '%s' is over its rate of %g requests per second",
+                  tenant->name.c_str(), tenant->requests_per_second);
+    return ex->respond(
+        error_response(ApiError(429, "rate_limit_error", msg, "", "rate_limit_exceeded"),
+                       {{"Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait_s)))}}));
+  }
+  auto call = std::make_shared<Call>(*this, ex, ep,
+                                     new_id(ep == Endpoint::kChat ? "chatcmpl" : "cmpl"), *tenant);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (static_cast<int64_t>(calls_.size()) >= cfg_.max_in_flight) {

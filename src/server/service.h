@@ -16,6 +16,7 @@
 
 #include "server/fetcher.h"
 #include "server/metrics.h"
+#include "server/tenants.h"
 #include "server/server.h"
 
 namespace mmrt::server {
@@ -24,7 +25,8 @@ class Service;
 
 class Call : public std::enable_shared_from_this<Call> {
  public:
-  Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id);
+  Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id,
+       const Tenant& tenant);
   // Parses the body (any thread); then submits on the exchange's executor.
   void parse(std::string body);
   void cancel();  // the client went away, or the server is shutting down
@@ -53,6 +55,7 @@ class Call : public std::enable_shared_from_this<Call> {
 
   Service& svc_;
   std::shared_ptr<Exchange> ex_;
+  const Tenant& tenant_;
   Endpoint endpoint_;
   std::string id_;
   int64_t created_ = 0;
@@ -100,6 +103,7 @@ class Service {
   std::atomic<bool> ready_{false}, draining_{false};
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<MediaFetcher> fetcher_;
+  std::unique_ptr<Tenants> tenants_;
   int64_t created_unix_ = 0;
   // The shutdown's progress (tick() and shutdown() may run on different I/O threads).
   std::atomic<int64_t> drain_deadline_ns_{0};

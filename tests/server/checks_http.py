@@ -445,3 +445,49 @@ def media_urls(ctx):
 
 
 CHECKS.append(("http(s) media URLs: fetched, bounded in time, size and redirects", media_urls))
+
+
+KEYS = {"keys": [
+    {"key": "sk-test-acme-1", "tenant": "acme", "classes": ["gold", "batch"]},
+    {"key": "sk-test-beta-1", "tenant": "beta"},
+    {"key": "sk-test-slow-1", "tenant": "slow", "requests_per_second": 1},
+]}
+
+
+def tenants(port):
+    """A server started with --api-keys KEYS."""
+    auth = lambda k: {"Authorization": "Bearer " + k}  # noqa: E731
+    st, hd, b = hu.post(port, "/v1/chat/completions", chat("x"))
+    expect_error(st, b, 401, contains="API key is required")
+    expect(hd.get("www-authenticate") == "Bearer", hd)
+    st, _, b = hu.post(port, "/v1/chat/completions", chat("x"), headers=auth("sk-wrong-key"))
+    expect_error(st, b, 401, contains="not valid")
+    st, _, _ = hu.request(port, "GET", "/health")
+    expect(st == 200, "/health needs no key")
+    st, _, b = hu.post(port, "/v1/chat/completions", chat("x"), headers=auth("sk-test-acme-1"))
+    expect(st == 200 and b["mmrt"]["sla_class"] == "batch", b)
+    st, _, b = hu.post(port, "/v1/chat/completions", chat("x", sla_class="platinum"),
+                       headers=auth("sk-test-acme-1"))
+    expect_error(st, b, 403, contains="may not use SLA class 'platinum'")
+    st, _, b = hu.post(port, "/v1/chat/completions", chat("x", sla_class="platinum"),
+                       headers=auth("sk-test-beta-1"))
+    expect(st == 200, b)
+    # The tenant salts the prefix cache: a long prompt repeated by acme hits, beta's does not.
+    prompt = " ".join(f"tenant{i}" for i in range(300))
+    got = []
+    for key in ["sk-test-acme-1", "sk-test-acme-1", "sk-test-beta-1"]:
+        st, _, b = hu.post(port, "/v1/chat/completions", chat(prompt, max_tokens=1),
+                           headers=auth(key))
+        expect(st == 200, b)
+        got.append(b["usage"]["prompt_tokens_details"]["cached_tokens"])
+    # (Each tenant's own earlier requests cached the chat template's first block.)
+    expect(got[1] >= got[0] + 1000 and got[2] <= got[0], f"cached tokens {got}")
+    # A tenant over its rate: 429 with Retry-After.
+    codes = []
+    for _ in range(3):
+        st, hd, b = hu.post(port, "/v1/chat/completions", chat("r", max_tokens=1),
+                            headers=auth("sk-test-slow-1"))
+        codes.append(st)
+    expect(codes[0] == 200 and 429 in codes, codes)
+    expect(int(hd.get("retry-after", "0")) >= 1 or codes[-1] == 200, hd)
+    return f"cached tokens across tenants {got}; rate-limited codes {codes}"

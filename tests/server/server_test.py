@@ -35,7 +35,8 @@ SLA = {
 
 class Server:
     def __init__(self, mmrt, model, work, *extra):
-        self.log_path = os.path.join(work, "serve.log")
+        Server.count = getattr(Server, "count", 0) + 1
+        self.log_path = os.path.join(work, f"serve{Server.count}.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [mmrt, "serve", "--model", model, "--port", "0", *extra],
@@ -117,6 +118,23 @@ def main():
             except Exception as e:  # noqa: BLE001 - every failure is reported
                 results.append((name, False, str(e)))
                 print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+        if not a.only or any("tenant" in o for o in a.only):
+            name = "API keys: 401, 403 per class, tenant-salted caches, per-tenant rate"
+            keys = os.path.join(a.work, "keys.json")
+            with open(keys, "w") as f:
+                json.dump(checks_http.KEYS, f)
+            tsrv = Server(a.mmrt, model, a.work, "--sla-config", sla, "--api-keys", keys)
+            try:
+                note = checks_http.tenants(tsrv.port)
+                results.append((name, True, note))
+                print(f"ok   {name}: {note}", flush=True)
+            except Exception as e:  # noqa: BLE001
+                results.append((name, False, str(e)))
+                print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+            finally:
+                trc = tsrv.stop()
+                if trc != 0:
+                    results.append(("keyed server exit code", False, str(trc)))
         if not a.only or any("shutdown" in o for o in a.only):
             name = "SIGTERM drains a stream in flight and exits 0"
             try:
