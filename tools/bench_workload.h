@@ -17,15 +17,16 @@ struct WorkloadOptions {
   double duration_s = 10.0;
   uint64_t seed = 1;
   int32_t max_tokens = 24;
-  int image_side = 224;        // synthetic images are image_side x image_side
-  std::vector<std::pair<std::string, double>> class_mix{{"platinum", 0.3}, {"gold", 0.3}, {"silver", 0.4}};
+  int image_side = 224;  // synthetic images are image_side x image_side
+  std::vector<std::pair<std::string, double>> class_mix{
+      {"platinum", 0.3}, {"gold", 0.3}, {"silver", 0.4}};
 };
 
 struct TraceItem {
-  double t_s = 0;          // arrival time from the start
+  double t_s = 0;  // arrival time from the start
   std::string sla_class;
   engine::GenerateRequest request;
-  std::string kind;        // "text", "image", "multiturn"
+  std::string kind;  // "text", "image", "multiturn"
 };
 
 std::vector<TraceItem> make_trace(const WorkloadOptions& opts);

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "http_load.h"
 #include "model_options.h"
 #include "obs/report.h"
 
@@ -107,9 +108,32 @@ obs::Report run_policy(const engine::EngineConfig& base, const PolicyRun& run,
   return obs::make_report(policy, duration, results, requested, cfg.sla, eng->stats());
 }
 
+// The trace against a running server (--url): the same report, from the client's clock.
+obs::Report run_url(const std::string& url, const engine::SlaConfig& sla,
+                    const std::vector<TraceItem>& trace, int warmup, bool progress) {
+  std::vector<engine::RequestResult> results = run_http_trace(url, trace, warmup, progress);
+  std::vector<std::string> requested;
+  int shown = 0;
+  for (const auto& r : results)
+    if (r.outcome != engine::Outcome::kFinished && r.outcome != engine::Outcome::kStopped &&
+        shown++ < 3)
+      std::fprintf(stderr, "[mmrt bench] a request ended %s: %s\n", engine::outcome_name(r.outcome),
+                   r.reason.substr(0, 300).c_str());
+  int64_t start = INT64_MAX, end = 0;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    requested.push_back(trace[i].sla_class);
+    start = std::min(start, results[i].timeline.first(engine::Event::kReceived));
+    end = std::max(end, results[i].timeline.last(engine::Event::kFinished));
+  }
+  const double duration =
+      trace.empty() ? 0 : std::max(static_cast<double>(end - start) * 1e-9, trace.back().t_s);
+  return obs::make_report("http", duration, results, requested, sla, engine::EngineStats{});
+}
+
 int run_bench(Args& args) {
   engine::EngineConfig cfg;
-  cfg.model_dir = args.require("model");
+  const std::string url = args.get_or("url", "");
+  cfg.model_dir = url.empty() ? args.require("model") : args.get_or("model", "");
   WorkloadOptions w;
   w.name = args.get_or("workload", "mixed");
   w.rate = args.get_double("rate", 2.0, 0.01, kMaxRate);
@@ -161,8 +185,10 @@ int run_bench(Args& args) {
                  args.get_or("policy", "fcfs,slo").c_str());
   nlohmann::json out = nlohmann::json::array();
   std::vector<obs::Report> reports;
+  if (!url.empty()) policies = {PolicyRun{"http", "", false}};
   for (const auto& p : policies) {
-    reports.push_back(run_policy(cfg, p, trace, warmup, !quiet));
+    reports.push_back(url.empty() ? run_policy(cfg, p, trace, warmup, !quiet)
+                                  : run_url(url, cfg.sla, trace, warmup, !quiet));
     std::printf("%s\n", reports.back().text().c_str());
     std::fflush(stdout);
     nlohmann::json j = reports.back().json();
@@ -197,6 +223,9 @@ MMRT_COMMAND(
     "the same trace in this process (a fresh engine each, after a warm-up). Prints per policy\n"
     "and class: P50/P95/P99 of TTFT, TPOT and end-to-end, SLO attainment, goodput (requests/s\n"
     "that met their SLA), refusals, cache hit rates and where time went per stage.\n\n"
+    "  --url http://HOST:PORT  send the trace to a running `mmrt serve` instead (open loop,\n"
+    "                          streamed chat requests, latency from each scheduled send\n"
+    "                          time; --sla must match the server's classes; no --model)\n"
     "  --rate R                requests per second (default 2)\n"
     "  --duration S            seconds of arrivals (default 10)\n"
     "  --policy LIST           comma-separated: fcfs, priority, slo (default fcfs,slo); "

@@ -1,6 +1,6 @@
 // `mmrt demo`: the README's main command. Generates the tiny checkpoint (unless present), loads
 // it the way a real checkpoint is loaded, shows what was loaded, generates through the engine
-// and runs a short SLA benchmark.
+// runs a short SLA benchmark, then serves it over HTTP to the official openai client.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -77,6 +77,14 @@ int run_demo(Args& args) {
   sh("generate --model " + dir + " --prompt 'Say hello to mmrt.' --max-tokens 16 --ignore-eos");
   std::printf("== 5. a short SLA benchmark: the same Poisson trace under fcfs and slo\n");
   sh("bench --model " + dir + " --rate 8 --duration 3 --policy fcfs,slo --quiet");
+  std::printf("== 6. the server: mmrt serve, talked to with the official openai client\n");
+  std::fflush(stdout);
+  if (!fs::exists("scripts/demo_server.sh") || !fs::exists("tests/js/node_modules/openai")) {
+    std::printf("   skipped: run from the repository root after scripts/setup.sh (make demo)\n");
+    return 0;
+  }
+  if (std::system(("bash scripts/demo_server.sh " + self + " " + dir).c_str()) != 0)
+    throw InternalError("demo step failed: the server demo (scripts/demo_server.sh)");
   return 0;
 }
 
@@ -86,7 +94,10 @@ MMRT_COMMAND(
     "Writes a tiny random Qwen2-VL checkpoint in the Hugging Face layout (unless DIR\n"
     "already holds one), loads it with the same code that loads a real checkpoint, and\n"
     "shows what was loaded and a tokenizer round trip, generates a reply through the engine\n"
-    "and runs a 3-second `mmrt bench` (fcfs vs slo on one Poisson trace).\n\n"
+    "and runs a 3-second `mmrt bench` (fcfs vs slo on one Poisson trace); then starts\n"
+    "`mmrt serve` on it, sends a text and an image request with the official openai client\n"
+    "(scripts/demo_server.sh), prints the replies, their stage breakdown and a /metrics\n"
+    "excerpt, and stops the server.\n\n"
     "  --dir DIR       checkpoint folder (default build/demo/tiny-qwen2-vl)\n"
     "  --regenerate    write the checkpoint again even if present\n",
     {"regenerate"}, run_demo);

@@ -61,7 +61,8 @@ void Call::submit(ParsedRequest p) {
   if (cancelled_) return finish(nullptr, "cancelled", "");
   stream_ = p.stream;
   include_usage_ = p.include_usage;
-  if (!p.class_chosen && !tenant_.default_class.empty()) p.request.sla_class = tenant_.default_class;
+  if (!p.class_chosen && !tenant_.default_class.empty())
+    p.request.sla_class = tenant_.default_class;
   requested_class_ = p.request.sla_class;
   if (!requested_class_.empty() && !Tenants::allows(tenant_, requested_class_)) {
     std::string allowed;

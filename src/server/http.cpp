@@ -203,7 +203,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string body = "{\"error\":{\"message\":\"" + message +
                        "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}";
     send(status_line(status) + "Content-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+         std::to_string(body.size()) + "\r\nConnection: close\r\n" +
+         (status == 408 ? "" : "x-should-retry: false\r\n") + "\r\n" + body);
   }
 
   void on_read(const beast::error_code& ec) {

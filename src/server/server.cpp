@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "models/registry.h"
 #include "server/service.h"
 
 namespace mmrt::server {
@@ -18,6 +19,8 @@ int run_server(ServerConfig cfg) {
   for (auto it = cfg.api.tiers.begin(); it != cfg.api.tiers.end();)
     it = cfg.engine.sla.index_of(it->second) < 0 ? cfg.api.tiers.erase(it) : std::next(it);
   if (!cfg.trace_dir.empty()) std::filesystem::create_directories(cfg.trace_dir);
+  // A folder that is not a checkpoint fails now, not after the server has started listening.
+  models::family_for_checkpoint(cfg.engine.model_dir);
   Service svc(cfg);
   HttpServer http(cfg.http, [&svc](HttpRequest req, std::shared_ptr<Exchange> ex) {
     svc.handle(std::move(req), std::move(ex));
@@ -34,9 +37,17 @@ int run_server(ServerConfig cfg) {
     try {
       Stopwatch sw;
       auto eng = engine::Engine::create(cfg.engine);
+      const double load_s = sw.seconds();
+      // One short request before the first client's: its first forward pass (page faults,
+      // kernel set-up) would otherwise land in someone's time to first token.
+      engine::GenerateRequest warm;
+      warm.prompt_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+      warm.sampling.max_tokens = 2;
+      const engine::RequestResult w = eng->submit(std::move(warm)).wait();
       svc.set_engine(std::move(eng));
-      std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s; ready\n", cfg.api.model_id.c_str(),
-                   sw.seconds());
+      std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s, warmed up in %.0f ms (%s); ready\n",
+                   cfg.api.model_id.c_str(), load_s, (sw.seconds() - load_s) * 1e3,
+                   engine::outcome_name(w.outcome));
       if (cfg.on_state) cfg.on_state(http.port(), true);
     } catch (const std::exception& e) {
       load_error = e.what();

@@ -26,7 +26,7 @@ struct ServerConfig {
   std::chrono::milliseconds ping_interval{5000};  // SSE keep-alive comments while silent
   int64_t max_in_flight = 4096;                   // completion requests at once (503 beyond)
   size_t inline_parse_bytes = 64 << 10;           // larger bodies are parsed off the I/O thread
-  std::string api_keys_file;  // "": open server (one tenant)
+  std::string api_keys_file;                      // "": open server (one tenant)
   std::string trace_dir;                          // "": no files
   size_t trace_keep = 256;                        // traces kept for /v1/requests/{id}/trace
   bool quiet = false;                             // no per-request log lines

@@ -107,7 +107,9 @@ void Service::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   try {
     route(req, ex);
   } catch (const ApiError& e) {
-    ex->respond(error_response(e));
+    Headers h;
+    if (e.status >= 400 && e.status < 500) h.emplace_back("x-should-retry", "false");
+    ex->respond(error_response(e, std::move(h)));
   } catch (const std::exception& e) {
     ex->respond(error_response(ApiError(500, "server_error", e.what())));
   }

@@ -16,8 +16,8 @@
 
 #include "server/fetcher.h"
 #include "server/metrics.h"
-#include "server/tenants.h"
 #include "server/server.h"
+#include "server/tenants.h"
 
 namespace mmrt::server {
 

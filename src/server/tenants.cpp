@@ -91,8 +91,8 @@ bool Tenants::admit_rate(const Tenant& t, int64_t now_ns, double& retry_after_s)
   std::lock_guard<std::mutex> lk(mu_);
   Bucket& b = buckets_[t.name];
   if (b.t_ns == 0) b = {burst, now_ns};
-  b.tokens = std::min(burst, b.tokens + static_cast<double>(now_ns - b.t_ns) * 1e-9 *
-                                            t.requests_per_second);
+  b.tokens = std::min(
+      burst, b.tokens + static_cast<double>(now_ns - b.t_ns) * 1e-9 * t.requests_per_second);
   b.t_ns = now_ns;
   if (b.tokens >= 1) {
     b.tokens -= 1;

@@ -269,6 +269,28 @@ TEST_F(Hostile, IntegerOptionsDoNotWrap) {
       "--max-source-pixels must be an integer in 1..2147483648, got '-1'");
 }
 
+TEST_F(Hostile, ServeOptionsAndFilesAreCheckedBeforeListening) {
+  const std::string m = tiny().string();
+  const fs::path keys = tmp() / "keys_empty.json";
+  write(keys, R"({"keys":[]})");
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--port", "70000"}, "--port must be an integer in 0..65535, got '70000'"},
+      {{"--host", "nonsense"}, "--host nonsense is not an IP address"},
+      {{"--max-body-mb", "0"}, "--max-body-mb must be an integer in 1..4096"},
+      {{"--media-fetch-timeout", "nan"}, "--media-fetch-timeout must be a number in [0.1, 600]"},
+      {{"--allowed-media-dir", "/nonexistent-mmrt"}, "is not a directory"},
+      {{"--api-keys", "/dev/zero"}, "is a character device, not a regular file"},
+      {{"--api-keys", keys.string()}, "\"keys\" must be a non-empty list"},
+  };
+  for (const auto& [opt, msg] : cases) {
+    std::vector<std::string> argv = {"serve", "--model", m, "--port", "0"};
+    argv.insert(argv.end(), opt.begin(), opt.end());
+    expect_refused(run_mmrt(argv), msg);
+  }
+  expect_refused(run_mmrt({"serve", "--model", "/nonexistent-mmrt", "--port", "0"}),
+                 "does not exist");
+}
+
 // ---- 5. what cannot work is refused by every command, up front ---------------------------------
 
 TEST_F(Hostile, ConfigsThatCannotWorkAreRefusedByGenerateAndInspect) {

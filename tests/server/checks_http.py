@@ -48,6 +48,13 @@ def malformed_json(ctx):
     expect_error(st, b, 400, contains="deeper")
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", b'"just a string"')
     expect_error(st, b, 400, contains="JSON object")
+    # Below the JSON: garbage instead of HTTP, and headers over 16 KiB.
+    for raw, status in [(b"GARBAGE\r\n\r\n", 400),
+                        (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431)]:
+        with socket.create_connection(("127.0.0.1", ctx.port), timeout=10) as s:
+            s.sendall(raw)
+            st, hd, _, _ = hu.read_response(s)
+        expect(st == status and hd.get("x-should-retry") == "false", f"{raw[:20]!r}: {st} {hd}")
 
 
 def wrong_types(ctx):

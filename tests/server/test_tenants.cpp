@@ -66,8 +66,9 @@ TEST(Tenants, MalformedKeyFilesAreRefusedNamingTheField) {
   fails(R"({"keys":[{"key":"short","tenant":"a"}]})", "keys[0].key");
   fails(R"({"keys":[{"key":"sk-00000001"}]})", "keys[0].tenant");
   fails(R"({"keys":[{"key":"sk-00000001","tenant":"a","classes":["diamond"]}]})", "classes");
-  fails(R"({"keys":[{"key":"sk-00000001","tenant":"a","classes":["gold"],"default_class":"silver"}]})",
-        "default_class");
+  fails(
+      R"({"keys":[{"key":"sk-00000001","tenant":"a","classes":["gold"],"default_class":"silver"}]})",
+      "default_class");
   fails(R"({"keys":[{"key":"sk-00000001","tenant":"a","requests_per_second":-1}]})",
         "requests_per_second");
   fails(R"({"keys":[{"key":"sk-00000001","tenant":"a"},{"key":"sk-00000001","tenant":"b"}]})",
