@@ -115,6 +115,7 @@ struct Engine::Impl : SchedulerView {
     RequestResult res;
     res.id = r.id;
     res.tokens = r.output;
+    res.logprobs = r.output_logprobs;
     res.outcome = r.outcome;
     if (r.outcome == Outcome::kRefused || r.outcome == Outcome::kFailed) res.error = r.error;
     res.reason = r.reason;
@@ -159,7 +160,14 @@ struct Engine::Impl : SchedulerView {
       std::lock_guard<std::mutex> lk(s.handle->mu);
       s.handle->result.text += text;  // the whole text, for wait()
     }
-    s.handle->push_text(text);
+    // The log-probabilities of the tokens completed since the last event go with this text.
+    std::vector<TokenLogprobs> lp;
+    const auto& all = s.req->output_logprobs;
+    if (s.logprobs_sent < all.size()) {
+      lp.assign(all.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent), all.end());
+      s.logprobs_sent = all.size();
+    }
+    s.handle->push_text(text, std::move(lp));
   }
 
   // ---- the media stage's results (its threads, or submit()'s for a short text request) ----

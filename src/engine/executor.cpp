@@ -93,8 +93,13 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
     std::span<float> row(logits.data<float>() + w * V, static_cast<size_t>(V));
     ++w;
     const SampleSpec& sp = c.sampling;
+    if (sp.logprobs >= 0) raw_.assign(row.begin(), row.end());  // sampling rewrites the row
     out.sampled.push_back(
         sample_token(row, sp.settings, sp.draw, sp.prompt, sp.output, sample_scratch_));
+    if (sp.logprobs >= 0) {
+      out.logprobs.resize(out.sampled.size());
+      out.logprobs.back() = token_logprobs(raw_, out.sampled.back(), sp.logprobs);
+    }
   }
   out.step_ns = now_ns() - t0;
   return out;

@@ -47,6 +47,7 @@ class ModelExecutor : public Executor {
   std::vector<std::vector<int32_t>> rows_;
   std::vector<std::vector<float>> embeds_;
   std::vector<std::pair<float, int32_t>> sample_scratch_;
+  std::vector<float> raw_;  // a row's raw logits for log-probabilities
 };
 
 }  // namespace mmrt::engine

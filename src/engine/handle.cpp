@@ -14,13 +14,14 @@ void CancelLink::detach() {
   cancel_ = nullptr;
 }
 
-void RequestHandle::State::push_text(const std::string& text) {
+void RequestHandle::State::push_text(const std::string& text, std::vector<TokenLogprobs> logprobs) {
   if (text.empty()) return;
   std::function<void()> fn;
   {
     std::lock_guard<std::mutex> lk(mu);
     StreamEvent e;
     e.text = text;
+    e.logprobs = std::move(logprobs);
     events.push_back(std::move(e));
     fn = notify;
   }

@@ -23,7 +23,11 @@ namespace mmrt::engine {
 
 struct StreamEvent {
   enum class Kind { kText, kDone } kind = Kind::kText;
-  std::string text;                  // kText: newly complete text
+  std::string text;  // kText: newly complete text
+  // kText, when the request asked for log-probabilities: the tokens that completed since the
+  // previous event (tokens whose text is held back come with a later event, or only in the
+  // result).
+  std::vector<TokenLogprobs> logprobs;
   Outcome outcome = Outcome::kNone;  // kDone
   std::optional<ErrorCode> error;    // kDone of a refused or failed request
   std::string reason;                // kDone: why it was refused / failed
@@ -36,6 +40,7 @@ struct RequestResult {
   RequestId id = 0;
   std::string text;
   std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;  // one per token when asked for
   Outcome outcome = Outcome::kNone;
   std::optional<ErrorCode> error;  // set for kRefused and kFailed
   std::string reason;
@@ -93,7 +98,7 @@ struct RequestHandle::State {
   RequestResult result;
   std::function<void()> notify;
 
-  void push_text(const std::string& text);
+  void push_text(const std::string& text, std::vector<TokenLogprobs> logprobs = {});
   // The one kDone: stores the result and signals.
   void finish(RequestResult r);
 };

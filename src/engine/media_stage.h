@@ -51,6 +51,7 @@ struct Submission {
   int64_t media_pixels = 0;                   // source pixels of its media, from the headers
   Preprocessed preprocessed;                  // written by the media stage, applied by apply()
   std::unique_ptr<OutputText> text;
+  size_t logprobs_sent = 0;  // entries of req->output_logprobs already in events
   bool cancel_requested = false;
 };
 

@@ -64,6 +64,7 @@ struct Request {
   int64_t num_computed = 0;     // tokens whose K/V is in the cache
   int64_t num_cached_hit = 0;   // of those, tokens taken from the prefix cache at admission
   std::vector<int32_t> output;  // generated tokens (stop token excluded)
+  std::vector<TokenLogprobs> output_logprobs;  // one per output token when sampling.logprobs >= 0
   int32_t num_preemptions = 0;
   Outcome outcome = Outcome::kNone;
   std::string reason;                      // for refused / failed

@@ -9,6 +9,9 @@
 namespace mmrt::engine {
 
 void SamplingParams::validate() const {
+  if (logprobs < -1 || logprobs > 20)
+    throw InvalidArgument("logprobs must be -1 (none) or 0..20 alternatives, got " +
+                          std::to_string(logprobs));
   auto bad = [](const std::string& m) { throw InvalidArgument("sampling parameters: " + m); };
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     bad("temperature must be a finite number >= 0");
@@ -37,6 +40,32 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 }  // namespace
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int k) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  TokenLogprobs t;
+  t.token = token;
+  t.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - lse);
+  k = std::clamp(k, 0, static_cast<int>(logits.size()));
+  if (k == 0) return t;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  };
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
+  for (int i = 0; i < k; ++i)
+    t.top.emplace_back(
+        ids[static_cast<size_t>(i)],
+        static_cast<float>(
+            static_cast<double>(logits[static_cast<size_t>(ids[static_cast<size_t>(i)])]) - lse));
+  return t;
+}
 
 int32_t sample_token(std::span<float> logits, const SamplerSettings& p, uint64_t draw,
                      std::span<const int32_t> prompt, std::span<const int32_t> output,

@@ -35,11 +35,25 @@ struct SamplingParams {
   std::vector<std::string> stop;        // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;  // in addition to the model's end-of-turn ids
   bool ignore_eos = false;
+  // -1: none; 0..20: each output token's log-probability under the model (log-softmax of the
+  // raw logits, before penalties, temperature and filters) with this many most likely tokens.
+  int32_t logprobs = -1;
 
   // Throws InvalidArgument naming the bad field (negative temperature, top_p outside (0,1], ...).
   void validate() const;
   SamplerSettings sampler() const;
 };
+
+// One output token's log-probability and the most likely tokens at its position.
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
+// log-softmax of `logits` (computed in double) at `token`, and the `k` most likely tokens (ties:
+// lower id first). `logits` are the model's raw scores.
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int k);
 
 // Applies penalties and filters to `logits` in place and draws one token id. A pure function of
 // its arguments: draw `draw` of a request (its output length so far) uses a random stream

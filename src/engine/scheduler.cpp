@@ -222,6 +222,7 @@ void Scheduler::describe_chunks(StepPlan& plan, const std::vector<Request*>& req
     if (c.sample) {
       c.sampling.settings = r.sampling.sampler();
       c.sampling.draw = r.output.size();
+      c.sampling.logprobs = r.sampling.logprobs;
       if (c.sampling.settings.needs_history()) {
         c.sampling.prompt = r.prompt;
         c.sampling.output = r.output;
@@ -267,6 +268,7 @@ std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& 
     if (!c.sample) continue;
     if (s >= out.sampled.size())
       throw InternalError("step output has fewer sampled tokens than the plan");
+    const size_t si = s;
     int32_t tok = out.sampled[s++];
     const auto& sp = r->sampling;
     bool stop = !sp.ignore_eos &&
@@ -281,6 +283,8 @@ std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& 
       finish(r, Outcome::kStopped, now_ns);
     } else {
       r->output.push_back(tok);
+      if (si < out.logprobs.size() && sp.logprobs >= 0)
+        r->output_logprobs.push_back(std::move(out.logprobs[si]));
       const bool at_context = r->max_total_tokens > 0 && r->num_tokens() >= r->max_total_tokens;
       if (static_cast<int32_t>(r->output.size()) >= sp.max_tokens || at_context)
         finish(r, Outcome::kFinished, now_ns);

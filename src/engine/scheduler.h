@@ -36,6 +36,7 @@ struct SampleSpec {
   SamplerSettings settings;
   uint64_t draw = 0;                    // the request's output length so far
   std::vector<int32_t> prompt, output;  // only when the settings have penalties
+  int32_t logprobs = -1;                // SamplingParams::logprobs
 };
 
 struct ScheduledChunk {
@@ -75,8 +76,9 @@ struct EncoderTiming {
 };
 
 struct StepOutput {
-  std::vector<int32_t> sampled;        // one per chunk with sample = true, in plan order
-  std::vector<EncoderTiming> encoder;  // one per encoder job, in plan order
+  std::vector<int32_t> sampled;         // one per chunk with sample = true, in plan order
+  std::vector<TokenLogprobs> logprobs;  // parallel to sampled where a chunk asked (else empty)
+  std::vector<EncoderTiming> encoder;   // one per encoder job, in plan order
   int64_t step_ns = 0;
 };
 

@@ -104,14 +104,28 @@ void refuse_unsupported(const json& o) {
   if (present("modalities") && o["modalities"].is_array())
     for (const auto& m : o["modalities"])
       if (m != "text") refuse("modalities", "other than [\"text\"]");
-  if (present("logprobs") && o["logprobs"] != false && o["logprobs"] != 0)
-    refuse("logprobs", "(token log-probabilities, not implemented yet)");
-  if (present("top_logprobs") && o["top_logprobs"] != 0)
-    refuse("top_logprobs", "(token log-probabilities, not implemented yet)");
   if (present("echo") && o["echo"] != false) refuse("echo", "(echoing the prompt)");
   if (present("suffix")) refuse("suffix", "(insertion)");
   if (present("best_of") && o["best_of"] != 1) refuse("best_of", "other than 1");
   if (present("min_tokens") && o["min_tokens"] != 0) refuse("min_tokens", "(a minimum length)");
+}
+
+// Chat: "logprobs": true with "top_logprobs": 0..20; completions: "logprobs": 0..20 (the
+// legacy integer, alternatives per token).
+void parse_logprobs(const Fields& f, Endpoint ep, engine::SamplingParams& sp) {
+  if (ep == Endpoint::kChat) {
+    const bool on = f.boolean("logprobs").value_or(false);
+    const auto top = f.integer("top_logprobs", 0, 20);
+    if (top && !on) throw bad_request("`top_logprobs` needs `logprobs`: true", "top_logprobs");
+    sp.logprobs = on ? static_cast<int32_t>(top.value_or(0)) : -1;
+  } else {
+    const json* v = f.get("logprobs");
+    if (v && v->is_boolean()) {
+      sp.logprobs = v->get<bool>() ? 0 : -1;
+    } else if (auto n = f.integer("logprobs", 0, 20)) {
+      sp.logprobs = static_cast<int32_t>(*n);
+    }
+  }
 }
 
 void parse_sampling(const Fields& f, const ApiOptions& opt, engine::SamplingParams& sp) {
@@ -435,6 +449,7 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiO
   }
   out.user = f.string("user").value_or("");
   parse_sampling(f, opt, out.request.sampling);
+  parse_logprobs(f, endpoint, out.request.sampling);
   parse_sla(f, opt, out);
   if (endpoint == Endpoint::kChat) {
     const json* msgs = f.get("messages");

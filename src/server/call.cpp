@@ -32,6 +32,45 @@ int64_t unix_now() {
 
 }  // namespace
 
+json Call::logprobs_json(const std::vector<engine::TokenLogprobs>& lp) {
+  const io::Tokenizer& tok = svc_.engine()->tokenizer();
+  auto bytes = [&](int32_t id) {
+    json b = json::array();
+    for (unsigned char c : tok.token_bytes(id)) b.push_back(static_cast<int>(c));
+    return b;
+  };
+  if (endpoint_ == Endpoint::kChat) {
+    json content = json::array();
+    for (const auto& t : lp) {
+      json top = json::array();
+      for (const auto& [id, v] : t.top)
+        top.push_back({{"token", tok.token_bytes(id)}, {"logprob", v}, {"bytes", bytes(id)}});
+      content.push_back({{"token", tok.token_bytes(t.token)},
+                         {"logprob", t.logprob},
+                         {"bytes", bytes(t.token)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  // The completions API's legacy shape.
+  json tokens = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const auto& t : lp) {
+    const std::string piece = tok.token_bytes(t.token);
+    tokens.push_back(piece);
+    values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, v] : t.top) top[tok.token_bytes(id)] = v;
+    tops.push_back(top);
+    offsets.push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(piece.size());
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", values},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
 Call::Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id,
            const Tenant& tenant)
     : svc_(svc),
@@ -61,6 +100,7 @@ void Call::submit(ParsedRequest p) {
   if (cancelled_) return finish(nullptr, "cancelled", "");
   stream_ = p.stream;
   include_usage_ = p.include_usage;
+  logprobs_ = p.request.sampling.logprobs >= 0;
   if (!p.class_chosen && !tenant_.default_class.empty())
     p.request.sla_class = tenant_.default_class;
   requested_class_ = p.request.sla_class;
@@ -147,6 +187,7 @@ void Call::drain() {
     if (!ev) break;
     if (ev->kind == engine::StreamEvent::Kind::kText) {
       text += ev->text;
+      for (auto& t : ev->logprobs) pending_logprobs_.push_back(std::move(t));
       continue;
     }
     on_text(text);
@@ -189,6 +230,15 @@ std::string Call::chunk(const std::string& text, const char* finish) const {
 void Call::on_text(const std::string& text) {
   if (!stream_ || text.empty() || ended_) return;  // whole responses take the text at the end
   start_stream();
+  if (logprobs_) {
+    json c = json::parse(chunk(text, nullptr));
+    c["choices"][0]["logprobs"] = logprobs_json(pending_logprobs_);
+    logprobs_streamed_ += pending_logprobs_.size();
+    pending_logprobs_.clear();
+    ex_->write("data: " + dump(c) + "\n\n");
+    last_write_ns_ = now_ns();
+    return;
+  }
   if (text_prefix_.empty()) {
     // Every content chunk is the same JSON but for the text: format the rest once.
     const std::string probe = "\x01";
@@ -258,6 +308,9 @@ void Call::on_done(const engine::StreamEvent& ev) {
   if (stream_) {
     start_stream();
     json last = json::parse(chunk("", finish_reason(r.outcome)));
+    if (logprobs_ && logprobs_streamed_ < r.logprobs.size())  // tokens without text of their own
+      last["choices"][0]["logprobs"] = logprobs_json(std::vector<engine::TokenLogprobs>(
+          r.logprobs.begin() + static_cast<std::ptrdiff_t>(logprobs_streamed_), r.logprobs.end()));
     last["service_tier"] = tier;
     last["mmrt"] = ext;
     ex_->write("data: " + dump(last) + "\n\n");
@@ -272,6 +325,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
   } else {
     json choice = {
         {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r.outcome)}};
+    if (logprobs_) choice["logprobs"] = logprobs_json(r.logprobs);
     if (endpoint_ == Endpoint::kChat)
       choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     else

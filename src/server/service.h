@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -51,6 +52,7 @@ class Call : public std::enable_shared_from_this<Call> {
   void start_stream();
   std::string chunk(const std::string& text, const char* finish) const;
   std::string usage_json(const engine::RequestResult& r) const;
+  nlohmann::ordered_json logprobs_json(const std::vector<engine::TokenLogprobs>& lp);
   void finish(const engine::RequestResult* r, const std::string& outcome, const std::string& why);
 
   Service& svc_;
@@ -63,6 +65,12 @@ class Call : public std::enable_shared_from_this<Call> {
   bool cancelled_ = false, submitted_ = false;
   std::string requested_class_;
   std::string text_prefix_, text_suffix_;  // a content chunk around its text
+  // Log-probabilities: asked for, received and not yet sent, sent; the completions API's
+  // running text offset.
+  bool logprobs_ = false;
+  std::vector<engine::TokenLogprobs> pending_logprobs_;
+  size_t logprobs_streamed_ = 0;
+  int64_t text_offset_ = 0;
   std::optional<engine::RequestHandle> handle_;
   std::atomic<bool> posted_{false};
   int64_t last_write_ns_ = 0;

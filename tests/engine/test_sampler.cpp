@@ -85,16 +85,25 @@ void check_distribution(const SamplingParams& p, int vocab, int draws) {
 
 TEST(Sampler, GreedyIsArgmax) {
   auto logits = random_logits(1000, 3);
-  size_t best = static_cast<size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  size_t best =
+      static_cast<size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   Sampler s(SamplingParams{});
   auto l = logits;
   EXPECT_EQ(s.sample(l, {}), static_cast<int32_t>(best));
 }
 
-TEST(Sampler, TemperatureMatchesSoftmax) { check_distribution({.temperature = 0.7f}, 20, 40000); }
-TEST(Sampler, TopK) { check_distribution({.temperature = 1.0f, .top_k = 5}, 20, 40000); }
-TEST(Sampler, TopP) { check_distribution({.temperature = 1.3f, .top_p = 0.6f}, 20, 40000); }
-TEST(Sampler, MinP) { check_distribution({.temperature = 1.0f, .min_p = 0.2f}, 20, 40000); }
+TEST(Sampler, TemperatureMatchesSoftmax) {
+  check_distribution({.temperature = 0.7f}, 20, 40000);
+}
+TEST(Sampler, TopK) {
+  check_distribution({.temperature = 1.0f, .top_k = 5}, 20, 40000);
+}
+TEST(Sampler, TopP) {
+  check_distribution({.temperature = 1.3f, .top_p = 0.6f}, 20, 40000);
+}
+TEST(Sampler, MinP) {
+  check_distribution({.temperature = 1.0f, .min_p = 0.2f}, 20, 40000);
+}
 TEST(Sampler, Combined) {
   check_distribution({.temperature = 0.9f, .top_k = 8, .top_p = 0.9f, .min_p = 0.05f}, 30, 40000);
 }
@@ -159,4 +168,31 @@ TEST(StopStrings, FlushReleasesTail) {
 TEST(StopStrings, EarliestStopWins) {
   StopStringMatcher m({"world", "lo w"});
   EXPECT_EQ(m.push("hello world"), "hel");
+}
+
+// token_logprobs against a long-double log-softmax written here, on logits far from zero
+// (the max shift matters) with ties (lower id first).
+TEST(TokenLogprobs, MatchLogSoftmaxAndRankTheTop) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(40.0f, 6.0f);
+  std::vector<float> logits(5000);
+  for (auto& v : logits) v = nd(rng);
+  logits[17] = logits[4000] = 80.0f;  // a tie for first place
+  long double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<long double>(v) - 80.0L);
+  const long double lse = 80.0L + std::log(sum);
+  for (int32_t tok : {0, 17, 4000, 4999}) {
+    const TokenLogprobs t = token_logprobs(logits, tok, 5);
+    EXPECT_EQ(t.token, tok);
+    EXPECT_NEAR(t.logprob, static_cast<double>(logits[tok] - lse), 1e-5);
+    ASSERT_EQ(t.top.size(), 5u);
+    EXPECT_EQ(t.top[0].first, 17);
+    EXPECT_EQ(t.top[1].first, 4000);
+    for (size_t i = 1; i < t.top.size(); ++i) EXPECT_GE(t.top[i - 1].second, t.top[i].second);
+    for (const auto& [id, lp] : t.top) EXPECT_NEAR(lp, static_cast<double>(logits[id] - lse), 1e-5);
+  }
+  EXPECT_TRUE(token_logprobs(logits, 3, 0).top.empty());
+  double mass = 0;
+  for (const auto& [id, lp] : token_logprobs(logits, 3, 20).top) mass += std::exp(lp);
+  EXPECT_LE(mass, 1.0 + 1e-6);
 }

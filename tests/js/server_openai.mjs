@@ -110,10 +110,34 @@ const checks = [
     assert.equal(a.choices[0].message.content, b.choices[0].message.content);
     assert.notEqual(a.choices[0].message.content, c.choices[0].message.content);
   }],
-  ["logprobs: refused with 400 naming the field (not implemented yet)", async () => {
+  ["logprobs: one per token, greedy picks the top one, streamed equals whole", async () => {
+    const ask = { model, messages: user("Logprobs please"), max_tokens: 6, ignore_eos: true,
+                  logprobs: true, top_logprobs: 3 };
+    const r = await client.chat.completions.create(ask);
+    const lp = r.choices[0].logprobs.content;
+    assert.equal(lp.length, r.usage.completion_tokens);
+    for (const t of lp) {
+      assert.ok(t.logprob <= 0 && Number.isFinite(t.logprob));
+      assert.equal(t.top_logprobs.length, 3);
+      for (let i = 1; i < 3; i++) assert.ok(t.top_logprobs[i - 1].logprob >= t.top_logprobs[i].logprob);
+      // Greedy without penalties draws the argmax of the raw logits: the top entry.
+      assert.equal(t.top_logprobs[0].token, t.token);
+      assert.equal(t.top_logprobs[0].logprob, t.logprob);
+      assert.ok(t.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256));
+      assert.ok(t.top_logprobs.reduce((m, x) => m + Math.exp(x.logprob), 0) <= 1 + 1e-6);
+    }
+    const stream = await client.chat.completions.create({ ...ask, stream: true });
+    const streamed = [];
+    for await (const c of stream) if (c.choices.length && c.choices[0].logprobs) streamed.push(...c.choices[0].logprobs.content);
+    assert.deepEqual(streamed.map((t) => [t.token, t.logprob]), lp.map((t) => [t.token, t.logprob]));
+    const plain = await client.chat.completions.create({ model, messages: user("Logprobs please"), max_tokens: 2 });
+    assert.equal(plain.choices[0].logprobs, null);
     await assert.rejects(
-      client.chat.completions.create({ model, messages: user("x"), max_tokens: 2, logprobs: true, top_logprobs: 2 }),
-      (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "logprobs");
+      client.chat.completions.create({ model, messages: user("x"), max_tokens: 2, top_logprobs: 2 }),
+      (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "top_logprobs");
+    const c = await client.completions.create({ model, prompt: "Once", max_tokens: 3, logprobs: 2 });
+    assert.equal(c.choices[0].logprobs.token_logprobs.length, 3);
+    assert.equal(Object.keys(c.choices[0].logprobs.top_logprobs[0]).length <= 2, true);
   }],
   ["a request that cannot meet its deadline is refused: 429 with Retry-After", async () => {
     let err;

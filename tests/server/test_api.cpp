@@ -115,8 +115,9 @@ TEST_F(ApiTest, BadFieldsAreRefusedNamingTheField) {
       {R"("tools":[{"type":"function"}])", "tools"},
       {R"("tool_choice":"auto")", "tool_choice"},
       {R"("logit_bias":{"1":2})", "logit_bias"},
-      {R"("logprobs":true)", "logprobs"},
+      {R"("logprobs":1)", "logprobs"},
       {R"("top_logprobs":3)", "top_logprobs"},
+      {R"("logprobs":true,"top_logprobs":21)", "top_logprobs"},
       {R"("audio":{"voice":"x"})", "audio"},
       {R"("modalities":["text","audio"])", "modalities"},
       {R"("model":"gpt-4o")", "model"},
@@ -129,6 +130,13 @@ TEST_F(ApiTest, BadFieldsAreRefusedNamingTheField) {
   // What is allowed stays allowed: text response_format, empty tools, n = 1, logprobs false.
   EXPECT_NO_THROW(
       chat(with(R"("response_format":{"type":"text"},"tools":[],"n":1,"logprobs":false)")));
+  // Log-probabilities: off, the token's own, with alternatives; the completions API's integer.
+  EXPECT_EQ(chat(kHello).request.sampling.logprobs, -1);
+  EXPECT_EQ(chat(with(R"("logprobs":true)")).request.sampling.logprobs, 0);
+  EXPECT_EQ(chat(with(R"("logprobs":true,"top_logprobs":5)")).request.sampling.logprobs, 5);
+  EXPECT_EQ(parse_request(R"({"prompt":"x","logprobs":3})", Endpoint::kCompletion, opt)
+                .request.sampling.logprobs,
+            3);
   // Unknown fields are ignored, as the OpenAI API does.
   EXPECT_NO_THROW(chat(with(R"("frobnicate":{"a":[1,2]},"metadata":{"k":"v"})")));
 }
