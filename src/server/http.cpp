@@ -5,6 +5,7 @@
 #include "server/http.h"
 // clang-format on
 
+#include <sys/resource.h>
 #include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -63,13 +64,16 @@ struct HttpServer::Impl {
   };
   std::vector<std::unique_ptr<Ticker>> tickers;
   std::function<void(int)> signal_fn;
+  net::steady_timer backoff;
+  std::atomic<bool> accept_error_logged{false};
 
   Impl(const HttpOptions& o, Handler h)
       : opt(o),
         handler(std::move(h)),
         ioc(std::max(1, o.threads)),
         acceptor(net::make_strand(ioc)),
-        signals(ioc) {}
+        signals(ioc),
+        backoff(acceptor.get_executor()) {}
   void accept();
   void wait_signal() {
     signals.async_wait([this](const beast::error_code& ec, int sig) {
@@ -376,31 +380,56 @@ size_t ExchangeImpl::pending_bytes() const {
 }  // namespace
 
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(
-      net::make_strand(ioc), [this](const beast::error_code& ec, tcp::socket sock) {
-        if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-        if (!ec) {
-          if (connections.load() >= opt.max_connections) {
-            static const char kBusy[] =
-                "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n"
-                "Connection: close\r\n\r\n";
-            beast::error_code wec;
-            sock.non_blocking(true, wec);
-            net::write(sock, net::buffer(kBusy, sizeof kBusy - 1), wec);
-            sock.close(wec);
-          } else {
-            beast::error_code nec;
-            sock.set_option(tcp::no_delay(true), nec);
-            std::make_shared<Session>(std::move(sock), *this)->start();
-          }
-        }
-        accept();
+  acceptor.async_accept(net::make_strand(ioc), [this](const beast::error_code& ec,
+                                                      tcp::socket sock) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      if (connections.load() >= opt.max_connections) {
+        static const char kBusy[] =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n"
+            "Connection: close\r\n\r\n";
+        beast::error_code wec;
+        sock.non_blocking(true, wec);
+        net::write(sock, net::buffer(kBusy, sizeof kBusy - 1), wec);
+        sock.close(wec);
+      } else {
+        beast::error_code nec;
+        sock.set_option(tcp::no_delay(true), nec);
+        std::make_shared<Session>(std::move(sock), *this)->start();
+      }
+    } else {
+      // Out of descriptors (EMFILE) or memory: accepting again at once would spin; the
+      // connections already open go on being served.
+      if (!accept_error_logged.exchange(true))
+        std::fprintf(stderr, "mmrt serve: cannot accept connections: %s\n", ec.message().c_str());
+      backoff.expires_after(std::chrono::milliseconds(20));
+      backoff.async_wait([this](const beast::error_code& wec) {
+        if (!wec) accept();
       });
+      return;
+    }
+    accept();
+  });
 }
 
 HttpServer::HttpServer(const HttpOptions& opt, Handler handler)
     : impl_(std::make_unique<Impl>(opt, std::move(handler))) {
   Impl& m = *impl_;
+  // Every connection is a descriptor: raise the soft limit as far as the connection cap needs
+  // (within the hard limit) and say so when it stays below.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    const rlim_t want = static_cast<rlim_t>(opt.max_connections) + 256;
+    if (nofile.rlim_cur < want) {
+      nofile.rlim_cur = std::min(want, nofile.rlim_max);
+      setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    if (nofile.rlim_cur < want)
+      std::fprintf(stderr,
+                   "mmrt serve: the descriptor limit (%llu) is below --max-connections %d + 256; "
+                   "connections beyond it are refused\n",
+                   static_cast<unsigned long long>(nofile.rlim_cur), opt.max_connections);
+  }
   beast::error_code ec;
   const auto addr = net::ip::make_address(opt.host, ec);
   if (ec)

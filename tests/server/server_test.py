@@ -77,6 +77,10 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--streams", type=int, default=1000)
     a = ap.parse_args()
+    # 1,000 concurrent connections need as many descriptors on this side too.
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, a.streams + 512)), hard))
     os.makedirs(a.work, exist_ok=True)
     model = os.path.join(a.work, "tiny")
     if not os.path.exists(os.path.join(model, "model.safetensors")):
