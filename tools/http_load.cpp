@@ -136,6 +136,8 @@ size_t on_data(char* p, size_t size, size_t n, void* user) {
 std::vector<engine::RequestResult> run_http_trace(const std::string& base_url,
                                                   const std::vector<TraceItem>& trace, int warmup,
                                                   bool progress) {
+  if (base_url.rfind("http://", 0) != 0 && base_url.rfind("https://", 0) != 0)
+    throw InvalidArgument("--url must start with http:// or https://, got '" + base_url + "'");
   curl_global_init(CURL_GLOBAL_DEFAULT);
   CURLM* multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
@@ -148,6 +150,7 @@ std::vector<engine::RequestResult> run_http_trace(const std::string& base_url,
     t->body = body_of(it);
     t->r.timeline.add(engine::Event::kReceived, t0);
     t->headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    t->headers = curl_slist_append(t->headers, "Expect:");  // no 100-continue wait on big bodies
     CURL* e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, url.c_str());
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());

@@ -228,8 +228,10 @@ void add_image_url(const json& part, size_t index, const ApiOptions& opt, Parsed
       g.add_image(io::read_file_bytes(
           p.string(), {.what = "image", .max_bytes = opt.max_media_bytes, .option = nullptr}));
     } catch (const Error& e) {
-      throw ApiError(e.code() == ErrorCode::kNotFound ? 404 : 400, "invalid_request_error",
-                     e.what(), param);
+      const int status = e.code() == ErrorCode::kNotFound            ? 404
+                         : e.code() == ErrorCode::kResourceExhausted ? 413
+                                                                     : 400;
+      throw ApiError(status, "invalid_request_error", e.what(), param);
     }
   } else {
     throw bad_request(

@@ -127,6 +127,7 @@ void Call::submit(ParsedRequest p) {
   }
   handle_ = eng->submit(std::move(p.request));
   submitted_ = true;
+  last_write_ns_ = now_ns();  // the first keep-alive ping comes after a silent interval
   std::weak_ptr<Call> weak = weak_from_this();
   std::shared_ptr<Exchange> ex = ex_;
   handle_->set_notify([weak, ex] {
@@ -146,7 +147,7 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
   fetches_left_ = p->fetches.size();
   std::shared_ptr<Call> self = shared_from_this();
   for (const MediaFetch& f : p->fetches)
-    svc_.fetcher().fetch(f.url, [self, p, index = f.index](FetchResult r) {
+    svc_.fetcher().fetch(f.url, fetch_cancelled_, [self, p, index = f.index](FetchResult r) {
       auto res = std::make_shared<FetchResult>(std::move(r));
       self->ex_->post([self, p, index, res] {
         if (self->ended_) return;
@@ -167,6 +168,7 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
 
 void Call::cancel() {
   cancelled_ = true;
+  *fetch_cancelled_ = true;        // queued fetches of this call are skipped
   if (handle_) handle_->cancel();  // before submission: submit() sees the flag
 }
 

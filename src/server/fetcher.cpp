@@ -70,14 +70,19 @@ struct MediaFetcher::Impl {
   FetchOptions opt;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<std::string, std::function<void(FetchResult)>>> queue;
+  struct Job {
+    std::string url;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+    std::function<void(FetchResult)> done;
+  };
+  std::deque<Job> queue;
   bool stop = false;
   std::vector<std::thread> threads;
 
   void run() {
     CURL* c = curl_easy_init();  // one per thread: its connections are reused
     for (;;) {
-      std::pair<std::string, std::function<void(FetchResult)>> job;
+      Job job;
       {
         std::unique_lock<std::mutex> lk(mu);
         cv.wait(lk, [&] { return stop || !queue.empty(); });
@@ -85,8 +90,12 @@ struct MediaFetcher::Impl {
         job = std::move(queue.front());
         queue.pop_front();
       }
-      FetchResult r = c ? get(c, job.first) : FetchResult{{}, 500, "libcurl failed to start", 0};
-      job.second(std::move(r));
+      FetchResult r;
+      if (job.cancelled && job.cancelled->load())
+        r = FetchResult{{}, 499, "cancelled", 0};
+      else
+        r = c ? get(c, job.url) : FetchResult{{}, 500, "libcurl failed to start", 0};
+      job.done(std::move(r));
     }
     if (c) curl_easy_cleanup(c);
   }
@@ -189,11 +198,18 @@ MediaFetcher::~MediaFetcher() {
   for (auto& t : impl_->threads) t.join();
 }
 
-void MediaFetcher::fetch(std::string url, std::function<void(FetchResult)> done) {
+void MediaFetcher::fetch(std::string url, std::shared_ptr<std::atomic<bool>> cancelled,
+                         std::function<void(FetchResult)> done) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->queue.emplace_back(std::move(url), std::move(done));
+    if (impl_->queue.size() < impl_->opt.max_queued) {
+      impl_->queue.push_back({std::move(url), std::move(cancelled), done});
+      queued = true;
+    }
   }
+  if (!queued)
+    return done(FetchResult{{}, 503, "too many media downloads are waiting; retry later", 0});
   impl_->cv.notify_one();
 }
 

@@ -4,6 +4,7 @@
 // the URL and what went wrong. Callbacks run on a fetch thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@ struct FetchOptions {
   uint64_t max_bytes = 32ull << 20;
   int max_redirects = 3;
   std::vector<std::string> allowed_hosts;  // empty: any host
+  size_t max_queued = 4096;                // fetches waiting for a thread
 };
 
 struct FetchResult {
@@ -31,7 +33,10 @@ class MediaFetcher {
  public:
   explicit MediaFetcher(const FetchOptions& opt);
   ~MediaFetcher();  // waits for the transfers in progress; queued ones are dropped
-  void fetch(std::string url, std::function<void(FetchResult)> done);
+  // `done` gets the bytes or the error; a fetch still queued when `*cancelled` turns true is
+  // skipped (error "cancelled"), and one beyond max_queued is refused at once (503).
+  void fetch(std::string url, std::shared_ptr<std::atomic<bool>> cancelled,
+             std::function<void(FetchResult)> done);
 
   struct Impl;
 

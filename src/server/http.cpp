@@ -43,10 +43,13 @@ std::string HttpRequest::path() const {
 struct HttpServer::Impl {
   HttpOptions opt;
   Handler handler;
+  // Before the io_context: destroying it destroys pending handlers and their Sessions, which
+  // count themselves out here.
+  std::atomic<int64_t> connections{0};
+  int bound_port = 0;
   net::io_context ioc;
   tcp::acceptor acceptor;
   net::signal_set signals;
-  std::atomic<int64_t> connections{0};
   struct Ticker {
     Ticker(net::io_context& ioc, std::chrono::milliseconds p, std::function<void()> f)
         : timer(ioc), period(p), fn(std::move(f)) {}
@@ -149,9 +152,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // ---- called by the exchange (on this session's strand) ----
   void send(std::string bytes) {
     if (closed_) return;
+    if (!out_pending_.empty() && out_pending_.size() + bytes.size() > kMaxPendingBytes) {
+      // A client that stopped reading: its request ends, the connection closes.
+      if (exchange_) exchange_->abort();
+      return close();
+    }
     out_pending_ += bytes;
     pump();
   }
+  static constexpr size_t kMaxPendingBytes = 16 << 20;
   void set_close() { keep_alive_ = false; }
   bool chunked() const { return chunked_; }
   size_t pending() const { return out_pending_.size() + out_flight_.size(); }
@@ -198,7 +207,8 @@ class Session : public std::enable_shared_from_this<Session> {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](const beast::error_code& ec, size_t) {
                        self->disarm();
-                       self->on_read(self->timed_out_ ? beast::error::timeout : ec);
+                       // A request that completed wins over a deadline that fired with it.
+                       self->on_read(ec && self->timed_out_ ? beast::error::timeout : ec);
                      });
   }
 
@@ -442,14 +452,14 @@ HttpServer::HttpServer(const HttpOptions& opt, Handler handler)
   if (ec)
     throw Unavailable("cannot listen on " + opt.host + ":" + std::to_string(opt.port) + ": " +
                       ec.message());
+  m.bound_port = m.acceptor.local_endpoint(ec).port();
   m.accept();
 }
 
 HttpServer::~HttpServer() = default;
 
 int HttpServer::port() const {
-  beast::error_code ec;
-  return impl_->acceptor.local_endpoint(ec).port();
+  return impl_->bound_port;
 }
 
 void HttpServer::run() {

@@ -56,6 +56,7 @@ int run_server(ServerConfig cfg) {
   });
   http.run();
   loader.join();
+  svc.stop_workers();
   if (!load_error.empty()) {
     std::fprintf(stderr, "mmrt serve: the model failed to load: %s\n", load_error.c_str());
     return 1;

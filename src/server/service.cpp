@@ -67,7 +67,23 @@ Service::~Service() {
     intake_stop_ = true;
   }
   intake_cv_.notify_all();
-  intake_thread_.join();
+  if (intake_thread_.joinable()) intake_thread_.join();
+}
+
+void Service::stop_workers() {
+  fetcher_.reset();
+  {
+    std::lock_guard<std::mutex> lk(intake_mu_);
+    intake_stop_ = true;
+    intake_q_.clear();
+  }
+  intake_cv_.notify_all();
+  if (intake_thread_.joinable()) intake_thread_.join();
+  std::unordered_map<std::string, std::shared_ptr<Call>> left;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    left.swap(calls_);
+  }
 }
 
 void Service::intake(std::function<void()> fn) {
@@ -105,7 +121,7 @@ std::string Service::service_tier_of(const std::string& cls) const {
 
 void Service::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   try {
-    route(req, ex);
+    route(req, ex);  // may move the body on
   } catch (const ApiError& e) {
     Headers h;
     if (e.status >= 400 && e.status < 500) h.emplace_back("x-should-retry", "false");
@@ -115,7 +131,7 @@ void Service::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   }
 }
 
-void Service::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   const std::string path = req.path();
   auto only = [&](const char* method) {
     if (req.method == method) return true;
@@ -169,7 +185,7 @@ void Service::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
   }
   if (path == "/v1/chat/completions" || path == "/v1/completions") {
     if (!only("POST")) return;
-    return completion(req, ex,
+    return completion(std::move(req), ex,
                       path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletion);
   }
   const std::string pre = "/v1/requests/", post = "/trace";
@@ -232,7 +248,18 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
   ex->on_abort([weak] {
     if (auto c = weak.lock()) c->cancel();
   });
-  if (req.body.size() <= cfg_.inline_parse_bytes)
+  {
+    // A shutdown that began meanwhile has already counted the calls: refuse this one.
+    std::lock_guard<std::mutex> lk(mu_);
+    if (draining_) {
+      calls_.erase(call->id());
+      return ex->respond(
+          error_response(ApiError(503, "unavailable_error", "the server is shutting down"),
+                         {{"Retry-After", "1"}, {"Connection", "close"}}));
+    }
+  }
+  // Large bodies (base64 media) and local media files are read on the intake thread.
+  if (req.body.size() <= cfg_.inline_parse_bytes && req.body.find("file://") == std::string::npos)
     call->parse(std::move(req.body));
   else
     intake([call, body = std::make_shared<std::string>(std::move(req.body))]() mutable {
@@ -251,7 +278,7 @@ void Service::done(const Call& c, const engine::RequestResult* r, double downloa
   if (!r || cfg_.trace_keep == 0) return;
   engine::RequestResult t = *r;  // only what a trace needs
   t.text.clear();
-  t.tokens.resize(r->tokens.size());
+  t.logprobs.clear();
   const int64_t dl = static_cast<int64_t>(download_s * 1e9);
   if (!cfg_.trace_dir.empty()) {
     const std::string path = cfg_.trace_dir + "/" + c.id() + ".json";
@@ -296,7 +323,17 @@ void Service::tick() {
     return;
   }
   const int64_t now = now_ns();
-  if (calls.empty() || now > drain_deadline_ns_ + 2'000'000'000) {
+  // Stop once no call has been open for 300 ms (the last answers get written), or 2 s past the
+  // deadline whatever is left.
+  if (calls.empty()) {
+    int64_t since = empty_since_ns_.load();
+    if (since == 0) empty_since_ns_.compare_exchange_strong(since, now);
+    if (since != 0 && now - since >= 300'000'000 && http_) http_->stop();
+    if (now <= drain_deadline_ns_ + 2'000'000'000) return;
+  } else {
+    empty_since_ns_ = 0;
+  }
+  if (now > drain_deadline_ns_ + 2'000'000'000) {
     if (http_) http_->stop();
     return;
   }

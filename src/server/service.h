@@ -77,6 +77,7 @@ class Call : public std::enable_shared_from_this<Call> {
   double download_s_ = 0;
   int64_t fetch_start_ns_ = 0;
   size_t fetches_left_ = 0;
+  std::shared_ptr<std::atomic<bool>> fetch_cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 class Service {
@@ -89,6 +90,9 @@ class Service {
   void tick();                // on the event loop: keep-alive pings, the shutdown's progress
   void shutdown(int signal);  // SIGINT / SIGTERM: drain, then stop the event loop
   std::unique_ptr<engine::Engine> release_engine();
+  // After the event loop has stopped: joins the fetch and intake threads and drops the calls
+  // left (their exchanges refer to the event loop, which goes next).
+  void stop_workers();
 
   // For calls.
   const ServerConfig& cfg() const { return cfg_; }
@@ -100,7 +104,7 @@ class Service {
   std::string service_tier_of(const std::string& cls) const;
 
  private:
-  void route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void route(HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   void completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep);
   void trace(const std::string& id, const std::shared_ptr<Exchange>& ex);
   std::string new_id(const char* prefix);
@@ -116,6 +120,7 @@ class Service {
   // The shutdown's progress (tick() and shutdown() may run on different I/O threads).
   std::atomic<int64_t> drain_deadline_ns_{0};
   std::atomic<bool> cancelled_all_{false};
+  std::atomic<int64_t> empty_since_ns_{0};  // draining: when the last call ended
 
   std::mutex mu_;  // calls_, traces_, rng_
   std::unordered_map<std::string, std::shared_ptr<Call>> calls_;

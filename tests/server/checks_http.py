@@ -94,6 +94,11 @@ def methods_and_paths(ctx):
     expect(st == 404, f"unknown path: {st}")
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("x", model="gpt-9"))
     expect_error(st, b, 404, param="model", contains="does not exist")
+    # A streamed request refused at admission gets the refusal's status, not an SSE 200.
+    st, hd, b = hu.post(ctx.port, "/v1/chat/completions",
+                        chat("x", stream=True, ttft_deadline_ms=0.001))
+    expect_error(st, b, 429, contains="predicted time to first token")
+    expect("retry-after" in hd, hd)
 
 
 def oversize_bodies(ctx):
