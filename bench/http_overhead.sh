@@ -22,12 +22,9 @@ cat >"$SLA" <<'JSON'
              {"name": "gold", "ttft_ms": 800, "tpot_ms": 100, "on_miss": "accept"},
              {"name": "silver", "ttft_ms": 5000, "on_miss": "accept"}], "default_class": "silver"}
 JSON
-LOG=$(mktemp)
-"$MMRT" serve --model "$M" --port 0 --sla-config "$SLA" >"$LOG" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null || true; rm -f "$LOG"' EXIT
-for _ in $(seq 1 300); do grep -q ready "$LOG" && break; sleep 0.1; done
-PORT=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$LOG" | grep -o '[0-9]*$')
+source "$ROOT/scripts/serve_bg.sh"
+serve_bg "$MMRT" --model "$M" --sla-config "$SLA"
+PORT=$SERVE_PORT
 echo "== 1. HTTP's share of TTFT and of the per-token gap (server on port $PORT)"
 /usr/bin/python3 "$ROOT/bench/http_ttft.py" "$PORT" 200
 echo "== 2. throughput at 64 concurrent streams: in-process vs over HTTP, same trace"

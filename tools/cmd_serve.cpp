@@ -11,6 +11,12 @@
 namespace mmrt::cli {
 namespace {
 
+// A duration option in seconds (--read-timeout 2.5) as milliseconds.
+std::chrono::milliseconds seconds_option(Args& args, const std::string& key, double def, double lo,
+                                         double hi) {
+  return std::chrono::milliseconds(static_cast<int64_t>(args.get_double(key, def, lo, hi) * 1000));
+}
+
 int run_serve(Args& args) {
   server::ServerConfig cfg;
   cfg.engine.model_dir = args.require("model");
@@ -18,16 +24,12 @@ int run_serve(Args& args) {
   cfg.http.port = static_cast<int>(args.get_int("port", 8000, 0, 65535));
   cfg.http.threads = static_cast<int>(args.get_int("http-threads", 2, 1, 64));
   cfg.http.body_limit = static_cast<size_t>(args.get_int("max-body-mb", 64, 1, 4096)) << 20;
-  cfg.http.read_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(args.get_double("read-timeout", 30, 0.1, 3600) * 1000));
-  cfg.http.idle_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(args.get_double("idle-timeout", 60, 0.1, 86400) * 1000));
+  cfg.http.read_timeout = seconds_option(args, "read-timeout", 30, 0.1, 3600);
+  cfg.http.idle_timeout = seconds_option(args, "idle-timeout", 60, 0.1, 86400);
   cfg.http.max_connections = static_cast<int>(args.get_int("max-connections", 4096, 1, 1 << 20));
   cfg.max_in_flight = args.get_int("max-requests", 4096, 1, 1 << 20);
-  cfg.drain_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(args.get_double("drain-timeout", 10, 0, 3600) * 1000));
-  cfg.ping_interval = std::chrono::milliseconds(
-      static_cast<int64_t>(args.get_double("sse-ping", 5, 0.1, 3600) * 1000));
+  cfg.drain_timeout = seconds_option(args, "drain-timeout", 10, 0, 3600);
+  cfg.ping_interval = seconds_option(args, "sse-ping", 5, 0.1, 3600);
   cfg.api.model_id = args.get_or("served-model-name", "");
   cfg.api.default_max_tokens =
       static_cast<int32_t>(args.get_int("default-max-tokens", 256, 1, 1 << 24));

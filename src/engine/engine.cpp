@@ -115,7 +115,7 @@ struct Engine::Impl : SchedulerView {
     RequestResult res;
     res.id = r.id;
     res.tokens = r.output;
-    res.logprobs = r.output_logprobs;
+    res.logprobs = std::move(r.output_logprobs);  // published above; r ends here
     res.outcome = r.outcome;
     if (r.outcome == Outcome::kRefused || r.outcome == Outcome::kFailed) res.error = r.error;
     res.reason = r.reason;

@@ -52,18 +52,27 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int k
   t.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - lse);
   k = std::clamp(k, 0, static_cast<int>(logits.size()));
   if (k == 0) return t;
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  auto better = [&](int32_t a, int32_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
-           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  // The k best in one pass through a heap of k (worst on top): no vocabulary-sized buffer.
+  using Entry = std::pair<float, int32_t>;
+  auto better = [](const Entry& a, const Entry& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
-  for (int i = 0; i < k; ++i)
-    t.top.emplace_back(
-        ids[static_cast<size_t>(i)],
-        static_cast<float>(
-            static_cast<double>(logits[static_cast<size_t>(ids[static_cast<size_t>(i)])]) - lse));
+  std::vector<Entry> heap;
+  heap.reserve(static_cast<size_t>(k));
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const Entry e{logits[i], static_cast<int32_t>(i)};
+    if (heap.size() < static_cast<size_t>(k)) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(e, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), better);
+  for (const auto& [v, id] : heap)
+    t.top.emplace_back(id, static_cast<float>(static_cast<double>(v) - lse));
   return t;
 }
 

@@ -27,6 +27,7 @@ class ApiError : public std::runtime_error {
         code(std::move(code)) {}
   int status;
   std::string type, param, code;
+  int retry_after_s = 0;  // 429 / 503: the Retry-After header (at least 1)
 };
 
 // A 400 invalid_request_error naming `param`.

@@ -1,6 +1,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "core/clock.h"
 #include "obs/report.h"
@@ -32,7 +33,7 @@ int64_t unix_now() {
 
 }  // namespace
 
-json Call::logprobs_json(const std::vector<engine::TokenLogprobs>& lp) {
+json Call::logprobs_json(std::span<const engine::TokenLogprobs> lp) {
   const io::Tokenizer& tok = svc_.engine()->tokenizer();
   auto bytes = [&](int32_t id) {
     json b = json::array();
@@ -120,8 +121,7 @@ void Call::submit(ParsedRequest p) {
     // Refused before any download when the queue alone already breaks its promise.
     const std::string why = eng->precheck(p.request);
     if (!why.empty()) {
-      ApiError err(429, "rate_limit_error", why, "1", "sla_unattainable");
-      return fail(err, "refused", "sla");
+      return fail(ApiError(429, "rate_limit_error", why, "", "sla_unattainable"), "refused", "sla");
     }
     return fetch(std::make_shared<ParsedRequest>(std::move(p)));
   }
@@ -207,33 +207,32 @@ void Call::start_stream() {
                      .headers = {{"Cache-Control", "no-cache"}, {"X-Request-Id", id_}},
                      .body = ""});
   if (endpoint_ == Endpoint::kChat) {
-    json c = json::parse(chunk("", nullptr));
+    json c = chunk("", nullptr);
     c["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
     ex_->write("data: " + dump(c) + "\n\n");
   }
   last_write_ns_ = now_ns();
 }
 
-std::string Call::chunk(const std::string& text, const char* finish) const {
+json Call::chunk(const std::string& text, const char* finish) const {
   json choice = {{"index", 0}, {"logprobs", nullptr}};
   choice["finish_reason"] = finish ? json(finish) : json(nullptr);
   if (endpoint_ == Endpoint::kChat)
     choice["delta"] = finish && text.empty() ? json::object() : json{{"content", text}};
   else
     choice["text"] = text;
-  return dump(
-      {{"id", id_},
-       {"object", endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
-       {"created", created_},
-       {"model", svc_.cfg().api.model_id},
-       {"choices", json::array({choice})}});
+  return {{"id", id_},
+          {"object", endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created_},
+          {"model", svc_.cfg().api.model_id},
+          {"choices", json::array({choice})}};
 }
 
 void Call::on_text(const std::string& text) {
   if (!stream_ || text.empty() || ended_) return;  // whole responses take the text at the end
   start_stream();
   if (logprobs_) {
-    json c = json::parse(chunk(text, nullptr));
+    json c = chunk(text, nullptr);
     c["choices"][0]["logprobs"] = logprobs_json(pending_logprobs_);
     logprobs_streamed_ += pending_logprobs_.size();
     pending_logprobs_.clear();
@@ -244,7 +243,7 @@ void Call::on_text(const std::string& text) {
   if (text_prefix_.empty()) {
     // Every content chunk is the same JSON but for the text: format the rest once.
     const std::string probe = "\x01";
-    const std::string c = chunk(probe, nullptr);
+    const std::string c = dump(chunk(probe, nullptr));
     const size_t at = c.find("\"\\u0001\"");
     text_prefix_ = "data: " + c.substr(0, at);
     text_suffix_ = c.substr(at + 8) + "\n\n";
@@ -254,12 +253,12 @@ void Call::on_text(const std::string& text) {
   last_write_ns_ = now_ns();
 }
 
-std::string Call::usage_json(const engine::RequestResult& r) const {
+json Call::usage_json(const engine::RequestResult& r) const {
   const int64_t completion = static_cast<int64_t>(r.tokens.size());
-  return dump({{"prompt_tokens", r.prompt_tokens},
-               {"completion_tokens", completion},
-               {"total_tokens", r.prompt_tokens + completion},
-               {"prompt_tokens_details", {{"cached_tokens", r.cached_prompt_tokens}}}});
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", r.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_prompt_tokens}}}};
 }
 
 void Call::on_done(const engine::StreamEvent& ev) {
@@ -269,7 +268,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
     if (r.outcome == engine::Outcome::kCancelled)
       return fail(ApiError(503, "unavailable_error",
                            "the request was cancelled" + (r.reason.empty() ? "" : ": " + r.reason)),
-                  "cancelled", "");
+                  "cancelled", "", &r);
     const ErrorCode code = ev.error.value_or(ErrorCode::kInternal);
     ApiError err = from_error_code(code, r.reason.empty() ? ev.reason : r.reason);
     std::string why = "invalid";
@@ -282,12 +281,12 @@ void Call::on_done(const engine::StreamEvent& ev) {
           static_cast<double>(r.predicted_ttft_ns - (r.deadline_ns > 0 ? r.deadline_ns - t0 : 0)) *
           1e-9;
       err = ApiError(429, "rate_limit_error", err.what(), "", "sla_unattainable");
-      err.param = std::to_string(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(excess_s))));
+      err.retry_after_s = static_cast<int>(std::ceil(excess_s));
       why = "sla";
     } else if (code == ErrorCode::kResourceExhausted) {
       why = "too_large";
     }
-    fail(err, r.outcome == engine::Outcome::kRefused ? "refused" : "failed", why);
+    fail(err, r.outcome == engine::Outcome::kRefused ? "refused" : "failed", why, &r);
     return;
   }
   const std::string served = r.sla_class;
@@ -309,17 +308,17 @@ void Call::on_done(const engine::StreamEvent& ev) {
   const std::string tier = svc_.service_tier_of(served);
   if (stream_) {
     start_stream();
-    json last = json::parse(chunk("", finish_reason(r.outcome)));
+    json last = chunk("", finish_reason(r.outcome));
     if (logprobs_ && logprobs_streamed_ < r.logprobs.size())  // tokens without text of their own
-      last["choices"][0]["logprobs"] = logprobs_json(std::vector<engine::TokenLogprobs>(
-          r.logprobs.begin() + static_cast<std::ptrdiff_t>(logprobs_streamed_), r.logprobs.end()));
+      last["choices"][0]["logprobs"] =
+          logprobs_json(std::span(r.logprobs).subspan(logprobs_streamed_));
     last["service_tier"] = tier;
     last["mmrt"] = ext;
     ex_->write("data: " + dump(last) + "\n\n");
     if (include_usage_) {
-      json u = json::parse(chunk("", nullptr));
+      json u = chunk("", nullptr);
       u["choices"] = json::array();
-      u["usage"] = json::parse(usage_json(r));
+      u["usage"] = usage_json(r);
       ex_->write("data: " + dump(u) + "\n\n");
     }
     ex_->write("data: [DONE]\n\n");
@@ -337,7 +336,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
                  {"created", created_},
                  {"model", svc_.cfg().api.model_id},
                  {"choices", json::array({choice})},
-                 {"usage", json::parse(usage_json(r))},
+                 {"usage", usage_json(r)},
                  {"service_tier", tier},
                  {"mmrt", ext}};
     ex_->respond({.status = 200,
@@ -348,33 +347,17 @@ void Call::on_done(const engine::StreamEvent& ev) {
   finish(&r, finish_reason(r.outcome), "");
 }
 
-void Call::fail(const ApiError& e, const std::string& outcome, const std::string& why) {
+void Call::fail(const ApiError& e, const std::string& outcome, const std::string& why,
+                const engine::RequestResult* r) {
   if (ended_) return;
   if (started_) {  // mid-stream: an error event, then the end of the stream
     ex_->write("data: " + error_body(e) + "\n\n");
     ex_->write("data: [DONE]\n\n");
     ex_->end_stream();
   } else {
-    HttpResponse resp{
-        .status = e.status, .content_type = "application/json", .headers = {}, .body = ""};
-    ApiError shown = e;
-    if (e.status == 429 || e.status == 503) {
-      // For 429 the param slot carries the Retry-After seconds (set by on_done).
-      const bool has_retry = e.status == 429 && !e.param.empty();
-      resp.headers.emplace_back("Retry-After", has_retry ? e.param : "1");
-      if (has_retry) shown.param = "";
-    } else if (e.status >= 400 && e.status < 500 && e.status != 408 && e.status != 409) {
-      resp.headers.emplace_back("x-should-retry", "false");  // the same request fails again
-    }
-    resp.body = error_body(shown);
-    ex_->respond(std::move(resp));
+    ex_->respond(api_error_response(e));
   }
-  if (handle_ && handle_->done()) {
-    const engine::RequestResult r = handle_->wait();
-    finish(&r, outcome, why);
-  } else {
-    finish(nullptr, outcome, why);
-  }
+  finish(r, outcome, why);
 }
 
 void Call::finish(const engine::RequestResult* r, const std::string& outcome,

@@ -26,6 +26,17 @@ HttpResponse error_response(const ApiError& e, Headers extra = {}) {
   return r;
 }
 
+void count_refusal(Metrics& m, const char* reason) {
+  RequestRecord rec;
+  rec.outcome = "refused";
+  rec.refusal_reason = reason;
+  m.observe(rec);
+}
+
+ApiError shutting_down() {
+  return ApiError(503, "unavailable_error", "the server is shutting down");
+}
+
 bool safe_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id)
@@ -34,6 +45,14 @@ bool safe_id(const std::string& id) {
 }
 
 }  // namespace
+
+HttpResponse api_error_response(const ApiError& e, Headers extra) {
+  if (e.status == 429 || e.status == 503)
+    extra.emplace_back("Retry-After", std::to_string(std::max(1, e.retry_after_s)));
+  else if (e.status >= 400 && e.status < 500 && e.status != 408 && e.status != 409)
+    extra.emplace_back("x-should-retry", "false");  // the same request fails again
+  return error_response(e, std::move(extra));
+}
 
 Service::Service(ServerConfig cfg) : cfg_(std::move(cfg)), rng_(std::random_device{}()) {
   cfg_.api.sla = &cfg_.engine.sla;  // the API reads the classes from this copy
@@ -123,9 +142,7 @@ void Service::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   try {
     route(req, ex);  // may move the body on
   } catch (const ApiError& e) {
-    Headers h;
-    if (e.status >= 400 && e.status < 500) h.emplace_back("x-should-retry", "false");
-    ex->respond(error_response(e, std::move(h)));
+    ex->respond(api_error_response(e));
   } catch (const std::exception& e) {
     ex->respond(error_response(ApiError(500, "server_error", e.what())));
   }
@@ -199,48 +216,40 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
 
 void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep) {
   // Refused before any parsing, decoding or model work.
-  if (draining_)
-    return ex->respond(
-        error_response(ApiError(503, "unavailable_error", "the server is shutting down"),
-                       {{"Retry-After", "1"}, {"Connection", "close"}}));
+  if (draining_) return ex->respond(api_error_response(shutting_down(), {{"Connection", "close"}}));
   if (!ready_)
-    return ex->respond(error_response(ApiError(503, "unavailable_error", "Loading model"),
-                                      {{"Retry-After", "1"}}));
+    return ex->respond(api_error_response(ApiError(503, "unavailable_error", "Loading model")));
   const Tenant* tenant = tenants_->authenticate(req.header("authorization"));
   if (!tenant)
-    return ex->respond(error_response(
+    return ex->respond(api_error_response(
         ApiError(401, "authentication_error",
                  req.header("authorization") ? "the API key is not valid"
                                              : "an API key is required (Authorization: Bearer KEY)",
                  "", "invalid_api_key"),
-        {{"WWW-Authenticate", "Bearer"}, {"x-should-retry", "false"}}));
+        {{"WWW-Authenticate", "Bearer"}}));
   double wait_s = 0;
   if (!tenants_->admit_rate(*tenant, now_ns(), wait_s)) {
-    RequestRecord rec;
-    rec.outcome = "refused";
-    rec.refusal_reason = "rate_limit";
-    metrics_->observe(rec);
+    count_refusal(*metrics_, "rate_limit");
     char msg[160];
     std::snprintf(msg, sizeof msg, "tenant '%s' is over its rate of %g requests per second",
                   tenant->name.c_str(), tenant->requests_per_second);
-    return ex->respond(
-        error_response(ApiError(429, "rate_limit_error", msg, "", "rate_limit_exceeded"),
-                       {{"Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait_s)))}}));
+    ApiError err(429, "rate_limit_error", msg, "", "rate_limit_exceeded");
+    err.retry_after_s = static_cast<int>(std::ceil(wait_s));
+    return ex->respond(api_error_response(err));
   }
   auto call = std::make_shared<Call>(*this, ex, ep,
                                      new_id(ep == Endpoint::kChat ? "chatcmpl" : "cmpl"), *tenant);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // A shutdown that began since the check above counts calls under this lock: refuse.
+    if (draining_)
+      return ex->respond(api_error_response(shutting_down(), {{"Connection", "close"}}));
     if (static_cast<int64_t>(calls_.size()) >= cfg_.max_in_flight) {
-      RequestRecord rec;
-      rec.outcome = "refused";
-      rec.refusal_reason = "saturated";
-      metrics_->observe(rec);
+      count_refusal(*metrics_, "saturated");
       return ex->respond(
-          error_response(ApiError(503, "unavailable_error",
-                                  "the server is saturated: " + std::to_string(calls_.size()) +
-                                      " requests in flight (--max-requests)"),
-                         {{"Retry-After", "1"}}));
+          api_error_response(ApiError(503, "unavailable_error",
+                                      "the server is saturated: " + std::to_string(calls_.size()) +
+                                          " requests in flight (--max-requests)")));
     }
     calls_.emplace(call->id(), call);
   }
@@ -248,16 +257,6 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
   ex->on_abort([weak] {
     if (auto c = weak.lock()) c->cancel();
   });
-  {
-    // A shutdown that began meanwhile has already counted the calls: refuse this one.
-    std::lock_guard<std::mutex> lk(mu_);
-    if (draining_) {
-      calls_.erase(call->id());
-      return ex->respond(
-          error_response(ApiError(503, "unavailable_error", "the server is shutting down"),
-                         {{"Retry-After", "1"}, {"Connection", "close"}}));
-    }
-  }
   // Large bodies (base64 media) and local media files are read on the intake thread.
   if (req.body.size() <= cfg_.inline_parse_bytes && req.body.find("file://") == std::string::npos)
     call->parse(std::move(req.body));
@@ -268,6 +267,29 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
 }
 
 void Service::done(const Call& c, const engine::RequestResult* r, double download_s) {
+  std::shared_ptr<const TraceRecord> rec;
+  if (r && cfg_.trace_keep > 0) {
+    // Only what a trace reads (no text or log-probabilities), built outside the lock and
+    // shared by the trace file and the endpoint.
+    auto t = std::make_shared<TraceRecord>();
+    t->download_ns = static_cast<int64_t>(download_s * 1e9);
+    engine::RequestResult& k = t->result;
+    k.id = r->id;
+    k.outcome = r->outcome;
+    k.sla_class = r->sla_class;
+    k.prompt_tokens = r->prompt_tokens;
+    k.cached_prompt_tokens = r->cached_prompt_tokens;
+    k.tokens = r->tokens;
+    k.predicted_ttft_ns = r->predicted_ttft_ns;
+    k.timeline = r->timeline;
+    rec = std::move(t);
+    if (!cfg_.trace_dir.empty())
+      intake([rec, path = cfg_.trace_dir + "/" + c.id() + ".json", id = c.id()] {
+        std::ofstream f(path);
+        f << chrome_trace(rec->result, id, rec->download_ns);
+        if (!f) std::fprintf(stderr, "mmrt serve: cannot write trace %s\n", path.c_str());
+      });
+  }
   std::shared_ptr<Call> keep;  // released outside the lock
   std::lock_guard<std::mutex> lk(mu_);
   auto it = calls_.find(c.id());
@@ -275,40 +297,29 @@ void Service::done(const Call& c, const engine::RequestResult* r, double downloa
     keep = it->second;
     calls_.erase(it);
   }
-  if (!r || cfg_.trace_keep == 0) return;
-  engine::RequestResult t = *r;  // only what a trace needs
-  t.text.clear();
-  t.logprobs.clear();
-  const int64_t dl = static_cast<int64_t>(download_s * 1e9);
-  if (!cfg_.trace_dir.empty()) {
-    const std::string path = cfg_.trace_dir + "/" + c.id() + ".json";
-    intake([t, path, id = c.id(), dl] {
-      std::ofstream f(path);
-      f << chrome_trace(t, id, dl);
-      if (!f) std::fprintf(stderr, "mmrt serve: cannot write trace %s\n", path.c_str());
-    });
-  }
-  traces_[c.id()] = std::move(t);
-  trace_download_ns_[c.id()] = dl;
+  if (!rec) return;
+  traces_[c.id()] = std::move(rec);
   trace_order_.push_back(c.id());
   while (trace_order_.size() > cfg_.trace_keep) {
     traces_.erase(trace_order_.front());
-    trace_download_ns_.erase(trace_order_.front());
     trace_order_.pop_front();
   }
 }
 
 void Service::trace(const std::string& id, const std::shared_ptr<Exchange>& ex) {
   if (!safe_id(id)) throw bad_request("malformed request id", "id");
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = traces_.find(id);
-  if (it == traces_.end())
+  std::shared_ptr<const TraceRecord> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = traces_.find(id);
+    if (it != traces_.end()) rec = it->second;
+  }
+  if (!rec)
     throw ApiError(404, "not_found_error",
                    "no trace for request `" + id +
-                       "` (unknown, still running, or older than the "
-                       "last " +
+                       "` (unknown, still running, or older than the last " +
                        std::to_string(cfg_.trace_keep) + " requests)");
-  ex->respond(json_response(200, chrome_trace(it->second, id, trace_download_ns_[id])));
+  ex->respond(json_response(200, chrome_trace(rec->result, id, rec->download_ns)));
 }
 
 void Service::tick() {

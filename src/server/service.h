@@ -12,6 +12,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <thread>
 #include <unordered_map>
 
@@ -23,6 +24,10 @@
 namespace mmrt::server {
 
 class Service;
+
+// An API error as the response: 429 and 503 carry Retry-After, other 4xx but 408 and 409
+// x-should-retry: false (the same request fails again), plus `extra` headers.
+HttpResponse api_error_response(const ApiError& e, Headers extra = {});
 
 class Call : public std::enable_shared_from_this<Call> {
  public:
@@ -48,11 +53,13 @@ class Call : public std::enable_shared_from_this<Call> {
   void on_text(const std::string& text);
   void on_done(const engine::StreamEvent& ev);
   // Answers with an error (or ends the stream with one); `outcome` and `why` go to the metrics.
-  void fail(const ApiError& e, const std::string& outcome, const std::string& why);
+  // `r`: the engine's result when the request got that far.
+  void fail(const ApiError& e, const std::string& outcome, const std::string& why,
+            const engine::RequestResult* r = nullptr);
   void start_stream();
-  std::string chunk(const std::string& text, const char* finish) const;
-  std::string usage_json(const engine::RequestResult& r) const;
-  nlohmann::ordered_json logprobs_json(const std::vector<engine::TokenLogprobs>& lp);
+  nlohmann::ordered_json chunk(const std::string& text, const char* finish) const;
+  nlohmann::ordered_json usage_json(const engine::RequestResult& r) const;
+  nlohmann::ordered_json logprobs_json(std::span<const engine::TokenLogprobs> lp);
   void finish(const engine::RequestResult* r, const std::string& outcome, const std::string& why);
 
   Service& svc_;
@@ -124,9 +131,12 @@ class Service {
 
   std::mutex mu_;  // calls_, traces_, rng_
   std::unordered_map<std::string, std::shared_ptr<Call>> calls_;
+  struct TraceRecord {
+    engine::RequestResult result;  // its timeline and counts
+    int64_t download_ns = 0;
+  };
   std::deque<std::string> trace_order_;
-  std::unordered_map<std::string, engine::RequestResult> traces_;
-  std::unordered_map<std::string, int64_t> trace_download_ns_;
+  std::unordered_map<std::string, std::shared_ptr<const TraceRecord>> traces_;
   std::mt19937_64 rng_;
 
   // The intake thread: large bodies are parsed (JSON, base64) and trace files written here.
