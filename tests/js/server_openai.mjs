@@ -151,6 +151,10 @@ const checks = [
       const long = Array.from({ length: 3000 }, (_, i) => "w" + i).join(" ");
       const queue = Array.from({ length: 4 }, () =>
         client.completions.create({ model, prompt: long, max_tokens: 1 }).catch(() => null));
+      // The platinum request must arrive behind that queue, not race it to admission.
+      await until("the queue", async () =>
+        (await metric("mmrt_num_requests_running")) + (await metric("mmrt_num_requests_waiting")) >= 2, 5000)
+        .catch(() => null);
       await client.chat.completions.create({ model, messages: user(long), max_tokens: 2, sla_class: "platinum" });
       await Promise.all(queue);
     } catch (e) { err = e; }
