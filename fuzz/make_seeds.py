@@ -144,6 +144,25 @@ def request_seeds():
         put("fuzz_chat_request", name, bytes([mode]) + json.dumps(body).encode())
 
 
+def workload_seeds():
+    # First byte: bit 0 YAML (else JSON). The documented examples, and a JSON rewrite of each.
+    docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "examples")
+    for name in sorted(os.listdir(docs)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(docs, name), "rb") as f:
+                put("fuzz_workload", name.replace(".yaml", "_yaml.bin"), bytes([1]) + f.read())
+    w = {"name": "w", "seed": 2, "duration_s": 30, "warmup_s": 2, "rate": 3,
+         "requests": [{"kind": "text", "weight": 2, "prompt_words": 8, "max_tokens": 4},
+                      {"kind": "image", "image_sizes": [[64, 48]]},
+                      {"kind": "repeat_image", "turns": 2, "turn_gap_s": 0.5}],
+         "streams": [{"name": "c", "fps": 5, "class": "gold", "distinct_frames": 2}],
+         "classes": {"gold": {"weight": 1, "ttft_ms": {"p50": 10, "p99": 30},
+                              "tpot_ms": {"p90": 5}, "itl_jitter_ms": 3, "refusals_ok": True}},
+         "overall": {"e2e_ms": {"p99": 100}}, "confidence": 0.99, "k": 2,
+         "preflight_required": ["governor", "thp"]}
+    put("fuzz_workload", "all_fields_json.bin", bytes([0]) + json.dumps(w).encode())
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -152,6 +171,7 @@ def main():
     checkpoint_seeds(sys.argv[1])
     text_seeds()
     request_seeds()
+    workload_seeds()
     n = sum(len(fs) for _, _, fs in os.walk(ROOT))
     print(f"wrote {n} seed files under {ROOT}")
 

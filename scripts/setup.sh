@@ -8,10 +8,11 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git clang-format clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libxxhash-dev
-  libdnnl-dev libopenblas-dev libseccomp-dev libboost-dev libcurl4-openssl-dev
+  libdnnl-dev libopenblas-dev libseccomp-dev libboost-dev libcurl4-openssl-dev libyaml-cpp-dev
   libjpeg62-turbo-dev libspng-dev libwebp-dev
   python3 python3-numpy python3-torch python3-pil python3-skimage python3-jinja2
   python3-opencv
+  chromium
 
 )
 
@@ -41,10 +42,12 @@ if ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# npm packages used by the tokenizer conformance test and its benchmark, and the official openai
-# client of the server tests (lock file committed).
+# npm packages used by the tokenizer conformance test and its benchmark, the official openai
+# client of the server tests and playwright-core, which drives Debian's Chromium to check the
+# verify reports (lock file committed; it downloads no browser).
 if [[ -f tests/js/package.json ]]; then
-  if [[ ! -d tests/js/node_modules/@lenml/tokenizers || ! -f tests/js/node_modules/openai/package.json ]]; then
+  if [[ ! -d tests/js/node_modules/@lenml/tokenizers || ! -f tests/js/node_modules/openai/package.json ||
+        ! -f tests/js/node_modules/playwright-core/package.json ]]; then
     echo "[setup] installing npm packages (tests/js)"
     (cd tests/js && npm ci --no-audit --no-fund --silent)
   else

@@ -1,0 +1,287 @@
+#include "verify/load.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/error.h"
+
+namespace mmrt::verify {
+namespace {
+
+using nlohmann::json;
+
+struct Transfer {
+  size_t index = 0;
+  std::string body, buf, error_body;
+  curl_slist* headers = nullptr;
+  Observed* o = nullptr;
+  bool done_seen = false;
+
+  void on_event(const std::string& data) {
+    if (data == "[DONE]") {
+      done_seen = true;
+      return;
+    }
+    // Content chunks are told apart without parsing them (the client must stay cheaper than
+    // the server it measures); the others (finish, usage, errors) are parsed.
+    static const std::string kContent = "\"delta\":{\"content\":\"";
+    const size_t at = data.find(kContent);
+    if (at != std::string::npos && data.find("\"finish_reason\":null") != std::string::npos) {
+      if (data.compare(at + kContent.size(), 1, "\"") == 0) return;  // the role's empty delta
+      o->chunk_ns.push_back(now_ns());
+      return;
+    }
+    json d = json::parse(data, nullptr, false);
+    if (d.is_discarded()) return;
+    if (d.contains("error") && d["error"].is_object()) {
+      o->error = d["error"].value("message", "error");
+      if (d["error"].contains("code") && d["error"]["code"].is_string())
+        o->error_code = d["error"]["code"].get<std::string>();
+      return;
+    }
+    if (d.contains("usage") && d["usage"].is_object()) {
+      const json& u = d["usage"];
+      o->prompt_tokens = u.value("prompt_tokens", 0);
+      o->completion_tokens = u.value("completion_tokens", 0);
+      if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
+        o->cached_tokens = u["prompt_tokens_details"].value("cached_tokens", 0);
+    }
+    if (d.contains("mmrt") && d["mmrt"].is_object()) o->mmrt = d["mmrt"];
+    if (!d.contains("choices") || !d["choices"].is_array() || d["choices"].empty()) return;
+    const json& c = d["choices"][0];
+    if (c.contains("finish_reason") && c["finish_reason"].is_string())
+      o->finish = c["finish_reason"].get<std::string>();
+    if (c.contains("delta") && c["delta"].contains("content") &&
+        c["delta"]["content"].is_string() && !c["delta"]["content"].get<std::string>().empty()) {
+      o->chunk_ns.push_back(now_ns());
+      o->text += c["delta"]["content"].get<std::string>();
+    }
+  }
+};
+
+size_t on_data(char* p, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  t->buf.append(p, size * n);
+  size_t at;
+  while ((at = t->buf.find("\n\n")) != std::string::npos) {
+    const std::string ev = t->buf.substr(0, at);
+    t->buf.erase(0, at + 2);
+    if (ev.rfind("data: ", 0) == 0)
+      t->on_event(ev.substr(6));
+    else if (ev.rfind("{", 0) == 0)
+      t->error_body += ev;  // a plain JSON error response
+  }
+  if (t->buf.size() > 1 && t->buf[0] == '{') {  // an error body without blank lines
+    t->error_body += t->buf;
+    t->buf.clear();
+  }
+  return size * n;
+}
+
+// The error object of a plain JSON error response: message and code.
+void read_error_body(const std::string& body, Observed& o) {
+  json d = json::parse(body, nullptr, false);
+  if (!d.is_discarded() && d.contains("error") && d["error"].is_object()) {
+    o.error = d["error"].value("message", body);
+    if (d["error"].contains("code") && d["error"]["code"].is_string())
+      o.error_code = d["error"]["code"].get<std::string>();
+  } else if (o.error.empty()) {
+    o.error = body.substr(0, 500);
+  }
+}
+
+// Builds bodies in schedule order on its own thread, at most lookahead seconds / max_ahead
+// requests ahead of the sender.
+class BodyBuilder {
+ public:
+  BodyBuilder(const std::vector<double>& times, const std::function<std::string(size_t)>& body_of,
+              const LoadOptions& opts, int64_t start_ns)
+      : times_(times), body_of_(body_of), opts_(opts), start_ns_(start_ns), thread_([this] {
+          loop();
+        }) {}
+  ~BodyBuilder() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Body i (blocks until built; i in order).
+  std::string take(size_t i) {
+    std::unique_lock<std::mutex> l(mu_);
+    taken_ = i + 1;
+    cv_.notify_all();
+    cv_.wait(l, [&] { return !ready_.empty() && ready_.front().first == i; });
+    std::string b = std::move(ready_.front().second);
+    ready_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  void loop() {
+    for (size_t i = 0; i < times_.size(); ++i) {
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        // Wait until i is within the look-ahead window or the sender wants it.
+        while (!stop_ && i >= taken_) {
+          const int64_t due = start_ns_ + static_cast<int64_t>(times_[i] * 1e9);
+          const bool near = due - now_ns() < static_cast<int64_t>(opts_.lookahead_s * 1e9);
+          if (near && ready_.size() < opts_.max_ahead) break;
+          cv_.wait_for(l, std::chrono::milliseconds(20));
+        }
+        if (stop_) return;
+      }
+      std::string b = body_of_(i);
+      std::lock_guard<std::mutex> l(mu_);
+      ready_.emplace_back(i, std::move(b));
+      cv_.notify_all();
+    }
+  }
+  const std::vector<double>& times_;
+  const std::function<std::string(size_t)>& body_of_;
+  const LoadOptions& opts_;
+  const int64_t start_ns_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, std::string>> ready_;
+  size_t taken_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+const char* to_string(Status s) {
+  switch (s) {
+    case Status::kOk:
+      return "ok";
+    case Status::kRefused:
+      return "refused";
+    case Status::kError:
+      return "error";
+    case Status::kTimeout:
+      return "timeout";
+  }
+  return "?";
+}
+
+std::string base64(const uint8_t* in, size_t n) {
+  static constexpr char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = (uint32_t{in[i]} << 16) | (i + 1 < n ? uint32_t{in[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{in[i + 2]} : 0);
+    out += t[(v >> 18) & 63];
+    out += t[(v >> 12) & 63];
+    out += i + 1 < n ? t[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? t[v & 63] : '=';
+  }
+  return out;
+}
+
+std::vector<Observed> run_open_loop(const std::vector<double>& times_s,
+                                    const std::function<std::string(size_t)>& body_of,
+                                    const LoadOptions& opts, int64_t start_ns) {
+  const std::string& base = opts.base_url;
+  if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
+    throw InvalidArgument("--url must start with http:// or https://, got '" + base + "'");
+  for (size_t i = 1; i < times_s.size(); ++i)
+    if (times_s[i] < times_s[i - 1]) throw InvalidArgument("run_open_loop: times must ascend");
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  CURLM* multi = curl_multi_init();
+  curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+  const std::string url = base + (base.back() == '/' ? "" : "/") + "v1/chat/completions";
+  const int64_t t0 = start_ns ? start_ns : now_ns();
+  std::vector<Observed> out(times_s.size());
+  std::vector<std::unique_ptr<Transfer>> live(times_s.size());
+  BodyBuilder builder(times_s, body_of, opts, t0);
+  auto due = [&](size_t i) { return t0 + static_cast<int64_t>(times_s[i] * 1e9); };
+  auto start = [&](size_t i) {
+    auto t = std::make_unique<Transfer>();
+    t->index = i;
+    t->o = &out[i];
+    t->body = builder.take(i);
+    t->o->scheduled_ns = due(i);
+    t->o->sent_ns = now_ns();
+    t->headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    t->headers = curl_slist_append(t->headers, "Expect:");  // no 100-continue wait on big bodies
+    CURL* e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body.size()));
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opts.timeout_s * 1000));
+    curl_multi_add_handle(multi, e);
+    live[i] = std::move(t);
+  };
+  size_t sent = 0, finished = 0;
+  auto pump = [&](int wait_ms) {
+    int running = 0;
+    curl_multi_perform(multi, &running);
+    CURLMsg* msg;
+    int left;
+    while ((msg = curl_multi_info_read(multi, &left))) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      CURL* e = msg->easy_handle;
+      Transfer* t = nullptr;
+      curl_easy_getinfo(e, CURLINFO_PRIVATE, &t);
+      Observed& o = *t->o;
+      curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &o.http_status);
+      o.done_ns = now_ns();
+      if (msg->data.result == CURLE_OPERATION_TIMEDOUT) {
+        o.status = Status::kTimeout;
+        o.error = "no complete answer within " + std::to_string(opts.timeout_s) + " s";
+      } else if (msg->data.result != CURLE_OK) {
+        o.status = Status::kError;
+        o.error = curl_easy_strerror(msg->data.result);
+      } else if (o.http_status == 200 && t->done_seen && o.error.empty()) {
+        o.status = Status::kOk;
+      } else if (o.http_status == 429 || o.http_status == 503) {
+        o.status = Status::kRefused;
+        read_error_body(t->error_body, o);
+      } else {
+        o.status = Status::kError;
+        if (!t->error_body.empty()) read_error_body(t->error_body, o);
+        if (o.error.empty()) o.error = "stream ended without [DONE]";
+        o.error = "HTTP " + std::to_string(o.http_status) + ": " + o.error;
+      }
+      curl_multi_remove_handle(multi, e);
+      curl_easy_cleanup(e);
+      curl_slist_free_all(t->headers);
+      live[t->index].reset();
+      ++finished;
+    }
+    if (wait_ms > 0) curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
+  };
+  int64_t next_progress = t0 + 1'000'000'000;
+  while (sent < times_s.size() || finished < sent) {
+    while (sent < times_s.size() && due(sent) <= now_ns()) start(sent++);
+    int64_t wait = 5'000'000;
+    if (sent < times_s.size()) wait = std::min(wait, due(sent) - now_ns());
+    pump(static_cast<int>(std::max<int64_t>(0, wait / 1'000'000)));
+    if (opts.progress && now_ns() > next_progress) {
+      next_progress += 1'000'000'000;
+      opts.progress(static_cast<double>(now_ns() - t0) * 1e-9, sent, finished);
+    }
+  }
+  curl_multi_cleanup(multi);
+  return out;
+}
+
+}  // namespace mmrt::verify
