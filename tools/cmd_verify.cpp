@@ -127,10 +127,13 @@ int run(Args& args) {
   if (duration) w.duration_s = duration_s;
   if (warmup) w.warmup_s = warmup_s;
   if (seed_opt) w.seed = static_cast<uint64_t>(seed);
-  if (w.warmup_s >= w.duration_s)
-    throw InvalidArgument("the warm-up (" + std::to_string(w.warmup_s) +
-                          " s) must be shorter than the duration (" + std::to_string(w.duration_s) +
-                          " s)");
+  if (rate_opt) w.rate = rate;
+  if (!workload_file.empty() || rate_opt)  // the default's rate is only known after sizing
+    verify::validate_workload(w, workload_file.empty() ? "the default workload with the options"
+                                                       : workload_file + " with the options");
+  // Output files are opened now: a path that cannot be written fails before the run, not after.
+  for (const std::string& path : {json_out, report, save_baseline})
+    if (!path.empty()) write_file(path, "");
   VerifyRequests bodies(w);
   if (!roots.live) verify::sys::require_roots(roots);
 
@@ -141,13 +144,14 @@ int run(Args& args) {
                    server_log.c_str());
     local = std::make_unique<LocalServer>(model, server_args, server_log, ready_s);
   }
-  const std::string url = local ? local->url() : url_opt;
+  std::string url = local ? local->url() : url_opt;
+  while (url.size() > 1 && url.back() == '/') url.pop_back();
   if (http_get_status(url + "/health", 10) != 200)
     throw Unavailable(url + "/health does not answer 200: is the server running and loaded?");
-  if (rate_opt)
-    w.rate = rate;
-  else if (workload_file.empty())
+  if (!rate_opt && workload_file.empty()) {
     w.rate = size_to_machine(url, quiet);
+    verify::validate_workload(w, "the default workload");
+  }
 
   std::vector<verify::Check> before;
   std::vector<std::string> strict;
@@ -215,7 +219,14 @@ int run(Args& args) {
   std::printf("%s", verify::render_text(result).c_str());
   if (!json_out.empty()) write_file(json_out, result.dump(1));
   if (!report.empty()) write_file(report, verify::render_html(result));
-  if (!save_baseline.empty()) write_file(save_baseline, verify::make_baseline(result).dump(1));
+  if (!save_baseline.empty()) {
+    if (verify::outcome_of(result) != verify::Outcome::kPass)
+      std::fprintf(stderr,
+                   "[verify] warning: saving a baseline from a %s run; a baseline should be a "
+                   "run that passed\n",
+                   result.value("verdict", "").c_str());
+    write_file(save_baseline, verify::make_baseline(result).dump(1));
+  }
   for (const auto& [what, path] :
        {std::pair{"result", json_out}, {"report", report}, {"baseline", save_baseline}})
     if (!path.empty()) std::printf("%s: %s\n", what, path.c_str());
@@ -228,6 +239,9 @@ int run_verify(Args& args) {
   } catch (const Error& e) {
     std::fprintf(stderr, "\nmmrt verify: could not run (%s): %s\n",
                  std::string(error_code_name(e.code())).c_str(), e.what());
+    return kCouldNotRun;
+  } catch (const std::exception& e) {  // a file system or library error: still not a verdict
+    std::fprintf(stderr, "\nmmrt verify: could not run: %s\n", e.what());
     return kCouldNotRun;
   }
 }
@@ -270,8 +284,9 @@ MMRT_COMMAND(
     "judging:\n"
     "  --preflight MODE      strict: a failed or unreadable required check makes the run INVALID;\n"
     "                        warn (default): reported only; off: not read\n"
-    "  --baseline FILE       compare with a saved run (P50/P99/max/jitter deltas against the\n"
-    "                        workload's baseline_tolerance_pct, and the fingerprint differences)\n"
+    "  --baseline FILE       compare with a saved run: P50, P99 and jitter deltas judged against\n"
+    "                        the workload's baseline_tolerance_pct, max shown; the fingerprint\n"
+    "                        differences listed as likely causes\n"
     "  --sysfs-root DIR, --procfs-root DIR  read the knobs from copies (tests)\n\n"
     "output:\n"
     "  --json FILE           the result with every figure and every request\n"

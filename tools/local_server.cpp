@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,17 +52,23 @@ LocalServer::LocalServer(const std::string& model_dir, const std::vector<std::st
   argv.insert(argv.end(), extra.begin(), extra.end());
   const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0) throw InvalidArgument("cannot write the server log " + log_path);
+  // Everything the child needs is made before fork (the child only calls async-signal-safe
+  // functions).
+  std::vector<char*> a;
+  for (auto& s : argv) a.push_back(s.data());
+  a.push_back(nullptr);
+  const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
     ::close(log_fd);
     throw Unavailable("cannot start a server process (fork failed)");
   }
   if (pid_ == 0) {
+    // The server goes when verify goes, however verify ends (a CI timeout's SIGKILL included).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
     ::execv("/proc/self/exe", a.data());
     ::_exit(127);
   }

@@ -44,6 +44,8 @@ std::vector<std::string> list_images(const std::string& dir) {
     std::string ext = e.path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
     if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".webp") {
+      if (e.file_size() > kMaxImageBytes)
+        throw InvalidArgument("images_dir file " + e.path().string() + " is larger than 32 MiB");
       out.push_back(e.path().string());
       if (out.size() > kMaxFiles)
         throw InvalidArgument("images_dir '" + dir + "' holds more than 10000 images");

@@ -18,10 +18,26 @@ namespace {
 
 using nlohmann::json;
 
+constexpr size_t kMaxPendingBytes = 16u << 20;  // of one unfinished SSE event or error body
+
+// A non-negative integer field of a server object, 0 when absent or of another type (a
+// misbehaving server must not take the client down).
+int64_t int_field(const json& o, const char* k) {
+  if (!o.is_object()) return 0;
+  auto it = o.find(k);
+  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+std::string str_field(const json& o, const char* k, const std::string& def) {
+  if (!o.is_object()) return def;
+  auto it = o.find(k);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : def;
+}
+
 struct Transfer {
   size_t index = 0;
   std::string body, buf, error_body;
   curl_slist* headers = nullptr;
+  CURL* easy = nullptr;
   Observed* o = nullptr;
   bool done_seen = false;
 
@@ -41,25 +57,26 @@ struct Transfer {
     }
     json d = json::parse(data, nullptr, false);
     if (d.is_discarded()) return;
+    if (!d.is_object()) return;
     if (d.contains("error") && d["error"].is_object()) {
-      o->error = d["error"].value("message", "error");
-      if (d["error"].contains("code") && d["error"]["code"].is_string())
-        o->error_code = d["error"]["code"].get<std::string>();
+      o->error = str_field(d["error"], "message", "error");
+      o->error_code = str_field(d["error"], "code", "");
       return;
     }
     if (d.contains("usage") && d["usage"].is_object()) {
       const json& u = d["usage"];
-      o->prompt_tokens = u.value("prompt_tokens", 0);
-      o->completion_tokens = u.value("completion_tokens", 0);
-      if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
-        o->cached_tokens = u["prompt_tokens_details"].value("cached_tokens", 0);
+      o->prompt_tokens = int_field(u, "prompt_tokens");
+      o->completion_tokens = int_field(u, "completion_tokens");
+      if (u.contains("prompt_tokens_details"))
+        o->cached_tokens = int_field(u["prompt_tokens_details"], "cached_tokens");
     }
     if (d.contains("mmrt") && d["mmrt"].is_object()) o->mmrt = d["mmrt"];
     if (!d.contains("choices") || !d["choices"].is_array() || d["choices"].empty()) return;
     const json& c = d["choices"][0];
+    if (!c.is_object()) return;
     if (c.contains("finish_reason") && c["finish_reason"].is_string())
       o->finish = c["finish_reason"].get<std::string>();
-    if (c.contains("delta") && c["delta"].contains("content") &&
+    if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
         c["delta"]["content"].is_string() && !c["delta"]["content"].get<std::string>().empty()) {
       o->chunk_ns.push_back(now_ns());
       o->text += c["delta"]["content"].get<std::string>();
@@ -67,8 +84,11 @@ struct Transfer {
   }
 };
 
-size_t on_data(char* p, size_t size, size_t n, void* user) {
+// libcurl's write callback: nothing may throw through its C frames; a failure ends this transfer
+// (returning less than given makes curl abort it with a write error).
+size_t on_data(char* p, size_t size, size_t n, void* user) try {
   auto* t = static_cast<Transfer*>(user);
+  if (t->buf.size() + size * n > kMaxPendingBytes) return 0;  // no event end in sight
   t->buf.append(p, size * n);
   size_t at;
   while ((at = t->buf.find("\n\n")) != std::string::npos) {
@@ -80,19 +100,20 @@ size_t on_data(char* p, size_t size, size_t n, void* user) {
       t->error_body += ev;  // a plain JSON error response
   }
   if (t->buf.size() > 1 && t->buf[0] == '{') {  // an error body without blank lines
-    t->error_body += t->buf;
+    if (t->error_body.size() < kMaxPendingBytes) t->error_body += t->buf;
     t->buf.clear();
   }
   return size * n;
+} catch (...) {
+  return 0;
 }
 
 // The error object of a plain JSON error response: message and code.
 void read_error_body(const std::string& body, Observed& o) {
   json d = json::parse(body, nullptr, false);
-  if (!d.is_discarded() && d.contains("error") && d["error"].is_object()) {
-    o.error = d["error"].value("message", body);
-    if (d["error"].contains("code") && d["error"]["code"].is_string())
-      o.error_code = d["error"]["code"].get<std::string>();
+  if (!d.is_discarded() && d.is_object() && d.contains("error") && d["error"].is_object()) {
+    o.error = str_field(d["error"], "message", body.substr(0, 500));
+    o.error_code = str_field(d["error"], "code", "");
   } else if (o.error.empty()) {
     o.error = body.substr(0, 500);
   }
@@ -120,7 +141,8 @@ class BodyBuilder {
     std::unique_lock<std::mutex> l(mu_);
     taken_ = i + 1;
     cv_.notify_all();
-    cv_.wait(l, [&] { return !ready_.empty() && ready_.front().first == i; });
+    cv_.wait(l, [&] { return error_ || (!ready_.empty() && ready_.front().first == i); });
+    if (error_ && (ready_.empty() || ready_.front().first != i)) std::rethrow_exception(error_);
     std::string b = std::move(ready_.front().second);
     ready_.pop_front();
     cv_.notify_all();
@@ -141,7 +163,15 @@ class BodyBuilder {
         }
         if (stop_) return;
       }
-      std::string b = body_of_(i);
+      std::string b;
+      try {
+        b = body_of_(i);
+      } catch (...) {  // handed to the sender, which stops the run with it
+        std::lock_guard<std::mutex> l(mu_);
+        error_ = std::current_exception();
+        cv_.notify_all();
+        return;
+      }
       std::lock_guard<std::mutex> l(mu_);
       ready_.emplace_back(i, std::move(b));
       cv_.notify_all();
@@ -156,6 +186,7 @@ class BodyBuilder {
   std::deque<std::pair<size_t, std::string>> ready_;
   size_t taken_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;
   std::thread thread_;
 };
 
@@ -217,6 +248,8 @@ std::vector<Observed> run_open_loop(const std::vector<double>& times_s,
     t->headers = curl_slist_append(nullptr, "Content-Type: application/json");
     t->headers = curl_slist_append(t->headers, "Expect:");  // no 100-continue wait on big bodies
     CURL* e = curl_easy_init();
+    if (!e) throw ResourceExhausted("cannot create an HTTP transfer (libcurl)");
+    t->easy = e;
     curl_easy_setopt(e, CURLOPT_URL, url.c_str());
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body.size()));
@@ -270,15 +303,26 @@ std::vector<Observed> run_open_loop(const std::vector<double>& times_s,
     if (wait_ms > 0) curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
   };
   int64_t next_progress = t0 + 1'000'000'000;
-  while (sent < times_s.size() || finished < sent) {
-    while (sent < times_s.size() && due(sent) <= now_ns()) start(sent++);
-    int64_t wait = 5'000'000;
-    if (sent < times_s.size()) wait = std::min(wait, due(sent) - now_ns());
-    pump(static_cast<int>(std::max<int64_t>(0, wait / 1'000'000)));
-    if (opts.progress && now_ns() > next_progress) {
-      next_progress += 1'000'000'000;
-      opts.progress(static_cast<double>(now_ns() - t0) * 1e-9, sent, finished);
+  try {
+    while (sent < times_s.size() || finished < sent) {
+      while (sent < times_s.size() && due(sent) <= now_ns()) start(sent++);
+      int64_t wait = 5'000'000;
+      if (sent < times_s.size()) wait = std::min(wait, due(sent) - now_ns());
+      pump(static_cast<int>(std::max<int64_t>(0, wait / 1'000'000)));
+      if (opts.progress && now_ns() > next_progress) {
+        next_progress += 1'000'000'000;
+        opts.progress(static_cast<double>(now_ns() - t0) * 1e-9, sent, finished);
+      }
     }
+  } catch (...) {  // a body that could not be built: every transfer in flight is dropped
+    for (auto& t : live) {
+      if (!t) continue;
+      curl_multi_remove_handle(multi, t->easy);
+      curl_easy_cleanup(t->easy);
+      curl_slist_free_all(t->headers);
+    }
+    curl_multi_cleanup(multi);
+    throw;
   }
   curl_multi_cleanup(multi);
   return out;

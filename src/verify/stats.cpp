@@ -61,6 +61,16 @@ int64_t max_over_allowed(int64_t n, double q, double confidence) {
   return t;
 }
 
+int64_t over_allowed_by_rank(int64_t n, double q) {
+  if (n <= 0) return 0;
+  // The nearest-rank quantile is the value at rank ceil(q n) (obs::percentile): it stays within
+  // budget while at most n - rank values are over. The epsilon keeps q n = 270.0000000001 (0.9
+  // of 300 in binary) at rank 270.
+  const auto rank =
+      std::clamp<int64_t>(static_cast<int64_t>(std::ceil(q * static_cast<double>(n) - 1e-9)), 1, n);
+  return n - rank;
+}
+
 const char* to_string(ClaimStatus s) {
   switch (s) {
     case ClaimStatus::kPass:
@@ -75,7 +85,7 @@ const char* to_string(ClaimStatus s) {
 
 Claim judge_claim(int64_t samples, int64_t over, double q, double confidence) {
   Claim c{.samples = samples, .over = over, .needed = min_samples(q, confidence, over)};
-  const auto allowed = static_cast<int64_t>(std::floor((1 - q) * static_cast<double>(samples)));
+  const int64_t allowed = over_allowed_by_rank(samples, q);
   if (over > allowed)
     c.status = ClaimStatus::kFail;
   else
@@ -132,8 +142,11 @@ nlohmann::json LogHistogram::json() const {
 }
 
 LogHistogram LogHistogram::from_json(const nlohmann::json& j) {
+  auto number = [&](const char* k) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : -1.0;
+  };
   if (!j.is_object() || !j.contains("buckets") || !j["buckets"].is_array() ||
-      j.value("r", 0.0) != kRatio || j.value("lo", 0.0) != kLo)
+      number("r") != kRatio || number("lo") != kLo || number("max") < 0)
     throw FormatError("histogram: expected {\"r\": 1.01, \"lo\": 0.001, \"buckets\": [...]}");
   LogHistogram h;
   for (const auto& b : j["buckets"]) {
@@ -143,7 +156,7 @@ LogHistogram LogHistogram::from_json(const nlohmann::json& j) {
     h.buckets_[b[0].get<int32_t>()] += b[1].get<int64_t>();
     h.count_ += b[1].get<int64_t>();
   }
-  h.max_ = j.value("max", 0.0);
+  h.max_ = number("max");
   return h;
 }
 

@@ -20,11 +20,14 @@ int64_t min_samples(double q, double confidence, int64_t over);
 // The largest `over` that n samples still support (-1: not even none over is enough).
 int64_t max_over_allowed(int64_t n, double q, double confidence);
 
+// How many of n samples may exceed X with the nearest-rank q-quantile still <= X.
+int64_t over_allowed_by_rank(int64_t n, double q);
+
 enum class ClaimStatus { kPass, kFail, kInsufficient };
 const char* to_string(ClaimStatus s);  // "pass", "fail", "insufficient"
 // A percentile claim judged: kFail when the sample quantile itself is over budget (more than
-// floor((1 - q) * n) samples over), kInsufficient when it is not but n is below min_samples, kPass
-// otherwise. `needed` is min_samples(q, c, over).
+// over_allowed_by_rank(n, q) samples over), kInsufficient when it is not but n is below
+// min_samples, kPass otherwise. `needed` is min_samples(q, c, over).
 struct Claim {
   int64_t samples = 0, over = 0, needed = 0;
   ClaimStatus status = ClaimStatus::kInsufficient;

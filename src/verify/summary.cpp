@@ -1,6 +1,7 @@
 #include "verify/summary.h"
 
 #include <cstdio>
+#include <string>
 
 namespace mmrt::verify {
 namespace {
@@ -21,8 +22,11 @@ std::string str(const json& o, const char* k) {
 
 template <class... A>
 void line(std::string& out, const char* f, A... a) {
-  char b[1024];
-  std::snprintf(b, sizeof b, f, a...);
+  const int n = std::snprintf(nullptr, 0, f, a...);
+  if (n <= 0) return;
+  std::string b(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(b.data(), b.size(), f, a...);
+  b.pop_back();
   out += b;
 }
 

@@ -28,8 +28,10 @@ nlohmann::json telemetry_json(const std::vector<TelemetrySample>& samples) {
         {{"t_s", s.t_s},
          {"temp_c", std::isnan(s.temp_c) ? nlohmann::json(nullptr) : nlohmann::json(s.temp_c)},
          {"throttle", s.throttle_count},
-         {"steal_pct", s.steal_pct},
-         {"busy_pct", s.busy_pct},
+         {"steal_pct",
+          std::isnan(s.steal_pct) ? nlohmann::json(nullptr) : nlohmann::json(s.steal_pct)},
+         {"busy_pct",
+          std::isnan(s.busy_pct) ? nlohmann::json(nullptr) : nlohmann::json(s.busy_pct)},
          {"load1", s.load1},
          {"gpu_reasons", s.gpu_reasons}});
   }
@@ -98,7 +100,8 @@ std::vector<TelemetrySample> TelemetrySampler::samples() const {
 
 void TelemetrySampler::loop() {
   const auto seconds = [this] { return static_cast<double>(now_ns() - t0_ns_) * 1e-9; };
-  // The baseline for the first interval; not recorded.
+  // The baseline for the first interval: recorded for its counters (a throttle event in the
+  // first second must count), without interval percentages.
   TelemetrySample last;
   try {
     last = read_once(roots_, nullptr, seconds());
@@ -107,6 +110,9 @@ void TelemetrySampler::loop() {
   }
   auto next = Clock::now() + period_;
   std::unique_lock<std::mutex> lock(mu_);
+  TelemetrySample first = last;
+  first.steal_pct = first.busy_pct = std::nan("");
+  samples_.push_back(first);
   while (!cv_.wait_until(lock, next, [this] { return stopping_; })) {
     lock.unlock();
     try {
@@ -120,6 +126,15 @@ void TelemetrySampler::loop() {
     const auto now = Clock::now();
     if (next < now) next = now + period_;  // a slow read: skip the missed ticks
   }
+  // A last reading at stop, so the final partial interval is seen too.
+  lock.unlock();
+  try {
+    last = read_once(roots_, &last, seconds());
+  } catch (const std::exception&) {
+    return;
+  }
+  lock.lock();
+  samples_.push_back(last);
 }
 
 }  // namespace mmrt::verify

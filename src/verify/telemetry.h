@@ -32,11 +32,12 @@ struct TelemetrySample {
 // Minimum seconds between two GPU queries.
 inline constexpr double kGpuSamplePeriodS = 5.0;
 
-// [{"t_s","temp_c" (null if NaN),"throttle","steal_pct","busy_pct","load1","gpu_reasons"}].
+// [{"t_s","temp_c","throttle","steal_pct","busy_pct","load1","gpu_reasons"}]; NaN values as null.
 nlohmann::json telemetry_json(const std::vector<TelemetrySample>& samples);
 
 // Samples on its own thread every `period` from start() until stop(); t0_ns is on the
-// core/clock.h now_ns() timeline. The first sample is taken one period after start().
+// core/clock.h now_ns() timeline. The first sample is the reading at start() (its steal and busy
+// are NaN: no interval yet), then one per period, and a last one at stop().
 class TelemetrySampler {
  public:
   // Throws NotFound when a root does not exist, InvalidArgument for a non-positive period.

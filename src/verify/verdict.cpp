@@ -18,6 +18,7 @@ namespace {
 using nlohmann::json;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kMinJitterGaps = 100;  // a P99 of fewer gaps is its maximum
 const char* const kStages[] = {"media_download", "media_decode", "queue",
                                "encoder",        "prefill",      "decode"};
 
@@ -30,6 +31,11 @@ std::string fmt_ms(double ms) {
 std::string fmt_s(double s) {
   char b[48];
   std::snprintf(b, sizeof b, "%.2f s", s);
+  return b;
+}
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
   return b;
 }
 double r3(double x) {
@@ -138,7 +144,7 @@ json claim_json(const std::string& cls, const char* metric, const char* stat, do
   const Claim c = judge_claim(n, over, q, confidence);
   const std::string rule = std::string(metric) + " " + stat + " <= " + fmt_ms(threshold);
   std::string msg;
-  const auto allowed = static_cast<int64_t>(std::floor((1 - q) * static_cast<double>(n)));
+  const int64_t allowed = over_allowed_by_rank(n, q);
   if (c.status == ClaimStatus::kFail) {
     msg = std::string(stat) + " " + metric + " " +
           (std::isfinite(observed) ? fmt_ms(observed) : std::string("unbounded (failures)")) +
@@ -148,8 +154,7 @@ json claim_json(const std::string& cls, const char* metric, const char* stat, do
           std::to_string(allowed) + " allowed";
     reasons.push_back({"fail", cls + ": " + rule, msg});
   } else if (c.status == ClaimStatus::kInsufficient) {
-    msg = "a " + std::string(stat) + " claim at " +
-          std::to_string(static_cast<int>(confidence * 100)) + " % confidence with " +
+    msg = "a " + std::string(stat) + " claim at " + pct(confidence * 100) + " % confidence with " +
           std::to_string(over) + " over budget needs >= " + std::to_string(c.needed) +
           " samples; the run had " + std::to_string(n);
     reasons.push_back({"invalid", cls + ": " + rule, msg});
@@ -222,13 +227,18 @@ json class_block(const std::string& name, const std::vector<const Judged*>& m,
     claims("e2e", rules->e2e, e2e_all);
     if (rules->itl_jitter_ms) {
       const double jit = itl.empty() ? 0 : obs::percentile(itl, 99) - obs::percentile(itl, 50);
-      const bool fail = jit > *rules->itl_jitter_ms;
+      const bool few = itl.size() < kMinJitterGaps;
+      const bool fail = !few && jit > *rules->itl_jitter_ms;
       const std::string rule = "itl jitter (p99 - p50) <= " + fmt_ms(*rules->itl_jitter_ms);
       const std::string msg = "inter-token p99 - p50 = " + fmt_ms(jit) + " over " +
                               std::to_string(itl.size()) + " gaps";
       if (fail)
         reasons.push_back(
             {"fail", name + ": " + rule, msg + " > " + fmt_ms(*rules->itl_jitter_ms)});
+      if (few)
+        reasons.push_back({"invalid", name + ": " + rule,
+                           "a jitter bound needs >= " + std::to_string(kMinJitterGaps) +
+                               " inter-token gaps; the run had " + std::to_string(itl.size())});
       rl.push_back({{"rule", rule},
                     {"metric", "itl"},
                     {"stat", "jitter"},
@@ -237,7 +247,9 @@ json class_block(const std::string& name, const std::vector<const Judged*>& m,
                     {"samples", itl.size()},
                     {"over", nullptr},
                     {"needed", nullptr},
-                    {"status", fail ? "fail" : "pass"},
+                    {"status", few    ? "insufficient"
+                               : fail ? "fail"
+                                      : "pass"},
                     {"message", msg}});
     }
   }
@@ -506,9 +518,7 @@ nlohmann::json evaluate(const RunRecord& run) {
     if (worst) {
       const json& x = *worst;
       fails.push_back(
-          {"fail",
-           "baseline deltas within " + std::to_string(static_cast<int>(w.baseline_tolerance_pct)) +
-               " %",
+          {"fail", "baseline deltas within " + pct(w.baseline_tolerance_pct) + " %",
            std::to_string(failing) + " of " + std::to_string(base["rows"].size()) +
                " rows worse than the baseline; the worst: " + x["class"].get<std::string>() + " " +
                x["metric"].get<std::string>() + " " + x["stat"].get<std::string>() + " " +

@@ -192,10 +192,53 @@ ClassRules read_rules(Obj& o, const std::string& name, bool with_weight) {
   return r;
 }
 
+// splitmix64's finaliser: distinct streams and frames get unrelated content seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 std::vector<Planned> poisson_part(const Workload& w, const std::vector<int64_t>& counts,
                                   std::mt19937_64& rng);
 
 }  // namespace
+
+void validate_workload(const Workload& w, const std::string& origin) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    throw InvalidArgument(origin + ": " + field + " " + what);
+  };
+  std::set<std::string> names;
+  for (const auto& c : w.classes)
+    if (c.name == "all") bad("classes.all", "is reserved for the overall rules: use \"overall\"");
+  for (const auto& f : w.streams) {
+    if (!names.insert(f.name).second) bad("streams", "has two streams named '" + f.name + "'");
+    if (!w.classes.empty() && !f.sla_class.empty() &&
+        std::none_of(w.classes.begin(), w.classes.end(),
+                     [&](const ClassRules& c) { return c.name == f.sla_class; }))
+      bad("streams." + f.name + ".class",
+          "'" + f.sla_class + "' is not one of the workload's classes");
+  }
+  if (w.rate > 0 && w.requests.empty()) bad("rate", "needs a requests list to draw from");
+  if (w.rate == 0 && w.streams.empty())
+    bad("rate", "is 0 and there are no streams: nothing to send");
+  if (w.warmup_s >= w.duration_s) bad("warmup_s", "must be shorter than duration_s");
+  double total = 0;
+  for (const auto& k : w.requests) total += k.weight;
+  if (w.rate > 0 && total <= 0) bad("requests", "weights must not all be 0");
+  // The schedule is built before the run: bound it (a Poisson count past its mean by 10 sigma
+  // and every repeat_image turn included).
+  int turns = 1;
+  for (const auto& k : w.requests)
+    if (k.kind == "repeat_image") turns = std::max(turns, k.turns);
+  const double mean = w.rate * w.duration_s;
+  double expected = (mean + 10 * std::sqrt(mean)) * turns;
+  for (const auto& f : w.streams) expected += f.fps * w.duration_s;
+  if (expected > static_cast<double>(kMaxScheduled))
+    bad("rate", "and duration_s schedule about " + std::to_string(static_cast<int64_t>(expected)) +
+                    " requests; at most " + std::to_string(kMaxScheduled) + " fit one run");
+}
 
 Workload parse_workload(const std::string& text, bool yaml, const std::string& origin) {
   json j;
@@ -279,25 +322,7 @@ Workload parse_workload(const std::string& text, bool yaml, const std::string& o
     w.preflight_required.push_back(e.get<std::string>());
   }
   o.done();
-  if (w.rate > 0 && w.requests.empty()) o.fail("rate", "needs a requests list to draw from");
-  if (w.rate == 0 && w.streams.empty())
-    o.fail("rate", "is 0 and there are no streams: nothing to send");
-  if (w.warmup_s >= w.duration_s) o.fail("warmup_s", "must be shorter than duration_s");
-  double total = 0;
-  for (const auto& k : w.requests) total += k.weight;
-  if (w.rate > 0 && total <= 0) o.fail("requests", "weights must not all be 0");
-  // The schedule is built before the run: bound it (a Poisson count past its mean by 10 sigma
-  // and every repeat_image turn included).
-  int turns = 1;
-  for (const auto& k : w.requests)
-    if (k.kind == "repeat_image") turns = std::max(turns, k.turns);
-  const double mean = w.rate * w.duration_s;
-  double expected = (mean + 10 * std::sqrt(mean)) * turns;
-  for (const auto& f : w.streams) expected += f.fps * w.duration_s;
-  if (expected > static_cast<double>(kMaxScheduled))
-    o.fail("rate", "and duration_s schedule about " +
-                       std::to_string(static_cast<int64_t>(expected)) + " requests; at most " +
-                       std::to_string(kMaxScheduled) + " fit one run");
+  validate_workload(w, origin);
   return w;
 }
 
@@ -421,7 +446,7 @@ std::vector<Planned> make_schedule(const Workload& w, const std::vector<int64_t>
       p.stream = f.name;
       p.frame = i;
       const int64_t content = f.distinct_frames > 0 ? i % f.distinct_frames : i;
-      p.seed = w.seed * 1'000'003 + s * 7'919 + static_cast<uint64_t>(content);
+      p.seed = mix(mix(w.seed ^ 0x5354524541ull) ^ s) ^ static_cast<uint64_t>(content);
       if (!f.images.sizes.empty()) {
         const auto& sz = f.images.sizes[static_cast<size_t>(content) % f.images.sizes.size()];
         p.image_w = sz.first;
@@ -455,7 +480,9 @@ std::vector<Planned> poisson_part(const Workload& w, const std::vector<int64_t>&
   std::discrete_distribution<int> pick_class(cw.begin(), cw.end());
   int64_t conversation = 0;
   const size_t cap = 2'000'000 * 4;  // parse_workload bounds the expected count far below this
-  for (double t = gap(rng); t < w.duration_s && out.size() < cap; t += gap(rng)) {
+  for (double t = gap(rng); t < w.duration_s; t += gap(rng)) {
+    if (out.size() >= cap)
+      throw InvalidArgument("the schedule passed " + std::to_string(cap) + " requests");
     const int ki = pick_kind(rng);
     const RequestKind& k = w.requests[static_cast<size_t>(ki)];
     Planned p;

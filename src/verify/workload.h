@@ -68,7 +68,7 @@ struct Workload {
   double max_lag_ms = 10;     // P99 of the generator's own lag over this: INVALID
   double steady_ratio = 1.5;  // second-half P50 over first-half P50 (TTFT, e2e) above this: INVALID
   double steady_min_delta_ms = 20;     // ... and more than this many ms apart
-  double baseline_tolerance_pct = 25;  // P50/P99/max/jitter deltas allowed against a baseline
+  double baseline_tolerance_pct = 25;  // P50/P99/jitter deltas allowed against a baseline
   std::vector<RequestKind> requests;
   std::vector<FrameStream> streams;
   std::vector<ClassRules> classes;              // Poisson class mix and per-class rules
@@ -79,6 +79,10 @@ struct Workload {
 // Parses a workload (JSON text, or YAML when `yaml`). Unknown fields and out-of-range values are
 // InvalidArgument naming `origin` and the field path: a gate must not run on a typo.
 Workload parse_workload(const std::string& text, bool yaml, const std::string& origin);
+// The checks across fields (something to send, warm-up shorter than the run, stream names and
+// classes, the schedule's size at most 2,000,000 requests), for a workload changed after parsing
+// (command-line overrides). InvalidArgument naming `origin` and the field.
+void validate_workload(const Workload& w, const std::string& origin);
 // Reads FILE (.json, .yaml or .yml; at most 4 MiB).
 Workload load_workload(const std::string& path);
 // The default mixed text + image workload at `rate` requests per second, with the server's

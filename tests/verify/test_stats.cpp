@@ -54,6 +54,13 @@ TEST(Claim, PassFailInsufficient) {
   EXPECT_EQ(c.status, ClaimStatus::kInsufficient);
   EXPECT_EQ(c.needed, min_samples(0.99, 0.95, 3));
   EXPECT_GT(c.needed, 628);
+  // P90 of 300 with 30 over: the nearest-rank P90 (rank 270) is still within budget, so the
+  // claim lacks samples rather than failing; 31 over fails.
+  EXPECT_EQ(over_allowed_by_rank(300, 0.9), 30);
+  EXPECT_EQ(judge_claim(300, 30, 0.9, 0.95).status, ClaimStatus::kInsufficient);
+  EXPECT_EQ(judge_claim(300, 31, 0.9, 0.95).status, ClaimStatus::kFail);
+  EXPECT_EQ(over_allowed_by_rank(300, 0.99), 3);
+  EXPECT_EQ(over_allowed_by_rank(1, 0.99), 0);
   // P50: 20 samples with 5 over.
   EXPECT_EQ(judge_claim(20, 5, 0.5, 0.95).status, ClaimStatus::kPass);
 }
@@ -90,6 +97,13 @@ TEST(LogHistogram, QuantilesWithinOnePercentAndRoundTrip) {
       LogHistogram::from_json(nlohmann::json::parse(R"({"r":1.01,"lo":0.001,"buckets":[[-1,2]]})")),
       FormatError);
   EXPECT_THROW(LogHistogram::from_json(nlohmann::json::parse(R"({"r":2,"lo":0.001,"buckets":[]})")),
+               FormatError);
+  // Mistyped fields are format errors too, not library exceptions.
+  EXPECT_THROW(LogHistogram::from_json(
+                   nlohmann::json::parse(R"({"r":"1.01","lo":0.001,"max":1,"buckets":[]})")),
+               FormatError);
+  EXPECT_THROW(LogHistogram::from_json(
+                   nlohmann::json::parse(R"({"r":1.01,"lo":0.001,"max":"12","buckets":[]})")),
                FormatError);
 }
 

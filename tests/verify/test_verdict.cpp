@@ -154,6 +154,31 @@ TEST(Verdict, KConsecutiveMissesInAFrameStreamFail) {
   EXPECT_EQ(res["reasons"][0]["rule"], "cam0: fewer than 3 consecutive misses");
 }
 
+TEST(Verdict, JitterNeedsGapsAndFailsOverItsBound) {
+  Workload w = base_workload();
+  w.classes[0].itl_jitter_ms = 5;
+  // 600 requests of 4 chunks: 1,800 even gaps (20 ms over 4 chunks), no jitter.
+  json res = evaluate(run_of(w, 600, [](int) { return 20.0; }));
+  EXPECT_EQ(res["verdict"], "PASS") << res["reasons"].dump(1);
+  // One chunk each: no gap at all, so the bound cannot be claimed.
+  RunRecord one = run_of(w, 600, [](int) { return 20.0; });
+  for (auto& o : one.observed) o.chunk_ns.resize(1);
+  res = evaluate(one);
+  EXPECT_EQ(res["verdict"], "INVALID");
+  EXPECT_NE(res["reasons"][0]["message"].get<std::string>().find("needs >= 100 inter-token gaps"),
+            std::string::npos);
+  // Every 10th request's tokens come 40 ms apart instead of 5: P99 - P50 = 35 ms.
+  RunRecord slow = run_of(w, 600, [](int) { return 20.0; });
+  for (size_t i = 0; i < slow.observed.size(); i += 10) {
+    auto& c = slow.observed[i].chunk_ns;
+    for (size_t k = 1; k < c.size(); ++k) c[k] = c[0] + static_cast<int64_t>(k) * 40 * kMs;
+    slow.observed[i].done_ns = c.back() + kMs;
+  }
+  res = evaluate(slow);
+  EXPECT_EQ(res["verdict"], "FAIL");
+  EXPECT_EQ(res["reasons"][0]["rule"], "gold: itl jitter (p99 - p50) <= 5.0 ms");
+}
+
 TEST(Verdict, GeneratorLagIsInvalidEvenWhenRulesFail) {
   RunRecord r = run_of(base_workload(), 600, [](int i) { return i % 20 ? 20.0 : 400.0; });
   for (auto& o : r.observed) o.sent_ns = o.scheduled_ns + 50 * kMs;

@@ -85,6 +85,11 @@ TEST(Workload, BadFieldsAreNamed) {
   expect_refused(R"({"rate": 1, "requests": [{"kind": "text"}], "k": 1.5})",
                  "k must be an integer");
   expect_refused(R"([1, 2])", "not a JSON object");
+  expect_refused(R"({"streams": [{"name": "a", "class": "golld"}], "classes": {"gold": {}}})",
+                 "streams.a.class");
+  expect_refused(R"({"streams": [{"name": "a"}, {"name": "a"}]})", "two streams named 'a'");
+  expect_refused(R"({"rate": 1, "requests": [{"kind": "text"}], "classes": {"all": {}}})",
+                 "classes.all");
   expect_refused("{\"rate\": 1", "w.json");
   EXPECT_THROW(parse_workload("a: [1, 2", true, "w.yaml"), InvalidArgument);
   std::string deep;
@@ -165,6 +170,15 @@ TEST(Workload, ScheduleIsSeededAndSorted) {
           EXPECT_EQ(q.seed, a[i].seed);
           EXPECT_NEAR(a[i].t_s - q.t_s, 1.5, 1e-9);
         }
+}
+
+TEST(Workload, OverridesAreValidatedToo) {
+  Workload w = parse_workload(R"({"streams": [{"name": "cam", "fps": 240}]})", false, "s.json");
+  w.rate = 5;  // --rate on a streams-only workload: nothing to draw the Poisson part from
+  EXPECT_THROW(validate_workload(w, "s.json with the options"), InvalidArgument);
+  w.rate = 0;
+  w.duration_s = 86400;  // --duration: 20.7 million frames
+  EXPECT_THROW(validate_workload(w, "s.json with the options"), InvalidArgument);
 }
 
 TEST(Workload, DefaultHasTheServerClasses) {

@@ -43,7 +43,8 @@ OVERLOADED = {
     "requests": [{"kind": "text", "weight": 9, "prompt_words": 160, "max_tokens": 64},
                  {"kind": "image", "weight": 1, "image_sizes": [[224, 224]], "max_tokens": 64}],
     "classes": {"batch": {"weight": 1, "ttft_ms": {"p99": 300}}},
-    "max_generator_lag_ms": 50, "timeout_s": 120,
+    # The overload takes both cores here; the generator may lag more than on a real client.
+    "max_generator_lag_ms": 200, "timeout_s": 120,
 }
 
 SHORT = {
@@ -52,6 +53,10 @@ SHORT = {
     "classes": {"gold": {"weight": 1, "ttft_ms": {"p99": 5000}}},
     "max_generator_lag_ms": 50,
 }
+
+# Judged at P50 only: enough samples in 10 s, so preflight alone decides between PASS and
+# INVALID.
+STRICT = dict(SHORT, name="strict", classes={"gold": {"weight": 1, "ttft_ms": {"p50": 5000}}})
 
 FRAMES = {
     "name": "camera", "seed": 6, "duration_s": 12, "warmup_s": 1, "rate": 0,
@@ -80,15 +85,23 @@ def verify(mmrt, work, name, workload, *extra, expect, on_start=None):
             if on_start and " requests over " in line and not hooks:
                 hooks.append(threading.Thread(target=on_start))
                 hooks[0].start()
-    reader = threading.Thread(target=read_stderr)
-    reader.start()
+    captured = []
+    readers = [threading.Thread(target=read_stderr),
+               threading.Thread(target=lambda: captured.append(p.stdout.read()))]
+    for r in readers:
+        r.start()
     try:
-        stdout = p.stdout.read()
         p.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise
     finally:
-        reader.join()
+        for r in readers:
+            r.join()
         for h in hooks:
             h.join()
+    stdout = captured[0] if captured else ""
     if p.returncode != expect:
         raise AssertionError(f"{name}: exit {p.returncode}, expected {expect}\n"
                              f"stdout:\n{stdout}\nstderr:\n{''.join(err)[-3000:]}")
@@ -221,18 +234,17 @@ def main():
         return f"longest streak {s['longest']} frames from t = {s['at_s']} s"
 
     def strict_preflight():
-        res, _ = verify(a.mmrt, a.work, "strict-bad", SHORT, "--url", url, "--preflight",
+        res, _ = verify(a.mmrt, a.work, "strict-bad", STRICT, "--url", url, "--preflight",
                         "strict", "--sysfs-root", os.path.join(FIX, "laptop-default", "sys"),
                         "--procfs-root", os.path.join(FIX, "laptop-default", "proc"), expect=2)
         strict = [r["rule"] for r in res["reasons"] if r["rule"].startswith("preflight (strict)")]
         assert any("governor" in r for r in strict), res["reasons"]
         assert res["fingerprint"]["governor"] != "unknown", res["fingerprint"]
-        res, _ = verify(a.mmrt, a.work, "strict-good", SHORT, "--url", url, "--preflight",
+        res, _ = verify(a.mmrt, a.work, "strict-good", STRICT, "--url", url, "--preflight",
                         "strict", "--sysfs-root", os.path.join(FIX, "tuned-latency", "sys"),
-                        "--procfs-root", os.path.join(FIX, "tuned-latency", "proc"), expect=2)
-        strict = [r["rule"] for r in res["reasons"] if r["rule"].startswith("preflight (strict)")]
-        assert not strict, strict
-        return f"laptop-default: {len(res['reasons'])} reasons; tuned-latency: none from preflight"
+                        "--procfs-root", os.path.join(FIX, "tuned-latency", "proc"), expect=0)
+        assert res["verdict"] == "PASS" and not res["reasons"], res["reasons"]
+        return f"laptop-default: INVALID ({', '.join(strict)}); tuned-latency: PASS"
 
     def bad_options():
         p = subprocess.run([a.mmrt, "verify", "--url", url, "--workload", "/nonexistent.json"],
