@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/error.h"
 #include "verify/stats.h"
@@ -101,6 +102,35 @@ nlohmann::json compare_baseline(const nlohmann::json& lab, const nlohmann::json&
   return {{"lab_generated_at", lab.value("generated_at", "")},
           {"rows", rows},
           {"fingerprint_diffs", diffs}};
+}
+
+std::string baseline_failure(const nlohmann::json& comparison) {
+  int failing = 0;
+  const json* worst = nullptr;
+  const json& rows = comparison["rows"];
+  for (const auto& row : rows)
+    if (row["status"] == "fail") {
+      ++failing;
+      if (!worst || row["delta_pct"].get<double>() > (*worst)["delta_pct"].get<double>())
+        worst = &row;
+    }
+  if (!worst) return "";
+  const json& x = *worst;
+  auto ms = [](double v) {
+    char b[48];
+    std::snprintf(b, sizeof b, v < 100 ? "%.1f ms" : "%.0f ms", v);
+    return std::string(b);
+  };
+  const size_t diffs = comparison["fingerprint_diffs"].size();
+  return std::to_string(failing) + " of " + std::to_string(rows.size()) +
+         " rows worse than the baseline; the worst: " + x["class"].get<std::string>() + " " +
+         x["metric"].get<std::string>() + " " + x["stat"].get<std::string>() + " " +
+         ms(x["here_ms"].get<double>()) + " here vs " + ms(x["lab_ms"].get<double>()) +
+         " in the lab (+" + std::to_string(static_cast<int64_t>(x["delta_pct"].get<double>())) +
+         " %)" +
+         (diffs ? "; the machines differ in " + std::to_string(diffs) +
+                      " settings (see the baseline table)"
+                : std::string());
 }
 
 }  // namespace mmrt::verify

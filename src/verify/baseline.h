@@ -19,4 +19,8 @@ void check_baseline(const nlohmann::json& b, const std::string& origin);
 nlohmann::json compare_baseline(const nlohmann::json& lab, const nlohmann::json& histograms,
                                 const nlohmann::json& fingerprint, double tolerance_pct);
 
+// One sentence for a comparison with failing rows: how many rows are worse than the tolerance,
+// the worst of them, and how many fingerprint keys differ; empty when no row fails.
+std::string baseline_failure(const nlohmann::json& comparison);
+
 }  // namespace mmrt::verify

@@ -506,31 +506,10 @@ nlohmann::json evaluate(const RunRecord& run) {
   if (!run.baseline.is_null()) {
     base = compare_baseline(run.baseline, histograms, run.fingerprint, w.baseline_tolerance_pct);
     base["file"] = run.baseline_file;
-    // One reason for the table: how many rows are worse than the tolerance, and the worst.
-    int failing = 0;
-    const json* worst = nullptr;
-    for (const auto& row : base["rows"])
-      if (row["status"] == "fail") {
-        ++failing;
-        if (!worst || row["delta_pct"].get<double>() > (*worst)["delta_pct"].get<double>())
-          worst = &row;
-      }
-    if (worst) {
-      const json& x = *worst;
+    const std::string why = baseline_failure(base);
+    if (!why.empty())
       fails.push_back(
-          {"fail", "baseline deltas within " + pct(w.baseline_tolerance_pct) + " %",
-           std::to_string(failing) + " of " + std::to_string(base["rows"].size()) +
-               " rows worse than the baseline; the worst: " + x["class"].get<std::string>() + " " +
-               x["metric"].get<std::string>() + " " + x["stat"].get<std::string>() + " " +
-               fmt_ms(x["here_ms"].get<double>()) + " here vs " +
-               fmt_ms(x["lab_ms"].get<double>()) + " in the lab (+" +
-               std::to_string(static_cast<int>(x["delta_pct"].get<double>())) + " %)" +
-               (base["fingerprint_diffs"].empty()
-                    ? std::string()
-                    : "; the machines differ in " +
-                          std::to_string(base["fingerprint_diffs"].size()) +
-                          " settings (see the baseline table)")});
-    }
+          {"fail", "baseline deltas within " + pct(w.baseline_tolerance_pct) + " %", why});
   }
   Outcome oc = !invalid_now.empty()     ? Outcome::kInvalid
                : !fails.empty()         ? Outcome::kFail
