@@ -10,12 +10,16 @@ namespace mmrt::obs {
 using engine::Event;
 using engine::Outcome;
 
-double percentile(std::vector<double> v, double p) {
+double percentile_sorted(const std::vector<double>& v, double p) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(v.begin(), v.end());
   double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
   size_t i = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(v.size()))) - 1;
   return v[i];
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return percentile_sorted(v, p);
 }
 
 double median(std::vector<double> v) {

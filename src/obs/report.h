@@ -14,6 +14,9 @@ namespace mmrt::obs {
 
 // Percentile (nearest rank on the sorted values, p in [0, 100]); NaN for no values.
 double percentile(std::vector<double> v, double p);
+// The same on values already sorted ascending (no copy, no sort): for several percentiles of one
+// sample.
+double percentile_sorted(const std::vector<double>& sorted, double p);
 // Median (the mean of the two middle values for an even count) and mean; 0 for no values.
 double median(std::vector<double> v);
 double mean(const std::vector<double>& v);

@@ -15,10 +15,6 @@ using nlohmann::json;
 constexpr double kMinDeltaMs = 1.0;
 const char* const kMetrics[] = {"ttft_ms", "tpot_ms", "e2e_ms", "itl_ms"};
 
-double r3(double x) {
-  return std::round(x * 1000) / 1000;
-}
-
 // Keys whose difference is noise, not a cause.
 bool volatile_key(const std::string& k) {
   return k == "hostname" || k == "mmrt_version";
@@ -71,10 +67,10 @@ nlohmann::json compare_baseline(const nlohmann::json& lab, const nlohmann::json&
         rows.push_back({{"class", cls},
                         {"metric", std::string(metric).substr(0, std::string(metric).size() - 3)},
                         {"stat", stat},
-                        {"lab_ms", r3(l)},
-                        {"here_ms", r3(h)},
-                        {"delta_ms", r3(d)},
-                        {"delta_pct", r3(pct)},
+                        {"lab_ms", round3(l)},
+                        {"here_ms", round3(h)},
+                        {"delta_ms", round3(d)},
+                        {"delta_pct", round3(pct)},
                         {"tolerance_pct", judged ? json(tolerance_pct) : json(nullptr)},
                         {"lab_n", a.count()},
                         {"here_n", b.count()},
@@ -116,18 +112,13 @@ std::string baseline_failure(const nlohmann::json& comparison) {
     }
   if (!worst) return "";
   const json& x = *worst;
-  auto ms = [](double v) {
-    char b[48];
-    std::snprintf(b, sizeof b, v < 100 ? "%.1f ms" : "%.0f ms", v);
-    return std::string(b);
-  };
   const size_t diffs = comparison["fingerprint_diffs"].size();
   return std::to_string(failing) + " of " + std::to_string(rows.size()) +
          " rows worse than the baseline; the worst: " + x["class"].get<std::string>() + " " +
          x["metric"].get<std::string>() + " " + x["stat"].get<std::string>() + " " +
-         ms(x["here_ms"].get<double>()) + " here vs " + ms(x["lab_ms"].get<double>()) +
-         " in the lab (+" + std::to_string(static_cast<int64_t>(x["delta_pct"].get<double>())) +
-         " %)" +
+         format_ms(x["here_ms"].get<double>()) + " here vs " +
+         format_ms(x["lab_ms"].get<double>()) + " in the lab (+" +
+         std::to_string(static_cast<int64_t>(x["delta_pct"].get<double>())) + " %)" +
          (diffs ? "; the machines differ in " + std::to_string(diffs) +
                       " settings (see the baseline table)"
                 : std::string());

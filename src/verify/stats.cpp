@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "core/error.h"
@@ -19,6 +20,17 @@ double log_pmf(int64_t k, int64_t n, double lp, double lq) {
 }
 
 }  // namespace
+
+std::string format_ms(double ms) {
+  if (!std::isfinite(ms)) return "—";
+  char b[48];
+  std::snprintf(b, sizeof b, ms < 100 ? "%.1f ms" : "%.0f ms", ms);
+  return b;
+}
+
+double round3(double x) {
+  return std::round(x * 1000) / 1000;
+}
 
 double binomial_cdf(int64_t t, int64_t n, double p) {
   if (t < 0) return 0;
@@ -97,16 +109,18 @@ Summary Summary::of(const std::vector<double>& v) {
   Summary s;
   s.n = static_cast<int64_t>(v.size());
   if (v.empty()) return s;
-  s.p50 = obs::percentile(v, 50);
-  s.p90 = obs::percentile(v, 90);
-  s.p99 = obs::percentile(v, 99);
-  s.max = *std::max_element(v.begin(), v.end());
+  std::vector<double> sorted = v;  // sorted once for every percentile
+  std::sort(sorted.begin(), sorted.end());
+  s.p50 = obs::percentile_sorted(sorted, 50);
+  s.p90 = obs::percentile_sorted(sorted, 90);
+  s.p99 = obs::percentile_sorted(sorted, 99);
+  s.max = sorted.back();
   s.mean = obs::mean(v);
   return s;
 }
 
 nlohmann::json Summary::json() const {
-  auto num = [&](double x) { return n ? nlohmann::json(std::round(x * 1000) / 1000) : nullptr; };
+  auto num = [&](double x) { return n ? nlohmann::json(round3(x)) : nullptr; };
   return {{"n", n},          {"p50", num(p50)}, {"p90", num(p90)},
           {"p99", num(p99)}, {"max", num(max)}, {"mean", num(mean)}};
 }

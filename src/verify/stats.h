@@ -6,9 +6,15 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace mmrt::verify {
+
+// Milliseconds as messages show them ("4.6 ms", "412 ms"), and a figure rounded to 3 decimals
+// for JSON.
+std::string format_ms(double ms);
+double round3(double x);
 
 // P(X <= t) for X ~ Binomial(n, p), computed in log space (stable for n in the millions).
 double binomial_cdf(int64_t t, int64_t n, double p);

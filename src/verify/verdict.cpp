@@ -22,12 +22,6 @@ constexpr size_t kMinJitterGaps = 100;  // a P99 of fewer gaps is its maximum
 const char* const kStages[] = {"media_download", "media_decode", "queue",
                                "encoder",        "prefill",      "decode"};
 
-std::string fmt_ms(double ms) {
-  char b[48];
-  if (!std::isfinite(ms)) return "—";
-  std::snprintf(b, sizeof b, ms < 100 ? "%.1f ms" : "%.0f ms", ms);
-  return b;
-}
 std::string fmt_s(double s) {
   char b[48];
   std::snprintf(b, sizeof b, "%.2f s", s);
@@ -38,11 +32,8 @@ std::string pct(double x) {
   std::snprintf(b, sizeof b, "%g", x);
   return b;
 }
-double r3(double x) {
-  return std::round(x * 1000) / 1000;
-}
 json num_or_null(const std::optional<double>& v) {
-  return v ? json(r3(*v)) : json(nullptr);
+  return v ? json(round3(*v)) : json(nullptr);
 }
 
 struct Judged {
@@ -123,7 +114,7 @@ std::vector<Judged> judge_requests(const RunRecord& run) {
       if (v && b && *v > *b && j.why.empty()) {
         j.violated = true;
         j.metric = what;
-        j.why = std::string(what) + " " + fmt_ms(*v) + " > " + fmt_ms(*b);
+        j.why = std::string(what) + " " + format_ms(*v) + " > " + format_ms(*b);
       }
     };
     check("ttft", j.ttft, &ClassRules::ttft);
@@ -142,14 +133,14 @@ json claim_json(const std::string& cls, const char* metric, const char* stat, do
       std::count_if(values.begin(), values.end(), [&](double v) { return v > threshold; });
   const double observed = n ? obs::percentile(values, q * 100) : kInf;
   const Claim c = judge_claim(n, over, q, confidence);
-  const std::string rule = std::string(metric) + " " + stat + " <= " + fmt_ms(threshold);
+  const std::string rule = std::string(metric) + " " + stat + " <= " + format_ms(threshold);
   std::string msg;
   const int64_t allowed = over_allowed_by_rank(n, q);
   if (c.status == ClaimStatus::kFail) {
     msg = std::string(stat) + " " + metric + " " +
-          (std::isfinite(observed) ? fmt_ms(observed) : std::string("unbounded (failures)")) +
-          " > " + fmt_ms(threshold) +
-          (std::isfinite(observed) ? " (by " + fmt_ms(observed - threshold) + ")" : "") + "; " +
+          (std::isfinite(observed) ? format_ms(observed) : std::string("unbounded (failures)")) +
+          " > " + format_ms(threshold) +
+          (std::isfinite(observed) ? " (by " + format_ms(observed - threshold) + ")" : "") + "; " +
           std::to_string(over) + " of " + std::to_string(n) + " over budget, at most " +
           std::to_string(allowed) + " allowed";
     reasons.push_back({"fail", cls + ": " + rule, msg});
@@ -166,7 +157,7 @@ json claim_json(const std::string& cls, const char* metric, const char* stat, do
           {"metric", metric},
           {"stat", stat},
           {"threshold_ms", threshold},
-          {"observed_ms", std::isfinite(observed) ? json(r3(observed)) : json(nullptr)},
+          {"observed_ms", std::isfinite(observed) ? json(round3(observed)) : json(nullptr)},
           {"samples", n},
           {"over", over},
           {"needed", c.needed},
@@ -229,12 +220,12 @@ json class_block(const std::string& name, const std::vector<const Judged*>& m,
       const double jit = itl.empty() ? 0 : obs::percentile(itl, 99) - obs::percentile(itl, 50);
       const bool few = itl.size() < kMinJitterGaps;
       const bool fail = !few && jit > *rules->itl_jitter_ms;
-      const std::string rule = "itl jitter (p99 - p50) <= " + fmt_ms(*rules->itl_jitter_ms);
-      const std::string msg = "inter-token p99 - p50 = " + fmt_ms(jit) + " over " +
+      const std::string rule = "itl jitter (p99 - p50) <= " + format_ms(*rules->itl_jitter_ms);
+      const std::string msg = "inter-token p99 - p50 = " + format_ms(jit) + " over " +
                               std::to_string(itl.size()) + " gaps";
       if (fail)
         reasons.push_back(
-            {"fail", name + ": " + rule, msg + " > " + fmt_ms(*rules->itl_jitter_ms)});
+            {"fail", name + ": " + rule, msg + " > " + format_ms(*rules->itl_jitter_ms)});
       if (few)
         reasons.push_back({"invalid", name + ": " + rule,
                            "a jitter bound needs >= " + std::to_string(kMinJitterGaps) +
@@ -243,7 +234,7 @@ json class_block(const std::string& name, const std::vector<const Judged*>& m,
                     {"metric", "itl"},
                     {"stat", "jitter"},
                     {"threshold_ms", *rules->itl_jitter_ms},
-                    {"observed_ms", r3(jit)},
+                    {"observed_ms", round3(jit)},
                     {"samples", itl.size()},
                     {"over", nullptr},
                     {"needed", nullptr},
@@ -281,7 +272,7 @@ json streaks_json(const Workload& w, const std::vector<Judged>& js, std::vector<
                    {"k", w.k},
                    {"frames", frames},
                    {"longest", longest},
-                   {"at_s", longest ? json(r3(at)) : json(nullptr)},
+                   {"at_s", longest ? json(round3(at)) : json(nullptr)},
                    {"status", fail ? "fail" : "pass"}});
   }
   return out;
@@ -319,7 +310,7 @@ json stage_means(const std::vector<const Judged*>& m, const std::string& view) {
                                           : j->e2e.value_or(0);
     s["client"] = s["client"].get<double>() + std::max(0.0, total - sum);
   }
-  for (auto& [k, v] : s.items()) v = r3(v.get<double>() / static_cast<double>(m.size()));
+  for (auto& [k, v] : s.items()) v = round3(v.get<double>() / static_cast<double>(m.size()));
   return s;
 }
 
@@ -368,7 +359,7 @@ json attribution_json(const std::vector<Judged>& js) {
     share = all ? static_cast<double>(failures) / static_cast<double>(all) : 0;
   }
   a["dominant"] = dominant.empty() ? json(nullptr) : json(dominant);
-  a["dominant_share"] = r3(share);
+  a["dominant_share"] = round3(share);
   return a;
 }
 
@@ -379,7 +370,7 @@ json half_stats(const std::vector<const Judged*>& m) {
     if (j->e2e) e.push_back(*j->e2e);
   }
   auto p = [](const std::vector<double>& v, double q) {
-    return v.empty() ? json(nullptr) : json(r3(obs::percentile(v, q)));
+    return v.empty() ? json(nullptr) : json(round3(obs::percentile(v, q)));
   };
   return {{"n", m.size()},
           {"ttft_p50_ms", p(t, 50)},
@@ -393,24 +384,24 @@ json drift_json(const Workload& w, const std::vector<Judged>& js, std::vector<Re
   std::vector<const Judged*> a, b;
   for (const Judged& j : js)
     if (!j.p->warmup && j.o->status == Status::kOk) (j.p->t_s < mid ? a : b).push_back(&j);
-  json d = {{"split_s", r3(mid)}, {"first_half", half_stats(a)}, {"second_half", half_stats(b)}};
+  json d = {
+      {"split_s", round3(mid)}, {"first_half", half_stats(a)}, {"second_half", half_stats(b)}};
   bool steady = true;
-  for (const char* k : {"ttft_p50_ms", "e2e_p50_ms"}) {
+  for (const auto& [k, rk] :
+       {std::pair{"ttft_p50_ms", "ttft_p50_ratio"}, std::pair{"e2e_p50_ms", "e2e_p50_ratio"}}) {
     const json &x = d["first_half"][k], &y = d["second_half"][k];
-    const std::string rk =
-        std::string(k).substr(0, 3) == "ttf" ? "ttft_p50_ratio" : "e2e_p50_ratio";
     if (!x.is_number() || !y.is_number() || x.get<double>() <= 0) {
       d[rk] = nullptr;
       continue;
     }
     const double ratio = y.get<double>() / x.get<double>();
-    d[rk] = r3(ratio);
+    d[rk] = round3(ratio);
     const double delta = std::fabs(y.get<double>() - x.get<double>());
     if ((ratio > w.steady_ratio || ratio < 1 / w.steady_ratio) && delta > w.steady_min_delta_ms) {
       steady = false;
       reasons.push_back({"invalid", "steady state",
-                         std::string(k) + " moved from " + fmt_ms(x.get<double>()) +
-                             " (first half) to " + fmt_ms(y.get<double>()) + " (second half)"});
+                         std::string(k) + " moved from " + format_ms(x.get<double>()) +
+                             " (first half) to " + format_ms(y.get<double>()) + " (second half)"});
     }
   }
   d["steady"] = steady;
@@ -440,13 +431,14 @@ nlohmann::json evaluate(const RunRecord& run) {
   for (const Judged& j : js) lags.push_back(j.lag);
   json gen = {{"limit_ms", w.max_lag_ms}};
   const double lag99 = lags.empty() ? 0 : obs::percentile(lags, 99);
-  gen["lag_p50_ms"] = lags.empty() ? 0 : r3(obs::percentile(lags, 50));
-  gen["lag_p99_ms"] = r3(lag99);
-  gen["lag_max_ms"] = lags.empty() ? 0 : r3(*std::max_element(lags.begin(), lags.end()));
+  gen["lag_p50_ms"] = lags.empty() ? 0 : round3(obs::percentile(lags, 50));
+  gen["lag_p99_ms"] = round3(lag99);
+  gen["lag_max_ms"] = lags.empty() ? 0 : round3(*std::max_element(lags.begin(), lags.end()));
   gen["ok"] = lag99 <= w.max_lag_ms;
   if (lag99 > w.max_lag_ms)
-    invalid_now.push_back({"invalid", "generator lag p99 <= " + fmt_ms(w.max_lag_ms),
-                           "the load generator sent its requests late: p99 lag " + fmt_ms(lag99) +
+    invalid_now.push_back({"invalid", "generator lag p99 <= " + format_ms(w.max_lag_ms),
+                           "the load generator sent its requests late: p99 lag " +
+                               format_ms(lag99) +
                                " (the client machine is too busy to measure this load)"});
   for (const auto& f : run.strict_failures)
     invalid_now.push_back({"invalid", "preflight (strict): " + f,
@@ -549,7 +541,7 @@ nlohmann::json evaluate(const RunRecord& run) {
     const Judged& j = js[i];
     reqs.push_back(
         {{"i", i},
-         {"t_s", r3(j.p->t_s)},
+         {"t_s", round3(j.p->t_s)},
          {"class", j.cls},
          {"kind", j.p->kind},
          {"stream", j.p->stream},
@@ -563,7 +555,7 @@ nlohmann::json evaluate(const RunRecord& run) {
          {"cached_tokens", j.o->cached_tokens},
          {"violated", j.violated},
          {"why", j.why},
-         {"lag_ms", r3(j.lag)},
+         {"lag_ms", round3(j.lag)},
          {"request_id",
           j.o->mmrt.is_object() ? j.o->mmrt.value("request_id", json(nullptr)) : json(nullptr)},
          {"stages_ms", j.stages}});
