@@ -177,6 +177,11 @@ struct LoadOptions {
   // kCopy: own huge-page memory (fastest decode); kViewIfPossible: read from the mapping.
   kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
   kernels::Int8Activations int8_activations = kernels::Int8Activations::kQ8;
+  // Audio longer than the model's window (Qwen2-Audio: 30 s): kSplit encodes it as consecutive
+  // windows of one item, each exactly as the HF processor encodes a clip of that length; kRefuse
+  // refuses it (InvalidArgument naming both durations). Never the HF processor's silent cut.
+  enum class LongAudio : uint8_t { kSplit, kRefuse };
+  LongAudio long_audio = LongAudio::kSplit;
 };
 
 // A loaded checkpoint. The runner computes on the Backend given to load_model, which must

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/json_fields.h"
+#include "models/qwen2_audio/family.h"
 #include "models/qwen2_vl/family.h"
 
 namespace fs = std::filesystem;
@@ -14,8 +15,8 @@ namespace mmrt::models {
 namespace {
 
 // Adding a family: its folder, and one line here.
-const std::array<const ModelFamily*, 1>& table() {
-  static const std::array<const ModelFamily*, 1> t{&qwen2_vl::family()};
+const std::array<const ModelFamily*, 2>& table() {
+  static const std::array<const ModelFamily*, 2> t{&qwen2_vl::family(), &qwen2_audio::family()};
   return t;
 }
 

@@ -2,21 +2,12 @@
 #include "models/qwen2_vl/tiny_checkpoint.h"
 
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "core/convert.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "io/bpe_trainer.h"
-#include "io/json_fields.h"
-#include "io/safetensors.h"
 #include "models/qwen2_vl/weights_spec.h"
+#include "models/tiny_common.h"
 
 namespace mmrt::models::qwen2_vl {
 
@@ -43,135 +34,6 @@ constexpr const char* kChatTemplate =
 
 constexpr int64_t kModelMaxLength = 32768;
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
-
-// Element i of a tensor keyed by `key`: a counter-based hash, so any range can be produced
-// independently. Sum of the four 16-bit fields (Irwin-Hall, n = 4) standardised to mean 0, var 1.
-inline float approx_normal(uint64_t key, uint64_t i) {
-  static const float kInvStd = static_cast<float>(1.0 / std::sqrt((65536.0 * 65536.0 - 1) / 3));
-  uint64_t x = splitmix64(key ^ (i * 0xD1B54A32D192ED03ull));
-  uint32_t s =
-      static_cast<uint32_t>((x & 0xFFFF) + ((x >> 16) & 0xFFFF) + ((x >> 32) & 0xFFFF) + (x >> 48));
-  return (static_cast<float>(s) - 131070.0f) * kInvStd;
-}
-
-enum class Init { kNormal, kOnes, kZeros };
-
-// Fills elements [b, e) of a tensor with its initial values in `dtype`.
-void fill_values(void* dst, int64_t b, int64_t e, DType dtype, Init init, uint64_t key, float std) {
-  constexpr int64_t kBuf = 4096;
-  float tmp[kBuf];
-  for (int64_t i = b; i < e; i += kBuf) {
-    const int64_t n = std::min(kBuf, e - i);
-    float* out = dtype == DType::kF32 ? static_cast<float*>(dst) + (i - b) : tmp;
-    if (init == Init::kNormal) {
-      for (int64_t k = 0; k < n; ++k)
-        out[k] = std * approx_normal(key, static_cast<uint64_t>(i + k));
-    } else {
-      std::fill(out, out + n, init == Init::kOnes ? 1.0f : 0.0f);
-    }
-    if (dtype == DType::kBF16)
-      f32_to_bf16(tmp, static_cast<uint16_t*>(dst) + (i - b), static_cast<size_t>(n));
-  }
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) throw FailedPrecondition(path.string() + ": cannot write");
-}
-
-// What make-tiny-model needs from a tokenizer.json: its size and the added tokens.
-struct TokenizerFacts {
-  int32_t size = 0;                          // max id + 1 over the vocabulary and the added tokens
-  json added_tokens;                         // the "added_tokens" array as stored
-  std::map<std::string, int64_t> added_ids;  // content -> id
-};
-
-TokenizerFacts read_tokenizer_facts(const std::string& text, const std::string& origin) {
-  const json j = io::parse_json(text, origin);
-  if (!j.is_object() || !j.contains("model") || !j["model"].is_object() ||
-      !j["model"].contains("vocab") || !j["model"]["vocab"].is_object())
-    throw FormatError(origin + ": no model.vocab object (not a BPE tokenizer.json)");
-  TokenizerFacts f;
-  int64_t max_id = -1;
-  for (const auto& [piece, id] : j["model"]["vocab"].items()) {
-    if (!id.is_number_integer())
-      throw FormatError(origin + ": vocab id of '" + piece + "' is not an integer");
-    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
-  }
-  f.added_tokens = j.value("added_tokens", json::array());
-  if (!f.added_tokens.is_array()) throw FormatError(origin + ": \"added_tokens\" is not an array");
-  for (const auto& t : f.added_tokens) {
-    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
-        !t.contains("content") || !t["content"].is_string())
-      throw FormatError(origin + ": an added_tokens entry lacks an integer id or string content");
-    int64_t id = t["id"].get<int64_t>();
-    f.added_ids[t["content"].get<std::string>()] = id;
-    max_id = std::max(max_id, id);
-  }
-  f.size = static_cast<int32_t>(max_id + 1);
-  return f;
-}
-
-int64_t special_id(const TokenizerFacts& f, const std::string& token, const std::string& origin) {
-  auto it = f.added_ids.find(token);
-  if (it == f.added_ids.end())
-    throw InvalidArgument(origin + ": the tokenizer has no " + token +
-                          " added token, which Qwen2-VL needs");
-  return it->second;
-}
-
-std::string tokenizer_config_json(const TokenizerFacts& f) {
-  json decoder = json::object();
-  for (const auto& t : f.added_tokens) {
-    json e;
-    e["content"] = t["content"];
-    for (const char* k : {"lstrip", "normalized", "rstrip", "single_word", "special"})
-      e[k] = t.value(k, std::string(k) == "special");
-    decoder[std::to_string(t["id"].get<int64_t>())] = e;
-  }
-  json additional = json::array();
-  for (const auto& s : special_tokens())
-    if (s != "<|endoftext|>" && f.added_ids.count(s)) additional.push_back(s);
-  json j;
-  j["add_prefix_space"] = false;
-  j["added_tokens_decoder"] = decoder;
-  j["additional_special_tokens"] = additional;
-  j["bos_token"] = nullptr;
-  j["chat_template"] = kChatTemplate;
-  j["clean_up_tokenization_spaces"] = false;
-  j["eos_token"] = "<|im_end|>";
-  j["errors"] = "replace";
-  j["model_max_length"] = kModelMaxLength;
-  j["pad_token"] = "<|endoftext|>";
-  j["split_special_tokens"] = false;
-  j["tokenizer_class"] = "Qwen2Tokenizer";
-  j["unk_token"] = nullptr;
-  return j.dump(2) + "\n";
-}
-
-std::string generation_config_json(const Config& c, int64_t endoftext) {
-  json j;
-  j["bos_token_id"] = c.bos_token_id;
-  j["eos_token_id"] = {c.eos_token_id, endoftext};
-  j["pad_token_id"] = endoftext;
-  j["transformers_version"] = "4.45.0.dev0";
-  return j.dump(2) + "\n";
-}
-
 std::string preprocessor_config_json(const Config& c) {
   json j;
   j["do_convert_rgb"] = true;
@@ -190,10 +52,6 @@ std::string preprocessor_config_json(const Config& c) {
   j["rescale_factor"] = 0.00392156862745098;
   j["temporal_patch_size"] = c.vision.temporal_patch_size;
   return j.dump(2) + "\n";
-}
-
-int64_t round_up(int64_t x, int64_t m) {
-  return (x + m - 1) / m * m;
 }
 
 }  // namespace
@@ -279,29 +137,16 @@ Config tiny_base_config(TinySize size) {
 
 TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opts.dtype != DType::kBF16 && opts.dtype != DType::kF32)
-    throw InvalidArgument("make-tiny-model: dtype must be bf16 or f32, got " +
-                          std::string(dtype_name(opts.dtype)));
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir))
-    throw FailedPrecondition(out_dir + ": cannot create directory: " + ec.message());
-  const fs::path dir(out_dir);
+  tiny::check_dtype(opts.dtype);
+  const fs::path dir = tiny::create_output_dir(out_dir);
 
   // Tokenizer first: its special-token ids go into config.json.
-  std::string tok_text, tok_origin;
-  if (!opts.tokenizer_path.empty()) {
-    tok_text = io::read_text_file(opts.tokenizer_path);
-    tok_origin = opts.tokenizer_path;
-  } else {
-    io::BpeTrainOptions bo;
-    bo.vocab_size = opts.size == TinySize::kTiny ? 1000 : 8000;
-    bo.special_tokens = special_tokens();
-    if (opts.size == TinySize::k2BShape) bo.special_first_id = 151643;
-    tok_text = io::train_byte_level_bpe(io::builtin_training_corpus(), bo);
-    tok_origin = "trained tokenizer";
-  }
-  const TokenizerFacts tok = read_tokenizer_facts(tok_text, tok_origin);
+  tiny::TokenizerOptions to;
+  to.path = opts.tokenizer_path;
+  to.vocab_size = opts.size == TinySize::kTiny ? 1000 : 8000;
+  to.specials = special_tokens();
+  if (opts.size == TinySize::k2BShape) to.special_first_id = 151643;
+  const tiny::Tokenizer tok = tiny::make_tokenizer(to);
 
   TinyResult res;
   Config& c = res.config;
@@ -309,63 +154,46 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   if (opts.tied) c.text.tie_word_embeddings = *opts.tied;
   c.torch_dtype = opts.dtype == DType::kBF16 ? "bfloat16" : "float32";
   if (opts.size == TinySize::k2BShape) {
-    if (tok.size > c.text.vocab_size)
-      throw InvalidArgument(tok_origin + ": " + std::to_string(tok.size) +
+    if (tok.facts.size > c.text.vocab_size)
+      throw InvalidArgument(tok.origin + ": " + std::to_string(tok.facts.size) +
                             " tokens do not fit the 2b-shape vocabulary of " +
                             std::to_string(c.text.vocab_size));
   } else {
-    c.text.vocab_size = round_up(tok.size, 64);
+    c.text.vocab_size = tiny::round_up(tok.facts.size, 64);
   }
-  const int64_t endoftext = special_id(tok, "<|endoftext|>", tok_origin);
+  auto id = [&](const char* token) { return tiny::special_id(tok, token, "Qwen2-VL"); };
+  const int64_t endoftext = id("<|endoftext|>");
   c.bos_token_id = endoftext;
-  c.eos_token_id = special_id(tok, "<|im_end|>", tok_origin);
-  c.vision_start_token_id = special_id(tok, "<|vision_start|>", tok_origin);
-  c.vision_end_token_id = special_id(tok, "<|vision_end|>", tok_origin);
-  c.vision_token_id = special_id(tok, "<|vision_pad|>", tok_origin);
-  c.image_token_id = special_id(tok, "<|image_pad|>", tok_origin);
-  c.video_token_id = special_id(tok, "<|video_pad|>", tok_origin);
+  c.eos_token_id = id("<|im_end|>");
+  c.vision_start_token_id = id("<|vision_start|>");
+  c.vision_end_token_id = id("<|vision_end|>");
+  c.vision_token_id = id("<|vision_pad|>");
+  c.image_token_id = id("<|image_pad|>");
+  c.video_token_id = id("<|video_pad|>");
   c.validate("make-tiny-model config");
-  res.tokenizer_size = tok.size;
+  res.tokenizer_size = tok.facts.size;
 
-  write_file(dir / "config.json", config_to_json(c));
-  write_file(dir / "tokenizer.json", tok_text);
-  write_file(dir / "tokenizer_config.json", tokenizer_config_json(tok));
-  write_file(dir / "generation_config.json", generation_config_json(c, endoftext));
-  write_file(dir / "preprocessor_config.json", preprocessor_config_json(c));
+  tiny::write_file(dir / "config.json", config_to_json(c));
+  tiny::write_file(dir / "tokenizer.json", tok.text);
+  tiny::write_file(
+      dir / "tokenizer_config.json",
+      tiny::tokenizer_config_json(tok.facts, special_tokens(), kChatTemplate, kModelMaxLength));
+  tiny::write_file(dir / "generation_config.json",
+                   tiny::generation_config_json(c.bos_token_id, c.eos_token_id, endoftext));
+  tiny::write_file(dir / "preprocessor_config.json", preprocessor_config_json(c));
   res.files = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                "preprocessor_config.json"};
 
   // Weights, produced while writing.
-  const uint64_t base_key = splitmix64(opts.seed ^ 0x6D6D72742D746E79ull);
-  std::vector<io::PendingTensor> pending;
-  for (const ExpectedTensor& e : expected_tensors(c, c.text.tie_word_embeddings)) {
-    Init init = Init::kNormal;
-    if (is_norm_param(e.name)) {
-      const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
-      init = is_bias ? Init::kZeros : Init::kOnes;
-    }
-    const uint64_t key = splitmix64(base_key ^ fnv1a(e.name));
-    const DType dt = opts.dtype;
-    pending.push_back({tensor_name(opts.naming, e.name), dt, e.shape,
-                       [dt, init, key](void* dst, int64_t b, int64_t en) {
-                         fill_values(dst, b, en, dt, init, key, 0.02f);
-                       }});
-    res.n_params += shape_numel(e.shape);
-  }
-  res.n_tensors = pending.size();
-  std::function<void(uint64_t, uint64_t)> progress;
-  if (opts.progress) {
-    progress = [](uint64_t done, uint64_t total) {
-      std::fprintf(stderr, "\r[make-tiny-model] weights %8.1f / %.1f MB (%3.0f%%)", done / 1e6,
-                   total / 1e6, total ? 100.0 * done / total : 100.0);
-      if (done == total) std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    };
-  }
-  std::vector<std::string> weight_files = io::write_checkpoint_streamed(
-      out_dir, pending, opts.max_shard_bytes, {{"format", "pt"}}, opts.pool, progress);
-  res.files.insert(res.files.end(), weight_files.begin(), weight_files.end());
-  res.n_bytes = static_cast<uint64_t>(res.n_params) * dtype_size(opts.dtype);
+  std::vector<tiny::TensorSpec> tensors;
+  for (const ExpectedTensor& e : expected_tensors(c, c.text.tie_word_embeddings))
+    tensors.push_back({e.name, tensor_name(opts.naming, e.name), e.shape, is_norm_param(e.name)});
+  const tiny::WrittenWeights w = tiny::write_random_weights(
+      out_dir, tensors, {opts.seed, opts.dtype, opts.max_shard_bytes, opts.pool, opts.progress});
+  res.files.insert(res.files.end(), w.files.begin(), w.files.end());
+  res.n_tensors = w.n_tensors;
+  res.n_params = w.n_params;
+  res.n_bytes = w.n_bytes;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

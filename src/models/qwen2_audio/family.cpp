@@ -1,0 +1,222 @@
+// Qwen2-Audio behind the model seam: the loader (config, preprocessor config, every tensor
+// checked, the shared decoder and the audio tower), the Runner, inspect and make-tiny-model.
+#include "models/qwen2_audio/family.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/generation_config.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+#include "models/decoder/decoder.h"
+#include "models/qwen2_audio/audio_tower.h"
+#include "models/qwen2_audio/config.h"
+#include "models/qwen2_audio/feature_extractor.h"
+#include "models/qwen2_audio/processor.h"
+#include "models/qwen2_audio/tiny_checkpoint.h"
+#include "models/qwen2_audio/weights_spec.h"
+
+namespace fs = std::filesystem;
+
+namespace mmrt::models::qwen2_audio {
+
+namespace {
+
+// What every command reads from the folder before anything else: the validated config.json,
+// preprocessor_config.json (class defaults when absent) checked against the encoder, and the
+// hash of config.json that enters every media key.
+struct Settings {
+  Config cfg;
+  FeatureExtractorConfig fe;
+  Hash128 config_key;
+};
+
+Settings read_settings(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw NotFound("model folder '" + dir + "' has no config.json");
+  const std::string text = io::read_text_file(path);
+  Settings s;
+  s.cfg = parse_config(text, path);
+  s.cfg.validate(path);
+  const std::string pp = (fs::path(dir) / "preprocessor_config.json").string();
+  s.fe = FeatureExtractorConfig::load(pp);
+  s.fe.check_against(s.cfg.audio, pp);
+  s.config_key = hash128(text);
+  return s;
+}
+
+class Qwen2AudioRunner final : public Runner {
+ public:
+  Qwen2AudioRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm,
+                   std::unique_ptr<AudioTower> tower, const AudioConfig& audio)
+      : st_(std::move(st)), lm_(std::move(lm)), tower_(std::move(tower)), audio_(audio) {}
+
+  // Each window through the tower, the token rows concatenated in window order.
+  Tensor encode(const PreparedMedia& item) override {
+    const std::vector<int64_t> frames = window_frames(item, audio_);
+    const int64_t W = static_cast<int64_t>(frames.size()), C = audio_.num_mel_bins,
+                  T = audio_.n_frames();
+    const Tensor& f = item.features;
+    if (f.dtype() != DType::kF32 || f.rank() != 3 || f.dim(0) != W || f.dim(1) != C ||
+        f.dim(2) != T)
+      throw InvalidArgument("qwen2-audio: features must be f32 [" + std::to_string(W) + ", " +
+                            std::to_string(C) + ", " + std::to_string(T) + "], got " +
+                            f.describe());
+    const Tensor mel = f.contiguous();
+    const int64_t hidden = tower_->out_hidden();
+    Tensor out = Tensor::empty(DType::kF32, {item.n_tokens, hidden});  // [n_tokens, hidden]
+    int64_t row = 0;
+    for (int64_t k = 0; k < W; ++k) {
+      const Tensor t =
+          tower_->forward({mel.data<float>() + k * C * T, static_cast<size_t>(C * T)}, frames[k]);
+      std::memcpy(out.data<float>() + row * hidden, t.raw(), t.nbytes());
+      row += t.dim(0);
+    }
+    if (row != item.n_tokens)
+      throw InternalError("audio tower produced " + std::to_string(row) + " rows for an item of " +
+                          std::to_string(item.n_tokens) + " tokens");
+    return out;
+  }
+  double encode_flops(const PreparedMedia& item) const override {
+    double f = 0;
+    for (int64_t L : window_frames(item, audio_)) f += tower_->flops(L);
+    return f;
+  }
+  // The language model is the shared decoder as it is.
+  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
+  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
+    return lm_->forward(batch, kv);
+  }
+  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
+  size_t weight_bytes() const override { return lm_->weight_bytes(); }
+  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
+
+ private:
+  io::SafeTensors st_;  // the mapped weights the views below read
+  std::unique_ptr<Decoder> lm_;
+  std::unique_ptr<AudioTower> tower_;
+  AudioConfig audio_;
+};
+
+Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
+  const Settings s = read_settings(dir);
+  io::SafeTensors st = io::SafeTensors::open(dir);
+  const Layout layout = check_checkpoint(st, s.cfg);  // every tensor, before any compute
+  DecoderConfig dc = decoder_config(s.cfg);
+  dc.tied_embeddings = layout.tied;
+  auto lm = Decoder::load(be, st, dc, opts);
+  auto tower = AudioTower::load(be, st, s.cfg, lm->weight_format());
+  const io::GenerationConfig gen =
+      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
+
+  Model m;
+  ModelSpec& spec = m.spec;
+  spec.family = family().name;
+  spec.architecture = s.cfg.architecture;
+  spec.vocab_size = s.cfg.text.vocab_size;
+  spec.stop_ids = gen.eos_token_ids;
+  const auto eos = static_cast<int32_t>(s.cfg.text.eos_token_id);
+  if (std::find(spec.stop_ids.begin(), spec.stop_ids.end(), eos) == spec.stop_ids.end())
+    spec.stop_ids.push_back(eos);
+  const kernels::KvCacheConfig kc = lm->kv_config();
+  spec.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
+  spec.position_rows = 1;
+  spec.context_length = s.cfg.text.max_position_embeddings;
+  spec.modalities = {Modality::kAudio};
+  spec.embed_dim = s.cfg.text.hidden_size;
+  spec.config_key = s.config_key;
+  m.processor = make_processor(s.cfg, s.fe, s.config_key, opts.long_audio);
+  m.runner = std::make_unique<Qwen2AudioRunner>(std::move(st), std::move(lm), std::move(tower),
+                                                s.cfg.audio);
+  return m;
+}
+
+std::unique_ptr<Processor> load_processor(const std::string& dir) {
+  const Settings s = read_settings(dir);
+  return make_processor(s.cfg, s.fe, s.config_key, LoadOptions{}.long_audio);
+}
+
+// printf into a std::string (the inspect lines).
+template <typename... Args>
+std::string format(const char* f, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+Inspection inspect(const std::string& dir) {
+  const Settings s = read_settings(dir);
+  const io::SafeTensors st = io::SafeTensors::open(dir);
+  const Layout layout = check_checkpoint(st, s.cfg);
+  const Config& c = s.cfg;
+  const TextConfig& t = c.text;
+  const AudioConfig& a = c.audio;
+  const FeatureExtractorConfig& fe = s.fe;
+  using ll = long long;
+  Inspection r;
+  r.vocab_size = t.vocab_size;
+  r.lines.emplace_back("architecture",
+                       format("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
+                              c.model_type.c_str(), c.torch_dtype.c_str()));
+  r.lines.emplace_back(
+      "text", format("hidden %lld, layers %lld, heads %lld (head_dim %lld), kv heads %lld, "
+                     "intermediate %lld, vocab %lld, rope_theta %g, rms_norm_eps %g",
+                     ll(t.hidden_size), ll(t.num_hidden_layers), ll(t.num_attention_heads),
+                     ll(t.head_dim()), ll(t.num_key_value_heads), ll(t.intermediate_size),
+                     ll(t.vocab_size), t.rope_theta, t.rms_norm_eps));
+  r.lines.emplace_back("context", format("%lld positions", ll(t.max_position_embeddings)));
+  r.lines.emplace_back(
+      "audio", format("mels %lld, layers %lld, d_model %lld, heads %lld (head_dim %lld), ffn %lld, "
+                      "positions %lld, out %lld",
+                      ll(a.num_mel_bins), ll(a.encoder_layers), ll(a.d_model),
+                      ll(a.encoder_attention_heads), ll(a.head_dim()), ll(a.encoder_ffn_dim),
+                      ll(a.max_source_positions), ll(t.hidden_size)));
+  r.lines.emplace_back("tokens", format("bos %lld, eos %lld, audio %lld", ll(t.bos_token_id),
+                                        ll(t.eos_token_id), ll(c.audio_token_index)));
+  r.lines.emplace_back("naming", "language_model.*, audio_tower.*, multi_modal_projector.*");
+  r.lines.emplace_back("lm_head", layout.tied ? "tied to embed_tokens" : "separate (untied)");
+  r.lines.emplace_back(
+      "features", format("whisper log-mel %lld x %lld per %g s window (%lld samples at %lld Hz, "
+                         "hop %lld, n_fft %lld), %lld tokens per full window",
+                         ll(fe.feature_size), ll(fe.n_frames()), fe.seconds(fe.n_samples),
+                         ll(fe.n_samples), ll(fe.sampling_rate), ll(fe.hop_length), ll(fe.n_fft),
+                         ll(audio_tokens(fe.n_frames()))));
+  return r;
+}
+
+TinyModelResult make_tiny(const std::string& dir, const TinyModelOptions& o) {
+  if (!o.naming.empty())
+    throw InvalidArgument("qwen2-audio has one tensor-name layout; --naming '" + o.naming +
+                          "' does not apply");
+  return make_tiny_checkpoint(dir, {.size = parse_tiny_size(o.size),
+                                    .seed = o.seed,
+                                    .dtype = o.dtype,
+                                    .tokenizer_path = o.tokenizer_path,
+                                    .tied = o.tied,
+                                    .max_shard_bytes = o.max_shard_bytes,
+                                    .pool = o.pool,
+                                    .progress = o.progress})
+      .info;
+}
+
+}  // namespace
+
+const ModelFamily& family() {
+  static const ModelFamily f{
+      .name = "qwen2-audio",
+      .architectures = {"Qwen2AudioForConditionalGeneration"},
+      .model_types = {"qwen2_audio"},
+      .tiny_sizes = {"tiny", "hf-tester", "small"},
+      .load = &load,
+      .inspect = &inspect,
+      .load_processor = &load_processor,
+      .make_tiny = &make_tiny,
+  };
+  return f;
+}
+
+}  // namespace mmrt::models::qwen2_audio
