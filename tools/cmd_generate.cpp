@@ -1,4 +1,5 @@
-// `mmrt generate`: chat-formatted generation (text and images) through the engine, streamed.
+// `mmrt generate`: chat-formatted generation (text, images and audio) through the engine,
+// streamed.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,7 @@ int run_generate(Args& args) {
   const double ttft_ms = args.get_double("ttft-deadline-ms", 0.0, 0.0, 3.6e6);
   const std::string sla_file = args.get_or("sla-config", "");
   std::vector<std::string> images = args.get_all("image");
+  std::vector<std::string> audios = args.get_all("audio");
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
@@ -54,13 +56,15 @@ int run_generate(Args& args) {
   sp.ignore_eos = args.flag("ignore-eos");
   cfg.scheduler.token_budget = step_tokens_option(args);
   const io::FileLimit image_limit = image_file_limit(args);
+  const io::FileLimit audio_limit = audio_file_limit(args);
   cfg.policy = args.get_or("policy", "fcfs");
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
   cfg.backend = backend_options(args);
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
-  if (images.empty()) cfg.media_sandbox.enabled = false;  // nothing to decode: no workers
+  // Nothing to decode: no workers.
+  if (images.empty() && audios.empty()) cfg.media_sandbox.enabled = false;
   if (prompts.empty())
     throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
   if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);
@@ -69,12 +73,23 @@ int run_generate(Args& args) {
     throw InvalidArgument(
         "more --image options than --prompt options: the i-th --image (a file or a "
         "comma-separated list) goes with the i-th --prompt");
+  if (audios.size() > prompts.size())
+    throw InvalidArgument(
+        "more --audio options than --prompt options: the i-th --audio (a file or a "
+        "comma-separated list) goes with the i-th --prompt");
   sp.validate();
-  // Every image is read (bounded, regular files only) before the model loads.
-  std::vector<std::vector<std::vector<uint8_t>>> image_bytes(images.size());
-  for (size_t i = 0; i < images.size(); ++i)
-    for (const auto& path : split_list(images[i], "image"))
-      image_bytes[i].push_back(io::read_file_bytes(path, image_limit));
+  // Every media file is read (bounded, regular files only) before the model loads.
+  using Files = std::vector<std::vector<std::vector<uint8_t>>>;
+  auto read_all = [](const std::vector<std::string>& opts, const char* option,
+                     const io::FileLimit& limit) {
+    Files bytes(opts.size());
+    for (size_t i = 0; i < opts.size(); ++i)
+      for (const auto& path : split_list(opts[i], option))
+        bytes[i].push_back(io::read_file_bytes(path, limit));
+    return bytes;
+  };
+  Files image_bytes = read_all(images, "image", image_limit);
+  Files audio_bytes = read_all(audios, "audio", audio_limit);
 
   auto eng = engine::Engine::create(cfg);
   std::vector<engine::RequestHandle> handles;
@@ -87,6 +102,11 @@ int run_generate(Args& args) {
       for (auto& bytes : image_bytes[i]) {
         g.add_image(std::move(bytes));
         user.content.push_back({models::ContentPart::Kind::kImage, ""});
+      }
+    if (i < audios.size())
+      for (auto& bytes : audio_bytes[i]) {
+        g.media.push_back({models::Modality::kAudio, std::move(bytes), {}});
+        user.content.push_back({models::ContentPart::Kind::kAudio, ""});
       }
     user.content.push_back({models::ContentPart::Kind::kText, prompts[i]});
     g.messages.push_back(std::move(user));
@@ -160,13 +180,15 @@ int run_generate(Args& args) {
 }
 
 MMRT_COMMAND(
-    "generate", "generate text from prompts and images (chat template applied), streamed",
-    "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]] [--prompt "
-    "... ] [options]\n\n"
-    "Renders the chat template around each prompt (images first, then the text), runs\n"
-    "everything through the engine (continuous batching, prefix and encoder caches) and\n"
+    "generate", "generate text from prompts, images and audio (chat template applied), streamed",
+    "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]]\n"
+    "                     [--audio FILE[,FILE...]] [--prompt ... ] [options]\n\n"
+    "Renders the chat template around each prompt (images first, then audio, then the text),\n"
+    "runs everything through the engine (continuous batching, prefix and encoder caches) and\n"
     "streams the reply to stdout; several --prompt run batched and print when done. The\n"
-    "i-th --image (one file or a comma-separated list) belongs to the i-th --prompt.\n"
+    "i-th --image / --audio (one file or a comma-separated list) belongs to the i-th --prompt.\n"
+    "Audio (WAV, FLAC, Ogg Vorbis/Opus, MP3) needs a model that takes it (qwen2-audio);\n"
+    "--long-audio says what happens to audio longer than its window.\n"
     "Timings (time to first token, prefill and decode speed) go to stderr.\n\n"
     "prompt:\n"
     "  --prompt-file FILE      read a prompt from FILE ('-': standard input); repeatable,\n"
@@ -190,6 +212,7 @@ MMRT_COMMAND(
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
     "input limits:\n"
     "  --max-image-bytes N     refuse image files larger than N bytes (default 64 MiB)\n"
+    "  --max-audio-bytes N     refuse audio files larger than N bytes (default 64 MiB)\n"
     "  --quiet                 no timing lines\n",
     {"ignore-eos", "quiet", "map-weights"}, run_generate);
 

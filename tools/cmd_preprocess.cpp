@@ -1,5 +1,7 @@
 // `mmrt preprocess`: one image file -> Qwen2-VL pixel_values / grid_thw .npy files, with the
-// resized size, token count and time per stage (optionally repeated, for benchmarking).
+// resized size, token count and time per stage (optionally repeated, for benchmarking); or one
+// audio file -> Qwen2-Audio input_features / feature_attention_mask .npy files, with the windows,
+// mel frames, token count and time.
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -15,9 +17,14 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/npy.h"
+#include "media/audio.h"
 #include "media/image.h"
 #include "model_options.h"
+#include "models/qwen2_audio/config.h"
+#include "models/qwen2_audio/feature_extractor.h"
+#include "models/qwen2_audio/processor.h"
 #include "models/qwen2_vl/image_processor.h"
+#include "models/registry.h"
 
 namespace mmrt::cli {
 namespace {
@@ -56,9 +63,104 @@ double best(const std::vector<double>& v) {
   return *std::min_element(v.begin(), v.end());
 }
 
+// --audio: the Qwen2-Audio processor of the checkpoint in `model` (config.json and
+// preprocessor_config.json), as `mmrt generate` / `serve` preprocess it.
+int run_audio(Args& args, const std::string& model, const std::string& audio) {
+  namespace qa = models::qwen2_audio;
+  const auto out = args.get("out");
+  const int64_t threads = args.get_int("threads", 1, 1, max_threads());
+  const int64_t repeat = args.get_int("repeat", 1, 1, 1'000'000);
+  const io::FileLimit limit = audio_file_limit(args);
+  const models::LoadOptions::LongAudio long_audio = long_audio_option(args);
+  const bool json = args.flag("json");
+  args.finish();
+
+  std::error_code ec;
+  if (!fs::is_directory(model, ec))
+    throw NotFound("--model " + model +
+                   ": no such folder (expected a qwen2-audio checkpoint folder holding "
+                   "config.json and preprocessor_config.json)");
+  if (const models::ModelFamily& fam = models::family_for_checkpoint(model);
+      std::string(fam.name) != "qwen2-audio")
+    throw InvalidArgument("--model " + model + " is a " + fam.name +
+                          " checkpoint, which takes no audio: --audio needs a qwen2-audio one");
+  const std::string config_path = (fs::path(model) / "config.json").string();
+  const std::string pp_path = (fs::path(model) / "preprocessor_config.json").string();
+  const qa::Config cfg = qa::load_config(config_path);
+  cfg.validate(config_path);
+  const qa::FeatureExtractorConfig fe = qa::FeatureExtractorConfig::load(pp_path);
+  fe.check_against(cfg.audio, pp_path);
+  const auto processor = qa::make_processor(cfg, fe, Hash128{}, long_audio);
+
+  const std::vector<uint8_t> bytes = io::read_file_bytes(audio, limit);
+  const AudioInfo info = probe_audio(bytes);
+  MediaContext ctx;
+  ctx.buffers = BufferCache::create();  // repeated runs reuse their buffers
+  std::unique_ptr<ThreadPool> pool;
+  if (threads > 1) {
+    pool = std::make_unique<ThreadPool>(static_cast<int>(threads));
+    ctx.pool = pool.get();
+  }
+  models::PreparedMedia item;
+  std::vector<double> total;
+  for (int64_t i = 0; i < repeat; ++i) {
+    Stopwatch sw;
+    item = processor->preprocess(models::Modality::kAudio, bytes, ctx);
+    total.push_back(sw.millis());
+  }
+  const std::vector<int64_t> frames = qa::window_frames(item, cfg.audio);
+  const int64_t W = item.features.dim(0), T = item.features.dim(2);
+  int64_t valid = 0;
+  std::string per_window;
+  for (const int64_t f : frames) {
+    valid += f;
+    per_window += (per_window.empty() ? "" : ", ") + std::to_string(f);
+  }
+  if (json) {
+    std::printf(
+        "{\"audio\": \"%s\", \"format\": \"%s\", \"sample_rate\": %d, \"channels\": %d, "
+        "\"seconds\": %.6f, \"windows\": %lld, \"mel_bins\": %lld, \"frames_per_window\": %lld, "
+        "\"valid_frames\": [%s], \"tokens\": %lld, \"repeat\": %lld, \"best_ms\": %.4f, "
+        "\"median_ms\": %.4f}\n",
+        fs::path(audio).filename().string().c_str(),
+        std::string(audio_format_name(info.format)).c_str(), info.sample_rate, info.channels,
+        info.seconds(), static_cast<long long>(W), static_cast<long long>(item.features.dim(1)),
+        static_cast<long long>(T), per_window.c_str(), static_cast<long long>(item.n_tokens),
+        static_cast<long long>(repeat), best(total), median(total));
+  } else {
+    std::printf(
+        "audio     %s: %s %.*s %d Hz %d ch, %.2f s, %zu bytes -> %lld window(s) of %lld mels x "
+        "%lld frames, %lld valid mel frames (%s), %lld tokens, %s %.2f ms\n",
+        audio.c_str(), std::string(audio_format_name(info.format)).c_str(),
+        static_cast<int>(info.codec.size()), info.codec.data(), info.sample_rate, info.channels,
+        info.seconds(), bytes.size(), static_cast<long long>(W),
+        static_cast<long long>(item.features.dim(1)), static_cast<long long>(T),
+        static_cast<long long>(valid), per_window.c_str(), static_cast<long long>(item.n_tokens),
+        repeat > 1 ? "best" : "time", best(total));
+  }
+  if (out) {
+    // HF's Qwen2AudioProcessor outputs: input_features and feature_attention_mask (int32).
+    Tensor mask = Tensor::zeros(DType::kI32, {W, T});  // [n_windows, n_frames]
+    for (int64_t k = 0; k < W; ++k)
+      std::fill_n(mask.data<int32_t>() + k * T, frames[static_cast<size_t>(k)], 1);
+    const std::string fp = *out + ".input_features.npy", mp = *out + ".feature_attention_mask.npy";
+    write_npy(fp, item.features);
+    write_npy(mp, mask);
+    if (!json)
+      std::printf("wrote     %s (float32 %s), %s (int32 %s)\n", fp.c_str(),
+                  shape_str(item.features.shape()).c_str(), mp.c_str(),
+                  shape_str(mask.shape()).c_str());
+  }
+  return 0;
+}
+
 int run_preprocess(Args& args) {
   const std::string model = args.require("model");
-  const std::string image = args.require("image");
+  const auto image_opt = args.get("image"), audio_opt = args.get("audio");
+  if (image_opt.has_value() == audio_opt.has_value())
+    throw InvalidArgument("give exactly one of --image or --audio (one media file)");
+  if (audio_opt) return run_audio(args, model, *audio_opt);
+  const std::string image = *image_opt;
   const std::string mode_s = args.get_or("mode", "reference");
   const auto out = args.get("out");
   const int64_t threads = args.get_int("threads", 1, 1, max_threads());
@@ -159,9 +261,13 @@ int run_preprocess(Args& args) {
 }
 
 MMRT_COMMAND(
-    "preprocess", "decode and preprocess one image into Qwen2-VL pixel_values / grid_thw (.npy)",
+    "preprocess",
+    "decode and preprocess one image (Qwen2-VL pixel_values) or audio file (Qwen2-Audio "
+    "input_features) into .npy",
     "usage: mmrt preprocess --model DIR --image FILE [--mode reference|fast] [--out PREFIX]\n"
-    "                       [--threads N] [--repeat N] [--size WxH] [--json]\n\n"
+    "                       [--threads N] [--repeat N] [--size WxH] [--json]\n"
+    "       mmrt preprocess --model DIR --audio FILE [--out PREFIX] [--long-audio split|refuse]\n"
+    "                       [--threads N] [--repeat N] [--json]\n\n"
     "Decodes FILE (JPEG, PNG or WebP, told apart by their magic bytes), converts it to RGB as\n"
     "PIL's convert(\"RGB\") does, resizes it to smart_resize's size with PIL-exact bicubic, and\n"
     "lays it out as Qwen2-VL's pixel_values [N, 1176] float32 and grid_thw [1, 3] int64, exactly\n"
@@ -185,7 +291,19 @@ MMRT_COMMAND(
     "  --json             print one JSON line instead of the text report\n\n"
     "Stages: 'decode+h-resize' is the decoder with the horizontal resize pass fused into it row\n"
     "by row; 'v-resize' is the vertical pass; 'normalize+patchify' is the fused rescale,\n"
-    "normalise, temporal duplicate and patch layout.\n",
+    "normalise, temporal duplicate and patch layout.\n\n"
+    "audio (--model: a qwen2-audio folder, config.json and preprocessor_config.json):\n"
+    "  --audio FILE       WAV, FLAC, Ogg Vorbis/Opus or MP3, told apart by their magic bytes;\n"
+    "                     decoded to mono (channel mean), resampled to 16 kHz (soxr HQ) and\n"
+    "                     turned into Whisper log-mel windows of 30 s, as WhisperFeatureExtractor\n"
+    "                     does. Prints the windows, valid mel frames, audio tokens and seconds.\n"
+    "  --out PREFIX       write PREFIX.input_features.npy (float32 [windows, mels, frames]) and\n"
+    "                     PREFIX.feature_attention_mask.npy (int32 [windows, frames])\n"
+    "  --long-audio split|refuse   audio over 30 s: consecutive 30 s windows of one item\n"
+    "                     (split, default) or an error naming both durations (refuse); HF's\n"
+    "                     processor silently keeps only the first 30 s\n"
+    "  --max-audio-bytes N    refuse audio files larger than N bytes (default 64 MiB)\n"
+    "  --threads N        threads over the windows (default 1)\n",
     {"json"}, run_preprocess);
 
 }  // namespace

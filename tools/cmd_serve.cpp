@@ -66,9 +66,9 @@ MMRT_COMMAND(
     "serve", "OpenAI-compatible HTTP server (chat and completions, streaming, metrics)",
     "usage: mmrt serve --model DIR [--host 127.0.0.1] [--port 8000] [options]\n\n"
     "Serves the checkpoint in DIR over HTTP with the OpenAI API's conventions:\n"
-    "  POST /v1/chat/completions   chat (text; images as data:, http(s):// or file:// URLs),\n"
-    "                              streamed as\n"
-    "                              server-sent events with \"stream\": true\n"
+    "  POST /v1/chat/completions   chat (text; images as image_url, audio as input_audio or\n"
+    "                              audio_url: data:, http(s):// or file:// URLs), streamed\n"
+    "                              as server-sent events with \"stream\": true\n"
     "  POST /v1/completions        raw text prompt (no chat template)\n"
     "  GET  /v1/models             the served model\n"
     "  GET  /health                200 once loaded (503 while loading or shutting down)\n"

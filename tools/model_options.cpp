@@ -22,7 +22,14 @@ models::LoadOptions load_options(Args& args) {
   o.int8_activations = args.get_choice<kernels::Int8Activations>(
       "int8-activations", "q8",
       {{"q8", kernels::Int8Activations::kQ8}, {"float", kernels::Int8Activations::kFloat}});
+  o.long_audio = long_audio_option(args);
   return o;
+}
+
+models::LoadOptions::LongAudio long_audio_option(Args& args) {
+  using LA = models::LoadOptions::LongAudio;
+  return args.get_choice<LA>("long-audio", "split",
+                             {{"split", LA::kSplit}, {"refuse", LA::kRefuse}});
 }
 
 engine::KvOptions kv_options(Args& args) {
@@ -37,6 +44,12 @@ engine::KvOptions kv_options(Args& args) {
 io::FileLimit image_file_limit(Args& args) {
   const int64_t n = args.get_int("max-image-bytes", 64 << 20, 1, int64_t{1} << 32);
   return {.what = "image", .max_bytes = static_cast<uint64_t>(n), .option = "--max-image-bytes"};
+}
+
+io::FileLimit audio_file_limit(Args& args) {
+  const int64_t n = args.get_int("max-audio-bytes", 64 << 20, 1, int64_t{1} << 32);
+  return {
+      .what = "audio file", .max_bytes = static_cast<uint64_t>(n), .option = "--max-audio-bytes"};
 }
 
 int64_t max_source_pixels_option(Args& args) {

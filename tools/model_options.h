@@ -21,7 +21,12 @@
   "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"      \
   "                          env MMRT_THREADS)\n"                                             \
   "  --isa NAME              highest kernel variant: portable, avx2, avx512, avx512bf16\n"    \
-  "                          (default: the best this CPU has)\n"
+  "                          (default: the best this CPU has)\n"                              \
+  "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n" \
+  "                          split (default) encodes it as consecutive 30 s windows of one\n" \
+  "                          item, each as the HF processor encodes a clip that long;\n"      \
+  "                          refuse rejects it with both durations. (The HF processor\n"      \
+  "                          silently cuts it at 30 s.)\n"
 
 #define MMRT_SANDBOX_OPTIONS_HELP                                                              \
   "  --media-sandbox on|off  decode media in confined worker processes (seccomp allow-list,\n" \
@@ -33,12 +38,16 @@
 
 namespace mmrt::cli {
 
-// Reads --weights, --map-weights, --int8-activations.
+// Reads --weights, --map-weights, --int8-activations, --long-audio.
 models::LoadOptions load_options(Args& args);
+// Reads --long-audio split|refuse (default split).
+models::LoadOptions::LongAudio long_audio_option(Args& args);
 // Reads --kv-dtype, --kv-mb.
 engine::KvOptions kv_options(Args& args);
 // Reads --max-image-bytes (default 64 MiB): the limit for reading an image file.
 io::FileLimit image_file_limit(Args& args);
+// Reads --max-audio-bytes (default 64 MiB): the limit for reading an audio file.
+io::FileLimit audio_file_limit(Args& args);
 // Reads --max-source-pixels: the largest decoded image (default 50 Mpixel, at most 2^31).
 int64_t max_source_pixels_option(Args& args);
 // Reads --step-tokens (tokens per engine step, 16..65536, default 512).

@@ -116,6 +116,21 @@ void confine(const WorkerOptions& o) {
         SCMP_SYS(sched_yield), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
         SCMP_SYS(restart_syscall), SCMP_SYS(exit), SCMP_SYS(exit_group)})
     allow(sys, 0, nullptr);
+  // glibc's qsort asks sysinfo(2) for the physical memory size before sorting more than 1 KiB
+  // (libvorbis sorts its codebooks while opening every Ogg Vorbis file). Read-only, no
+  // arguments.
+  allow(SCMP_SYS(sysinfo), 0, nullptr);
+  // libsndfile probes every file it cannot place by its magic bytes (MP3 without an ID3 tag,
+  // and after skipping one) for a Mac resource fork, opening paths it derives from the empty
+  // name of our in-memory file ("/..namedfork/rsrc", ...). The open fails with EACCES instead
+  // of killing the worker: nothing can be opened either way.
+  if (rc == 0) rc = ::seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0);
+#ifndef MMRT_SANITIZED
+  // mpg123 (inside libsndfile) prints a warning on stderr for every damaged MP3 frame. The
+  // write fails instead of killing the worker (and nothing reaches the server's log).
+  const scmp_arg_cmp on_stderr = SCMP_A0(SCMP_CMP_EQ, 2);
+  if (rc == 0) rc = ::seccomp_rule_add(f, SCMP_ACT_ERRNO(EBADF), SCMP_SYS(write), 1, on_stderr);
+#endif
 #ifdef MMRT_SANITIZED
   // The sanitizer runtimes probe memory through a pipe (pipe2, write, read), read limits and
   // set up signal stacks; sanitizer builds are test builds, and every other rule stays.

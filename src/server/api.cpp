@@ -1,11 +1,11 @@
 #include "server/api.h"
 
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "io/file.h"
 #include "io/json_fields.h"
+#include "server/api_media.h"
 
 namespace mmrt::server {
 namespace {
@@ -183,64 +183,6 @@ void parse_sampling(const Fields& f, const ApiOptions& opt, engine::SamplingPara
   }
 }
 
-// One image_url: a data URL (decoded here), a local file under the allowed directory (read
-// here, bounded), or an http(s) URL (returned for the caller to fetch).
-void add_image_url(const json& part, size_t index, const ApiOptions& opt, ParsedRequest& out) {
-  const char* param = "messages[].content[].image_url";
-  const json& iu = part.contains("image_url") ? part["image_url"] : json();
-  std::string url;
-  if (iu.is_string())
-    url = iu.get<std::string>();
-  else if (iu.is_object() && iu.contains("url") && iu["url"].is_string())
-    url = iu["url"].get<std::string>();
-  else
-    throw bad_request("an image_url part needs {\"image_url\": {\"url\": \"...\"}}", param);
-  engine::GenerateRequest& g = out.request;
-  if (url.rfind("data:", 0) == 0) {
-    const size_t comma = url.find(',');
-    const std::string_view head(url.data() + 5, comma == std::string::npos ? 0 : comma - 5);
-    if (comma == std::string::npos || head.size() < 7 || head.substr(head.size() - 7) != ";base64")
-      throw bad_request("an image data URL must be data:<type>;base64,<data>", param);
-    if (head.rfind("image/", 0) != 0)
-      throw bad_request("an image data URL must have an image/* type, not " +
-                            ticked(head.substr(0, head.size() - 7)),
-                        param);
-    g.add_image(decode_base64(std::string_view(url).substr(comma + 1), opt.max_media_bytes, param));
-  } else if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
-    g.add_image({});
-    out.fetches.push_back({index, url});
-  } else if (url.rfind("file://", 0) == 0) {
-    if (opt.allowed_media_dir.empty())
-      throw ApiError(403, "permission_error",
-                     "local media files are not allowed (start the server with "
-                     "--allowed-media-dir DIR)",
-                     param);
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path p = fs::weakly_canonical(fs::path(url.substr(7)), ec);
-    const fs::path root = fs::weakly_canonical(fs::path(opt.allowed_media_dir), ec);
-    auto rel = p.lexically_relative(root);
-    if (ec || rel.empty() || *rel.begin() == ".." || p.is_relative())
-      throw ApiError(403, "permission_error",
-                     "media file " + ticked(url.substr(7)) + " is outside --allowed-media-dir",
-                     param);
-    try {
-      g.add_image(io::read_file_bytes(
-          p.string(), {.what = "image", .max_bytes = opt.max_media_bytes, .option = nullptr}));
-    } catch (const Error& e) {
-      const int status = e.code() == ErrorCode::kNotFound            ? 404
-                         : e.code() == ErrorCode::kResourceExhausted ? 413
-                                                                     : 400;
-      throw ApiError(status, "invalid_request_error", e.what(), param);
-    }
-  } else {
-    throw bad_request(
-        "image URLs must be data:, http://, https:// or file:// URLs, not " +
-            ticked(url.substr(0, url.find(':') == std::string::npos ? 16 : url.find(':'))),
-        param);
-  }
-}
-
 models::ChatMessage parse_message(const json& m, size_t i, const ApiOptions& opt,
                                   ParsedRequest& out) {
   const std::string where = "messages[" + std::to_string(i) + "]";
@@ -279,19 +221,24 @@ models::ChatMessage parse_message(const json& m, size_t i, const ApiOptions& opt
       if (!part.contains("text") || !part["text"].is_string())
         throw bad_request(pw + ".text must be a string", pw + ".text");
       msg.content.push_back({models::ContentPart::Kind::kText, part["text"].get<std::string>()});
-    } else if (type == "image_url") {
+    } else if (type == "image_url" || type == "input_audio" || type == "audio_url") {
+      const bool image = type == "image_url";
       if (msg.role != "user")
-        throw bad_request(pw + ": images are accepted in user messages only", pw);
+        throw bad_request(
+            pw + ": " + (image ? "images are" : "audio is") + " accepted in user messages only",
+            pw);
       if (static_cast<int32_t>(out.request.media.size()) >= opt.max_media_items)
         throw bad_request("the request holds more than " + std::to_string(opt.max_media_items) +
                               " media items (the server's --max-media-items)",
                           pw);
-      add_image_url(part, out.request.media.size(), opt, out);
-      msg.content.push_back({models::ContentPart::Kind::kImage, ""});
-    } else if (type == "input_audio" || type == "audio_url") {
-      throw bad_request(pw + ": content part type " + ticked(type) +
-                            " is not supported yet (audio input needs an audio model family)",
-                        pw + ".type");
+      if (image)
+        add_image_url(part, pw, opt, out);
+      else if (type == "input_audio")
+        add_input_audio(part, pw, opt, out);
+      else
+        add_audio_url(part, pw, opt, out);
+      msg.content.push_back(
+          {image ? models::ContentPart::Kind::kImage : models::ContentPart::Kind::kAudio, ""});
     } else if (type == "video_url") {
       throw bad_request(pw + ": content part type " + ticked(type) +
                             " is not supported yet (video input is not implemented)",

@@ -58,12 +58,16 @@ enum class Endpoint { kChat, kCompletion };
 struct MediaFetch {
   size_t index = 0;
   std::string url;
+  std::string param;  // the field that named it, for the fetch's error
 };
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kChat;
   engine::GenerateRequest request;  // messages (chat) or prompt_text (completion), media, class
   std::vector<MediaFetch> fetches;
+  // The content part of each media item ("messages[0].content[1]"), in request.media's order:
+  // the caller names it when the model does not take the item's modality.
+  std::vector<std::string> media_parts;
   bool stream = false, include_usage = false;
   std::string requested_class;  // the class asked for ("" only when the config has none)
   bool class_chosen = false;    // named (sla_class, service_tier) or a deadline given
@@ -71,7 +75,8 @@ struct ParsedRequest {
 };
 
 // Parses and checks a request body. Throws ApiError (400 naming the field, 404 for another model,
-// 413 for media over the byte cap). JSON nesting is bounded before parsing.
+// 413 for media over the byte cap). JSON nesting is bounded before parsing. Media parts (user
+// messages only, at most max_media_items): image_url, input_audio and audio_url.
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt);
 
 // Strict base64 (RFC 4648, padding optional, no whitespace but line breaks); nullopt-like:

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "obs/report.h"
 #include "server/service.h"
 
@@ -35,9 +36,19 @@ int64_t unix_now() {
 
 json Call::logprobs_json(std::span<const engine::TokenLogprobs> lp) {
   const io::Tokenizer& tok = svc_.engine()->tokenizer();
+  // An id the tokenizer leaves unassigned (a gap, or a row past its vocabulary that the
+  // checkpoint's embedding has) is a token without bytes, as the engine's text treats it.
+  auto token_bytes = [&](int32_t id) -> std::string {
+    if (id < 0 || id >= tok.vocab_size()) return {};
+    try {
+      return tok.token_bytes(id);
+    } catch (const InvalidArgument&) {
+      return {};
+    }
+  };
   auto bytes = [&](int32_t id) {
     json b = json::array();
-    for (unsigned char c : tok.token_bytes(id)) b.push_back(static_cast<int>(c));
+    for (unsigned char c : token_bytes(id)) b.push_back(static_cast<int>(c));
     return b;
   };
   if (endpoint_ == Endpoint::kChat) {
@@ -45,8 +56,8 @@ json Call::logprobs_json(std::span<const engine::TokenLogprobs> lp) {
     for (const auto& t : lp) {
       json top = json::array();
       for (const auto& [id, v] : t.top)
-        top.push_back({{"token", tok.token_bytes(id)}, {"logprob", v}, {"bytes", bytes(id)}});
-      content.push_back({{"token", tok.token_bytes(t.token)},
+        top.push_back({{"token", token_bytes(id)}, {"logprob", v}, {"bytes", bytes(id)}});
+      content.push_back({{"token", token_bytes(t.token)},
                          {"logprob", t.logprob},
                          {"bytes", bytes(t.token)},
                          {"top_logprobs", top}});
@@ -57,11 +68,11 @@ json Call::logprobs_json(std::span<const engine::TokenLogprobs> lp) {
   json tokens = json::array(), values = json::array(), tops = json::array(),
        offsets = json::array();
   for (const auto& t : lp) {
-    const std::string piece = tok.token_bytes(t.token);
+    const std::string piece = token_bytes(t.token);
     tokens.push_back(piece);
     values.push_back(t.logprob);
     json top = json::object();
-    for (const auto& [id, v] : t.top) top[tok.token_bytes(id)] = v;
+    for (const auto& [id, v] : t.top) top[token_bytes(id)] = v;
     tops.push_back(top);
     offsets.push_back(text_offset_);
     text_offset_ += static_cast<int64_t>(piece.size());
@@ -117,6 +128,18 @@ void Call::submit(ParsedRequest p) {
   p.request.tenant = tenant_.name;
   engine::Engine* eng = svc_.engine();
   if (!eng) return fail(ApiError(503, "unavailable_error", "Loading model"), "refused", "loading");
+  // A media part the model cannot take is the client's mistake, named before any download
+  // (the engine would refuse it too, as Unimplemented).
+  const models::ModelSpec& spec = eng->model_spec();
+  for (size_t i = 0; i < p.request.media.size(); ++i) {
+    const models::Modality m = p.request.media[i].modality;
+    if (spec.takes(m)) continue;
+    const std::string part = i < p.media_parts.size() ? p.media_parts[i] : "messages[]";
+    return fail(bad_request(part + ": the model (" + spec.architecture + ") takes no " +
+                                models::modality_name(m) + " input",
+                            part + ".type"),
+                "error", "");
+  }
   if (!p.fetches.empty()) {
     // Refused before any download when the queue alone already breaks its promise.
     const std::string why = eng->precheck(p.request);
@@ -153,8 +176,10 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
         if (self->ended_) return;
         if (!res->error.empty()) {
           self->download_s_ = static_cast<double>(now_ns() - self->fetch_start_ns_) * 1e-9;
-          return self->fail(ApiError(res->status, "invalid_request_error", res->error,
-                                     "messages[].content[].image_url"),
+          std::string param;
+          for (const MediaFetch& mf : p->fetches)
+            if (mf.index == index) param = mf.param;
+          return self->fail(ApiError(res->status, "invalid_request_error", res->error, param),
                             "error", "");
         }
         p->request.media[index].bytes = std::move(res->bytes);

@@ -1,12 +1,19 @@
 // The `mmrt` command line, run as a separate process: bench on the tiny model (report structure,
-// one outcome per request), generate with and without an image, and clear errors.
+// one outcome per request), generate with and without an image or audio, preprocess, and clear
+// errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
+
+#include "npy_file.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -193,4 +200,230 @@ TEST_F(Cli, GenerateHasNoDeadlineUnlessAskedFor) {
   r = mmrt("generate --model " + model() + " --prompt x --sla-class diamond");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("diamond"), std::string::npos) << r.err;
+}
+
+namespace {
+
+// A 16-bit PCM WAV written by hand (the 44-byte canonical header): a tone gliding up from
+// `freq` Hz, `channels` identical channels.
+void write_wav(const fs::path& p, double seconds, double freq, int32_t rate = 16000,
+               int16_t channels = 1) {
+  const uint32_t frames = static_cast<uint32_t>(seconds * rate);
+  const uint32_t data = frames * 2u * static_cast<uint32_t>(channels);
+  std::ofstream f(p, std::ios::binary);
+  auto u32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) f.put(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  auto u16 = [&](uint16_t v) {
+    f.put(static_cast<char>(v & 0xff));
+    f.put(static_cast<char>(v >> 8));
+  };
+  f.write("RIFF", 4);
+  u32(36 + data);
+  f.write("WAVEfmt ", 8);
+  u32(16);
+  u16(1);  // PCM
+  u16(static_cast<uint16_t>(channels));
+  u32(static_cast<uint32_t>(rate));
+  u32(static_cast<uint32_t>(rate) * 2u * static_cast<uint32_t>(channels));
+  u16(static_cast<uint16_t>(2 * channels));
+  u16(16);
+  f.write("data", 4);
+  u32(data);
+  for (uint32_t i = 0; i < frames; ++i) {
+    const double t = static_cast<double>(i) / rate;
+    const double hz = freq * (1 + 0.5 * t / seconds);
+    const double v = 0.5 * std::sin(2 * M_PI * hz * t) + 0.2 * std::sin(4 * M_PI * hz * t);
+    const auto s = static_cast<int16_t>(std::lround(v * 32767));
+    for (int c = 0; c < channels; ++c) u16(static_cast<uint16_t>(s));
+  }
+}
+
+class AudioCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::create_directories(tmp());
+    CmdResult r = mmrt("make-tiny-model --arch qwen2-audio --out " + model());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    write_wav(wav("a"), 2.0, 440);
+    write_wav(wav("b"), 1.5, 1500);
+    write_wav(wav("long"), 31.0, 300);
+    // The header promises 2 s, the data stops after a third of it.
+    write_wav(wav("cut"), 2.0, 440);
+    fs::resize_file(wav("cut"), fs::file_size(wav("cut")) / 3);
+    // A WAV header naming an audio format code no decoder knows.
+    write_wav(wav("junk"), 1.0, 440);
+    {
+      std::fstream f(wav("junk"), std::ios::binary | std::ios::in | std::ios::out);
+      f.seekp(20);
+      f.write("\x77\x77", 2);
+    }
+    // No audio at all.
+    std::string noise(4096, '\0');
+    for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 2654435761u) >> 13);
+    std::ofstream(wav("noise"), std::ios::binary) << noise;
+  }
+  static void TearDownTestSuite() { fs::remove_all(tmp()); }
+  static std::string model() { return (tmp() / "tiny_audio").string(); }
+  static std::string wav(const std::string& name) { return (tmp() / (name + ".wav")).string(); }
+  static CmdResult generate(const std::string& audio, const std::string& extra = "") {
+    return mmrt("generate --model " + model() + " --audio " + audio +
+                " --prompt 'What do you hear?' --max-tokens 12 --ignore-eos --quiet " + extra);
+  }
+};
+
+}  // namespace
+
+// Greedy generation from audio is deterministic, and the audio reaches the model: another
+// file gives another reply. Audio and an image cannot both go to an audio-only model.
+TEST_F(AudioCli, GenerateIsDeterministicAndHearsTheAudio) {
+  const CmdResult a1 = generate(wav("a")), a2 = generate(wav("a")), b = generate(wav("b"));
+  ASSERT_EQ(a1.rc, 0) << a1.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_FALSE(a1.out.empty());
+  EXPECT_EQ(a1.out, a2.out);
+  EXPECT_NE(a1.out, b.out);
+  // The media sandbox (on by default) decodes it; off gives the same text.
+  const CmdResult off = generate(wav("a"), "--media-sandbox off");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(off.out, a1.out);
+  // Two files for one prompt: both are heard.
+  const CmdResult ab = generate(wav("a") + "," + wav("b"));
+  ASSERT_EQ(ab.rc, 0) << ab.err;
+  EXPECT_NE(ab.out, a1.out);
+  const CmdResult r = mmrt("generate --model " + model() + " --audio " + wav("a") + " --audio " +
+                           wav("b") + " --prompt x");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("more --audio options than --prompt options"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, AudioOnAModelWithoutAudioIsAClearError) {
+  const fs::path w = tmp() / "a.wav";
+  write_wav(w, 1.0, 440);
+  CmdResult r = mmrt("generate --model " + model() + " --audio " + w.string() +
+                     " --prompt 'What do you hear?' --max-tokens 2");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("takes no audio input"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Qwen2VLForConditionalGeneration"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  r = mmrt("preprocess --model " + model() + " --audio " + w.string());
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("is a qwen2-vl checkpoint, which takes no audio"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(AudioCli, PreprocessWritesFeaturesAsNpy) {
+  const std::string prefix = (tmp() / "feat").string();
+  CmdResult r = mmrt("preprocess --model " + model() + " --audio " + wav("a") + " --out " + prefix);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // Valid mel frames per window: the mask's row sums, ones first.
+  auto valid_frames = [](const NpyFile& mask) {
+    std::vector<int64_t> v;
+    const int64_t T = mask.shape[1];
+    for (int64_t k = 0; k < mask.shape[0]; ++k) {
+      const auto row = mask.i32.begin() + k * T;
+      const int64_t n = std::count(row, row + T, 1);
+      for (int64_t i = 0; i < T; ++i) EXPECT_EQ(row[i], i < n ? 1 : 0) << k << ", " << i;
+      v.push_back(n);
+    }
+    return v;
+  };
+  NpyFile f = read_npy_file(prefix + ".input_features.npy");
+  NpyFile mask = read_npy_file(prefix + ".feature_attention_mask.npy");
+  EXPECT_EQ(f.dtype, "F32");
+  EXPECT_EQ(f.shape, (std::vector<int64_t>{1, 128, 3000}));
+  EXPECT_EQ(mask.dtype, "I32");
+  ASSERT_EQ(mask.shape, (std::vector<int64_t>{1, 3000}));
+  // 2 s at a hop of 160 samples: 200 valid frames.
+  EXPECT_EQ(valid_frames(mask), std::vector<int64_t>{200});
+  // Whisper's scaling keeps every value within [-1.5, 1.5] or so, and a tone is not silence.
+  float lo = 1e9f, hi = -1e9f;
+  for (float x : f.f32) lo = std::min(lo, x), hi = std::max(hi, x);
+  EXPECT_LT(lo, hi);
+  EXPECT_GT(lo, -2.f);
+  EXPECT_LT(hi, 2.f);
+  EXPECT_NE(r.out.find("1 window(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2.00 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("200 valid mel frames"), std::string::npos) << r.out;
+  // 31 s: two windows of one item (split, the default), the second holding the last second.
+  r = mmrt("preprocess --model " + model() + " --audio " + wav("long") + " --out " + prefix);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(read_npy_file(prefix + ".input_features.npy").shape,
+            (std::vector<int64_t>{2, 128, 3000}));
+  mask = read_npy_file(prefix + ".feature_attention_mask.npy");
+  ASSERT_EQ(mask.shape, (std::vector<int64_t>{2, 3000}));
+  EXPECT_EQ(valid_frames(mask), (std::vector<int64_t>{3000, 100}));
+  EXPECT_NE(r.out.find("2 window(s)"), std::string::npos) << r.out;
+  // Exactly one of --image / --audio.
+  r = mmrt("preprocess --model " + model() + " --audio " + wav("a") + " --image x.png");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("one of --image or --audio"), std::string::npos) << r.err;
+}
+
+TEST_F(AudioCli, LongAudioRefuseIsAClearError) {
+  CmdResult r = generate(wav("long"), "--long-audio refuse");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("31"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("30"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  r = mmrt("preprocess --model " + model() + " --audio " + wav("long") + " --long-audio refuse");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("31"), std::string::npos) << r.err;
+  // Split (the default) serves it.
+  r = generate(wav("long"));
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = generate(wav("a"), "--long-audio cut");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("--long-audio must be split or refuse, got 'cut'"), std::string::npos)
+      << r.err;
+  r = mmrt("generate --help");
+  EXPECT_NE(r.out.find("--long-audio split|refuse"), std::string::npos) << r.out;
+}
+
+// Every container the server accepts decodes inside the media sandbox (its seccomp allow-list:
+// libvorbis' qsort asks sysinfo, libsndfile probes MP3s for a resource fork) as it does outside.
+TEST_F(AudioCli, EveryFormatDecodesInTheSandbox) {
+  const fs::path script = tmp() / "write_audio.py";
+  std::ofstream(script) << "import sys, numpy as np, soundfile as sf\n"
+                           "t = np.arange(int(44100 * 2.5)) / 44100\n"
+                           "x = (0.4 * np.sin(2 * np.pi * 440 * t * (1 + 0.2 * t))).astype('f4')\n"
+                           "st = np.stack([x, 0.5 * x], 1)\n"
+                           "d = sys.argv[1]\n"
+                           "sf.write(d + '/s.flac', st, 44100, format='FLAC')\n"
+                           "sf.write(d + '/s.ogg', st, 44100, format='OGG', subtype='VORBIS')\n"
+                           "sf.write(d + '/s.opus', x, 48000, format='OGG', subtype='OPUS')\n"
+                           "sf.write(d + '/s.mp3', st, 44100, format='MP3')\n";
+  ASSERT_EQ(
+      std::system(
+          (std::string(MMRT_REF_PYTHON) + " " + script.string() + " " + tmp().string()).c_str()),
+      0);
+  for (const char* name : {"s.flac", "s.ogg", "s.opus", "s.mp3"}) {
+    const std::string file = (tmp() / name).string();
+    const CmdResult on = mmrt("generate --model " + model() + " --audio " + file +
+                              " --prompt 'What do you hear?' --max-tokens 6 --ignore-eos");
+    ASSERT_EQ(on.rc, 0) << name << ": " << on.err;
+    EXPECT_NE(on.err.find("media sandbox: 1 items decoded, 0 failed"), std::string::npos)
+        << name << ": " << on.err;
+    EXPECT_NE(on.err.find(" 0 lost"), std::string::npos) << name << ": " << on.err;
+    const CmdResult off = generate(file, "--media-sandbox off");
+    ASSERT_EQ(off.rc, 0) << name << ": " << off.err;
+    EXPECT_EQ(generate(file).out, off.out) << name;
+  }
+}
+
+TEST_F(AudioCli, CorruptAudioIsAClearError) {
+  for (const char* name : {"cut", "junk", "noise"}) {
+    CmdResult r = generate(wav(name));
+    EXPECT_EQ(r.rc, 1) << name << ": " << r.err;
+    EXPECT_NE(r.err.find("format_error"), std::string::npos) << name << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    r = mmrt("preprocess --model " + model() + " --audio " + wav(name));
+    EXPECT_EQ(r.rc, 1) << name << ": " << r.err;
+  }
+  CmdResult r = generate((tmp() / "missing.wav").string());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("missing.wav"), std::string::npos) << r.err;
+  r = generate(wav("a"), "--max-audio-bytes 100");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("--max-audio-bytes"), std::string::npos) << r.err;
 }

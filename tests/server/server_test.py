@@ -96,6 +96,7 @@ def main():
     os.makedirs(media_dir, exist_ok=True)
     hu.write_test_image(os.path.join(media_dir, "local.png"))
 
+    import checks_audio
     import checks_http
     import checks_load
     ctx = hu.Context(a.mmrt, model, image, a.work, traces, media_dir, a.streams)
@@ -110,6 +111,7 @@ def main():
         groups = [("openai client", lambda: checks_http.openai_client(ctx))]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_http.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_load.CHECKS]
+        groups += checks_audio.groups(ctx, Server)
         for name, fn in groups:
             if a.only and not any(o in name for o in a.only):
                 continue

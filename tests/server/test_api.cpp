@@ -150,7 +150,7 @@ TEST_F(ApiTest, MessagesAndParts) {
   EXPECT_EQ(error_of(R"({"messages":[{"role":7,"content":"x"}]})").second, "messages[0].role");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"tool","content":"x"}]})").second, "messages[0].role");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":[{"type":"input_audio"}]}]})").second,
-            "messages[0].content[0].type");
+            "messages[0].content[0].input_audio");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":[{"type":"video_url"}]}]})").second,
             "messages[0].content[0].type");
   EXPECT_EQ(
@@ -250,6 +250,143 @@ TEST_F(ApiTest, ImageUrls) {
                     R"({"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]})";
   EXPECT_EQ(error_of(two).first, 400);
   fs::remove_all(dir);
+}
+
+// A chat whose user message holds `parts` (JSON) and a text part.
+std::string user_parts(const std::string& parts) {
+  return R"({"messages":[{"role":"user","content":[)" + parts +
+         R"(,{"type":"text","text":"what"}]}]})";
+}
+std::string input_audio(const std::string& fields) {
+  return R"({"type":"input_audio","input_audio":{)" + fields + "}}";
+}
+std::string audio_url(const std::string& url) {
+  return R"({"type":"audio_url","audio_url":{"url":")" + url + R"("}})";
+}
+
+TEST_F(ApiTest, InputAudio) {
+  // OpenAI's shape: base64 data and a format; every supported format name.
+  for (const char* f : {"wav", "mp3", "flac", "ogg", "opus"}) {
+    ParsedRequest p =
+        chat(user_parts(input_audio(R"("data":"Zm9vYmFy","format":")" + std::string(f) + "\"")));
+    ASSERT_EQ(p.request.media.size(), 1u) << f;
+    EXPECT_EQ(p.request.media[0].modality, models::Modality::kAudio);
+    EXPECT_EQ(std::string(p.request.media[0].bytes.begin(), p.request.media[0].bytes.end()),
+              "foobar");
+    ASSERT_EQ(p.request.messages[0].content.size(), 2u);
+    EXPECT_EQ(p.request.messages[0].content[0].kind, models::ContentPart::Kind::kAudio);
+    EXPECT_EQ(p.request.messages[0].content[1].kind, models::ContentPart::Kind::kText);
+    EXPECT_EQ(p.media_parts, std::vector<std::string>{"messages[0].content[0]"});
+    EXPECT_TRUE(p.fetches.empty());
+  }
+  // Every bad field is named by its path.
+  const std::string at = "messages[0].content[0].input_audio";
+  const std::vector<std::pair<std::string, std::pair<int, std::string>>> cases = {
+      {R"({"type":"input_audio"})", {400, at}},
+      {R"({"type":"input_audio","input_audio":"Zm9v"})", {400, at}},
+      {input_audio(R"("data":"Zm9v")"), {400, at + ".format"}},
+      {input_audio(R"("data":"Zm9v","format":7)"), {400, at + ".format"}},
+      {input_audio(R"("data":"Zm9v","format":"aac")"), {400, at + ".format"}},
+      {input_audio(R"("data":"Zm9v","format":"WAV ")"), {400, at + ".format"}},
+      {input_audio(R"("format":"wav")"), {400, at + ".data"}},
+      {input_audio(R"("data":null,"format":"wav")"), {400, at + ".data"}},
+      {input_audio(R"("data":["Zm9v"],"format":"wav")"), {400, at + ".data"}},
+      {input_audio(R"("data":"Zm9v!","format":"wav")"), {400, at + ".data"}},
+      {input_audio(R"("data":"","format":"wav")"), {400, at + ".data"}},
+      {input_audio(R"("data":"Z","format":"wav")"), {400, at + ".data"}},
+      // A data URL where raw base64 belongs is not base64.
+      {input_audio(R"("data":"data:audio/wav;base64,Zm9v","format":"wav")"), {400, at + ".data"}},
+  };
+  for (const auto& [part, want] : cases) EXPECT_EQ(error_of(user_parts(part)), want) << part;
+  // The byte cap, as for images: 413 naming the field.
+  opt.max_media_bytes = 100;
+  EXPECT_EQ(error_of(user_parts(
+                input_audio(R"("data":")" + std::string(400, 'A') + R"(","format":"wav")"))),
+            std::make_pair(413, at + ".data"));
+}
+
+TEST_F(ApiTest, AudioUrls) {
+  ParsedRequest p = chat(user_parts(audio_url("data:audio/wav;base64,Zm9vYmFy")));
+  ASSERT_EQ(p.request.media.size(), 1u);
+  EXPECT_EQ(p.request.media[0].modality, models::Modality::kAudio);
+  EXPECT_EQ(std::string(p.request.media[0].bytes.begin(), p.request.media[0].bytes.end()),
+            "foobar");
+  EXPECT_EQ(p.request.messages[0].content[0].kind, models::ContentPart::Kind::kAudio);
+  for (const char* mime : {"audio/mpeg", "audio/x-wav", "audio/flac", "audio/ogg"})
+    EXPECT_NO_THROW(chat(user_parts(audio_url(std::string("data:") + mime + ";base64,AAAA"))))
+        << mime;
+  const std::string at = "messages[0].content[0].audio_url";
+  EXPECT_EQ(error_of(user_parts(audio_url("data:image/png;base64,Zm9v"))), std::make_pair(400, at));
+  EXPECT_EQ(error_of(user_parts(audio_url("data:audio/wav,raw"))), std::make_pair(400, at));
+  EXPECT_EQ(error_of(user_parts(audio_url("data:audio/wav;base64,@@@@"))), std::make_pair(400, at));
+  EXPECT_EQ(error_of(user_parts(audio_url("ftp://x/a.wav"))), std::make_pair(400, at));
+  EXPECT_EQ(error_of(user_parts(R"({"type":"audio_url"})")), std::make_pair(400, at));
+  EXPECT_EQ(error_of(user_parts(R"({"type":"audio_url","audio_url":{"url":5}})")),
+            std::make_pair(400, at));
+  // An image data URL may not carry audio either.
+  EXPECT_EQ(error_of(user_parts(
+                R"({"type":"image_url","image_url":{"url":"data:audio/wav;base64,AAAA"}})")),
+            std::make_pair(400, std::string("messages[0].content[0].image_url")));
+  // http(s): left for the caller to fetch, its error naming the part.
+  p = chat(user_parts(R"({"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},)" +
+                      audio_url("http://127.0.0.1:9/a.wav")));
+  ASSERT_EQ(p.request.media.size(), 2u);
+  EXPECT_EQ(p.request.media[0].modality, models::Modality::kImage);
+  EXPECT_EQ(p.request.media[1].modality, models::Modality::kAudio);
+  EXPECT_TRUE(p.request.media[1].bytes.empty());
+  ASSERT_EQ(p.fetches.size(), 1u);
+  EXPECT_EQ(p.fetches[0].index, 1u);
+  EXPECT_EQ(p.fetches[0].url, "http://127.0.0.1:9/a.wav");
+  EXPECT_EQ(p.fetches[0].param, "messages[0].content[1].audio_url");
+  EXPECT_EQ(p.media_parts,
+            (std::vector<std::string>{"messages[0].content[0]", "messages[0].content[1]"}));
+  // Local files under --allowed-media-dir only, as for images.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mmrt_api_audio_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "in");
+  std::ofstream(dir / "in" / "a.wav") << "RIFFBYTES";
+  std::ofstream(dir / "b.wav") << "OUTSIDE";
+  EXPECT_EQ(error_of(user_parts(audio_url("file://" + (dir / "in" / "a.wav").string()))),
+            std::make_pair(403, at));
+  opt.allowed_media_dir = (dir / "in").string();
+  p = chat(user_parts(audio_url("file://" + (dir / "in" / "a.wav").string())));
+  EXPECT_EQ(std::string(p.request.media[0].bytes.begin(), p.request.media[0].bytes.end()),
+            "RIFFBYTES");
+  EXPECT_EQ(error_of(user_parts(audio_url("file://" + (dir / "b.wav").string()))).first, 403);
+  EXPECT_EQ(
+      error_of(user_parts(audio_url("file://" + (dir / "in" / ".." / "b.wav").string()))).first,
+      403);
+  EXPECT_EQ(error_of(user_parts(audio_url("file://" + (dir / "in" / "no.wav").string()))).first,
+            404);
+  fs::remove_all(dir);
+}
+
+TEST_F(ApiTest, AudioOnlyInUserMessagesAndCountedAsMedia) {
+  for (const char* role : {"system", "assistant", "developer"}) {
+    const std::string body = std::string(R"({"messages":[{"role":")") + role + R"(","content":[)" +
+                             input_audio(R"("data":"AAAA","format":"wav")") +
+                             R"(]},{"role":"user","content":"hi"}]})";
+    EXPECT_EQ(error_of(body), std::make_pair(400, std::string("messages[0].content[0]"))) << role;
+  }
+  const std::string audio = input_audio(R"("data":"AAAA","format":"wav")");
+  const std::string url = audio_url("data:audio/wav;base64,AAAA");
+  const std::string image =
+      R"({"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}})";
+  opt.max_media_items = 3;
+  EXPECT_EQ(chat(user_parts(audio + "," + url + "," + image)).request.media.size(), 3u);
+  // The fourth item, whichever its kind, is over the cap and named.
+  for (const std::string& extra : {audio, url, image})
+    EXPECT_EQ(error_of(user_parts(image + "," + audio + "," + url + "," + extra)),
+              std::make_pair(400, std::string("messages[0].content[3]")))
+        << extra;
+  // Across messages too.
+  const std::string two_msgs = R"({"messages":[{"role":"user","content":[)" + audio + "," + audio +
+                               R"(]},{"role":"assistant","content":"ok"},)"
+                               R"({"role":"user","content":[)" +
+                               url + "," + url + "]}]}";
+  EXPECT_EQ(error_of(two_msgs), std::make_pair(400, std::string("messages[2].content[1]")));
+  opt.max_media_items = 0;
+  EXPECT_EQ(error_of(user_parts(audio)).first, 400);
 }
 
 TEST_F(ApiTest, CompletionPrompts) {
