@@ -12,8 +12,10 @@
 namespace mmrt::cli {
 
 struct WorkloadOptions {
-  std::string name = "mixed";  // mixed | text | image
-  double rate = 2.0;           // requests per second (Poisson)
+  // mixed | text | image | audio-stall (8 platinum text streams decoding while 30 s of audio
+  // arrives for prefill: their TPOT shows how the prefill is sliced)
+  std::string name = "mixed";
+  double rate = 2.0;  // requests per second (Poisson)
   double duration_s = 10.0;
   uint64_t seed = 1;
   int32_t max_tokens = 24;
@@ -32,5 +34,7 @@ struct TraceItem {
 std::vector<TraceItem> make_trace(const WorkloadOptions& opts);
 // A w x h RGB PNG of smooth colour fields and noise, seeded.
 std::vector<uint8_t> synthetic_png(int w, int h, uint64_t seed);
+// A mono 16 kHz PCM16 WAV of `seconds` of gliding tones and noise, seeded.
+std::vector<uint8_t> synthetic_wav(double seconds, uint64_t seed);
 
 }  // namespace mmrt::cli

@@ -157,8 +157,8 @@ int run_bench(Args& args) {
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
   if (w.name == "text") cfg.media_sandbox.enabled = false;  // nothing to decode: no workers
-  if (w.name != "mixed" && w.name != "text" && w.name != "image")
-    throw InvalidArgument("--workload must be mixed, text or image");
+  if (w.name != "mixed" && w.name != "text" && w.name != "image" && w.name != "audio-stall")
+    throw InvalidArgument("--workload must be mixed, text, image or audio-stall");
   if (w.rate * w.duration_s > kMaxRequests) {
     char msg[160];
     std::snprintf(msg, sizeof msg,
@@ -215,14 +215,18 @@ int run_bench(Args& args) {
 
 MMRT_COMMAND(
     "bench", "Poisson load of mixed requests; latency and SLO report per policy",
-    "usage: mmrt bench --model DIR [--workload mixed|text|image] [--rate R] [--duration S]\n"
-    "                  [--policy fcfs,slo] [--seed N] [--json FILE] [options]\n\n"
+    "usage: mmrt bench --model DIR [--workload mixed|text|image|audio-stall] [--rate R]\n"
+    "                  [--duration S] [--policy fcfs,slo] [--seed N] [--json FILE] [options]\n\n"
     "Generates one seeded arrival trace (Poisson, R requests/s for S seconds) of mixed requests:\n"
     "text chat, one image + question, and second turns of conversations about a repeated\n"
     "image; SLA classes mixed 30% platinum / 30% gold / 40% silver. Every listed policy serves\n"
     "the same trace in this process (a fresh engine each, after a warm-up). Prints per policy\n"
     "and class: P50/P95/P99 of TTFT, TPOT and end-to-end, SLO attainment, goodput (requests/s\n"
-    "that met their SLA), refusals, cache hit rates and where time went per stage.\n\n"
+    "that met their SLA), refusals, cache hit rates and where time went per stage.\n"
+    "--workload audio-stall (an audio model): 8 platinum text streams decode while a 30 s\n"
+    "utterance arrives for prefill (silver); compare slo:plain (fixed --step-tokens chunks) with\n"
+    "slo (slices sized by the batch controller to the streams' TPOT target); --rate and\n"
+    "--duration do not apply.\n\n"
     "  --url http://HOST:PORT  send the trace to a running `mmrt serve` instead (open loop,\n"
     "                          streamed chat requests, latency from each scheduled send\n"
     "                          time; --sla must match the server's classes; no --model)\n"

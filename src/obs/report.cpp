@@ -90,7 +90,7 @@ Report make_report(const std::string& policy, double duration_s,
   std::vector<std::string> names;
   for (const auto& c : sla.classes) names.push_back(c.name);
   names.push_back("all");
-  std::map<std::string, std::vector<double>> ttft, tpot, e2e;
+  std::map<std::string, std::vector<double>> ttft, tpot, e2e, itl;
   std::map<std::string, ClassReport> by;
   for (const auto& n : names) by[n].name = n;
   StageBreakdown st;
@@ -128,6 +128,12 @@ Report make_report(const std::string& policy, double duration_s,
       ttft[key].push_back(t_ttft);
       e2e[key].push_back(t_e2e);
       if (r.tokens.size() > 1) tpot[key].push_back(t_tpot);
+      int64_t prev = -1;
+      for (const engine::TimelineEntry& e : r.timeline.entries()) {
+        if (e.event != Event::kFirstToken && e.event != Event::kToken) continue;
+        if (prev >= 0) itl[key].push_back(static_cast<double>(e.t_ns - prev) * 1e-6);
+        prev = e.t_ns;
+      }
     }
     met_all += met;
     st.media += t.media * 1e3;
@@ -150,6 +156,7 @@ Report make_report(const std::string& policy, double duration_s,
     c.ttft_ms = Dist::of(ttft[n]);
     c.tpot_ms = Dist::of(tpot[n]);
     c.e2e_ms = Dist::of(e2e[n]);
+    c.itl_ms = Dist::of(itl[n]);
     rep.classes.push_back(c);
   }
   rep.goodput_rps = duration_s > 0 ? static_cast<double>(met_all) / duration_s : 0;
@@ -190,6 +197,7 @@ nlohmann::json Report::json() const {
                    {"slo_attainment", c.attainment()},
                    {"ttft_ms", c.ttft_ms.json()},
                    {"tpot_ms", c.tpot_ms.json()},
+                   {"itl_ms", c.itl_ms.json()},
                    {"e2e_ms", c.e2e_ms.json()}};
   }
   j["classes"] = cls;
@@ -241,6 +249,14 @@ std::string Report::text() const {
                   c.e2e_ms.p99);
     out += buf;
   }
+  std::string gaps;
+  for (const auto& c : classes) {
+    if (c.itl_ms.n == 0 || c.name == "all") continue;
+    std::snprintf(buf, sizeof buf, "%s %s %.1f / %.1f / %.1f", gaps.empty() ? "" : ",",
+                  c.name.c_str(), c.itl_ms.p50, c.itl_ms.p99, c.itl_ms.max);
+    gaps += buf;
+  }
+  if (!gaps.empty()) out += "  inter-token gaps ms (p50 / p99 / max):" + gaps + "\n";
   std::snprintf(
       buf, sizeof buf,
       "  stages (mean ms per completed request): media %.1f, queue %.1f, encode %.1f, prefill "

@@ -46,6 +46,10 @@ struct ClassReport {
   int64_t refused_after_encode = 0;  // of `refused_late`: its encoder had already run
   int64_t slo_met = 0;               // completed within the requested class's TTFT and TPOT
   Dist ttft_ms, tpot_ms, e2e_ms;
+  // Every gap between consecutive tokens of completed requests (first token included): a
+  // prefill stall of other streams shows here in full, where the per-request TPOT mean dilutes
+  // it over the request's tokens.
+  Dist itl_ms;
   double attainment() const {
     return requests ? static_cast<double>(slo_met) / static_cast<double>(requests) : 0;
   }
