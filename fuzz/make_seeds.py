@@ -3,7 +3,8 @@
 
 Usage: make_seeds.py MMRT_BINARY   (the binary writes the tiny checkpoint whose config.json,
 preprocessor_config.json and tokenizer.json seed the text fuzzers). Images come from PIL, the
-safetensors file is written by hand from the format's definition.
+safetensors file is written by hand from the format's definition. Audio seeds are written by
+soundfile (libsndfile, the library mmrt decodes with), each under 8 KiB.
 """
 import io
 import json
@@ -58,6 +59,46 @@ def image_seeds():
     }
     for i, (name, data) in enumerate(sorted(seeds.items())):
         put("fuzz_image", name, bytes([i & 1]) + data)
+
+
+def audio_seeds():
+    # fuzz_audio takes the file itself. Short clips (a tone and a little noise) in every
+    # container and coding the decoder accepts, at rates that need resampling and at 16 kHz.
+    import numpy as np
+    import soundfile as sf
+
+    def clip(seconds, rate, channels):
+        t = np.arange(int(seconds * rate)) / rate
+        rng = np.random.default_rng(7)
+        x = [0.4 * np.sin(2 * np.pi * (330 + 110 * c) * t) + 0.05 * rng.standard_normal(t.size)
+             for c in range(channels)]
+        return np.stack(x, axis=1).astype(np.float32)
+
+    seeds = {  # name: (seconds, rate, channels, format, subtype)
+        "pcm16_mono_16k.wav": (0.1, 16000, 1, "WAV", "PCM_16"),
+        "pcm16_stereo_44k.wav": (0.02, 44100, 2, "WAV", "PCM_16"),
+        "pcm24_mono_48k.wav": (0.03, 48000, 1, "WAV", "PCM_24"),
+        "float32_mono_8k.wav": (0.1, 8000, 1, "WAV", "FLOAT"),
+        "double_stereo_16k.wav": (0.02, 16000, 2, "WAV", "DOUBLE"),
+        "u8_mono_22k.wav": (0.1, 22050, 1, "WAV", "PCM_U8"),
+        "ulaw_mono_8k.wav": (0.2, 8000, 1, "WAV", "ULAW"),
+        "ima_adpcm_mono_16k.wav": (0.2, 16000, 1, "WAV", "IMA_ADPCM"),
+        "ms_adpcm_stereo_16k.wav": (0.1, 16000, 2, "WAV", "MS_ADPCM"),
+        "wavex_3ch_16k.wav": (0.03, 16000, 3, "WAVEX", "PCM_16"),
+        "flac16_mono_16k.flac": (0.25, 16000, 1, "FLAC", "PCM_16"),
+        "flac24_stereo_44k.flac": (0.02, 44100, 2, "FLAC", "PCM_24"),
+        "vorbis_mono_16k.ogg": (0.1, 16000, 1, "OGG", "VORBIS"),
+        "opus_mono_48k.ogg": (0.1, 48000, 1, "OGG", "OPUS"),
+        "opus_stereo_48k.ogg": (0.05, 48000, 2, "OGG", "OPUS"),
+        "mp3_mono_16k.mp3": (0.3, 16000, 1, "MP3", "MPEG_LAYER_III"),
+        "mp3_stereo_44k.mp3": (0.1, 44100, 2, "MP3", "MPEG_LAYER_III"),
+    }
+    for name, (seconds, rate, channels, fmt, subtype) in seeds.items():
+        b = io.BytesIO()
+        sf.write(b, clip(seconds, rate, channels), rate, format=fmt, subtype=subtype)
+        data = b.getvalue()
+        assert len(data) < 8192, (name, len(data))
+        put("fuzz_audio", name, data)
 
 
 def safetensors_seed(header, data):
@@ -167,6 +208,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     image_seeds()
+    audio_seeds()
     safetensors_seeds()
     checkpoint_seeds(sys.argv[1])
     text_seeds()

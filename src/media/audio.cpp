@@ -10,6 +10,7 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -147,28 +148,47 @@ uint32_t le32(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 
-// libsndfile shortens a WAV whose data chunk runs past the end of the file to what is there, so
-// truncation is found here: the data chunk's stated size against the bytes present. Returns
-// the frames the header states when the chunk is cut short (PCM/float/law codings, where a frame
-// is block_align bytes), -2 when it is cut short in another coding, -1 when it is complete.
-int64_t wav_truncated_frames(std::span<const uint8_t> b) {
+// The WAV header as the file states it: the last "fmt " chunk before the data chunk, and the data
+// chunk's stated size. Read here, before libsndfile opens the file, so that a header stating an
+// impossible layout (0 or 65535 channels, a 0 or 4 GHz rate) is refused with its reason, and one
+// stating more audio than the limit is refused by its stated duration: libsndfile refuses the
+// first without saying why, and silently shortens a data chunk that runs past the end of the file
+// to what is there (which is also how truncation is found: the stated size against the bytes).
+struct WavHeader {
+  bool has_fmt = false, has_data = false;
+  uint32_t tag = 0, channels = 0, rate = 0, block_align = 0;
+  uint64_t data_size = 0;  // as stated
+  bool data_known =
+      false;  // not 0 or 0xFFFFFFFF, the "size unknown" values streaming writers leave
+  bool data_complete = true;  // the stated size is present in the file
+  // PCM, float and law codings, where a frame is block_align bytes.
+  bool framed() const {
+    return (tag == 1 || tag == 3 || tag == 6 || tag == 7 || tag == 0xFFFE) && block_align > 0;
+  }
+};
+
+WavHeader parse_wav_header(std::span<const uint8_t> b) {
+  WavHeader h;
   uint64_t pos = 12;
-  uint32_t block_align = 0, tag = 0;
   while (pos + 8 <= b.size()) {
     const uint8_t* c = b.data() + pos;
     const uint64_t size = le32(c + 4);
     if (std::memcmp(c, "fmt ", 4) == 0 && size >= 14 && pos + 8 + 14 <= b.size()) {
-      tag = uint32_t(c[8]) | uint32_t(c[9]) << 8;
-      block_align = uint32_t(c[20]) | uint32_t(c[21]) << 8;
+      h.has_fmt = true;
+      h.tag = uint32_t(c[8]) | uint32_t(c[9]) << 8;
+      h.channels = uint32_t(c[10]) | uint32_t(c[11]) << 8;
+      h.rate = le32(c + 12);
+      h.block_align = uint32_t(c[20]) | uint32_t(c[21]) << 8;
     } else if (std::memcmp(c, "data", 4) == 0) {
-      // 0 and 0xFFFFFFFF are the "size unknown" values streaming writers leave.
-      if (size == 0 || size == 0xFFFFFFFFu || pos + 8 + size <= b.size()) return -1;
-      const bool framed = tag == 1 || tag == 3 || tag == 6 || tag == 7 || tag == 0xFFFE;
-      return framed && block_align > 0 ? static_cast<int64_t>(size / block_align) : -2;
+      h.has_data = true;
+      h.data_size = size;
+      h.data_known = size != 0 && size != 0xFFFFFFFFu;
+      h.data_complete = !h.data_known || pos + 8 + size <= b.size();
+      break;
     }
     pos += 8 + size + (size & 1);
   }
-  return -1;
+  return h;
 }
 
 // Ogg's page checksum: CRC-32, polynomial 0x04C11DB7, not reflected, initial value 0.
@@ -211,6 +231,20 @@ int64_t ogg_bad_page(std::span<const uint8_t> b) {
   return -1;
 }
 
+// What a file that is not audio is, when it is something common: said in the message, since
+// the usual cause is a file given to the wrong option.
+std::string not_audio_hint(std::span<const uint8_t> b) {
+  auto starts = [&](const char* magic, size_t n, size_t at = 0) {
+    return b.size() >= at + n && std::memcmp(b.data() + at, magic, n) == 0;
+  };
+  if (starts("\x89PNG", 4)) return ": the file is a PNG image, not audio";
+  if (starts("\xFF\xD8\xFF", 3)) return ": the file is a JPEG image, not audio";
+  if (starts("RIFF", 4) && starts("WEBP", 4, 8)) return ": the file is a WebP image, not audio";
+  if (starts("GIF8", 4)) return ": the file is a GIF image, not audio";
+  if (starts("RIFF", 4)) return ": a RIFF file that is not WAVE";
+  return "";
+}
+
 void check_options(const AudioDecodeOptions& o) {
   if (o.target_rate < 8000 || o.target_rate > 192000)
     throw InvalidArgument("audio: target_rate " + std::to_string(o.target_rate) +
@@ -238,10 +272,29 @@ void open_checked(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts
   if (bytes.empty()) throw FormatError("audio: empty input (0 bytes): no audio samples");
   const AudioFormat format = detect_audio_format(bytes);
   if (format == AudioFormat::kUnknown)
-    throw FormatError("audio: unknown format (supported: " + std::string(kSupported) + ")");
+    throw FormatError("audio: unknown format" + not_audio_hint(bytes) +
+                      " (supported: " + std::string(kSupported) + ")");
   const std::string what = "audio (" + std::string(audio_format_name(format)) + ")";
   if (format == AudioFormat::kWav && bytes.size() < 12)
     throw FormatError(what + ": truncated header");
+  WavHeader wav;
+  if (format == AudioFormat::kWav) {
+    wav = parse_wav_header(bytes);
+    if (wav.has_fmt && (wav.channels < 1 || wav.channels > uint32_t(opts.max_channels)))
+      throw FormatError(what + ": " + std::to_string(wav.channels) + " channels (supported: 1.." +
+                        std::to_string(opts.max_channels) + ")");
+    if (wav.has_fmt && (wav.rate < 1 || wav.rate > uint32_t(kMaxFileRate)))
+      throw FormatError(what + ": sample rate " + std::to_string(wav.rate) + " Hz is outside 1.." +
+                        std::to_string(kMaxFileRate));
+    if (wav.has_fmt && wav.has_data && wav.data_known && wav.framed()) {
+      const uint64_t frames = wav.data_size / wav.block_align;
+      const double seconds = static_cast<double>(frames) / wav.rate;
+      if (seconds > opts.max_seconds)
+        throw ResourceExhausted(what + ": the audio lasts " + fmt_seconds(seconds) + " (header: " +
+                                std::to_string(frames) + " frames at " + std::to_string(wav.rate) +
+                                " Hz), over the limit of " + fmt_seconds(opts.max_seconds));
+    }
+  }
   if (format == AudioFormat::kOgg) {
     const int64_t bad = ogg_bad_page(bytes);
     if (bad >= 0)
@@ -254,7 +307,14 @@ void open_checked(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts
   std::memset(&sfi, 0, sizeof sfi);
   a.file.reset(sf_open_virtual(&vio, SFM_READ, &sfi, &a.mem));
   // (sf_strerror(nullptr) reads libsndfile's process-wide last error: not used.)
-  if (!a.file) throw FormatError(what + ": malformed header (libsndfile cannot open it)");
+  if (!a.file) {
+    const char* why = "";
+    if (format == AudioFormat::kWav && !wav.has_fmt)
+      why = ": no complete 'fmt ' chunk before the data";
+    else if (format == AudioFormat::kWav && !wav.has_data)
+      why = ": no 'data' chunk";
+    throw FormatError(what + ": malformed header" + why + " (libsndfile cannot open it)");
+  }
   if (!container_matches(format, sfi.format))
     throw FormatError(what + ": the content is not a " + std::string(audio_format_name(format)) +
                       " stream");
@@ -280,13 +340,12 @@ void open_checked(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts
   if (seconds > opts.max_seconds)
     throw ResourceExhausted(what + ": the audio lasts " + fmt_seconds(seconds) +
                             ", over the limit of " + fmt_seconds(opts.max_seconds));
-  if (format == AudioFormat::kWav) {
-    const int64_t stated = wav_truncated_frames(bytes);
-    if (stated == -2)
+  if (format == AudioFormat::kWav && !wav.data_complete) {
+    if (!wav.framed())
       throw FormatError(what + ": truncated: the data chunk runs past the end of the file");
-    if (stated >= 0)
-      throw FormatError(what + ": truncated: header says " + std::to_string(stated) + " frames, " +
-                        std::to_string(sfi.frames) + " decoded");
+    throw FormatError(what + ": truncated: header says " +
+                      std::to_string(wav.data_size / wav.block_align) + " frames, " +
+                      std::to_string(sfi.frames) + " decoded");
   }
 }
 
@@ -354,7 +413,14 @@ void downmix_mean(const float* interleaved, int64_t frames, int channels, float*
 
 }  // namespace detail
 
-std::vector<float> decode_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts) {
+std::vector<float> decode_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts,
+                                AudioDecodeTimes* times) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                t)
+        .count();
+  };
   OpenAudio a;
   open_checked(bytes, opts, a);
   const AudioInfo& info = a.info;
@@ -384,8 +450,24 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const AudioDecod
                         " frames, " + std::to_string(done) + " decoded");
   }
   a.file.reset();
+  // Float codings can hold NaN and infinity (and a channel mean can overflow): refused here, by
+  // where they are, rather than by the log-mel after resampling has spread them.
+  auto first_bad = [](const std::vector<float>& v) {
+    return std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }) - v.begin();
+  };
+  if (const int64_t i = first_bad(mono); i < static_cast<int64_t>(mono.size()))
+    throw FormatError(what + ": frame " + std::to_string(i) + " (at " +
+                      fmt_seconds(static_cast<double>(i) / info.sample_rate) +
+                      ") is not a finite number (NaN or infinity)");
+  if (times) times->decode_ns = since(t0);
   if (info.sample_rate == opts.target_rate) return mono;
-  return resample_audio(mono, info.sample_rate, opts.target_rate);
+  const auto t1 = std::chrono::steady_clock::now();
+  std::vector<float> out = resample_audio(mono, info.sample_rate, opts.target_rate);
+  if (times) times->resample_ns = since(t1);
+  if (first_bad(out) < static_cast<int64_t>(out.size()))
+    throw FormatError(what + ": the samples overflow float32 when resampled (values near " +
+                      "3.4e38)");
+  return out;
 }
 
 }  // namespace mmrt::media

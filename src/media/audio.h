@@ -39,6 +39,12 @@ struct AudioInfo {
   int64_t frames_at(int32_t rate) const;
 };
 
+// Where decode_audio spent its time, for per-stage metrics.
+struct AudioDecodeTimes {
+  int64_t decode_ns = 0;    // the file to mono samples at its own rate
+  int64_t resample_ns = 0;  // to the target rate
+};
+
 // Parses the header only; throws the same errors as decode_audio for a bad header or an
 // over-limit file (damage past the header shows only when decoding).
 AudioInfo probe_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts = {});
@@ -48,8 +54,8 @@ AudioInfo probe_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& 
 // header length is an estimate (a Xing/LAME header, else the first frame's bitrate): an MP3
 // decodes what its frames hold, never more than that estimate (libsndfile does not read past
 // it, and neither does librosa through soundfile), so it can come back shorter.
-std::vector<float> decode_audio(std::span<const uint8_t> bytes,
-                                const AudioDecodeOptions& opts = {});
+std::vector<float> decode_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts = {},
+                                AudioDecodeTimes* times = nullptr);
 
 // Mono resampling with libsoxr HQ (one thread), rates 1..768000. The output length is librosa's,
 // ceil(in * (to / from)) in double (soxr's own round(in * to / from) samples, zero-padded as

@@ -246,6 +246,23 @@ constexpr VU block_mask(std::integer_sequence<int, J...>) {
   return VU{static_cast<uint64_t>(Hi ? ((J & B) ? W + J : J + B) : ((J & B) ? W + J - B : J))...};
 }
 
+// Lane j of the result is a[m[j]] for m[j] < W, else b[m[j] - W]: GCC's two-vector
+// __builtin_shuffle; clang (the fuzz build) has no such builtin, and gets the lane loop.
+template <class V, class VU>
+inline V shuffle2(V a, V b, VU m) {
+#if defined(__clang__)
+  constexpr int W = sizeof(V) / sizeof(double);
+  V r = a;
+  for (int j = 0; j < W; ++j) {
+    const int k = static_cast<int>(m[j]);
+    r[j] = k < W ? a[k] : b[k - W];
+  }
+  return r;
+#else
+  return __builtin_shuffle(a, b, m);
+#endif
+}
+
 template <class V, class VU, int B>
 inline void transpose(V* r) {
   constexpr int W = sizeof(V) / sizeof(double);
@@ -254,8 +271,8 @@ inline void transpose(V* r) {
   for (int i = 0; i < W; ++i)
     if (!(i & B)) {
       const V a = r[i], b = r[i + B];
-      r[i] = __builtin_shuffle(a, b, lo);
-      r[i + B] = __builtin_shuffle(a, b, hi);
+      r[i] = shuffle2<V, VU>(a, b, lo);
+      r[i + B] = shuffle2<V, VU>(a, b, hi);
     }
   if constexpr (B > 1) transpose<V, VU, B / 2>(r);
 }

@@ -13,12 +13,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "../common/run_process.h"
+#include "hostile_cli.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using mmrt::testing::RunLimits;
-using mmrt::testing::RunResult;
+using mmrt::hostile::RunLimits;
+using mmrt::hostile::RunResult;
 
 namespace {
 
@@ -31,36 +31,18 @@ const fs::path& tmp() {
   return p;
 }
 
-const std::string kMmrt = std::string(MMRT_BINARY_DIR) + "/tools/mmrt";
-// Far below what every defect here reached (0.4-24 GB), far above a tiny model's load (ASan
-// included) with the small KV cache the cases ask for.
-constexpr long kRssLimitKb = 768L << 10;
-
 RunResult run_mmrt(std::vector<std::string> args, RunLimits lim = {}) {
-  args.insert(args.begin(), kMmrt);
-  if (lim.rss_limit_kb == RunLimits{}.rss_limit_kb) lim.rss_limit_kb = kRssLimitKb;
-  lim.timeout_s = 60;
-  RunResult r = mmrt::testing::run_process(args, lim, tmp().string());
-  std::printf("  [case] mmrt %s: rc %d, peak_rss_kb %ld\n", args[1].c_str(), r.rc, r.peak_rss_kb);
-  return r;
+  return mmrt::hostile::run_mmrt(std::move(args), tmp(), lim);
 }
-
-// The checks every case shares: a clean failure, bounded, and a message with `expect` in it.
-void expect_refused(const RunResult& r, const std::string& expect) {
-  EXPECT_FALSE(r.timed_out) << "hung: killed after the timeout; stderr: " << r.err;
-  EXPECT_FALSE(r.over_memory) << "killed at the memory ceiling (" << r.peak_rss_kb << " KiB)";
-  EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_NE(r.err.find(expect), std::string::npos) << "expected '" << expect << "' in: " << r.err;
-  EXPECT_LT(r.err.size(), 4096u) << "a message this long quotes too much of the input";
-  EXPECT_LT(r.peak_rss_kb, kRssLimitKb);
-}
+using mmrt::hostile::expect_refused;
+using mmrt::hostile::kRssLimitKb;
 
 std::string slurp(const fs::path& p) {
   return mmrt::testing::slurp(p.string());
 }
 
 void write(const fs::path& p, const std::string& s) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
+  mmrt::hostile::write_file(p, s);
 }
 
 std::string nested(int depth) {

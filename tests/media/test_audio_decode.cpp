@@ -244,9 +244,14 @@ TEST(AudioDecode, BrokenFilesAreFormatErrors) {
   cut.resize(44 + 4000 * 2);
   expect_error<FormatError>([&] { decode_audio(cut); },
                             {"truncated", "header says 8000 frames, 4000 decoded"});
-  // A header that lies about the length (a billion frames) allocates nothing for it.
+  // A header that lies about the length allocates nothing for it: a billion frames is over the
+  // duration limit by the stated size; 25 s, under it, is a truncated file.
   const Bytes lie = wav(std::vector<float>(100), 1, 8000, false, 1000000000);
-  expect_error<FormatError>([&] { probe_audio(lie); }, {"truncated"});
+  expect_error<ResourceExhausted>([&] { probe_audio(lie); },
+                                  {"125000.000 s", "1000000000 frames at 8000 Hz", "600.000 s"});
+  const Bytes short_lie = wav(std::vector<float>(100), 1, 8000, false, 200000);
+  expect_error<FormatError>([&] { probe_audio(short_lie); },
+                            {"truncated", "header says 200000 frames, 100 decoded"});
   expect_error<FormatError>([&] { decode_audio(wav({}, 1, 8000, false)); }, {"no audio samples"});
   expect_error<FormatError>([&] { decode_audio(Bytes{}); }, {"empty"});
   expect_error<FormatError>([&] { decode_audio(Bytes(100, 'x')); },
