@@ -126,6 +126,8 @@ struct Engine::Impl : SchedulerView {
     res.predicted_ttft_ns = r.predicted_ttft_ns;
     res.deadline_ns = r.deadline_ns;
     res.tpot_target_ns = r.tpot_target_ns;
+    res.media_decode_ns = r.media_decode_ns;
+    res.media_resample_ns = r.media_resample_ns;
     res.timeline = r.timeline;
     if (with_books) snapshot();
     {

@@ -301,6 +301,10 @@ void MediaStage::apply(Submission& s) const {
     as_estimated = as_estimated && items[i].dims == r.media[i].prepared.dims &&
                    items[i].n_tokens == r.media[i].n_tokens &&
                    items[i].encoder_cost == r.media[i].encoder_cost;
+  for (const models::PreparedMedia& p : items) {
+    r.media_decode_ns += p.decode_ns;
+    r.media_resample_ns += p.resample_ns;
+  }
   if (as_estimated) {
     for (size_t i = 0; i < items.size(); ++i) r.media[i].prepared = std::move(items[i]);
   } else {

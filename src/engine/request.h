@@ -58,6 +58,9 @@ struct Request {
   // laid out from the media headers (exact for images), the encoder inputs are still missing.
   bool media_pending = false;    // its media's features are still being preprocessed
   double expected_media_ns = 0;  // decode + preprocessing time of its media (while pending)
+  // Of the media stage's time (kReceived/kScheduled .. kMediaDecoded): decoding the files and
+  // resampling audio, summed over its items (the rest is preprocessing).
+  int64_t media_decode_ns = 0, media_resample_ns = 0;
 
   // Scheduling state.
   RequestStatus status = RequestStatus::kWaiting;

@@ -96,6 +96,10 @@ struct PreparedMedia {
   std::vector<int64_t> dims;  // the family's description of `features` (Qwen2-VL: grid t, h, w)
   int64_t n_tokens = 0;       // placeholder tokens it expands to
   int64_t encoder_cost = 0;   // as in MediaEstimate
+  // Where preprocess() spent its time (0: not measured): decoding the file (to pixels; audio:
+  // to samples at the file's rate) and resampling (audio). The rest of its time went to
+  // preprocessing proper (resize and normalise, the log-mel).
+  int64_t decode_ns = 0, resample_ns = 0;
 };
 
 struct MediaSpan {

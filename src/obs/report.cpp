@@ -73,6 +73,9 @@ RequestTimes request_times(const engine::RequestResult& r) {
     if (e.event == Event::kEncoderEnd && es >= 0) t.encode += s(e.t_ns - es);
   }
   t.media = tm > 0 ? s(tm - t0) : 0;
+  t.media_decode = std::min(t.media, s(r.media_decode_ns));
+  t.media_resample = std::min(t.media - t.media_decode, s(r.media_resample_ns));
+  t.preprocess = t.media - t.media_decode - t.media_resample;
   t.queue = ts > 0 && tq > 0 ? s(ts - tq) : 0;
   t.prefill = ts > 0 ? std::max(0.0, s(tf - ts) - t.encode) : 0;
   t.decode = s(te - tf);

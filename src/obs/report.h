@@ -29,6 +29,9 @@ struct RequestTimes {
   bool completed = false;
   double ttft = 0, e2e = 0, tpot = 0;  // tpot: 0 for one output token
   double media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
+  // media split: decoding the files, resampling audio, and the rest (preprocessing: resize and
+  // normalise, the log-mel; waiting for a media lane counts here too).
+  double media_decode = 0, media_resample = 0, preprocess = 0;
 };
 RequestTimes request_times(const engine::RequestResult& r);
 

@@ -381,6 +381,9 @@ struct MediaSandbox::Impl {
     if (r.n_tokens < 0 || r.encoder_cost < 0) throw bad("has negative counts");
     m.n_tokens = r.n_tokens;
     m.encoder_cost = r.encoder_cost;
+    // Durations are only reported: a hostile worker's values cannot exceed what it was given.
+    m.decode_ns = std::clamp<int64_t>(r.decode_ns, 0, int64_t{1} << 50);
+    m.resample_ns = std::clamp<int64_t>(r.resample_ns, 0, int64_t{1} << 50);
     const models::MediaEstimate& e = job.estimate;
     if (e.exact &&
         (m.dims != e.dims || m.n_tokens != e.n_tokens || m.encoder_cost != e.encoder_cost ||

@@ -11,7 +11,7 @@
 namespace mmrt::sandbox::wire {
 
 constexpr uint32_t kMagic = 0x746d6d6d;  // "mmmt"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr int kWorkerFd = 3;  // where the worker finds its socket
 constexpr size_t kMaxForget = 8;
 constexpr size_t kMessageBytes = 1024;
@@ -48,7 +48,8 @@ struct Reply {
   int64_t shape[kMaxRank] = {};
   int64_t dims[kMaxDims] = {};
   int64_t n_tokens = 0, encoder_cost = 0;
-  uint64_t output_bytes = 0;  // features written at the start of the output buffer
+  int64_t decode_ns = 0, resample_ns = 0;  // as PreparedMedia's (the worker's own clock)
+  uint64_t output_bytes = 0;               // features written at the start of the output buffer
   char message[kMessageBytes] = {};
 };
 

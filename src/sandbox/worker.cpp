@@ -296,6 +296,8 @@ class Worker {
       for (size_t i = 0; i < p.dims.size(); ++i) r.dims[i] = p.dims[i];
       r.n_tokens = p.n_tokens;
       r.encoder_cost = p.encoder_cost;
+      r.decode_ns = p.decode_ns;
+      r.resample_ns = p.resample_ns;
       r.output_bytes = t.nbytes();
     } catch (const Error& e) {
       std::string m = e.what();

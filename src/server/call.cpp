@@ -325,7 +325,9 @@ void Call::on_done(const engine::StreamEvent& ev) {
   const obs::RequestTimes t = obs::request_times(r);
   ext["ttft_ms"] = ms3(t.ttft);
   ext["stages_ms"] = {{"media_download", ms3(download_s_)},
-                      {"media_decode", ms3(t.media)},
+                      {"media_decode", ms3(t.media_decode)},
+                      {"media_resample", ms3(t.media_resample)},
+                      {"preprocessing", ms3(t.preprocess)},
                       {"queue", ms3(t.queue)},
                       {"encoder", ms3(t.encode)},
                       {"prefill", ms3(t.prefill)},

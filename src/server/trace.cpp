@@ -47,7 +47,10 @@ std::string chrome_trace(const engine::RequestResult& r, const std::string& id,
         {"completion_tokens", r.tokens.size()},
         {"predicted_ttft_ms", static_cast<double>(r.predicted_ttft_ns) * 1e-6}});
   if (download_ns > 0) span("media_download", t0 - download_ns, t0);
-  span("media_decode", t0, tl.first(Event::kMediaDecoded));
+  // One span for the media stage; its split (sums over the items) as arguments.
+  span("media_decode", t0, tl.first(Event::kMediaDecoded),
+       {{"decode_ms", static_cast<double>(r.media_decode_ns) * 1e-6},
+        {"resample_ms", static_cast<double>(r.media_resample_ns) * 1e-6}});
   span("queue", tl.first(Event::kQueued), tl.first(Event::kScheduled));
   const int64_t tf = tl.first(Event::kFirstToken);
   int64_t enc_start = -1, last = tl.first(Event::kScheduled), tokens = 0;

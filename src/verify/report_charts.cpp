@@ -135,6 +135,8 @@ struct Stage {
 constexpr Stage kStages[] = {
     {"media_download", "media download", "#9c755f"},
     {"media_decode", "media decode", "#b07aa1"},
+    {"media_resample", "resample", "#d4a6c8"},
+    {"preprocessing", "preprocessing", "#edc948"},
     {"queue", "queue", "#f28e2b"},
     {"encoder", "encoder", "#76b7b2"},
     {"prefill", "prefill", "#4e79a7"},

@@ -19,8 +19,8 @@ using nlohmann::json;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kMinJitterGaps = 100;  // a P99 of fewer gaps is its maximum
-const char* const kStages[] = {"media_download", "media_decode", "queue",
-                               "encoder",        "prefill",      "decode"};
+const char* const kStages[] = {"media_download", "media_decode", "media_resample", "preprocessing",
+                               "queue",          "encoder",      "prefill",        "decode"};
 
 std::string fmt_s(double s) {
   char b[48];

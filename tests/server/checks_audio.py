@@ -146,7 +146,9 @@ def audio_urls(ctx, Server):
             expect(got == s.want, f"{part['audio_url']['url'][:40]}: {got!r} vs {s.want!r}")
         expect(files.requests == 1, f"{files.requests} downloads")
         expect(b["mmrt"]["stages_ms"]["media_download"] > 0, "download time reported")
-        expect(b["mmrt"]["stages_ms"]["media_decode"] > 0, "decode time reported")
+        stages = b["mmrt"]["stages_ms"]
+        expect(stages["media_decode"] > 0, f"decode time reported: {stages}")
+        expect(stages["preprocessing"] > 0, f"log-mel time reported apart: {stages}")
         st, _, b = hu.post(s.port, "/v1/chat/completions", _ask(_audio_url(files.url("/no.wav"))))
         expect_error(st, b, 400, param="messages[0].content[0].audio_url", contains="HTTP 404")
         # Refused before the download when the queue alone breaks the promise, as for images.
@@ -219,6 +221,8 @@ def metrics_and_shutdown(ctx, Server):
            "the encoder stage observed")
     n = hu.metric(port, "mmrt_request_stage_seconds_count", stage="media_decode")
     expect(n > 0, f"stage media_decode observed for audio requests: {n}")
+    n = hu.metric(port, "mmrt_request_stage_seconds_count", stage="preprocessing")
+    expect(n > 0, f"stage preprocessing observed for audio requests: {n}")
     lost = hu.metric(port, "mmrt_media_sandbox_workers_lost_total")
     expect(lost == 0, f"{lost} sandbox workers lost")
     rc = s.srv.stop()

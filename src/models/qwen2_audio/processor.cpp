@@ -91,13 +91,16 @@ class Qwen2AudioProcessor final : public Processor {
   PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
                            const media::MediaContext& ctx) const override {
     check_modality(m);
-    const std::vector<float> samples = media::decode_audio(bytes, decode_);
+    media::AudioDecodeTimes times;
+    const std::vector<float> samples = media::decode_audio(bytes, decode_, &times);
     const WindowPlan plan = plan_windows(static_cast<int64_t>(samples.size()), fe_, long_audio_);
     const int64_t W = static_cast<int64_t>(plan.frames.size()), n = window_floats();
     std::shared_ptr<uint8_t> mem =
         media::features_buffer(ctx, static_cast<size_t>(W * n) * sizeof(float));
     PreparedMedia p;
     p.modality = m;
+    p.decode_ns = times.decode_ns;
+    p.resample_ns = times.resample_ns;
     p.features = Tensor::view(mem.get(), DType::kF32, {W, fe_.feature_size, fe_.n_frames()},
                               mem);  // [n_windows, n_mels, n_frames]
     float* out = p.features.data<float>();

@@ -145,6 +145,7 @@ class Qwen2VLProcessor final : public Processor {
     p.dims = {in.grid_t, in.grid_h, in.grid_w};
     p.n_tokens = in.n_tokens();
     p.encoder_cost = in.grid_t * in.grid_h * in.grid_w;
+    p.decode_ns = static_cast<int64_t>(in.decode_ms * 1e6);
     return p;
   }
 
