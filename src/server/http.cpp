@@ -5,7 +5,6 @@
 #include "server/http.h"
 // clang-format on
 
-#include <sys/resource.h>
 #include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,29 +15,23 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <optional>
 #include <thread>
 
 #include "core/error.h"
+#include "server/realtime_session.h"
 
 namespace mmrt::server {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
-
-const std::string* HttpRequest::header(const std::string& lower_name) const {
-  for (const auto& [k, v] : headers)
-    if (k == lower_name) return &v;
-  return nullptr;
-}
-
-std::string HttpRequest::path() const {
-  return target.substr(0, target.find('?'));
-}
 
 struct HttpServer::Impl {
   HttpOptions opt;
@@ -103,7 +96,7 @@ bool says_close(const Headers& h) {
 
 class Session;
 
-class ExchangeImpl final : public Exchange {
+class ExchangeImpl final : public Exchange, public WsUpgradable {
  public:
   ExchangeImpl(std::weak_ptr<Session> s, net::any_io_executor ex)
       : s_(std::move(s)), ex_(std::move(ex)) {}
@@ -121,6 +114,7 @@ class ExchangeImpl final : public Exchange {
   bool aborted() const override { return aborted_; }
   void post(std::function<void()> fn) override { net::post(ex_, std::move(fn)); }
   size_t pending_bytes() const override;
+  void accept_websocket(std::shared_ptr<WsEndpoint> ep, std::string subprotocol) override;
 
   // The session's side.
   void abort() {
@@ -135,6 +129,101 @@ class ExchangeImpl final : public Exchange {
   net::any_io_executor ex_;
   bool ended_ = false, aborted_ = false, streaming_ = false;
   std::function<void()> abort_fn_;
+};
+
+// A WebSocket after the upgrade: text messages in, a strictly ordered write queue out, Beast's
+// keep-alive pings and idle timeout, a message size limit; all on the connection's strand.
+class WsSession final : public WsChannel, public std::enable_shared_from_this<WsSession> {
+ public:
+  static constexpr size_t kMaxMessageBytes = 16 << 20, kMaxQueuedBytes = 16 << 20;
+  WsSession(beast::tcp_stream&& s, HttpServer::Impl& srv, std::shared_ptr<WsEndpoint> ep)
+      : ws_(std::move(s)), srv_(srv), ep_(std::move(ep)) {
+    ++srv_.connections;
+  }
+  ~WsSession() override { --srv_.connections; }
+  void start(http::request<http::string_body> req, std::string subprotocol) {
+    beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts from here
+    auto t = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    t.idle_timeout = srv_.opt.idle_timeout;  // a ping at half of it (keep_alive_pings)
+    ws_.set_option(t);
+    ws_.set_option(websocket::stream_base::decorator(
+        [sp = std::move(subprotocol)](websocket::response_type& res) {
+          res.set(http::field::server, "mmrt");
+          if (!sp.empty()) res.set(http::field::sec_websocket_protocol, sp);
+        }));
+    ws_.read_message_max(kMaxMessageBytes);
+    ws_.text(true);
+    ws_.async_accept(req, [self = shared_from_this()](const beast::error_code& ec) {
+      if (ec) return self->finish();
+      self->open_ = true;
+      self->ep_->on_open(self);
+      self->read();
+    });
+  }
+
+  void send_text(std::string text) override {
+    if (closed_ || closing_) return;
+    queued_ += text.size();
+    if (queued_ > kMaxQueuedBytes) {  // a client that stopped reading
+      beast::error_code ec;
+      beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
+      return;
+    }
+    q_.push_back(std::move(text));
+    pump();
+  }
+  void close(uint16_t code, std::string reason) override {
+    if (closed_ || closing_) return;
+    closing_ = true;
+    close_reason_ = websocket::close_reason(static_cast<websocket::close_code>(code), reason);
+    pump();
+  }
+  void post(std::function<void()> fn) override { net::post(ws_.get_executor(), std::move(fn)); }
+
+ private:
+  void read() {
+    ws_.async_read(rbuf_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
+      if (ec) return self->finish();
+      std::string text = beast::buffers_to_string(self->rbuf_.data());
+      self->rbuf_.consume(self->rbuf_.size());
+      if (self->ep_) self->ep_->on_text(std::move(text));
+      self->read();
+    });
+  }
+  void pump() {
+    if (writing_ || closed_) return;
+    if (q_.empty()) {
+      if (closing_ && !close_sent_) {
+        close_sent_ = true;
+        ws_.async_close(close_reason_, [self = shared_from_this()](const beast::error_code&) {});
+      }
+      return;
+    }
+    writing_ = true;
+    ws_.async_write(net::buffer(q_.front()),
+                    [self = shared_from_this()](const beast::error_code& ec, size_t) {
+                      self->writing_ = false;
+                      self->queued_ -= self->q_.front().size();
+                      self->q_.pop_front();
+                      if (ec) return self->finish();
+                      self->pump();
+                    });
+  }
+  void finish() {
+    if (closed_) return;
+    closed_ = true;
+    q_.clear();
+    if (auto ep = std::exchange(ep_, nullptr); ep && open_) ep->on_close();
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  HttpServer::Impl& srv_;
+  std::shared_ptr<WsEndpoint> ep_;
+  beast::flat_buffer rbuf_;
+  std::deque<std::string> q_;
+  size_t queued_ = 0;
+  bool open_ = false, writing_ = false, closing_ = false, close_sent_ = false, closed_ = false;
+  websocket::close_reason close_reason_;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -165,6 +254,17 @@ class Session : public std::enable_shared_from_this<Session> {
   bool chunked() const { return chunked_; }
   size_t pending() const { return out_pending_.size() + out_flight_.size(); }
   void exchange_ended() { pump(); }
+  // The exchange's request asked for a WebSocket: the connection becomes one.
+  bool upgrade(std::shared_ptr<WsEndpoint> ep, std::string subprotocol) {
+    if (closed_ || !upgrade_req_ || !out_pending_.empty() || writing_) return false;
+    closed_ = true;  // this HTTP session lets go of the socket
+    disarm();
+    exchange_.reset();
+    auto ws = std::make_shared<WsSession>(std::move(stream_), srv_, std::move(ep));
+    ws->start(std::move(*upgrade_req_), std::move(subprotocol));
+    upgrade_req_.reset();
+    return true;
+  }
 
  private:
   // A deadline for the read in progress: when it passes, the read is cancelled and
@@ -245,11 +345,18 @@ class Session : public std::enable_shared_from_this<Session> {
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       req.headers.emplace_back(std::move(name), std::string(f.value()));
     }
+    const bool upgrade = websocket::is_upgrade(msg);
     req.body = std::move(msg.body());
     keep_alive_ = msg.keep_alive();
     chunked_ = msg.version() >= 11;
     exchange_ = std::make_shared<ExchangeImpl>(weak_from_this(), stream_.get_executor());
-    watch();
+    if (upgrade) {
+      // No watching read: the socket may become a WebSocket (the client waits for the 101).
+      upgrade_req_ = std::move(msg);
+      keep_alive_ = false;  // answered with an error instead: closed after it
+    } else {
+      watch();
+    }
     srv_.handler(std::move(req), exchange_);
   }
 
@@ -327,6 +434,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<ExchangeImpl> exchange_;
+  std::optional<http::request<http::string_body>> upgrade_req_;
   std::string out_pending_, out_flight_;
   bool writing_ = false, watching_ = false, want_next_ = false, closed_ = false;
   bool keep_alive_ = true, chunked_ = true;
@@ -382,6 +490,13 @@ void ExchangeImpl::end_stream() {
   s->exchange_ended();
 }
 
+void ExchangeImpl::accept_websocket(std::shared_ptr<WsEndpoint> ep, std::string subprotocol) {
+  auto s = s_.lock();
+  if (ended_ || !s) return;
+  if (s->upgrade(std::move(ep), std::move(subprotocol))) ended_ = true;
+  if (!ended_) respond({400, "text/plain", {{"Connection", "close"}}, "no WebSocket upgrade\n"});
+}
+
 size_t ExchangeImpl::pending_bytes() const {
   auto s = s_.lock();
   return s ? s->pending() : 0;
@@ -425,21 +540,6 @@ void HttpServer::Impl::accept() {
 HttpServer::HttpServer(const HttpOptions& opt, Handler handler)
     : impl_(std::make_unique<Impl>(opt, std::move(handler))) {
   Impl& m = *impl_;
-  // Every connection is a descriptor: raise the soft limit as far as the connection cap needs
-  // (within the hard limit) and say so when it stays below.
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    const rlim_t want = static_cast<rlim_t>(opt.max_connections) + 256;
-    if (nofile.rlim_cur < want) {
-      nofile.rlim_cur = std::min(want, nofile.rlim_max);
-      setrlimit(RLIMIT_NOFILE, &nofile);
-    }
-    if (nofile.rlim_cur < want)
-      std::fprintf(stderr,
-                   "mmrt serve: the descriptor limit (%llu) is below --max-connections %d + 256; "
-                   "connections beyond it are refused\n",
-                   static_cast<unsigned long long>(nofile.rlim_cur), opt.max_connections);
-  }
   beast::error_code ec;
   const auto addr = net::ip::make_address(opt.host, ec);
   if (ec)

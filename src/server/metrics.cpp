@@ -17,7 +17,8 @@ const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
 const std::vector<double> kLongBuckets = {0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,   10,   15,  20,
                                           30,  40,  50,  60, 120, 240, 480, 960, 1920, 7680};
 // Stages can be far shorter than a request: the TTFT buckets.
-const char* const kStages[] = {"media_download", "media_decode", "encoder", "prefill", "decode"};
+const char* const kStages[] = {"media_download", "media_decode", "media_resample", "preprocessing",
+                               "encoder",        "prefill",      "decode"};
 
 std::string num(double v) {
   char b[40];
@@ -123,7 +124,11 @@ void Metrics::observe(const RequestRecord& rec) {
   c.ttft.observe(t.ttft);
   c.e2e.observe(t.e2e);
   c.queue.observe(t.queue);
-  if (t.media > 0) c.stages.at("media_decode").observe(t.media);
+  if (t.media > 0) {
+    c.stages.at("media_decode").observe(t.media_decode);
+    if (t.media_resample > 0) c.stages.at("media_resample").observe(t.media_resample);
+    c.stages.at("preprocessing").observe(t.preprocess);
+  }
   if (t.encode > 0) c.stages.at("encoder").observe(t.encode);
   c.stages.at("prefill").observe(t.prefill);
   c.stages.at("decode").observe(t.decode);
@@ -151,6 +156,18 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
   gauge("mmrt_http_requests_in_flight", "Completion requests the server is answering.",
         static_cast<double>(http_in_flight));
   gauge("mmrt_http_connections", "Open client connections.", static_cast<double>(connections));
+  gauge("mmrt_realtime_sessions", "Open Realtime WebSocket sessions.",
+        static_cast<double>(realtime_.open.load()));
+  gauge("mmrt_realtime_sessions_total", "Realtime WebSocket sessions opened.",
+        static_cast<double>(realtime_.opened.load()), "counter");
+  gauge("mmrt_realtime_client_events_total", "Realtime client events received.",
+        static_cast<double>(realtime_.events_in.load()), "counter");
+  gauge("mmrt_realtime_server_events_total", "Realtime server events sent.",
+        static_cast<double>(realtime_.events_out.load()), "counter");
+  gauge("mmrt_realtime_error_events_total", "Realtime error events sent.",
+        static_cast<double>(realtime_.errors.load()), "counter");
+  gauge("mmrt_realtime_prefills_total", "Segmented prefill requests submitted.",
+        static_cast<double>(realtime_.prefills.load()), "counter");
   gauge("mmrt_kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).",
         s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
   gauge("mmrt_kv_cache_blocks_used", "KV cache blocks in use.", s.kv_blocks_used);
@@ -214,8 +231,9 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
   hist("mmrt_request_queue_time_seconds", "Time in the scheduler's waiting queue.",
        [](const PerClass& c) -> const Histogram& { return c.queue; });
   header(out, "mmrt_request_stage_seconds", "histogram",
-         "Time per request stage: media_download (fetching URLs), media_decode (decode and "
-         "preprocessing), encoder, prefill (less encoder time), decode.");
+         "Time per request stage: media_download (fetching URLs), media_decode (files to "
+         "pixels or samples), media_resample (audio to the model's rate), preprocessing "
+         "(resize and normalise, the log-mel), encoder, prefill (less encoder time), decode.");
   for (const auto& cls : classes)
     for (const char* st : kStages)
       by_class_.at(cls).stages.at(st).render(out, "mmrt_request_stage_seconds",

@@ -5,6 +5,7 @@
 // encoder, prefill, decode). Observations take one short mutex; rendering copies under it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -43,6 +44,11 @@ class Metrics {
  public:
   Metrics(std::string model_name, const engine::SlaConfig& sla);
   void observe(const RequestRecord& r);
+  // Realtime WebSocket sessions (counted by the service, lock-free).
+  struct Realtime {
+    std::atomic<int64_t> open{0}, opened{0}, events_in{0}, events_out{0}, errors{0}, prefills{0};
+  };
+  Realtime& realtime() { return realtime_; }
   // The whole exposition: engine stats, the server's own gauges and everything observed.
   std::string render(const engine::EngineStats& s, int64_t http_in_flight,
                      int64_t connections) const;
@@ -62,6 +68,7 @@ class Metrics {
   std::vector<std::string> order_;  // classes in SLA order, then "none"
   mutable std::mutex mu_;
   std::map<std::string, PerClass> by_class_;
+  Realtime realtime_;
 };
 
 // Escapes a label value (backslash, quote, newline).

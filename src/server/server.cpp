@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -21,6 +24,21 @@ int run_server(ServerConfig cfg) {
   if (!cfg.trace_dir.empty()) std::filesystem::create_directories(cfg.trace_dir);
   // A folder that is not a checkpoint fails now, not after the server has started listening.
   models::family_for_checkpoint(cfg.engine.model_dir);
+  // (Before listening.) Every connection is a descriptor: raise the soft limit as far as the
+  // connection cap needs (within the hard limit) and say so when it stays below.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    const rlim_t want = static_cast<rlim_t>(cfg.http.max_connections) + 256;
+    if (nofile.rlim_cur < want) {
+      nofile.rlim_cur = std::min(want, nofile.rlim_max);
+      setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    if (nofile.rlim_cur < want)
+      std::fprintf(stderr,
+                   "mmrt serve: the descriptor limit (%llu) is below --max-connections %d + 256; "
+                   "connections beyond it are refused\n",
+                   static_cast<unsigned long long>(nofile.rlim_cur), cfg.http.max_connections);
+  }
   Service svc(cfg);
   HttpServer http(cfg.http, [&svc](HttpRequest req, std::shared_ptr<Exchange> ex) {
     svc.handle(std::move(req), std::move(ex));

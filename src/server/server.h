@@ -14,6 +14,7 @@
 #include "server/api.h"
 #include "server/fetcher.h"
 #include "server/http.h"
+#include "server/realtime_session.h"
 
 namespace mmrt::server {
 
@@ -30,6 +31,7 @@ struct ServerConfig {
   std::string trace_dir;                          // "": no files
   size_t trace_keep = 256;                        // traces kept for /v1/requests/{id}/trace
   bool quiet = false;                             // no per-request log lines
+  RealtimeOptions realtime;  // GET /v1/realtime sessions (model_id and tenant set per session)
   // Called once the server listens (with its port) and once the model is loaded (ready).
   std::function<void(int port, bool ready)> on_state;
 };

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -45,6 +46,16 @@ bool safe_id(const std::string& id) {
 }
 
 }  // namespace
+
+const std::string* HttpRequest::header(const std::string& lower_name) const {
+  for (const auto& [k, v] : headers)
+    if (k == lower_name) return &v;
+  return nullptr;
+}
+
+std::string HttpRequest::path() const {
+  return target.substr(0, target.find('?'));
+}
 
 HttpResponse api_error_response(const ApiError& e, Headers extra) {
   if (e.status == 429 || e.status == 503)
@@ -205,6 +216,10 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
     return completion(std::move(req), ex,
                       path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletion);
   }
+  if (path == "/v1/realtime") {
+    if (!only("GET")) return;
+    return realtime(req, ex);
+  }
   const std::string pre = "/v1/requests/", post = "/trace";
   if (path.rfind(pre, 0) == 0 && path.size() > pre.size() + post.size() &&
       path.compare(path.size() - post.size(), post.size(), post) == 0) {
@@ -264,6 +279,184 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
     intake([call, body = std::make_shared<std::string>(std::move(req.body))]() mutable {
       call->parse(std::move(*body));
     });
+}
+
+// One Realtime WebSocket: the transport's endpoint and the session's sink. Everything runs on
+// the connection's strand; the engine's notify posts a drain there.
+class RealtimeConnection final : public WsEndpoint,
+                                 public RealtimeSink,
+                                 public std::enable_shared_from_this<RealtimeConnection> {
+ public:
+  RealtimeConnection(Service& svc, uint64_t key, std::string id, RealtimeOptions opt)
+      : svc_(svc), key_(key), id_(std::move(id)), opt_(std::move(opt)) {}
+  ~RealtimeConnection() override {
+    for (auto& [t, h] : handles_) h.cancel();
+  }
+
+  void on_open(std::shared_ptr<WsChannel> ch) override {
+    ch_ = std::move(ch);
+    svc_.metrics().realtime().open++;
+    svc_.metrics().realtime().opened++;
+    session_ = std::make_unique<RealtimeSession>(opt_, *this, id_, now_ns());
+    session_->start();
+  }
+  void on_text(std::string text) override {
+    svc_.metrics().realtime().events_in++;
+    if (session_) session_->on_event(text, now_ns());
+  }
+  void on_close() override {
+    if (closed_) return;
+    closed_ = true;
+    if (session_) session_->close();  // cancels its requests
+    for (auto& [t, h] : handles_) h.cancel();
+    handles_.clear();
+    svc_.metrics().realtime().open--;
+    svc_.realtime_closed(key_);
+  }
+  // From the service's tick (any thread).
+  void post_tick() {
+    if (!ch_) return;
+    ch_->post([weak = weak_from_this()] {
+      if (auto self = weak.lock(); self && self->session_ && !self->closed_)
+        self->session_->tick(now_ns());
+    });
+  }
+
+  void send(std::string ev) override {
+    if (closed_ || !ch_) return;
+    svc_.metrics().realtime().events_out++;
+    if (ev.rfind(R"({"type":"error")", 0) == 0) svc_.metrics().realtime().errors++;
+    ch_->send_text(std::move(ev));
+  }
+  void submit(uint64_t ticket, engine::GenerateRequest req) override {
+    engine::Engine* eng = svc_.engine();
+    if (!eng || closed_) {
+      auto r = std::make_shared<engine::RequestResult>();
+      r->outcome = engine::Outcome::kFailed;
+      r->error = ErrorCode::kUnavailable;
+      r->reason = "the server is shutting down";
+      ch_->post([weak = weak_from_this(), ticket, r] {
+        if (auto self = weak.lock(); self && self->session_)
+          self->session_->on_done(ticket, *r, now_ns());
+      });
+      return;
+    }
+    if (req.sampling.max_tokens == 1) svc_.metrics().realtime().prefills++;
+    auto [it, ok] = handles_.emplace(ticket, eng->submit(std::move(req)));
+    auto posted = std::make_shared<std::atomic<bool>>(false);
+    it->second.set_notify([weak = weak_from_this(), ch = ch_, ticket, posted] {
+      if (posted->exchange(true)) return;
+      ch->post([weak, ticket, posted] {
+        *posted = false;
+        if (auto self = weak.lock()) self->drain(ticket);
+      });
+    });
+  }
+  void cancel(uint64_t ticket) override {
+    if (auto it = handles_.find(ticket); it != handles_.end()) it->second.cancel();
+  }
+  void close(uint16_t code, std::string reason) override {
+    if (ch_) ch_->close(code, std::move(reason));
+  }
+
+ private:
+  void drain(uint64_t ticket) {
+    auto it = handles_.find(ticket);
+    if (it == handles_.end()) return;
+    std::string text;
+    while (auto ev = it->second.try_next()) {
+      if (ev->kind == engine::StreamEvent::Kind::kText) {
+        text += ev->text;
+        continue;
+      }
+      const engine::RequestResult r = it->second.wait();
+      handles_.erase(it);
+      if (session_ && !text.empty()) session_->on_text(ticket, text);
+      if (session_) session_->on_done(ticket, r, now_ns());
+      return;
+    }
+    if (session_ && !text.empty()) session_->on_text(ticket, text);
+  }
+
+  Service& svc_;
+  uint64_t key_;
+  std::string id_;
+  RealtimeOptions opt_;
+  std::shared_ptr<WsChannel> ch_;
+  std::unique_ptr<RealtimeSession> session_;
+  std::map<uint64_t, engine::RequestHandle> handles_;
+  bool closed_ = false;
+};
+
+void Service::realtime_closed(uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  realtime_.erase(id);
+}
+
+void Service::realtime(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  if (draining_) return ex->respond(api_error_response(shutting_down(), {{"Connection", "close"}}));
+  if (!ready_)
+    return ex->respond(api_error_response(ApiError(503, "unavailable_error", "Loading model")));
+  auto* up = dynamic_cast<WsUpgradable*>(ex.get());
+  const std::string* upgrade = req.header("upgrade");
+  std::string u = upgrade ? *upgrade : "";
+  std::transform(u.begin(), u.end(), u.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!up || u != "websocket")
+    return ex->respond(api_error_response(
+        ApiError(426, "invalid_request_error",
+                 "/v1/realtime is a WebSocket endpoint: send Upgrade: websocket"),
+        {{"Upgrade", "websocket"}, {"Connection", "close"}}));
+  // The model, as the openai client names it in the query (?model=...).
+  const std::string q =
+      req.target.find('?') == std::string::npos ? "" : req.target.substr(req.target.find('?') + 1);
+  for (size_t at = 0; at <= q.size();) {
+    const size_t end = std::min(q.find('&', at), q.size());
+    const std::string kv = q.substr(at, end - at);
+    if (kv.rfind("model=", 0) == 0 && kv.substr(6) != cfg_.api.model_id)
+      throw ApiError(404, "not_found_error", "The model `" + kv.substr(6) + "` does not exist.",
+                     "model", "model_not_found");
+    at = end + 1;
+  }
+  // Authorization: Bearer KEY, or the browsers' subprotocol "openai-insecure-api-key.KEY".
+  std::string auth = req.header("authorization") ? *req.header("authorization") : "";
+  std::string subprotocol;
+  if (const std::string* sp = req.header("sec-websocket-protocol")) {
+    for (size_t at = 0; at <= sp->size();) {
+      const size_t end = std::min(sp->find(',', at), sp->size());
+      std::string p = sp->substr(at, end - at);
+      p.erase(0, p.find_first_not_of(' '));
+      p.erase(p.find_last_not_of(' ') + 1);
+      const std::string key_pre = "openai-insecure-api-key.";
+      if (p.rfind(key_pre, 0) == 0 && auth.empty()) auth = "Bearer " + p.substr(key_pre.size());
+      if (p == "realtime") subprotocol = p;
+      at = end + 1;
+    }
+  }
+  const Tenant* tenant = tenants_->authenticate(auth.empty() ? nullptr : &auth);
+  if (!tenant)
+    return ex->respond(api_error_response(
+        ApiError(401, "authentication_error",
+                 auth.empty() ? "an API key is required (Authorization: Bearer KEY)"
+                              : "the API key is not valid",
+                 "", "invalid_api_key"),
+        {{"WWW-Authenticate", "Bearer"}, {"Connection", "close"}}));
+  if (!engine_->model_spec().takes(models::Modality::kAudio))
+    throw bad_request("the model (" + engine_->model_spec().architecture +
+                      ") takes no audio input: /v1/realtime needs an audio model");
+  RealtimeOptions opt = cfg_.realtime;
+  opt.model_id = cfg_.api.model_id;
+  opt.tenant = tenant->name;
+  opt.default_max_tokens = cfg_.api.default_max_tokens;
+  const std::string id = new_id("rt");
+  std::shared_ptr<RealtimeConnection> conn;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const uint64_t key = ++realtime_next_;
+    conn = std::make_shared<RealtimeConnection>(*this, key, id.substr(3), opt);
+    realtime_[key] = conn;
+  }
+  up->accept_websocket(conn, subprotocol);
 }
 
 void Service::done(const Call& c, const engine::RequestResult* r, double download_s) {
@@ -331,6 +524,13 @@ void Service::tick() {
   }
   if (!draining_) {
     for (auto& c : calls) c->post_ping();
+    std::vector<std::shared_ptr<RealtimeConnection>> rts;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto& [k, w] : realtime_)
+        if (auto r = w.lock()) rts.push_back(std::move(r));
+    }
+    for (auto& r : rts) r->post_tick();
     return;
   }
   const int64_t now = now_ns();

@@ -24,6 +24,7 @@
 namespace mmrt::server {
 
 class Service;
+class RealtimeConnection;
 
 // An API error as the response: 429 and 503 carry Retry-After, other 4xx but 408 and 409
 // x-should-retry: false (the same request fails again), plus `extra` headers.
@@ -109,11 +110,14 @@ class Service {
   void intake(std::function<void()> fn);  // runs fn on the intake thread
   void done(const Call& c, const engine::RequestResult* r, double download_s);
   std::string service_tier_of(const std::string& cls) const;
+  void realtime_closed(uint64_t id);  // a Realtime session ended
 
  private:
   void route(HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   void completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep);
   void trace(const std::string& id, const std::shared_ptr<Exchange>& ex);
+  // GET /v1/realtime with Upgrade: websocket (realtime_session.h).
+  void realtime(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   std::string new_id(const char* prefix);
 
   ServerConfig cfg_;
@@ -138,6 +142,9 @@ class Service {
   std::deque<std::string> trace_order_;
   std::unordered_map<std::string, std::shared_ptr<const TraceRecord>> traces_;
   std::mt19937_64 rng_;
+  // Open Realtime sessions (for the idle tick), under mu_.
+  std::map<uint64_t, std::weak_ptr<RealtimeConnection>> realtime_;
+  uint64_t realtime_next_ = 0;
 
   // The intake thread: large bodies are parsed (JSON, base64) and trace files written here.
   std::mutex intake_mu_;
