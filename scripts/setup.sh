@@ -43,8 +43,9 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 
 # npm packages used by the tokenizer conformance test and its benchmark, the official openai
-# client of the server tests (with ws, which its Realtime WebSocket client needs) and playwright-core, which drives Debian's Chromium to check the
-# verify reports (lock file committed; it downloads no browser).
+# client of the server tests (with ws, which its Realtime WebSocket client needs) and
+# playwright-core, which drives Debian's Chromium to check the verify reports (lock file
+# committed; it downloads no browser).
 if [[ -f tests/js/package.json ]]; then
   if [[ ! -d tests/js/node_modules/@lenml/tokenizers || ! -f tests/js/node_modules/openai/package.json ||
         ! -f tests/js/node_modules/playwright-core/package.json ||

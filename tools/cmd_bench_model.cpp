@@ -1,7 +1,8 @@
 // `mmrt bench-model`: the runtime's speed on one checkpoint, each figure next to the machine's
 // own limit measured in the same run: memory read bandwidth, prefill tokens/s, decode tokens/s at
 // batch 1 and 8 (weight bytes/s as a fraction of the bandwidth), int8 weights, the vision tower,
-// and the engine at several concurrency levels with a repeated-image second turn.
+// the audio preprocessing and encoder (bench_audio_encoder.h), and the engine at several
+// concurrency levels with a repeated-image second turn.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_audio_encoder.h"
 #include "bench_workload.h"
 #include "cli.h"
 #include "core/clock.h"
@@ -189,6 +191,8 @@ int run_bench_model(Args& args) {
   int steps = static_cast<int>(args.get_int("steps", 16, 1, 100000));
   bool do_int8 = !args.flag("no-int8");
   int image_side = static_cast<int>(args.get_int("image-side", 448, 0, 8192));
+  const std::vector<double> audio_seconds =
+      parse_audio_seconds(args.get_or("audio-seconds", "5,10,30"));
   std::string conc = args.get_or("concurrency", "");
   int64_t bw_mb = args.get_int("bandwidth-mb", 1024, 16, 1 << 20);
   const models::LoadOptions base = load_options(args);
@@ -282,6 +286,8 @@ int run_bench_model(Args& args) {
         static_cast<long long>(item.n_tokens), best * 1e3,
         first->model.runner->encode_flops(item) / best / 1e9);
   }
+  if (!audio_seconds.empty() && first->model.spec.takes(models::Modality::kAudio))
+    bench_audio_encoder(be, first->model, audio_seconds);
   first.reset();  // the engine runs below get the memory back
 
   if (!conc.empty()) {
@@ -358,12 +364,16 @@ int run_bench_model(Args& args) {
 MMRT_COMMAND(
     "bench-model", "runtime speed on a checkpoint vs the machine's measured memory bandwidth",
     "usage: mmrt bench-model --model DIR [--prompt N] [--steps N] [--no-int8] [--image-side N]\n"
-    "                        [--concurrency 1,4,16] [options]\n\n"
+    "                        [--audio-seconds 5,10,30] [--concurrency 1,4,16] [options]\n\n"
     "Measures, in one run: memory read bandwidth; prefill tokens/s for an N-token prompt\n"
     "(default 512); decode tokens/s at batch 1 and 8 with the weight bytes streamed per second\n"
     "as a fraction of that bandwidth; the same with int8 weights (skip with --no-int8), both\n"
     "with q8 activations and strictly weight-only where the CPU has the q8 kernel; the\n"
-    "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; and with\n"
+    "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; on a model\n"
+    "that takes audio, for synthetic clips of each length in --audio-seconds (default\n"
+    "5,10,30; 0 to skip): decode + resample + log-mel time (one thread), the audio encoder's\n"
+    "time with GFLOP/s and tokens, and the longest clip's encoder time over the shortest's\n"
+    "(warm-up once, then the median of 3 to 15 repetitions); and with\n"
     "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
     "image saves on a second conversation turn.\n\n"
     "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default "

@@ -39,8 +39,8 @@ COMFORTABLE = {
 # Class "batch" is accepted whatever its prediction (the server's SLA config below), so the
 # overload shows as queueing rather than as refusals at admission.
 OVERLOADED = {
-    "name": "overloaded", "seed": 4, "duration_s": 5, "warmup_s": 1, "rate": 150,
-    "requests": [{"kind": "text", "weight": 9, "prompt_words": 160, "max_tokens": 64},
+    "name": "overloaded", "seed": 4, "duration_s": 5, "warmup_s": 1, "rate": 300,
+    "requests": [{"kind": "text", "weight": 9, "prompt_words": 160, "max_tokens": 96},
                  {"kind": "image", "weight": 1, "image_sizes": [[224, 224]], "max_tokens": 64}],
     "classes": {"batch": {"weight": 1, "ttft_ms": {"p99": 300}}},
     # The overload takes both cores here; the generator may lag more than on a real client.

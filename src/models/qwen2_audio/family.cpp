@@ -210,7 +210,7 @@ const ModelFamily& family() {
       .name = "qwen2-audio",
       .architectures = {"Qwen2AudioForConditionalGeneration"},
       .model_types = {"qwen2_audio"},
-      .tiny_sizes = {"tiny", "hf-tester", "small"},
+      .tiny_sizes = {"tiny", "hf-tester", "small", "tower-7b-shape"},
       .load = &load,
       .inspect = &inspect,
       .load_processor = &load_processor,

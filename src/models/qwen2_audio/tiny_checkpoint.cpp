@@ -46,12 +46,23 @@ TinySize parse_tiny_size(const std::string& s) {
   if (s == "tiny") return TinySize::kTiny;
   if (s == "hf-tester") return TinySize::kHfTester;
   if (s == "small") return TinySize::kSmall;
+  if (s == "tower-7b-shape") return TinySize::kTower7bShape;
   throw InvalidArgument("unknown qwen2-audio model size '" + s +
-                        "' (expected tiny, hf-tester or small)");
+                        "' (expected tiny, hf-tester, small or tower-7b-shape)");
 }
 
 const char* tiny_size_name(TinySize s) {
-  return s == TinySize::kTiny ? "tiny" : s == TinySize::kSmall ? "small" : "hf-tester";
+  switch (s) {
+    case TinySize::kTiny:
+      return "tiny";
+    case TinySize::kSmall:
+      return "small";
+    case TinySize::kTower7bShape:
+      return "tower-7b-shape";
+    case TinySize::kHfTester:
+      break;
+  }
+  return "hf-tester";
 }
 
 Config tiny_base_config(TinySize size) {
@@ -84,6 +95,19 @@ Config tiny_base_config(TinySize size) {
     a.num_mel_bins = 128;
     a.d_model = 64;
     a.encoder_ffn_dim = 256;
+    a.max_source_positions = 1500;
+  } else if (size == TinySize::kTower7bShape) {
+    // Qwen2-Audio-7B's audio tower (models.md section 4) on a small LLM that is not the 7B's.
+    t.hidden_size = 512;
+    t.num_attention_heads = 8;
+    t.num_key_value_heads = 8;
+    t.intermediate_size = 1408;
+    t.tie_word_embeddings = true;  // the 151680-row vocabulary (specials at their real ids)
+    a.num_mel_bins = 128;
+    a.d_model = 1280;
+    a.encoder_layers = 32;
+    a.encoder_attention_heads = 20;
+    a.encoder_ffn_dim = 5120;
     a.max_source_positions = 1500;
   } else {
     t.intermediate_size = 36;
@@ -154,8 +178,11 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   res.info = tiny::report({"config.json", "generation_config.json", "preprocessor_config.json",
                            "tokenizer.json", "tokenizer_config.json"},
                           weights, tok.facts.size, c.text.vocab_size, t0);
-  res.info.summary = std::string("qwen2-audio, ") + tiny_size_name(opts.size) + ", " +
-                     (opts.dtype == DType::kBF16 ? "bf16" : "f32") + ", " +
+  res.info.summary = std::string("qwen2-audio, ") + tiny_size_name(opts.size) +
+                     (opts.size == TinySize::kTower7bShape
+                          ? " (Qwen2-Audio-7B's audio tower; a small LLM, not the 7B's)"
+                          : "") +
+                     ", " + (opts.dtype == DType::kBF16 ? "bf16" : "f32") + ", " +
                      (c.text.tie_word_embeddings ? "tied" : "untied") + " lm_head";
   return res;
 }
