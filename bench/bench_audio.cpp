@@ -35,32 +35,10 @@ std::vector<float> make_clip(double seconds, int rate) {
 }
 
 std::vector<uint8_t> pcm16_wav(const std::vector<float>& x, int rate) {
-  const uint32_t data = static_cast<uint32_t>(x.size() * 2);
-  std::vector<uint8_t> b(44 + data);
-  auto put32 = [&](size_t at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
-  };
-  auto put16 = [&](size_t at, uint16_t v) {
-    b[at] = static_cast<uint8_t>(v);
-    b[at + 1] = static_cast<uint8_t>(v >> 8);
-  };
-  std::memcpy(&b[0], "RIFF", 4);
-  put32(4, 36 + data);
-  std::memcpy(&b[8], "WAVEfmt ", 8);
-  put32(16, 16);
-  put16(20, 1);
-  put16(22, 1);
-  put32(24, static_cast<uint32_t>(rate));
-  put32(28, static_cast<uint32_t>(rate) * 2);
-  put16(32, 2);
-  put16(34, 16);
-  std::memcpy(&b[36], "data", 4);
-  put32(40, data);
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float c = std::fmax(-1.0f, std::fmin(1.0f, x[i]));
-    put16(44 + 2 * i, static_cast<uint16_t>(static_cast<int16_t>(std::lrint(c * 32767.0f))));
-  }
-  return b;
+  std::vector<int16_t> pcm(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    pcm[i] = static_cast<int16_t>(std::lrint(std::fmax(-1.0f, std::fmin(1.0f, x[i])) * 32767.0f));
+  return media::encode_wav_pcm16(pcm, rate);
 }
 
 void BM_Mel(benchmark::State& state, const char* isa, int n_mels) {

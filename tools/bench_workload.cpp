@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "media/audio.h"
 
 namespace mmrt::cli {
 
@@ -51,33 +52,16 @@ std::vector<uint8_t> synthetic_png(int w, int h, uint64_t seed) {
 
 std::vector<uint8_t> synthetic_wav(double seconds, uint64_t seed) {
   const int32_t rate = 16000;
-  const auto n = static_cast<uint32_t>(seconds * rate);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<uint8_t> out(44 + 2 * static_cast<size_t>(n));
-  auto put = [&](size_t at, uint32_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out[at + i] = static_cast<uint8_t>(v >> (8 * i));
-  };
-  std::memcpy(out.data(), "RIFF", 4);
-  put(4, 36 + 2 * n, 4);
-  std::memcpy(out.data() + 8, "WAVEfmt ", 8);
-  put(16, 16, 4);
-  put(20, 1, 2);  // PCM
-  put(22, 1, 2);  // mono
-  put(24, rate, 4);
-  put(28, rate * 2, 4);
-  put(32, 2, 2);
-  put(34, 16, 2);
-  std::memcpy(out.data() + 36, "data", 4);
-  put(40, 2 * n, 4);
+  std::vector<int16_t> pcm(static_cast<size_t>(seconds * rate));
   double phase = 0;
-  for (uint32_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < pcm.size(); ++i) {
     const double t = static_cast<double>(i) / rate;
     phase += 6.283185307179586 * (300 + 200 * std::sin(t * 1.7)) / rate;
-    const double v = 0.3 * std::sin(phase) + 0.05 * u(rng);
-    put(44 + 2 * static_cast<size_t>(i), static_cast<uint16_t>(static_cast<int16_t>(v * 32767)), 2);
+    pcm[i] = static_cast<int16_t>((0.3 * std::sin(phase) + 0.05 * u(rng)) * 32767);
   }
-  return out;
+  return media::encode_wav_pcm16(pcm, rate);
 }
 
 namespace {

@@ -57,6 +57,12 @@ AudioInfo probe_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& 
 std::vector<float> decode_audio(std::span<const uint8_t> bytes, const AudioDecodeOptions& opts = {},
                                 AudioDecodeTimes* times = nullptr);
 
+// A 16-bit PCM WAV (44-byte header, little endian) of interleaved samples: how the Realtime
+// session hands its items to the engine, and what benchmarks and tests write. InvalidArgument
+// for samples that are not whole frames, a rate < 1 or more than 4 GiB.
+std::vector<uint8_t> encode_wav_pcm16(std::span<const int16_t> interleaved, int32_t rate,
+                                      int32_t channels = 1);
+
 // Mono resampling with libsoxr HQ (one thread), rates 1..768000. The output length is librosa's,
 // ceil(in * (to / from)) in double (soxr's own round(in * to / from) samples, zero-padded as
 // librosa's fix_length does): the exact integer ceiling for the usual rates into 16 kHz, one more

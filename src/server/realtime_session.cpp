@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/json_fields.h"
+#include "media/audio.h"
 #include "obs/report.h"
 #include "server/api.h"
 
@@ -14,10 +15,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using json = nlohmann::json;
-
-void put_le(std::vector<uint8_t>& out, uint32_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
 
 // A session.update or event field problem: the error event's param and message.
 struct FieldError {
@@ -29,29 +26,6 @@ double ms_of(int64_t samples, int32_t rate) {
 }
 
 }  // namespace
-
-std::vector<uint8_t> pcm16_wav(std::span<const int16_t> samples, int32_t rate) {
-  const uint32_t data = static_cast<uint32_t>(samples.size() * 2);
-  std::vector<uint8_t> w;
-  w.reserve(44 + data);
-  const char* riff = "RIFF";
-  w.insert(w.end(), riff, riff + 4);
-  put_le(w, 36 + data, 4);
-  const char* wave = "WAVEfmt ";
-  w.insert(w.end(), wave, wave + 8);
-  put_le(w, 16, 4);  // fmt chunk size
-  put_le(w, 1, 2);   // PCM
-  put_le(w, 1, 2);   // mono
-  put_le(w, static_cast<uint32_t>(rate), 4);
-  put_le(w, static_cast<uint32_t>(rate) * 2, 4);  // byte rate
-  put_le(w, 2, 2);                                // block align
-  put_le(w, 16, 2);                               // bits
-  const char* d = "data";
-  w.insert(w.end(), d, d + 4);
-  put_le(w, data, 4);
-  for (int16_t s : samples) put_le(w, static_cast<uint16_t>(s), 2);
-  return w;
-}
 
 std::vector<models::ChatMessage> realtime_messages(const std::string& instructions,
                                                    size_t n_items) {
@@ -365,7 +339,7 @@ void RealtimeSession::cut(int64_t at) {
   RealtimeItem it{.id = next_id("item"),
                   .begin = open_begin_,
                   .end = at,
-                  .wav = pcm16_wav(std::span(open_).first(n), rate_)};
+                  .wav = media::encode_wav_pcm16(std::span(open_).first(n), rate_)};
   items_.push_back(std::move(it));
   open_.erase(open_.begin(), open_.begin() + static_cast<std::ptrdiff_t>(n));
   open_begin_ = at;

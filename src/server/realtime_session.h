@@ -95,9 +95,6 @@ struct RealtimeItem {
   std::vector<uint8_t> wav;    // PCM16 mono WAV at the input rate
 };
 
-// PCM16 mono WAV of `samples` at `rate` (44-byte header, little endian).
-std::vector<uint8_t> pcm16_wav(std::span<const int16_t> samples, int32_t rate);
-
 // The chat of a prompt: [system: instructions (when not empty)], [user: one audio part per
 // item]. The segmented prefill's partial prompts and the response's use it alike.
 std::vector<models::ChatMessage> realtime_messages(const std::string& instructions, size_t n_items);

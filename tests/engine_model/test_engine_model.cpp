@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine_test_util.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -49,21 +50,11 @@ class EngineModel : public ::testing::Test {
   }
 
   static EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) {
-    EngineConfig c;
-    c.model_dir = dir_.string();
-    c.kv.dtype = DType::kF32;
-    c.kv.blocks = kv_blocks;
-    c.scheduler.token_budget = budget;
-    c.prefix_caching = prefix;
-    return c;
+    return test::engine_config(dir_.string(), budget, kv_blocks, prefix);
   }
 
   static GenerateRequest text_req(const std::string& text, int max_tokens) {
-    GenerateRequest g;
-    g.messages.push_back(models::ChatMessage::text("user", text));
-    g.sampling.max_tokens = max_tokens;
-    g.sampling.ignore_eos = true;
-    return g;
+    return test::text_request(text, max_tokens);
   }
   static GenerateRequest image_req(const std::vector<std::string>& imgs, const std::string& text,
                                    int max_tokens) {

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "media/audio.h"
+
 namespace mmrt::test {
 
 // n samples at `rate`: a few tones under a slow envelope plus a little noise.
@@ -25,23 +27,9 @@ inline void write_wav(const std::filesystem::path& p, int64_t n, uint32_t seed,
     pcm[static_cast<size_t>(i)] =
         static_cast<int16_t>(std::lround(std::clamp(x, -1.0, 1.0) * 32000));
   }
-  std::ofstream f(p, std::ios::binary);
-  auto u32 = [&](uint32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
-  auto u16 = [&](uint16_t v) { f.write(reinterpret_cast<const char*>(&v), 2); };
-  const auto data = static_cast<uint32_t>(n * 2);
-  f.write("RIFF", 4);
-  u32(36 + data);
-  f.write("WAVEfmt ", 8);
-  u32(16);
-  u16(1);  // PCM
-  u16(1);  // mono
-  u32(static_cast<uint32_t>(rate));
-  u32(static_cast<uint32_t>(rate * 2));
-  u16(2);
-  u16(16);
-  f.write("data", 4);
-  u32(data);
-  f.write(reinterpret_cast<const char*>(pcm.data()), data);
+  const std::vector<uint8_t> wav = media::encode_wav_pcm16(pcm, rate);
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(wav.data()), static_cast<std::streamsize>(wav.size()));
 }
 
 }  // namespace mmrt::test

@@ -325,7 +325,7 @@ TEST(Realtime, TheBufferIsBoundedAndIdleSessionsClose) {
 
 TEST(Realtime, PcmWavHeader) {
   const std::vector<int16_t> s = {0, 1, -1, 32767, -32768};
-  const auto w = pcm16_wav(s, 24000);
+  const auto w = media::encode_wav_pcm16(s, 24000);
   ASSERT_EQ(w.size(), 44u + 10u);
   EXPECT_EQ(std::string(w.begin(), w.begin() + 4), "RIFF");
   const media::AudioInfo info = media::probe_audio(w);
