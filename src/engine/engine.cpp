@@ -50,13 +50,14 @@ struct Engine::Impl : SchedulerView {
   std::mutex books_mu;
   std::vector<Request*> in_media;  // admitted, media being preprocessed
   mutable std::vector<Request*> waiting_view;
-  int64_t encoder_runs = 0;
+  int64_t encoder_runs = 0, media_skipped = 0, media_redecoded = 0;
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable cv, idle_cv;
   bool stopping = false;
   std::deque<Submission*> prepared;  // from the media stage: for admission
   std::deque<Submission*> ready;     // preprocessed: for the scheduler
+  std::deque<Submission*> admitted;  // admitted off the step loop, nothing to decode
   std::vector<std::pair<Submission*, MediaStage::Failure>> failed;
   std::vector<RequestId> cancels;
   std::unordered_map<RequestId, std::unique_ptr<Submission>> entries;  // every one in flight
@@ -112,23 +113,7 @@ struct Engine::Impl : SchedulerView {
     if (code) r.error = *code;
     if ((r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped) && s.text)
       publish(s, s.text->finish());
-    RequestResult res;
-    res.id = r.id;
-    res.tokens = r.output;
-    res.logprobs = std::move(r.output_logprobs);  // published above; r ends here
-    res.outcome = r.outcome;
-    if (r.outcome == Outcome::kRefused || r.outcome == Outcome::kFailed) res.error = r.error;
-    res.reason = r.reason;
-    res.prompt_tokens = static_cast<int64_t>(r.prompt.size());
-    res.cached_prompt_tokens = r.num_cached_hit;
-    res.preemptions = r.num_preemptions;
-    res.sla_class = r.sla_class;
-    res.predicted_ttft_ns = r.predicted_ttft_ns;
-    res.deadline_ns = r.deadline_ns;
-    res.tpot_target_ns = r.tpot_target_ns;
-    res.media_decode_ns = r.media_decode_ns;
-    res.media_resample_ns = r.media_resample_ns;
-    res.timeline = r.timeline;
+    RequestResult res = take_result(r);  // its logprobs were published above; r ends here
     if (with_books) snapshot();
     {
       // Counted before the handle is signalled: a caller reading stats() after its result sees it.
@@ -177,7 +162,7 @@ struct Engine::Impl : SchedulerView {
     if (!f && phase == MediaStage::Phase::kPrepare && s->req->media_pending) {
       // Decided now, not at the end of the step in flight: its media work starts at once.
       std::lock_guard<std::mutex> books(books_mu);
-      admit_prepared(s, now_ns());
+      admit_prepared(s, now_ns(), /*on_step_loop=*/false);
       return;
     }
     {
@@ -201,11 +186,30 @@ struct Engine::Impl : SchedulerView {
     return cancelled;
   }
 
-  // A prepared request (under books_mu): admitted to the scheduler, or to media preprocessing,
-  // or ended.
-  void admit_prepared(Submission* s, int64_t now) {
+  // A request the scheduler handed back (plan.need_media): the items whose decoding was skipped
+  // go through the media stage after all; it queues again once they are preprocessed.
+  void redecode(RequestId id) {
+    Submission* s = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = entries.find(id);
+      if (it == entries.end()) return;
+      s = it->second.get();
+    }
+    Request& r = *s->req;
+    sched->withdraw(&r);
+    media_redecoded += media->unskip(*s);
+    in_media.push_back(&r);
+    media->submit(s, MediaStage::Phase::kPreprocess);
+  }
+
+  // A prepared request (under books_mu): admitted to the scheduler (off the step loop: through
+  // `admitted`, the scheduler is the loop's), or to media preprocessing, or ended.
+  void admit_prepared(Submission* s, int64_t now, bool on_step_loop) {
     Request& r = *s->req;
     if (end_if_cancelled(*s)) return;
+    // Media a cache serves is not decoded; admission then expects only the rest of the work.
+    if (r.media_pending && cfg.skip_cached_media) media_skipped += media->skip_cached(*s, *this);
     std::string why;
     if (cfg.admission_control && !admission->admit(r, *this, now, why)) {
       complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
@@ -215,8 +219,14 @@ struct Engine::Impl : SchedulerView {
     if (r.media_pending) {
       in_media.push_back(&r);
       media->submit(s, MediaStage::Phase::kPreprocess);
-    } else {
+    } else if (on_step_loop) {
       sched->add(&r, now);
+    } else {  // every media item came from a cache
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        admitted.push_back(s);
+      }
+      cv.notify_all();
     }
   }
 
@@ -235,8 +245,11 @@ struct Engine::Impl : SchedulerView {
     }
   }
 
-  void take_intake(int64_t now, std::vector<Submission*>& prep, std::vector<Submission*>& rdy) {
-    for (Submission* s : prep) admit_prepared(s, now);
+  void take_intake(int64_t now, std::vector<Submission*>& prep, std::vector<Submission*>& rdy,
+                   std::vector<Submission*>& adm) {
+    for (Submission* s : adm)
+      if (!end_if_cancelled(*s)) sched->add(s->req.get(), now);
+    for (Submission* s : prep) admit_prepared(s, now, /*on_step_loop=*/true);
     for (Submission* s : rdy) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
       if (end_if_cancelled(*s)) continue;
@@ -273,20 +286,22 @@ struct Engine::Impl : SchedulerView {
 
   // One iteration of the step loop; false when the engine stops.
   bool step_once() {
-    std::vector<Submission*> prep, rdy;
+    std::vector<Submission*> prep, rdy, adm;
     std::vector<RequestId> new_cancels;
     std::vector<std::pair<Submission*, MediaStage::Failure>> fails;
     {
       std::unique_lock<std::mutex> lk(mu);
       cv.wait(lk, [&] {
-        return stopping || !prepared.empty() || !ready.empty() || !cancels.empty() ||
-               !failed.empty() || !sched->idle();
+        return stopping || !prepared.empty() || !ready.empty() || !admitted.empty() ||
+               !cancels.empty() || !failed.empty() || !sched->idle();
       });
       if (stopping) return false;
       prep.assign(prepared.begin(), prepared.end());
       prepared.clear();
       rdy.assign(ready.begin(), ready.end());
       ready.clear();
+      adm.assign(admitted.begin(), admitted.end());
+      admitted.clear();
       new_cancels.swap(cancels);
       fails.swap(failed);
     }
@@ -296,7 +311,7 @@ struct Engine::Impl : SchedulerView {
       complete(*s, f.outcome, with_code(f.code, f.message), f.code);
     }
     const int64_t now = now_ns();
-    take_intake(now, prep, rdy);
+    take_intake(now, prep, rdy, adm);
     take_cancels(new_cancels);
     if (cfg.admission_control)
       for (const auto& late : admission->expire_late(*this, now))
@@ -314,6 +329,11 @@ struct Engine::Impl : SchedulerView {
       sched->set_token_budget(bc->next_budget(cost, tpot_target, load.n_decode, load.context));
     }
     StepPlan plan = sched->schedule(now_ns());
+    for (RequestId id : plan.need_media) redecode(id);
+    if (plan.empty() && !plan.need_media.empty()) {
+      snapshot();
+      return true;
+    }
     if (plan.empty()) {
       // Nothing fits even with the running set empty: the head request can never run.
       if (sched->num_running() == 0 && sched->num_waiting() > 0)
@@ -388,8 +408,11 @@ struct Engine::Impl : SchedulerView {
     s.encoder_hits = enc->stats().hits;
     s.encoder_misses = enc->stats().misses;
     s.encoder_runs = encoder_runs;
+    s.media_skipped = media_skipped;
+    s.media_redecoded = media_redecoded;
     s.kv_blocks_used = kv->num_used_blocks();
     s.waiting = sched->num_waiting() + in_media.size();
+    s.in_media = in_media.size();
     s.running = sched->num_running();
     s.token_budget = sched->token_budget();
     const AdmissionStats& a = admission->stats();

@@ -40,6 +40,9 @@ struct EngineConfig {
   uint64_t encoder_cache_bytes = 256ull << 20;
   bool prefix_caching = true;
   int media_threads = 1;
+  // An admitted request's media item whose encoder output is cached, or whose whole span is in
+  // the prefix cache, is not decoded (its header's estimate must be exact). Off: every item is.
+  bool skip_cached_media = true;
   // Media decoding in confined worker processes (off here; the CLI and the server turn it on).
   // model_dir and the kernel variant cap are filled in from this config.
   sandbox::MediaSandboxConfig media_sandbox;
@@ -77,8 +80,12 @@ struct EngineStats {
   int64_t steps = 0, submitted = 0, finished = 0, preemptions = 0;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t encoder_hits = 0, encoder_misses = 0, encoder_runs = 0;
+  // Media items admitted without decoding (served from a cache: skip_cached_media), and of
+  // those, the ones decoded after all because the cache lost them before they were encoded.
+  int64_t media_skipped = 0, media_redecoded = 0;
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
   size_t waiting = 0, running = 0;
+  size_t in_media = 0;  // of waiting: admitted, their media being decoded
   int64_t refused = 0, downgraded = 0;
   // Of `refused`: admitted requests refused later, before their first token (waiting or in
   // prefill), when it could no longer come in time (the admission prediction was wrong); of

@@ -4,6 +4,27 @@
 
 namespace mmrt::engine {
 
+RequestResult take_result(Request& r) {
+  RequestResult res;
+  res.id = r.id;
+  res.tokens = r.output;
+  res.logprobs = std::move(r.output_logprobs);
+  res.outcome = r.outcome;
+  if (r.outcome == Outcome::kRefused || r.outcome == Outcome::kFailed) res.error = r.error;
+  res.reason = r.reason;
+  res.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  res.cached_prompt_tokens = r.num_cached_hit;
+  res.preemptions = r.num_preemptions;
+  res.sla_class = r.sla_class;
+  res.predicted_ttft_ns = r.predicted_ttft_ns;
+  res.deadline_ns = r.deadline_ns;
+  res.tpot_target_ns = r.tpot_target_ns;
+  res.media_decode_ns = r.media_decode_ns;
+  res.media_resample_ns = r.media_resample_ns;
+  res.timeline = r.timeline;
+  return res;
+}
+
 void CancelLink::cancel(RequestId id) {
   std::lock_guard<std::mutex> lk(mu_);
   if (cancel_) cancel_(id);

@@ -54,6 +54,9 @@ struct RequestResult {
   Timeline timeline;
 };
 
+// The result of a request that has ended (its log-probabilities moved out; no text).
+RequestResult take_result(Request& r);
+
 // The engine side of a handle's cancel(): cleared when the engine goes away.
 class CancelLink {
  public:

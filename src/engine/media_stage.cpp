@@ -180,7 +180,8 @@ struct MediaStage::Impl {
       throw MediaFailure(err.code(), err.what());
     }
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
-    s.media_pixels = pixels;
+    s.to_preprocess.clear();
+    for (size_t k = 0; k < s.media.size(); ++k) s.to_preprocess.push_back(k);
     r.media_pending = !s.media.empty();
     r.expected_media_ns = static_cast<double>(pixels) * ns_per_pixel.load();
     check_fits(r);
@@ -221,8 +222,11 @@ struct MediaStage::Impl {
   void preprocess(Submission& s, int lane) {
     Stopwatch sw;
     Preprocessed& out = s.preprocessed;
+    int64_t pixels = 0;
     try {
-      for (const PendingMedia& m : s.media) {
+      for (const size_t k : s.to_preprocess) {
+        const PendingMedia& m = s.media.at(k);
+        pixels += m.estimate.source_pixels;
         if (sandbox) {
           sandbox::Job job;
           job.modality = m.modality;
@@ -238,8 +242,8 @@ struct MediaStage::Impl {
       throw MediaFailure(err.code(), err.what());
     }
     const double ms = sw.millis();
-    if (s.media_pixels > 0) {  // the headers' pixel count, read at prepare
-      const double rate = ms * 1e6 / static_cast<double>(s.media_pixels);
+    if (pixels > 0) {  // the headers' pixel count, read at prepare
+      const double rate = ms * 1e6 / static_cast<double>(pixels);
       ns_per_pixel.store(0.8 * ns_per_pixel.load() + 0.2 * rate);
     }
     out.done_ns = now_ns();
@@ -293,32 +297,42 @@ void MediaStage::stop() {
 void MediaStage::apply(Submission& s) const {
   Request& r = *s.req;
   std::vector<models::PreparedMedia>& items = s.preprocessed.items;
-  if (items.size() != r.media.size())
+  if (items.size() != s.to_preprocess.size())
     throw InternalError("preprocessing returned " + std::to_string(items.size()) + " of " +
-                        std::to_string(r.media.size()) + " media items");
+                        std::to_string(s.to_preprocess.size()) + " media items");
   bool as_estimated = true;
-  for (size_t i = 0; i < items.size(); ++i)
-    as_estimated = as_estimated && items[i].dims == r.media[i].prepared.dims &&
-                   items[i].n_tokens == r.media[i].n_tokens &&
-                   items[i].encoder_cost == r.media[i].encoder_cost;
-  for (const models::PreparedMedia& p : items) {
-    r.media_decode_ns += p.decode_ns;
-    r.media_resample_ns += p.resample_ns;
+  for (size_t j = 0; j < items.size(); ++j) {
+    const MediaItem& m = r.media.at(s.to_preprocess[j]);
+    as_estimated = as_estimated && items[j].dims == m.prepared.dims &&
+                   items[j].n_tokens == m.n_tokens && items[j].encoder_cost == m.encoder_cost;
+    r.media_decode_ns += items[j].decode_ns;
+    r.media_resample_ns += items[j].resample_ns;
   }
-  if (as_estimated) {
-    for (size_t i = 0; i < items.size(); ++i) r.media[i].prepared = std::move(items[i]);
-  } else {
+  for (size_t j = 0; j < items.size(); ++j) {
+    const size_t k = s.to_preprocess[j];
+    r.media[k].prepared = std::move(items[j]);
+    r.media[k].features_skipped = false;
+    s.media[k].bytes = {};  // decoded: the file is no longer needed
+  }
+  if (!as_estimated) {
     // The header told less than the decoder (not so for images): lay the prompt out again.
     std::vector<Hash128> keys;
-    for (const MediaItem& m : r.media) keys.push_back(m.key);
-    impl_->lay_out(r, s.unexpanded, std::move(items), keys);
+    std::vector<models::PreparedMedia> all;
+    std::vector<bool> skipped;
+    for (MediaItem& m : r.media) {
+      keys.push_back(m.key);
+      all.push_back(std::move(m.prepared));
+      skipped.push_back(m.features_skipped);
+    }
+    impl_->lay_out(r, s.unexpanded, std::move(all), keys);
+    for (size_t k = 0; k < r.media.size(); ++k) r.media[k].features_skipped = skipped[k];
     impl_->check_fits(r);
   }
   r.media_pending = false;
   r.timeline.add(Event::kMediaDecoded, s.preprocessed.done_ns,
-                 static_cast<int64_t>(r.media.size()));
+                 static_cast<int64_t>(s.to_preprocess.size()));
   s.preprocessed = Preprocessed{};
-  s.media.clear();
+  s.to_preprocess.clear();
 }
 
 void MediaStage::prepare_here(Submission* s) {
@@ -331,6 +345,44 @@ void MediaStage::submit(Submission* s, Phase phase) {
 
 double MediaStage::ns_per_pixel() const {
   return impl_->ns_per_pixel.load();
+}
+
+namespace {
+
+// Decode + preprocessing time of the items of `s.to_preprocess`, as admission expects it.
+void expect_media(Submission& s, double ns_per_pixel) {
+  int64_t pixels = 0;
+  for (const size_t k : s.to_preprocess) pixels += s.media.at(k).estimate.source_pixels;
+  s.req->media_pending = !s.to_preprocess.empty();
+  s.req->expected_media_ns = static_cast<double>(pixels) * ns_per_pixel;
+}
+
+}  // namespace
+
+int64_t MediaStage::skip_cached(Submission& s, const SchedulerView& books) const {
+  Request& r = *s.req;
+  const int64_t prefix = books.cached_prefix_tokens(r);
+  s.to_preprocess.clear();
+  int64_t skipped = 0;
+  for (size_t k = 0; k < r.media.size(); ++k) {
+    MediaItem& m = r.media[k];
+    m.features_skipped = s.media.at(k).estimate.exact &&
+                         (m.begin + m.n_tokens <= prefix || books.encoder_cached(m.key));
+    if (m.features_skipped)
+      ++skipped;
+    else
+      s.to_preprocess.push_back(k);
+  }
+  expect_media(s, impl_->ns_per_pixel.load());
+  return skipped;
+}
+
+int64_t MediaStage::unskip(Submission& s) const {
+  s.to_preprocess.clear();
+  for (size_t k = 0; k < s.req->media.size(); ++k)
+    if (s.req->media[k].features_skipped) s.to_preprocess.push_back(k);
+  expect_media(s, impl_->ns_per_pixel.load());
+  return static_cast<int64_t>(s.to_preprocess.size());
 }
 
 sandbox::SandboxStats MediaStage::sandbox_stats() const {

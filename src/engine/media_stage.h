@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/admission.h"
 #include "engine/handle.h"
 #include "engine/output_text.h"
 #include "engine/request.h"
@@ -35,7 +36,7 @@ struct PendingMedia {
 
 // What preprocessing made of a submission's media, for the step loop to apply.
 struct Preprocessed {
-  std::vector<models::PreparedMedia> items;  // one per media item, in order
+  std::vector<models::PreparedMedia> items;  // one per index of Submission::to_preprocess
   int64_t done_ns = 0;
 };
 
@@ -46,10 +47,14 @@ struct Submission {
   std::vector<models::ChatMessage> messages;  // until tokenised
   std::vector<int32_t> prompt_ids;            // instead of messages: ids as given
   std::string prompt_text;                    // instead of messages: raw text (no template)
-  std::vector<PendingMedia> media;            // until preprocessed
-  std::vector<int32_t> unexpanded;            // the prompt before media expansion
-  int64_t media_pixels = 0;                   // source pixels of its media, from the headers
-  Preprocessed preprocessed;                  // written by the media stage, applied by apply()
+  // Its media files: an item's bytes are released once it is preprocessed; a skipped item's
+  // (MediaItem::features_skipped) stay, in case a cache loses it before it is encoded.
+  std::vector<PendingMedia> media;
+  std::vector<int32_t> unexpanded;  // the prompt before media expansion
+  // The items (indices into media) the next kPreprocess run decodes: the engine's choice at
+  // admission (all but those served from a cache), or those a cache lost since.
+  std::vector<size_t> to_preprocess;
+  Preprocessed preprocessed;  // written by the media stage, applied by apply()
   std::unique_ptr<OutputText> text;
   size_t logprobs_sent = 0;  // entries of req->output_logprobs already in events
   bool cancel_requested = false;
@@ -93,6 +98,15 @@ class MediaStage {
   void apply(Submission& s) const;
   // Learned media preprocessing cost, ns per source pixel (the estimate for admission).
   double ns_per_pixel() const;
+  // Which media of a prepared request (about to meet admission) to decode, set in
+  // s.to_preprocess with media_pending and expected_media_ns: not an item whose encoder output
+  // is cached, or whose whole span is in the prefix cache (the books), where its header's
+  // estimate is exact (the prompt's layout is then final); that one is marked
+  // MediaItem::features_skipped. Returns how many items were skipped.
+  int64_t skip_cached(Submission& s, const SchedulerView& books) const;
+  // The request's skipped items are to be decoded after all (a cache lost one before it was
+  // encoded): in s.to_preprocess, with media_pending and expected_media_ns. Returns their count.
+  int64_t unskip(Submission& s) const;
   // The media sandbox's counters (all zero when it is off).
   sandbox::SandboxStats sandbox_stats() const;
 

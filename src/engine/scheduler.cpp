@@ -56,6 +56,12 @@ void Scheduler::preempt(Request* v, StepPlan& plan, int64_t now_ns) {
 
 int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget) {
   const int64_t start = r->num_computed;
+  for (const MediaItem& m : r->media)
+    if (m.features_skipped && m.begin < start + n && m.begin + m.n_tokens > start &&
+        !enc_.contains(m.key)) {
+      plan.need_media.push_back(r->id);
+      return 0;
+    }
   for (size_t i = 0; i < r->media.size(); ++i) {
     const MediaItem& m = r->media[i];
     if (m.begin >= start + n || m.begin + m.n_tokens <= start) continue;
@@ -164,7 +170,10 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
       kv_.free(*r);
       r->num_computed = 0;
       r->num_cached_hit = 0;
-      admitting = false;  // keep the policy's order: nobody overtakes the head
+      // Keep the policy's order: nobody overtakes the head (unless it leaves for its media).
+      const bool leaves =
+          std::find(plan.need_media.begin(), plan.need_media.end(), r->id) != plan.need_media.end();
+      if (!leaves) admitting = false;
       continue;
     }
     if (r->timeline.count(Event::kScheduled) == 0 || r->status == RequestStatus::kPreempted)
@@ -292,6 +301,16 @@ std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& 
     changed.push_back(r);
   }
   return changed;
+}
+
+void Scheduler::withdraw(Request* r) {
+  kv_.free(*r);
+  r->num_computed = 0;
+  r->num_cached_hit = 0;
+  r->status = RequestStatus::kWaiting;
+  remove_running(r);
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
+  by_id_.erase(r->id);
 }
 
 void Scheduler::finish(Request* r, Outcome outcome, int64_t now_ns, const std::string& reason) {

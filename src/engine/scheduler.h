@@ -66,6 +66,9 @@ struct StepPlan {
   std::vector<EncoderJob> encoder_jobs;
   std::vector<Hash128> encoder_frees;  // evicted entries: the executor frees them first
   std::vector<RequestId> preempted;
+  // Requests that reached a media item whose features were skipped and whose encoder output is
+  // no longer cached: they have no chunk in the plan; the engine withdraws them for decoding.
+  std::vector<RequestId> need_media;
   int64_t num_tokens = 0, num_decode_tokens = 0, num_prefill_tokens = 0;
   int64_t encoder_patches = 0;
   bool empty() const { return chunks.empty(); }
@@ -105,6 +108,9 @@ class Scheduler {
   // The step of `plan` failed: forgets the encoder entries it reserved and unpins what it read
   // (the engine fails the plan's requests).
   void abort(const StepPlan& plan);
+  // Takes a request out of scheduling (its KV blocks freed, nothing computed) to come back
+  // through add() later: one of plan.need_media.
+  void withdraw(Request* req);
   // Ends a request now (cancel, stop string, failure): frees its KV blocks, drops it.
   void finish(Request* req, Outcome outcome, int64_t now_ns, const std::string& reason = {});
 
@@ -123,7 +129,8 @@ class Scheduler {
 
  private:
   // Cuts n so the chunk [start, start + n) only enters media whose encoder output is cached or
-  // whose encoder job fits this step's budget (scheduling those jobs).
+  // whose encoder job fits this step's budget (scheduling those jobs). 0, with the request in
+  // plan.need_media, when the chunk needs an encoder job for an item without features.
   int64_t limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget);
   void preempt(Request* victim, StepPlan& plan, int64_t now_ns);
   void remove_running(Request* r);

@@ -323,6 +323,47 @@ TEST(Scheduler, ImagePrefillWaitsForItsEncoderJobAndMaySpanChunks) {
   EXPECT_GE(r->timeline.count(Event::kPrefillChunk), 6);
 }
 
+// An item admitted without features (its encoder output was cached) whose cache entry is gone
+// by the time the prefill reaches it: the request leaves the plan for its media (no chunk, no
+// KV held) and does not block the requests behind it; once it has features it runs as usual.
+TEST(Scheduler, SkippedItemLostFromTheCacheHandsTheRequestBack) {
+  Harness h(256, 16, 64);
+  MediaItem m = image(5, 8, 12);
+  m.features_skipped = true;  // admitted on an encoder-cache hit that has since been evicted
+  Request* a = h.submit(tokens(40, 1), 2, "t0", {m});
+  Request* b = h.submit(tokens(20, 2), 2);
+  StepPlan plan = h.sched.schedule(++h.now);
+  ASSERT_EQ(plan.need_media, std::vector<RequestId>{a->id});
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].id, b->id) << "the request behind it was blocked";
+  EXPECT_TRUE(plan.encoder_jobs.empty());
+  h.sched.withdraw(a);
+  EXPECT_FALSE(h.sched.contains(a));
+  h.sched.update(plan, h.exec.execute(plan), ++h.now);
+  h.run();
+  EXPECT_EQ(b->outcome, Outcome::kFinished);
+  EXPECT_EQ(h.kv.num_used_blocks(), 0);
+  // Back with its features (the media stage decoded it): encoded and finished.
+  a->media[0].features_skipped = false;
+  h.sched.add(a, ++h.now);
+  h.run();
+  EXPECT_EQ(a->outcome, Outcome::kFinished);
+  EXPECT_EQ(a->output.size(), 2u);
+  EXPECT_EQ(h.kv.num_used_blocks(), 0);
+  // A skipped item whose encoder output is still cached, or whose span the prefill has passed,
+  // needs nothing: the request that skipped it is never handed back.
+  MediaItem again = image(5, 8, 12);
+  again.features_skipped = true;
+  Request* c = h.submit(tokens(40, 1), 2, "t0", {again});
+  StepPlan p2 = h.sched.schedule(++h.now);
+  EXPECT_TRUE(p2.need_media.empty());
+  ASSERT_EQ(p2.chunks.size(), 1u);
+  EXPECT_TRUE(p2.encoder_jobs.empty()) << "a cached item was encoded again";
+  h.sched.update(p2, h.exec.execute(p2), ++h.now);
+  h.run();
+  EXPECT_EQ(c->outcome, Outcome::kFinished);
+}
+
 // The books: LRU order within the byte budget, pins never evicted, a reservation that cannot fit
 // changes nothing; the store holds what the executor was told to keep, as f16.
 TEST(EncoderCache, LruWithinBudgetAndPins) {

@@ -120,6 +120,7 @@ TEST_F(EngineAudio, RepeatedClipHitsEncoderAndPrefixCaches) {
   g2.messages.push_back(models::ChatMessage::text("user", "Which one?"));
   RequestResult second = eng->submit(g2).wait();
   EXPECT_EQ(eng->stats().encoder_runs, 1) << "the clip was encoded again";
+  EXPECT_EQ(eng->stats().media_skipped, 1) << "a cached clip was decoded again";
   EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16)
       << "the clip's KV was not reused";
   // Other text before the clip: no KV reuse past it, but the encoder output is reused.

@@ -148,6 +148,9 @@ TEST_F(EngineModel, RepeatedImageHitsEncoderAndPrefixCaches) {
   RequestResult second = eng->submit(g2).wait();
   auto s2 = eng->stats();
   EXPECT_EQ(s2.encoder_runs, 1) << "the image was encoded again";
+  EXPECT_EQ(s1.media_skipped, 0);
+  EXPECT_EQ(s2.media_skipped, 1) << "a cached image was decoded again";
+  EXPECT_EQ(second.timeline.count(Event::kMediaDecoded), 0);
   EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16)
       << "the image's KV was not reused";
   // A different prompt text before the same image: no KV reuse past the text, but an encoder hit.
@@ -158,12 +161,68 @@ TEST_F(EngineModel, RepeatedImageHitsEncoderAndPrefixCaches) {
   auto s3 = eng->stats();
   EXPECT_EQ(s3.encoder_runs, 1);
   EXPECT_GE(s3.encoder_hits, 1);
+  EXPECT_EQ(s3.media_skipped, 2) << "an encoder-cache hit was decoded again";
   // Another tenant: the same image is encoded again (caches are partitioned by tenant).
   GenerateRequest g4 = image_req({"a.png"}, "What is this?", 2);
   g4.tenant = "other";
   RequestResult fourth = eng->submit(g4).wait();
   EXPECT_EQ(eng->stats().encoder_runs, 2);
+  EXPECT_EQ(eng->stats().media_skipped, 2) << "another tenant's cache entry served this one";
   EXPECT_EQ(fourth.cached_prompt_tokens, 0);
+  // Skipping changes no token: the same four requests with every item decoded.
+  EngineConfig all = config(512, 256, true);
+  all.skip_cached_media = false;
+  auto plain = Engine::create(all);
+  EXPECT_EQ(plain->submit(image_req({"a.png"}, "What is this?", 4)).wait().tokens, first.tokens);
+  EXPECT_EQ(plain->submit(g2).wait().tokens, second.tokens);
+  EXPECT_EQ(plain->submit(g3).wait().tokens, eng->submit(g3).wait().tokens);
+  EXPECT_EQ(plain->stats().media_skipped, 0);
+}
+
+// A request admitted without decoding its image (an encoder-cache hit) whose cache entry is
+// evicted before its prefill reaches the image: it goes back to the media stage, is decoded
+// after all, and ends with the tokens it has alone.
+TEST_F(EngineModel, SkippedImageEvictedBeforeItsPrefillIsDecodedAfterAll) {
+  GenerateRequest b = image_req({"a.png"}, "What is this?", 6);
+  std::vector<int32_t> alone;
+  int64_t row_bytes = 0;
+  {
+    auto eng = Engine::create(config(512, 256, false));
+    RequestResult r = eng->submit(b).wait();
+    ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+    alone = r.tokens;
+    row_bytes = eng->model_spec().embed_dim * 2;
+  }
+  // Both images merge to 6 tokens; the encoder cache holds one of them. One request runs at a
+  // time, first come first served: the long text request D holds the engine while C (the other
+  // image) and B (a.png, cached when admitted) wait; once C is decoded, D is cancelled, C runs
+  // and its encoder evicts a.png.
+  EngineConfig c = config(512, 256, false);
+  c.encoder_cache_bytes = static_cast<uint64_t>(row_bytes) * 9;
+  c.scheduler.max_running = 1;
+  auto eng = Engine::create(c);
+  ASSERT_EQ(eng->submit(b).wait().outcome, Outcome::kFinished);  // a.png now cached
+  RequestHandle d = eng->submit(text_req("Tell me a long story about a cat.", 3000));
+  RequestHandle hc = eng->submit(image_req({"b.jpg"}, "Describe.", 4));
+  RequestHandle hb = eng->submit(b);
+  for (int i = 0; i < 10000; ++i) {
+    const EngineStats s = eng->stats();
+    if (s.waiting == 2 && s.in_media == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(eng->stats().in_media, 0u);
+  d.cancel();
+  ASSERT_EQ(d.wait().outcome, Outcome::kCancelled) << "D ended before C was decoded";
+  ASSERT_EQ(hc.wait().outcome, Outcome::kFinished);
+  RequestResult rb = hb.wait();
+  ASSERT_EQ(rb.outcome, Outcome::kFinished) << rb.reason;
+  EXPECT_EQ(rb.tokens, alone);
+  EXPECT_EQ(rb.timeline.count(Event::kMediaDecoded), 1);
+  const EngineStats s = eng->stats();
+  EXPECT_EQ(s.media_skipped, 1);
+  EXPECT_EQ(s.media_redecoded, 1);
+  EXPECT_EQ(s.encoder_runs, 3) << "a.png, b.jpg, a.png again";
+  EXPECT_EQ(s.kv_blocks_used, 0);
 }
 
 TEST_F(EngineModel, CancellationFreesEverythingAndEachRequestEndsOnce) {
