@@ -81,7 +81,7 @@ def run_once(port, pcm, segmented, speed):
     return {"client_ms": first * 1e3, "server_ms": r["mmrt"]["ttft_ms"],
             "items": len(r["mmrt"]["items"]), "prefills": r["mmrt"]["prefills"],
             "cached": r["usage"]["input_token_details"]["cached_tokens"],
-            "prompt": r["usage"]["input_tokens"]}
+            "prompt": r["usage"]["input_tokens"], "trace": r["mmrt"]["trace"]}
 
 
 def main():

@@ -153,6 +153,8 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
         static_cast<double>(s.running));
   gauge("mmrt_num_requests_waiting", "Requests waiting for the scheduler.",
         static_cast<double>(s.waiting));
+  gauge("mmrt_num_requests_in_media", "Of the waiting requests: admitted, media being decoded.",
+        static_cast<double>(s.in_media));
   gauge("mmrt_http_requests_in_flight", "Completion requests the server is answering.",
         static_cast<double>(http_in_flight));
   gauge("mmrt_http_connections", "Open client connections.", static_cast<double>(connections));
@@ -184,6 +186,12 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
         static_cast<double>(s.encoder_hits), "counter");
   gauge("mmrt_encoder_runs_total", "Encoder jobs run.", static_cast<double>(s.encoder_runs),
         "counter");
+  gauge("mmrt_media_items_skipped_total",
+        "Media items not decoded because a cache held their encoder output or prompt span.",
+        static_cast<double>(s.media_skipped), "counter");
+  gauge("mmrt_media_items_redecoded_total",
+        "Skipped media items decoded after all (the cache lost them before they were encoded).",
+        static_cast<double>(s.media_redecoded), "counter");
   gauge("mmrt_num_preemptions_total", "Requests preempted (KV freed for recompute).",
         static_cast<double>(s.preemptions), "counter");
   gauge("mmrt_engine_steps_total", "Engine steps run.", static_cast<double>(s.steps), "counter");

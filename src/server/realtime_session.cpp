@@ -329,11 +329,16 @@ void RealtimeSession::push_samples(std::span<const int16_t> s, int64_t now_ns) {
   if (vad_on_ && last_stop_ >= 0 && !in_speech_ &&
       stream_pos_ - last_stop_ >= int64_t{silence_ms_} * rate_ / 1000) {
     last_stop_ = -1;
-    if (commit("", now_ns) && response_ == 0) create_response("", now_ns);
+    if (commit("", now_ns)) {
+      if (response_ == 0)
+        create_response("", now_ns);
+      else
+        maybe_prefill();  // the response waits for the one in progress
+    }
   }
 }
 
-void RealtimeSession::cut(int64_t at) {
+void RealtimeSession::cut(int64_t at, bool prefill) {
   if (at <= open_begin_ || at > stream_pos_) return;
   const size_t n = static_cast<size_t>(at - open_begin_);
   RealtimeItem it{.id = next_id("item"),
@@ -343,7 +348,7 @@ void RealtimeSession::cut(int64_t at) {
   items_.push_back(std::move(it));
   open_.erase(open_.begin(), open_.begin() + static_cast<std::ptrdiff_t>(n));
   open_begin_ = at;
-  maybe_prefill();
+  if (prefill) maybe_prefill();
 }
 
 bool RealtimeSession::commit(const std::string& eid, int64_t now_ns) {
@@ -352,7 +357,7 @@ bool RealtimeSession::commit(const std::string& eid, int64_t now_ns) {
           "the input audio buffer is empty: nothing to commit", "", eid);
     return false;
   }
-  cut(stream_pos_);
+  cut(stream_pos_, /*prefill=*/false);
   const std::string previous = committed_ > 0 ? items_[committed_ - 1].id : std::string();
   committed_ = items_.size();
   (void)now_ns;
@@ -389,7 +394,7 @@ void RealtimeSession::maybe_prefill() {
   prefill_ = ++counter_;
   prefill_items_ = items_.size();
   ++prefills_;
-  sink_.submit(prefill_, request_for(items_.size(), 1, 0));
+  sink_.submit(prefill_, request_for(items_.size(), 1, 0), {next_id("prefill"), true});
 }
 
 void RealtimeSession::create_response(const std::string& eid, int64_t now_ns) {
@@ -422,7 +427,7 @@ void RealtimeSession::create_response(const std::string& eid, int64_t now_ns) {
           {"status_details", nullptr},
           {"output", ojson::array()},
           {"usage", nullptr}}}});
-  sink_.submit(response_, std::move(g));
+  sink_.submit(response_, std::move(g), {response_id_, false});
 }
 
 void RealtimeSession::on_text(uint64_t ticket, const std::string& text) {
@@ -499,7 +504,8 @@ void RealtimeSession::on_done(uint64_t ticket, const engine::RequestResult& r, i
             {"sample_rate", rate_},
             {"ttft_ms", std::round(ttft_ms * 1e3) / 1e3},
             {"prefills", prefills_},
-            {"request_id", r.id}}}}}});
+            {"request_id", r.id},
+            {"trace", "/v1/requests/" + response_id_ + "/trace"}}}}}});
   (void)now_ns;
   response_text_.clear();
   // A turn server_vad committed while this response ran is answered now.

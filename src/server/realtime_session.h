@@ -76,6 +76,12 @@ struct RealtimeOptions {
   std::string tenant = "default";
 };
 
+// What a submitted request is, for the server's books.
+struct RealtimeJob {
+  std::string trace_id;  // its timeline is kept as /v1/requests/{trace_id}/trace
+  bool prefill = false;  // a segmented prefill (a response's own books: metrics per class)
+};
+
 // What a session asks of the world. Called synchronously from the session's methods.
 class RealtimeSink {
  public:
@@ -83,7 +89,7 @@ class RealtimeSink {
   virtual void send(std::string event_json) = 0;  // one server event, in order
   // A request to run; its text comes back through on_text(ticket, ...) and its end through
   // on_done(ticket, ...), exactly once (also after cancel()).
-  virtual void submit(uint64_t ticket, engine::GenerateRequest req) = 0;
+  virtual void submit(uint64_t ticket, engine::GenerateRequest req, RealtimeJob job) = 0;
   virtual void cancel(uint64_t ticket) = 0;
   virtual void close(uint16_t code, std::string reason) = 0;  // end the connection
 };
@@ -130,7 +136,9 @@ class RealtimeSession {
   void session_update(const nlohmann::json& ev, const std::string& eid);
   void append(const nlohmann::json& ev, const std::string& eid, int64_t now_ns);
   void push_samples(std::span<const int16_t> s, int64_t now_ns);
-  void cut(int64_t at);                                 // closes the open item at `at`
+  // Closes the open item at `at`; prefill: start its segmented prefill (not at a commit, where
+  // the response that follows prefills it: two requests would decode the same item).
+  void cut(int64_t at, bool prefill = true);
   bool commit(const std::string& eid, int64_t now_ns);  // false: nothing to commit
   void clear_buffer();
   void create_response(const std::string& eid, int64_t now_ns);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "server/realtime_connection.h"
 #include "server/trace.h"
 
 namespace mmrt::server {
@@ -281,113 +282,6 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
     });
 }
 
-// One Realtime WebSocket: the transport's endpoint and the session's sink. Everything runs on
-// the connection's strand; the engine's notify posts a drain there.
-class RealtimeConnection final : public WsEndpoint,
-                                 public RealtimeSink,
-                                 public std::enable_shared_from_this<RealtimeConnection> {
- public:
-  RealtimeConnection(Service& svc, uint64_t key, std::string id, RealtimeOptions opt)
-      : svc_(svc), key_(key), id_(std::move(id)), opt_(std::move(opt)) {}
-  ~RealtimeConnection() override {
-    for (auto& [t, h] : handles_) h.cancel();
-  }
-
-  void on_open(std::shared_ptr<WsChannel> ch) override {
-    ch_ = std::move(ch);
-    svc_.metrics().realtime().open++;
-    svc_.metrics().realtime().opened++;
-    session_ = std::make_unique<RealtimeSession>(opt_, *this, id_, now_ns());
-    session_->start();
-  }
-  void on_text(std::string text) override {
-    svc_.metrics().realtime().events_in++;
-    if (session_) session_->on_event(text, now_ns());
-  }
-  void on_close() override {
-    if (closed_) return;
-    closed_ = true;
-    if (session_) session_->close();  // cancels its requests
-    for (auto& [t, h] : handles_) h.cancel();
-    handles_.clear();
-    svc_.metrics().realtime().open--;
-    svc_.realtime_closed(key_);
-  }
-  // From the service's tick (any thread).
-  void post_tick() {
-    if (!ch_) return;
-    ch_->post([weak = weak_from_this()] {
-      if (auto self = weak.lock(); self && self->session_ && !self->closed_)
-        self->session_->tick(now_ns());
-    });
-  }
-
-  void send(std::string ev) override {
-    if (closed_ || !ch_) return;
-    svc_.metrics().realtime().events_out++;
-    if (ev.rfind(R"({"type":"error")", 0) == 0) svc_.metrics().realtime().errors++;
-    ch_->send_text(std::move(ev));
-  }
-  void submit(uint64_t ticket, engine::GenerateRequest req) override {
-    engine::Engine* eng = svc_.engine();
-    if (!eng || closed_) {
-      auto r = std::make_shared<engine::RequestResult>();
-      r->outcome = engine::Outcome::kFailed;
-      r->error = ErrorCode::kUnavailable;
-      r->reason = "the server is shutting down";
-      ch_->post([weak = weak_from_this(), ticket, r] {
-        if (auto self = weak.lock(); self && self->session_)
-          self->session_->on_done(ticket, *r, now_ns());
-      });
-      return;
-    }
-    if (req.sampling.max_tokens == 1) svc_.metrics().realtime().prefills++;
-    auto [it, ok] = handles_.emplace(ticket, eng->submit(std::move(req)));
-    auto posted = std::make_shared<std::atomic<bool>>(false);
-    it->second.set_notify([weak = weak_from_this(), ch = ch_, ticket, posted] {
-      if (posted->exchange(true)) return;
-      ch->post([weak, ticket, posted] {
-        *posted = false;
-        if (auto self = weak.lock()) self->drain(ticket);
-      });
-    });
-  }
-  void cancel(uint64_t ticket) override {
-    if (auto it = handles_.find(ticket); it != handles_.end()) it->second.cancel();
-  }
-  void close(uint16_t code, std::string reason) override {
-    if (ch_) ch_->close(code, std::move(reason));
-  }
-
- private:
-  void drain(uint64_t ticket) {
-    auto it = handles_.find(ticket);
-    if (it == handles_.end()) return;
-    std::string text;
-    while (auto ev = it->second.try_next()) {
-      if (ev->kind == engine::StreamEvent::Kind::kText) {
-        text += ev->text;
-        continue;
-      }
-      const engine::RequestResult r = it->second.wait();
-      handles_.erase(it);
-      if (session_ && !text.empty()) session_->on_text(ticket, text);
-      if (session_) session_->on_done(ticket, r, now_ns());
-      return;
-    }
-    if (session_ && !text.empty()) session_->on_text(ticket, text);
-  }
-
-  Service& svc_;
-  uint64_t key_;
-  std::string id_;
-  RealtimeOptions opt_;
-  std::shared_ptr<WsChannel> ch_;
-  std::unique_ptr<RealtimeSession> session_;
-  std::map<uint64_t, engine::RequestHandle> handles_;
-  bool closed_ = false;
-};
-
 void Service::realtime_closed(uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   realtime_.erase(id);
@@ -460,39 +354,46 @@ void Service::realtime(const HttpRequest& req, const std::shared_ptr<Exchange>& 
 }
 
 void Service::done(const Call& c, const engine::RequestResult* r, double download_s) {
-  std::shared_ptr<const TraceRecord> rec;
-  if (r && cfg_.trace_keep > 0) {
-    // Only what a trace reads (no text or log-probabilities), built outside the lock and
-    // shared by the trace file and the endpoint.
-    auto t = std::make_shared<TraceRecord>();
-    t->download_ns = static_cast<int64_t>(download_s * 1e9);
-    engine::RequestResult& k = t->result;
-    k.id = r->id;
-    k.outcome = r->outcome;
-    k.sla_class = r->sla_class;
-    k.prompt_tokens = r->prompt_tokens;
-    k.cached_prompt_tokens = r->cached_prompt_tokens;
-    k.tokens = r->tokens;
-    k.predicted_ttft_ns = r->predicted_ttft_ns;
-    k.timeline = r->timeline;
-    rec = std::move(t);
-    if (!cfg_.trace_dir.empty())
-      intake([rec, path = cfg_.trace_dir + "/" + c.id() + ".json", id = c.id()] {
-        std::ofstream f(path);
-        f << chrome_trace(rec->result, id, rec->download_ns);
-        if (!f) std::fprintf(stderr, "mmrt serve: cannot write trace %s\n", path.c_str());
-      });
-  }
   std::shared_ptr<Call> keep;  // released outside the lock
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = calls_.find(c.id());
-  if (it != calls_.end()) {
-    keep = it->second;
-    calls_.erase(it);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = calls_.find(c.id());
+    if (it != calls_.end()) {
+      keep = it->second;
+      calls_.erase(it);
+    }
   }
-  if (!rec) return;
-  traces_[c.id()] = std::move(rec);
-  trace_order_.push_back(c.id());
+  if (r) remember_trace(c.id(), *r, download_s);
+}
+
+void Service::remember_trace(const std::string& id, const engine::RequestResult& r,
+                             double download_s) {
+  if (cfg_.trace_keep == 0) return;
+  // Only what a trace reads (no text or log-probabilities), built outside the lock and shared
+  // by the trace file and the endpoint.
+  auto t = std::make_shared<TraceRecord>();
+  t->download_ns = static_cast<int64_t>(download_s * 1e9);
+  engine::RequestResult& k = t->result;
+  k.id = r.id;
+  k.outcome = r.outcome;
+  k.sla_class = r.sla_class;
+  k.prompt_tokens = r.prompt_tokens;
+  k.cached_prompt_tokens = r.cached_prompt_tokens;
+  k.tokens = r.tokens;
+  k.predicted_ttft_ns = r.predicted_ttft_ns;
+  k.media_decode_ns = r.media_decode_ns;
+  k.media_resample_ns = r.media_resample_ns;
+  k.timeline = r.timeline;
+  std::shared_ptr<const TraceRecord> rec = std::move(t);
+  if (!cfg_.trace_dir.empty())
+    intake([rec, path = cfg_.trace_dir + "/" + id + ".json", id] {
+      std::ofstream f(path);
+      f << chrome_trace(rec->result, id, rec->download_ns);
+      if (!f) std::fprintf(stderr, "mmrt serve: cannot write trace %s\n", path.c_str());
+    });
+  std::lock_guard<std::mutex> lk(mu_);
+  traces_[id] = std::move(rec);
+  trace_order_.push_back(id);
   while (trace_order_.size() > cfg_.trace_keep) {
     traces_.erase(trace_order_.front());
     trace_order_.pop_front();

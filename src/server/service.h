@@ -109,6 +109,8 @@ class Service {
   MediaFetcher& fetcher() { return *fetcher_; }
   void intake(std::function<void()> fn);  // runs fn on the intake thread
   void done(const Call& c, const engine::RequestResult* r, double download_s);
+  // Keeps `r`'s timeline as the trace of `id` (/v1/requests/{id}/trace, --trace-dir).
+  void remember_trace(const std::string& id, const engine::RequestResult& r, double download_s);
   std::string service_tier_of(const std::string& cls) const;
   void realtime_closed(uint64_t id);  // a Realtime session ended
 

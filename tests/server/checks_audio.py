@@ -146,9 +146,12 @@ def audio_urls(ctx, Server):
             expect(got == s.want, f"{part['audio_url']['url'][:40]}: {got!r} vs {s.want!r}")
         expect(files.requests == 1, f"{files.requests} downloads")
         expect(b["mmrt"]["stages_ms"]["media_download"] > 0, "download time reported")
+        # The same clip again: served from the caches, not decoded a second time.
         stages = b["mmrt"]["stages_ms"]
-        expect(stages["media_decode"] > 0, f"decode time reported: {stages}")
-        expect(stages["preprocessing"] > 0, f"log-mel time reported apart: {stages}")
+        expect(stages["media_decode"] == 0 and stages["preprocessing"] == 0,
+               f"a cached clip was decoded again: {stages}")
+        skipped = hu.metric(s.port, "mmrt_media_items_skipped_total")
+        expect(skipped >= 1, f"mmrt_media_items_skipped_total {skipped}")
         st, _, b = hu.post(s.port, "/v1/chat/completions", _ask(_audio_url(files.url("/no.wav"))))
         expect_error(st, b, 400, param="messages[0].content[0].audio_url", contains="HTTP 404")
         # Refused before the download when the queue alone breaks the promise, as for images.
@@ -163,6 +166,9 @@ def audio_urls(ctx, Server):
         st, _, b = hu.post(s.port, "/v1/chat/completions", _ask(_input_audio(other)))
         expect(st == 200, b)
         expect(b["choices"][0]["message"]["content"].encode() != s.want, "a different audio")
+        stages = b["mmrt"]["stages_ms"]
+        expect(stages["media_decode"] > 0, f"decode time reported: {stages}")
+        expect(stages["preprocessing"] > 0, f"log-mel time reported apart: {stages}")
         # On the qwen2-vl server: 400 naming the part, before any download.
         before = files.requests
         for part in [_input_audio(s.b64), _audio_url(files.url("/a.wav"))]:

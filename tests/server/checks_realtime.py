@@ -219,6 +219,13 @@ def server_vad_commits(ctx, Server):
     seen = []
     done = ws.until("response.done", seen)
     types = [e["type"] for e in seen]
+    # The response's timeline is kept like an HTTP request's, its prompt mostly prefilled
+    # before the commit, and its outcome counted in the metrics.
+    st, _, tr = hu.request(s.port, "GET", done["response"]["mmrt"]["trace"])
+    expect(st == 200, f"trace {done['response']['mmrt']['trace']}: {st} {tr[:200]}")
+    req = next(e for e in json.loads(tr)["traceEvents"] if e["name"] == "request")
+    expect(req["args"]["cached_prompt_tokens"] > 0, f"nothing prefilled early: {req['args']}")
+    expect(hu.metric(s.port, "mmrt_request_outcome_total") >= 1, "the response was not counted")
     for t in ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
               "input_audio_buffer.committed", "response.created", "response.text.done"]:
         expect(t in types, f"{t} missing: {types}")

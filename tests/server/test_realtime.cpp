@@ -28,7 +28,7 @@ struct FakeSink : RealtimeSink {
   std::vector<uint64_t> cancels;
   bool closed = false;
   void send(std::string ev) override { events.push_back(json::parse(ev)); }
-  void submit(uint64_t t, engine::GenerateRequest r) override {
+  void submit(uint64_t t, engine::GenerateRequest r, RealtimeJob) override {
     submits.emplace_back(t, std::move(r));
   }
   void cancel(uint64_t t) override { cancels.push_back(t); }
@@ -152,7 +152,9 @@ TEST(Realtime, SessionCreatedThenEveryErrorNamedAndTheSessionGoesOn) {
     EXPECT_NE(e["error"]["message"].get<std::string>().find(c.in_message), std::string::npos)
         << e.dump();
     EXPECT_TRUE(e["event_id"].is_string());
-    if (c.code == "input_audio_buffer_commit_empty") EXPECT_EQ(e["error"]["event_id"], "ev9");
+    if (c.code == "input_audio_buffer_commit_empty") {
+      EXPECT_EQ(e["error"]["event_id"], "ev9");
+    }
   }
   // A rejected update changed nothing; a good one applies.
   f.ev({{"type", "session.update"}, {"session", {{"temperature", 0}, {"instructions", "Hi"}}}});
