@@ -14,17 +14,30 @@ int32_t BatchController::next_budget(const CostModel& cost, int64_t target_ns, i
   const double t0 = cost.predict_ns(base);
   StepFeatures one = base;
   one.prefill_tokens = 100;
-  const double per_token = std::max(1.0, (cost.predict_ns(one) - t0) / 100.0);
+  const double per_token = std::max({1.0, (cost.predict_ns(one) - t0) / 100.0, prefill_ns_});
   double prefill = (goal - t0) / per_token;
   int64_t budget = n_decode + static_cast<int64_t>(std::floor(std::max(0.0, prefill)));
   budget =
       std::clamp<int64_t>(budget, floor_budget, std::max<int64_t>(floor_budget, cfg_.max_budget));
+  last_budget_ = static_cast<double>(budget);
   return static_cast<int32_t>(budget);
 }
 
-void BatchController::observe(double step_ns, int64_t target_ns) {
+void BatchController::observe(double step_ns, int64_t target_ns, const StepFeatures& step) {
+  if (step.encoder_patches == 0 && step.decode_tokens > 0) {
+    if (step.prefill_tokens == 0) {
+      decode_step_ns_ = decode_step_ns_ > 0 ? 0.9 * decode_step_ns_ + 0.1 * step_ns : step_ns;
+    } else if (step.prefill_tokens >= 32 && decode_step_ns_ > 0) {
+      const double per = std::max(0.0, step_ns - decode_step_ns_) / step.prefill_tokens;
+      prefill_ns_ = prefill_ns_ > 0 ? 0.7 * prefill_ns_ + 0.3 * per : per;
+    }
+  }
   if (target_ns <= 0) return;
   const double goal = static_cast<double>(target_ns) * cfg_.headroom;
+  // A step that left budget unused (not enough prefill waiting) is short for want of work, not
+  // because the model over-predicts: only a slow step or a full one corrects. Otherwise a run of
+  // decode-only steps winds the correction up to its bound, and the next slice overshoots.
+  if (step_ns <= goal && step.prefill_tokens + step.decode_tokens < last_budget_) return;
   // Log-proportional correction: scale_ *= (goal / step)^(1/4), at most 15 % down and 5 % up per
   // step, so in equilibrium the geometric mean of step time sits at the goal and a request's
   // TPOT (the mean of its steps) near it. One slow step on a shared host takes at most 15 % off the

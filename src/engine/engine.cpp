@@ -366,7 +366,7 @@ struct Engine::Impl : SchedulerView {
     f.encoder_patches = static_cast<double>(plan.encoder_patches);
     for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
     cost.observe(f, static_cast<double>(out.step_ns));
-    if (bc) bc->observe(static_cast<double>(out.step_ns), tpot_target);
+    if (bc) bc->observe(static_cast<double>(out.step_ns), tpot_target, f);
     const std::vector<Request*> changed = sched->update(plan, out, now_ns());
     for (Request* r : changed) after_token(*r);
     snapshot(1);

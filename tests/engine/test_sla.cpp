@@ -217,7 +217,7 @@ TEST(BatchController, ConvergesToTheTpotTarget) {
     double prefill = std::max<double>(0, budget - n_decode);
     last = law(prefill, n_decode);
     cost.observe({prefill, static_cast<double>(n_decode), 0, 0}, last);
-    bc.observe(last, target);
+    bc.observe(last, target, {prefill, static_cast<double>(n_decode), 0, 0});
   }
   // Converges to the goal (headroom x target = 40 ms) within a token's cost either side.
   EXPECT_LE(last, 0.8 * static_cast<double>(target) + 1e5);
@@ -225,6 +225,35 @@ TEST(BatchController, ConvergesToTheTpotTarget) {
       << "budget " << budget << " leaves throughput unused";
   // No TPOT target: the maximum budget.
   EXPECT_EQ(bc.next_budget(cost, 0, n_decode, 0), 4096);
+}
+
+TEST(BatchController, ThePrefillCostItMeasuredOutlastsTheModelsForgetting) {
+  // True law: 20 ms + 0.5 ms per prefill token + 0.5 ms per decode. The cost model sees only
+  // decode steps (its prior says 0.05 ms per prefill token, ten times too cheap); one prefill
+  // step passes the controller only, as a model that has drifted since would leave it.
+  auto law = [](double prefill, double decode) { return 2e7 + 5e5 * prefill + 5e5 * decode; };
+  CostModel cost;
+  BatchController bc({.min_budget = 4, .max_budget = 4096, .headroom = 0.8});
+  const int64_t target = 50'000'000;
+  const double n_decode = 8;
+  // As the engine calls it: a budget for each step, then the step's feedback.
+  auto decode_only = [&] {
+    bc.next_budget(cost, target, static_cast<int64_t>(n_decode), 0);
+    const StepFeatures f{0, n_decode, 0, 0};
+    cost.observe(f, law(0, n_decode));
+    bc.observe(law(0, n_decode), target, f);
+  };
+  for (int i = 0; i < 300; ++i) decode_only();
+  EXPECT_EQ(bc.prefill_ns_per_token(), 0) << "measured from decode-only steps";
+  EXPECT_NEAR(bc.correction(), 1.0, 1e-9) << "steps short for want of work wound it up";
+  const StepFeatures slice{64, n_decode, 0, 0};
+  bc.observe(law(64, n_decode), target, slice);
+  EXPECT_NEAR(bc.prefill_ns_per_token(), 5e5, 1e3);
+  for (int i = 0; i < 300; ++i) decode_only();  // decode-only again: the measured cost stays
+  const int32_t budget = bc.next_budget(cost, target, static_cast<int64_t>(n_decode), 0);
+  EXPECT_LE(law(budget - n_decode, n_decode), 1.05 * 0.8 * static_cast<double>(target))
+      << "a budget of " << budget << " tokens overshoots the step time";
+  EXPECT_GE(budget - n_decode, 20) << "no prefill left in the step";
 }
 
 TEST(BatchController, ShrugsOffOneSlowStepAndFollowsASlowdown) {
@@ -243,7 +272,7 @@ TEST(BatchController, ShrugsOffOneSlowStepAndFollowsASlowdown) {
   auto run = [&](double slowdown) {
     const int32_t budget = bc.next_budget(cost, target, n_decode, 0);
     const double t = slowdown * law(static_cast<double>(budget - n_decode), n_decode);
-    bc.observe(t, target);
+    bc.observe(t, target, {static_cast<double>(budget - n_decode), n_decode, 0, 0});
     return std::pair{budget, t};
   };
   for (int i = 0; i < 50; ++i) run(1.0);
