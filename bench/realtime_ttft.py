@@ -14,6 +14,7 @@ measurement runs on a fresh server (no cache shared between the two ways).
 """
 import argparse
 import base64
+import json
 import os
 import statistics
 import subprocess
@@ -43,8 +44,8 @@ def utterance(work, seconds):
     return pcm
 
 
-def run_once(port, pcm, segmented, speed):
-    ws = cr.WsClient(port)
+def run_once(port, pcm, segmented, speed, model_id="tiny_audio"):
+    ws = cr.WsClient(port, path=f"/v1/realtime?model={model_id}")
     ws.until("session.created")
     ws.send({"type": "session.update", "session": {
         "instructions": cr.INSTRUCTIONS, "turn_detection": None, "temperature": 0,
@@ -91,15 +92,21 @@ def main():
     ap.add_argument("--lengths", default="5,10,30")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--speed", type=float, default=1.0, help="x real time (1: live)")
+    ap.add_argument("--size", default="tiny", choices=["tiny", "small"],
+                    help="make-tiny-model --size of the qwen2-audio checkpoint (default tiny)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    model = os.path.join(a.work, "tiny_audio")
+    model = os.path.join(a.work, f"{a.size}_audio")
     if not os.path.exists(os.path.join(model, "config.json")):
-        subprocess.run([a.mmrt, "make-tiny-model", "--arch", "qwen2-audio", "--size", "tiny",
+        subprocess.run([a.mmrt, "make-tiny-model", "--arch", "qwen2-audio", "--size", a.size,
                         "--out", model], check=True, stdout=subprocess.DEVNULL)
-    print(f"model: make-tiny-model --arch qwen2-audio --size tiny ({model}): real 30 s audio "
-          f"window (128 mels, 1500 positions), encoder d_model 32 x 2 layers, LLM hidden 64 x 2 "
-          f"layers; audio streamed at {a.speed:g}x real time, {a.reps} reps (median)")
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    ac, tc = cfg["audio_config"], cfg["text_config"]
+    print(f"model: make-tiny-model --arch qwen2-audio --size {a.size} ({model}): real 30 s audio "
+          f"window ({ac['num_mel_bins']} mels, {ac['max_source_positions']} positions), encoder "
+          f"d_model {ac['d_model']} x {ac['encoder_layers']} layers, LLM hidden "
+          f"{tc['hidden_size']} x {tc['num_hidden_layers']} layers; audio streamed at "
+          f"{a.speed:g}x real time, {a.reps} reps (median)")
     rows = []
     for L in [float(x) for x in a.lengths.split(",")]:
         pcm = utterance(a.work, L)
@@ -109,7 +116,8 @@ def main():
             for _ in range(a.reps):
                 srv = Server(a.mmrt, model, a.work)
                 try:
-                    runs.append(run_once(srv.port, pcm, segmented, a.speed))
+                    runs.append(run_once(srv.port, pcm, segmented, a.speed,
+                                         os.path.basename(model)))
                 finally:
                     srv.stop()
             res[segmented] = runs

@@ -82,46 +82,8 @@ std::string sentence(std::mt19937_64& rng, int words) {
 
 }  // namespace
 
-namespace {
-
-// 8 platinum text streams start together and decode for a while; 0.4 s in, a 30 s utterance
-// (one full Qwen2-Audio window, 750 tokens) arrives in a class without a TPOT promise. Its
-// prefill either runs in the step budget's fixed chunks or in slices the batch controller sizes
-// to the streams' TPOT target: their TPOT P99 shows which.
-std::vector<TraceItem> audio_stall_trace(const WorkloadOptions& o) {
-  std::vector<TraceItem> trace;
-  std::mt19937_64 rng(o.seed);
-  for (int i = 0; i < 8; ++i) {
-    TraceItem it;
-    it.t_s = 0.01 * i;
-    it.sla_class = "platinum";
-    it.kind = "text";
-    it.request.messages.push_back(models::ChatMessage::text("user", sentence(rng, 12)));
-    it.request.sampling.max_tokens = std::max(o.max_tokens, 96);
-    it.request.sampling.ignore_eos = true;
-    trace.push_back(std::move(it));
-  }
-  TraceItem a;
-  a.t_s = 0.4;
-  a.sla_class = "silver";
-  a.kind = "audio";
-  models::ChatMessage m;
-  m.role = "user";
-  m.content.push_back({models::ContentPart::Kind::kAudio, ""});
-  m.content.push_back({models::ContentPart::Kind::kText, "What was said?"});
-  a.request.messages.push_back(m);
-  a.request.media.push_back({models::Modality::kAudio, synthetic_wav(30.0, o.seed), {}});
-  a.request.sampling.max_tokens = 8;
-  a.request.sampling.ignore_eos = true;
-  trace.push_back(std::move(a));
-  for (auto& it : trace) it.request.sla_class = it.sla_class;
-  return trace;
-}
-
-}  // namespace
-
 std::vector<TraceItem> make_trace(const WorkloadOptions& o) {
-  if (o.name == "audio-stall") return audio_stall_trace(o);
+  if (o.name == "audio-stall" || o.name == "audio-stream") return audio_trace(o);
   if (o.rate <= 0 || o.duration_s <= 0)
     throw InvalidArgument("bench needs --rate > 0 and --duration > 0");
   std::mt19937_64 rng(o.seed);

@@ -157,8 +157,9 @@ int run_bench(Args& args) {
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
   if (w.name == "text") cfg.media_sandbox.enabled = false;  // nothing to decode: no workers
-  if (w.name != "mixed" && w.name != "text" && w.name != "image" && w.name != "audio-stall")
-    throw InvalidArgument("--workload must be mixed, text, image or audio-stall");
+  if (w.name != "mixed" && w.name != "text" && w.name != "image" && w.name != "audio-stall" &&
+      w.name != "audio-stream")
+    throw InvalidArgument("--workload must be mixed, text, image, audio-stall or audio-stream");
   if (w.rate * w.duration_s > kMaxRequests) {
     char msg[160];
     std::snprintf(msg, sizeof msg,
@@ -215,7 +216,8 @@ int run_bench(Args& args) {
 
 MMRT_COMMAND(
     "bench", "Poisson load of mixed requests; latency and SLO report per policy",
-    "usage: mmrt bench --model DIR [--workload mixed|text|image|audio-stall] [--rate R]\n"
+    "usage: mmrt bench --model DIR [--workload mixed|text|image|audio-stall|audio-stream]\n"
+    "                  [--rate R]\n"
     "                  [--duration S] [--policy fcfs,slo] [--seed N] [--json FILE] [options]\n\n"
     "Generates one seeded arrival trace (Poisson, R requests/s for S seconds) of mixed requests:\n"
     "text chat, one image + question, and second turns of conversations about a repeated\n"
@@ -223,10 +225,14 @@ MMRT_COMMAND(
     "the same trace in this process (a fresh engine each, after a warm-up). Prints per policy\n"
     "and class: P50/P95/P99 of TTFT, TPOT and end-to-end, SLO attainment, goodput (requests/s\n"
     "that met their SLA), refusals, cache hit rates and where time went per stage.\n"
-    "--workload audio-stall (an audio model): 8 platinum text streams decode while a 30 s\n"
-    "utterance arrives for prefill (silver); compare slo:plain (fixed --step-tokens chunks) with\n"
-    "slo (slices sized by the batch controller to the streams' TPOT target); --rate and\n"
-    "--duration do not apply.\n\n"
+    "--workload audio-stall | audio-stream (an audio model): 8 platinum text streams decode\n"
+    "while a 12 s utterance (speech-like, with pauses) is spoken; its answer (gold) holds the\n"
+    "items the VAD cuts. audio-stall: all of it is decoded, encoded and prefilled when the\n"
+    "utterance ends (whole buffer); audio-stream: each item is prefilled (silver, one token)\n"
+    "when the VAD closes it, as /v1/realtime does. Compare slo:plain (fixed --step-tokens\n"
+    "chunks) with slo (slices sized by the batch controller to the streams' TPOT target): the\n"
+    "streams' inter-token gaps show the stalls, gold's TTFT the latency after the speech;\n"
+    "--rate and --duration do not apply.\n\n"
     "  --url http://HOST:PORT  send the trace to a running `mmrt serve` instead (open loop,\n"
     "                          streamed chat requests, latency from each scheduled send\n"
     "                          time; --sla must match the server's classes; no --model)\n"

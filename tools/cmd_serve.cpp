@@ -44,6 +44,11 @@ int run_serve(Args& args) {
   cfg.api_keys_file = args.get_or("api-keys", "");
   cfg.trace_dir = args.get_or("trace-dir", "");
   cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
+  cfg.realtime.max_buffer_seconds = args.get_double("realtime-max-audio", 300, 1, 3600);
+  cfg.realtime.idle_timeout_ms =
+      static_cast<int64_t>(args.get_double("realtime-idle-timeout", 600, 1, 86400) * 1000);
+  cfg.realtime.segment_silence_ms =
+      static_cast<int32_t>(args.get_int("realtime-segment-silence-ms", 400, 20, 10000));
   const std::string sla_file = args.get_or("sla-config", "");
   cfg.engine.policy = args.get_or("policy", "slo");
   cfg.engine.scheduler.token_budget = step_tokens_option(args);
@@ -75,6 +80,8 @@ MMRT_COMMAND(
     "  GET  /metrics               Prometheus text: queue, KV, caches, latency histograms\n"
     "                              per SLA class and per stage\n"
     "  GET  /v1/requests/ID/trace  one request's timeline (Chrome trace / Perfetto JSON)\n"
+    "  GET  /v1/realtime           WebSocket, the OpenAI Realtime API's audio-in events (an\n"
+    "                              audio model; prefilled segment by segment as it is spoken)\n"
     "Every request is served in an SLA class: `sla_class` (mmrt), else `service_tier`\n"
     "(priority -> platinum, default -> gold, flex -> silver), else the configured default;\n"
     "`ttft_deadline_ms` sets an explicit deadline. A request that cannot meet its class is\n"
@@ -102,6 +109,12 @@ MMRT_COMMAND(
     "  --media-fetch-threads N concurrent media downloads (default 4)\n"
     "  --trace-dir DIR         write every request's trace to DIR/ID.json\n"
     "  --trace-keep N          traces kept for /v1/requests/ID/trace (default 256)\n"
+    "realtime (/v1/realtime):\n"
+    "  --realtime-max-audio S  audio a session holds, uncommitted + unanswered (default 300;\n"
+    "                          beyond: an error event and the buffer cleared)\n"
+    "  --realtime-idle-timeout S   no client event for S s: error event, then closed (600)\n"
+    "  --realtime-segment-silence-ms MS  a pause this long closes an item, which is then\n"
+    "                          prefilled (default 400; at most the session's silence_duration)\n"
     "tenants:\n"
     "  --api-keys FILE         API keys (JSON): key -> tenant, its SLA classes, default\n"
     "                          class and request rate; 401 without a valid key, 403 for a\n"
