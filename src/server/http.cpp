@@ -200,11 +200,15 @@ class WsSession final : public WsChannel, public std::enable_shared_from_this<Ws
       return;
     }
     writing_ = true;
-    ws_.async_write(net::buffer(q_.front()),
+    // The message in flight leaves the queue: finish() may clear the queue meanwhile (the read
+    // side saw the client go), and the write must neither lose its buffer nor pop another's.
+    inflight_ = std::move(q_.front());
+    q_.pop_front();
+    ws_.async_write(net::buffer(inflight_),
                     [self = shared_from_this()](const beast::error_code& ec, size_t) {
                       self->writing_ = false;
-                      self->queued_ -= self->q_.front().size();
-                      self->q_.pop_front();
+                      self->queued_ -= self->inflight_.size();
+                      self->inflight_.clear();
                       if (ec) return self->finish();
                       self->pump();
                     });
@@ -213,6 +217,7 @@ class WsSession final : public WsChannel, public std::enable_shared_from_this<Ws
     if (closed_) return;
     closed_ = true;
     q_.clear();
+    queued_ = inflight_.size();
     if (auto ep = std::exchange(ep_, nullptr); ep && open_) ep->on_close();
   }
 
@@ -221,7 +226,8 @@ class WsSession final : public WsChannel, public std::enable_shared_from_this<Ws
   std::shared_ptr<WsEndpoint> ep_;
   beast::flat_buffer rbuf_;
   std::deque<std::string> q_;
-  size_t queued_ = 0;
+  std::string inflight_;  // the message being written
+  size_t queued_ = 0;     // bytes in q_ and in flight
   bool open_ = false, writing_ = false, closing_ = false, close_sent_ = false, closed_ = false;
   websocket::close_reason close_reason_;
 };
