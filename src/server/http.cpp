@@ -89,9 +89,9 @@ std::string status_line(int status) {
 }
 
 bool says_close(const Headers& h) {
-  for (const auto& [k, v] : h)
-    if ((k == "connection" || k == "Connection") && v == "close") return true;
-  return false;
+  return std::any_of(h.begin(), h.end(), [](const auto& kv) {
+    return (kv.first == "connection" || kv.first == "Connection") && kv.second == "close";
+  });
 }
 
 class Session;
@@ -200,15 +200,12 @@ class WsSession final : public WsChannel, public std::enable_shared_from_this<Ws
       return;
     }
     writing_ = true;
-    // The message in flight leaves the queue: finish() may clear the queue meanwhile (the read
-    // side saw the client go), and the write must neither lose its buffer nor pop another's.
     inflight_ = std::move(q_.front());
     q_.pop_front();
     ws_.async_write(net::buffer(inflight_),
                     [self = shared_from_this()](const beast::error_code& ec, size_t) {
                       self->writing_ = false;
-                      self->queued_ -= self->inflight_.size();
-                      self->inflight_.clear();
+                      self->queued_ -= std::exchange(self->inflight_, {}).size();
                       if (ec) return self->finish();
                       self->pump();
                     });
@@ -226,7 +223,7 @@ class WsSession final : public WsChannel, public std::enable_shared_from_this<Ws
   std::shared_ptr<WsEndpoint> ep_;
   beast::flat_buffer rbuf_;
   std::deque<std::string> q_;
-  std::string inflight_;  // the message being written
+  std::string inflight_;  // being written, out of q_ (which finish() may clear meanwhile)
   size_t queued_ = 0;     // bytes in q_ and in flight
   bool open_ = false, writing_ = false, closing_ = false, close_sent_ = false, closed_ = false;
   websocket::close_reason close_reason_;
@@ -457,8 +454,7 @@ std::string serialize_head(const HttpResponse& r, bool close, const char* framin
 }
 
 void ExchangeImpl::respond(HttpResponse r) {
-  if (ended_) return;
-  ended_ = true;
+  if (std::exchange(ended_, true)) return;
   auto s = s_.lock();
   if (!s) return;
   if (says_close(r.headers)) s->set_close();
@@ -468,8 +464,7 @@ void ExchangeImpl::respond(HttpResponse r) {
 }
 
 void ExchangeImpl::begin_stream(HttpResponse r) {
-  if (ended_ || streaming_) return;
-  streaming_ = true;
+  if (ended_ || std::exchange(streaming_, true)) return;
   auto s = s_.lock();
   if (!s) return;
   if (says_close(r.headers) || !s->chunked()) s->set_close();
@@ -488,8 +483,7 @@ void ExchangeImpl::write(std::string data) {
 }
 
 void ExchangeImpl::end_stream() {
-  if (ended_) return;
-  ended_ = true;
+  if (std::exchange(ended_, true)) return;
   auto s = s_.lock();
   if (!s) return;
   if (streaming_ && s->chunked()) s->send("0\r\n\r\n");
