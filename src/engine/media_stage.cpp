@@ -71,6 +71,14 @@ std::string count(int64_t n, const char* what) {
   return std::to_string(n) + " " + what;
 }
 
+// Decode + preprocessing time of the items of `s.to_preprocess`, as admission expects it.
+void expect_media(Submission& s, double ns_per_pixel) {
+  int64_t pixels = 0;
+  for (const size_t k : s.to_preprocess) pixels += s.media.at(k).estimate.source_pixels;
+  s.req->media_pending = !s.to_preprocess.empty();
+  s.req->expected_media_ns = static_cast<double>(pixels) * ns_per_pixel;
+}
+
 }  // namespace
 
 struct MediaStage::Impl {
@@ -160,7 +168,6 @@ struct MediaStage::Impl {
     // The media as its headers describe it: the prompt is laid out (placeholders expanded,
     // positions, content keys) before any pixel is decoded, so admission sees the exact prompt,
     // its prefix-cache and encoder-cache hits.
-    int64_t pixels = 0;
     std::vector<models::PreparedMedia> shells;
     std::vector<Hash128> keys;
     try {
@@ -174,7 +181,6 @@ struct MediaStage::Impl {
         p.encoder_cost = e.encoder_cost;
         shells.push_back(std::move(p));
         keys.push_back(key_of(m, r));
-        pixels += e.source_pixels;
       }
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());
@@ -182,8 +188,7 @@ struct MediaStage::Impl {
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
     s.to_preprocess.clear();
     for (size_t k = 0; k < s.media.size(); ++k) s.to_preprocess.push_back(k);
-    r.media_pending = !s.media.empty();
-    r.expected_media_ns = static_cast<double>(pixels) * ns_per_pixel.load();
+    expect_media(s, ns_per_pixel.load());
     check_fits(r);
   }
 
@@ -302,16 +307,14 @@ void MediaStage::apply(Submission& s) const {
                         std::to_string(s.to_preprocess.size()) + " media items");
   bool as_estimated = true;
   for (size_t j = 0; j < items.size(); ++j) {
-    const MediaItem& m = r.media.at(s.to_preprocess[j]);
+    const size_t k = s.to_preprocess[j];
+    MediaItem& m = r.media.at(k);
     as_estimated = as_estimated && items[j].dims == m.prepared.dims &&
                    items[j].n_tokens == m.n_tokens && items[j].encoder_cost == m.encoder_cost;
     r.media_decode_ns += items[j].decode_ns;
     r.media_resample_ns += items[j].resample_ns;
-  }
-  for (size_t j = 0; j < items.size(); ++j) {
-    const size_t k = s.to_preprocess[j];
-    r.media[k].prepared = std::move(items[j]);
-    r.media[k].features_skipped = false;
+    m.prepared = std::move(items[j]);
+    m.features_skipped = false;
     s.media[k].bytes = {};  // decoded: the file is no longer needed
   }
   if (!as_estimated) {
@@ -346,18 +349,6 @@ void MediaStage::submit(Submission* s, Phase phase) {
 double MediaStage::ns_per_pixel() const {
   return impl_->ns_per_pixel.load();
 }
-
-namespace {
-
-// Decode + preprocessing time of the items of `s.to_preprocess`, as admission expects it.
-void expect_media(Submission& s, double ns_per_pixel) {
-  int64_t pixels = 0;
-  for (const size_t k : s.to_preprocess) pixels += s.media.at(k).estimate.source_pixels;
-  s.req->media_pending = !s.to_preprocess.empty();
-  s.req->expected_media_ns = static_cast<double>(pixels) * ns_per_pixel;
-}
-
-}  // namespace
 
 int64_t MediaStage::skip_cached(Submission& s, const SchedulerView& books) const {
   Request& r = *s.req;

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/isa.h"
+#include "expect_error.h"
 #include "media/audio.h"
 #include "media/mel.h"
 
@@ -111,18 +112,7 @@ std::vector<float> tone(size_t n, double freq, int rate, double amp = 0.5) {
   return x;
 }
 
-template <class E, class F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using media_test::expect_error;
 
 struct Codec {
   const char* name;

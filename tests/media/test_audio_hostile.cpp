@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "expect_error.h"
 #include "media/audio.h"
 #include "media/mel.h"
 
@@ -51,18 +52,7 @@ Bytes bytes_of(const std::string& s) {
   return Bytes(s.begin(), s.end());
 }
 
-template <class E, class F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using media_test::expect_error;
 
 // Both entry points refuse the same way.
 template <class E>
