@@ -4,7 +4,8 @@
 Usage: make_seeds.py MMRT_BINARY   (the binary writes the tiny checkpoint whose config.json,
 preprocessor_config.json and tokenizer.json seed the text fuzzers). Images come from PIL, the
 safetensors file is written by hand from the format's definition. Audio seeds are written by
-soundfile (libsndfile, the library mmrt decodes with), each under 8 KiB.
+soundfile (libsndfile, the library mmrt decodes with), each under 8 KiB; video seeds by the ffmpeg
+CLI.
 """
 import io
 import json
@@ -99,6 +100,39 @@ def audio_seeds():
         data = b.getvalue()
         assert len(data) < 8192, (name, len(data))
         put("fuzz_audio", name, data)
+
+
+def video_seeds():
+    # fuzz_video takes the file itself. Tiny clips (testsrc2, key frames every 4 frames so the
+    # decoder seeks) in every container and codec the decoder accepts, written by the ffmpeg CLI
+    # (FFmpeg is the library mmrt decodes with), each under 8 KiB.
+    ff = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y"]
+    src = ["-f", "lavfi", "-i", "testsrc2=s=32x24:r=10:d=1"]
+    seeds = {  # name: encoder arguments
+        "h264_bframes.mp4": ["-c:v", "libx264", "-preset", "veryfast", "-g", "4", "-bf", "2",
+                             "-pix_fmt", "yuv420p", "-movflags", "+faststart"],
+        "h264_444.mkv": ["-c:v", "libx264", "-preset", "veryfast", "-g", "4", "-pix_fmt", "yuv444p"],
+        "hevc.mp4": ["-c:v", "libx265", "-x265-params", "log-level=error", "-g", "4"],
+        "vp9.webm": ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-g", "4", "-pix_fmt", "yuv420p"],
+        "vp8.webm": ["-c:v", "libvpx", "-deadline", "realtime", "-g", "4"],
+        "av1.mkv": ["-c:v", "libaom-av1", "-cpu-used", "8", "-g", "4", "-pix_fmt", "yuv420p"],
+        "mpeg4.avi": ["-c:v", "mpeg4", "-q:v", "10", "-g", "4"],
+        "mjpeg.avi": ["-c:v", "mjpeg", "-q:v", "10", "-frames:v", "4"],
+        "with_audio.mp4": ["-f", "lavfi", "-i", "sine=d=0.2", "-map", "1:a", "-map", "0:v",
+                           "-c:a", "aac", "-c:v", "libx264", "-preset", "veryfast", "-g", "4",
+                           "-pix_fmt", "yuv420p"],
+    }
+    tmp = tempfile.mkdtemp(prefix="mmrt_seeds_")
+    try:
+        for name, args in seeds.items():
+            path = os.path.join(tmp, name)
+            subprocess.run(ff + src + args + [path], check=True)
+            with open(path, "rb") as f:
+                data = f.read()
+            assert len(data) < 8192, (name, len(data))
+            put("fuzz_video", name, data)
+    finally:
+        shutil.rmtree(tmp)
 
 
 def safetensors_seed(header, data):
@@ -209,6 +243,7 @@ def main():
         sys.exit(__doc__)
     image_seeds()
     audio_seeds()
+    video_seeds()
     safetensors_seeds()
     checkpoint_seeds(sys.argv[1])
     text_seeds()

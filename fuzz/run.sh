@@ -12,9 +12,10 @@ shift
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then
   TARGETS=(fuzz_image fuzz_safetensors fuzz_config fuzz_tokenizer_json fuzz_tokenizer
-           fuzz_chat_template fuzz_chat_request fuzz_workload fuzz_audio)
+           fuzz_chat_template fuzz_chat_request fuzz_workload fuzz_audio fuzz_video)
 fi
-declare -A MAX_LEN=([fuzz_image]=65536 [fuzz_tokenizer_json]=65536 [fuzz_audio]=65536)
+declare -A MAX_LEN=([fuzz_image]=65536 [fuzz_tokenizer_json]=65536 [fuzz_audio]=65536
+                   [fuzz_video]=65536)
 failed=0
 printf '%-22s %12s %10s %8s %s\n' target executions "exec/s" corpus findings
 for t in "${TARGETS[@]}"; do

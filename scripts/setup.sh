@@ -10,8 +10,10 @@ PKGS=(
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libxxhash-dev
   libdnnl-dev libopenblas-dev libseccomp-dev libboost-dev libcurl4-openssl-dev libyaml-cpp-dev
   libjpeg62-turbo-dev libspng-dev libwebp-dev libsndfile1-dev libsoxr-dev
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
   python3 python3-numpy python3-torch python3-pil python3-skimage python3-jinja2
   python3-opencv python3-torchaudio python3-soundfile python3-scipy espeak-ng alsa-utils
+  python3-torchvision python3-av
   chromium
 
 )
