@@ -1,4 +1,4 @@
-// `mmrt generate`: chat-formatted generation (text, images and audio) through the engine,
+// `mmrt generate`: chat-formatted generation (text, images, video and audio) through the engine,
 // streamed.
 #include <cstdio>
 #include <filesystem>
@@ -39,6 +39,7 @@ int run_generate(Args& args) {
   const std::string sla_file = args.get_or("sla-config", "");
   std::vector<std::string> images = args.get_all("image");
   std::vector<std::string> audios = args.get_all("audio");
+  std::vector<std::string> videos = args.get_all("video");
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
@@ -57,6 +58,7 @@ int run_generate(Args& args) {
   cfg.scheduler.token_budget = step_tokens_option(args);
   const io::FileLimit image_limit = image_file_limit(args);
   const io::FileLimit audio_limit = audio_file_limit(args);
+  const io::FileLimit video_limit = video_file_limit(args);
   cfg.policy = args.get_or("policy", "fcfs");
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
@@ -64,7 +66,7 @@ int run_generate(Args& args) {
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
   // Nothing to decode: no workers.
-  if (images.empty() && audios.empty()) cfg.media_sandbox.enabled = false;
+  if (images.empty() && audios.empty() && videos.empty()) cfg.media_sandbox.enabled = false;
   if (prompts.empty())
     throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
   if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);
@@ -73,10 +75,11 @@ int run_generate(Args& args) {
     throw InvalidArgument(
         "more --image options than --prompt options: the i-th --image (a file or a "
         "comma-separated list) goes with the i-th --prompt");
-  if (audios.size() > prompts.size())
-    throw InvalidArgument(
-        "more --audio options than --prompt options: the i-th --audio (a file or a "
-        "comma-separated list) goes with the i-th --prompt");
+  for (const auto& [opts, name] : {std::pair{&audios, "audio"}, std::pair{&videos, "video"}})
+    if (opts->size() > prompts.size())
+      throw InvalidArgument(std::string("more --") + name + " options than --prompt options: the " +
+                            "i-th --" + name + " (a file or a comma-separated list) goes with " +
+                            "the i-th --prompt");
   sp.validate();
   // Every media file is read (bounded, regular files only) before the model loads.
   using Files = std::vector<std::vector<std::vector<uint8_t>>>;
@@ -90,6 +93,7 @@ int run_generate(Args& args) {
   };
   Files image_bytes = read_all(images, "image", image_limit);
   Files audio_bytes = read_all(audios, "audio", audio_limit);
+  Files video_bytes = read_all(videos, "video", video_limit);
 
   auto eng = engine::Engine::create(cfg);
   std::vector<engine::RequestHandle> handles;
@@ -102,6 +106,11 @@ int run_generate(Args& args) {
       for (auto& bytes : image_bytes[i]) {
         g.add_image(std::move(bytes));
         user.content.push_back({models::ContentPart::Kind::kImage, ""});
+      }
+    if (i < videos.size())
+      for (auto& bytes : video_bytes[i]) {
+        g.media.push_back({models::Modality::kVideo, std::move(bytes), {}});
+        user.content.push_back({models::ContentPart::Kind::kVideo, ""});
       }
     if (i < audios.size())
       for (auto& bytes : audio_bytes[i]) {
@@ -180,13 +189,18 @@ int run_generate(Args& args) {
 }
 
 MMRT_COMMAND(
-    "generate", "generate text from prompts, images and audio (chat template applied), streamed",
+    "generate",
+    "generate text from prompts, images, video and audio (chat template applied), streamed",
     "usage: mmrt generate --model DIR --prompt TEXT [--image FILE[,FILE...]]\n"
-    "                     [--audio FILE[,FILE...]] [--prompt ... ] [options]\n\n"
-    "Renders the chat template around each prompt (images first, then audio, then the text),\n"
+    "                     [--video FILE[,FILE...]] [--audio FILE[,FILE...]] [--prompt ... ]\n"
+    "                     [options]\n\n"
+    "Renders the chat template around each prompt (images first, then videos, then audio, then\n"
+    "the text),\n"
     "runs everything through the engine (continuous batching, prefix and encoder caches) and\n"
     "streams the reply to stdout; several --prompt run batched and print when done. The\n"
-    "i-th --image / --audio (one file or a comma-separated list) belongs to the i-th --prompt.\n"
+    "i-th --image / --video / --audio (one file or a comma-separated list) belongs to the i-th\n"
+    "--prompt. Video (MP4, MKV, WebM: H.264, VP9, AV1, ...) needs a model that takes it\n"
+    "(qwen2-vl): frames are sampled at 2 fps as qwen-vl-utils samples them (docs/video.md).\n"
     "Audio (WAV, FLAC, Ogg Vorbis/Opus, MP3) needs a model that takes it (qwen2-audio);\n"
     "--long-audio says what happens to audio longer than its window.\n"
     "Timings (time to first token, prefill and decode speed) go to stderr.\n\n"
@@ -213,6 +227,7 @@ MMRT_COMMAND(
     "input limits:\n"
     "  --max-image-bytes N     refuse image files larger than N bytes (default 64 MiB)\n"
     "  --max-audio-bytes N     refuse audio files larger than N bytes (default 64 MiB)\n"
+    "  --max-video-bytes N     refuse video files larger than N bytes (default 256 MiB)\n"
     "  --quiet                 no timing lines\n",
     {"ignore-eos", "quiet", "map-weights"}, run_generate);
 

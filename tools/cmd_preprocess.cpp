@@ -25,6 +25,7 @@
 #include "models/qwen2_audio/processor.h"
 #include "models/qwen2_vl/image_processor.h"
 #include "models/registry.h"
+#include "preprocess_video.h"
 
 namespace mmrt::cli {
 namespace {
@@ -156,10 +157,12 @@ int run_audio(Args& args, const std::string& model, const std::string& audio) {
 
 int run_preprocess(Args& args) {
   const std::string model = args.require("model");
-  const auto image_opt = args.get("image"), audio_opt = args.get("audio");
-  if (image_opt.has_value() == audio_opt.has_value())
-    throw InvalidArgument("give exactly one of --image or --audio (one media file)");
+  const auto image_opt = args.get("image"), audio_opt = args.get("audio"),
+             video_opt = args.get("video");
+  if (image_opt.has_value() + audio_opt.has_value() + video_opt.has_value() != 1)
+    throw InvalidArgument("give exactly one of --image, --video or --audio (one media file)");
   if (audio_opt) return run_audio(args, model, *audio_opt);
+  if (video_opt) return run_preprocess_video(args, load_config(model), *video_opt);
   const std::string image = *image_opt;
   const std::string mode_s = args.get_or("mode", "reference");
   const auto out = args.get("out");
@@ -262,10 +265,11 @@ int run_preprocess(Args& args) {
 
 MMRT_COMMAND(
     "preprocess",
-    "decode and preprocess one image (Qwen2-VL pixel_values) or audio file (Qwen2-Audio "
-    "input_features) into .npy",
+    "decode and preprocess one image or video (Qwen2-VL pixel_values / pixel_values_videos) or "
+    "audio file (Qwen2-Audio input_features) into .npy",
     "usage: mmrt preprocess --model DIR --image FILE [--mode reference|fast] [--out PREFIX]\n"
     "                       [--threads N] [--repeat N] [--size WxH] [--json]\n"
+    "       mmrt preprocess --model DIR --video FILE [--out PREFIX] [--video-fps F] [...]\n"
     "       mmrt preprocess --model DIR --audio FILE [--out PREFIX] [--long-audio split|refuse]\n"
     "                       [--threads N] [--repeat N] [--json]\n\n"
     "Decodes FILE (JPEG, PNG or WebP, told apart by their magic bytes), converts it to RGB as\n"
@@ -303,8 +307,25 @@ MMRT_COMMAND(
     "                     (split, default) or an error naming both durations (refuse); HF's\n"
     "                     processor silently keeps only the first 30 s\n"
     "  --max-audio-bytes N    refuse audio files larger than N bytes (default 64 MiB)\n"
-    "  --threads N        threads over the windows (default 1)\n",
-    {"json"}, run_preprocess);
+    "  --threads N        threads over the windows (default 1)\n\n"
+    "video (--model: a qwen2-vl folder or its preprocessor_config.json):\n"
+    "  --video FILE       MP4/MOV, MKV/WebM (H.264, VP9, AV1, ...) decoded with FFmpeg; frames\n"
+    "                     sampled as qwen-vl-utils samples them (2 fps, an even count, torch's\n"
+    "                     float32 linspace indices), resized with torchvision's float bicubic\n"
+    "                     (antialiased) to the per-frame budget, patchified in 2-frame slices\n"
+    "  --out PREFIX       write PREFIX.pixel_values_videos.npy (float32 [patches, 1176]),\n"
+    "                     PREFIX.video_grid_thw.npy (int64 [1, 3]) and PREFIX.frame_indices.npy\n"
+    "  --video-fps F      frames sampled per second (default 2)\n"
+    "  --video-nframes N  sample exactly N frames (rounded to even) instead\n"
+    "  --video-min-frames N / --video-max-frames N   bounds (default 4 / 768)\n"
+    "  --video-min-pixels N / --video-max-pixels N   per-frame budget (default 128*28*28 /\n"
+    "                     768*28*28)\n"
+    "  --video-total-pixels N  budget over all frames (default 24576*28*28, qwen-vl-utils 0.0.8)\n"
+    "  --video-frame-rounding round|floor   0.0.8's round-half-even of the frame count (default)\n"
+    "                     or 0.0.10+'s floor\n"
+    "  --no-frame-reuse   resize every sampled frame, even one equal to an earlier frame\n"
+    "  --max-video-bytes N    refuse video files larger than N bytes (default 256 MiB)\n",
+    {"json", "no-frame-reuse"}, run_preprocess);
 
 }  // namespace
 }  // namespace mmrt::cli

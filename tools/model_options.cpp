@@ -52,6 +52,12 @@ io::FileLimit audio_file_limit(Args& args) {
       .what = "audio file", .max_bytes = static_cast<uint64_t>(n), .option = "--max-audio-bytes"};
 }
 
+io::FileLimit video_file_limit(Args& args) {
+  const int64_t n = args.get_int("max-video-bytes", 256 << 20, 1, int64_t{1} << 32);
+  return {
+      .what = "video file", .max_bytes = static_cast<uint64_t>(n), .option = "--max-video-bytes"};
+}
+
 int64_t max_source_pixels_option(Args& args) {
   return args.get_int("max-source-pixels", static_cast<int64_t>(media::DecodeOptions{}.max_pixels),
                       1, int64_t{1} << 31);

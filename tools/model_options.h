@@ -48,6 +48,8 @@ engine::KvOptions kv_options(Args& args);
 io::FileLimit image_file_limit(Args& args);
 // Reads --max-audio-bytes (default 64 MiB): the limit for reading an audio file.
 io::FileLimit audio_file_limit(Args& args);
+// --max-video-bytes N (default 256 MiB).
+io::FileLimit video_file_limit(Args& args);
 // Reads --max-source-pixels: the largest decoded image (default 50 Mpixel, at most 2^31).
 int64_t max_source_pixels_option(Args& args);
 // Reads --step-tokens (tokens per engine step, 16..65536, default 512).

@@ -186,6 +186,10 @@ struct LoadOptions {
   // refuses it (InvalidArgument naming both durations). Never the HF processor's silent cut.
   enum class LongAudio : uint8_t { kSplit, kRefuse };
   LongAudio long_audio = LongAudio::kSplit;
+  // Video, the exact temporal tier: a slice of frames whose encoder input is bit-identical to an
+  // earlier slice of the same item reuses that slice's encoder output (families whose encoder
+  // sees each slice alone). Off: every slice is encoded (the same output, for benchmarks).
+  bool video_slice_reuse = true;
 };
 
 // A loaded checkpoint. The runner computes on the Backend given to load_model, which must

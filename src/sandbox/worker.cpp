@@ -125,6 +125,11 @@ void confine(const WorkerOptions& o) {
   // name of our in-memory file ("/..namedfork/rsrc", ...). The open fails with EACCES instead
   // of killing the worker: nothing can be opened either way.
   if (rc == 0) rc = ::seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0);
+  // FFmpeg's logger asks isatty(2) (ioctl TCGETS on stderr) before its first line, which it
+  // prints for a damaged video: the call fails with ENOTTY (not a terminal) instead of killing
+  // the worker. No other ioctl is answered.
+  const scmp_arg_cmp ioctl_stderr = SCMP_A0(SCMP_CMP_EQ, 2);
+  if (rc == 0) rc = ::seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOTTY), SCMP_SYS(ioctl), 1, ioctl_stderr);
 #ifndef MMRT_SANITIZED
   // mpg123 (inside libsndfile) prints a warning on stderr for every damaged MP3 frame. The
   // write fails instead of killing the worker (and nothing reaches the server's log).

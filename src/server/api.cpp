@@ -221,28 +221,31 @@ models::ChatMessage parse_message(const json& m, size_t i, const ApiOptions& opt
       if (!part.contains("text") || !part["text"].is_string())
         throw bad_request(pw + ".text must be a string", pw + ".text");
       msg.content.push_back({models::ContentPart::Kind::kText, part["text"].get<std::string>()});
-    } else if (type == "image_url" || type == "input_audio" || type == "audio_url") {
-      const bool image = type == "image_url";
+    } else if (type == "image_url" || type == "video_url" || type == "input_audio" ||
+               type == "audio_url") {
+      const auto kind = type == "image_url"   ? models::ContentPart::Kind::kImage
+                        : type == "video_url" ? models::ContentPart::Kind::kVideo
+                                              : models::ContentPart::Kind::kAudio;
       if (msg.role != "user")
-        throw bad_request(
-            pw + ": " + (image ? "images are" : "audio is") + " accepted in user messages only",
-            pw);
+        throw bad_request(pw + ": " +
+                              (kind == models::ContentPart::Kind::kImage   ? "images are"
+                               : kind == models::ContentPart::Kind::kVideo ? "videos are"
+                                                                           : "audio is") +
+                              " accepted in user messages only",
+                          pw);
       if (static_cast<int32_t>(out.request.media.size()) >= opt.max_media_items)
         throw bad_request("the request holds more than " + std::to_string(opt.max_media_items) +
                               " media items (the server's --max-media-items)",
                           pw);
-      if (image)
+      if (type == "image_url")
         add_image_url(part, pw, opt, out);
+      else if (type == "video_url")
+        add_video_url(part, pw, opt, out);
       else if (type == "input_audio")
         add_input_audio(part, pw, opt, out);
       else
         add_audio_url(part, pw, opt, out);
-      msg.content.push_back(
-          {image ? models::ContentPart::Kind::kImage : models::ContentPart::Kind::kAudio, ""});
-    } else if (type == "video_url") {
-      throw bad_request(pw + ": content part type " + ticked(type) +
-                            " is not supported yet (video input is not implemented)",
-                        pw + ".type");
+      msg.content.push_back({kind, ""});
     } else {
       throw bad_request(pw + ": unknown content part type " + ticked(type), pw + ".type");
     }

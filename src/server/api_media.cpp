@@ -27,6 +27,7 @@ struct UrlKind {
 };
 constexpr UrlKind kImageUrl{models::Modality::kImage, "image/", "image"};
 constexpr UrlKind kAudioUrl{models::Modality::kAudio, "audio/", "audio"};
+constexpr UrlKind kVideoUrl{models::Modality::kVideo, "video/", "video"};
 
 void add_item(ParsedRequest& out, models::Modality m, std::vector<uint8_t> bytes,
               const std::string& pw) {
@@ -70,10 +71,10 @@ void add_url(const std::string& url, const UrlKind& kind, const std::string& pw,
     const size_t comma = url.find(',');
     const std::string_view head(url.data() + 5, comma == std::string::npos ? 0 : comma - 5);
     if (comma == std::string::npos || head.size() < 7 || head.substr(head.size() - 7) != ";base64")
-      throw bad_request("an " + noun + " data URL must be data:<type>;base64,<data>", param);
+      throw bad_request("a " + noun + " data URL must be data:<type>;base64,<data>", param);
     if (head.rfind(kind.mime_prefix, 0) != 0)
-      throw bad_request("an " + noun + " data URL must have an " + kind.mime_prefix +
-                            "* type, not " + ticked(head.substr(0, head.size() - 7)),
+      throw bad_request("a " + noun + " data URL must have a " + kind.mime_prefix + "* type, not " +
+                            ticked(head.substr(0, head.size() - 7)),
                         param);
     add_item(out, kind.modality,
              decode_base64(std::string_view(url).substr(comma + 1), opt.max_media_bytes, param),
@@ -117,6 +118,12 @@ void add_audio_url(const json& part, const std::string& pw, const ApiOptions& op
                    ParsedRequest& out) {
   const std::string param = pw + ".audio_url";
   add_url(url_of(part, "audio_url", param), kAudioUrl, pw, param, opt, out);
+}
+
+void add_video_url(const json& part, const std::string& pw, const ApiOptions& opt,
+                   ParsedRequest& out) {
+  const std::string param = pw + ".video_url";
+  add_url(url_of(part, "video_url", param), kVideoUrl, pw, param, opt, out);
 }
 
 void add_input_audio(const json& part, const std::string& pw, const ApiOptions& opt,

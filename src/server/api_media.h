@@ -19,6 +19,9 @@ const char* supported_audio_formats();
 // part's path ("messages[0].content[1]").
 void add_image_url(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
                    ParsedRequest& out);
+// {"type":"video_url","video_url":{"url": data:video/... | http(s):// | file://}} (vLLM).
+void add_video_url(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
+                   ParsedRequest& out);
 // {"type":"input_audio","input_audio":{"data": base64, "format": "wav"|...}} (OpenAI).
 void add_input_audio(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
                      ParsedRequest& out);

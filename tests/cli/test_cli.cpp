@@ -357,7 +357,7 @@ TEST_F(AudioCli, PreprocessWritesFeaturesAsNpy) {
   // Exactly one of --image / --audio.
   r = mmrt("preprocess --model " + model() + " --audio " + wav("a") + " --image x.png");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find("one of --image or --audio"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("one of --image, --video or --audio"), std::string::npos) << r.err;
 }
 
 TEST_F(AudioCli, LongAudioRefuseIsAClearError) {

@@ -156,9 +156,9 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
 TEST(Qwen2Vision, RopeIndexMatchesReference) {
   World w(DType::kF32);
   auto p = models::qwen2_vl::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);
-  ASSERT_EQ(p.images.size(), 2u);
-  EXPECT_EQ(p.images[0].n_tokens, 6);
-  EXPECT_EQ(p.images[1].n_tokens, 8);
+  ASSERT_EQ(p.items.size(), 2u);
+  EXPECT_EQ(p.items[0].n_tokens, 6);
+  EXPECT_EQ(p.items[1].n_tokens, 8);
   fs::path out = w.dir / "pos.bin";
   shell(w.ref("positions", "--ids " + join(p.ids) + " --out " + out.string()));
   auto raw = read_bytes(out);
@@ -189,7 +189,7 @@ TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
   r.prompt = p.ids;
   r.positions = p.positions;
   r.rope_delta = p.rope_delta;
-  for (const auto& im : p.images)
+  for (const auto& im : p.items)
     for (int64_t k = 0; k < im.n_tokens; ++k)
       r.embed_rows.push_back(static_cast<int32_t>(im.begin + k));
   r.embeds = feats;

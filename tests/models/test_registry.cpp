@@ -138,7 +138,7 @@ TEST_F(Registry, ProcessorEstimatesExpandsAndKeys) {
   EXPECT_EQ(x.positions, want.positions);
   EXPECT_EQ(x.rope_delta, want.rope_delta);
   ASSERT_EQ(x.spans.size(), 1u);
-  EXPECT_EQ(x.spans[0].begin, want.images[0].begin);
+  EXPECT_EQ(x.spans[0].begin, want.items[0].begin);
   EXPECT_EQ(x.spans[0].n_tokens, prep.n_tokens);
   EXPECT_THROW(p.expand(ids, {}), InvalidArgument);
   // Keys: the same bytes give the same key, any change another.

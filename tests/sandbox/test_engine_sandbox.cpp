@@ -90,3 +90,46 @@ TEST_F(SandboxTest, EngineRefusesToStartWithoutItsWorkers) {
     EXPECT_NE(std::string(e.what()).find("media sandbox"), std::string::npos) << e.what();
   }
 }
+
+// Video decodes in a worker too (FFmpeg under the seccomp allow-list): the same tokens as in
+// process, and a damaged clip, whose demuxer logs to stderr (and asks isatty first), fails
+// alone without losing the worker.
+TEST_F(SandboxTest, EngineVideoInTheSandbox) {
+  const std::string d = model_dir();
+  ASSERT_EQ(std::system(("cd '" + d +
+                         "' && ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i "
+                         "testsrc2=s=112x84:r=10:d=2 -c:v libx264 -preset veryfast -pix_fmt "
+                         "yuv420p -g 10 v.mp4")
+                            .c_str()),
+            0);
+  auto video_req = [&](std::vector<uint8_t> b) {
+    GenerateRequest g;
+    models::ChatMessage m;
+    m.role = "user";
+    m.content.push_back({models::ContentPart::Kind::kVideo, ""});
+    m.content.push_back({models::ContentPart::Kind::kText, "What happens?"});
+    g.media.push_back({models::Modality::kVideo, std::move(b), {}});
+    g.messages.push_back(m);
+    g.sampling.max_tokens = 6;
+    g.sampling.ignore_eos = true;
+    return g;
+  };
+  auto run = [&](bool sandboxed) {
+    EngineConfig c;
+    c.model_dir = d;
+    c.kv.dtype = DType::kF32;
+    c.kv.blocks = 256;
+    c.media_sandbox = config();
+    c.media_sandbox.enabled = sandboxed;
+    auto eng = Engine::create(c);
+    std::vector<uint8_t> damaged = bytes("v.mp4");
+    for (size_t i = 48; i < damaged.size(); i += 97) damaged[i] ^= 0xa5;
+    RequestHandle bad = eng->submit(video_req(std::move(damaged)));
+    RequestResult r = eng->submit(video_req(bytes("v.mp4"))).wait();
+    EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+    (void)bad.wait();  // decodes or fails; either way only its own request
+    if (sandboxed) EXPECT_EQ(eng->stats().media_sandbox.workers_lost, 0);
+    return r.tokens;
+  };
+  EXPECT_EQ(run(true), run(false));
+}

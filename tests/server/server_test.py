@@ -99,6 +99,7 @@ def main():
     import checks_audio
     import checks_http
     import checks_load
+    import checks_video
     ctx = hu.Context(a.mmrt, model, image, a.work, traces, media_dir, a.streams)
     srv = Server(a.mmrt, model, a.work, "--sla-config", sla, "--trace-dir", traces,
                  "--max-body-mb", "4", "--read-timeout", "1", "--allowed-media-dir", media_dir,
@@ -111,6 +112,7 @@ def main():
         groups = [("openai client", lambda: checks_http.openai_client(ctx))]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_http.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_load.CHECKS]
+        groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_video.CHECKS]
         groups += checks_audio.groups(ctx, Server)
         for name, fn in groups:
             if a.only and not any(o in name for o in a.only):

@@ -152,7 +152,12 @@ TEST_F(ApiTest, MessagesAndParts) {
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":[{"type":"input_audio"}]}]})").second,
             "messages[0].content[0].input_audio");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":[{"type":"video_url"}]}]})").second,
-            "messages[0].content[0].type");
+            "messages[0].content[0].video_url");
+  EXPECT_EQ(
+      error_of(
+          R"({"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"data:image/png;base64,AA=="}}]}]})")
+          .second,
+      "messages[0].content[0].video_url");
   EXPECT_EQ(
       error_of(R"({"messages":[{"role":"user","content":[{"type":"text","text":5}]}]})").second,
       "messages[0].content[0].text");

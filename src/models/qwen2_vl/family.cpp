@@ -3,9 +3,12 @@
 #include "models/qwen2_vl/family.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/generation_config.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
@@ -66,12 +69,17 @@ Hash128 config_key(const std::string& dir) {
 
 class Qwen2VLRunner final : public Runner {
  public:
-  Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt)
-      : st_(std::move(st)), lm_(std::move(lm)), vision_(std::move(vt)) {}
+  Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt,
+                bool reuse_slices)
+      : st_(std::move(st)),
+        lm_(std::move(lm)),
+        vision_(std::move(vt)),
+        reuse_slices_(reuse_slices) {}
 
   Tensor encode(const PreparedMedia& item) override {
     const GridThw g = grid_of(item);
-    Tensor out = vision_->forward(item.features, {&g, 1});  // [n_tokens, hidden]
+    Tensor out = g[0] > 1 ? encode_slices(item, g)
+                          : vision_->forward(item.features, {&g, 1});  // [n_tokens, hidden]
     if (out.dim(0) != item.n_tokens)
       throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
                           " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
@@ -90,13 +98,56 @@ class Qwen2VLRunner final : public Runner {
 
  private:
   static GridThw grid_of(const PreparedMedia& item) {
-    if (item.modality != Modality::kImage || item.dims.size() != 3)
-      throw InvalidArgument("qwen2-vl: the encoder takes an image with its (t, h, w) grid");
+    if ((item.modality != Modality::kImage && item.modality != Modality::kVideo) ||
+        item.dims.size() != 3)
+      throw InvalidArgument(
+          "qwen2-vl: the encoder takes an image or a video with its (t, h, w) grid");
     return {item.dims[0], item.dims[1], item.dims[2]};
+  }
+  // The exact temporal tier: every 2-frame slice is encoded on its own (attention, window and
+  // rotary positions are all per slice), so a slice whose pixel rows are bit-identical to an
+  // earlier slice's has that slice's output; only distinct slices go through the tower.
+  Tensor encode_slices(const PreparedMedia& item, const GridThw& g) {
+    const int64_t rows = g[1] * g[2], D = item.features.dim(1);
+    if (item.features.dim(0) != g[0] * rows)
+      throw InvalidArgument("qwen2-vl: the video's features have " +
+                            std::to_string(item.features.dim(0)) + " rows, its grid needs " +
+                            std::to_string(g[0] * rows));
+    const float* px = item.features.data<float>();
+    const size_t slice_bytes = static_cast<size_t>(rows * D) * sizeof(float);
+    std::vector<int64_t> source(static_cast<size_t>(g[0]));  // slice -> index among distinct
+    std::vector<int64_t> distinct;
+    std::unordered_map<Hash128, int64_t, Hash128Hasher> seen;
+    for (int64_t s = 0; s < g[0]; ++s) {
+      const float* p = px + s * rows * D;
+      auto [it, fresh] =
+          seen.emplace(hash128(p, slice_bytes), static_cast<int64_t>(distinct.size()));
+      if (!fresh && reuse_slices_ &&
+          std::memcmp(px + distinct[static_cast<size_t>(it->second)] * rows * D, p, slice_bytes) ==
+              0) {
+        source[static_cast<size_t>(s)] = it->second;
+        continue;
+      }
+      source[static_cast<size_t>(s)] = static_cast<int64_t>(distinct.size());
+      distinct.push_back(s);
+    }
+    const GridThw one{1, g[1], g[2]};
+    std::vector<Tensor> enc;
+    for (int64_t s : distinct)
+      enc.push_back(vision_->forward(
+          Tensor::view(const_cast<float*>(px + s * rows * D), DType::kF32, {rows, D}), {&one, 1}));
+    const int64_t per = enc[0].dim(0), hidden = enc[0].dim(1);
+    Tensor out = Tensor::empty(DType::kF32, {g[0] * per, hidden});
+    for (int64_t s = 0; s < g[0]; ++s)
+      std::memcpy(out.data<float>() + s * per * hidden,
+                  enc[static_cast<size_t>(source[static_cast<size_t>(s)])].data<float>(),
+                  static_cast<size_t>(per * hidden) * sizeof(float));
+    return out;
   }
   io::SafeTensors st_;  // the mapped weights the views below read
   std::unique_ptr<Decoder> lm_;
   std::unique_ptr<VisionTower> vision_;
+  bool reuse_slices_;
 };
 
 Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
@@ -124,11 +175,12 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   s.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
   s.position_rows = dc.position_rows();
   s.context_length = cfg.text.max_position_embeddings;
-  s.modalities = {Modality::kImage};
+  s.modalities = {Modality::kImage, Modality::kVideo};
   s.embed_dim = cfg.text.hidden_size;
   s.config_key = config_key(dir);
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
-  m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt));
+  m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt),
+                                             opts.video_slice_reuse);
   return m;
 }
 

@@ -160,19 +160,25 @@ Tensor ImageInputs::grid_thw() const {
   return g;
 }
 
-Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaContext& ctx) {
+void patchify_slice(std::span<const Image* const> frames, const ImageProcessorConfig& cfg, float* o,
+                    const MediaContext& ctx) {
   const int p = cfg.patch_size, T = cfg.temporal_patch_size, m = cfg.merge_size;
+  if (frames.empty() || static_cast<int>(frames.size()) > T)
+    throw InvalidArgument("qwen2_vl::patchify: a slice takes 1 to " + std::to_string(T) +
+                          " frames, got " + std::to_string(frames.size()));
+  const Image& img = *frames[0];
   const int H = img.height(), W = img.width(), F = p * m;
   if (H <= 0 || W <= 0 || H % F != 0 || W % F != 0)
     throw InvalidArgument("qwen2_vl::patchify: image " + std::to_string(W) + "x" +
                           std::to_string(H) +
                           " is not a multiple of patch_size * merge_size = " + std::to_string(F));
-  const int gh = H / p, gw = W / p;
+  for (const Image* f : frames)
+    if (f->width() != W || f->height() != H)
+      throw InvalidArgument("qwen2_vl::patchify: the frames of a slice differ in size (" +
+                            std::to_string(W) + "x" + std::to_string(H) + " and " +
+                            std::to_string(f->width()) + "x" + std::to_string(f->height()) + ")");
+  const int gw = W / p, nf = static_cast<int>(frames.size());
   const int64_t pp = static_cast<int64_t>(p) * p, D = 3 * T * pp;
-  const int64_t n = static_cast<int64_t>(gh) * gw;
-  std::shared_ptr<uint8_t> mem = features_buffer(ctx, static_cast<size_t>(n * D) * sizeof(float));
-  Tensor out = Tensor::view(mem.get(), DType::kF32, {n, D}, mem);  // [N, 3*T*p*p]
-  float* o = out.data<float>();
 
   // Every output value is a function of (channel, byte): a 3 x 256 table computed with the exact
   // numpy operation sequence makes the fused loop a lookup.
@@ -188,8 +194,9 @@ Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaCo
     }
   }
 
-  // One band = one row of merge blocks = F image rows = gw * m output rows.
-  const int bands = gh / m, blocks_w = gw / m;
+  // One band = one row of merge blocks = F image rows = gw * m output rows. Frame t of the slice
+  // fills column block (c * T + t); a slice of fewer than T frames repeats its last one.
+  const int bands = H / p / m, blocks_w = gw / m;
   auto run = [&](int64_t b0, int64_t b1) {
     for (int64_t bh = b0; bh < b1; ++bh) {
       for (int bw = 0; bw < blocks_w; ++bw) {
@@ -199,14 +206,19 @@ Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaCo
             float* row = o + r * D;
             const int y0 = static_cast<int>((bh * m + mh) * p), x0 = (bw * m + mw) * p;
             for (int c = 0; c < 3; ++c) {
-              float* dst = row + static_cast<int64_t>(c) * T * pp;
               const float* t = lut[c];
-              for (int py = 0; py < p; ++py) {
-                const uint8_t* s = img.row(y0 + py) + 3 * x0 + c;
-                float* d = dst + py * p;
-                for (int px = 0; px < p; ++px) d[px] = t[s[3 * px]];
+              for (int tt = 0; tt < nf; ++tt) {
+                float* dst = row + (static_cast<int64_t>(c) * T + tt) * pp;
+                for (int py = 0; py < p; ++py) {
+                  const uint8_t* s = frames[static_cast<size_t>(tt)]->row(y0 + py) + 3 * x0 + c;
+                  float* d = dst + py * p;
+                  for (int px = 0; px < p; ++px) d[px] = t[s[3 * px]];
+                }
               }
-              for (int tt = 1; tt < T; ++tt) std::memcpy(dst + tt * pp, dst, pp * sizeof(float));
+              float* last = row + (static_cast<int64_t>(c) * T + nf - 1) * pp;
+              for (int tt = nf; tt < T; ++tt)
+                std::memcpy(row + (static_cast<int64_t>(c) * T + tt) * pp, last,
+                            pp * sizeof(float));
             }
           }
         }
@@ -217,6 +229,21 @@ Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaCo
     ctx.pool->parallel_for(bands, 1, run);
   else
     run(0, bands);
+}
+
+Tensor patchify(const Image& img, const ImageProcessorConfig& cfg, const MediaContext& ctx) {
+  const int p = cfg.patch_size, T = cfg.temporal_patch_size, F = p * cfg.merge_size;
+  const int H = img.height(), W = img.width();
+  if (H <= 0 || W <= 0 || H % F != 0 || W % F != 0)
+    throw InvalidArgument("qwen2_vl::patchify: image " + std::to_string(W) + "x" +
+                          std::to_string(H) +
+                          " is not a multiple of patch_size * merge_size = " + std::to_string(F));
+  const int64_t D = 3 * T * static_cast<int64_t>(p) * p;
+  const int64_t n = static_cast<int64_t>(H / p) * (W / p);
+  std::shared_ptr<uint8_t> mem = features_buffer(ctx, static_cast<size_t>(n * D) * sizeof(float));
+  Tensor out = Tensor::view(mem.get(), DType::kF32, {n, D}, mem);  // [N, 3*T*p*p]
+  const Image* frames[] = {&img};
+  patchify_slice(frames, cfg, out.data<float>(), ctx);
   return out;
 }
 

@@ -91,4 +91,10 @@ ImageInputs preprocess_image(const Image& rgb, const ImageProcessorConfig& cfg,
 Tensor patchify(const Image& resized, const ImageProcessorConfig& cfg,
                 const MediaContext& ctx = {});
 
+// One temporal slice of it into `out` ([grid_h * grid_w, C * T * p * p]): frame t of `frames`
+// (1 to T frames of the same size) fills the t-th temporal column block; a slice of fewer than T
+// frames repeats its last one (an image is a slice of one frame).
+void patchify_slice(std::span<const Image* const> frames, const ImageProcessorConfig& cfg,
+                    float* out, const MediaContext& ctx = {});
+
 }  // namespace mmrt::models::qwen2_vl

@@ -11,37 +11,68 @@
 
 namespace mmrt::models::qwen2_vl {
 
-MultimodalPrompt expand_image_prompt(std::span<const int32_t> ids, std::span<const GridThw> grids,
+namespace {
+
+std::vector<MediaGrid> image_items(std::span<const GridThw> grids) {
+  std::vector<MediaGrid> items;
+  for (const GridThw& g : grids) items.push_back({Modality::kImage, g, 1.0});
+  return items;
+}
+
+}  // namespace
+
+MultimodalPrompt expand_media_prompt(std::span<const int32_t> ids, std::span<const MediaGrid> items,
                                      const Config& cfg) {
   const int64_t ms = cfg.vision.spatial_merge_size;
-  const int32_t pad = static_cast<int32_t>(cfg.image_token_id);
+  const int32_t image_pad = static_cast<int32_t>(cfg.image_token_id);
+  const int32_t video_pad = static_cast<int32_t>(cfg.video_token_id);
   MultimodalPrompt p;
-  size_t img = 0;
+  size_t k = 0;
   for (int32_t t : ids) {
-    if (t != pad) {
+    if (t != image_pad && t != video_pad) {
       p.ids.push_back(t);
       continue;
     }
-    if (img >= grids.size())
-      throw InvalidArgument("prompt has more image placeholders than images (" +
-                            std::to_string(grids.size()) + " given)");
-    const GridThw& g = grids[img++];
-    int64_t n = g[0] * (g[1] / ms) * (g[2] / ms);
-    p.images.push_back({static_cast<int64_t>(p.ids.size()), n});
-    p.ids.insert(p.ids.end(), static_cast<size_t>(n), pad);
+    const char* kind = t == image_pad ? "image" : "video";
+    if (k >= items.size())
+      throw InvalidArgument(std::string("prompt has more media placeholders than media items (") +
+                            std::to_string(items.size()) + " given) at a " + kind + " pad");
+    const MediaGrid& item = items[k++];
+    const Modality want = t == image_pad ? Modality::kImage : Modality::kVideo;
+    if (item.modality != want)
+      throw InvalidArgument("media placeholder " + std::to_string(k - 1) + " is " +
+                            (t == image_pad ? "an image" : "a video") + " pad but item " +
+                            std::to_string(k - 1) + " is " + modality_name(item.modality));
+    const GridThw& g = item.grid;
+    const int64_t n = g[0] * (g[1] / ms) * (g[2] / ms);
+    p.items.push_back({static_cast<int64_t>(p.ids.size()), n});
+    p.ids.insert(p.ids.end(), static_cast<size_t>(n), t);
   }
-  if (img != grids.size())
-    throw InvalidArgument("prompt has " + std::to_string(img) + " image placeholders but " +
-                          std::to_string(grids.size()) + " images were given");
-  rope_index(p.ids, grids, cfg, p.positions, p.rope_delta);
+  if (k != items.size())
+    throw InvalidArgument("prompt has " + std::to_string(k) + " media placeholders but " +
+                          std::to_string(items.size()) + " media items were given");
+  rope_index(p.ids, items, cfg, p.positions, p.rope_delta);
   return p;
+}
+
+MultimodalPrompt expand_image_prompt(std::span<const int32_t> ids, std::span<const GridThw> grids,
+                                     const Config& cfg) {
+  const std::vector<MediaGrid> items = image_items(grids);
+  return expand_media_prompt(ids, items, cfg);
 }
 
 void rope_index(std::span<const int32_t> ids, std::span<const GridThw> grids, const Config& cfg,
                 std::vector<int32_t>& positions, int32_t& rope_delta) {
+  const std::vector<MediaGrid> items = image_items(grids);
+  rope_index(ids, items, cfg, positions, rope_delta);
+}
+
+void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, const Config& cfg,
+                std::vector<int32_t>& positions, int32_t& rope_delta) {
   const int64_t S = static_cast<int64_t>(ids.size());
   const int64_t ms = cfg.vision.spatial_merge_size;
-  const int32_t pad = static_cast<int32_t>(cfg.image_token_id);
+  const int32_t image_pad = static_cast<int32_t>(cfg.image_token_id);
+  const int32_t video_pad = static_cast<int32_t>(cfg.video_token_id);
   positions.assign(static_cast<size_t>(3 * S), 0);
   auto set = [&](int64_t i, int64_t t, int64_t h, int64_t w) {
     positions[static_cast<size_t>(i)] = static_cast<int32_t>(t);
@@ -49,30 +80,35 @@ void rope_index(std::span<const int32_t> ids, std::span<const GridThw> grids, co
     positions[static_cast<size_t>(2 * S + i)] = static_cast<int32_t>(w);
   };
   int64_t next = 0;  // max position so far + 1
-  size_t img = 0;
+  size_t k = 0;
   int64_t i = 0;
   while (i < S) {
-    if (ids[static_cast<size_t>(i)] != pad) {
+    const int32_t tok = ids[static_cast<size_t>(i)];
+    if (tok != image_pad && tok != video_pad) {
       set(i, next, next, next);
       ++next;
       ++i;
       continue;
     }
-    if (img >= grids.size())
-      throw InvalidArgument("image pad tokens at position " + std::to_string(i) +
-                            " have no image grid");
-    const GridThw& g = grids[img++];
+    if (k >= items.size())
+      throw InvalidArgument("media pad tokens at position " + std::to_string(i) +
+                            " have no media grid");
+    const MediaGrid& item = items[k++];
+    const GridThw& g = item.grid;
     const int64_t gt = g[0], gh = g[1] / ms, gw = g[2] / ms, n = gt * gh * gw;
     if (i + n > S)
-      throw InvalidArgument("image " + std::to_string(img - 1) + " needs " + std::to_string(n) +
+      throw InvalidArgument("media item " + std::to_string(k - 1) + " needs " + std::to_string(n) +
                             " pad tokens, the prompt ends after " + std::to_string(S - i));
     int64_t mx = 0;
-    for (int64_t t = 0; t < gt; ++t)
+    for (int64_t t = 0; t < gt; ++t) {
+      // Qwen2-VL: the raw slice index; Qwen2.5-VL: seconds * tokens_per_second, in double.
+      const int64_t tp = static_cast<int64_t>(static_cast<double>(t) * item.t_interval);
       for (int64_t h = 0; h < gh; ++h)
         for (int64_t w = 0; w < gw; ++w) {
-          set(i++, next + t, next + h, next + w);
-          mx = std::max({mx, t, h, w});
+          set(i++, next + tp, next + h, next + w);
+          mx = std::max({mx, tp, h, w});
         }
+    }
     next += mx + 1;
   }
   rope_delta = static_cast<int32_t>(next - S);
@@ -90,8 +126,9 @@ namespace {
 class Qwen2VLProcessor final : public Processor {
  public:
   Qwen2VLProcessor(const Config& cfg, const ImageProcessorConfig& pp, const Hash128& config_key,
-                   int32_t rows)
-      : cfg_(cfg), pp_(pp), rows_(rows) {
+                   int32_t rows, const VideoSamplingConfig& video)
+      : cfg_(cfg), pp_(pp), video_(video), rows_(rows) {
+    video_.validate();
     // The settings every media key depends on: the model's config and the preprocessing.
     Hasher h;
     h.update(config_key)
@@ -108,6 +145,7 @@ class Qwen2VLProcessor final : public Processor {
         .update_pod(pp.do_normalize)
         .update_pod(pp.resample)
         .update(std::string_view("qwen2-vl fast"));
+    hash_video_settings(h, video_);
     settings_ = h.digest();
   }
 
@@ -120,10 +158,23 @@ class Qwen2VLProcessor final : public Processor {
 
   MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes) const override {
     check_modality(m);
+    const int64_t ms = pp_.merge_size;
+    const int64_t row = 3 * pp_.temporal_patch_size * pp_.patch_size * pp_.patch_size;
+    if (m == Modality::kVideo) {
+      // The frame count comes from the container's packets, so the layout is final: exact.
+      const VideoPlan plan = plan_video(media::probe_video(bytes), pp_, video_);
+      const GridThw& g = plan.grid;
+      const int64_t patches = g[0] * g[1] * g[2];
+      return {{g[0], g[1], g[2]},
+              plan.n_tokens(ms),
+              patches,
+              plan.info.frames * plan.info.width * plan.info.height,
+              patches * row * static_cast<int64_t>(sizeof(float)),
+              true};
+    }
     const media::ImageInfo info = media::probe_image(bytes);
     const GridThw g = image_grid(info.height, info.width, pp_);
-    const int64_t ms = pp_.merge_size, patches = g[0] * g[1] * g[2];
-    const int64_t row = 3 * pp_.temporal_patch_size * pp_.patch_size * pp_.patch_size;
+    const int64_t patches = g[0] * g[1] * g[2];
     return {{g[0], g[1], g[2]},
             g[0] * (g[1] / ms) * (g[2] / ms),
             patches,
@@ -135,12 +186,23 @@ class Qwen2VLProcessor final : public Processor {
   PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
                            const media::MediaContext& ctx) const override {
     check_modality(m);
+    PreparedMedia p;
+    p.modality = m;
+    if (m == Modality::kVideo) {
+      VideoPreprocessOptions o;
+      o.ctx = ctx;
+      VideoInputs in = preprocess_video(bytes, pp_, video_, o);
+      p.features = std::move(in.pixel_values_videos);
+      p.dims = {in.grid[0], in.grid[1], in.grid[2]};
+      p.n_tokens = in.n_tokens();
+      p.encoder_cost = in.grid[0] * in.grid[1] * in.grid[2];
+      p.decode_ns = static_cast<int64_t>(in.decode_ms * 1e6);
+      return p;
+    }
     PreprocessOptions o;
     o.mode = PreprocessMode::kFast;
     o.ctx = ctx;
     ImageInputs in = preprocess_image(bytes, pp_, o);
-    PreparedMedia p;
-    p.modality = m;
     p.features = std::move(in.pixel_values);
     p.dims = {in.grid_t, in.grid_h, in.grid_w};
     p.n_tokens = in.n_tokens();
@@ -151,21 +213,22 @@ class Qwen2VLProcessor final : public Processor {
 
   ExpandedPrompt expand(std::span<const int32_t> ids,
                         std::span<const PreparedMedia> media) const override {
-    std::vector<GridThw> grids;
+    std::vector<MediaGrid> items;
     for (const PreparedMedia& p : media) {
       check_modality(p.modality);
       if (p.dims.size() != 3)
-        throw InvalidArgument("qwen2-vl: a prepared image must carry its (t, h, w) grid");
-      grids.push_back({p.dims[0], p.dims[1], p.dims[2]});
+        throw InvalidArgument(std::string("qwen2-vl: a prepared ") + modality_name(p.modality) +
+                              " must carry its (t, h, w) grid");
+      items.push_back({p.modality, {p.dims[0], p.dims[1], p.dims[2]}, 1.0});
     }
-    MultimodalPrompt mp = expand_image_prompt(ids, grids, cfg_);
+    MultimodalPrompt mp = expand_media_prompt(ids, items, cfg_);
     ExpandedPrompt e;
     e.ids = std::move(mp.ids);
     e.rope_delta = mp.rope_delta;
     // Plain RoPE (no mrope_section) reads the temporal row only.
     e.positions = std::move(mp.positions);
     if (rows_ == 1) e.positions.resize(e.ids.size());
-    for (const ImageSpan& s : mp.images) e.spans.push_back({s.begin, s.n_tokens});
+    for (const ItemSpan& s : mp.items) e.spans.push_back({s.begin, s.n_tokens});
     return e;
   }
 
@@ -177,12 +240,13 @@ class Qwen2VLProcessor final : public Processor {
 
  private:
   static void check_modality(Modality m) {
-    if (m != Modality::kImage)
-      throw Unimplemented(std::string("Qwen2-VL in mmrt takes images; ") + modality_name(m) +
-                          " input is not supported yet");
+    if (m != Modality::kImage && m != Modality::kVideo)
+      throw Unimplemented(std::string("Qwen2-VL takes images and videos; ") + modality_name(m) +
+                          " input is not supported");
   }
   Config cfg_;
   ImageProcessorConfig pp_;
+  VideoSamplingConfig video_;
   int32_t rows_;
   Hash128 settings_;
 };
@@ -190,8 +254,9 @@ class Qwen2VLProcessor final : public Processor {
 }  // namespace
 
 std::unique_ptr<Processor> make_processor(const Config& cfg, const ImageProcessorConfig& pp,
-                                          const Hash128& config_key, int32_t position_rows) {
-  return std::make_unique<Qwen2VLProcessor>(cfg, pp, config_key, position_rows);
+                                          const Hash128& config_key, int32_t position_rows,
+                                          const VideoSamplingConfig& video) {
+  return std::make_unique<Qwen2VLProcessor>(cfg, pp, config_key, position_rows, video);
 }
 
 }  // namespace mmrt::models::qwen2_vl

@@ -12,35 +12,51 @@
 #include "models/model.h"
 #include "models/qwen2_vl/config.h"
 #include "models/qwen2_vl/image_processor.h"
+#include "models/qwen2_vl/video_processor.h"
 
 namespace mmrt::models::qwen2_vl {
 
-struct ImageSpan {
-  int64_t begin = 0;     // index of the first <|image_pad|> of this image in ids
+struct ItemSpan {
+  int64_t begin = 0;     // index of the first pad token of this item in ids
   int64_t n_tokens = 0;  // merged tokens: t * (h/merge) * (w/merge)
 };
 
 struct MultimodalPrompt {
-  std::vector<int32_t> ids;        // [S], image pads expanded
+  std::vector<int32_t> ids;        // [S], image and video pads expanded
   std::vector<int32_t> positions;  // [3, S]: t row, h row, w row
   int32_t rope_delta = 0;          // decode position = cache index + rope_delta
-  std::vector<ImageSpan> images;   // in order
+  std::vector<ItemSpan> items;     // in order
 };
 
-// `ids` holds one <|image_pad|> per image (as the chat template renders it); grids[i] is image
-// i's (t, h, w) patch grid. Throws InvalidArgument when placeholders and grids disagree.
+// One media item of a prompt: an image (<|image_pad|>) or a video (<|video_pad|>) and its patch
+// grid. The temporal position of slice t is int64(t * t_interval) (computed in double): 1 for
+// Qwen2-VL (the raw slice index); Qwen2.5-VL's second_per_grid_t * tokens_per_second.
+struct MediaGrid {
+  Modality modality = Modality::kImage;
+  GridThw grid{1, 0, 0};
+  double t_interval = 1.0;
+};
+
+// `ids` holds one pad per item (as the chat template renders it), items in prompt order. Throws
+// InvalidArgument when placeholders and items disagree (count or kind).
+MultimodalPrompt expand_media_prompt(std::span<const int32_t> ids, std::span<const MediaGrid> items,
+                                     const Config& cfg);
+// The same for images only (grids[i] is image i's (t, h, w)).
 MultimodalPrompt expand_image_prompt(std::span<const int32_t> ids, std::span<const GridThw> grids,
                                      const Config& cfg);
 
 // get_rope_index for an already expanded sequence: positions [3, S] and rope_delta.
+void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, const Config& cfg,
+                std::vector<int32_t>& positions, int32_t& rope_delta);
 void rope_index(std::span<const int32_t> ids, std::span<const GridThw> grids, const Config& cfg,
                 std::vector<int32_t>& positions, int32_t& rope_delta);
 
 // The grid of an image of the given source size: smart_resize, then patches.
 GridThw image_grid(int64_t height, int64_t width, const ImageProcessorConfig& pp);
 
-// The Processor of a loaded checkpoint.
+// The Processor of a loaded checkpoint: images, and videos sampled with `video`.
 std::unique_ptr<Processor> make_processor(const Config& cfg, const ImageProcessorConfig& pp,
-                                          const Hash128& config_key, int32_t position_rows);
+                                          const Hash128& config_key, int32_t position_rows,
+                                          const VideoSamplingConfig& video = {});
 
 }  // namespace mmrt::models::qwen2_vl

@@ -1,0 +1,176 @@
+// The engine with a tiny Qwen2-VL checkpoint and video input (clips made with the ffmpeg CLI
+// from lavfi sources): video requests batched, chunked and preempted beside images and text give
+// the tokens each gives alone; a repeated clip hits the encoder and prefix caches without being
+// decoded again; a static clip's slices are encoded once with the same tokens as without the
+// reuse; a damaged clip fails alone; a model without video input refuses a video clearly.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "models/registry.h"
+
+namespace fs = std::filesystem;
+using namespace mmrt;
+using namespace mmrt::engine;
+
+namespace {
+
+// 2 s at 10 fps -> 4 sampled frames, 2 slices; the static clip's slices are identical.
+constexpr const char* kMakeClips = R"sh(set -e
+F="ffmpeg -hide_banner -loglevel error -nostdin -y"
+H264="-c:v libx264 -preset veryfast -pix_fmt yuv420p -g 10"
+$F -f lavfi -i testsrc2=s=112x84:r=10:d=2 $H264 moving.mp4
+$F -f lavfi -i color=c=gray:s=112x84:r=10:d=2 $H264 static.mp4
+$F -f lavfi -i testsrc2=s=84x56:r=10:d=3 -c:v libvpx-vp9 -deadline realtime -cpu-used 8 \
+   -pix_fmt yuv420p other.webm
+$F -f lavfi -i testsrc2=s=56x56:r=10:d=0.2 -frames:v 1 image.png
+)sh";
+
+class EngineVideo : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("mmrt_engine_video_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    models::TinyModelOptions o;
+    o.dtype = DType::kF32;
+    o.seed = 9;
+    models::family_named("qwen2-vl").make_tiny(dir_.string(), o);
+    std::ofstream(dir_ / "make.sh") << kMakeClips;
+    ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && bash make.sh").c_str()), 0);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::vector<uint8_t> bytes(const std::string& name) {
+    std::ifstream f(dir_ / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+  static EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) {
+    return test::engine_config(dir_.string(), budget, kv_blocks, prefix);
+  }
+  // Media named *.png are images, the rest videos.
+  static GenerateRequest req(const std::vector<std::string>& media, const std::string& text,
+                             int max_tokens) {
+    GenerateRequest g;
+    models::ChatMessage m;
+    m.role = "user";
+    for (const auto& name : media) {
+      const bool image = name.ends_with(".png");
+      m.content.push_back(
+          {image ? models::ContentPart::Kind::kImage : models::ContentPart::Kind::kVideo, ""});
+      g.media.push_back(
+          {image ? models::Modality::kImage : models::Modality::kVideo, bytes(name), {}});
+    }
+    m.content.push_back({models::ContentPart::Kind::kText, text});
+    g.messages.push_back(m);
+    g.sampling.max_tokens = max_tokens;
+    g.sampling.ignore_eos = true;
+    return g;
+  }
+
+  static fs::path dir_;
+};
+fs::path EngineVideo::dir_;
+
+TEST_F(EngineVideo, BatchedChunkedPreemptedAndCachedMatchAlone) {
+  std::vector<GenerateRequest> w;
+  w.push_back(req({"moving.mp4"}, "What happens?", 8));
+  w.push_back(test::text_request("Tell me about the weather.", 10));
+  w.push_back(req({"image.png", "other.webm"}, "Compare them.", 6));
+  w.push_back(req({"static.mp4", "moving.mp4"}, "Which one moves?", 9));
+  std::vector<std::vector<int32_t>> alone;
+  {
+    auto eng = Engine::create(config(4096, 512, false));
+    for (auto& g : w) {
+      RequestResult r = eng->submit(g).wait();
+      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+      alone.push_back(r.tokens);
+    }
+  }
+  // Small chunks (video runs split across steps) and a KV cache too small for the batch.
+  auto eng = Engine::create(config(32, 40, true));
+  for (int round = 0; round < 2; ++round) {  // round 2 repeats everything: cache hits
+    std::vector<RequestHandle> hs;
+    for (auto& g : w) hs.push_back(eng->submit(g));
+    for (size_t i = 0; i < hs.size(); ++i) {
+      RequestResult r = hs[i].wait();
+      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+      EXPECT_EQ(r.tokens, alone[i]) << "request " << i << " round " << round;
+    }
+  }
+  const EngineStats s = eng->stats();
+  EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
+  EXPECT_GT(s.encoder_hits, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
+TEST_F(EngineVideo, RepeatedClipHitsBothCachesWithoutDecoding) {
+  auto eng = Engine::create(config(512, 256, true));
+  RequestResult first = eng->submit(req({"moving.mp4"}, "What is this?", 4)).wait();
+  ASSERT_EQ(first.outcome, Outcome::kFinished) << first.reason;
+  EXPECT_EQ(eng->stats().encoder_runs, 1);
+  GenerateRequest g2 = req({"moving.mp4"}, "What is this?", 4);
+  g2.messages.push_back(models::ChatMessage::text("assistant", "A pattern."));
+  g2.messages.push_back(models::ChatMessage::text("user", "Which colours?"));
+  RequestResult second = eng->submit(g2).wait();
+  ASSERT_EQ(second.outcome, Outcome::kFinished) << second.reason;
+  EXPECT_EQ(eng->stats().encoder_runs, 1) << "the clip was encoded again";
+  EXPECT_EQ(eng->stats().media_skipped, 1) << "a cached clip was decoded again";
+  EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16)
+      << "the clip's KV was not reused";
+}
+
+TEST_F(EngineVideo, StaticSlicesEncodedOnceGiveTheSameTokens) {
+  auto run = [&](bool reuse) {
+    EngineConfig c = config(512, 256, false);
+    c.model.video_slice_reuse = reuse;
+    auto eng = Engine::create(c);
+    RequestResult r = eng->submit(req({"static.mp4"}, "Describe.", 6)).wait();
+    EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+    return r.tokens;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
+TEST_F(EngineVideo, DamagedClipFailsAloneAndOthersAreServed) {
+  auto eng = Engine::create(config(64, 512, true));
+  GenerateRequest bad = req({"moving.mp4"}, "x", 4);
+  bad.media[0].bytes.resize(bad.media[0].bytes.size() / 3);  // the index is at the end
+  GenerateRequest garbage = req({"moving.mp4"}, "x", 4);
+  garbage.media[0].bytes.assign(5000, 0x5a);
+  RequestHandle hb = eng->submit(bad), hg = eng->submit(garbage);
+  RequestHandle hv = eng->submit(req({"other.webm"}, "y", 5));
+  RequestHandle ht = eng->submit(test::text_request("still served", 3));
+  for (RequestHandle* h : {&hb, &hg}) {
+    RequestResult r = h->wait();
+    EXPECT_NE(r.outcome, Outcome::kFinished);
+    EXPECT_TRUE(r.error == ErrorCode::kFormat || r.error == ErrorCode::kInvalidArgument)
+        << r.reason;
+    EXPECT_FALSE(r.reason.empty());
+  }
+  EXPECT_EQ(hv.wait().outcome, Outcome::kFinished);
+  EXPECT_EQ(ht.wait().outcome, Outcome::kFinished);
+  EXPECT_EQ(eng->stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineVideo, AModelWithoutVideoInputRefusesItByName) {
+  const fs::path audio_dir = dir_ / "audio_model";
+  models::TinyModelOptions o;
+  o.dtype = DType::kF32;
+  models::family_named("qwen2-audio").make_tiny(audio_dir.string(), o);
+  auto eng = Engine::create(test::engine_config(audio_dir.string(), 512, 128));
+  GenerateRequest g = req({"moving.mp4"}, "x", 2);
+  RequestResult r = eng->submit(g).wait();
+  EXPECT_NE(r.outcome, Outcome::kFinished);
+  EXPECT_NE(r.reason.find("video"), std::string::npos) << r.reason;
+}
+
+}  // namespace

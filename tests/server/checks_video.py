@@ -1,0 +1,105 @@
+"""Video input over HTTP on the caller's qwen2-vl server (`ctx.port`): `video_url` parts as data
+URLs, http:// URLs (a local file server on 127.0.0.1) and local files under the allowed media
+directory give the reply `mmrt generate --video` gives; a repeated clip is served from the caches
+without being decoded again; damaged and wrongly typed clips get a clear error and the server goes
+on. Clips are made with the ffmpeg CLI from lavfi sources. CHECKS lists the (name, check) pairs."""
+import base64
+import os
+import shutil
+import subprocess
+
+import http_util as hu
+from checks_audio import _Files
+from checks_http import expect, expect_error
+
+PROMPT = "What happens in the video?"
+N = 8
+
+
+def _clip(ctx, name="clip.mp4", src="testsrc2=s=112x84:r=10:d=2"):
+    path = os.path.join(ctx.work, name)
+    if not os.path.exists(path):
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f",
+                        "lavfi", "-i", src, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt",
+                        "yuv420p", "-g", "10", path], check=True, timeout=120)
+    return path
+
+
+def _ask(url, n=N):
+    return {"messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": PROMPT}]}],
+        "max_tokens": n, "temperature": 0, "ignore_eos": True}
+
+
+def _generate(ctx, path):
+    p = subprocess.run([ctx.mmrt, "generate", "--model", ctx.model, "--video", path, "--prompt",
+                        PROMPT, "--max-tokens", str(N), "--quiet", "--ignore-eos"],
+                       capture_output=True, timeout=300)
+    expect(p.returncode == 0, p.stderr.decode())
+    return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
+
+
+def video_urls(ctx):
+    path = _clip(ctx)
+    data = open(path, "rb").read()
+    want = _generate(ctx, path)
+    local = os.path.join(ctx.media_dir, "clip.mp4")
+    shutil.copy(path, local)
+    files = _Files({"/clip.mp4": data})
+    try:
+        b64 = base64.b64encode(data).decode()
+        for url in ["data:video/mp4;base64," + b64, files.url("/clip.mp4"), "file://" + local]:
+            st, _, b = hu.post(ctx.port, "/v1/chat/completions", _ask(url))
+            expect(st == 200, f"{url[:40]}: {st} {b}")
+            got = b["choices"][0]["message"]["content"].encode()
+            expect(got == want, f"{url[:40]}: {got!r} vs mmrt generate --video {want!r}")
+        # The repeats were served from the caches: nothing decoded, the KV reused.
+        stages = b["mmrt"]["stages_ms"]
+        expect(stages["media_decode"] == 0, f"a cached clip was decoded again: {stages}")
+        expect(b["usage"]["prompt_tokens_details"]["cached_tokens"] > 0, b["usage"])
+        expect(files.requests == 1, f"{files.requests} downloads")
+        # Another clip gives another reply (the video reaches the model), with its decode timed.
+        other = _clip(ctx, "other.mp4", "testsrc2=s=84x112:r=25:d=1.5")
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions", _ask(
+            "data:video/mp4;base64," + base64.b64encode(open(other, "rb").read()).decode()))
+        expect(st == 200, b)
+        expect(b["choices"][0]["message"]["content"].encode() != want, "a different video")
+        expect(b["mmrt"]["stages_ms"]["media_decode"] > 0, b["mmrt"]["stages_ms"])
+    finally:
+        files.close()
+    return f"greedy reply {want!r}"
+
+
+def bad_video(ctx):
+    data = open(_clip(ctx), "rb").read()
+    cases = [("truncated MP4", data[:len(data) // 3]), ("not a video", bytes(range(256)) * 8)]
+    for what, bad in cases:
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                           _ask("data:video/mp4;base64," + base64.b64encode(bad).decode()))
+        expect_error(st, b, 422)
+        expect(b["error"]["code"] == "unprocessable_media", f"{what}: {b}")
+    # An image where a video is expected: its decoder names what it found.
+    png = open(ctx.image, "rb").read()
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       _ask("data:video/mp4;base64," + base64.b64encode(png).decode()))
+    expect_error(st, b, 422, contains="PNG")
+    # The wrong MIME type and a one-frame clip: 400 naming the problem.
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       _ask("data:image/png;base64," + base64.b64encode(png).decode()))
+    expect_error(st, b, 400, param="messages[0].content[0].video_url")
+    one = _clip(ctx, "one.mp4", "testsrc2=s=56x56:r=10:d=0.1")
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       _ask("data:video/mp4;base64," + base64.b64encode(open(one, "rb").read()).decode()))
+    expect_error(st, b, 400, contains="1 frames")
+    # The server goes on.
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       {"messages": [{"role": "user", "content": "still there?"}], "max_tokens": 2})
+    expect(st == 200, b)
+
+
+CHECKS = [
+    ("video: video_url data:, http:// and file:// equal mmrt generate --video; cached repeat",
+     video_urls),
+    ("video: truncated, garbage, PNG and 1-frame clips refused clearly; the server goes on",
+     bad_video),
+]
