@@ -28,41 +28,39 @@ using mmrt::Tensor;
 using mmrt::io::read_npy;
 using mmrt::media::Image;
 
-struct RefData {
+// The output of one reference script: `tests/reference/<script> --out DIR` run once, into a
+// folder of this process's own (several suites run the scripts at once under ctest -j), and its
+// manifest.json. The folder goes when the test binary exits, whatever failed.
+struct RefRun {
   fs::path dir;
   nlohmann::json manifest;
   std::string error;  // non-empty when the reference script failed
-};
 
-// Removes the process's reference data when the test binary exits, whatever failed.
-struct RefDataCleanup {
-  fs::path dir;
-  ~RefDataCleanup() {
+  RefRun(const std::string& script, const std::string& tag) {
+    dir = fs::temp_directory_path() / ("mmrt_" + tag + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
+                            "/tests/reference/" + script + " --out " + dir.string();
+    if (std::system(cmd.c_str()) != 0) {
+      error = "reference script failed: " + cmd;
+      return;
+    }
+    std::ifstream f(dir / "manifest.json");
+    manifest = nlohmann::json::parse(f);
+  }
+  ~RefRun() {
     std::error_code ec;
     if (!dir.empty()) fs::remove_all(dir, ec);
   }
+  RefRun(const RefRun&) = delete;
+  RefRun& operator=(const RefRun&) = delete;
 };
+using RefData = RefRun;
 
-// Runs the reference script once per process (all images, one Python call), into a folder of
-// this process's own (several suites use the data set at once under ctest -j).
+// The image data set (all images, one Python call).
 inline const RefData& ref_data() {
-  static RefData data;
-  static RefDataCleanup cleanup;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    data.dir = fs::temp_directory_path() / ("mmrt_media_ref_" + std::to_string(::getpid()));
-    cleanup.dir = data.dir;
-    fs::remove_all(data.dir);
-    fs::create_directories(data.dir);
-    const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-                            "/tests/reference/media_ref.py --out " + data.dir.string();
-    if (std::system(cmd.c_str()) != 0) {
-      data.error = "reference script failed: " + cmd;
-      return;
-    }
-    std::ifstream f(data.dir / "manifest.json");
-    data.manifest = nlohmann::json::parse(f);
-  });
+  static const RefRun data("media_ref.py", "media_ref");
   return data;
 }
 

@@ -7,7 +7,10 @@ new tensor prefixes) with nothing but json/numpy/torch, and computes everything 
 
 The vision tower (Qwen2VisionTransformerPretrainedModel: Conv3d patch embedding, 2-D rotary,
 per-frame bidirectional attention, PatchMerger) and get_rope_index (M-RoPE positions of a prompt
-with images) are implemented here as well, from the same HF file.
+with images and videos, in order of appearance; Qwen2.5-VL's scaled video time index as well)
+are implemented here too, from the same HF files. A video is a grid with t > 1: attention is
+block-diagonal per 2-frame slice (cu_seqlens repeats h*w per t) and the rotary positions of the
+(h, w) grid repeat for every slice.
 
 usage:
   qwen2_vl_ref.py logits   --model DIR --ids 1,2,3 --out FILE      # float32 [S, vocab] logits
@@ -20,6 +23,13 @@ usage:
         # int64 [3, S] M-RoPE position ids followed by rope_delta (get_rope_index)
   With --pixels/--grid, `logits` and `generate` run the full multimodal model: the ids must
   already hold the expanded <|image_pad|> runs.
+  Videos: --video-pixels V.npy (pixel_values_videos [N, 1176]) --video-grid VG.npy
+  (video_grid_thw [n_videos, 3]) with `logits`, `generate`, `hidden` and `positions` (with or
+  without images): the video embeddings replace the <|video_pad|> runs (config video_token_id),
+  get_rope_index walks images and videos in order of appearance. `vision` encodes the video
+  when --pixels is absent. `positions` takes --second-per-grid S1,S2,.. (one per video) for
+  Qwen2.5-VL's time index t * second_per_grid_t * tokens_per_second (--tokens-per-second,
+  default 2), computed as HF does in float32 (--interval f32) or in double (--interval f64).
 """
 import argparse
 import json
@@ -242,27 +252,71 @@ class Qwen2VLVision:
         return x @ w["visual.merger.mlp.2.weight"].T + w["visual.merger.mlp.2.bias"]
 
 
-def get_rope_index(cfg, ids, grid):
-    """HF Qwen2VLModel.get_rope_index for one unpadded sequence of images (no videos)."""
+def get_rope_index(cfg, ids, grid, video_grid=None, second_per_grid_ts=None,
+                   tokens_per_second=2, interval="f32"):
+    """HF get_rope_index for one unpadded sequence: images (`grid`, image_grid_thw) and videos
+    (`video_grid`, video_grid_thw) in order of appearance, each counted by a <|vision_start|>
+    followed by its pad (Qwen2VLModel.get_rope_index). With second_per_grid_ts (one per video)
+    it is Qwen2.5-VL's: a video's time index is (arange(t) * second_per_grid_t *
+    tokens_per_second).long(), which HF computes in float32 (second_per_grid_ts is a float32
+    tensor, the product of an int64 arange with it is float32); interval="f64" computes the
+    same product in double instead. Images keep t index 0."""
     image_token = cfg.get("image_token_id", 151655)
+    video_token = cfg.get("video_token_id", 151656)
     vision_start = cfg.get("vision_start_token_id", 151652)
     merge = cfg["vision_config"].get("spatial_merge_size", 2)
+    grid = list(grid or [])
+    video_grid = list(video_grid or [])
     input_tokens = list(ids)
     vision_starts = [i for i, t in enumerate(input_tokens) if t == vision_start]
-    image_nums = sum(1 for i in vision_starts if i + 1 < len(input_tokens)
-                     and input_tokens[i + 1] == image_token)
+    following = [input_tokens[i + 1] for i in vision_starts if i + 1 < len(input_tokens)]
+    image_nums = sum(1 for t in following if t == image_token)
+    video_nums = sum(1 for t in following if t == video_token)
+    spg = None
+    if second_per_grid_ts is not None:
+        spg = torch.tensor(list(second_per_grid_ts), dtype=torch.float32)
     llm_pos_ids_list = []
     st = 0
-    image_index = 0
-    for _ in range(image_nums):
-        ed = input_tokens.index(image_token, st)
-        t, h, w = grid[image_index]
-        image_index += 1
-        llm_grid_t, llm_grid_h, llm_grid_w = t, h // merge, w // merge
+    image_index = video_index = 0
+    remain_images, remain_videos = image_nums, video_nums
+    for _ in range(image_nums + video_nums):
+        if image_token in input_tokens and remain_images > 0:
+            ed_image = input_tokens.index(image_token, st)
+        else:
+            ed_image = len(input_tokens) + 1
+        if video_token in input_tokens and remain_videos > 0:
+            ed_video = input_tokens.index(video_token, st)
+        else:
+            ed_video = len(input_tokens) + 1
+        if ed_image < ed_video:
+            t, h, w = grid[image_index]
+            image_index += 1
+            remain_images -= 1
+            ed = ed_image
+            second_per_grid_t = 0.0
+            second_per_grid_t_f64 = 0.0
+        else:
+            t, h, w = video_grid[video_index]
+            if spg is not None:
+                second_per_grid_t = spg[video_index]
+                second_per_grid_t_f64 = float(second_per_grid_ts[video_index])
+            video_index += 1
+            remain_videos -= 1
+            ed = ed_video
+        llm_grid_t, llm_grid_h, llm_grid_w = int(t), int(h) // merge, int(w) // merge
         text_len = ed - st
         st_idx = llm_pos_ids_list[-1].max() + 1 if llm_pos_ids_list else 0
         llm_pos_ids_list.append(torch.arange(text_len).view(1, -1).expand(3, -1) + st_idx)
-        t_index = torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w).flatten()
+        if spg is None:  # Qwen2-VL: the raw slice index
+            t_index = torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w).flatten()
+        elif interval == "f32":  # Qwen2.5-VL as HF computes it
+            expanded = torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w)
+            time_tensor = expanded * second_per_grid_t * tokens_per_second
+            t_index = time_tensor.long().flatten()
+        else:  # the same in double
+            per_t = [int(k * second_per_grid_t_f64 * tokens_per_second) for k in range(llm_grid_t)]
+            t_index = torch.tensor(per_t, dtype=torch.int64).view(-1, 1).expand(
+                -1, llm_grid_h * llm_grid_w).flatten()
         h_index = torch.arange(llm_grid_h).view(1, -1, 1).expand(llm_grid_t, -1, llm_grid_w).flatten()
         w_index = torch.arange(llm_grid_w).view(1, 1, -1).expand(llm_grid_t, llm_grid_h, -1).flatten()
         llm_pos_ids_list.append(torch.stack([t_index, h_index, w_index]) + text_len + st_idx)
@@ -277,7 +331,9 @@ def get_rope_index(cfg, ids, grid):
 
 
 class Qwen2VLFull:
-    """Text model + vision tower: embeddings of <|image_pad|> replaced by image features."""
+    """Text model + vision tower: the embeddings of <|image_pad|> replaced by the image features
+    and those of <|video_pad|> by the video features (Qwen2VLForConditionalGeneration.forward:
+    each kind through the vision tower on its own, masked_scatter in order)."""
 
     def __init__(self, model_dir):
         self.text = Qwen2VLText(model_dir)
@@ -285,24 +341,35 @@ class Qwen2VLFull:
         with open(os.path.join(model_dir, "config.json")) as f:
             self.cfg = json.load(f)
 
-    def forward(self, ids, pixels, grid, collect=False):
-        feats = self.vision.forward(pixels, grid)
-        emb = self.text.w["model.embed_tokens.weight"][torch.tensor(ids)].clone()
-        mask = torch.tensor(ids) == self.cfg.get("image_token_id", 151655)
-        emb[mask] = feats
-        pos, _ = get_rope_index(self.cfg, ids, grid)
+    def media_features(self, pixels, grid, video_pixels=None, video_grid=None):
+        img = self.vision.forward(pixels, grid) if pixels is not None else None
+        vid = self.vision.forward(video_pixels, video_grid) if video_pixels is not None else None
+        return img, vid
+
+    def embed(self, seq, feats):
+        img, vid = feats
+        ids = torch.tensor(seq)
+        emb = self.text.w["model.embed_tokens.weight"][ids].clone()
+        if img is not None:
+            emb[ids == self.cfg.get("image_token_id", 151655)] = img
+        if vid is not None:
+            emb[ids == self.cfg.get("video_token_id", 151656)] = vid
+        return emb
+
+    def forward(self, ids, pixels, grid, collect=False, video_pixels=None, video_grid=None):
+        feats = self.media_features(pixels, grid, video_pixels, video_grid)
+        emb = self.embed(ids, feats)
+        pos, _ = get_rope_index(self.cfg, ids, grid, video_grid)
         return self.text.forward(ids, position_ids=pos, inputs_embeds=emb, collect=collect)
 
-    def generate(self, ids, pixels, grid, n):
+    def generate(self, ids, pixels, grid, n, video_pixels=None, video_grid=None):
         """Greedy decoding: prefill with get_rope_index positions, then cache index + delta."""
-        feats = self.vision.forward(pixels, grid)
-        pos, delta = get_rope_index(self.cfg, ids, grid)
+        feats = self.media_features(pixels, grid, video_pixels, video_grid)
+        pos, delta = get_rope_index(self.cfg, ids, grid, video_grid)
         seq = list(ids)
         out = []
         for _ in range(n):
-            emb = self.text.w["model.embed_tokens.weight"][torch.tensor(seq)].clone()
-            mask = torch.tensor(seq) == self.cfg.get("image_token_id", 151655)
-            emb[mask] = feats
+            emb = self.embed(seq, feats)
             extra = torch.arange(len(ids), len(seq)).view(1, -1).expand(3, -1) + delta
             full = torch.cat([pos, extra], dim=1)
             nxt = int(torch.argmax(self.text.forward(seq, position_ids=full, inputs_embeds=emb)[-1]))
@@ -322,6 +389,11 @@ def main():
     ap.add_argument("--ids", default="", help="comma/space separated prompt ids, or @FILE")
     ap.add_argument("--pixels", help="pixel_values .npy [N, 1176] float32")
     ap.add_argument("--grid", help="image_grid_thw .npy [n_images, 3] int64")
+    ap.add_argument("--video-pixels", help="pixel_values_videos .npy [N, 1176] float32")
+    ap.add_argument("--video-grid", help="video_grid_thw .npy [n_videos, 3] int64")
+    ap.add_argument("--second-per-grid", help="positions: Qwen2.5-VL second_per_grid_ts, comma separated")
+    ap.add_argument("--tokens-per-second", type=int, default=2)
+    ap.add_argument("--interval", choices=["f32", "f64"], default="f32")
     ap.add_argument("--out")
     ap.add_argument("--max-new", type=int, default=32)
     a = ap.parse_args()
@@ -331,23 +403,29 @@ def main():
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     grid = np.load(a.grid).astype(np.int64).tolist() if a.grid else None
     pixels = torch.from_numpy(np.load(a.pixels).astype(np.float32)) if a.pixels else None
+    vgrid = np.load(a.video_grid).astype(np.int64).tolist() if a.video_grid else None
+    vpixels = torch.from_numpy(np.load(a.video_pixels).astype(np.float32)) if a.video_pixels else None
     if a.mode == "positions":
         with open(os.path.join(a.model, "config.json")) as f:
             cfg = json.load(f)
-        pos, delta = get_rope_index(cfg, ids, grid or [])
+        spg = [float(x) for x in a.second_per_grid.split(",")] if a.second_per_grid else None
+        pos, delta = get_rope_index(cfg, ids, grid or [], vgrid or [], spg, a.tokens_per_second,
+                                    a.interval)
         np.concatenate([pos.numpy().astype(np.int64).ravel(), [delta]]).astype(np.int64).tofile(a.out)
         return
-    if a.mode == "vision" or pixels is not None:
+    if a.mode == "vision" or pixels is not None or vpixels is not None:
         full = Qwen2VLFull(a.model)
+        media = dict(video_pixels=vpixels, video_grid=vgrid)
         if a.mode == "vision":
-            full.vision.forward(pixels, grid).numpy().astype(np.float32).tofile(a.out)
+            out = full.vision.forward(pixels, grid) if pixels is not None else full.vision.forward(vpixels, vgrid)
+            out.numpy().astype(np.float32).tofile(a.out)
         elif a.mode == "logits":
-            full.forward(ids, pixels, grid).numpy().astype(np.float32).tofile(a.out)
+            full.forward(ids, pixels, grid, **media).numpy().astype(np.float32).tofile(a.out)
         elif a.mode == "hidden":
-            _, states = full.forward(ids, pixels, grid, collect=True)
+            _, states = full.forward(ids, pixels, grid, collect=True, **media)
             states.numpy().astype(np.float32).tofile(a.out)
         else:
-            json.dump(full.generate(ids, pixels, grid, a.max_new), sys.stdout)
+            json.dump(full.generate(ids, pixels, grid, a.max_new, **media), sys.stdout)
             print()
         return
     m = Qwen2VLText(a.model)

@@ -214,6 +214,8 @@ VideoPlan plan_video(const media::VideoInfo& info, const ImageProcessorConfig& p
   max_pixels = std::min(max_pixels, static_cast<double>(vc.max_pixels));
   ResizedSize rs = video_smart_resize(info.height, info.width, pp.factor(),
                                       static_cast<double>(vc.min_pixels), max_pixels);
+  p.fetched_height = rs.height;
+  p.fetched_width = rs.width;
   rs = processor_size(rs.height, rs.width, pp);
   p.resized_height = rs.height;
   p.resized_width = rs.width;
@@ -235,7 +237,7 @@ VideoInputs preprocess_video(std::span<const uint8_t> bytes, const ImageProcesso
   sw.reset();
   // The exact tier's first half: a frame whose decoded pixels equal an earlier one's reuses its
   // resized image (the same index sampled twice, or a static scene).
-  const int rw = static_cast<int>(plan.resized_width), rh = static_cast<int>(plan.resized_height);
+  const int fw = static_cast<int>(plan.fetched_width), fh = static_cast<int>(plan.fetched_height);
   std::vector<Image> distinct;
   std::vector<int64_t> order;
   std::unordered_map<Hash128, size_t, Hash128Hasher> seen;  // key -> first source frame
@@ -254,7 +256,8 @@ VideoInputs preprocess_video(std::span<const uint8_t> bytes, const ImageProcesso
     }
     distinct_of[i] = static_cast<int64_t>(distinct.size());
     order.push_back(distinct_of[i]);
-    distinct.push_back(media::resize_like_torchvision(f, rw, rh, opts.ctx));
+    distinct.push_back(
+        processor_resize(media::resize_like_torchvision(f, fw, fh, opts.ctx), pp, opts.ctx));
   }
   decoded.frames.clear();
   r.resize_ms = sw.millis();

@@ -62,6 +62,10 @@ struct VideoPlan {
   media::VideoInfo info;
   std::vector<int64_t> indices;  // frames to decode (their count is the sampled frame count)
   double sample_fps = 0;         // n / total_frames * video_fps
+  // qwen-vl-utils' size (torchvision's resize of the decoded frames) and the size after the
+  // image processor's own smart_resize (PIL bicubic; the same unless the checkpoint's budgets
+  // are tighter).
+  int64_t fetched_height = 0, fetched_width = 0;
   int64_t resized_height = 0, resized_width = 0;
   GridThw grid;  // (t, h, w) of pixel_values_videos: t = ceil(n / 2)
   int64_t n_tokens(int64_t merge_size) const {

@@ -1,0 +1,310 @@
+// Qwen2-VL video without a reference process (release and ASan+UBSan): smart_nframes' errors,
+// the last frame repeated for odd frame counts, exact temporal reuse on a static clip (the
+// preprocessing bookkeeping, and the runner's slice reuse bit-identical to encoding every slice),
+// the processor's header estimate against what preprocessing produces, placeholder/item
+// mismatches, and patchify of one frame against the image patchify. Clips are made with the
+// ffmpeg CLI into a per-process folder (the tests that need one skip without it).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "media/image.h"
+#include "models/qwen2_vl/processor.h"
+#include "models/qwen2_vl/tiny_checkpoint.h"
+#include "models/qwen2_vl/video_processor.h"
+#include "models/registry.h"
+#include "test_model.h"
+
+namespace fs = std::filesystem;
+using namespace mmrt;
+using namespace mmrt::models;
+using namespace mmrt::models::qwen2_vl;
+
+namespace {
+
+// The message of the InvalidArgument `f` throws ("" and a test failure when it throws none).
+template <typename F>
+std::string invalid_argument(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InvalidArgument";
+  return "";
+}
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << (text) << " lacks: " << (part)
+
+media::Image random_image(int w, int h, uint32_t seed) {
+  media::Image im(w, h);
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < im.size_bytes(); ++i) im.data()[i] = static_cast<uint8_t>(rng());
+  return im;
+}
+
+// Per-process folder with the clips (made once) and a tiny f32 checkpoint.
+class Qwen2VLVideoUnit : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("mmrt_vlvideo_unit_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    have_ffmpeg_ = std::system("ffmpeg -version > /dev/null 2>&1") == 0;
+    if (have_ffmpeg_) {
+      // A static scene, lossless (every decoded frame equal), and a moving one of 35 frames.
+      have_ffmpeg_ = clip("color=c=0x3366aa:s=64x48:r=10:d=2", "static.mp4") &&
+                     clip("testsrc2=s=64x48:r=10:d=3.5", "odd.mp4");
+    }
+    TinyOptions o;
+    o.dtype = DType::kF32;
+    o.seed = 4;
+    make_tiny_checkpoint(model().string(), o);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static bool clip(const std::string& graph, const std::string& name) {
+    const std::string cmd = "ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i " + graph +
+                            " -c:v libx264 -preset veryfast -qp 0 -pix_fmt yuv420p -threads 1 " +
+                            (dir_ / name).string();
+    return std::system(cmd.c_str()) == 0;
+  }
+  static std::vector<uint8_t> bytes(const std::string& name) {
+    std::ifstream f(dir_ / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+  static fs::path model() { return dir_ / "m"; }
+  static fs::path dir_;
+  static bool have_ffmpeg_;
+};
+fs::path Qwen2VLVideoUnit::dir_;
+bool Qwen2VLVideoUnit::have_ffmpeg_ = false;
+
+#define NEED_FFMPEG() \
+  if (!have_ffmpeg_) GTEST_SKIP() << "the ffmpeg CLI (libx264) is needed to make the clips"
+
+// Columns of temporal half t of channel c in a pixel_values row: ((c * T + t) * p + py) * p + px.
+bool halves_equal(const float* row, const ImageProcessorConfig& pp) {
+  const int64_t pp2 = int64_t(pp.patch_size) * pp.patch_size;
+  for (int64_t c = 0; c < 3; ++c)
+    if (std::memcmp(row + (c * 2) * pp2, row + (c * 2 + 1) * pp2, size_t(pp2) * 4) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(Qwen2VLVideoSampling, SmartNframesErrorsNameTheCounts) {
+  const VideoSamplingConfig vc;
+  // A 1-frame video: max_frames floors to 0, below FRAME_FACTOR (qwen-vl-utils' ValueError).
+  std::string m = invalid_argument([&] { smart_nframes(1, 25.0, vc); });
+  EXPECT_CONTAINS(m, "has 1 frame");
+  EXPECT_CONTAINS(m, "between 2 and 1");
+  // A fixed nframes over the frame count.
+  VideoSamplingConfig fixed;
+  fixed.nframes = 10;
+  m = invalid_argument([&] { smart_nframes(6, 25.0, fixed); });
+  EXPECT_CONTAINS(m, "has 6 frames");
+  EXPECT_CONTAINS(m, "give 10");
+  EXPECT_EQ(smart_nframes(10, 25.0, fixed), 10);
+  // 0.0.8 rounds half to even after the clamp: 7 frames' worth (84 at 24 fps) -> 8, 5 (60 at
+  // 24 fps) -> 4; the floor rule takes 6 and 4. The clamp to the frame count comes first.
+  VideoSamplingConfig fl;
+  fl.rounding = VideoSamplingConfig::Rounding::kFloor;
+  EXPECT_EQ(smart_nframes(84, 24.0, vc), 8);
+  EXPECT_EQ(smart_nframes(84, 24.0, fl), 6);
+  EXPECT_EQ(smart_nframes(60, 24.0, vc), 4);
+  EXPECT_EQ(smart_nframes(60, 24.0, fl), 4);
+  EXPECT_EQ(smart_nframes(7, 2.0, vc), 6);
+  EXPECT_EQ(smart_nframes(3, 2.0, vc), 2);
+  EXPECT_CONTAINS(invalid_argument([&] { smart_nframes(0, 25.0, vc); }), "no frames");
+  EXPECT_CONTAINS(invalid_argument([&] { smart_nframes(10, 0.0, vc); }), "frame rate");
+  EXPECT_THROW(sample_frame_indices(10, 0), InvalidArgument);
+  EXPECT_EQ(sample_frame_indices(10, 1), std::vector<int64_t>{0});
+  EXPECT_EQ(sample_frame_indices(90, 6), (std::vector<int64_t>{0, 18, 36, 53, 71, 89}));
+  // Settings out of range are named.
+  VideoSamplingConfig bad;
+  bad.frame_factor = 0;
+  EXPECT_CONTAINS(invalid_argument([&] { bad.validate(); }), "frame_factor");
+  media::VideoInfo info;
+  info.width = 64;
+  info.height = 48;
+  info.fps = 10;
+  info.frames = 20;
+  EXPECT_CONTAINS(invalid_argument([&] { plan_video(info, {}, bad); }), "frame_factor");
+  info.width = 201 * 48;
+  EXPECT_CONTAINS(invalid_argument([&] { plan_video(info, {}, vc); }), "aspect ratio");
+}
+
+TEST(Qwen2VLVideoSampling, OddFrameCountRepeatsTheLastFrame) {
+  const ImageProcessorConfig pp;
+  const media::Image a = random_image(56, 56, 1), b = random_image(56, 56, 2),
+                     c = random_image(56, 56, 3);
+  const media::Image* three[] = {&a, &b, &c};
+  const Tensor t = patchify_video(three, pp);
+  const int64_t rows = 4 * 4;  // 4 x 4 patches a slice
+  ASSERT_EQ(t.dim(0), 2 * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_FALSE(halves_equal(t.data<float>() + r * t.dim(1), pp)) << "slice 0 row " << r;
+    EXPECT_TRUE(halves_equal(t.data<float>() + (rows + r) * t.dim(1), pp)) << "slice 1 row " << r;
+  }
+  // The last slice is the 1-frame slice of c: the image patchify of c.
+  const Tensor img = patchify(c, pp);
+  EXPECT_EQ(std::memcmp(t.data<float>() + rows * t.dim(1), img.raw(), img.nbytes()), 0);
+  // A frame list of 3 is padded with its last frame: the same tensor.
+  const media::Image list[] = {a, b, c};
+  VideoInputs v = preprocess_video_frames(list, pp, VideoSamplingConfig{});
+  ASSERT_EQ(v.grid, (GridThw{2, 4, 4}));
+  EXPECT_EQ(std::memcmp(v.pixel_values_videos.raw(), t.raw(), t.nbytes()), 0);
+  EXPECT_THROW(preprocess_video_frames({}, pp, VideoSamplingConfig{}), InvalidArgument);
+  const media::Image sizes[] = {random_image(56, 28, 4), random_image(112, 28, 5)};
+  EXPECT_CONTAINS(invalid_argument([&] { preprocess_video_frames(sizes, pp, {}); }),
+                  "share one size");
+}
+
+TEST(Qwen2VLVideoSampling, PatchifySliceOfOneFrameIsTheImagePatchify) {
+  ImageProcessorConfig pp;
+  for (auto [w, h] : {std::pair{56, 56}, std::pair{84, 56}, std::pair{28, 112}}) {
+    const media::Image im = random_image(w, h, static_cast<uint32_t>(w * h));
+    const Tensor img = patchify(im, pp);
+    std::vector<float> out(static_cast<size_t>(img.numel()), -1.f);
+    const media::Image* one[] = {&im};
+    patchify_slice(one, pp, out.data());
+    EXPECT_EQ(std::memcmp(out.data(), img.raw(), img.nbytes()), 0) << w << "x" << h;
+    EXPECT_EQ(std::memcmp(patchify_video(one, pp).raw(), img.raw(), img.nbytes()), 0);
+    const ImageInputs full = preprocess_image(im, pp);  // multiples of 28, >= min_pixels: kept
+    EXPECT_EQ(std::memcmp(full.pixel_values.raw(), img.raw(), img.nbytes()), 0);
+  }
+}
+
+TEST_F(Qwen2VLVideoUnit, OddClipRepeatsTheLastFrame) {
+  NEED_FFMPEG();
+  VideoSamplingConfig vc;
+  vc.frame_factor = 1;  // 35 frames at 10 fps: 7 frames, so the 4th slice is one frame twice
+  const ImageProcessorConfig pp;
+  const VideoInputs v = preprocess_video(bytes("odd.mp4"), pp, vc);
+  ASSERT_EQ(v.grid[0], 4);
+  const int64_t rows = v.grid[1] * v.grid[2], D = v.pixel_values_videos.dim(1);
+  const float* px = v.pixel_values_videos.data<float>();
+  int64_t moving = 0;  // rows of the first slice whose frames (0 and 6) differ
+  for (int64_t r = 0; r < rows; ++r) {
+    ASSERT_TRUE(halves_equal(px + (3 * rows + r) * D, pp)) << "row " << r;
+    moving += !halves_equal(px + r * D, pp);
+  }
+  EXPECT_GT(moving, 0);
+  EXPECT_EQ(v.first_equal_slice, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST_F(Qwen2VLVideoUnit, StaticClipReusesFramesAndSlices) {
+  NEED_FFMPEG();
+  const std::vector<uint8_t> clip = bytes("static.mp4");
+  const ImageProcessorConfig pp;
+  const VideoInputs v = preprocess_video(clip, pp, VideoSamplingConfig{});
+  // 20 frames at 10 fps: 4 sampled, all equal: 2 equal slices.
+  ASSERT_EQ(v.grid[0], 2);
+  EXPECT_EQ(v.first_equal_slice, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(v.frames_reused, 3);
+  VideoPreprocessOptions off;
+  off.reuse_equal_frames = false;
+  const VideoInputs plain = preprocess_video(clip, pp, VideoSamplingConfig{}, off);
+  EXPECT_EQ(plain.frames_reused, 0);
+  ASSERT_EQ(plain.pixel_values_videos.shape(), v.pixel_values_videos.shape());
+  EXPECT_EQ(std::memcmp(plain.pixel_values_videos.raw(), v.pixel_values_videos.raw(),
+                        v.pixel_values_videos.nbytes()),
+            0);
+
+  // The runner: reused slices vs every slice through the tower, bit for bit.
+  LoadOptions on_opts, off_opts;
+  off_opts.video_slice_reuse = false;
+  Model on = load_model(test::test_backend(), model().string(), on_opts);
+  Model every = load_model(test::test_backend(), model().string(), off_opts);
+  const PreparedMedia item = on.processor->preprocess(Modality::kVideo, clip, {});
+  const Tensor a = on.runner->encode(item);
+  const Tensor b = every.runner->encode(item);
+  ASSERT_EQ(a.dim(0), item.n_tokens);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+  // Equal slices give equal rows.
+  const int64_t per = item.n_tokens / 2;
+  EXPECT_EQ(
+      std::memcmp(a.data<float>(), a.data<float>() + per * a.dim(1), size_t(per * a.dim(1)) * 4),
+      0);
+  // A features tensor that does not fit the grid is refused.
+  PreparedMedia wrong = item;
+  wrong.dims = {3, item.dims[1], item.dims[2]};
+  wrong.n_tokens = item.n_tokens / 2 * 3;
+  EXPECT_THROW(on.runner->encode(wrong), InvalidArgument);
+}
+
+TEST_F(Qwen2VLVideoUnit, EstimateEqualsPreprocess) {
+  NEED_FFMPEG();
+  const std::unique_ptr<Processor> proc = load_processor(model().string());
+  for (const char* name : {"static.mp4", "odd.mp4"}) {
+    SCOPED_TRACE(name);
+    const std::vector<uint8_t> clip = bytes(name);
+    const MediaEstimate e = proc->estimate(Modality::kVideo, clip);
+    const PreparedMedia p = proc->preprocess(Modality::kVideo, clip, {});
+    EXPECT_TRUE(e.exact);
+    EXPECT_EQ(e.dims, p.dims);
+    EXPECT_EQ(e.n_tokens, p.n_tokens);
+    EXPECT_EQ(e.encoder_cost, p.encoder_cost);
+    EXPECT_EQ(e.feature_bytes, static_cast<int64_t>(p.features.nbytes()));
+    EXPECT_EQ(p.n_tokens, p.dims[0] * p.dims[1] * p.dims[2] / 4);
+    EXPECT_GT(e.source_pixels, 0);
+    // Content keys: video and image keys of the same bytes differ.
+    EXPECT_NE(proc->content_key(Modality::kVideo, clip), proc->content_key(Modality::kImage, clip));
+  }
+  EXPECT_THROW(proc->estimate(Modality::kAudio, bytes("static.mp4")), Unimplemented);
+}
+
+TEST(Qwen2VLVideoPrompt, PlaceholderAndItemMismatchesAreNamed) {
+  Config cfg;
+  const int32_t vs = static_cast<int32_t>(cfg.vision_start_token_id),
+                ve = static_cast<int32_t>(cfg.vision_end_token_id),
+                img = static_cast<int32_t>(cfg.image_token_id),
+                vid = static_cast<int32_t>(cfg.video_token_id);
+  const std::vector<int32_t> ids{1, vs, img, ve, 2, vs, vid, ve, 3};
+  const MediaGrid image{Modality::kImage, {1, 4, 6}, 1.0};
+  const MediaGrid video{Modality::kVideo, {3, 4, 4}, 1.0};
+  const MediaGrid ok[] = {image, video};
+  const MultimodalPrompt p = expand_media_prompt(ids, ok, cfg);
+  ASSERT_EQ(p.items.size(), 2u);
+  EXPECT_EQ(p.items[0].n_tokens, 6);
+  EXPECT_EQ(p.items[1].n_tokens, 12);
+  EXPECT_EQ(p.ids.size(), ids.size() - 2 + 18);
+  // The video's slices: t, t + 1, t + 2 on the temporal row; text resumes after max + 1.
+  const size_t S = p.ids.size(), v0 = static_cast<size_t>(p.items[1].begin);
+  EXPECT_EQ(p.positions[v0 + 4] - p.positions[v0], 1);
+  EXPECT_EQ(p.positions[v0 + 8] - p.positions[v0], 2);
+  EXPECT_EQ(p.positions[S - 2], p.positions[v0] + 3);  // vision_end: max(2, 1, 1) + 1
+  // Qwen2.5-VL's interval: t * 2.5 truncated.
+  const MediaGrid scaled[] = {image, {Modality::kVideo, {3, 4, 4}, 2.5}};
+  const MultimodalPrompt q = expand_media_prompt(ids, scaled, cfg);
+  EXPECT_EQ(q.positions[v0 + 4] - q.positions[v0], 2);
+  EXPECT_EQ(q.positions[v0 + 8] - q.positions[v0], 5);
+  EXPECT_EQ(q.positions[S - 2], q.positions[v0] + 6);
+
+  const MediaGrid swapped[] = {video, image};
+  std::string m = invalid_argument([&] { expand_media_prompt(ids, swapped, cfg); });
+  EXPECT_CONTAINS(m, "an image pad but item 0 is video");
+  const MediaGrid two_images[] = {image, image};
+  m = invalid_argument([&] { expand_media_prompt(ids, two_images, cfg); });
+  EXPECT_CONTAINS(m, "a video pad but item 1 is image");
+  m = invalid_argument([&] { expand_media_prompt(ids, {ok, 1}, cfg); });
+  EXPECT_CONTAINS(m, "more media placeholders than media items (1 given)");
+  const MediaGrid three[] = {image, video, video};
+  m = invalid_argument([&] { expand_media_prompt(ids, three, cfg); });
+  EXPECT_CONTAINS(m, "2 media placeholders but 3 media items");
+  // rope_index over an expanded prompt that ends inside a video run.
+  std::vector<int32_t> cut(p.ids.begin(), p.ids.begin() + static_cast<std::ptrdiff_t>(v0 + 5));
+  std::vector<int32_t> pos;
+  int32_t delta = 0;
+  EXPECT_CONTAINS(invalid_argument([&] { rope_index(cut, ok, cfg, pos, delta); }), "needs 12");
+}
