@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,5 +66,12 @@ struct VideoFrames {
 // InvalidArgument for indices out of order or out of range.
 VideoFrames decode_video_frames(std::span<const uint8_t> bytes, std::span<const int64_t> indices,
                                 const VideoDecodeOptions& opts = {}, const MediaContext& ctx = {});
+
+// The same with the indices chosen from the stream's info (what probe_video returns) by `pick`,
+// from the one demux pass the decode makes anyway: a caller that samples frames from the frame
+// count and rate needs no probe_video of its own.
+using FramePicker = std::function<std::vector<int64_t>(const VideoInfo&)>;
+VideoFrames decode_picked_frames(std::span<const uint8_t> bytes, const FramePicker& pick,
+                                 const VideoDecodeOptions& opts = {}, const MediaContext& ctx = {});
 
 }  // namespace mmrt::media

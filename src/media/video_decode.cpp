@@ -362,10 +362,20 @@ void check_indices(std::span<const int64_t> indices, const VideoDecodeOptions& o
 
 VideoFrames decode_video_frames(std::span<const uint8_t> bytes, std::span<const int64_t> indices,
                                 const VideoDecodeOptions& opts, const MediaContext& ctx) {
+  detail::check_indices(indices, opts);  // before the file is read
+  return decode_picked_frames(
+      bytes, [&](const VideoInfo&) { return std::vector<int64_t>(indices.begin(), indices.end()); },
+      opts, ctx);
+}
+
+VideoFrames decode_picked_frames(std::span<const uint8_t> bytes, const FramePicker& pick,
+                                 const VideoDecodeOptions& opts, const MediaContext& ctx) {
   using namespace detail;
   const auto t0 = std::chrono::steady_clock::now();
-  check_indices(indices, opts);
   const VideoIndex index = index_video(bytes, opts, true);
+  const std::vector<int64_t> picked = pick(index.info);
+  const std::span<const int64_t> indices = picked;
+  check_indices(indices, opts);
   VideoFrames out;
   out.info = index.info;
   const VideoInfo& info = out.info;

@@ -2,7 +2,11 @@
 // plain text request.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -27,6 +31,42 @@ inline engine::GenerateRequest text_request(const std::string& text, int max_tok
   g.sampling.max_tokens = max_tokens;
   g.sampling.ignore_eos = true;
   return g;
+}
+
+struct AloneVsBatched {
+  std::vector<int64_t> prompt_tokens;  // per request, from its run alone
+  engine::EngineStats stats;           // of the batched engine, after both rounds
+};
+
+// Runs each request of `w` alone on an engine made with `alone`, then all of them at once, twice
+// (the second round hits the caches), on one engine made with `batched`: every request must
+// finish, each time with the tokens it gave alone.
+inline AloneVsBatched expect_batched_match_alone(const std::vector<engine::GenerateRequest>& w,
+                                                 const engine::EngineConfig& alone,
+                                                 const engine::EngineConfig& batched) {
+  AloneVsBatched out;
+  std::vector<std::vector<int32_t>> tokens;
+  {
+    auto eng = engine::Engine::create(alone);
+    for (const auto& g : w) {
+      engine::RequestResult r = eng->submit(g).wait();
+      EXPECT_EQ(r.outcome, engine::Outcome::kFinished) << r.reason;
+      tokens.push_back(r.tokens);
+      out.prompt_tokens.push_back(r.prompt_tokens);
+    }
+  }
+  auto eng = engine::Engine::create(batched);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<engine::RequestHandle> hs;
+    for (const auto& g : w) hs.push_back(eng->submit(g));
+    for (size_t i = 0; i < hs.size(); ++i) {
+      engine::RequestResult r = hs[i].wait();
+      EXPECT_EQ(r.outcome, engine::Outcome::kFinished) << r.reason;
+      EXPECT_EQ(r.tokens, tokens[i]) << "request " << i << " round " << round;
+    }
+  }
+  out.stats = eng->stats();
+  return out;
 }
 
 }  // namespace mmrt::test

@@ -79,32 +79,14 @@ TEST_F(EngineAudio, BatchedChunkedPreemptedAndCachedMatchAlone) {
   w.push_back(text_req("Tell me about the weather.", 12));
   w.push_back(audio_req({"b.wav", "c.wav"}, "Compare the two clips.", 8));
   w.push_back(audio_req({"c.wav"}, "What was said?", 14));
-  std::vector<std::vector<int32_t>> alone;
-  std::vector<int32_t> prompt_tokens;
-  {
-    auto eng = Engine::create(config(4096, 512, false));
-    for (auto& g : w) {
-      RequestResult r = eng->submit(g).wait();
-      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
-      alone.push_back(r.tokens);
-      prompt_tokens.push_back(static_cast<int32_t>(r.prompt_tokens));
-    }
-  }
+  // Small chunks (audio runs split across steps) and a KV cache too small for the batch.
+  const test::AloneVsBatched run =
+      test::expect_batched_match_alone(w, config(4096, 512, false), config(24, 20, true));
+  const std::vector<int64_t>& prompt_tokens = run.prompt_tokens;
   // The placeholder runs: 22 and 100 audio tokens for the same text around them.
   EXPECT_EQ(prompt_tokens[3] - prompt_tokens[0], 100 - 22);
   EXPECT_GT(prompt_tokens[2], 57 + 100);
-  // Small chunks (audio runs split across steps) and a KV cache too small for the batch.
-  auto eng = Engine::create(config(24, 20, true));
-  for (int round = 0; round < 2; ++round) {  // round 2 repeats everything: cache hits
-    std::vector<RequestHandle> hs;
-    for (auto& g : w) hs.push_back(eng->submit(g));
-    for (size_t i = 0; i < hs.size(); ++i) {
-      RequestResult r = hs[i].wait();
-      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
-      EXPECT_EQ(r.tokens, alone[i]) << "request " << i << " round " << round;
-    }
-  }
-  const EngineStats s = eng->stats();
+  const EngineStats& s = run.stats;
   EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
   EXPECT_GT(s.encoder_hits, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);

@@ -110,27 +110,9 @@ int count_real_dones(RequestHandle& h, Outcome outcome) {
 
 TEST_F(EngineModel, BatchedChunkedPreemptedAndCachedMatchAlone) {
   auto w = workload();
-  std::vector<std::vector<int32_t>> alone;
-  {
-    auto eng = Engine::create(config(4096, 512, false));
-    for (auto& g : w) {
-      RequestResult r = eng->submit(g).wait();
-      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
-      alone.push_back(r.tokens);
-    }
-  }
   // Batched with small chunks and a tiny KV cache (forces preemption), with prefix caching.
-  auto eng = Engine::create(config(24, 26, true));
-  for (int round = 0; round < 2; ++round) {  // round 2 repeats everything: cache hits
-    std::vector<RequestHandle> hs;
-    for (auto& g : w) hs.push_back(eng->submit(g));
-    for (size_t i = 0; i < hs.size(); ++i) {
-      RequestResult r = hs[i].wait();
-      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
-      EXPECT_EQ(r.tokens, alone[i]) << "request " << i << " round " << round;
-    }
-  }
-  auto s = eng->stats();
+  const EngineStats s =
+      test::expect_batched_match_alone(w, config(4096, 512, false), config(24, 26, true)).stats;
   EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
   EXPECT_GT(s.prefix_hit_tokens, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);

@@ -86,27 +86,9 @@ TEST_F(EngineVideo, BatchedChunkedPreemptedAndCachedMatchAlone) {
   w.push_back(test::text_request("Tell me about the weather.", 10));
   w.push_back(req({"image.png", "other.webm"}, "Compare them.", 6));
   w.push_back(req({"static.mp4", "moving.mp4"}, "Which one moves?", 9));
-  std::vector<std::vector<int32_t>> alone;
-  {
-    auto eng = Engine::create(config(4096, 512, false));
-    for (auto& g : w) {
-      RequestResult r = eng->submit(g).wait();
-      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
-      alone.push_back(r.tokens);
-    }
-  }
   // Small chunks (video runs split across steps) and a KV cache too small for the batch.
-  auto eng = Engine::create(config(32, 40, true));
-  for (int round = 0; round < 2; ++round) {  // round 2 repeats everything: cache hits
-    std::vector<RequestHandle> hs;
-    for (auto& g : w) hs.push_back(eng->submit(g));
-    for (size_t i = 0; i < hs.size(); ++i) {
-      RequestResult r = hs[i].wait();
-      ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
-      EXPECT_EQ(r.tokens, alone[i]) << "request " << i << " round " << round;
-    }
-  }
-  const EngineStats s = eng->stats();
+  const EngineStats s =
+      test::expect_batched_match_alone(w, config(4096, 512, false), config(32, 40, true)).stats;
   EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
   EXPECT_GT(s.encoder_hits, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);

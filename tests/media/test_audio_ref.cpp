@@ -27,6 +27,7 @@
 #include "io/npy.h"
 #include "media/audio.h"
 #include "media/mel.h"
+#include "media_test_util.h"
 
 namespace {
 
@@ -35,32 +36,10 @@ using mmrt::Isa;
 using mmrt::Tensor;
 using namespace mmrt::media;
 
-struct Ref {
-  fs::path dir;
-  nlohmann::json manifest;
-  std::string error;
-  ~Ref() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
+using Ref = media_test::RefRun;
 
 const Ref& ref() {
-  static Ref r;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    r.dir = fs::temp_directory_path() / ("mmrt_audio_ref_" + std::to_string(::getpid()));
-    fs::remove_all(r.dir);
-    fs::create_directories(r.dir);
-    const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-                            "/tests/reference/whisper_mel_ref.py --out " + r.dir.string();
-    if (std::system(cmd.c_str()) != 0) {
-      r.error = "reference script failed: " + cmd;
-      return;
-    }
-    std::ifstream f(r.dir / "manifest.json");
-    r.manifest = nlohmann::json::parse(f);
-  });
+  static const Ref r("whisper_mel_ref.py", "audio_ref");
   return r;
 }
 
@@ -68,11 +47,7 @@ const Ref& ref() {
   const Ref& var = ref(); \
   ASSERT_TRUE(var.error.empty()) << var.error
 
-std::vector<uint8_t> bytes_of(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  EXPECT_TRUE(f.good()) << p;
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+const auto& bytes_of = media_test::read_bytes;
 
 std::vector<float> floats(const fs::path& p) {
   const Tensor t = mmrt::io::read_npy(p.string());

@@ -28,6 +28,7 @@
 #include "io/npy.h"
 #include "media/resize_torch.h"
 #include "media/resize_torch_impl.h"
+#include "media_test_util.h"
 
 namespace {
 
@@ -36,32 +37,10 @@ using mmrt::Isa;
 using mmrt::Tensor;
 using namespace mmrt::media;
 
-struct Ref {
-  fs::path dir;
-  nlohmann::json manifest;
-  std::string error;
-  ~Ref() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
+using Ref = media_test::RefRun;
 
 const Ref& ref() {
-  static Ref r;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    r.dir = fs::temp_directory_path() / ("mmrt_resize_torch_ref_" + std::to_string(::getpid()));
-    fs::remove_all(r.dir);
-    fs::create_directories(r.dir);
-    const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-                            "/tests/reference/resize_torch_ref.py --out " + r.dir.string();
-    if (std::system(cmd.c_str()) != 0) {
-      r.error = "reference script failed: " + cmd;
-      return;
-    }
-    std::ifstream f(r.dir / "manifest.json");
-    r.manifest = nlohmann::json::parse(f);
-  });
+  static const Ref r("resize_torch_ref.py", "resize_torch_ref");
   return r;
 }
 
@@ -69,13 +48,7 @@ const Ref& ref() {
   const Ref& var = ref(); \
   ASSERT_TRUE(var.error.empty()) << var.error
 
-Image image_from_npy(const Tensor& t) {
-  EXPECT_EQ(t.dtype(), mmrt::DType::kU8);
-  EXPECT_EQ(t.rank(), 3);
-  Image im(static_cast<int>(t.dim(1)), static_cast<int>(t.dim(0)));
-  std::memcpy(im.data(), t.raw(), im.size_bytes());
-  return im;
-}
+using media_test::image_from_npy;
 
 std::vector<Isa> variants() {
   std::vector<Isa> v{Isa::kPortable};

@@ -24,6 +24,7 @@
 #include "core/tensor.h"
 #include "io/npy.h"
 #include "media/video.h"
+#include "media_test_util.h"
 
 namespace {
 
@@ -31,32 +32,10 @@ namespace fs = std::filesystem;
 using mmrt::Tensor;
 using namespace mmrt::media;
 
-struct Ref {
-  fs::path dir;
-  nlohmann::json manifest;
-  std::string error;
-  ~Ref() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
+using Ref = media_test::RefRun;
 
 const Ref& ref() {
-  static Ref r;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    r.dir = fs::temp_directory_path() / ("mmrt_video_ref_" + std::to_string(::getpid()));
-    fs::remove_all(r.dir);
-    fs::create_directories(r.dir);
-    const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-                            "/tests/reference/video_ref.py --out " + r.dir.string();
-    if (std::system(cmd.c_str()) != 0) {
-      r.error = "reference script failed: " + cmd;
-      return;
-    }
-    std::ifstream f(r.dir / "manifest.json");
-    r.manifest = nlohmann::json::parse(f);
-  });
+  static const Ref r("video_ref.py", "video_ref");
   return r;
 }
 
@@ -64,11 +43,7 @@ const Ref& ref() {
   const Ref& var = ref(); \
   ASSERT_TRUE(var.error.empty()) << var.error
 
-std::vector<uint8_t> bytes_of(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  EXPECT_TRUE(f.good()) << p;
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+const auto& bytes_of = media_test::read_bytes;
 
 // Frame j of a uint8 [n, H, W, 3] array against an Image: the mismatch count and the first.
 ::testing::AssertionResult same_frame(const Image& got, const Tensor& want, int64_t j) {

@@ -227,10 +227,14 @@ VideoPlan plan_video(const media::VideoInfo& info, const ImageProcessorConfig& p
 VideoInputs preprocess_video(std::span<const uint8_t> bytes, const ImageProcessorConfig& pp,
                              const VideoSamplingConfig& vc, const VideoPreprocessOptions& opts) {
   Stopwatch sw;
-  const media::VideoInfo info = media::probe_video(bytes, opts.decode);
-  const VideoPlan plan = plan_video(info, pp, vc);
-  media::VideoFrames decoded =
-      media::decode_video_frames(bytes, plan.indices, opts.decode, opts.ctx);
+  VideoPlan plan;  // from the decoder's own demux pass: the file is read once
+  media::VideoFrames decoded = media::decode_picked_frames(
+      bytes,
+      [&](const media::VideoInfo& info) {
+        plan = plan_video(info, pp, vc);
+        return plan.indices;
+      },
+      opts.decode, opts.ctx);
   VideoInputs r;
   r.sample_fps = plan.sample_fps;
   r.decode_ms = sw.millis();
