@@ -81,14 +81,16 @@ class EngineVideo : public ::testing::Test {
 fs::path EngineVideo::dir_;
 
 TEST_F(EngineVideo, BatchedChunkedPreemptedAndCachedMatchAlone) {
+  // Long enough answers that every request is still decoding when the last one's media is
+  // ready, however slow the build (under ASan, 8-token answers ended one by one: no preemption).
   std::vector<GenerateRequest> w;
-  w.push_back(req({"moving.mp4"}, "What happens?", 8));
-  w.push_back(test::text_request("Tell me about the weather.", 10));
-  w.push_back(req({"image.png", "other.webm"}, "Compare them.", 6));
-  w.push_back(req({"static.mp4", "moving.mp4"}, "Which one moves?", 9));
+  w.push_back(req({"moving.mp4"}, "What happens?", 48));
+  w.push_back(test::text_request("Tell me about the weather.", 50));
+  w.push_back(req({"image.png", "other.webm"}, "Compare them.", 46));
+  w.push_back(req({"static.mp4", "moving.mp4"}, "Which one moves?", 49));
   // Small chunks (video runs split across steps) and a KV cache too small for the batch.
   const EngineStats s =
-      test::expect_batched_match_alone(w, config(4096, 512, false), config(32, 40, true)).stats;
+      test::expect_batched_match_alone(w, config(4096, 512, false), config(32, 44, true)).stats;
   EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
   EXPECT_GT(s.encoder_hits, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);
