@@ -40,6 +40,8 @@ int run_generate(Args& args) {
   std::vector<std::string> images = args.get_all("image");
   std::vector<std::string> audios = args.get_all("audio");
   std::vector<std::string> videos = args.get_all("video");
+  models::MediaOptions video_options;
+  video_options.video_prune_threshold = args.get_double("video-prune-threshold", 0.0, 0.0, 255.0);
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
@@ -109,7 +111,7 @@ int run_generate(Args& args) {
       }
     if (i < videos.size())
       for (auto& bytes : video_bytes[i]) {
-        g.media.push_back({models::Modality::kVideo, std::move(bytes), {}});
+        g.media.push_back({models::Modality::kVideo, std::move(bytes), {}, video_options});
         user.content.push_back({models::ContentPart::Kind::kVideo, ""});
       }
     if (i < audios.size())
@@ -228,6 +230,10 @@ MMRT_COMMAND(
     "  --max-image-bytes N     refuse image files larger than N bytes (default 64 MiB)\n"
     "  --max-audio-bytes N     refuse audio files larger than N bytes (default 64 MiB)\n"
     "  --max-video-bytes N     refuse video files larger than N bytes (default 256 MiB)\n"
+    "video:\n"
+    "  --video-prune-threshold T  the approximate temporal tier (default 0: off): a token\n"
+    "                          whose pixels differ from the last kept token at its place by\n"
+    "                          less than T 8-bit levels on average is not prefilled\n"
     "  --quiet                 no timing lines\n",
     {"ignore-eos", "quiet", "map-weights"}, run_generate);
 

@@ -98,7 +98,8 @@ struct MediaStage::Impl {
       : spec(s), processor(p), tok(t), cfg(c), done(std::move(d)) {}
 
   // The prompt must leave room for a token in the context and fit the KV cache with the output
-  // it may produce.
+  // it may produce. A prompt laid out from an upper bound (a pruned video's estimate) is checked
+  // once its media are preprocessed, not refused for tokens it may not have.
   void check_fits(Request& r) const {
     const int64_t prompt = static_cast<int64_t>(r.prompt.size());
     const int64_t ctx = spec.context_length;
@@ -172,7 +173,7 @@ struct MediaStage::Impl {
     std::vector<Hash128> keys;
     try {
       for (PendingMedia& m : s.media) {
-        const models::MediaEstimate e = processor.estimate(m.modality, m.bytes);
+        const models::MediaEstimate e = processor.estimate(m.modality, m.bytes, m.options);
         m.estimate = e;
         models::PreparedMedia p;
         p.modality = m.modality;
@@ -189,12 +190,15 @@ struct MediaStage::Impl {
     s.to_preprocess.clear();
     for (size_t k = 0; k < s.media.size(); ++k) s.to_preprocess.push_back(k);
     expect_media(s, ns_per_pixel.load());
-    check_fits(r);
+    r.max_total_tokens = spec.context_length;
+    const bool exact = std::all_of(s.media.begin(), s.media.end(),
+                                   [](const PendingMedia& m) { return m.estimate.exact; });
+    if (exact) check_fits(r);
   }
 
   Hash128 key_of(const PendingMedia& m, const Request& r) const {
     Hasher h;
-    h.update(processor.content_key(m.modality, m.bytes)).update(r.tenant_salt);
+    h.update(processor.content_key(m.modality, m.bytes, m.options)).update(r.tenant_salt);
     return h.digest();
   }
 
@@ -238,9 +242,10 @@ struct MediaStage::Impl {
           job.bytes = m.bytes;
           job.tenant = s.req->tenant;  // set at submit, never written after
           job.estimate = m.estimate;
+          job.options = m.options;
           out.items.push_back(sandbox->preprocess(lane, job));
         } else {
-          out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media));
+          out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media, m.options));
         }
       }
     } catch (const Error& err) {
@@ -310,7 +315,8 @@ void MediaStage::apply(Submission& s) const {
     const size_t k = s.to_preprocess[j];
     MediaItem& m = r.media.at(k);
     as_estimated = as_estimated && items[j].dims == m.prepared.dims &&
-                   items[j].n_tokens == m.n_tokens && items[j].encoder_cost == m.encoder_cost;
+                   items[j].n_tokens == m.n_tokens && items[j].encoder_cost == m.encoder_cost &&
+                   items[j].kept_tokens == m.prepared.kept_tokens;
     r.media_decode_ns += items[j].decode_ns;
     r.media_resample_ns += items[j].resample_ns;
     m.prepared = std::move(items[j]);
@@ -329,8 +335,8 @@ void MediaStage::apply(Submission& s) const {
     }
     impl_->lay_out(r, s.unexpanded, std::move(all), keys);
     for (size_t k = 0; k < r.media.size(); ++k) r.media[k].features_skipped = skipped[k];
-    impl_->check_fits(r);
   }
+  impl_->check_fits(r);  // again: the estimate may not have been exact
   r.media_pending = false;
   r.timeline.add(Event::kMediaDecoded, s.preprocessed.done_ns,
                  static_cast<int64_t>(s.to_preprocess.size()));

@@ -32,6 +32,7 @@ struct PendingMedia {
   models::Modality modality = models::Modality::kImage;
   std::vector<uint8_t> bytes;      // the encoded file
   models::MediaEstimate estimate;  // from the header (set by prepare)
+  models::MediaOptions options;    // the request's settings for this item
 };
 
 // What preprocessing made of a submission's media, for the step loop to apply.

@@ -1,6 +1,8 @@
 #include "models/model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "core/error.h"
 
@@ -37,6 +39,15 @@ Modality modality_of(ContentPart::Kind kind) {
       break;
   }
   throw InvalidArgument("a text content part has no media modality");
+}
+
+void validate(const MediaOptions& o) {
+  const double t = o.video_prune_threshold;
+  if (!std::isfinite(t) || t < 0 || t > 255)
+    throw InvalidArgument(
+        "video_prune_threshold must be a mean pixel difference in 8-bit levels "
+        "between 0 (off) and 255, not " +
+        std::to_string(t));
 }
 
 bool ModelSpec::takes(Modality m) const {

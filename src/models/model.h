@@ -89,6 +89,18 @@ struct MediaEstimate {
   bool exact = false;
 };
 
+// Per-item settings a request may choose (plain data, part of the item's content key).
+struct MediaOptions {
+  // Video, the approximate temporal tier (0: off, the default). A merged token whose pixels
+  // differ from the last kept token at the same spatial position by less than this mean
+  // absolute difference, in 8-bit levels (0-255), is dropped before the LLM prefill; the kept
+  // tokens keep their original positions. Families without it ignore it.
+  double video_prune_threshold = 0;
+  bool operator==(const MediaOptions&) const = default;
+};
+// InvalidArgument naming the field when a value is out of range (threshold: finite, 0-255).
+void validate(const MediaOptions& o);
+
 // A preprocessed media item: modality-neutral to the engine, family-specific inside.
 struct PreparedMedia {
   Modality modality = Modality::kImage;
@@ -96,6 +108,9 @@ struct PreparedMedia {
   std::vector<int64_t> dims;  // the family's description of `features` (Qwen2-VL: grid t, h, w)
   int64_t n_tokens = 0;       // placeholder tokens it expands to
   int64_t encoder_cost = 0;   // as in MediaEstimate
+  // Token pruning (MediaOptions): the indices, strictly increasing, of the tokens kept among
+  // the item's full token grid (n_tokens of them); empty: none pruned.
+  std::vector<int32_t> kept_tokens;
   // Where preprocess() spent its time (0: not measured): decoding the file (to pixels; audio:
   // to samples at the file's rate) and resampling (audio). The rest of its time went to
   // preprocessing proper (resize and normalise, the log-mel).
@@ -122,18 +137,34 @@ class Processor {
   virtual std::string render_chat(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt = true) const = 0;
   // Header-only estimate of an encoded media file; throws the decoder's errors for a bad header.
-  virtual MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes) const = 0;
+  // With options that prune tokens it is an upper bound (exact = false).
+  virtual MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes,
+                                 const MediaOptions& opts) const = 0;
   // Decodes and preprocesses one media file for the encoder (runs on a media worker).
   virtual PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
-                                   const media::MediaContext& ctx) const = 0;
+                                   const media::MediaContext& ctx,
+                                   const MediaOptions& opts) const = 0;
   // Expands the placeholders of tokenised `ids` (one per item, as render_chat wrote them) and
   // computes position ids from the items' dims and token counts (their features are not read).
   // InvalidArgument when placeholders and items disagree.
   virtual ExpandedPrompt expand(std::span<const int32_t> ids,
                                 std::span<const PreparedMedia> media) const = 0;
-  // Content key of an item: its bytes, the model's config and the preprocessing settings (the
-  // engine mixes in the tenant's salt).
-  virtual Hash128 content_key(Modality m, std::span<const uint8_t> bytes) const = 0;
+  // Content key of an item: its bytes, the model's config, the preprocessing settings and the
+  // item's options (the engine mixes in the tenant's salt).
+  virtual Hash128 content_key(Modality m, std::span<const uint8_t> bytes,
+                              const MediaOptions& opts) const = 0;
+
+  // The same with the default options.
+  MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes) const {
+    return estimate(m, bytes, MediaOptions{});
+  }
+  PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
+                           const media::MediaContext& ctx) const {
+    return preprocess(m, bytes, ctx, MediaOptions{});
+  }
+  Hash128 content_key(Modality m, std::span<const uint8_t> bytes) const {
+    return content_key(m, bytes, MediaOptions{});
+  }
 };
 
 // ---- runner -----------------------------------------------------------------------------------

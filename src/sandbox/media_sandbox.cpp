@@ -271,10 +271,13 @@ struct MediaSandbox::Impl {
   }
 
   size_t output_need(const Job& job) const {
-    // Unknown from the header: as much as the worker could make within its limits.
-    const int64_t want = job.estimate.feature_bytes > 0
-                             ? job.estimate.feature_bytes
-                             : std::min(cfg.memory_bytes, cfg.shared_bytes);
+    // Unknown from the header: as much as the worker could make within its limits. Pruned
+    // tokens' kept list follows the features.
+    const int64_t want =
+        job.estimate.feature_bytes > 0
+            ? job.estimate.feature_bytes +
+                  (job.options.video_prune_threshold > 0 ? job.estimate.n_tokens * 4 : 0)
+            : std::min(cfg.memory_bytes, cfg.shared_bytes);
     if (want > cfg.shared_bytes)
       throw ResourceExhausted("the media item's features would take " + std::to_string(want) +
                               " bytes, more than the sandbox's limit of " +
@@ -300,6 +303,7 @@ struct MediaSandbox::Impl {
       q.id = static_cast<uint64_t>(now_ns());  // (cannot happen for 8 bytes)
     q.modality = static_cast<uint32_t>(job.modality);
     q.hook = static_cast<uint32_t>(job.hook);
+    q.video_prune_threshold = job.options.video_prune_threshold;
     q.input = {p.input->id, p.input->sent ? 0u : 1u, p.input->capacity};
     q.output = {out->id, out->sent ? 0u : 1u, out->capacity};
     q.input_bytes = job.bytes.size();
@@ -371,7 +375,8 @@ struct MediaSandbox::Impl {
         throw bad("describes more data than there is");
       shape.push_back(r.shape[i]);
     }
-    if (bytes != r.output_bytes || bytes > out->capacity)
+    if (bytes != r.output_bytes || bytes > out->capacity || bytes % 4 != 0 ||
+        r.n_kept > (out->capacity - bytes) / 4)
       throw bad("describes more data than there is");
     models::PreparedMedia m;
     for (uint32_t i = 0; i < r.n_dims; ++i) {
@@ -389,6 +394,19 @@ struct MediaSandbox::Impl {
         (m.dims != e.dims || m.n_tokens != e.n_tokens || m.encoder_cost != e.encoder_cost ||
          (e.feature_bytes > 0 && bytes != static_cast<uint64_t>(e.feature_bytes))))
       throw bad("disagrees with what the file's header says");
+    if (r.n_kept > 0) {
+      // Pruned tokens: as many as the item's, increasing, within the header's (full) count.
+      if (r.n_kept != static_cast<uint64_t>(m.n_tokens))
+        throw bad("keeps a token count other than its own");
+      const auto* kept =
+          reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(out->map) + bytes);
+      m.kept_tokens.assign(kept, kept + r.n_kept);
+      int64_t prev = -1;
+      for (int32_t q : m.kept_tokens) {
+        if (q <= prev || q >= e.n_tokens) throw bad("keeps tokens out of order or range");
+        prev = q;
+      }
+    }
     out->leased.store(true);
     std::shared_ptr<void> lease(out->map, [out](void*) { out->leased.store(false); });
     m.features = Tensor::view(out->map, dt, std::move(shape), std::move(lease));

@@ -64,6 +64,7 @@ struct Job {
   // From the header (Processor::estimate): sizes the output buffer, and when it is exact the
   // worker's reply must match it field for field.
   models::MediaEstimate estimate;
+  models::MediaOptions options;  // the request's settings for the item
   TestHook hook = TestHook::kNone;
 };
 

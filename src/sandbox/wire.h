@@ -11,7 +11,7 @@
 namespace mmrt::sandbox::wire {
 
 constexpr uint32_t kMagic = 0x746d6d6d;  // "mmmt"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr int kWorkerFd = 3;  // where the worker finds its socket
 constexpr size_t kMaxForget = 8;
 constexpr size_t kMessageBytes = 1024;
@@ -34,6 +34,7 @@ struct Request {
   uint32_t forget[kMaxForget] = {};  // buffers the worker unmaps first
   uint32_t n_forget = 0;
   uint32_t reserved = 0;
+  double video_prune_threshold = 0;  // models::MediaOptions
 };
 
 enum class Status : uint32_t { kOk = 0, kError = 1 };
@@ -50,6 +51,8 @@ struct Reply {
   int64_t n_tokens = 0, encoder_cost = 0;
   int64_t decode_ns = 0, resample_ns = 0;  // as PreparedMedia's (the worker's own clock)
   uint64_t output_bytes = 0;               // features written at the start of the output buffer
+  // PreparedMedia::kept_tokens: n_kept int32 indices right after the features (0: none pruned).
+  uint64_t n_kept = 0;
   char message[kMessageBytes] = {};
 };
 

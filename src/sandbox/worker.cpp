@@ -284,8 +284,10 @@ class Worker {
       };
       const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(in->second.p),
                                            q.input_bytes);
+      models::MediaOptions options;
+      options.video_prune_threshold = q.video_prune_threshold;
       models::PreparedMedia p =
-          processor_->preprocess(static_cast<models::Modality>(q.modality), bytes, ctx);
+          processor_->preprocess(static_cast<models::Modality>(q.modality), bytes, ctx, options);
       const Tensor& t = p.features;
       if (t.rank() > wire::kMaxRank || p.dims.size() > wire::kMaxDims || !t.is_contiguous())
         throw InternalError("media worker: features of an unexpected layout " + t.describe());
@@ -293,7 +295,13 @@ class Worker {
         throw ResourceExhausted("the features need " + std::to_string(t.nbytes()) +
                                 " bytes, more than the header estimate's " +
                                 std::to_string(o.capacity));
+      const size_t kept_bytes = p.kept_tokens.size() * sizeof(int32_t);
+      if (kept_bytes > o.capacity - t.nbytes())
+        throw ResourceExhausted("the kept token list does not fit the output buffer");
       if (t.raw() != o.p && t.nbytes() > 0) std::memcpy(o.p, t.raw(), t.nbytes());
+      if (kept_bytes > 0)
+        std::memcpy(static_cast<uint8_t*>(o.p) + t.nbytes(), p.kept_tokens.data(), kept_bytes);
+      r.n_kept = p.kept_tokens.size();
       r.dtype = static_cast<uint32_t>(t.dtype());
       r.rank = static_cast<uint32_t>(t.rank());
       for (int i = 0; i < t.rank(); ++i) r.shape[i] = t.dim(i);

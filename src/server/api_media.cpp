@@ -124,6 +124,20 @@ void add_video_url(const json& part, const std::string& pw, const ApiOptions& op
                    ParsedRequest& out) {
   const std::string param = pw + ".video_url";
   add_url(url_of(part, "video_url", param), kVideoUrl, pw, param, opt, out);
+  // mmrt's extension: {"video_url": {"url": ..., "prune_threshold": T}}, the approximate
+  // temporal tier for this video (docs/video.md).
+  const json& u = part["video_url"];
+  if (!u.is_object() || !u.contains("prune_threshold")) return;
+  const json& t = u["prune_threshold"];
+  const std::string tp = param + ".prune_threshold";
+  if (!t.is_number()) throw bad_request("prune_threshold must be a number", tp);
+  models::MediaOptions& o = out.request.media.back().options;
+  o.video_prune_threshold = t.get<double>();
+  try {
+    models::validate(o);
+  } catch (const Error& e) {
+    throw bad_request(e.what(), tp);
+  }
 }
 
 void add_input_audio(const json& part, const std::string& pw, const ApiOptions& opt,

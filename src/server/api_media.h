@@ -19,7 +19,8 @@ const char* supported_audio_formats();
 // part's path ("messages[0].content[1]").
 void add_image_url(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
                    ParsedRequest& out);
-// {"type":"video_url","video_url":{"url": data:video/... | http(s):// | file://}} (vLLM).
+// {"type":"video_url","video_url":{"url": data:video/... | http(s):// | file://}} (vLLM), and
+// mmrt's "prune_threshold" (0-255, the approximate temporal tier for that video).
 void add_video_url(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
                    ParsedRequest& out);
 // {"type":"input_audio","input_audio":{"data": base64, "format": "wav"|...}} (OpenAI).

@@ -33,6 +33,8 @@ $F -f lavfi -i color=c=gray:s=112x84:r=10:d=2 $H264 static.mp4
 $F -f lavfi -i testsrc2=s=84x56:r=10:d=3 -c:v libvpx-vp9 -deadline realtime -cpu-used 8 \
    -pix_fmt yuv420p other.webm
 $F -f lavfi -i testsrc2=s=56x56:r=10:d=0.2 -frames:v 1 image.png
+$F -f lavfi -i color=c=0x3366aa:s=112x84:r=10:d=3 -f lavfi -i color=c=white:s=12x12:r=10:d=3 \
+   -filter_complex "[0][1]overlay=x='mod(6*n\,100)':y=30" $H264 box.mp4
 )sh";
 
 class EngineVideo : public ::testing::Test {
@@ -56,9 +58,9 @@ class EngineVideo : public ::testing::Test {
   static EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) {
     return test::engine_config(dir_.string(), budget, kv_blocks, prefix);
   }
-  // Media named *.png are images, the rest videos.
+  // Media named *.png are images, the rest videos (pruned at `prune`, the approximate tier).
   static GenerateRequest req(const std::vector<std::string>& media, const std::string& text,
-                             int max_tokens) {
+                             int max_tokens, double prune = 0) {
     GenerateRequest g;
     models::ChatMessage m;
     m.role = "user";
@@ -67,7 +69,8 @@ class EngineVideo : public ::testing::Test {
       m.content.push_back(
           {image ? models::ContentPart::Kind::kImage : models::ContentPart::Kind::kVideo, ""});
       g.media.push_back(
-          {image ? models::Modality::kImage : models::Modality::kVideo, bytes(name), {}});
+          {image ? models::Modality::kImage : models::Modality::kVideo, bytes(name), {}, {}});
+      if (!image) g.media.back().options.video_prune_threshold = prune;
     }
     m.content.push_back({models::ContentPart::Kind::kText, text});
     g.messages.push_back(m);
@@ -122,6 +125,37 @@ TEST_F(EngineVideo, StaticSlicesEncodedOnceGiveTheSameTokens) {
     return r.tokens;
   };
   EXPECT_EQ(run(true), run(false));
+}
+
+// The approximate tier: a pruned clip prefills fewer tokens; pruned and unpruned requests for
+// the same clip (different cache keys) batched, chunked and preempted give what each gives
+// alone; the same clip at the same threshold again hits the encoder cache.
+TEST_F(EngineVideo, PrunedClipsKeepTheirOwnCacheEntriesAndMatchAlone) {
+  auto eng = Engine::create(config(512, 256, true));
+  RequestResult full = eng->submit(req({"box.mp4"}, "Where is the box?", 4)).wait();
+  RequestResult pruned = eng->submit(req({"box.mp4"}, "Where is the box?", 4, 2.0)).wait();
+  ASSERT_EQ(full.outcome, Outcome::kFinished) << full.reason;
+  ASSERT_EQ(pruned.outcome, Outcome::kFinished) << pruned.reason;
+  // 3 s at 10 fps: 6 frames resized up to the minimum pixel budget (392x280), 3 slices of
+  // 10x14 merged tokens; the first slice is kept whole, of the other two only the tokens the
+  // box crosses (it moves 105 resized pixels between slices).
+  const int64_t slice = 140, text = full.prompt_tokens - 3 * slice;
+  EXPECT_LT(pruned.prompt_tokens, text + 2 * slice);
+  EXPECT_GT(pruned.prompt_tokens, text + slice);
+  EXPECT_EQ(eng->stats().encoder_runs, 2) << "pruned and full clips share an encoder entry";
+  RequestResult again = eng->submit(req({"box.mp4"}, "Where is it now?", 4, 2.0)).wait();
+  ASSERT_EQ(again.outcome, Outcome::kFinished) << again.reason;
+  EXPECT_EQ(eng->stats().encoder_runs, 2) << "the pruned clip was encoded again";
+
+  std::vector<GenerateRequest> w;
+  w.push_back(req({"box.mp4"}, "What happens?", 40, 2.0));
+  w.push_back(req({"box.mp4"}, "What happens?", 42));
+  w.push_back(test::text_request("Tell me about the weather.", 44));
+  w.push_back(req({"static.mp4", "box.mp4"}, "Which one moves?", 41, 8.0));
+  const EngineStats s =
+      test::expect_batched_match_alone(w, config(4096, 512, false), config(24, 32, true)).stats;
+  EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
+  EXPECT_EQ(s.kv_blocks_used, 0);
 }
 
 TEST_F(EngineVideo, DamagedClipFailsAloneAndOthersAreServed) {

@@ -31,6 +31,7 @@
 #include "io/tokenizer.h"
 #include "models/qwen2_vl/processor.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
+#include "models/qwen2_vl/token_pruning.h"
 #include "models/qwen2_vl/video_processor.h"
 #include "test_model.h"
 
@@ -207,6 +208,16 @@ void check_clip(const Ref& r, const json& c, ThreadPool& pool) {
   EXPECT_TRUE(same_floats(got.pixel_values_videos, want));
   EXPECT_EQ(got.first_equal_slice, c["first_equal_slice"].get<std::vector<int64_t>>());
   EXPECT_EQ(got.frames_reused, c["frames_reused"].get<int64_t>());
+  // The approximate tier's kept tokens, from pixel_values, vs the rule on the uint8 frames.
+  for (const json& pr : c["prune"]) {
+    const double t = pr["threshold"].get<double>();
+    SCOPED_TRACE("prune threshold " + std::to_string(t));
+    const Tensor want_kept = npy(r, pr["kept"]);
+    const std::vector<int32_t> kept = prune_video_tokens(got.pixel_values_videos, got.grid, pp, t);
+    ASSERT_EQ(static_cast<int64_t>(kept.size()), want_kept.numel());
+    for (size_t i = 0; i < kept.size(); ++i)
+      ASSERT_EQ(kept[i], want_kept.data<int64_t>()[i]) << "kept token " << i;
+  }
   VideoPreprocessOptions off;
   off.reuse_equal_frames = false;
   off.ctx.pool = &pool;
@@ -351,11 +362,14 @@ Tensor read_f32(const fs::path& p, int64_t cols) {
 
 }  // namespace
 
-class Qwen2VLVideoModel : public ::testing::TestWithParam<DType> {};
+// (dtype, video_prune_threshold): 0 is the exact path; 2 the approximate tier, whose kept
+// tokens keep the positions of the full prompt (the reference removes the other rows of its
+// full prompt).
+class Qwen2VLVideoModel : public ::testing::TestWithParam<std::tuple<DType, double>> {};
 
 TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
   REF_OR_FAIL(r);
-  const DType dt = GetParam();
+  const auto [dt, threshold] = GetParam();
   const double tol = dt == DType::kF32 ? 1e-4 : 4e-2;
   const fs::path dir = r.dir / ("model_" + std::string(dtype_name(dt)));
   TinyOptions o;
@@ -374,8 +388,24 @@ TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
     if (c["name"] == "static_box") clip = &c;
   ASSERT_NE(clip, nullptr);
   const std::vector<uint8_t> bytes = read_bytes(r.dir / (*clip)["file"].get<std::string>());
-  PreparedMedia video = proc.preprocess(Modality::kVideo, bytes, {});
+  MediaOptions mo_video;
+  mo_video.video_prune_threshold = threshold;
+  PreparedMedia video = proc.preprocess(Modality::kVideo, bytes, {}, mo_video);
+  const PreparedMedia video_full = proc.preprocess(Modality::kVideo, bytes, {});
   ASSERT_TRUE(same_floats(video.features, npy(r, (*clip)["pixel_values"])));
+  const int64_t n_full = video_full.n_tokens;
+  std::vector<int32_t> kept = video.kept_tokens;  // the video's rows among the full item's
+  if (threshold > 0) {
+    // Its box stops after 15 frames: the last two slices keep nothing, the second a few tokens.
+    ASSERT_FALSE(kept.empty());
+    const int64_t per = n_full / video.dims[0];
+    EXPECT_LT(kept.back(), 2 * per);
+    EXPECT_GT(kept.back(), per);
+    EXPECT_EQ(video.encoder_cost, 2 * video.dims[1] * video.dims[2]);
+  } else {
+    for (int32_t q = 0; q < n_full; ++q) kept.push_back(q);
+  }
+  EXPECT_EQ(video.n_tokens, static_cast<int64_t>(kept.size()));
   PreparedMedia image;
   image.modality = Modality::kImage;
   image.dims = {1, 4, 6};
@@ -404,31 +434,52 @@ TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
                   {ContentPart::Kind::kVideo, ""},
                   {ContentPart::Kind::kText, "What moves?"}};
   const std::vector<int32_t> ids = tok.encode(proc.render_chat({user}, true));
-  const PreparedMedia items[] = {image, video};
+  const PreparedMedia items[] = {image, video}, full_items[] = {image, video_full};
   const ExpandedPrompt p = proc.expand(ids, items);
+  const ExpandedPrompt pf = proc.expand(ids, full_items);  // the reference's prompt
   ASSERT_EQ(p.spans.size(), 2u);
   ASSERT_EQ(p.spans[1].n_tokens, video.n_tokens);
-  const int64_t S = static_cast<int64_t>(p.ids.size());
+  const int64_t S = static_cast<int64_t>(p.ids.size()), Sf = static_cast<int64_t>(pf.ids.size());
   {
     std::string s;
-    for (int32_t t : p.ids) s += (s.empty() ? "" : ",") + std::to_string(t);
+    for (int32_t t : pf.ids) s += (s.empty() ? "" : ",") + std::to_string(t);
     std::ofstream(ids_file) << s;
+  }
+  // The pruned prompt is the full one without the dropped video rows, positions included.
+  std::vector<int64_t> rows_of;  // p's row -> pf's row
+  for (int64_t i = 0; i < pf.spans[1].begin; ++i) rows_of.push_back(i);
+  for (int32_t q : kept) rows_of.push_back(pf.spans[1].begin + q);
+  for (int64_t i = pf.spans[1].begin + n_full; i < Sf; ++i) rows_of.push_back(i);
+  ASSERT_EQ(static_cast<int64_t>(rows_of.size()), S);
+  for (int64_t i = 0; i < S; ++i) {
+    ASSERT_EQ(p.ids[size_t(i)], pf.ids[size_t(rows_of[size_t(i)])]) << i;
+    for (int c = 0; c < 3; ++c)
+      ASSERT_EQ(p.positions[size_t(c * S + i)], pf.positions[size_t(c * Sf + rows_of[size_t(i)])])
+          << "row " << i << " axis " << c;
+  }
+  EXPECT_EQ(p.rope_delta, pf.rope_delta + (Sf - S));
+  const fs::path keep_npy = dir / "keep.npy";
+  {
+    Tensor k = Tensor::empty(DType::kI64, {static_cast<int64_t>(kept.size())});
+    for (size_t i = 0; i < kept.size(); ++i) k.data<int64_t>()[i] = kept[i];
+    io::write_npy(keep_npy.string(), k);
   }
   const std::string ref_cmd =
       std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR + "/tests/reference/qwen2_vl_ref.py ";
   const std::string media =
       " --model " + dir.string() + " --ids @" + ids_file.string() + " --pixels " +
       img_npy.string() + " --grid " + img_grid.string() + " --video-pixels " + r.dir.string() +
-      "/" + (*clip)["pixel_values"].get<std::string>() + " --video-grid " + vid_grid.string();
+      "/" + (*clip)["pixel_values"].get<std::string>() + " --video-grid " + vid_grid.string() +
+      (threshold > 0 ? " --video-keep " + keep_npy.string() : "");
 
-  // Positions of the real prompt (the same for both dtypes: checked once).
-  if (dt == DType::kF32) {
+  // Positions of the full prompt (the same for both dtypes: checked once).
+  if (dt == DType::kF32 && threshold == 0) {
     shell_out(ref_cmd + "positions" + media + " --out " + (dir / "pos.bin").string());
     const std::vector<uint8_t> pos = read_bytes(dir / "pos.bin");
-    ASSERT_EQ(pos.size(), static_cast<size_t>(3 * S + 1) * 8);
-    for (int64_t i = 0; i < 3 * S; ++i)
-      ASSERT_EQ(p.positions[size_t(i)], reinterpret_cast<const int64_t*>(pos.data())[i]) << i;
-    EXPECT_EQ(p.rope_delta, reinterpret_cast<const int64_t*>(pos.data())[3 * S]);
+    ASSERT_EQ(pos.size(), static_cast<size_t>(3 * Sf + 1) * 8);
+    for (int64_t i = 0; i < 3 * Sf; ++i)
+      ASSERT_EQ(pf.positions[size_t(i)], reinterpret_cast<const int64_t*>(pos.data())[i]) << i;
+    EXPECT_EQ(pf.rope_delta, reinterpret_cast<const int64_t*>(pos.data())[3 * Sf]);
   }
 
   // Video embeddings: slices encoded one by one (equal slices reused) vs the whole grid.
@@ -438,7 +489,12 @@ TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
   shell_out(ref_cmd + "vision --model " + dir.string() + " --video-pixels " + r.dir.string() + "/" +
             (*clip)["pixel_values"].get<std::string>() + " --video-grid " + vid_grid.string() +
             " --out " + (dir / "venc.bin").string());
-  const Tensor vref = read_f32(dir / "venc.bin", H);
+  const Tensor vref_full = read_f32(dir / "venc.bin", H);
+  ASSERT_EQ(vref_full.dim(0), n_full);
+  Tensor vref = Tensor::empty(DType::kF32, {static_cast<int64_t>(kept.size()), H});
+  for (size_t i = 0; i < kept.size(); ++i)
+    std::memcpy(vref.data<float>() + static_cast<int64_t>(i) * H,
+                vref_full.data<float>() + kept[i] * H, static_cast<size_t>(H) * 4);
   ASSERT_EQ(vref.shape(), venc.shape());
   const Diff dv = diff(venc.data<float>(), vref.data<float>(), venc.numel());
   std::printf("[   INFO   ] %s video embeddings: max rel error %.3g (abs %.3g of %.3g)\n",
@@ -504,5 +560,10 @@ TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
   EXPECT_EQ(got, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, Qwen2VLVideoModel, ::testing::Values(DType::kF32, DType::kBF16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(DtypesAndPruning, Qwen2VLVideoModel,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(0.0, 2.0)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) > 0 ? "_pruned" : "");
+                         });

@@ -26,7 +26,9 @@ usage:
   Videos: --video-pixels V.npy (pixel_values_videos [N, 1176]) --video-grid VG.npy
   (video_grid_thw [n_videos, 3]) with `logits`, `generate`, `hidden` and `positions` (with or
   without images): the video embeddings replace the <|video_pad|> runs (config video_token_id),
-  get_rope_index walks images and videos in order of appearance. `vision` encodes the video
+  get_rope_index walks images and videos in order of appearance; --video-keep K.npy (logits,
+  generate; one video) then removes the video rows not kept (token pruning: the kept rows keep
+  the full prompt's positions, later tokens too). `vision` encodes the video
   when --pixels is absent. `positions` takes --second-per-grid S1,S2,.. (one per video) for
   Qwen2.5-VL's time index t * second_per_grid_t * tokens_per_second (--tokens-per-second,
   default 2), computed as HF does in float32 (--interval f32) or in double (--interval f64).
@@ -356,20 +358,37 @@ class Qwen2VLFull:
             emb[ids == self.cfg.get("video_token_id", 151656)] = vid
         return emb
 
-    def forward(self, ids, pixels, grid, collect=False, video_pixels=None, video_grid=None):
+    def prompt(self, ids, pixels, grid, video_pixels=None, video_grid=None, video_keep=None):
+        """Prompt embeddings and get_rope_index positions; with video_keep (indices of the kept
+        tokens among the video's <|video_pad|> run, one video) the other video rows are removed
+        afterwards, so the kept ones keep the positions of the full prompt."""
         feats = self.media_features(pixels, grid, video_pixels, video_grid)
         emb = self.embed(ids, feats)
-        pos, _ = get_rope_index(self.cfg, ids, grid, video_grid)
+        pos, delta = get_rope_index(self.cfg, ids, grid, video_grid)
+        ids = list(ids)
+        if video_keep is not None:
+            vt = self.cfg.get("video_token_id", 151656)
+            rows = [i for i, t in enumerate(ids) if t == vt]
+            drop = set(rows) - {rows[k] for k in video_keep}
+            keep = [i for i in range(len(ids)) if i not in drop]
+            delta += len(ids) - len(keep)  # later tokens: the same positions as unpruned
+            ids, emb, pos = [ids[i] for i in keep], emb[keep], pos[:, keep]
+        return ids, emb, pos, delta
+
+    def forward(self, ids, pixels, grid, collect=False, video_pixels=None, video_grid=None,
+                video_keep=None):
+        ids, emb, pos, _ = self.prompt(ids, pixels, grid, video_pixels, video_grid, video_keep)
         return self.text.forward(ids, position_ids=pos, inputs_embeds=emb, collect=collect)
 
-    def generate(self, ids, pixels, grid, n, video_pixels=None, video_grid=None):
+    def generate(self, ids, pixels, grid, n, video_pixels=None, video_grid=None, video_keep=None):
         """Greedy decoding: prefill with get_rope_index positions, then cache index + delta."""
-        feats = self.media_features(pixels, grid, video_pixels, video_grid)
-        pos, delta = get_rope_index(self.cfg, ids, grid, video_grid)
+        ids, emb0, pos, delta = self.prompt(ids, pixels, grid, video_pixels, video_grid,
+                                            video_keep)
         seq = list(ids)
         out = []
         for _ in range(n):
-            emb = self.embed(seq, feats)
+            new = self.text.w["model.embed_tokens.weight"][torch.tensor(seq[len(ids):], dtype=torch.long)]
+            emb = torch.cat([emb0, new], dim=0)
             extra = torch.arange(len(ids), len(seq)).view(1, -1).expand(3, -1) + delta
             full = torch.cat([pos, extra], dim=1)
             nxt = int(torch.argmax(self.text.forward(seq, position_ids=full, inputs_embeds=emb)[-1]))
@@ -391,6 +410,7 @@ def main():
     ap.add_argument("--grid", help="image_grid_thw .npy [n_images, 3] int64")
     ap.add_argument("--video-pixels", help="pixel_values_videos .npy [N, 1176] float32")
     ap.add_argument("--video-grid", help="video_grid_thw .npy [n_videos, 3] int64")
+    ap.add_argument("--video-keep", help="logits/generate: kept video tokens .npy int64 (one video)")
     ap.add_argument("--second-per-grid", help="positions: Qwen2.5-VL second_per_grid_ts, comma separated")
     ap.add_argument("--tokens-per-second", type=int, default=2)
     ap.add_argument("--interval", choices=["f32", "f64"], default="f32")
@@ -416,16 +436,17 @@ def main():
     if a.mode == "vision" or pixels is not None or vpixels is not None:
         full = Qwen2VLFull(a.model)
         media = dict(video_pixels=vpixels, video_grid=vgrid)
+        keep = np.load(a.video_keep).astype(np.int64).tolist() if a.video_keep else None
         if a.mode == "vision":
             out = full.vision.forward(pixels, grid) if pixels is not None else full.vision.forward(vpixels, vgrid)
             out.numpy().astype(np.float32).tofile(a.out)
         elif a.mode == "logits":
-            full.forward(ids, pixels, grid, **media).numpy().astype(np.float32).tofile(a.out)
+            full.forward(ids, pixels, grid, video_keep=keep, **media).numpy().astype(np.float32).tofile(a.out)
         elif a.mode == "hidden":
             _, states = full.forward(ids, pixels, grid, collect=True, **media)
             states.numpy().astype(np.float32).tofile(a.out)
         else:
-            json.dump(full.generate(ids, pixels, grid, a.max_new, **media), sys.stdout)
+            json.dump(full.generate(ids, pixels, grid, a.max_new, video_keep=keep, **media), sys.stdout)
             print()
         return
     m = Qwen2VLText(a.model)

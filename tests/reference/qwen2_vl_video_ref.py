@@ -23,7 +23,8 @@ DIR/manifest.json (every array in an .npy file next to it):
                     plan, pixel_values_videos (.npy f32: PyAV rgb24 -> uint8 TCHW ->
                     torchvision resize -> the processor), video_grid_thw, and the frame/slice
                     equalities of the decoded frames (equal bytes): first_equal_slice,
-                    frames_reused. FRAME_FACTOR 2 always samples an even count; the odd case
+                    frames_reused; the approximate tier's kept tokens at several thresholds
+                    (prune: [{threshold, kept .npy int64}], from the uint8 frames). FRAME_FACTOR 2 always samples an even count; the odd case
                     (the last frame repeated by the processor) uses frame_factor 1.
   frame_lists       uint8 frames (.npy [n, H, W, 3] each) through fetch_image (PIL BICUBIC) and
                     the processor: pixel_values_videos, grid
@@ -319,6 +320,33 @@ def slice_equalities(frames, tp):
     return [keys.index(k) for k in keys], reused
 
 
+PRUNE_THRESHOLDS = [0.5, 1, 2, 4, 8, 16]
+
+
+def pruned_tokens(frames_hwc, tp, patch, merge, threshold):
+    """The approximate temporal tier's rule on the processor's uint8 frames: a token is a
+    (patch*merge)^2 block of one tp-frame slice (the last frame repeated to fill the last slice);
+    slice 0 is kept; a later token is dropped when the mean absolute difference of its bytes from
+    the last KEPT token at the same block is below the threshold. Kept indices, slice-major."""
+    f = np.stack(frames_hwc).astype(np.int32)  # [n, H, W, 3]
+    if f.shape[0] % tp:
+        f = np.concatenate([f, np.repeat(f[-1:], tp - f.shape[0] % tp, axis=0)])
+    b = patch * merge
+    n, H, W, C = f.shape
+    # [slices, bh, bw, tp * b * b * C]
+    blocks = f.reshape(n // tp, tp, H // b, b, W // b, b, C).transpose(0, 2, 4, 1, 3, 5, 6)
+    blocks = blocks.reshape(n // tp, (H // b) * (W // b), -1)
+    per = blocks.shape[1]
+    kept = list(range(per))
+    ref = blocks[0].copy()
+    for s in range(1, blocks.shape[0]):
+        diff = np.abs(blocks[s] - ref).sum(axis=1)  # integer sums
+        keep = diff >= threshold * blocks.shape[2]
+        ref[keep] = blocks[s][keep]
+        kept += [s * per + q for q in np.nonzero(keep)[0].tolist()]
+    return kept
+
+
 def make_clips(out):
     made = {}
     for name, graph, args, fn in CLIPS:
@@ -344,8 +372,17 @@ def make_clips(out):
         assert grid == p["grid"], (grid, p["grid"])
         np.save(os.path.join(out, f"{case}_pixel_values.npy"), pv)
         first_equal, reused = slice_equalities(frames, c["temporal_patch_size"])
+        prune = []
+        if p["resized"] == p["video_size"]:  # hwc are the processor's own frames
+            for t in PRUNE_THRESHOLDS:
+                kept = pruned_tokens(list(hwc), c["temporal_patch_size"], c["patch_size"],
+                                     c["merge_size"], t)
+                fn = f"{case}_kept_{t}.npy"
+                np.save(os.path.join(out, fn), np.array(kept, dtype=np.int64))
+                prune.append({"threshold": t, "kept": fn})
         cases.append({"name": case, "clip": clip, **info, "rule": rule, "frame_factor": ff,
                       "pp": pp or {}, **p, "pixel_values": f"{case}_pixel_values.npy",
+                      "prune": prune,
                       "first_equal_slice": first_equal, "frames_reused": reused})
     return cases
 

@@ -84,6 +84,7 @@ class SandboxTest : public ::testing::Test {
     EXPECT_EQ(a.dims, b.dims);
     EXPECT_EQ(a.n_tokens, b.n_tokens);
     EXPECT_EQ(a.encoder_cost, b.encoder_cost);
+    EXPECT_EQ(a.kept_tokens, b.kept_tokens);
     EXPECT_EQ(std::memcmp(a.features.raw(), b.features.raw(), a.features.nbytes()), 0);
   }
 

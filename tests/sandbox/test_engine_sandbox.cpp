@@ -133,3 +133,62 @@ TEST_F(SandboxTest, EngineVideoInTheSandbox) {
   };
   EXPECT_EQ(run(true), run(false));
 }
+
+// A pruned clip (the approximate tier) through a worker: the same features and kept tokens as in
+// process, and the engine gives the same tokens for a prompt shorter than the unpruned one.
+TEST_F(SandboxTest, PrunedVideoInTheSandbox) {
+  const std::string d = model_dir();
+  ASSERT_EQ(std::system(("cd '" + d +
+                         "' && ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i "
+                         "color=c=0x3366aa:s=112x84:r=10:d=3 -f lavfi -i "
+                         "color=c=white:s=12x12:r=10:d=3 -filter_complex "
+                         "\"[0][1]overlay=x='mod(6*n\\,100)':y=30\" -c:v libx264 -preset "
+                         "veryfast -pix_fmt yuv420p -g 10 box.mp4")
+                            .c_str()),
+            0);
+  const std::vector<uint8_t> clip = bytes("box.mp4");
+  models::MediaOptions opt;
+  opt.video_prune_threshold = 2;
+  {
+    sandbox::MediaSandbox sb(config(), 1);
+    sandbox::Job j;
+    j.modality = models::Modality::kVideo;
+    j.bytes = clip;
+    j.tenant = "t";
+    j.options = opt;
+    j.estimate = processor_->estimate(models::Modality::kVideo, clip, opt);
+    EXPECT_FALSE(j.estimate.exact) << "a pruned clip's estimate is an upper bound";
+    const models::PreparedMedia in =
+        processor_->preprocess(models::Modality::kVideo, clip, media::MediaContext{}, opt);
+    ASSERT_FALSE(in.kept_tokens.empty()) << "nothing was pruned from a mostly static clip";
+    EXPECT_LT(in.n_tokens, j.estimate.n_tokens);
+    expect_same(sb.preprocess(0, j), in);
+    EXPECT_EQ(sb.stats().workers_lost, 0);
+  }
+  auto run = [&](bool sandboxed, double threshold) {
+    EngineConfig c;
+    c.model_dir = d;
+    c.kv.dtype = DType::kF32;
+    c.kv.blocks = 256;
+    c.media_sandbox = config();
+    c.media_sandbox.enabled = sandboxed;
+    auto eng = Engine::create(c);
+    GenerateRequest g;
+    models::ChatMessage m;
+    m.role = "user";
+    m.content.push_back({models::ContentPart::Kind::kVideo, ""});
+    m.content.push_back({models::ContentPart::Kind::kText, "Where is the box?"});
+    g.media.push_back({models::Modality::kVideo, clip, {}});
+    g.media.back().options.video_prune_threshold = threshold;
+    g.messages.push_back(m);
+    g.sampling.max_tokens = 6;
+    g.sampling.ignore_eos = true;
+    RequestResult r = eng->submit(g).wait();
+    EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+    return r;
+  };
+  const RequestResult in = run(false, 2), out = run(true, 2), full = run(true, 0);
+  EXPECT_EQ(out.tokens, in.tokens);
+  EXPECT_EQ(out.prompt_tokens, in.prompt_tokens);
+  EXPECT_LT(out.prompt_tokens, full.prompt_tokens);
+}

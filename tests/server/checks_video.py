@@ -1,8 +1,9 @@
 """Video input over HTTP on the caller's qwen2-vl server (`ctx.port`): `video_url` parts as data
 URLs, http:// URLs (a local file server on 127.0.0.1) and local files under the allowed media
 directory give the reply `mmrt generate --video` gives; a repeated clip is served from the caches
-without being decoded again; damaged and wrongly typed clips get a clear error and the server goes
-on. Clips are made with the ffmpeg CLI from lavfi sources. CHECKS lists the (name, check) pairs."""
+without being decoded again; a pruned clip (`video_url.prune_threshold`, the approximate tier)
+prefills fewer tokens and replies as `mmrt generate --video-prune-threshold` does; damaged and
+wrongly typed clips and bad thresholds get a clear error and the server goes on. Clips are made with the ffmpeg CLI from lavfi sources. CHECKS lists the (name, check) pairs."""
 import base64
 import os
 import shutil
@@ -25,15 +26,16 @@ def _clip(ctx, name="clip.mp4", src="testsrc2=s=112x84:r=10:d=2"):
     return path
 
 
-def _ask(url, n=N):
+def _ask(url, n=N, **video_url):
     return {"messages": [{"role": "user", "content": [
-        {"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": PROMPT}]}],
+        {"type": "video_url", "video_url": {"url": url, **video_url}},
+        {"type": "text", "text": PROMPT}]}],
         "max_tokens": n, "temperature": 0, "ignore_eos": True}
 
 
-def _generate(ctx, path):
+def _generate(ctx, path, *extra):
     p = subprocess.run([ctx.mmrt, "generate", "--model", ctx.model, "--video", path, "--prompt",
-                        PROMPT, "--max-tokens", str(N), "--quiet", "--ignore-eos"],
+                        PROMPT, "--max-tokens", str(N), "--quiet", "--ignore-eos", *extra],
                        capture_output=True, timeout=300)
     expect(p.returncode == 0, p.stderr.decode())
     return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
@@ -70,6 +72,29 @@ def video_urls(ctx):
     return f"greedy reply {want!r}"
 
 
+BOX = ("color=c=0x3366aa:s=112x84:r=10:d=3[bg];color=c=white:s=12x12:r=10:d=3[fg];"
+       "[bg][fg]overlay=x='mod(6*n\\,100)':y=30")
+
+
+def pruned_video(ctx):
+    path = _clip(ctx, "box.mp4", BOX)
+    url = "data:video/mp4;base64," + base64.b64encode(open(path, "rb").read()).decode()
+    st, _, full = hu.post(ctx.port, "/v1/chat/completions", _ask(url))
+    expect(st == 200, full)
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", _ask(url, prune_threshold=2))
+    expect(st == 200, b)
+    kept, whole = b["usage"]["prompt_tokens"], full["usage"]["prompt_tokens"]
+    expect(kept < whole, f"pruned prompt {kept} tokens, unpruned {whole}")
+    want = _generate(ctx, path, "--video-prune-threshold", "2")
+    got = b["choices"][0]["message"]["content"].encode()
+    expect(got == want, f"{got!r} vs mmrt generate --video-prune-threshold 2: {want!r}")
+    param = "messages[0].content[0].video_url.prune_threshold"
+    for bad in [-1, 256, "2", None]:
+        st, _, e = hu.post(ctx.port, "/v1/chat/completions", _ask(url, prune_threshold=bad))
+        expect_error(st, e, 400, param=param)
+    return f"prompt {whole} -> {kept} tokens at threshold 2"
+
+
 def bad_video(ctx):
     data = open(_clip(ctx), "rb").read()
     cases = [("truncated MP4", data[:len(data) // 3]), ("not a video", bytes(range(256)) * 8)]
@@ -100,6 +125,8 @@ def bad_video(ctx):
 CHECKS = [
     ("video: video_url data:, http:// and file:// equal mmrt generate --video; cached repeat",
      video_urls),
+    ("video: video_url.prune_threshold prunes (fewer prompt tokens, as mmrt generate); bad "
+     "thresholds 400", pruned_video),
     ("video: truncated, garbage, PNG and 1-frame clips refused clearly; the server goes on",
      bad_video),
 ]

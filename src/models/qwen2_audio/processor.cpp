@@ -73,7 +73,9 @@ class Qwen2AudioProcessor final : public Processor {
     return qwen2_audio::render_chat(messages, add_generation_prompt);
   }
 
-  MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes) const override {
+  // MediaOptions hold video settings only: audio ignores them (and its keys do not depend on them).
+  MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes,
+                         const MediaOptions&) const override {
     check_modality(m);
     const media::AudioInfo info = media::probe_audio(bytes, decode_);
     const WindowPlan plan = plan_windows(info.frames_at(decode_.target_rate), fe_, long_audio_);
@@ -89,7 +91,7 @@ class Qwen2AudioProcessor final : public Processor {
   }
 
   PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
-                           const media::MediaContext& ctx) const override {
+                           const media::MediaContext& ctx, const MediaOptions&) const override {
     check_modality(m);
     media::AudioDecodeTimes times;
     const std::vector<float> samples = media::decode_audio(bytes, decode_, &times);
@@ -146,7 +148,8 @@ class Qwen2AudioProcessor final : public Processor {
     return e;  // positions: plain 1-D (position = index), rope_delta 0
   }
 
-  Hash128 content_key(Modality m, std::span<const uint8_t> bytes) const override {
+  Hash128 content_key(Modality m, std::span<const uint8_t> bytes,
+                      const MediaOptions&) const override {
     Hasher h;
     h.update(hash128(bytes.data(), bytes.size())).update(settings_).update_pod(m);
     return h.digest();

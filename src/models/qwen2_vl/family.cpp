@@ -70,16 +70,18 @@ Hash128 config_key(const std::string& dir) {
 class Qwen2VLRunner final : public Runner {
  public:
   Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt,
-                bool reuse_slices)
+                int64_t merge, bool reuse_slices)
       : st_(std::move(st)),
         lm_(std::move(lm)),
         vision_(std::move(vt)),
+        merge_(merge),
         reuse_slices_(reuse_slices) {}
 
   Tensor encode(const PreparedMedia& item) override {
     const GridThw g = grid_of(item);
-    Tensor out = g[0] > 1 ? encode_slices(item, g)
-                          : vision_->forward(item.features, {&g, 1});  // [n_tokens, hidden]
+    Tensor out = g[0] > 1 || !item.kept_tokens.empty()
+                     ? encode_slices(item, g)
+                     : vision_->forward(item.features, {&g, 1});  // [n_tokens, hidden]
     if (out.dim(0) != item.n_tokens)
       throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
                           " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
@@ -106,19 +108,31 @@ class Qwen2VLRunner final : public Runner {
   }
   // The exact temporal tier: every 2-frame slice is encoded on its own (attention, window and
   // rotary positions are all per slice), so a slice whose pixel rows are bit-identical to an
-  // earlier slice's has that slice's output; only distinct slices go through the tower.
+  // earlier slice's has that slice's output; only distinct slices go through the tower. With
+  // token pruning (item.kept_tokens) the output has the kept tokens' rows only, and a slice
+  // that keeps none is not encoded.
   Tensor encode_slices(const PreparedMedia& item, const GridThw& g) {
     const int64_t rows = g[1] * g[2], D = item.features.dim(1);
     if (item.features.dim(0) != g[0] * rows)
       throw InvalidArgument("qwen2-vl: the video's features have " +
                             std::to_string(item.features.dim(0)) + " rows, its grid needs " +
                             std::to_string(g[0] * rows));
+    const int64_t per = rows / (merge_ * merge_);  // tokens per slice
+    const std::span<const int32_t> kept = item.kept_tokens;
+    std::vector<char> wanted(static_cast<size_t>(g[0]), kept.empty() ? 1 : 0);
+    for (int32_t q : kept) {
+      if (q < 0 || q >= g[0] * per)
+        throw InvalidArgument("qwen2-vl: kept token " + std::to_string(q) + " is outside the " +
+                              std::to_string(g[0] * per) + " tokens of the video");
+      wanted[static_cast<size_t>(q / per)] = 1;
+    }
     const float* px = item.features.data<float>();
     const size_t slice_bytes = static_cast<size_t>(rows * D) * sizeof(float);
-    std::vector<int64_t> source(static_cast<size_t>(g[0]));  // slice -> index among distinct
+    std::vector<int64_t> source(static_cast<size_t>(g[0]), -1);  // slice -> index among distinct
     std::vector<int64_t> distinct;
     std::unordered_map<Hash128, int64_t, Hash128Hasher> seen;
     for (int64_t s = 0; s < g[0]; ++s) {
+      if (!wanted[static_cast<size_t>(s)]) continue;
       const float* p = px + s * rows * D;
       auto [it, fresh] =
           seen.emplace(hash128(p, slice_bytes), static_cast<int64_t>(distinct.size()));
@@ -136,17 +150,31 @@ class Qwen2VLRunner final : public Runner {
     for (int64_t s : distinct)
       enc.push_back(vision_->forward(
           Tensor::view(const_cast<float*>(px + s * rows * D), DType::kF32, {rows, D}), {&one, 1}));
-    const int64_t per = enc[0].dim(0), hidden = enc[0].dim(1);
-    Tensor out = Tensor::empty(DType::kF32, {g[0] * per, hidden});
-    for (int64_t s = 0; s < g[0]; ++s)
-      std::memcpy(out.data<float>() + s * per * hidden,
-                  enc[static_cast<size_t>(source[static_cast<size_t>(s)])].data<float>(),
-                  static_cast<size_t>(per * hidden) * sizeof(float));
+    if (enc.empty()) throw InvalidArgument("qwen2-vl: a video item keeps no token");
+    if (enc[0].dim(0) != per)
+      throw InternalError("vision tower produced " + std::to_string(enc[0].dim(0)) +
+                          " rows for a slice of " + std::to_string(per) + " tokens");
+    const int64_t hidden = enc[0].dim(1);
+    const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(float);
+    auto slice_rows = [&](int64_t s) {
+      return enc[static_cast<size_t>(source[static_cast<size_t>(s)])].data<float>();
+    };
+    Tensor out = Tensor::empty(
+        DType::kF32, {kept.empty() ? g[0] * per : static_cast<int64_t>(kept.size()), hidden});
+    float* o = out.data<float>();
+    if (kept.empty())
+      for (int64_t s = 0; s < g[0]; ++s)
+        std::memcpy(o + s * per * hidden, slice_rows(s), static_cast<size_t>(per) * row_bytes);
+    else
+      for (size_t i = 0; i < kept.size(); ++i)
+        std::memcpy(o + static_cast<int64_t>(i) * hidden,
+                    slice_rows(kept[i] / per) + (kept[i] % per) * hidden, row_bytes);
     return out;
   }
   io::SafeTensors st_;  // the mapped weights the views below read
   std::unique_ptr<Decoder> lm_;
   std::unique_ptr<VisionTower> vision_;
+  int64_t merge_;  // spatial_merge_size: a token is merge x merge patches
   bool reuse_slices_;
 };
 
@@ -180,7 +208,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   s.config_key = config_key(dir);
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
   m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt),
-                                             opts.video_slice_reuse);
+                                             cfg.vision.spatial_merge_size, opts.video_slice_reuse);
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include "core/hash.h"
 #include "media/image.h"
 #include "models/qwen2_vl/chat_template.h"
+#include "models/qwen2_vl/token_pruning.h"
 
 #include "core/error.h"
 
@@ -17,6 +18,22 @@ std::vector<MediaGrid> image_items(std::span<const GridThw> grids) {
   std::vector<MediaGrid> items;
   for (const GridThw& g : grids) items.push_back({Modality::kImage, g, 1.0});
   return items;
+}
+
+// Tokens of an item in the prompt (all of its grid's, or those kept), after checking `kept`.
+int64_t item_tokens(const MediaGrid& item, int64_t ms, size_t k) {
+  const GridThw& g = item.grid;
+  const int64_t full = g[0] * (g[1] / ms) * (g[2] / ms);
+  if (item.kept.empty()) return full;
+  int64_t prev = -1;
+  for (int32_t q : item.kept) {
+    if (q <= prev || q >= full)
+      throw InvalidArgument("media item " + std::to_string(k) + ": kept token " +
+                            std::to_string(q) + " is not increasing within its " +
+                            std::to_string(full) + " tokens");
+    prev = q;
+  }
+  return static_cast<int64_t>(item.kept.size());
 }
 
 }  // namespace
@@ -43,8 +60,7 @@ MultimodalPrompt expand_media_prompt(std::span<const int32_t> ids, std::span<con
       throw InvalidArgument("media placeholder " + std::to_string(k - 1) + " is " +
                             (t == image_pad ? "an image" : "a video") + " pad but item " +
                             std::to_string(k - 1) + " is " + modality_name(item.modality));
-    const GridThw& g = item.grid;
-    const int64_t n = g[0] * (g[1] / ms) * (g[2] / ms);
+    const int64_t n = item_tokens(item, ms, k - 1);
     p.items.push_back({static_cast<int64_t>(p.ids.size()), n});
     p.ids.insert(p.ids.end(), static_cast<size_t>(n), t);
   }
@@ -95,21 +111,22 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
                             " have no media grid");
     const MediaGrid& item = items[k++];
     const GridThw& g = item.grid;
-    const int64_t gt = g[0], gh = g[1] / ms, gw = g[2] / ms, n = gt * gh * gw;
+    const int64_t gt = g[0], gh = g[1] / ms, gw = g[2] / ms;
+    const int64_t n = item_tokens(item, ms, k - 1);
     if (i + n > S)
       throw InvalidArgument("media item " + std::to_string(k - 1) + " needs " + std::to_string(n) +
                             " pad tokens, the prompt ends after " + std::to_string(S - i));
-    int64_t mx = 0;
-    for (int64_t t = 0; t < gt; ++t) {
-      // Qwen2-VL: the raw slice index; Qwen2.5-VL: seconds * tokens_per_second, in double.
-      const int64_t tp = static_cast<int64_t>(static_cast<double>(t) * item.t_interval);
-      for (int64_t h = 0; h < gh; ++h)
-        for (int64_t w = 0; w < gw; ++w) {
-          set(i++, next + tp, next + h, next + w);
-          mx = std::max({mx, tp, h, w});
-        }
+    // Qwen2-VL: the raw slice index; Qwen2.5-VL: seconds * tokens_per_second, in double.
+    auto tpos = [&](int64_t t) {
+      return static_cast<int64_t>(static_cast<double>(t) * item.t_interval);
+    };
+    for (int64_t q = 0; q < n; ++q) {
+      const TokenPos tp =
+          token_pos(item.kept.empty() ? q : item.kept[static_cast<size_t>(q)], gh, gw);
+      set(i++, next + tpos(tp.t), next + tp.h, next + tp.w);
     }
-    next += mx + 1;
+    // The text after it is placed as if no token were pruned: the whole grid's extent.
+    next += std::max({tpos(gt - 1), gh - 1, gw - 1}) + 1;
   }
   rope_delta = static_cast<int32_t>(next - S);
 }
@@ -156,8 +173,10 @@ class Qwen2VLProcessor final : public Processor {
     return qwen2_vl::render_chat(messages, o);
   }
 
-  MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes) const override {
+  MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes,
+                         const MediaOptions& opts) const override {
     check_modality(m);
+    validate(opts);
     const int64_t ms = pp_.merge_size;
     const int64_t row = 3 * pp_.temporal_patch_size * pp_.patch_size * pp_.patch_size;
     if (m == Modality::kVideo) {
@@ -170,7 +189,8 @@ class Qwen2VLProcessor final : public Processor {
               patches,
               plan.info.frames * plan.info.width * plan.info.height,
               patches * row * static_cast<int64_t>(sizeof(float)),
-              true};
+              // Pruning keeps what the pixels decide: the counts are upper bounds.
+              !prunes(m, opts)};
     }
     const media::ImageInfo info = media::probe_image(bytes);
     const GridThw g = image_grid(info.height, info.width, pp_);
@@ -184,8 +204,10 @@ class Qwen2VLProcessor final : public Processor {
   }
 
   PreparedMedia preprocess(Modality m, std::span<const uint8_t> bytes,
-                           const media::MediaContext& ctx) const override {
+                           const media::MediaContext& ctx,
+                           const MediaOptions& opts) const override {
     check_modality(m);
+    validate(opts);
     PreparedMedia p;
     p.modality = m;
     if (m == Modality::kVideo) {
@@ -197,6 +219,7 @@ class Qwen2VLProcessor final : public Processor {
       p.n_tokens = in.n_tokens();
       p.encoder_cost = in.grid[0] * in.grid[1] * in.grid[2];
       p.decode_ns = static_cast<int64_t>(in.decode_ms * 1e6);
+      if (prunes(m, opts)) prune(p, opts.video_prune_threshold);
       return p;
     }
     PreprocessOptions o;
@@ -219,7 +242,7 @@ class Qwen2VLProcessor final : public Processor {
       if (p.dims.size() != 3)
         throw InvalidArgument(std::string("qwen2-vl: a prepared ") + modality_name(p.modality) +
                               " must carry its (t, h, w) grid");
-      items.push_back({p.modality, {p.dims[0], p.dims[1], p.dims[2]}, 1.0});
+      items.push_back({p.modality, {p.dims[0], p.dims[1], p.dims[2]}, 1.0, p.kept_tokens});
     }
     MultimodalPrompt mp = expand_media_prompt(ids, items, cfg_);
     ExpandedPrompt e;
@@ -232,13 +255,34 @@ class Qwen2VLProcessor final : public Processor {
     return e;
   }
 
-  Hash128 content_key(Modality m, std::span<const uint8_t> bytes) const override {
+  Hash128 content_key(Modality m, std::span<const uint8_t> bytes,
+                      const MediaOptions& opts) const override {
     Hasher h;
     h.update(hash128(bytes.data(), bytes.size())).update(settings_).update_pod(m);
+    if (prunes(m, opts)) h.update_pod(opts.video_prune_threshold);
     return h.digest();
   }
 
  private:
+  static bool prunes(Modality m, const MediaOptions& opts) {
+    return m == Modality::kVideo && opts.video_prune_threshold > 0;
+  }
+  // The approximate tier: the kept tokens, and the encoder work of the slices that keep any.
+  void prune(PreparedMedia& p, double threshold) const {
+    const GridThw g{p.dims[0], p.dims[1], p.dims[2]};
+    std::vector<int32_t> kept = prune_video_tokens(p.features, g, pp_, threshold);
+    const int64_t per_slice = g[1] * g[2] / (pp_.merge_size * pp_.merge_size);
+    int64_t slices = 0, last = -1;
+    for (int32_t q : kept)
+      if (q / per_slice != last) {
+        last = q / per_slice;
+        ++slices;
+      }
+    p.encoder_cost = slices * g[1] * g[2];
+    if (static_cast<int64_t>(kept.size()) == p.n_tokens) return;  // none dropped
+    p.n_tokens = static_cast<int64_t>(kept.size());
+    p.kept_tokens = std::move(kept);
+  }
   static void check_modality(Modality m) {
     if (m != Modality::kImage && m != Modality::kVideo)
       throw Unimplemented(std::string("Qwen2-VL takes images and videos; ") + modality_name(m) +

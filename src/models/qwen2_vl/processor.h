@@ -31,10 +31,14 @@ struct MultimodalPrompt {
 // One media item of a prompt: an image (<|image_pad|>) or a video (<|video_pad|>) and its patch
 // grid. The temporal position of slice t is int64(t * t_interval) (computed in double): 1 for
 // Qwen2-VL (the raw slice index); Qwen2.5-VL's second_per_grid_t * tokens_per_second.
+// `kept` (video token pruning): the indices of the tokens kept among the grid's, strictly
+// increasing; each keeps its own (t, h, w) position and the text after the item is placed as if
+// none were dropped. Empty: every token.
 struct MediaGrid {
   Modality modality = Modality::kImage;
   GridThw grid{1, 0, 0};
   double t_interval = 1.0;
+  std::span<const int32_t> kept = {};
 };
 
 // `ids` holds one pad per item (as the chat template renders it), items in prompt order. Throws
