@@ -4,8 +4,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -79,6 +82,51 @@ void expect_media(Submission& s, double ns_per_pixel) {
   s.req->expected_media_ns = static_cast<double>(pixels) * ns_per_pixel;
 }
 
+// What preprocessing made of items whose header could not tell (a pruned video's kept tokens),
+// by content key (the tenant's salt and the item's options included), so that the same item in
+// a later turn is laid out exactly before it is decoded, and not decoded at all when its
+// features are cached. Least recently used entries go first past either cap.
+class LayoutMemo {
+ public:
+  std::optional<models::PreparedMedia> find(const Hash128& key) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+  // `item`'s layout: dims, token count, encoder cost, kept tokens (not its features).
+  void put(const Hash128& key, const models::PreparedMedia& item) {
+    models::PreparedMedia shell;
+    shell.modality = item.modality;
+    shell.dims = item.dims;
+    shell.n_tokens = item.n_tokens;
+    shell.encoder_cost = item.encoder_cost;
+    shell.kept_tokens = item.kept_tokens;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto it = index_.find(key); it != index_.end()) erase(it);
+    ints_ += shell.kept_tokens.size() + shell.dims.size();
+    lru_.emplace_front(key, std::move(shell));
+    index_.emplace(key, lru_.begin());
+    while (!lru_.empty() && (index_.size() > kMaxItems || ints_ > kMaxInts))
+      erase(index_.find(lru_.back().first));
+  }
+
+ private:
+  using Entry = std::pair<Hash128, models::PreparedMedia>;
+  static constexpr size_t kMaxItems = 4096;
+  static constexpr size_t kMaxInts = size_t{4} << 20;  // 16 MiB of kept-token lists
+  void erase(std::unordered_map<Hash128, std::list<Entry>::iterator, Hash128Hasher>::iterator it) {
+    ints_ -= it->second->second.kept_tokens.size() + it->second->second.dims.size();
+    lru_.erase(it->second);
+    index_.erase(it);
+  }
+  std::mutex mu_;
+  std::list<Entry> lru_;
+  std::unordered_map<Hash128, std::list<Entry>::iterator, Hash128Hasher> index_;
+  size_t ints_ = 0;
+};
+
 }  // namespace
 
 struct MediaStage::Impl {
@@ -92,6 +140,7 @@ struct MediaStage::Impl {
   std::atomic<double> ns_per_pixel{20.0};
   std::unique_ptr<sandbox::MediaSandbox> sandbox;  // when cfg.sandbox.enabled
   std::unique_ptr<Workers> prepare_workers, media_workers;
+  LayoutMemo layouts;  // written by apply() (the step loop), read by prepare()
 
   Impl(const models::ModelSpec& s, const models::Processor& p, const io::Tokenizer& t,
        const MediaStageConfig& c, Done d)
@@ -175,13 +224,20 @@ struct MediaStage::Impl {
       for (PendingMedia& m : s.media) {
         const models::MediaEstimate e = processor.estimate(m.modality, m.bytes, m.options);
         m.estimate = e;
-        models::PreparedMedia p;
-        p.modality = m.modality;
-        p.dims = e.dims;
-        p.n_tokens = e.n_tokens;
-        p.encoder_cost = e.encoder_cost;
-        shells.push_back(std::move(p));
         keys.push_back(key_of(m, r));
+        std::optional<models::PreparedMedia> seen;
+        if (!e.exact) seen = layouts.find(keys.back());
+        m.layout_exact = e.exact || seen.has_value();
+        models::PreparedMedia p;
+        if (seen) {
+          p = std::move(*seen);
+        } else {
+          p.modality = m.modality;
+          p.dims = e.dims;
+          p.n_tokens = e.n_tokens;
+          p.encoder_cost = e.encoder_cost;
+        }
+        shells.push_back(std::move(p));
       }
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());
@@ -192,7 +248,7 @@ struct MediaStage::Impl {
     expect_media(s, ns_per_pixel.load());
     r.max_total_tokens = spec.context_length;
     const bool exact = std::all_of(s.media.begin(), s.media.end(),
-                                   [](const PendingMedia& m) { return m.estimate.exact; });
+                                   [](const PendingMedia& m) { return m.layout_exact; });
     if (exact) check_fits(r);
   }
 
@@ -319,6 +375,7 @@ void MediaStage::apply(Submission& s) const {
                    items[j].kept_tokens == m.prepared.kept_tokens;
     r.media_decode_ns += items[j].decode_ns;
     r.media_resample_ns += items[j].resample_ns;
+    if (!s.media[k].estimate.exact) impl_->layouts.put(m.key, items[j]);
     m.prepared = std::move(items[j]);
     m.features_skipped = false;
     s.media[k].bytes = {};  // decoded: the file is no longer needed
@@ -363,7 +420,7 @@ int64_t MediaStage::skip_cached(Submission& s, const SchedulerView& books) const
   int64_t skipped = 0;
   for (size_t k = 0; k < r.media.size(); ++k) {
     MediaItem& m = r.media[k];
-    m.features_skipped = s.media.at(k).estimate.exact &&
+    m.features_skipped = s.media.at(k).layout_exact &&
                          (m.begin + m.n_tokens <= prefix || books.encoder_cached(m.key));
     if (m.features_skipped)
       ++skipped;

@@ -33,6 +33,10 @@ struct PendingMedia {
   std::vector<uint8_t> bytes;      // the encoded file
   models::MediaEstimate estimate;  // from the header (set by prepare)
   models::MediaOptions options;    // the request's settings for this item
+  // The prompt was laid out with exactly what preprocessing will make of the item: its
+  // estimate is exact, or the stage has preprocessed the same item before (a pruned video's
+  // kept tokens). Only then may a cached item skip decoding. Set by prepare.
+  bool layout_exact = false;
 };
 
 // What preprocessing made of a submission's media, for the step loop to apply.

@@ -143,9 +143,19 @@ TEST_F(EngineVideo, PrunedClipsKeepTheirOwnCacheEntriesAndMatchAlone) {
   EXPECT_LT(pruned.prompt_tokens, text + 2 * slice);
   EXPECT_GT(pruned.prompt_tokens, text + slice);
   EXPECT_EQ(eng->stats().encoder_runs, 2) << "pruned and full clips share an encoder entry";
+  EXPECT_EQ(eng->stats().media_skipped, 0);
   RequestResult again = eng->submit(req({"box.mp4"}, "Where is it now?", 4, 2.0)).wait();
   ASSERT_EQ(again.outcome, Outcome::kFinished) << again.reason;
   EXPECT_EQ(eng->stats().encoder_runs, 2) << "the pruned clip was encoded again";
+  // Its kept tokens were remembered from the second request: laid out exactly before any
+  // decoding, with its features cached it was not decoded at all, and answers as on its own.
+  EXPECT_EQ(eng->stats().media_skipped, 1) << "the pruned clip was decoded again";
+  RequestResult alone = Engine::create(config(512, 256, true))
+                            ->submit(req({"box.mp4"}, "Where is it now?", 4, 2.0))
+                            .wait();
+  ASSERT_EQ(alone.outcome, Outcome::kFinished) << alone.reason;
+  EXPECT_EQ(again.tokens, alone.tokens);
+  EXPECT_EQ(again.prompt_tokens, alone.prompt_tokens);
 
   std::vector<GenerateRequest> w;
   w.push_back(req({"box.mp4"}, "What happens?", 40, 2.0));

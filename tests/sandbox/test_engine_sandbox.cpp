@@ -128,7 +128,9 @@ TEST_F(SandboxTest, EngineVideoInTheSandbox) {
     RequestResult r = eng->submit(video_req(bytes("v.mp4"))).wait();
     EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
     (void)bad.wait();  // decodes or fails; either way only its own request
-    if (sandboxed) EXPECT_EQ(eng->stats().media_sandbox.workers_lost, 0);
+    if (sandboxed) {
+      EXPECT_EQ(eng->stats().media_sandbox.workers_lost, 0);
+    }
     return r.tokens;
   };
   EXPECT_EQ(run(true), run(false));
