@@ -17,3 +17,5 @@ echo "== model speed on the small checkpoint"
 "$B/tools/mmrt" bench-model --model build/bench/small --concurrency 1,4,16
 echo "== media sandbox overhead"
 bash bench/sandbox_overhead.sh 10
+echo "== video: preprocessing vs PyAV + torchvision, and the temporal tiers"
+/usr/bin/python3 bench/video_bench.py --mmrt "$B/tools/mmrt" --repeat 3

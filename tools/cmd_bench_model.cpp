@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_audio_encoder.h"
+#include "bench_lm.h"
 #include "bench_workload.h"
 #include "cli.h"
 #include "core/clock.h"
@@ -44,41 +45,6 @@ struct DecodeFigures {
 };
 
 using obs::median;
-
-// Sequence `seq`'s block table for `tokens` tokens: sequences own consecutive, disjoint ranges of
-// blocks, each as long as this one.
-std::vector<int32_t> block_table(int seq, int64_t tokens, int32_t block_size) {
-  std::vector<int32_t> b;
-  const int64_t nb = (tokens + block_size - 1) / block_size;
-  for (int64_t i = 0; i < nb; ++i) b.push_back(static_cast<int32_t>(seq * nb + i));
-  return b;
-}
-
-// A loaded model and the KV cache the benchmark gives it.
-struct Lm {
-  models::Model model;
-  std::unique_ptr<kernels::KvCache> kv;
-  Tensor forward(std::span<const models::SeqStep> batch) {
-    return model.runner->forward(batch, *kv);
-  }
-  int32_t block_size() const { return kv->config().block_size; }
-  size_t weight_bytes() const { return model.runner->weight_bytes(); }
-  kernels::WeightFormat weight_format() const { return model.runner->weight_format(); }
-};
-
-Lm load_lm(const kernels::Backend& be, const std::string& dir, const models::LoadOptions& o,
-           const engine::KvOptions& kvo) {
-  Lm lm{models::load_model(be, dir, o), nullptr};
-  kernels::KvCacheConfig kc = lm.model.runner->kv_config();
-  kc.block_size = kvo.block_size;
-  kc.dtype = kvo.dtype;
-  const uint64_t bytes = std::max<uint64_t>(kvo.bytes, 64ull << 20);
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size *
-                             kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype);
-  kc.num_blocks = static_cast<int32_t>(std::max<uint64_t>(1, bytes / per_block));
-  lm.kv = std::make_unique<kernels::KvCache>(kc);
-  return lm;
-}
 
 DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer& probe) {
   DecodeFigures f;
