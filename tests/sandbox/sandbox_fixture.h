@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/buffer_cache.h"
+#include "engine/engine.h"
 #include "media/image.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/registry.h"
@@ -62,6 +63,18 @@ class SandboxTest : public ::testing::Test {
     c.worker_exe = MMRT_EXE;
     c.model_dir = dir_.string();
     c.test_hooks = true;
+    return c;
+  }
+
+  // An engine over `dir` (the fixture's model by default) with f32 KV, 256 blocks, the media
+  // sandbox on or off.
+  static engine::EngineConfig engine_config(bool sandboxed, const std::string& dir = "") {
+    engine::EngineConfig c;
+    c.model_dir = dir.empty() ? model_dir() : dir;
+    c.kv.dtype = DType::kF32;
+    c.kv.blocks = 256;
+    c.media_sandbox = config();
+    c.media_sandbox.enabled = sandboxed;
     return c;
   }
 

@@ -31,13 +31,8 @@ GenerateRequest image_req(std::vector<std::vector<uint8_t>> images, const std::s
 
 TEST_F(SandboxTest, EngineTokensAreTheSameWithTheSandbox) {
   auto run = [&](bool sandboxed) {
-    EngineConfig c;
-    c.model_dir = model_dir();
-    c.kv.dtype = DType::kF32;
-    c.kv.blocks = 256;
+    EngineConfig c = engine_config(sandboxed);
     c.media_threads = 2;
-    c.media_sandbox = config();
-    c.media_sandbox.enabled = sandboxed;
     auto eng = Engine::create(c);
     std::vector<RequestHandle> hs;
     hs.push_back(eng->submit(image_req({bytes("a.png")}, "What is it?", "alice")));
@@ -57,12 +52,7 @@ TEST_F(SandboxTest, EngineTokensAreTheSameWithTheSandbox) {
 }
 
 TEST_F(SandboxTest, EngineBadMediaInTheSandboxEndsOnlyItsRequest) {
-  EngineConfig c;
-  c.model_dir = model_dir();
-  c.kv.dtype = DType::kF32;
-  c.kv.blocks = 256;
-  c.media_sandbox = config();
-  auto eng = Engine::create(c);
+  auto eng = Engine::create(engine_config(true));
   auto truncated = bytes("b.jpg");
   truncated.resize(truncated.size() / 2);
   RequestHandle bad = eng->submit(image_req({truncated}, "x", "t"));
@@ -115,13 +105,7 @@ TEST_F(SandboxTest, EngineVideoInTheSandbox) {
     return g;
   };
   auto run = [&](bool sandboxed) {
-    EngineConfig c;
-    c.model_dir = d;
-    c.kv.dtype = DType::kF32;
-    c.kv.blocks = 256;
-    c.media_sandbox = config();
-    c.media_sandbox.enabled = sandboxed;
-    auto eng = Engine::create(c);
+    auto eng = Engine::create(engine_config(sandboxed, d));
     std::vector<uint8_t> damaged = bytes("v.mp4");
     for (size_t i = 48; i < damaged.size(); i += 97) damaged[i] ^= 0xa5;
     RequestHandle bad = eng->submit(video_req(std::move(damaged)));
@@ -168,13 +152,7 @@ TEST_F(SandboxTest, PrunedVideoInTheSandbox) {
     EXPECT_EQ(sb.stats().workers_lost, 0);
   }
   auto run = [&](bool sandboxed, double threshold) {
-    EngineConfig c;
-    c.model_dir = d;
-    c.kv.dtype = DType::kF32;
-    c.kv.blocks = 256;
-    c.media_sandbox = config();
-    c.media_sandbox.enabled = sandboxed;
-    auto eng = Engine::create(c);
+    auto eng = Engine::create(engine_config(sandboxed, d));
     GenerateRequest g;
     models::ChatMessage m;
     m.role = "user";
