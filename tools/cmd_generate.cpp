@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model_options.h"
+#include "preprocess_video.h"
 
 namespace fs = std::filesystem;
 
@@ -40,8 +41,7 @@ int run_generate(Args& args) {
   std::vector<std::string> images = args.get_all("image");
   std::vector<std::string> audios = args.get_all("audio");
   std::vector<std::string> videos = args.get_all("video");
-  models::MediaOptions video_options;
-  video_options.video_prune_threshold = args.get_double("video-prune-threshold", 0.0, 0.0, 255.0);
+  const models::MediaOptions video_options = video_request_options(args);
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
@@ -234,6 +234,11 @@ MMRT_COMMAND(
     "  --video-prune-threshold T  the approximate temporal tier (default 0: off): a token\n"
     "                          whose pixels differ from the last kept token at its place by\n"
     "                          less than T 8-bit levels on average is not prefilled\n"
+    "  --video-fps F | --video-nframes N   frames sampled per second (default 2), or exactly\n"
+    "                          N frames (rounded to even) instead\n"
+    "  --video-min-frames N, --video-max-frames N, --video-min-pixels N, --video-max-pixels N,\n"
+    "  --video-total-pixels N  qwen-vl-utils' per-video budgets (defaults 4, 768, 100352,\n"
+    "                          602112, 19267584); they may be lowered, not raised\n"
     "  --quiet                 no timing lines\n",
     {"ignore-eos", "quiet", "map-weights"}, run_generate);
 

@@ -43,6 +43,24 @@ VideoSamplingConfig video_sampling_options(Args& args) {
   return v;
 }
 
+models::MediaOptions video_request_options(Args& args) {
+  models::MediaOptions o;
+  o.video_prune_threshold = args.get_double("video-prune-threshold", 0.0, 0.0, 255.0);
+  o.video_fps = args.get_double("video-fps", 0.0, 0.0, 1000);
+  o.video_nframes = args.get_int("video-nframes", 0, 0, 100000);
+  o.video_min_frames = args.get_int("video-min-frames", 0, 0, 100000);
+  o.video_max_frames = args.get_int("video-max-frames", 0, 0, 100000);
+  o.video_min_pixels = args.get_int("video-min-pixels", 0, 0, 1'000'000'000);
+  o.video_max_pixels = args.get_int("video-max-pixels", 0, 0, 1'000'000'000);
+  o.video_total_pixels = args.get_int("video-total-pixels", 0, 0, 1'000'000'000'000);
+  try {
+    models::validate(o);
+  } catch (const Error& e) {
+    throw InvalidArgument(std::string("--video-*: ") + e.what());
+  }
+  return o;
+}
+
 int run_preprocess_video(Args& args, const ImageProcessorConfig& pp, const std::string& video) {
   const auto out = args.get("out");
   const int64_t threads = args.get_int("threads", 1, 1, max_threads());

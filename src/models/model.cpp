@@ -41,6 +41,11 @@ Modality modality_of(ContentPart::Kind kind) {
   throw InvalidArgument("a text content part has no media modality");
 }
 
+bool MediaOptions::samples_video() const {
+  return video_fps != 0 || video_nframes != 0 || video_min_frames != 0 || video_max_frames != 0 ||
+         video_min_pixels != 0 || video_max_pixels != 0 || video_total_pixels != 0;
+}
+
 void validate(const MediaOptions& o) {
   const double t = o.video_prune_threshold;
   if (!std::isfinite(t) || t < 0 || t > 255)
@@ -48,6 +53,25 @@ void validate(const MediaOptions& o) {
         "video_prune_threshold must be a mean pixel difference in 8-bit levels "
         "between 0 (off) and 255, not " +
         std::to_string(t));
+  if (!(o.video_fps == 0 || (o.video_fps >= 1e-3 && o.video_fps <= 1000)))
+    throw InvalidArgument(
+        "video_fps must be in [0.001, 1000] frames per second (0: the model's), not " +
+        std::to_string(o.video_fps));
+  const struct {
+    const char* name;
+    int64_t v, hi;
+  } counts[] = {{"video_nframes", o.video_nframes, 100000},
+                {"video_min_frames", o.video_min_frames, 100000},
+                {"video_max_frames", o.video_max_frames, 100000},
+                {"video_min_pixels", o.video_min_pixels, 1'000'000'000},
+                {"video_max_pixels", o.video_max_pixels, 1'000'000'000},
+                {"video_total_pixels", o.video_total_pixels, 1'000'000'000'000}};
+  for (const auto& c : counts)
+    if (c.v < 0 || c.v > c.hi)
+      throw InvalidArgument(std::string(c.name) + " must be in [0, " + std::to_string(c.hi) +
+                            "] (0: the model's), not " + std::to_string(c.v));
+  if (o.video_fps != 0 && o.video_nframes != 0)
+    throw InvalidArgument("give video_fps or video_nframes, not both (as qwen-vl-utils)");
 }
 
 bool ModelSpec::takes(Modality m) const {

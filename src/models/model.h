@@ -96,9 +96,21 @@ struct MediaOptions {
   // absolute difference, in 8-bit levels (0-255), is dropped before the LLM prefill; the kept
   // tokens keep their original positions. Families without it ignore it.
   double video_prune_threshold = 0;
+  // Video sampling, qwen-vl-utils' per-message keys (0: the model's setting): frames sampled
+  // per second, or a fixed frame count instead (not both); the frame count's bounds; the pixel
+  // budgets per frame (max_pixels can only lower the one derived from total_pixels) and for the
+  // whole clip.
+  double video_fps = 0;
+  int64_t video_nframes = 0, video_min_frames = 0, video_max_frames = 0;
+  int64_t video_min_pixels = 0, video_max_pixels = 0, video_total_pixels = 0;
   bool operator==(const MediaOptions&) const = default;
+  // Any video sampling setting given.
+  bool samples_video() const;
 };
-// InvalidArgument naming the field when a value is out of range (threshold: finite, 0-255).
+// InvalidArgument naming the field when a value is out of range (threshold: finite, 0-255;
+// fps: [0.001, 1000]; frame counts: up to 100000; pixels: up to 1e9, total up to 1e12; fps and
+// nframes together). The family may refuse more: Qwen2-VL lets a request lower its video
+// budgets, not raise them.
 void validate(const MediaOptions& o);
 
 // A preprocessed media item: modality-neutral to the engine, family-specific inside.

@@ -303,7 +303,7 @@ struct MediaSandbox::Impl {
       q.id = static_cast<uint64_t>(now_ns());  // (cannot happen for 8 bytes)
     q.modality = static_cast<uint32_t>(job.modality);
     q.hook = static_cast<uint32_t>(job.hook);
-    q.video_prune_threshold = job.options.video_prune_threshold;
+    q.options = job.options;
     q.input = {p.input->id, p.input->sent ? 0u : 1u, p.input->capacity};
     q.output = {out->id, out->sent ? 0u : 1u, out->capacity};
     q.input_bytes = job.bytes.size();

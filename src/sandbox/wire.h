@@ -7,11 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
+
+#include "models/model.h"
 
 namespace mmrt::sandbox::wire {
 
 constexpr uint32_t kMagic = 0x746d6d6d;  // "mmmt"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr int kWorkerFd = 3;  // where the worker finds its socket
 constexpr size_t kMaxForget = 8;
 constexpr size_t kMessageBytes = 1024;
@@ -34,8 +37,9 @@ struct Request {
   uint32_t forget[kMaxForget] = {};  // buffers the worker unmaps first
   uint32_t n_forget = 0;
   uint32_t reserved = 0;
-  double video_prune_threshold = 0;  // models::MediaOptions
+  models::MediaOptions options;  // the item's (plain data: the worker is the same executable)
 };
+static_assert(std::is_trivially_copyable_v<models::MediaOptions>);
 
 enum class Status : uint32_t { kOk = 0, kError = 1 };
 

@@ -284,10 +284,8 @@ class Worker {
       };
       const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(in->second.p),
                                            q.input_bytes);
-      models::MediaOptions options;
-      options.video_prune_threshold = q.video_prune_threshold;
       models::PreparedMedia p =
-          processor_->preprocess(static_cast<models::Modality>(q.modality), bytes, ctx, options);
+          processor_->preprocess(static_cast<models::Modality>(q.modality), bytes, ctx, q.options);
       const Tensor& t = p.features;
       if (t.rank() > wire::kMaxRank || p.dims.size() > wire::kMaxDims || !t.is_contiguous())
         throw InternalError("media worker: features of an unexpected layout " + t.describe());

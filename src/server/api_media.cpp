@@ -124,19 +124,51 @@ void add_video_url(const json& part, const std::string& pw, const ApiOptions& op
                    ParsedRequest& out) {
   const std::string param = pw + ".video_url";
   add_url(url_of(part, "video_url", param), kVideoUrl, pw, param, opt, out);
-  // mmrt's extension: {"video_url": {"url": ..., "prune_threshold": T}}, the approximate
-  // temporal tier for this video (docs/video.md).
+  // mmrt's extensions (docs/video.md): {"video_url": {"url": ..., "prune_threshold": T}}, the
+  // approximate temporal tier for this video, and qwen-vl-utils' per-video sampling keys.
   const json& u = part["video_url"];
-  if (!u.is_object() || !u.contains("prune_threshold")) return;
-  const json& t = u["prune_threshold"];
-  const std::string tp = param + ".prune_threshold";
-  if (!t.is_number()) throw bad_request("prune_threshold must be a number", tp);
+  if (!u.is_object()) return;
   models::MediaOptions& o = out.request.media.back().options;
-  o.video_prune_threshold = t.get<double>();
+  std::string last;  // the field validate() most likely blames
+  auto number = [&](const char* key, double& dst) {
+    if (!u.contains(key)) return;
+    last = param + "." + key;
+    if (!u[key].is_number()) throw bad_request(std::string(key) + " must be a number", last);
+    dst = u[key].get<double>();
+  };
+  auto count = [&](const char* key, int64_t& dst) {
+    if (!u.contains(key)) return;
+    last = param + "." + key;
+    const json& v = u[key];
+    if (!v.is_number_integer() && !v.is_number_unsigned())
+      throw bad_request(std::string(key) + " must be a whole number", last);
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      throw bad_request(std::string(key) + " is too large", last);
+    dst = v.get<int64_t>();
+    if (dst <= 0) throw bad_request(std::string(key) + " must be positive", last);
+  };
+  number("prune_threshold", o.video_prune_threshold);
+  number("fps", o.video_fps);
+  if (u.contains("fps") && !(o.video_fps > 0))
+    throw bad_request("fps must be positive", param + ".fps");
+  count("nframes", o.video_nframes);
+  count("min_frames", o.video_min_frames);
+  count("max_frames", o.video_max_frames);
+  count("min_pixels", o.video_min_pixels);
+  count("max_pixels", o.video_max_pixels);
+  count("total_pixels", o.video_total_pixels);
+  if (u.contains("fps") && u.contains("nframes"))
+    throw bad_request("give fps or nframes, not both (as qwen-vl-utils)", param + ".nframes");
   try {
     models::validate(o);
   } catch (const Error& e) {
-    throw bad_request(e.what(), tp);
+    // Name the field the message names.
+    std::string field = last;
+    for (const char* key : {"prune_threshold", "fps", "nframes", "min_frames", "max_frames",
+                            "min_pixels", "max_pixels", "total_pixels"})
+      if (std::string(e.what()).find(std::string("video_") + key) != std::string::npos)
+        field = param + "." + key;
+    throw bad_request(e.what(), field);
   }
 }
 

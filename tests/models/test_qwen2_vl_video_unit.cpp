@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "media/image.h"
@@ -262,6 +263,58 @@ TEST_F(Qwen2VLVideoUnit, EstimateEqualsPreprocess) {
     EXPECT_NE(proc->content_key(Modality::kVideo, clip), proc->content_key(Modality::kImage, clip));
   }
   EXPECT_THROW(proc->estimate(Modality::kAudio, bytes("static.mp4")), Unimplemented);
+}
+
+// A request's sampling settings (MediaOptions.video_*) are qwen-vl-utils' per-message keys over
+// the model's: the same clip as preprocess_video with that VideoSamplingConfig, a content key
+// of its own, and budgets above the model's refused.
+TEST_F(Qwen2VLVideoUnit, RequestSamplingOptionsActAsTheProcessorsOwn) {
+  NEED_FFMPEG();
+  const std::unique_ptr<Processor> proc = load_processor(model().string());
+  const ImageProcessorConfig pp =
+      ImageProcessorConfig::load((model() / "preprocessor_config.json").string());
+  const std::vector<uint8_t> clip = bytes("odd.mp4");  // 35 frames at 10 fps
+  MediaOptions six;
+  six.video_nframes = 6;
+  MediaOptions small;
+  small.video_min_pixels = 56 * 56;
+  small.video_max_pixels = 56 * 56;
+  MediaOptions quick;
+  quick.video_fps = 4;  // 3.5 s: 14 frames
+  VideoSamplingConfig v6, vsmall, vquick;
+  v6.nframes = 6;
+  vsmall.min_pixels = vsmall.max_pixels = 56 * 56;
+  vquick.fps = 4;
+  const Hash128 base = proc->content_key(Modality::kVideo, clip);
+  const std::tuple<MediaOptions, VideoSamplingConfig, int64_t> cases[] = {
+      {six, v6, 3}, {small, vsmall, 4}, {quick, vquick, 7}};
+  for (const auto& [opts, vc, t] : cases) {
+    SCOPED_TRACE(t);
+    const PreparedMedia p = proc->preprocess(Modality::kVideo, clip, {}, opts);
+    const VideoInputs ref = preprocess_video(clip, pp, vc);
+    EXPECT_EQ(p.dims[0], t);
+    EXPECT_EQ(p.dims, (std::vector<int64_t>{ref.grid[0], ref.grid[1], ref.grid[2]}));
+    ASSERT_EQ(p.features.nbytes(), ref.pixel_values_videos.nbytes());
+    EXPECT_EQ(std::memcmp(p.features.raw(), ref.pixel_values_videos.raw(), p.features.nbytes()), 0);
+    const MediaEstimate e = proc->estimate(Modality::kVideo, clip, opts);
+    EXPECT_EQ(e.n_tokens, p.n_tokens);
+    EXPECT_NE(proc->content_key(Modality::kVideo, clip, opts), base);
+  }
+  const PreparedMedia dflt = proc->preprocess(Modality::kVideo, clip, {});
+  const PreparedMedia smaller = proc->preprocess(Modality::kVideo, clip, {}, small);
+  EXPECT_LT(smaller.n_tokens, dflt.n_tokens);
+  // Raising a budget is refused, naming the key; so are counts the model cannot sample.
+  MediaOptions more;
+  more.video_max_pixels = 10'000'000;
+  EXPECT_CONTAINS(invalid_argument([&] { proc->preprocess(Modality::kVideo, clip, {}, more); }),
+                  "video_max_pixels 10000000 is above the server's");
+  more = {};
+  more.video_nframes = 100'000;
+  EXPECT_CONTAINS(invalid_argument([&] { proc->estimate(Modality::kVideo, clip, more); }),
+                  "not raise them");
+  more = {};
+  more.video_nframes = 40;  // more frames than the clip's 35
+  EXPECT_THROW(proc->estimate(Modality::kVideo, clip, more), InvalidArgument);
 }
 
 TEST(Qwen2VLVideoPrompt, PlaceholderAndItemMismatchesAreNamed) {

@@ -2,7 +2,8 @@
 URLs, http:// URLs (a local file server on 127.0.0.1) and local files under the allowed media
 directory give the reply `mmrt generate --video` gives; a repeated clip is served from the caches
 without being decoded again; a pruned clip (`video_url.prune_threshold`, the approximate tier)
-prefills fewer tokens and replies as `mmrt generate --video-prune-threshold` does; damaged and
+prefills fewer tokens and replies as `mmrt generate --video-prune-threshold` does; qwen-vl-utils'
+sampling keys in `video_url` change the frames sampled as `mmrt generate --video-nframes` does; damaged and
 wrongly typed clips and bad thresholds get a clear error and the server goes on. Clips are made with the ffmpeg CLI from lavfi sources. CHECKS lists the (name, check) pairs."""
 import base64
 import os
@@ -95,6 +96,41 @@ def pruned_video(ctx):
     return f"prompt {whole} -> {kept} tokens at threshold 2"
 
 
+def video_sampling(ctx):
+    # 2 s at 10 fps: 20 frames, of which qwen-vl-utils' default (2 fps) samples 4 (2 slices).
+    path = _clip(ctx)
+    url = "data:video/mp4;base64," + base64.b64encode(open(path, "rb").read()).decode()
+    st, _, base = hu.post(ctx.port, "/v1/chat/completions", _ask(url))
+    expect(st == 200, base)
+    st, _, b8 = hu.post(ctx.port, "/v1/chat/completions", _ask(url, nframes=8))
+    expect(st == 200, b8)
+    st, _, f4 = hu.post(ctx.port, "/v1/chat/completions", _ask(url, fps=4))
+    expect(st == 200, f4)
+    n0, n8 = base["usage"]["prompt_tokens"], b8["usage"]["prompt_tokens"]
+    expect(n8 > n0, f"8 frames gave {n8} prompt tokens, the default 4 frames {n0}")
+    # 4 fps samples the same 8 frames as nframes 8; mmrt generate takes the same settings.
+    expect(f4["usage"]["prompt_tokens"] == n8, f"fps 4: {f4['usage']} vs nframes 8: {n8}")
+    got = b8["choices"][0]["message"]["content"].encode()
+    expect(f4["choices"][0]["message"]["content"].encode() == got, "fps 4 vs nframes 8")
+    want = _generate(ctx, path, "--video-nframes", "8")
+    expect(got == want, f"{got!r} vs mmrt generate --video-nframes 8: {want!r}")
+    st, _, small = hu.post(ctx.port, "/v1/chat/completions",
+                           _ask(url, min_pixels=3136, max_pixels=12544))
+    expect(st == 200, small)
+    expect(small["usage"]["prompt_tokens"] < n0, f"{small['usage']} vs {n0}")
+    pw = "messages[0].content[0].video_url."
+    for fields, param in [({"nframes": 2.5}, "nframes"), ({"fps": "2"}, "fps"),
+                          ({"fps": 0}, "fps"), ({"max_frames": -4}, "max_frames"),
+                          ({"fps": 2, "nframes": 4}, "nframes"),
+                          ({"total_pixels": 10 ** 13}, "total_pixels")]:
+        st, _, e = hu.post(ctx.port, "/v1/chat/completions", _ask(url, **fields))
+        expect_error(st, e, 400, param=pw + param)
+    # Within range but above the server's budget: a request may lower it, not raise it.
+    st, _, e = hu.post(ctx.port, "/v1/chat/completions", _ask(url, min_pixels=10 ** 6))
+    expect_error(st, e, 400, contains="not raise")
+    return f"prompt {n0} tokens at 4 frames, {n8} at 8, {small['usage']['prompt_tokens']} smaller"
+
+
 def bad_video(ctx):
     data = open(_clip(ctx), "rb").read()
     cases = [("truncated MP4", data[:len(data) // 3]), ("not a video", bytes(range(256)) * 8)]
@@ -127,6 +163,9 @@ CHECKS = [
      video_urls),
     ("video: video_url.prune_threshold prunes (fewer prompt tokens, as mmrt generate); bad "
      "thresholds 400", pruned_video),
+    ("video: video_url's qwen-vl-utils sampling keys (nframes, fps, pixel budgets) as mmrt "
+     "generate; bad values 400 naming the field, budgets above the server's refused",
+     video_sampling),
     ("video: truncated, garbage, PNG and 1-frame clips refused clearly; the server goes on",
      bad_video),
 ]

@@ -181,7 +181,7 @@ class Qwen2VLProcessor final : public Processor {
     const int64_t row = 3 * pp_.temporal_patch_size * pp_.patch_size * pp_.patch_size;
     if (m == Modality::kVideo) {
       // The frame count comes from the container's packets, so the layout is final: exact.
-      const VideoPlan plan = plan_video(media::probe_video(bytes), pp_, video_);
+      const VideoPlan plan = plan_video(media::probe_video(bytes), pp_, sampling(opts));
       const GridThw& g = plan.grid;
       const int64_t patches = g[0] * g[1] * g[2];
       return {{g[0], g[1], g[2]},
@@ -213,7 +213,7 @@ class Qwen2VLProcessor final : public Processor {
     if (m == Modality::kVideo) {
       VideoPreprocessOptions o;
       o.ctx = ctx;
-      VideoInputs in = preprocess_video(bytes, pp_, video_, o);
+      VideoInputs in = preprocess_video(bytes, pp_, sampling(opts), o);
       p.features = std::move(in.pixel_values_videos);
       p.dims = {in.grid[0], in.grid[1], in.grid[2]};
       p.n_tokens = in.n_tokens();
@@ -260,10 +260,47 @@ class Qwen2VLProcessor final : public Processor {
     Hasher h;
     h.update(hash128(bytes.data(), bytes.size())).update(settings_).update_pod(m);
     if (prunes(m, opts)) h.update_pod(opts.video_prune_threshold);
+    if (m == Modality::kVideo && opts.samples_video()) hash_video_settings(h, sampling(opts));
     return h.digest();
   }
 
  private:
+  // The model's video sampling with the request's settings over it (checked).
+  VideoSamplingConfig sampling(const MediaOptions& o) const {
+    if (!o.samples_video()) return video_;
+    VideoSamplingConfig v = video_;
+    if (o.video_fps > 0) {
+      v.fps = o.video_fps;
+      v.nframes = 0;
+    }
+    if (o.video_nframes > 0) v.nframes = o.video_nframes;
+    if (o.video_min_frames > 0) v.min_frames = o.video_min_frames;
+    if (o.video_max_frames > 0) v.max_frames = o.video_max_frames;
+    if (o.video_min_pixels > 0) v.min_pixels = o.video_min_pixels;
+    if (o.video_max_pixels > 0) v.max_pixels = o.video_max_pixels;
+    if (o.video_total_pixels > 0) v.total_pixels = o.video_total_pixels;
+    // A request may lower the budgets the model was loaded with, never raise them: its work
+    // stays within what the server was sized for (a pruned clip is preprocessed before its
+    // prompt is checked against the context).
+    const struct {
+      const char* name;
+      int64_t got, cap;
+    } caps[] = {{"video_nframes", v.nframes, video_.max_frames},
+                {"video_max_frames", v.max_frames, video_.max_frames},
+                {"video_min_frames", v.min_frames, v.max_frames},
+                {"video_min_pixels", v.min_pixels, video_.min_pixels},
+                {"video_max_pixels", v.max_pixels, video_.max_pixels},
+                {"video_total_pixels", v.total_pixels, video_.total_pixels}};
+    for (const auto& c : caps)
+      if (c.got > c.cap)
+        throw InvalidArgument(std::string(c.name) + " " + std::to_string(c.got) +
+                              " is above the server's " + std::to_string(c.cap) +
+                              (c.name == std::string("video_min_frames")
+                                   ? " (the maximum frame count)"
+                                   : ": a request may lower the video budgets, not raise them"));
+    v.validate();
+    return v;
+  }
   static bool prunes(Modality m, const MediaOptions& opts) {
     return m == Modality::kVideo && opts.video_prune_threshold > 0;
   }
