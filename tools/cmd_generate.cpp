@@ -42,6 +42,7 @@ int run_generate(Args& args) {
   std::vector<std::string> audios = args.get_all("audio");
   std::vector<std::string> videos = args.get_all("video");
   const models::MediaOptions video_options = video_request_options(args);
+  const bool segments = args.flag("video-segments");
   std::string system = args.get_or("system", "");
   bool quiet = args.flag("quiet");
   engine::SamplingParams sp;
@@ -113,6 +114,7 @@ int run_generate(Args& args) {
       for (auto& bytes : video_bytes[i]) {
         g.media.push_back({models::Modality::kVideo, std::move(bytes), {}, video_options});
         user.content.push_back({models::ContentPart::Kind::kVideo, ""});
+        user.content.back().continues = segments && &bytes != &video_bytes[i].front();
       }
     if (i < audios.size())
       for (auto& bytes : audio_bytes[i]) {
@@ -239,8 +241,11 @@ MMRT_COMMAND(
     "  --video-min-frames N, --video-max-frames N, --video-min-pixels N, --video-max-pixels N,\n"
     "  --video-total-pixels N  qwen-vl-utils' per-video budgets (defaults 4, 768, 100352,\n"
     "                          602112, 19267584); they may be lowered, not raised\n"
+    "  --video-segments        the files of each --video list are consecutive segments of one\n"
+    "                          clip (a stream cut into files), prompted as one video: each\n"
+    "                          continues the one before (the same frame size is needed)\n"
     "  --quiet                 no timing lines\n",
-    {"ignore-eos", "quiet", "map-weights"}, run_generate);
+    {"ignore-eos", "quiet", "map-weights", "video-segments"}, run_generate);
 
 }  // namespace
 }  // namespace mmrt::cli

@@ -40,6 +40,9 @@ struct ContentPart {
   enum class Kind { kText, kImage, kVideo, kAudio };
   Kind kind = Kind::kText;
   std::string text;  // for kText
+  // kVideo: this item continues the video part right before it in the same message (the next
+  // segment of a streamed clip): prompted as one video whose slices are both items' in order.
+  bool continues = false;
 };
 
 struct ChatMessage {

@@ -246,6 +246,23 @@ models::ChatMessage parse_message(const json& m, size_t i, const ApiOptions& opt
       else
         add_audio_url(part, pw, opt, out);
       msg.content.push_back({kind, ""});
+      // mmrt's extension (docs/video.md): {"video_url": {..., "continues": true}}, the next
+      // segment of the video part right before it (a streamed clip sent as a growing request).
+      if (type == "video_url" && part["video_url"].is_object() &&
+          part["video_url"].contains("continues")) {
+        const json& c = part["video_url"]["continues"];
+        if (!c.is_boolean())
+          throw bad_request(pw + ".video_url.continues must be true or false",
+                            pw + ".video_url.continues");
+        const bool prev_video =
+            msg.content.size() >= 2 &&
+            msg.content[msg.content.size() - 2].kind == models::ContentPart::Kind::kVideo;
+        if (c.get<bool>() && !prev_video)
+          throw bad_request(pw + ".video_url.continues: a continuing video must follow a video "
+                                 "part of the same message",
+                            pw + ".video_url.continues");
+        msg.content.back().continues = c.get<bool>();
+      }
     } else {
       throw bad_request(pw + ": unknown content part type " + ticked(type), pw + ".type");
     }

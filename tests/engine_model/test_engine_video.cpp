@@ -35,6 +35,12 @@ $F -f lavfi -i testsrc2=s=84x56:r=10:d=3 -c:v libvpx-vp9 -deadline realtime -cpu
 $F -f lavfi -i testsrc2=s=56x56:r=10:d=0.2 -frames:v 1 image.png
 $F -f lavfi -i color=c=0x3366aa:s=112x84:r=10:d=3 -f lavfi -i color=c=white:s=12x12:r=10:d=3 \
    -filter_complex "[0][1]overlay=x='mod(6*n\,100)':y=30" $H264 box.mp4
+# A stream cut into segments: 4 s at 2 fps (8 frames, all sampled) and its two halves (4 frames
+# each, all sampled), lossless, so the halves decode to the whole clip's frames.
+L="-c:v libx264 -preset veryfast -qp 0 -pix_fmt yuv420p"
+$F -f lavfi -i testsrc2=s=112x84:r=2:d=4 $L whole.mp4
+$F -f lavfi -i testsrc2=s=112x84:r=2:d=4 -vf trim=end_frame=4 $L half0.mp4
+$F -f lavfi -i testsrc2=s=112x84:r=2:d=4 -vf trim=start_frame=4,setpts=PTS-STARTPTS $L half1.mp4
 )sh";
 
 class EngineVideo : public ::testing::Test {
@@ -73,6 +79,24 @@ class EngineVideo : public ::testing::Test {
       if (!image) g.media.back().options.video_prune_threshold = prune;
     }
     m.content.push_back({models::ContentPart::Kind::kText, text});
+    g.messages.push_back(m);
+    g.sampling.max_tokens = max_tokens;
+    g.sampling.ignore_eos = true;
+    return g;
+  }
+
+  // One user message: the videos `segments`, each continuing the one before, then `text`.
+  static GenerateRequest segments(const std::vector<std::string>& names, const std::string& text,
+                                  int max_tokens) {
+    GenerateRequest g;
+    models::ChatMessage m;
+    m.role = "user";
+    for (const auto& name : names) {
+      m.content.push_back({models::ContentPart::Kind::kVideo, ""});
+      m.content.back().continues = m.content.size() > 1;
+      g.media.push_back({models::Modality::kVideo, bytes(name), {}, {}});
+    }
+    if (!text.empty()) m.content.push_back({models::ContentPart::Kind::kText, text});
     g.messages.push_back(m);
     g.sampling.max_tokens = max_tokens;
     g.sampling.ignore_eos = true;
@@ -166,6 +190,37 @@ TEST_F(EngineVideo, PrunedClipsKeepTheirOwnCacheEntriesAndMatchAlone) {
       test::expect_batched_match_alone(w, config(4096, 512, false), config(24, 32, true)).stats;
   EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
   EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
+// Streaming as a growing request: a clip's segments, each continuing the one before, answer
+// exactly as the whole clip; sent as they arrive (a 1-token request per segment), each segment
+// is decoded and encoded once, and the question reuses the KV of the whole video.
+TEST_F(EngineVideo, StreamedSegmentsAnswerAsTheWholeClip) {
+  const std::string q = "What happens in this video?";
+  RequestResult whole =
+      Engine::create(config(512, 256, true))->submit(req({"whole.mp4"}, q, 6)).wait();
+  ASSERT_EQ(whole.outcome, Outcome::kFinished) << whole.reason;
+  RequestResult cut = Engine::create(config(512, 256, true))
+                          ->submit(segments({"half0.mp4", "half1.mp4"}, q, 6))
+                          .wait();
+  ASSERT_EQ(cut.outcome, Outcome::kFinished) << cut.reason;
+  EXPECT_EQ(cut.tokens, whole.tokens);
+  EXPECT_EQ(cut.prompt_tokens, whole.prompt_tokens);
+
+  auto eng = Engine::create(config(512, 256, true));
+  for (const auto& sent : {std::vector<std::string>{"half0.mp4"}, {"half0.mp4", "half1.mp4"}}) {
+    RequestResult r = eng->submit(segments(sent, "", 1)).wait();
+    ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+  }
+  EXPECT_EQ(eng->stats().encoder_runs, 2) << "a segment was encoded twice";
+  EXPECT_EQ(eng->stats().media_skipped, 1) << "the first segment was decoded again";
+  RequestResult asked = eng->submit(segments({"half0.mp4", "half1.mp4"}, q, 6)).wait();
+  ASSERT_EQ(asked.outcome, Outcome::kFinished) << asked.reason;
+  EXPECT_EQ(asked.tokens, whole.tokens);
+  EXPECT_EQ(eng->stats().encoder_runs, 2);
+  EXPECT_EQ(eng->stats().media_skipped, 3) << "a segment was decoded for the question";
+  // 4 slices of 10x14 merged tokens: all of them, less the last partial KV block, were cached.
+  EXPECT_GE(asked.cached_prompt_tokens, 4 * 140) << "the video's KV was not reused";
 }
 
 TEST_F(EngineVideo, DamagedClipFailsAloneAndOthersAreServed) {

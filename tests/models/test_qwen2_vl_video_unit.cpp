@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "media/image.h"
+#include "models/qwen2_vl/chat_template.h"
 #include "models/qwen2_vl/processor.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/video_processor.h"
@@ -360,4 +361,73 @@ TEST(Qwen2VLVideoPrompt, PlaceholderAndItemMismatchesAreNamed) {
   std::vector<int32_t> pos;
   int32_t delta = 0;
   EXPECT_CONTAINS(invalid_argument([&] { rope_index(cut, ok, cfg, pos, delta); }), "needs 12");
+}
+
+// A streamed clip's segments (ContentPart::continues): the template keeps them inside one
+// <|vision_start|> ... <|vision_end|>, and expansion places them exactly as one video whose
+// slices are theirs in order (ids, positions, rope delta), for Qwen2-VL's and Qwen2.5-VL's
+// temporal index alike, also when the segments' tokens are pruned.
+TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
+  Config cfg;
+  const int32_t vs = static_cast<int32_t>(cfg.vision_start_token_id),
+                ve = static_cast<int32_t>(cfg.vision_end_token_id),
+                vid = static_cast<int32_t>(cfg.video_token_id);
+  ChatMessage user;
+  user.role = "user";
+  user.content = {{ContentPart::Kind::kVideo, ""},
+                  {ContentPart::Kind::kVideo, ""},
+                  {ContentPart::Kind::kVideo, ""},
+                  {ContentPart::Kind::kText, "what happens?"}};
+  user.content[1].continues = user.content[2].continues = true;
+  const std::string text = render_chat({user}, {});
+  EXPECT_CONTAINS(text,
+                  "<|vision_start|><|video_pad|><|video_pad|><|video_pad|><|vision_end|>"
+                  "what happens?");
+  user.content[0].kind = ContentPart::Kind::kImage;
+  EXPECT_CONTAINS(invalid_argument([&] { render_chat({user}, {}); }), "right after a video");
+
+  for (const double interval : {1.0, 2.5}) {
+    SCOPED_TRACE(interval);
+    const std::vector<int32_t> one_ids{1, vs, vid, ve, 3};
+    const std::vector<int32_t> seg_ids{1, vs, vid, vid, vid, ve, 3};
+    // 7 slices of 6x4 merged tokens: larger in time than in space, so the text after follows
+    // the temporal extent; as segments of 2 + 4 + 1 slices.
+    const MediaGrid whole[] = {{Modality::kVideo, {7, 12, 8}, interval}};
+    const MediaGrid segs[] = {{Modality::kVideo, {2, 12, 8}, interval},
+                              {Modality::kVideo, {4, 12, 8}, interval},
+                              {Modality::kVideo, {1, 12, 8}, interval}};
+    const MultimodalPrompt a = expand_media_prompt(one_ids, whole, cfg);
+    const MultimodalPrompt b = expand_media_prompt(seg_ids, segs, cfg);
+    EXPECT_EQ(a.ids, b.ids);
+    EXPECT_EQ(a.positions, b.positions);
+    EXPECT_EQ(a.rope_delta, b.rope_delta);
+    ASSERT_EQ(b.items.size(), 3u);
+    EXPECT_EQ(b.items[1].begin, b.items[0].begin + 48);
+    // Pruned: the whole clip keeps tokens {0, 50, 100, 150} of its 168; as segments those fall
+    // in segment 0 (0), 1 (50 - 48 = 2; 100 - 48 = 52) and 2 (150 - 144 = 6).
+    const int32_t keep_whole[] = {0, 50, 100, 150};
+    const int32_t keep0[] = {0}, keep1[] = {2, 52}, keep2[] = {6};
+    const MediaGrid pw[] = {{Modality::kVideo, {7, 12, 8}, interval, keep_whole}};
+    const MediaGrid ps[] = {{Modality::kVideo, {2, 12, 8}, interval, keep0},
+                            {Modality::kVideo, {4, 12, 8}, interval, keep1},
+                            {Modality::kVideo, {1, 12, 8}, interval, keep2}};
+    const MultimodalPrompt c = expand_media_prompt(one_ids, pw, cfg);
+    const MultimodalPrompt d = expand_media_prompt(seg_ids, ps, cfg);
+    EXPECT_EQ(c.ids, d.ids);
+    EXPECT_EQ(c.positions, d.positions);
+    EXPECT_EQ(c.rope_delta, d.rope_delta);
+  }
+  // Segments that are not adjacent are two videos: the second starts after the first's extent.
+  const std::vector<int32_t> two_ids{1, vs, vid, ve, vs, vid, ve, 3};
+  const MediaGrid two[] = {{Modality::kVideo, {2, 12, 8}, 1.0},
+                           {Modality::kVideo, {2, 12, 8}, 1.0}};
+  const MultimodalPrompt t = expand_media_prompt(two_ids, two, cfg);
+  const size_t v1 = static_cast<size_t>(t.items[1].begin);
+  EXPECT_EQ(t.positions[v1], t.positions[v1 - 2] + 2);  // after vision_end, vision_start
+  // A segment of another frame size is refused, naming both.
+  const std::vector<int32_t> seg2{1, vs, vid, vid, ve, 3};
+  const MediaGrid bad[] = {{Modality::kVideo, {2, 12, 8}, 1.0},
+                           {Modality::kVideo, {2, 12, 10}, 1.0}};
+  EXPECT_CONTAINS(invalid_argument([&] { expand_media_prompt(seg2, bad, cfg); }),
+                  "video item 1 continues item 0 but its frames are 168x140 px, not 168x112");
 }

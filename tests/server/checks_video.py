@@ -3,8 +3,9 @@ URLs, http:// URLs (a local file server on 127.0.0.1) and local files under the 
 directory give the reply `mmrt generate --video` gives; a repeated clip is served from the caches
 without being decoded again; a pruned clip (`video_url.prune_threshold`, the approximate tier)
 prefills fewer tokens and replies as `mmrt generate --video-prune-threshold` does; qwen-vl-utils'
-sampling keys in `video_url` change the frames sampled as `mmrt generate --video-nframes` does; damaged and
-wrongly typed clips and bad thresholds get a clear error and the server goes on. Clips are made with the ffmpeg CLI from lavfi sources. CHECKS lists the (name, check) pairs."""
+sampling keys in `video_url` change the frames sampled as `mmrt generate --video-nframes` does;
+a stream's segments (`video_url.continues`) answer as the whole clip; damaged and wrongly typed
+clips and bad thresholds get a clear error and the server goes on. Clips are made with the ffmpeg CLI from lavfi sources. CHECKS lists the (name, check) pairs."""
 import base64
 import os
 import shutil
@@ -131,6 +132,66 @@ def video_sampling(ctx):
     return f"prompt {n0} tokens at 4 frames, {n8} at 8, {small['usage']['prompt_tokens']} smaller"
 
 
+def _lossless(ctx, name, vf=None, src="testsrc2=s=112x84:r=2:d=4"):
+    path = os.path.join(ctx.work, name)
+    if not os.path.exists(path):
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f",
+                        "lavfi", "-i", src] + (["-vf", vf] if vf else []) +
+                       ["-c:v", "libx264", "-preset", "veryfast", "-qp", "0", "-pix_fmt",
+                        "yuv420p", path], check=True, timeout=120)
+    return "data:video/mp4;base64," + base64.b64encode(open(path, "rb").read()).decode()
+
+
+def _segments(urls, text=PROMPT, n=N):
+    parts = [{"type": "video_url", "video_url": {"url": u, **({"continues": True} if k else {})}}
+             for k, u in enumerate(urls)]
+    return {"messages": [{"role": "user", "content": parts + (
+        [{"type": "text", "text": text}] if text else [])}],
+        "max_tokens": n, "temperature": 0, "ignore_eos": True}
+
+
+def video_segments(ctx):
+    # A stream cut into two lossless segments (4 of the whole clip's 8 frames each, 2 fps: all
+    # sampled) answers as the whole clip, and as mmrt generate --video-segments.
+    whole = _lossless(ctx, "whole.mp4")
+    halves = [_lossless(ctx, "half0.mp4", "trim=end_frame=4"),
+              _lossless(ctx, "half1.mp4", "trim=start_frame=4,setpts=PTS-STARTPTS")]
+    st, _, w = hu.post(ctx.port, "/v1/chat/completions", _ask(whole))
+    expect(st == 200, w)
+    # Sent as they arrive (a growing request, 1 token each), then the question.
+    for k in (1, 2):
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions", _segments(halves[:k], "", 1))
+        expect(st == 200, b)
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", _segments(halves))
+    expect(st == 200, b)
+    got, want = b["choices"][0]["message"]["content"], w["choices"][0]["message"]["content"]
+    expect(got == want, f"segments {got!r} vs the whole clip {want!r}")
+    expect(b["usage"]["prompt_tokens"] == w["usage"]["prompt_tokens"], (b["usage"], w["usage"]))
+    stages = b["mmrt"]["stages_ms"]
+    expect(stages["media_decode"] == 0, f"a segment was decoded for the question: {stages}")
+    cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
+    expect(cached >= 4 * 140, f"only {cached} prompt tokens came from the prefix cache")
+    paths = [os.path.join(ctx.work, f"half{k}.mp4") for k in (0, 1)]
+    gen = subprocess.run([ctx.mmrt, "generate", "--model", ctx.model, "--video", ",".join(paths),
+                          "--video-segments", "--prompt", PROMPT, "--max-tokens", str(N),
+                          "--quiet", "--ignore-eos"], capture_output=True, timeout=300)
+    expect(gen.returncode == 0, gen.stderr.decode())
+    expect(gen.stdout.rstrip(b"\n") == got.encode(), f"{gen.stdout!r} vs {got!r}")
+    # A first part that continues nothing, a non-boolean, and a segment of another frame size.
+    body = _segments(halves)
+    body["messages"][0]["content"][0]["video_url"]["continues"] = True
+    st, _, e = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect_error(st, e, 400, param="messages[0].content[0].video_url.continues")
+    body = _segments(halves)
+    body["messages"][0]["content"][1]["video_url"]["continues"] = "yes"
+    st, _, e = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect_error(st, e, 400, param="messages[0].content[1].video_url.continues")
+    other = _lossless(ctx, "wide.mp4", src="testsrc2=s=168x84:r=2:d=2")
+    st, _, e = hu.post(ctx.port, "/v1/chat/completions", _segments([halves[0], other]))
+    expect_error(st, e, 400, contains="same frame size")
+    return f"{b['usage']['prompt_tokens']} prompt tokens, {cached} from the prefix cache"
+
+
 def bad_video(ctx):
     data = open(_clip(ctx), "rb").read()
     cases = [("truncated MP4", data[:len(data) // 3]), ("not a video", bytes(range(256)) * 8)]
@@ -166,6 +227,9 @@ CHECKS = [
     ("video: video_url's qwen-vl-utils sampling keys (nframes, fps, pixel budgets) as mmrt "
      "generate; bad values 400 naming the field, budgets above the server's refused",
      video_sampling),
+    ("video: a stream's segments (video_url.continues) sent as a growing request answer as the "
+     "whole clip and mmrt generate --video-segments, reusing its KV; bad segments 400",
+     video_segments),
     ("video: truncated, garbage, PNG and 1-frame clips refused clearly; the server goes on",
      bad_video),
 ]

@@ -14,7 +14,20 @@ std::string render_chat(const std::vector<ChatMessage>& messages, const ChatTemp
       throw InvalidArgument("chat message has unknown role '" + m.role +
                             "' (expected system, user, assistant or tool)");
     out += "<|im_start|>" + m.role + "\n";
-    for (const auto& p : m.content) {
+    for (size_t k = 0; k < m.content.size(); ++k) {
+      const ContentPart& p = m.content[k];
+      if (p.continues) {
+        // Inside the previous video's <|vision_start|> ... <|vision_end|>: its pad run goes on.
+        static const std::string kEnd = "<|vision_end|>";
+        if (p.kind != ContentPart::Kind::kVideo || k == 0 ||
+            m.content[k - 1].kind != ContentPart::Kind::kVideo)
+          throw InvalidArgument(
+              "a continuing media part must be a video right after a video "
+              "part of the same message");
+        out.resize(out.size() - kEnd.size());
+        out += "<|video_pad|>" + kEnd;
+        continue;
+      }
       switch (p.kind) {
         case ContentPart::Kind::kText:
           out += p.text;

@@ -98,6 +98,9 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
   int64_t next = 0;  // max position so far + 1
   size_t k = 0;
   int64_t i = 0;
+  // The video item last placed: where its run ended, the position its grid started at and the
+  // slices it (and the items continuing it) spans. A video run right after it continues it.
+  int64_t prev_end = -1, prev_base = 0, prev_slices = 0;
   while (i < S) {
     const int32_t tok = ids[static_cast<size_t>(i)];
     if (tok != image_pad && tok != video_pad) {
@@ -120,13 +123,38 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
     auto tpos = [&](int64_t t) {
       return static_cast<int64_t>(static_cast<double>(t) * item.t_interval);
     };
+    // A continuing video (its pads right after the previous video's, as render_chat writes a
+    // ContentPart::continues): its slices follow that video's, one grid in time.
+    const bool continues = item.modality == Modality::kVideo && i == prev_end;
+    int64_t base = next, t0 = 0;
+    if (continues) {
+      const MediaGrid& prev = items[k - 2];
+      if (prev.grid[1] != g[1] || prev.grid[2] != g[2] || prev.t_interval != item.t_interval)
+        throw InvalidArgument("video item " + std::to_string(k - 1) + " continues item " +
+                              std::to_string(k - 2) + " but its frames are " +
+                              std::to_string(g[1] * cfg.vision.patch_size) + "x" +
+                              std::to_string(g[2] * cfg.vision.patch_size) + " px, not " +
+                              std::to_string(prev.grid[1] * cfg.vision.patch_size) + "x" +
+                              std::to_string(prev.grid[2] * cfg.vision.patch_size) +
+                              " (or another temporal interval): continuing segments need the "
+                              "same frame size");
+      base = prev_base;
+      t0 = prev_slices;
+    }
     for (int64_t q = 0; q < n; ++q) {
       const TokenPos tp =
           token_pos(item.kept.empty() ? q : item.kept[static_cast<size_t>(q)], gh, gw);
-      set(i++, next + tpos(tp.t), next + tp.h, next + tp.w);
+      set(i++, base + tpos(t0 + tp.t), base + tp.h, base + tp.w);
     }
     // The text after it is placed as if no token were pruned: the whole grid's extent.
-    next += std::max({tpos(gt - 1), gh - 1, gw - 1}) + 1;
+    next = base + std::max({tpos(t0 + gt - 1), gh - 1, gw - 1}) + 1;
+    if (item.modality == Modality::kVideo) {
+      prev_end = i;
+      prev_base = base;
+      prev_slices = t0 + gt;
+    } else {
+      prev_end = -1;
+    }
   }
   rope_delta = static_cast<int32_t>(next - S);
 }
