@@ -19,3 +19,5 @@ echo "== media sandbox overhead"
 bash bench/sandbox_overhead.sh 10
 echo "== video: preprocessing vs PyAV + torchvision, and the temporal tiers"
 /usr/bin/python3 bench/video_bench.py --mmrt "$B/tools/mmrt" --repeat 3
+echo "== video: a streamed clip (segmented prefill) vs the whole clip, TTFT of the question"
+/usr/bin/python3 bench/video_stream_ttft.py --mmrt "$B/tools/mmrt" --reps 3
