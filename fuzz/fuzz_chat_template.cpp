@@ -1,6 +1,7 @@
 // Chat messages as a request carries them (roles, text, image/video/audio parts), rendered by
 // the Qwen2-VL chat template and tokenised. Input: parts separated by NUL bytes; a part's first
-// byte picks its role or kind. Nothing may crash; an audio part is Unimplemented.
+// byte picks its role, kind and whether a part continues the one before. Nothing may crash; an
+// audio part is Unimplemented.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (msgs.empty() || (sel & 0x80)) msgs.push_back({roles[sel & 3], {}});
       const auto kind = static_cast<ContentPart::Kind>((sel >> 2) & 3);
       msgs.back().content.push_back({kind, kind == ContentPart::Kind::kText ? text : ""});
+      msgs.back().content.back().continues = (sel & 0x10) != 0;  // a streamed clip's segment
       opts.add_vision_id = (sel & 0x40) != 0;
       opts.add_generation_prompt = (sel & 0x20) != 0;
     }
