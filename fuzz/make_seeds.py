@@ -170,8 +170,30 @@ def checkpoint_seeds(mmrt):
         put("fuzz_config", "preprocessor_size.json", b"\1" + json.dumps(p).encode())
         tok = open(m + "/tokenizer.json", "rb").read()
         put("fuzz_tokenizer_json", "tiny_tokenizer.json", tok)  # also fuzz_tokenizer's tokenizer
+        put("fuzz_tokenizer_json", "sentencepiece.json", json.dumps(sentencepiece_tokenizer()).encode())
     finally:
         shutil.rmtree(tmp)
+
+
+def sentencepiece_tokenizer():
+    """A small Llama-style tokenizer.json: byte fallback, Prepend + Replace, Strip decoder."""
+    u = "\u2581"
+    vocab = {"<unk>": 0, "<s>": 1}
+    vocab.update({f"<0x{b:02X}>": 2 + b for b in range(256)})
+    for w in [u, "a", "b", "ab", u + "a", u + "ab"]:
+        vocab[w] = len(vocab)
+    return {"added_tokens": [{"id": 0, "content": "<unk>", "special": True},
+                             {"id": 1, "content": "<s>", "special": True}],
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": u},
+                {"type": "Replace", "pattern": {"String": " "}, "content": u}]},
+            "pre_tokenizer": None,
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": u}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
+                      "vocab": vocab, "merges": [u + " a", "a b", u + "a b"]}}
 
 
 def text_seeds():

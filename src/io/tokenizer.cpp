@@ -190,29 +190,65 @@ void Tokenizer::Impl::check_id(int32_t id, const char* what) const {
 void Tokenizer::Impl::encode_raw(std::string_view text, std::vector<int32_t>& out,
                                  detail::EncodeScratch& sc) const {
   if (raw_trie.empty()) {
-    encode_normalized(text, out, sc);
+    encode_normalized(text, true, out, sc);
     return;
   }
   split_added(
       text, raw_trie, added,
-      [&](size_t b, size_t e) { encode_normalized(text.substr(b, e - b), out, sc); },
+      [&](size_t b, size_t e) { encode_normalized(text.substr(b, e - b), b == 0, out, sc); },
       [&](int32_t id) { out.push_back(id); });
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>& out,
-                                        detail::EncodeScratch& sc) const {
-  std::string normalized;
-  if (nfc && !unicode::nfc_quick_check(text)) {
-    normalized = unicode::nfc(text);
-    text = normalized;
+std::string_view Tokenizer::Impl::normalize(std::string_view text, std::string& buf) const {
+  if (nfc) {  // NFC alone: most text is already in NFC
+    if (unicode::nfc_quick_check(text)) return text;
+    buf = unicode::nfc(text);
+    return buf;
   }
+  if (norm.empty() || text.empty()) return text;  // Prepend leaves an empty section empty
+  std::string cur(text), next;
+  for (const NormStep& st : norm) {
+    switch (st.kind) {
+      case NormStep::kNfc:
+        if (!unicode::nfc_quick_check(cur)) cur = unicode::nfc(cur);
+        break;
+      case NormStep::kPrepend:
+        cur.insert(0, st.a);
+        break;
+      case NormStep::kReplace: {
+        next.clear();
+        size_t i = 0;
+        for (size_t f; (f = cur.find(st.a, i)) != std::string::npos; i = f + st.a.size())
+          next.append(cur, i, f - i).append(st.b);
+        next.append(cur, i, std::string::npos);
+        cur.swap(next);
+        break;
+      }
+    }
+  }
+  buf = std::move(cur);
+  return buf;
+}
+
+void Tokenizer::Impl::encode_normalized(std::string_view text, bool first,
+                                        std::vector<int32_t>& out,
+                                        detail::EncodeScratch& sc) const {
+  std::string buf;
+  text = normalize(text, buf);
+  auto section = [&](std::string_view t, bool at_start) {
+    if (sentencepiece) {
+      sp_pretokenize(t, at_start, out, sc);
+    } else {
+      pretokenize(t, 0, out, sc);
+    }
+  };
   if (norm_trie.empty()) {
-    pretokenize(text, 0, out, sc);
+    section(text, first);
     return;
   }
   split_added(
       text, norm_trie, added,
-      [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), 0, out, sc); },
+      [&](size_t b, size_t e) { section(text.substr(b, e - b), first && b == 0); },
       [&](int32_t id) { out.push_back(id); });
 }
 
@@ -225,19 +261,6 @@ void Tokenizer::Impl::pretokenize(std::string_view text, size_t level, std::vect
   splits[level].split(
       text, [&](size_t b, size_t e) { pretokenize(text.substr(b, e - b), level + 1, out, sc); });
 }
-
-namespace {
-
-// FNV-1a over the (short) piece, then a final mix so the low bits pick the cache slot well.
-uint32_t piece_hash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  return static_cast<uint32_t>(h >> 32);
-}
-
-}  // namespace
 
 void Tokenizer::Impl::bpe(std::string_view bytes, std::vector<int32_t>& out,
                           detail::EncodeScratch& sc) const {
@@ -258,7 +281,7 @@ void Tokenizer::Impl::bpe(std::string_view bytes, std::vector<int32_t>& out,
   const bool cacheable = n <= detail::PieceCache::kMaxKeyBytes;
   uint32_t hash = 0;
   if (cacheable) {
-    hash = piece_hash(bytes);
+    hash = detail::piece_hash(bytes);
     if (sc.cache.get(bytes, hash, out)) return;
   }
   const size_t first = out.size();
@@ -395,8 +418,16 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
     if (skip_special && impl_->special[id]) continue;
     bytes += impl_->bytes_of(id);
   }
-  if (unicode::is_valid_utf8(bytes)) return bytes;
-  return unicode::sanitize_utf8(bytes);
+  std::string text =
+      unicode::is_valid_utf8(bytes) ? std::move(bytes) : unicode::sanitize_utf8(bytes);
+  size_t cut = 0;
+  while (cut < size_t(impl_->strip_leading) && cut < text.size() && text[cut] == ' ') ++cut;
+  text.erase(0, cut);
+  return text;
+}
+
+int32_t Tokenizer::leading_spaces_stripped() const {
+  return impl_->strip_leading;
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
@@ -430,7 +461,21 @@ void Tokenizer::clear_cache() const {
 // ---- StreamingDetokenizer ----------------------------------------------------------------------
 
 StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tok, bool skip_special)
-    : tok_(&tok), skip_special_(skip_special) {}
+    : tok_(&tok), skip_special_(skip_special), strip_(tok.leading_spaces_stripped()) {}
+
+std::string StreamingDetokenizer::strip(std::string out) {
+  size_t cut = 0;
+  while (strip_ > 0 && cut < out.size()) {
+    if (out[cut] != ' ') {
+      strip_ = 0;
+      break;
+    }
+    ++cut;
+    --strip_;
+  }
+  out.erase(0, cut);
+  return out;
+}
 
 std::string StreamingDetokenizer::push(int32_t id) {
   if (skip_special_ && tok_->is_special(id)) return {};
@@ -446,13 +491,13 @@ std::string StreamingDetokenizer::push(int32_t id) {
   if (cut == 0) return {};
   std::string out = unicode::sanitize_utf8(std::string_view(pending_).substr(0, cut));
   pending_.erase(0, cut);
-  return out;
+  return strip(std::move(out));
 }
 
 std::string StreamingDetokenizer::flush() {
   std::string out = unicode::sanitize_utf8(pending_);
   pending_.clear();
-  return out;
+  return strip(std::move(out));
 }
 
 }  // namespace mmrt::io

@@ -142,6 +142,15 @@ struct EncodeScratch {
   std::vector<MergeCand> heap;           // min-heap by (rank, pos)
 };
 
+// FNV-1a over the (short) piece, then a final mix so the low bits pick the cache slot well.
+inline uint32_t piece_hash(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return static_cast<uint32_t>(h >> 32);
+}
+
 struct AddedToken {
   std::string content;
   int32_t id = 0;
@@ -192,9 +201,32 @@ struct Tokenizer::Impl {
 
   std::vector<detail::AddedToken> added;
   detail::AddedTrie raw_trie;   // added tokens with normalized=false, matched on raw text
-  detail::AddedTrie norm_trie;  // normalized=true, matched after NFC
-  bool nfc = false;
+  detail::AddedTrie norm_trie;  // normalized=true, matched after the normalizer
+  bool nfc = false;             // the normalizer is NFC alone (the byte-level fast path)
+  // The normalizer's steps in order (NFC, Prepend, Replace of a literal string).
+  struct NormStep {
+    enum Kind { kNfc, kPrepend, kReplace } kind;
+    std::string a, b;  // kPrepend: a; kReplace: a -> b
+  };
+  std::vector<NormStep> norm;
   std::vector<unicode::SplitRegex> splits;  // applied in order, each re-splitting the pieces
+
+  // SentencePiece-style BPE (Llama, Mistral): the vocabulary is text with U+2581 for spaces,
+  // merges run over characters, a character outside the vocabulary becomes its UTF-8 bytes as
+  // <0xNN> tokens (byte_fallback) or the unknown token. The byte-level tables above are unused.
+  bool sentencepiece = false;
+  bool byte_fallback = false, fuse_unk = false;
+  int32_t unk_id = -1;
+  std::array<int32_t, 256> fallback_id{};  // the <0xNN> token of each byte, -1: none
+  // Metaspace pre-tokenizer: spaces become `replacement`, which is prepended to the first
+  // section of the text (kFirst) or to every section (kAlways); split: a piece per word.
+  struct Metaspace {
+    bool on = false;
+    std::string replacement = "\xe2\x96\x81";
+    enum Prepend { kAlways, kFirst, kNever } prepend = kAlways;
+    bool split = false;
+  } metaspace;
+  int32_t strip_leading = 0;  // the decoder's Strip: leading spaces removed from decode()
 
   StatePool<detail::EncodeScratch> scratch;  // one per concurrent encode() call
 
@@ -211,8 +243,13 @@ struct Tokenizer::Impl {
 
   void encode_raw(std::string_view text, std::vector<int32_t>& out,
                   detail::EncodeScratch& sc) const;
-  void encode_normalized(std::string_view text, std::vector<int32_t>& out,
+  // `first`: the section starts the text (Metaspace's prepend_scheme "first").
+  void encode_normalized(std::string_view text, bool first, std::vector<int32_t>& out,
                          detail::EncodeScratch& sc) const;
+  std::string_view normalize(std::string_view text, std::string& buf) const;
+  void sp_pretokenize(std::string_view text, bool first, std::vector<int32_t>& out,
+                      detail::EncodeScratch& sc) const;
+  void sp_bpe(std::string_view piece, std::vector<int32_t>& out, detail::EncodeScratch& sc) const;
   void pretokenize(std::string_view text, size_t level, std::vector<int32_t>& out,
                    detail::EncodeScratch& sc) const;
   static constexpr size_t kSmallPiece = 48;  // longer pieces use the heap-based merge loop

@@ -3,12 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 
 #include "core/error.h"
 #include "io/json_fields.h"
 #include "io/tokenizer_internal.h"
+#include "io/tokenizer_sax.h"
 
 namespace mmrt::io {
 
@@ -44,12 +46,27 @@ void require_empty_string(const Tokenizer::Impl& impl, const json& obj, const ch
 void load_normalizer(const json& root, Tokenizer::Impl& impl) {
   auto it = root.find("normalizer");
   if (it == root.end() || it->is_null()) return;
+  using Step = Tokenizer::Impl::NormStep;
   auto one = [&](const json& n, const std::string& where) {
     const std::string t = type_of(n);
     if (t == "NFC") {
-      impl.nfc = true;
+      impl.norm.push_back({Step::kNfc, "", ""});
+    } else if (t == "Prepend" && impl.sentencepiece) {
+      auto p = n.find("prepend");
+      if (p == n.end() || !p->is_string()) fail(impl, where + ": Prepend without 'prepend'");
+      impl.norm.push_back({Step::kPrepend, p->get<std::string>(), ""});
+    } else if (t == "Replace" && impl.sentencepiece) {
+      auto pat = n.find("pattern");
+      auto c = n.find("content");
+      if (pat == n.end() || !pat->is_object() || !pat->contains("String") ||
+          !(*pat)["String"].is_string() || (*pat)["String"].get<std::string>().empty())
+        fail(impl, where + ": Replace is supported with a literal {\"String\": ...} pattern only");
+      if (c == n.end() || !c->is_string()) fail(impl, where + ": Replace without 'content'");
+      impl.norm.push_back(
+          {Step::kReplace, (*pat)["String"].get<std::string>(), c->get<std::string>()});
     } else {
-      fail(impl, where + ": normalizer type '" + t + "' is not supported (only NFC)");
+      fail(impl, where + ": normalizer type '" + t + "' is not supported (" +
+                     (impl.sentencepiece ? "NFC, Prepend, Replace" : "only NFC") + ")");
     }
   };
   if (type_of(*it) == "Sequence") {
@@ -61,6 +78,114 @@ void load_normalizer(const json& root, Tokenizer::Impl& impl) {
   } else {
     one(*it, "normalizer");
   }
+  impl.nfc = impl.norm.size() == 1 && impl.norm[0].kind == Step::kNfc;
+}
+
+// Whether the file is a SentencePiece-style BPE: its pre-tokenizer has no ByteLevel step.
+bool is_sentencepiece(const json& root) {
+  auto it = root.find("pre_tokenizer");
+  if (it == root.end() || it->is_null()) return true;
+  if (type_of(*it) == "ByteLevel") return false;
+  if (type_of(*it) == "Sequence")
+    if (auto ps = it->find("pretokenizers"); ps != it->end() && ps->is_array())
+      for (const json& p : *ps)
+        if (type_of(p) == "ByteLevel") return false;
+  return true;
+}
+
+// SentencePiece-style pre-tokenizers: none, or Metaspace.
+void load_sp_pre_tokenizer(const json& root, Tokenizer::Impl& impl) {
+  auto it = root.find("pre_tokenizer");
+  if (it == root.end() || it->is_null()) return;
+  const json* p = &*it;
+  std::string where = "pre_tokenizer";
+  if (type_of(*p) == "Sequence") {
+    auto ps = p->find("pretokenizers");
+    if (ps == p->end() || !ps->is_array() || ps->size() != 1)
+      fail(impl, "pre_tokenizer: a Sequence is supported with one Metaspace step only");
+    p = &(*ps)[0];
+    where += ".pretokenizers[0]";
+  }
+  const std::string t = type_of(*p);
+  if (t != "Metaspace")
+    fail(impl, where + ": pre-tokenizer type '" + t +
+                   "' is not supported (ByteLevel with Split, or Metaspace, or none)");
+  auto& m = impl.metaspace;
+  m.on = true;
+  if (auto r = p->find("replacement"); r != p->end()) {
+    if (!r->is_string() || r->get<std::string>().empty() ||
+        !unicode::is_valid_utf8(r->get<std::string>()))
+      fail(impl, where + ".replacement must be a non-empty string");
+    m.replacement = r->get<std::string>();
+  }
+  // Older files: add_prefix_space (true: always); newer: prepend_scheme.
+  m.prepend = get_bool(*p, "add_prefix_space", true) ? Tokenizer::Impl::Metaspace::kAlways
+                                                     : Tokenizer::Impl::Metaspace::kNever;
+  if (auto ps = p->find("prepend_scheme"); ps != p->end() && !ps->is_null()) {
+    const std::string v = ps->is_string() ? ps->get<std::string>() : "";
+    if (v == "always")
+      m.prepend = Tokenizer::Impl::Metaspace::kAlways;
+    else if (v == "first")
+      m.prepend = Tokenizer::Impl::Metaspace::kFirst;
+    else if (v == "never")
+      m.prepend = Tokenizer::Impl::Metaspace::kNever;
+    else
+      fail(impl,
+           where + ".prepend_scheme = " + json_excerpt(*ps) + " (expected always, first or never)");
+    if (!get_bool(*p, "add_prefix_space", true)) m.prepend = Tokenizer::Impl::Metaspace::kNever;
+  }
+  m.split = get_bool(*p, "split", true);
+}
+
+// SentencePiece-style decoder: Sequence[Replace(U+2581 -> " "), ByteFallback, Fuse,
+// Strip(" ", n, 0)] in that order (Replace and Strip optional).
+void load_sp_decoder(const json& root, Tokenizer::Impl& impl, std::string& replace_from,
+                     std::string& replace_to, bool& byte_tokens) {
+  auto it = root.find("decoder");
+  if (it == root.end() || it->is_null() || type_of(*it) != "Sequence")
+    fail(impl,
+         "decoder: a SentencePiece-style tokenizer needs a Sequence decoder (Replace, "
+         "ByteFallback, Fuse, Strip), not " +
+             (it == root.end() ? std::string("none") : json_excerpt(*it)));
+  auto ds = it->find("decoders");
+  if (ds == it->end() || !ds->is_array()) fail(impl, "decoder: Sequence without 'decoders'");
+  int stage = 0;  // 0: Replace allowed, 1: after ByteFallback, 2: after Fuse, 3: after Strip
+  for (size_t i = 0; i < ds->size(); ++i) {
+    const json& d = (*ds)[i];
+    const std::string where = "decoder.decoders[" + std::to_string(i) + "]";
+    const std::string t = type_of(d);
+    if (t == "Replace" && stage == 0 && replace_from.empty()) {
+      auto pat = d.find("pattern");
+      auto c = d.find("content");
+      if (pat == d.end() || !pat->is_object() || !pat->contains("String") ||
+          !(*pat)["String"].is_string() || (*pat)["String"].get<std::string>().empty() ||
+          c == d.end() || !c->is_string())
+        fail(impl, where + ": Replace needs a literal {\"String\": ...} pattern and a content");
+      replace_from = (*pat)["String"].get<std::string>();
+      replace_to = c->get<std::string>();
+    } else if (t == "ByteFallback" && stage == 0) {
+      byte_tokens = true;
+      stage = 1;
+    } else if (t == "Fuse" && stage <= 1) {
+      stage = 2;
+    } else if (t == "Strip" && stage == 2) {
+      const std::string content = d.value("content", std::string());
+      const json start = d.value("start", json(0)), stop = d.value("stop", json(0));
+      if (content != " " || !start.is_number_unsigned() || start.get<uint64_t>() > 16 ||
+          !(stop.is_number_integer() && stop.get<int64_t>() == 0))
+        fail(impl, where +
+                       ": Strip is supported for leading spaces only (content \" \", start "
+                       "<= 16, stop 0), not " +
+                       json_excerpt(d));
+      impl.strip_leading = static_cast<int32_t>(start.get<uint64_t>());
+      stage = 3;
+    } else {
+      fail(impl, where + ": decoder '" + t +
+                     "' is not supported here (expected Replace, ByteFallback, Fuse, Strip in "
+                     "that order)");
+    }
+  }
+  if (stage < 2) fail(impl, "decoder: a SentencePiece-style Sequence decoder needs Fuse");
 }
 
 void load_pre_tokenizer(const json& root, Tokenizer::Impl& impl) {
@@ -124,176 +249,7 @@ void load_decoder(const json& root, Tokenizer::Impl& impl) {
   if (t != "ByteLevel") fail(impl, "decoder type '" + t + "' is not supported (only ByteLevel)");
 }
 
-// SAX handler: model.vocab and model.merges (hundreds of thousands of entries) go straight into
-// flat buffers; everything else (small) is built as a DOM for the validation code below.
-class TokenizerSax final : public json::json_sax_t {
- public:
-  struct Span {
-    uint32_t off, len;
-  };
-  json root;  // the file without model.vocab / model.merges
-  bool has_vocab = false, has_merges = false;
-  std::string vocab_blob;                       // vocabulary strings back to back
-  std::vector<std::pair<Span, int64_t>> vocab;  // [n_vocab] (string, id) in file order
-  std::string merge_blob;                       // merge halves back to back
-  std::vector<std::pair<Span, Span>> merges;    // [n_merges]
-  std::string error;                            // set when a handler rejected the input
-
-  bool null() override { return value(json(nullptr)); }
-  bool boolean(bool v) override { return value(json(v)); }
-  bool number_integer(number_integer_t v) override { return integer(v, json(v)); }
-  bool number_unsigned(number_unsigned_t v) override {
-    return integer(v > uint64_t(INT64_MAX) ? -1 : int64_t(v), json(v));
-  }
-  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
-  bool string(string_t& v) override {
-    if (mode_ == kMerges) return merge_string(v);
-    if (mode_ == kPair) {
-      if (pair_.size() >= 2) return bad_merge(json(v));
-      pair_.push_back(v);
-      return true;
-    }
-    return value(json(std::move(v)));
-  }
-  bool binary(binary_t&) override { return fail_with("unexpected binary value"); }
-  bool start_object(std::size_t) override {
-    if (mode_ == kDom && path_ == std::vector<std::string>{"", "model"} && key_ == "vocab") {
-      mode_ = kVocab;
-      has_vocab = true;
-      return true;
-    }
-    if (mode_ != kDom)
-      return mode_ == kVocab ? bad_vocab(json::object()) : bad_merge(json::object());
-    return open(json::object());
-  }
-  bool key(string_t& k) override {
-    if (mode_ == kVocab) {
-      pending_ = {uint32_t(vocab_blob.size()), uint32_t(k.size())};
-      vocab_blob += k;
-      return true;
-    }
-    key_ = std::move(k);
-    return true;
-  }
-  bool end_object() override {
-    if (mode_ == kVocab) {
-      mode_ = kDom;
-      return true;
-    }
-    return close();
-  }
-  bool start_array(std::size_t) override {
-    if (mode_ == kDom && path_ == std::vector<std::string>{"", "model"} && key_ == "merges") {
-      mode_ = kMerges;
-      has_merges = true;
-      return true;
-    }
-    if (mode_ == kMerges) {
-      mode_ = kPair;
-      pair_.clear();
-      return true;
-    }
-    if (mode_ != kDom) return mode_ == kVocab ? bad_vocab(json::array()) : bad_merge(json::array());
-    return open(json::array());
-  }
-  bool end_array() override {
-    if (mode_ == kMerges) {
-      mode_ = kDom;
-      return true;
-    }
-    if (mode_ == kPair) {
-      mode_ = kMerges;
-      if (pair_.size() != 2) return bad_merge(json(pair_));
-      add_merge(pair_[0], pair_[1]);
-      return true;
-    }
-    return close();
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail_with(std::string("not valid JSON: ") + e.what());
-  }
-
- private:
-  enum Mode { kDom, kVocab, kMerges, kPair };
-  Mode mode_ = kDom;
-  std::vector<json*> stack_;       // open DOM containers
-  std::vector<std::string> path_;  // key of each open container ("" for the root / in arrays)
-  std::string key_;                // key of the next value in the current DOM object
-  Span pending_{0, 0};             // the vocab key waiting for its id
-  std::vector<std::string> pair_;  // halves of a ["a", "b"] merge
-
-  bool fail_with(std::string msg) {
-    if (error.empty()) error = std::move(msg);
-    return false;
-  }
-  bool bad_vocab(const json& v) {
-    return fail_with("model.vocab[\"" + vocab_blob.substr(pending_.off, pending_.len) +
-                     "\"] = " + json_excerpt(v) + ": expected a non-negative integer id");
-  }
-  bool bad_merge(const json& v) {
-    return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " + json_excerpt(v) +
-                     ": expected \"a b\" or [\"a\", \"b\"]");
-  }
-  Span put(const std::string& s) {
-    Span sp{uint32_t(merge_blob.size()), uint32_t(s.size())};
-    merge_blob += s;
-    return sp;
-  }
-  void add_merge(const std::string& a, const std::string& b) {
-    merges.emplace_back(put(a), put(b));
-  }
-  // "a b" (tokenizers < 0.20): exactly one space between two non-empty tokens.
-  bool merge_string(const std::string& s) {
-    const size_t sp = s.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() ||
-        s.find(' ', sp + 1) != std::string::npos)
-      return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " +
-                       json_excerpt(json(s)) + ": expected two tokens separated by one space");
-    add_merge(s.substr(0, sp), s.substr(sp + 1));
-    return true;
-  }
-  bool integer(int64_t v, json j) {
-    if (mode_ == kVocab) {
-      if (v < 0 || v > INT32_MAX - 1) return bad_vocab(j);
-      vocab.emplace_back(pending_, v);
-      return true;
-    }
-    return value(std::move(j));
-  }
-  json* insert(json v) {
-    if (stack_.empty()) {
-      root = std::move(v);
-      return &root;
-    }
-    json& top = *stack_.back();
-    if (top.is_array()) {
-      top.push_back(std::move(v));
-      return &top.back();
-    }
-    json& slot = top[key_];
-    slot = std::move(v);
-    return &slot;
-  }
-  bool value(json v) {
-    if (mode_ == kVocab) return bad_vocab(v);
-    if (mode_ != kDom) return bad_merge(v);
-    insert(std::move(v));
-    return true;
-  }
-  bool open(json v) {
-    const std::string k = stack_.empty() || stack_.back()->is_array() ? "" : key_;
-    stack_.push_back(insert(std::move(v)));
-    path_.push_back(k);
-    return true;
-  }
-  bool close() {
-    stack_.pop_back();
-    path_.pop_back();
-    return true;
-  }
-};
-
-void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
+void load_model(const json& root, detail::TokenizerSax& sax, Tokenizer::Impl& impl) {
   auto mit = root.find("model");
   if (mit == root.end() || !mit->is_object()) fail(impl, "missing 'model'");
   const json& model = *mit;
@@ -309,6 +265,10 @@ void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
   require_empty_string(impl, model, "continuing_subword_prefix", "model");
   require_empty_string(impl, model, "end_of_word_suffix", "model");
   impl.ignore_merges = get_bool(model, "ignore_merges", false);
+  impl.byte_fallback = get_bool(model, "byte_fallback", false);
+  impl.fuse_unk = get_bool(model, "fuse_unk", false);
+  if (impl.byte_fallback && !impl.sentencepiece)
+    fail(impl, "model.byte_fallback with a ByteLevel pre-tokenizer is not supported");
   if (!sax.has_vocab) fail(impl, "model.vocab missing or not an object");
   if (!sax.has_merges) fail(impl, "model.merges missing or not an array");
 
@@ -346,9 +306,24 @@ void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
   impl.piece_index.reset(sax.vocab.size() + impl.added.size());
   for (const auto& [span, id] : sax.vocab) impl.piece_index.put(impl.piece_of(id), id, key_of);
 
+  if (impl.sentencepiece) {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      impl.fallback_id[b] = impl.find_piece(name);
+      if (impl.byte_fallback && impl.fallback_id[b] < 0)
+        fail(impl, std::string("model.byte_fallback is set but the vocabulary has no ") + name);
+    }
+    if (auto u = model.find("unk_token"); u != model.end() && !u->is_null()) {
+      if (!u->is_string()) fail(impl, "model.unk_token = " + json_excerpt(*u) + ": not a string");
+      impl.unk_id = impl.find_piece(u->get<std::string>());
+      if (impl.unk_id < 0)
+        fail(impl, "model.unk_token '" + u->get<std::string>() + "' is not in the vocabulary");
+    }
+  }
   // The token of every single byte.
   const auto& alphabet = unicode::byte_to_codepoint();
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256 && !impl.sentencepiece; ++b) {
     std::string piece;
     unicode::append_utf8(piece, alphabet[b]);
     const int32_t id = impl.find_piece(piece);
@@ -381,11 +356,13 @@ void load_model(const json& root, TokenizerSax& sax, Tokenizer::Impl& impl) {
       fail(impl, where() + ": the merged token '" + joined + "' is not in the vocabulary");
     impl.merges.put(ia, ib, int32_t(i), im);
   }
-  // Every piece starts as bytes: their pair ranks come from a dense 256 KiB table.
-  impl.byte_pair_rank.assign(256 * 256, -1);
-  for (int b1 = 0; b1 < 256; ++b1)
-    for (int b2 = 0; b2 < 256; ++b2)
-      impl.byte_pair_rank[b1 * 256 + b2] = impl.merges.rank(impl.byte_id[b1], impl.byte_id[b2]);
+  // Every byte-level piece starts as bytes: their pair ranks come from a dense 256 KiB table.
+  if (!impl.sentencepiece) {
+    impl.byte_pair_rank.assign(256 * 256, -1);
+    for (int b1 = 0; b1 < 256; ++b1)
+      for (int b2 = 0; b2 < 256; ++b2)
+        impl.byte_pair_rank[b1 * 256 + b2] = impl.merges.rank(impl.byte_id[b1], impl.byte_id[b2]);
+  }
 
   // Added tokens (after the merges, which refer to the vocabulary only): their contents join the
   // piece blob and shadow an equal vocabulary string in piece_to_id, as in Hugging Face.
@@ -433,17 +410,25 @@ void load_added_tokens(const json& root, Tokenizer::Impl& impl) {
 
 void load_tokenizer_json(std::string_view text, Tokenizer::Impl& impl) {
   check_json_depth(text, impl.origin);
-  TokenizerSax sax;
+  detail::TokenizerSax sax;
   if (!json::sax_parse(text.begin(), text.end(), &sax) || !sax.error.empty())
     fail(impl, sax.error.empty() ? std::string("not valid JSON") : sax.error);
   const json& root = sax.root;
   if (!root.is_object()) fail(impl, "top level is not a JSON object");
 
+  impl.sentencepiece = is_sentencepiece(root);
   load_added_tokens(root, impl);
   load_model(root, sax, impl);
   load_normalizer(root, impl);
-  load_pre_tokenizer(root, impl);
-  load_decoder(root, impl);
+  std::string sp_from, sp_to;
+  bool sp_bytes = false;
+  if (impl.sentencepiece) {
+    load_sp_pre_tokenizer(root, impl);
+    load_sp_decoder(root, impl, sp_from, sp_to, sp_bytes);
+  } else {
+    load_pre_tokenizer(root, impl);
+    load_decoder(root, impl);
+  }
 
   const int32_t n = impl.n_ids;
   std::vector<uint8_t> is_added(static_cast<size_t>(n), 0);
@@ -459,7 +444,18 @@ void load_tokenizer_json(std::string_view text, Tokenizer::Impl& impl) {
     if (!impl.present[id]) continue;
     const std::string_view piece = impl.piece_of(id);
     raw.clear();
-    if (!is_added[id] && unicode::byte_level_to_bytes(piece, raw)) {
+    if (impl.sentencepiece) {
+      // The decoder's chain on this token alone (Replace, then ByteFallback: "<0xNN>").
+      std::string t(piece);
+      if (!sp_from.empty())
+        for (size_t f = 0; (f = t.find(sp_from, f)) != std::string::npos; f += sp_to.size())
+          t.replace(f, sp_from.size(), sp_to);
+      auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+      if (sp_bytes && t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && hex(t[3]) &&
+          hex(t[4]))
+        t = std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+      impl.bytes_blob += t;
+    } else if (!is_added[id] && unicode::byte_level_to_bytes(piece, raw)) {
       impl.bytes_blob += raw;
     } else {
       impl.bytes_blob += piece;  // added tokens, and strings outside the byte alphabet

