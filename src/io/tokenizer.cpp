@@ -348,34 +348,41 @@ void Tokenizer::Impl::bpe_large(const unsigned char* s, size_t n, std::vector<in
     if (r >= 0) heap.push_back({r, int32_t(i), sym[i], sym[i + 1]});
   }
   std::make_heap(heap.begin(), heap.end(), later);
+  merge_heap(sc);
+  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
+  sc.release_if_huge(n);
+}
+
+void Tokenizer::Impl::merge_heap(detail::EncodeScratch& sc) const {
+  using Cand = detail::MergeCand;
+  auto& sym = sc.sym;
+  auto& prev = sc.prev;
+  auto& next = sc.next;
+  auto& heap = sc.heap;
+  const auto later = [](const Cand& x, const Cand& y) { return x > y; };
   auto push = [&](int32_t i) {
     const int32_t j = next[i];
-    if (j < 0) return;
+    if (j < 0 || sym[i] < 0 || sym[j] < 0) return;
     const int32_t r = merges.rank(sym[i], sym[j]);
     if (r < 0) return;
     heap.push_back({r, i, sym[i], sym[j]});
     std::push_heap(heap.begin(), heap.end(), later);
   };
+  // An absorbed symbol gets a value no token and no placeholder has.
+  constexpr int32_t kGone = INT32_MIN;
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), later);
     const Cand c = heap.back();
     heap.pop_back();
     const int32_t i = c.pos, j = next[i];
-    // Stale entry: the left symbol was absorbed (sym = -1) or one side changed since the push.
+    // Stale entry: the left symbol was absorbed or one side changed since the push.
     if (sym[i] != c.left || j < 0 || sym[j] != c.right) continue;
     sym[i] = merges.merged(c.rank);
-    sym[j] = -1;
+    sym[j] = kGone;
     next[i] = next[j];
     if (next[j] >= 0) prev[next[j]] = i;
     if (prev[i] >= 0) push(prev[i]);
     push(i);
-  }
-  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
-  if (n > (size_t(1) << 16)) {  // do not keep megabytes per thread after a huge piece
-    sym = {};
-    prev = {};
-    next = {};
-    heap = {};
   }
 }
 

@@ -140,6 +140,14 @@ struct EncodeScratch {
   PieceCache cache;
   std::vector<int32_t> sym, prev, next;  // [n] symbol id and neighbours (-1: none)
   std::vector<MergeCand> heap;           // min-heap by (rank, pos)
+  // Do not keep megabytes per thread after a huge piece.
+  void release_if_huge(size_t n) {
+    if (n <= (size_t(1) << 16)) return;
+    sym = {};
+    prev = {};
+    next = {};
+    heap = {};
+  }
 };
 
 // FNV-1a over the (short) piece, then a final mix so the low bits pick the cache slot well.
@@ -257,6 +265,9 @@ struct Tokenizer::Impl {
   void bpe_small(const unsigned char* s, size_t n, std::vector<int32_t>& out) const;
   void bpe_large(const unsigned char* s, size_t n, std::vector<int32_t>& out,
                  detail::EncodeScratch& sc) const;
+  // The merge loop over sc's linked symbols (sym / prev / next) and its initial candidate heap;
+  // negative symbols never merge.
+  void merge_heap(detail::EncodeScratch& sc) const;
 };
 
 // Parses and validates tokenizer.json text into `impl` (tokenizer_load.cpp).

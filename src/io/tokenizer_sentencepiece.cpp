@@ -76,31 +76,12 @@ void Tokenizer::Impl::sp_bpe(std::string_view piece, std::vector<int32_t>& out,
     prev[i] = static_cast<int32_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }
-  auto push = [&](int32_t i) {
-    const int32_t j = next[i];
-    if (j < 0 || sym[i] < 0 || sym[j] < 0) return;
-    const int32_t r = merges.rank(sym[i], sym[j]);
-    if (r < 0) return;
-    heap.push_back({r, i, sym[i], sym[j]});
-    std::push_heap(heap.begin(), heap.end(), later);
-  };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
-  // An unknown character's placeholder must survive merges next to it: mark absorbed symbols
-  // with a value no placeholder or token has.
-  constexpr int32_t kGone = INT32_MIN;
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const Cand c = heap.back();
-    heap.pop_back();
-    const int32_t i = c.pos, j = next[i];
-    if (sym[i] != c.left || j < 0 || sym[j] != c.right) continue;
-    sym[i] = merges.merged(c.rank);
-    sym[j] = kGone;
-    next[i] = next[j];
-    if (next[j] >= 0) prev[next[j]] = i;
-    if (prev[i] >= 0) push(prev[i]);
-    push(i);
-  }
+  for (size_t i = 0; i + 1 < n; ++i)
+    if (sym[i] >= 0 && sym[i + 1] >= 0)
+      if (const int32_t r = merges.rank(sym[i], sym[i + 1]); r >= 0)
+        heap.push_back({r, int32_t(i), sym[i], sym[i + 1]});
+  std::make_heap(heap.begin(), heap.end(), later);
+  merge_heap(sc);
   const size_t first = out.size();
   for (int32_t i = 0; i >= 0; i = next[i]) {
     if (sym[i] >= 0) {
@@ -117,12 +98,7 @@ void Tokenizer::Impl::sp_bpe(std::string_view piece, std::vector<int32_t>& out,
     }
   }
   if (cacheable) sc.cache.put(piece, hash, out.data() + first, out.size() - first);
-  if (n > (size_t(1) << 16)) {
-    sym = {};
-    prev = {};
-    next = {};
-    heap = {};
-  }
+  sc.release_if_huge(n);
 }
 
 }  // namespace mmrt::io
