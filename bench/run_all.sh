@@ -10,6 +10,7 @@ for prog in "$B"/bench/bench_*; do
 done
 echo "== tokenizer, JavaScript reference"
 node bench/tokenizer_js.mjs 1
+node bench/tokenizer_js.mjs 1 llama2
 echo "== media vs PIL and OpenCV"
 /usr/bin/python3 bench/media_compare.py --mmrt "$B/tools/mmrt" --repeat 3
 echo "== model speed on the small checkpoint"

