@@ -179,6 +179,13 @@ void split_added(std::string_view text, const detail::AddedTrie& trie,
 
 }  // namespace
 
+// Spaces at the start of `s`, at most `max` of them (the decoder's Strip).
+size_t leading_spaces(std::string_view s, int32_t max) {
+  size_t n = 0;
+  while (n < s.size() && n < static_cast<size_t>(std::max(max, 0)) && s[n] == ' ') ++n;
+  return n;
+}
+
 void Tokenizer::Impl::check_id(int32_t id, const char* what) const {
   if (id < 0 || id >= n_ids || !present[id])
     throw InvalidArgument(std::string(what) + ": token id " + std::to_string(id) +
@@ -206,7 +213,7 @@ std::string_view Tokenizer::Impl::normalize(std::string_view text, std::string& 
     return buf;
   }
   if (norm.empty() || text.empty()) return text;  // Prepend leaves an empty section empty
-  std::string cur(text), next;
+  std::string cur(text);
   for (const NormStep& st : norm) {
     switch (st.kind) {
       case NormStep::kNfc:
@@ -215,15 +222,9 @@ std::string_view Tokenizer::Impl::normalize(std::string_view text, std::string& 
       case NormStep::kPrepend:
         cur.insert(0, st.a);
         break;
-      case NormStep::kReplace: {
-        next.clear();
-        size_t i = 0;
-        for (size_t f; (f = cur.find(st.a, i)) != std::string::npos; i = f + st.a.size())
-          next.append(cur, i, f - i).append(st.b);
-        next.append(cur, i, std::string::npos);
-        cur.swap(next);
+      case NormStep::kReplace:
+        cur = detail::replace_all(cur, st.a, st.b);
         break;
-      }
     }
   }
   buf = std::move(cur);
@@ -330,19 +331,13 @@ void Tokenizer::Impl::bpe_large(const unsigned char* s, size_t n, std::vector<in
                                 detail::EncodeScratch& sc) const {
   using Cand = detail::MergeCand;
   auto& sym = sc.sym;
-  auto& prev = sc.prev;
   auto& next = sc.next;
   auto& heap = sc.heap;
   sym.resize(n);
-  prev.resize(n);
-  next.resize(n);
+  sc.link(n);
   heap.clear();
   const auto later = [](const Cand& x, const Cand& y) { return x > y; };
-  for (size_t i = 0; i < n; ++i) {
-    sym[i] = byte_id[s[i]];
-    prev[i] = static_cast<int32_t>(i) - 1;
-    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
-  }
+  for (size_t i = 0; i < n; ++i) sym[i] = byte_id[s[i]];
   for (size_t i = 0; i + 1 < n; ++i) {
     const int32_t r = byte_pair_rank[(size_t(s[i]) << 8) | s[i + 1]];
     if (r >= 0) heap.push_back({r, int32_t(i), sym[i], sym[i + 1]});
@@ -427,9 +422,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   }
   std::string text =
       unicode::is_valid_utf8(bytes) ? std::move(bytes) : unicode::sanitize_utf8(bytes);
-  size_t cut = 0;
-  while (cut < size_t(impl_->strip_leading) && cut < text.size() && text[cut] == ' ') ++cut;
-  text.erase(0, cut);
+  text.erase(0, leading_spaces(text, impl_->strip_leading));
   return text;
 }
 
@@ -471,15 +464,10 @@ StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tok, bool skip_speci
     : tok_(&tok), skip_special_(skip_special), strip_(tok.leading_spaces_stripped()) {}
 
 std::string StreamingDetokenizer::strip(std::string out) {
-  size_t cut = 0;
-  while (strip_ > 0 && cut < out.size()) {
-    if (out[cut] != ' ') {
-      strip_ = 0;
-      break;
-    }
-    ++cut;
-    --strip_;
-  }
+  if (strip_ == 0 || out.empty()) return out;
+  const size_t cut = leading_spaces(out, strip_);
+  // Spaces are stripped only at the very start: after the first other character, none.
+  strip_ = cut < out.size() ? 0 : strip_ - static_cast<int32_t>(cut);
   out.erase(0, cut);
   return out;
 }

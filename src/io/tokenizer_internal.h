@@ -140,6 +140,16 @@ struct EncodeScratch {
   PieceCache cache;
   std::vector<int32_t> sym, prev, next;  // [n] symbol id and neighbours (-1: none)
   std::vector<MergeCand> heap;           // min-heap by (rank, pos)
+  std::vector<uint32_t> char_at;         // SentencePiece: byte offset of each symbol's character
+  // prev / next as a list of n symbols in order.
+  void link(size_t n) {
+    prev.resize(n);
+    next.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      prev[i] = static_cast<int32_t>(i) - 1;
+      next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+    }
+  }
   // Do not keep megabytes per thread after a huge piece.
   void release_if_huge(size_t n) {
     if (n <= (size_t(1) << 16)) return;
@@ -147,8 +157,20 @@ struct EncodeScratch {
     prev = {};
     next = {};
     heap = {};
+    char_at = {};
   }
 };
+
+// `s` with every occurrence of the non-empty literal `from` replaced by `to`.
+inline std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  for (size_t f; (f = s.find(from, i)) != std::string_view::npos; i = f + from.size())
+    out.append(s, i, f - i).append(to);
+  out.append(s, i, std::string_view::npos);
+  return out;
+}
 
 // FNV-1a over the (short) piece, then a final mix so the low bits pick the cache slot well.
 inline uint32_t piece_hash(std::string_view s) {

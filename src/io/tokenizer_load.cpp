@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "io/json_fields.h"
@@ -43,6 +45,18 @@ void require_empty_string(const Tokenizer::Impl& impl, const json& obj, const ch
     fail(impl, where + "." + key + " = " + json_excerpt(*it) + " is not supported");
 }
 
+// A Replace step (normaliser or decoder) of a literal, non-empty string: (from, to).
+std::pair<std::string, std::string> literal_replace(const Tokenizer::Impl& impl, const json& d,
+                                                    const std::string& where) {
+  auto pat = d.find("pattern");
+  auto c = d.find("content");
+  if (pat == d.end() || !pat->is_object() || !pat->contains("String") ||
+      !(*pat)["String"].is_string() || (*pat)["String"].get<std::string>().empty())
+    fail(impl, where + ": Replace is supported with a literal {\"String\": ...} pattern only");
+  if (c == d.end() || !c->is_string()) fail(impl, where + ": Replace without 'content'");
+  return {(*pat)["String"].get<std::string>(), c->get<std::string>()};
+}
+
 void load_normalizer(const json& root, Tokenizer::Impl& impl) {
   auto it = root.find("normalizer");
   if (it == root.end() || it->is_null()) return;
@@ -56,14 +70,8 @@ void load_normalizer(const json& root, Tokenizer::Impl& impl) {
       if (p == n.end() || !p->is_string()) fail(impl, where + ": Prepend without 'prepend'");
       impl.norm.push_back({Step::kPrepend, p->get<std::string>(), ""});
     } else if (t == "Replace" && impl.sentencepiece) {
-      auto pat = n.find("pattern");
-      auto c = n.find("content");
-      if (pat == n.end() || !pat->is_object() || !pat->contains("String") ||
-          !(*pat)["String"].is_string() || (*pat)["String"].get<std::string>().empty())
-        fail(impl, where + ": Replace is supported with a literal {\"String\": ...} pattern only");
-      if (c == n.end() || !c->is_string()) fail(impl, where + ": Replace without 'content'");
-      impl.norm.push_back(
-          {Step::kReplace, (*pat)["String"].get<std::string>(), c->get<std::string>()});
+      auto [from, to] = literal_replace(impl, n, where);
+      impl.norm.push_back({Step::kReplace, std::move(from), std::move(to)});
     } else {
       fail(impl, where + ": normalizer type '" + t + "' is not supported (" +
                      (impl.sentencepiece ? "NFC, Prepend, Replace" : "only NFC") + ")");
@@ -155,14 +163,7 @@ void load_sp_decoder(const json& root, Tokenizer::Impl& impl, std::string& repla
     const std::string where = "decoder.decoders[" + std::to_string(i) + "]";
     const std::string t = type_of(d);
     if (t == "Replace" && stage == 0 && replace_from.empty()) {
-      auto pat = d.find("pattern");
-      auto c = d.find("content");
-      if (pat == d.end() || !pat->is_object() || !pat->contains("String") ||
-          !(*pat)["String"].is_string() || (*pat)["String"].get<std::string>().empty() ||
-          c == d.end() || !c->is_string())
-        fail(impl, where + ": Replace needs a literal {\"String\": ...} pattern and a content");
-      replace_from = (*pat)["String"].get<std::string>();
-      replace_to = c->get<std::string>();
+      std::tie(replace_from, replace_to) = literal_replace(impl, d, where);
     } else if (t == "ByteFallback" && stage == 0) {
       byte_tokens = true;
       stage = 1;
@@ -446,10 +447,8 @@ void load_tokenizer_json(std::string_view text, Tokenizer::Impl& impl) {
     raw.clear();
     if (impl.sentencepiece) {
       // The decoder's chain on this token alone (Replace, then ByteFallback: "<0xNN>").
-      std::string t(piece);
-      if (!sp_from.empty())
-        for (size_t f = 0; (f = t.find(sp_from, f)) != std::string::npos; f += sp_to.size())
-          t.replace(f, sp_from.size(), sp_to);
+      std::string t =
+          sp_from.empty() ? std::string(piece) : detail::replace_all(piece, sp_from, sp_to);
       auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
       if (sp_bytes && t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && hex(t[3]) &&
           hex(t[4]))

@@ -15,14 +15,7 @@ void Tokenizer::Impl::sp_pretokenize(std::string_view text, bool first, std::vec
     return;
   }
   const std::string& rep = metaspace.replacement;
-  std::string s;
-  s.reserve(text.size() + rep.size());
-  for (char c : text) {
-    if (c == ' ')
-      s += rep;
-    else
-      s += c;
-  }
+  std::string s = detail::replace_all(text, " ", rep);
   const bool prepend =
       metaspace.prepend == Metaspace::kAlways || (metaspace.prepend == Metaspace::kFirst && first);
   if (prepend && !s.starts_with(rep)) s.insert(0, rep);
@@ -53,11 +46,11 @@ void Tokenizer::Impl::sp_bpe(std::string_view piece, std::vector<int32_t>& out,
   }
   using Cand = detail::MergeCand;
   auto& sym = sc.sym;
-  auto& prev = sc.prev;
   auto& next = sc.next;
   auto& heap = sc.heap;
+  auto& char_at = sc.char_at;
   sym.clear();
-  std::vector<uint32_t> char_at;  // byte offset of each symbol's character
+  char_at.clear();
   for (size_t i = 0; i < piece.size();) {
     const auto st = unicode::utf8_next(piece.substr(i));
     const size_t len = st.len > 0 ? st.len : 1;
@@ -68,14 +61,9 @@ void Tokenizer::Impl::sp_bpe(std::string_view piece, std::vector<int32_t>& out,
   }
   const size_t n = sym.size();
   char_at.push_back(static_cast<uint32_t>(piece.size()));
-  prev.resize(n);
-  next.resize(n);
+  sc.link(n);
   heap.clear();
   const auto later = [](const Cand& x, const Cand& y) { return x > y; };
-  for (size_t i = 0; i < n; ++i) {
-    prev[i] = static_cast<int32_t>(i) - 1;
-    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
-  }
   for (size_t i = 0; i + 1 < n; ++i)
     if (sym[i] >= 0 && sym[i + 1] >= 0)
       if (const int32_t r = merges.rank(sym[i], sym[i + 1]); r >= 0)

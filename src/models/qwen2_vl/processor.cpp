@@ -310,22 +310,21 @@ class Qwen2VLProcessor final : public Processor {
     // A request may lower the budgets the model was loaded with, never raise them: its work
     // stays within what the server was sized for (a pruned clip is preprocessed before its
     // prompt is checked against the context).
+    static constexpr const char* kLower = ": a request may lower the video budgets, not raise them";
     const struct {
       const char* name;
       int64_t got, cap;
-    } caps[] = {{"video_nframes", v.nframes, video_.max_frames},
-                {"video_max_frames", v.max_frames, video_.max_frames},
-                {"video_min_frames", v.min_frames, v.max_frames},
-                {"video_min_pixels", v.min_pixels, video_.min_pixels},
-                {"video_max_pixels", v.max_pixels, video_.max_pixels},
-                {"video_total_pixels", v.total_pixels, video_.total_pixels}};
+      const char* why;
+    } caps[] = {{"video_nframes", v.nframes, video_.max_frames, kLower},
+                {"video_max_frames", v.max_frames, video_.max_frames, kLower},
+                {"video_min_frames", v.min_frames, v.max_frames, " (the maximum frame count)"},
+                {"video_min_pixels", v.min_pixels, video_.min_pixels, kLower},
+                {"video_max_pixels", v.max_pixels, video_.max_pixels, kLower},
+                {"video_total_pixels", v.total_pixels, video_.total_pixels, kLower}};
     for (const auto& c : caps)
       if (c.got > c.cap)
         throw InvalidArgument(std::string(c.name) + " " + std::to_string(c.got) +
-                              " is above the server's " + std::to_string(c.cap) +
-                              (c.name == std::string("video_min_frames")
-                                   ? " (the maximum frame count)"
-                                   : ": a request may lower the video budgets, not raise them"));
+                              " is above the server's " + std::to_string(c.cap) + c.why);
     v.validate();
     return v;
   }
