@@ -1,5 +1,6 @@
 // Byte-level BPE training (most frequent pair first, like Hugging Face's BpeTrainer) and the
-// Qwen2-format tokenizer.json writer.
+// Qwen2-format tokenizer.json writer; the merge loop that the SentencePiece-style trainer
+// (sp_trainer.cpp) shares.
 #include "io/bpe_trainer.h"
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "io/bpe_merge.h"
 #include "io/unicode.h"
 
 namespace mmrt::io {
@@ -21,11 +23,6 @@ using ojson = nlohmann::ordered_json;
 uint64_t pack(int32_t a, int32_t b) {
   return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
 }
-
-struct Word {
-  std::vector<int32_t> sym;  // [n_symbols] current token ids
-  int64_t freq = 0;
-};
 
 struct Candidate {
   int64_t count;
@@ -59,38 +56,11 @@ void check_options(const BpeTrainOptions& opts) {
 
 }  // namespace
 
-std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOptions& opts) {
-  check_options(opts);
-
-  // Byte tokens get ids 0..255 in the order of their alphabet characters (as in GPT-2 / Qwen2).
-  const auto& alphabet = unicode::byte_to_codepoint();
-  std::vector<int> byte_of_id(256);  // [256]
-  for (int b = 0; b < 256; ++b) byte_of_id[b] = b;
-  std::sort(byte_of_id.begin(), byte_of_id.end(),
-            [&](int x, int y) { return alphabet[x] < alphabet[y]; });
-  std::array<int32_t, 256> id_of_byte{};
-  for (int id = 0; id < 256; ++id) id_of_byte[byte_of_id[id]] = id;
-
-  std::vector<std::string> tok_bytes(256);  // [n_tokens] raw bytes of each token
-  for (int id = 0; id < 256; ++id) tok_bytes[id] = std::string(1, char(byte_of_id[id]));
+std::vector<std::pair<int32_t, int32_t>> detail::learn_bpe_merges(
+    std::vector<BpeWord>& words, std::vector<std::string>& tok_bytes, int32_t vocab_size,
+    const std::function<bool(const std::string&)>& allowed) {
   std::unordered_map<std::string, int32_t> id_of_bytes;
-  for (int id = 0; id < 256; ++id) id_of_bytes.emplace(tok_bytes[id], id);
-
-  // Pre-tokenize exactly as the Qwen2 tokenizer will (NFC, then the split regex).
-  const std::string text = unicode::nfc(unicode::sanitize_utf8(corpus));
-  const unicode::SplitRegex split(unicode::kQwen2SplitPattern, "BPE trainer");
-  std::unordered_map<std::string, int64_t> counts_by_word;
-  split.split(text, [&](size_t b, size_t e) { ++counts_by_word[text.substr(b, e - b)]; });
-  std::vector<std::pair<std::string, int64_t>> sorted(counts_by_word.begin(), counts_by_word.end());
-  std::sort(sorted.begin(), sorted.end());  // deterministic order
-  std::vector<Word> words;                  // [n_words]
-  words.reserve(sorted.size());
-  for (const auto& [w, f] : sorted) {
-    Word word;
-    word.freq = f;
-    for (char c : w) word.sym.push_back(id_of_byte[static_cast<unsigned char>(c)]);
-    words.push_back(std::move(word));
-  }
+  for (size_t id = 0; id < tok_bytes.size(); ++id) id_of_bytes.emplace(tok_bytes[id], int32_t(id));
 
   // Pair statistics: count (weighted by word frequency) and the words that may contain it.
   std::unordered_map<uint64_t, int64_t> pair_count;
@@ -110,7 +80,7 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
   std::vector<std::pair<int32_t, int32_t>> merges;
   std::vector<uint32_t> stamp(words.size(), 0);  // [n_words] dedupes pair_words per merge
   uint32_t round = 0;
-  while (int32_t(tok_bytes.size()) < opts.vocab_size && !heap.empty()) {
+  while (int32_t(tok_bytes.size()) < vocab_size && !heap.empty()) {
     const Candidate top = heap.top();
     heap.pop();
     const uint64_t p = pack(top.a, top.b);
@@ -123,6 +93,7 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
     if (current <= 0) continue;
 
     const std::string merged = tok_bytes[top.a] + tok_bytes[top.b];
+    if (allowed && !allowed(merged)) continue;  // dropped; pushed again only if its count grows
     int32_t c;
     if (auto it = id_of_bytes.find(merged); it != id_of_bytes.end()) {
       c = it->second;  // the same bytes were already learned through another pair
@@ -140,7 +111,7 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
     for (int32_t w : affected) {
       if (stamp[w] == round) continue;
       stamp[w] = round;
-      Word& word = words[w];
+      BpeWord& word = words[w];
       auto& s = word.sym;
       bool has = false;
       for (size_t i = 0; i + 1 < s.size() && !has; ++i) has = s[i] == top.a && s[i + 1] == top.b;
@@ -171,6 +142,43 @@ std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOption
     for (const auto& [q, n] : grown)
       if (pair_count[q] > 0) heap.push({pair_count[q], int32_t(q >> 32), int32_t(uint32_t(q))});
   }
+
+  return merges;
+}
+
+std::string train_byte_level_bpe(const std::string& corpus, const BpeTrainOptions& opts) {
+  check_options(opts);
+
+  // Byte tokens get ids 0..255 in the order of their alphabet characters (as in GPT-2 / Qwen2).
+  const auto& alphabet = unicode::byte_to_codepoint();
+  std::vector<int> byte_of_id(256);  // [256]
+  for (int b = 0; b < 256; ++b) byte_of_id[b] = b;
+  std::sort(byte_of_id.begin(), byte_of_id.end(),
+            [&](int x, int y) { return alphabet[x] < alphabet[y]; });
+  std::array<int32_t, 256> id_of_byte{};
+  for (int id = 0; id < 256; ++id) id_of_byte[byte_of_id[id]] = id;
+
+  std::vector<std::string> tok_bytes(256);  // [n_tokens] raw bytes of each token
+  for (int id = 0; id < 256; ++id) tok_bytes[id] = std::string(1, char(byte_of_id[id]));
+
+  // Pre-tokenize exactly as the Qwen2 tokenizer will (NFC, then the split regex).
+  const std::string text = unicode::nfc(unicode::sanitize_utf8(corpus));
+  const unicode::SplitRegex split(unicode::kQwen2SplitPattern, "BPE trainer");
+  std::unordered_map<std::string, int64_t> counts_by_word;
+  split.split(text, [&](size_t b, size_t e) { ++counts_by_word[text.substr(b, e - b)]; });
+  std::vector<std::pair<std::string, int64_t>> sorted(counts_by_word.begin(), counts_by_word.end());
+  std::sort(sorted.begin(), sorted.end());  // deterministic order
+  std::vector<detail::BpeWord> words;       // [n_words]
+  words.reserve(sorted.size());
+  for (const auto& [w, f] : sorted) {
+    detail::BpeWord word;
+    word.freq = f;
+    for (char c : w) word.sym.push_back(id_of_byte[static_cast<unsigned char>(c)]);
+    words.push_back(std::move(word));
+  }
+
+  const std::vector<std::pair<int32_t, int32_t>> merges =
+      detail::learn_bpe_merges(words, tok_bytes, opts.vocab_size, {});
 
   // ---- tokenizer.json in the Qwen2 layout ----
   const int32_t first_special =

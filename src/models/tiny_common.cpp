@@ -92,6 +92,21 @@ TokenizerFacts read_tokenizer_facts(const std::string& text, const std::string& 
   return f;
 }
 
+// Whether a tokenizer.json is byte-level: its pre-tokenizer is ByteLevel or a Sequence with a
+// ByteLevel step (the tokenizer loader's test; anything else is SentencePiece-style).
+bool is_byte_level(const nlohmann::ordered_json& j) {
+  const auto type_is = [](const nlohmann::ordered_json& p, const char* t) {
+    return p.is_object() && p.contains("type") && p["type"] == t;
+  };
+  if (!j.contains("pre_tokenizer")) return false;
+  const auto& pre = j["pre_tokenizer"];
+  if (type_is(pre, "ByteLevel")) return true;
+  if (type_is(pre, "Sequence") && pre.contains("pretokenizers") && pre["pretokenizers"].is_array())
+    for (const auto& p : pre["pretokenizers"])
+      if (type_is(p, "ByteLevel")) return true;
+  return false;
+}
+
 }  // namespace
 
 fs::path create_output_dir(const std::string& out_dir) {
@@ -120,6 +135,13 @@ Tokenizer make_tokenizer(const TokenizerOptions& o) {
   if (!o.path.empty()) {
     t.text = io::read_text_file(o.path);
     t.origin = o.path;
+  } else if (o.style == TokenizerOptions::Style::kSentencePiece) {
+    io::SentencePieceTrainOptions so;
+    so.vocab_size = o.vocab_size;
+    so.special_tokens = o.specials;
+    so.special_first_id = o.special_first_id;
+    t.text = io::train_sentencepiece_bpe(io::builtin_training_corpus(), so);
+    t.origin = "trained tokenizer";
   } else {
     io::BpeTrainOptions bo;
     bo.vocab_size = o.vocab_size;
@@ -146,9 +168,11 @@ void fill_unassigned_ids(Tokenizer& tok, int32_t n_ids) {
     pieces.insert(piece);
   }
   for (const auto& [content, id] : tok.facts.added_ids) used[static_cast<size_t>(id)] = true;
+  // "Ġ" is the byte-level space, "▁" SentencePiece's.
+  const std::string space = is_byte_level(j) ? "\xC4\xA0" : "\xE2\x96\x81";
   for (int32_t id = 0; id < n_ids; ++id) {
     if (used[static_cast<size_t>(id)]) continue;
-    std::string piece = "\xC4\xA0x" + std::to_string(id);  // "Ġ" is the byte-level space
+    std::string piece = space + "x" + std::to_string(id);
     while (pieces.count(piece)) piece += "_";
     pieces.insert(piece);
     vocab.push_back({piece, ordered(id)});

@@ -1,8 +1,8 @@
 // The family-neutral part of make-tiny-model: the output folder, the tokenizer (copied in or
-// trained with the built-in byte-level BPE trainer) and what config.json needs from it,
-// tokenizer_config.json and generation_config.json in the Qwen2 layout, and seeded random weights
-// streamed straight into safetensors. Each family's tiny_checkpoint.cpp adds its config.json,
-// its preprocessor_config.json and its tensor table.
+// trained with the built-in byte-level or SentencePiece-style BPE trainer) and what config.json
+// needs from it, tokenizer_config.json and generation_config.json in the Qwen2 layout, and seeded
+// random weights streamed straight into safetensors. Each family's tiny_checkpoint.cpp adds its
+// config.json, its preprocessor_config.json and its tensor table.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +47,18 @@ struct TokenizerOptions {
   int32_t vocab_size = 1000;          // ordinary tokens of a trained tokenizer
   std::vector<std::string> specials;  // the family's special tokens, in id order
   int32_t special_first_id = -1;      // -1: right after the ordinary tokens
+  // What a trained tokenizer is: byte-level BPE in the Qwen2 layout, or SentencePiece-style BPE
+  // with byte fallback in the Llama / Mistral layout (legacy normaliser; <unk> <s> </s> = 0 1 2).
+  enum class Style { kByteLevel, kSentencePiece } style = Style::kByteLevel;
 };
 Tokenizer make_tokenizer(const TokenizerOptions& opts);
 
 // Gives every id below `n_ids` that the tokenizer leaves unassigned (the gap below specials kept
 // at their real ids, the padding up to the model's vocabulary) a vocabulary piece of its own, so
-// that any id a random model samples decodes: " x<id>" in byte-level form, reachable by no merge
-// (text never encodes to it). Rewrites tok.text and tok.facts.
+// that any id a random model samples decodes to " x<id>": "Ġx<id>" in a byte-level vocabulary,
+// "▁x<id>" in a SentencePiece-style one (no ByteLevel pre-tokenizer). No merge produces the piece
+// and it is longer than one character, so text never encodes to it. Rewrites tok.text and
+// tok.facts.
 void fill_unassigned_ids(Tokenizer& tok, int32_t n_ids);
 
 // The id of added token `token`; InvalidArgument naming the family when the tokenizer lacks it.
