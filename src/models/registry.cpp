@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/json_fields.h"
+#include "models/llava/family.h"
 #include "models/qwen2_audio/family.h"
 #include "models/qwen2_vl/family.h"
 
@@ -15,8 +16,9 @@ namespace mmrt::models {
 namespace {
 
 // Adding a family: its folder, and one line here.
-const std::array<const ModelFamily*, 2>& table() {
-  static const std::array<const ModelFamily*, 2> t{&qwen2_vl::family(), &qwen2_audio::family()};
+const std::array<const ModelFamily*, 4>& table() {
+  static const std::array<const ModelFamily*, 4> t{&qwen2_vl::family(), &qwen2_audio::family(),
+                                                   &llava::next_family(), &llava::family()};
   return t;
 }
 

@@ -1,0 +1,206 @@
+#include "models/llava/clip_tower.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace mmrt::models::llava {
+
+namespace {
+struct Layer {
+  Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [embed]
+  kernels::PackedLinear qkv;          // q|k|v [3 * embed, embed] + biases
+  kernels::PackedLinear out;          // [embed, embed] + bias
+  kernels::PackedLinear fc1;          // [mlp, embed] + bias
+  kernels::PackedLinear fc2;          // [embed, mlp] + bias
+};
+}  // namespace
+
+struct ClipTower::Impl {
+  VisionConfig vc;
+  const kernels::Backend* be = nullptr;
+  kernels::PackedLinear patch_embed;  // [embed, C*p*p], no bias
+  Tensor class_embedding;             // [embed]
+  Tensor positions;                   // [side² + 1, embed]
+  Tensor pre_w, pre_b;                // [embed]
+  std::vector<Layer> layers;          // the layers up to the selected hidden state
+  kernels::PackedLinear proj1;        // [hidden, embed] (+ bias)
+  kernels::PackedLinear proj2;        // [hidden, hidden] (+ bias)
+  bool keep_cls = false;
+  bool quick_gelu = true;
+  int64_t text_hidden = 0;
+};
+
+ClipTower::ClipTower(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClipTower::~ClipTower() = default;
+
+int64_t ClipTower::tokens_per_crop() const {
+  const int64_t s = impl_->vc.side();
+  return s * s + (impl_->keep_cls ? 1 : 0);
+}
+
+double ClipTower::flops(int64_t n_crops) const {
+  const VisionConfig& v = impl_->vc;
+  const double T = static_cast<double>(v.n_positions()), n = T * static_cast<double>(n_crops);
+  const double e = static_cast<double>(v.hidden_size), m = static_cast<double>(v.intermediate_size);
+  const double pd = static_cast<double>(v.num_channels * v.patch_size * v.patch_size);
+  const double per_layer = 2 * n * (4 * e * e + 2 * e * m) + 4 * n * T * e;
+  const double h = static_cast<double>(impl_->text_hidden);
+  const double rows = static_cast<double>(tokens_per_crop() * n_crops);
+  return 2 * n * e * pd + per_layer * static_cast<double>(impl_->layers.size()) +
+         2 * rows * (e * h + h * h);
+}
+
+std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io::SafeTensors& st,
+                                           const Config& cfg, kernels::WeightFormat fmt) {
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.vc = cfg.vision;
+  m.be = &be;
+  m.keep_cls = cfg.vision_feature_select_strategy == "full";
+  m.quick_gelu = m.vc.hidden_act == "quick_gelu";
+  m.text_hidden = cfg.text.hidden_size;
+  const Naming naming = detect_naming(st.names(), st.path());
+  // Compute-bound GEMMs over hundreds of rows per crop: the weights stay in the mapping where
+  // they can (the fused q|k|v is packed into memory of its own).
+  constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
+  auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
+  auto lin = [&](const std::string& base, bool bias = true) {
+    Tensor w = get(base + ".weight");
+    if (!bias) return kernels::PackedLinear::pack(be, w, nullptr, fmt, kPlace);
+    Tensor b = get(base + ".bias");
+    return kernels::PackedLinear::pack(be, w, &b, fmt, kPlace);
+  };
+  const std::string vm = "vision_tower.vision_model.";
+  Tensor pw = get(vm + "embeddings.patch_embedding.weight");  // [embed, C, p, p]
+  m.patch_embed =
+      kernels::PackedLinear::pack(be, pw.reshape({pw.dim(0), -1}), nullptr, fmt, kPlace);
+  m.class_embedding = get(vm + "embeddings.class_embedding");
+  m.positions = get(vm + "embeddings.position_embedding.weight");
+  m.pre_w = get(vm + "pre_layrnorm.weight");
+  m.pre_b = get(vm + "pre_layrnorm.bias");
+  m.layers.resize(static_cast<size_t>(cfg.vision_layers_used()));
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const std::string p = vm + "encoder.layers." + std::to_string(i) + ".";
+    Layer& l = m.layers[i];
+    l.ln1_w = get(p + "layer_norm1.weight");
+    l.ln1_b = get(p + "layer_norm1.bias");
+    l.ln2_w = get(p + "layer_norm2.weight");
+    l.ln2_b = get(p + "layer_norm2.bias");
+    Tensor w[3], b[3];
+    const char* names[3] = {"q_proj", "k_proj", "v_proj"};
+    for (int k = 0; k < 3; ++k) {
+      w[k] = get(p + "self_attn." + names[k] + ".weight");
+      b[k] = get(p + "self_attn." + names[k] + ".bias");
+    }
+    const Tensor* ws[3] = {&w[0], &w[1], &w[2]};
+    const Tensor* bs[3] = {&b[0], &b[1], &b[2]};
+    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, fmt);
+    l.out = lin(p + "self_attn.out_proj");
+    l.fc1 = lin(p + "mlp.fc1");
+    l.fc2 = lin(p + "mlp.fc2");
+  }
+  m.proj1 = lin("multi_modal_projector.linear_1", cfg.multimodal_projector_bias);
+  m.proj2 = lin("multi_modal_projector.linear_2", cfg.multimodal_projector_bias);
+  return std::unique_ptr<ClipTower>(new ClipTower(std::move(impl)));
+}
+
+Tensor ClipTower::forward(const Tensor& pixel_values) {
+  Impl& m = *impl_;
+  const kernels::Backend& be = *m.be;
+  const VisionConfig& v = m.vc;
+  const int64_t E = v.hidden_size, M = v.intermediate_size, S = v.image_size, P = v.patch_size;
+  const int64_t C = v.num_channels, side = v.side(), T = v.n_positions(), PD = C * P * P;
+  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 4 || pixel_values.dim(0) < 1 ||
+      pixel_values.dim(1) != C || pixel_values.dim(2) != S || pixel_values.dim(3) != S)
+    throw InvalidArgument("clip tower: pixel_values must be f32 [n_crops, " + std::to_string(C) +
+                          ", " + std::to_string(S) + ", " + std::to_string(S) + "], got " +
+                          pixel_values.describe());
+  const Tensor px = pixel_values.contiguous();
+  const int64_t n_crops = px.dim(0), N = n_crops * T;
+  // Patch rows in (c, y, x) order, the conv weight's order; row 0 of each crop is the class slot.
+  std::vector<float> patches(static_cast<size_t>(n_crops * side * side * PD));
+  be.pool().parallel_for(n_crops * side, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t crop = r / side, py = r % side;
+      const float* img = px.data<float>() + crop * C * S * S;
+      for (int64_t pxi = 0; pxi < side; ++pxi) {
+        float* dst = patches.data() + ((crop * side + py) * side + pxi) * PD;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t y = 0; y < P; ++y)
+            std::memcpy(dst + (c * P + y) * P, img + (c * S + py * P + y) * S + pxi * P,
+                        static_cast<size_t>(P) * sizeof(float));
+      }
+    }
+  });
+  std::vector<float> emb(static_cast<size_t>(n_crops * side * side * E));
+  kernels::linear(be, patches.data(), n_crops * side * side, m.patch_embed, emb.data());
+  std::vector<float> x(static_cast<size_t>(N * E)), h(static_cast<size_t>(N * E));  // [N, embed]
+  std::vector<float> pos(static_cast<size_t>(T * E)), cls(static_cast<size_t>(E));
+  {
+    std::vector<int32_t> ids(static_cast<size_t>(T));
+    for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    kernels::embedding(m.positions, ids.data(), T, pos.data());
+    const int32_t zero = 0;
+    kernels::embedding(m.class_embedding.reshape({1, E}), &zero, 1, cls.data());
+  }
+  for (int64_t c = 0; c < n_crops; ++c) {
+    float* row = x.data() + c * T * E;
+    std::memcpy(row, cls.data(), static_cast<size_t>(E) * sizeof(float));
+    std::memcpy(row + E, emb.data() + c * side * side * E,
+                static_cast<size_t>(side * side * E) * sizeof(float));
+    kernels::add(be, row, pos.data(), T * E);
+  }
+  const float eps = static_cast<float>(v.layer_norm_eps);
+  kernels::layer_norm(be, x.data(), m.pre_w, m.pre_b, eps, x.data(), N, E);
+
+  std::vector<float> qkv(static_cast<size_t>(N * 3 * E)), attn(static_cast<size_t>(N * E));
+  std::vector<float> act(static_cast<size_t>(N * M));  // [N, mlp]
+  std::vector<int32_t> cu(static_cast<size_t>(n_crops + 1));
+  for (int64_t c = 0; c <= n_crops; ++c) cu[static_cast<size_t>(c)] = static_cast<int32_t>(c * T);
+  kernels::VarlenAttentionArgs va;
+  va.q = qkv.data();
+  va.k = qkv.data() + E;
+  va.v = qkv.data() + 2 * E;
+  va.out = attn.data();
+  va.q_stride = va.k_stride = va.v_stride = 3 * E;
+  va.cu_seqlens = cu;
+  va.n_heads = va.n_kv_heads = static_cast<int32_t>(v.num_attention_heads);
+  va.head_dim = static_cast<int32_t>(v.head_dim());
+  va.mask = kernels::MaskKind::kFull;
+  for (const Layer& l : m.layers) {
+    kernels::layer_norm(be, x.data(), l.ln1_w, l.ln1_b, eps, h.data(), N, E);
+    kernels::linear(be, h.data(), N, l.qkv, qkv.data());
+    kernels::varlen_attention(be, va);
+    kernels::linear(be, attn.data(), N, l.out, h.data());
+    kernels::add(be, x.data(), h.data(), N * E);
+    kernels::layer_norm(be, x.data(), l.ln2_w, l.ln2_b, eps, h.data(), N, E);
+    kernels::linear(be, h.data(), N, l.fc1, act.data());
+    if (m.quick_gelu)
+      kernels::quick_gelu(be, act.data(), act.data(), N * M);
+    else
+      kernels::gelu_erf(be, act.data(), act.data(), N * M);
+    kernels::linear(be, act.data(), N, l.fc2, h.data());
+    kernels::add(be, x.data(), h.data(), N * E);
+  }
+  // The selected hidden state, the class token dropped ("default"), through the projector.
+  const int64_t per = tokens_per_crop(), rows = n_crops * per, skip = T - per;
+  std::vector<float> sel(static_cast<size_t>(rows * E));
+  for (int64_t c = 0; c < n_crops; ++c)
+    std::memcpy(sel.data() + c * per * E, x.data() + (c * T + skip) * E,
+                static_cast<size_t>(per * E) * sizeof(float));
+  const int64_t H = m.text_hidden;
+  std::vector<float> mid(static_cast<size_t>(rows * H));
+  kernels::linear(be, sel.data(), rows, m.proj1, mid.data());
+  kernels::gelu_erf(be, mid.data(), mid.data(), rows * H);
+  Tensor out = Tensor::empty(DType::kF32, {rows, H});  // [n_crops * per, hidden]
+  kernels::linear(be, mid.data(), rows, m.proj2, out.data<float>());
+  return out;
+}
+
+}  // namespace mmrt::models::llava

@@ -1,0 +1,157 @@
+// The engine with tiny LLaVA-NeXT and LLaVA-1.5 checkpoints, reached only through the registry
+// (the engine sees no family): image requests batched, chunked and preempted give the tokens
+// each gives alone; a repeated image hits the encoder and prefix caches; a corrupt image fails
+// alone; cancellation in the middle of an image prefill frees the KV.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "models/registry.h"
+
+namespace fs = std::filesystem;
+using namespace mmrt;
+using namespace mmrt::engine;
+
+namespace {
+
+class EngineLlava : public ::testing::TestWithParam<const char*> {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("mmrt_engine_llava_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    for (const char* arch : {"llava-next", "llava"}) {
+      models::TinyModelOptions o;
+      o.dtype = DType::kF32;
+      o.seed = 9;
+      models::family_named(arch).make_tiny((root_ / arch).string(), o);
+    }
+    // Images of three aspect ratios (anyres grids 2x2, 1x3 and 2x1 at the tiny model's 112-pixel
+    // crops), written by PIL.
+    const std::string cmd =
+        std::string(MMRT_REF_PYTHON) +
+        " -c \"from PIL import Image; import numpy as np; r=np.random.default_rng(3); "
+        "[Image.fromarray(r.integers(0,255,(h,w,3),dtype=np.uint8)).save('" +
+        root_.string() +
+        "/'+n) for n,h,w in [('a.png',150,200),('b.jpg',90,300),('c.png',230,120)]]\"";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static std::vector<uint8_t> bytes(const std::string& name) {
+    std::ifstream f(root_ / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  }
+  EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) const {
+    return test::engine_config((root_ / GetParam()).string(), budget, kv_blocks, prefix);
+  }
+  static GenerateRequest image_req(const std::vector<std::string>& imgs, const std::string& text,
+                                   int max_tokens) {
+    GenerateRequest g;
+    models::ChatMessage m;
+    m.role = "user";
+    for (const auto& i : imgs) {
+      m.content.push_back({models::ContentPart::Kind::kImage, ""});
+      g.add_image(bytes(i));
+    }
+    m.content.push_back({models::ContentPart::Kind::kText, text});
+    g.messages.push_back(m);
+    g.sampling.max_tokens = max_tokens;
+    g.sampling.ignore_eos = true;
+    return g;
+  }
+
+  static fs::path root_;
+};
+fs::path EngineLlava::root_;
+
+TEST_P(EngineLlava, BatchedChunkedPreemptedAndCachedMatchAlone) {
+  std::vector<GenerateRequest> w;
+  w.push_back(image_req({"a.png"}, "What is in the image?", 10));
+  w.push_back(test::text_request("Tell me about the weather.", 12));
+  w.push_back(image_req({"b.jpg", "c.png"}, "Compare the two.", 8));
+  w.push_back(image_req({"c.png"}, "What is in the image?", 14));
+  // Small chunks (image runs split across steps) and a KV cache too small for the batch.
+  const bool next = std::string(GetParam()) == "llava-next";
+  const test::AloneVsBatched run = test::expect_batched_match_alone(
+      w, config(4096, 512, false), config(40, next ? 40 : 14, true));
+  const EngineStats& s = run.stats;
+  EXPECT_GT(s.preemptions, 0) << "the KV cache was meant to be too small for the batch";
+  EXPECT_GT(s.encoder_hits, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  // The same text around images of another aspect ratio: another anyres token count (LLaVA-1.5:
+  // one 64-token crop for any image).
+  const int64_t diff = run.prompt_tokens[3] - run.prompt_tokens[0];
+  if (next)
+    EXPECT_NE(diff, 0);
+  else
+    EXPECT_EQ(diff, 0);
+}
+
+TEST_P(EngineLlava, RepeatedImageHitsEncoderAndPrefixCaches) {
+  auto eng = Engine::create(config(512, 256, true));
+  RequestResult first = eng->submit(image_req({"a.png"}, "What is this?", 4)).wait();
+  ASSERT_EQ(first.outcome, Outcome::kFinished) << first.reason;
+  EXPECT_EQ(eng->stats().encoder_runs, 1);
+  GenerateRequest g2 = image_req({"a.png"}, "What is this?", 4);
+  g2.messages.push_back(models::ChatMessage::text("assistant", "A picture."));
+  g2.messages.push_back(models::ChatMessage::text("user", "Which colours?"));
+  RequestResult second = eng->submit(g2).wait();
+  ASSERT_EQ(second.outcome, Outcome::kFinished) << second.reason;
+  EXPECT_EQ(eng->stats().encoder_runs, 1) << "the image was encoded again";
+  EXPECT_EQ(eng->stats().media_skipped, 1) << "a cached image was decoded again";
+  EXPECT_GE(second.cached_prompt_tokens, first.prompt_tokens - 16)
+      << "the image's KV was not reused";
+  // Other text before the image: no KV reuse past it, but the encoder output is reused.
+  GenerateRequest g3 = image_req({"a.png"}, "Other question", 2);
+  g3.messages.insert(g3.messages.begin(), models::ChatMessage::text("system", "Be brief."));
+  ASSERT_EQ(eng->submit(g3).wait().outcome, Outcome::kFinished);
+  EXPECT_EQ(eng->stats().encoder_runs, 1);
+  EXPECT_GE(eng->stats().encoder_hits, 1);
+  // Another tenant: encoded again, nothing shared.
+  GenerateRequest g4 = image_req({"a.png"}, "What is this?", 2);
+  g4.tenant = "other";
+  RequestResult fourth = eng->submit(g4).wait();
+  EXPECT_EQ(eng->stats().encoder_runs, 2);
+  EXPECT_EQ(fourth.cached_prompt_tokens, 0);
+}
+
+TEST_P(EngineLlava, CorruptImageFailsAloneAndCancelFreesItsKv) {
+  auto eng = Engine::create(config(16, 512, true));
+  GenerateRequest bad = image_req({"b.jpg"}, "x", 4);
+  bad.media[0].bytes.resize(bad.media[0].bytes.size() / 3);  // a truncated JPEG
+  GenerateRequest video = test::text_request("a video", 2);
+  video.messages[0].content.insert(video.messages[0].content.begin(),
+                                   {models::ContentPart::Kind::kVideo, ""});
+  video.media.push_back({models::Modality::kVideo, bytes("a.png"), {}});
+  RequestHandle hb = eng->submit(bad);
+  RequestHandle hv = eng->submit(video);
+  RequestHandle hc = eng->submit(image_req({"c.png"}, "y", 400));
+  RequestHandle ht = eng->submit(test::text_request("still served", 3));
+  RequestResult rb = hb.wait();
+  EXPECT_NE(rb.outcome, Outcome::kFinished);
+  EXPECT_FALSE(rb.reason.empty());
+  RequestResult rv = hv.wait();
+  EXPECT_NE(rv.outcome, Outcome::kFinished) << "a video reached a model that takes images";
+  EXPECT_NE(rv.reason.find("video"), std::string::npos) << rv.reason;
+  ASSERT_TRUE(hc.next().has_value());  // the image's request is under way
+  hc.cancel();
+  EXPECT_EQ(hc.wait().outcome, Outcome::kCancelled);
+  EXPECT_EQ(ht.wait().outcome, Outcome::kFinished);
+  EXPECT_EQ(eng->stats().kv_blocks_used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineLlava, ::testing::Values("llava-next", "llava"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "llava" ? std::string("Llava15")
+                                                                     : std::string("LlavaNext");
+                         });
+
+}  // namespace
