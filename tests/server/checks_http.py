@@ -296,7 +296,14 @@ def traces(ctx):
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("trace me", max_tokens=5))
     expect(st == 200, b)
     rid = b["id"]
-    st, _, t = hu.request(ctx.port, "GET", b["mmrt"]["trace"])
+    # The trace is kept when the call ends, just after its response is written: a GET sent at
+    # once can arrive first, so it is asked again for up to 2 s.
+    end = time.time() + 2
+    while True:
+        st, _, t = hu.request(ctx.port, "GET", b["mmrt"]["trace"])
+        if st != 404 or time.time() > end:
+            break
+        time.sleep(0.02)
     expect(st == 200, f"trace: {st}")
     doc = json.loads(t)
     ev = doc["traceEvents"]
