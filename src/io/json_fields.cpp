@@ -1,5 +1,7 @@
 #include "io/json_fields.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "io/file.h"
 
@@ -169,6 +171,35 @@ ConfigIdentity config_identity(const json& root, const std::string& origin) {
     id.model_type = root["model_type"].get<std::string>();
   }
   return id;
+}
+
+int64_t json_int_value(const nlohmann::json& v, const std::string& key, const std::string& origin) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::floor(d) == d && std::abs(d) < 9e15) return static_cast<int64_t>(d);
+  }
+  throw FormatError(origin + ": \"" + key + "\" must be an integer, got " + json_excerpt(v));
+}
+
+double json_number_value(const nlohmann::json& v, const std::string& key,
+                         const std::string& origin) {
+  if (!v.is_number())
+    throw FormatError(origin + ": \"" + key + "\" must be a number, got " + json_excerpt(v));
+  return v.get<double>();
+}
+
+std::array<double, 3> json_rgb_value(const nlohmann::json& v, const std::string& key,
+                                     const std::string& origin) {
+  if (v.is_number()) {
+    double d = v.get<double>();
+    return {d, d, d};
+  }
+  if (!v.is_array() || v.size() != 3)
+    throw FormatError(origin + ": \"" + key + "\" must be 3 numbers (one per RGB channel), got " +
+                      json_excerpt(v));
+  return {json_number_value(v[0], key, origin), json_number_value(v[1], key, origin),
+          json_number_value(v[2], key, origin)};
 }
 
 }  // namespace mmrt::io

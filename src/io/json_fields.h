@@ -4,6 +4,7 @@
 // (e.g. "text_config" before the top level).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,6 +30,15 @@ nlohmann::json parse_json_object(std::string_view text, const std::string& origi
 std::string read_text_file(const std::string& path);
 // A value as quoted in an error message: its JSON text, cut to 80 characters.
 std::string json_excerpt(const nlohmann::json& v);
+
+// One value of a configuration field, read alone (FormatError quoting `key` and `origin`): an
+// integer (integral floats accepted), a number, or three numbers, one per RGB channel (a single
+// number is used for all three).
+int64_t json_int_value(const nlohmann::json& v, const std::string& key, const std::string& origin);
+double json_number_value(const nlohmann::json& v, const std::string& key,
+                         const std::string& origin);
+std::array<double, 3> json_rgb_value(const nlohmann::json& v, const std::string& key,
+                                     const std::string& origin);
 
 class JsonFields {
  public:

@@ -24,13 +24,13 @@ struct Layer {
 struct ClipTower::Impl {
   VisionConfig vc;
   const kernels::Backend* be = nullptr;
-  kernels::PackedLinear patch_embed;  // [embed, C*p*p], no bias
-  Tensor class_embedding;             // [embed]
-  Tensor positions;                   // [side² + 1, embed]
-  Tensor pre_w, pre_b;                // [embed]
-  std::vector<Layer> layers;          // the layers up to the selected hidden state
-  kernels::PackedLinear proj1;        // [hidden, embed] (+ bias)
-  kernels::PackedLinear proj2;        // [hidden, hidden] (+ bias)
+  kernels::PackedLinear patch_embed;   // [embed, C*p*p], no bias
+  std::vector<float> class_embedding;  // [embed] f32
+  std::vector<float> positions;        // [side² + 1, embed] f32
+  Tensor pre_w, pre_b;                 // [embed]
+  std::vector<Layer> layers;           // the layers up to the selected hidden state
+  kernels::PackedLinear proj1;         // [hidden, embed] (+ bias)
+  kernels::PackedLinear proj2;         // [hidden, hidden] (+ bias)
   bool keep_cls = false;
   bool quick_gelu = true;
   int64_t text_hidden = 0;
@@ -80,8 +80,17 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   Tensor pw = get(vm + "embeddings.patch_embedding.weight");  // [embed, C, p, p]
   m.patch_embed =
       kernels::PackedLinear::pack(be, pw.reshape({pw.dim(0), -1}), nullptr, fmt, kPlace);
-  m.class_embedding = get(vm + "embeddings.class_embedding");
-  m.positions = get(vm + "embeddings.position_embedding.weight");
+  // The class token and the positions as f32 once, not at every image.
+  const int64_t E = m.vc.hidden_size, T = m.vc.n_positions();
+  m.positions.resize(static_cast<size_t>(T * E));
+  std::vector<int32_t> ids(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  kernels::embedding(get(vm + "embeddings.position_embedding.weight"), ids.data(), T,
+                     m.positions.data());
+  m.class_embedding.resize(static_cast<size_t>(E));
+  const int32_t zero = 0;
+  kernels::embedding(get(vm + "embeddings.class_embedding").reshape({1, E}), &zero, 1,
+                     m.class_embedding.data());
   m.pre_w = get(vm + "pre_layrnorm.weight");
   m.pre_b = get(vm + "pre_layrnorm.bias");
   m.layers.resize(static_cast<size_t>(cfg.vision_layers_used()));
@@ -141,20 +150,12 @@ Tensor ClipTower::forward(const Tensor& pixel_values) {
   std::vector<float> emb(static_cast<size_t>(n_crops * side * side * E));
   kernels::linear(be, patches.data(), n_crops * side * side, m.patch_embed, emb.data());
   std::vector<float> x(static_cast<size_t>(N * E)), h(static_cast<size_t>(N * E));  // [N, embed]
-  std::vector<float> pos(static_cast<size_t>(T * E)), cls(static_cast<size_t>(E));
-  {
-    std::vector<int32_t> ids(static_cast<size_t>(T));
-    for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    kernels::embedding(m.positions, ids.data(), T, pos.data());
-    const int32_t zero = 0;
-    kernels::embedding(m.class_embedding.reshape({1, E}), &zero, 1, cls.data());
-  }
   for (int64_t c = 0; c < n_crops; ++c) {
     float* row = x.data() + c * T * E;
-    std::memcpy(row, cls.data(), static_cast<size_t>(E) * sizeof(float));
+    std::memcpy(row, m.class_embedding.data(), static_cast<size_t>(E) * sizeof(float));
     std::memcpy(row + E, emb.data() + c * side * side * E,
                 static_cast<size_t>(side * side * E) * sizeof(float));
-    kernels::add(be, row, pos.data(), T * E);
+    kernels::add(be, row, m.positions.data(), T * E);
   }
   const float eps = static_cast<float>(v.layer_norm_eps);
   kernels::layer_norm(be, x.data(), m.pre_w, m.pre_b, eps, x.data(), N, E);

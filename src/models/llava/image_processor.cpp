@@ -34,33 +34,9 @@ constexpr int64_t kMaxOutputBytes = int64_t{1} << 30;   // pixel_values
 
 // ---------------------------------------------------------------- configuration
 
-int64_t json_int(const json& v, const std::string& key, const std::string& origin) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::floor(d) == d && std::abs(d) < 9e15) return static_cast<int64_t>(d);
-  }
-  throw FormatError(origin + ": \"" + key + "\" must be an integer, got " + io::json_excerpt(v));
-}
-
-double json_number(const json& v, const std::string& key, const std::string& origin) {
-  if (!v.is_number())
-    throw FormatError(origin + ": \"" + key + "\" must be a number, got " + io::json_excerpt(v));
-  return v.get<double>();
-}
-
-std::array<double, 3> json_triple(const json& v, const std::string& key,
-                                  const std::string& origin) {
-  if (v.is_number()) {
-    double d = v.get<double>();
-    return {d, d, d};
-  }
-  if (!v.is_array() || v.size() != 3)
-    throw FormatError(origin + ": \"" + key + "\" must be 3 numbers (one per RGB channel), got " +
-                      io::json_excerpt(v));
-  return {json_number(v[0], key, origin), json_number(v[1], key, origin),
-          json_number(v[2], key, origin)};
-}
+constexpr auto& json_int = io::json_int_value;
+constexpr auto& json_number = io::json_number_value;
+constexpr auto& json_triple = io::json_rgb_value;
 
 // transformers' get_size_dict for `size` (default_to_square=False): an int is the shortest edge,
 // a pair is (height, width).
