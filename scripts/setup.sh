@@ -44,13 +44,15 @@ if ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# npm packages used by the tokenizer conformance test and its benchmark, the official openai
+# npm packages used by the tokenizer conformance test and its benchmark (@lenml/tokenizers, and
+# Hugging Face tokenizers' Rust library through @anush008/tokenizers' Node binding), the official openai
 # client of the server tests (with ws, which its Realtime WebSocket client needs) and
 # playwright-core, which drives Debian's Chromium to check the verify reports (lock file
 # committed; it downloads no browser).
 if [[ -f tests/js/package.json ]]; then
   if [[ ! -d tests/js/node_modules/@lenml/tokenizers || ! -f tests/js/node_modules/openai/package.json ||
         ! -f tests/js/node_modules/playwright-core/package.json ||
+        ! -f tests/js/node_modules/@anush008/tokenizers/package.json ||
         ! -f tests/js/node_modules/ws/package.json ]]; then
     echo "[setup] installing npm packages (tests/js)"
     (cd tests/js && npm ci --no-audit --no-fund --silent)

@@ -82,13 +82,45 @@ std::string readable(const std::string& bytes) {
   return out + "\"";
 }
 
+// --jsonl: one JSON string a line in, its ids as one JSON array a line out.
+std::string tokenize_lines(const io::Tokenizer& tok, const std::string& text) {
+  std::string out;
+  size_t b = 0, line = 0;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    ++line;
+    const std::string_view l = std::string_view(text).substr(b, e - b);
+    b = e + 1;
+    if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    nlohmann::json j;
+    try {
+      j = io::parse_json(l, "stdin line " + std::to_string(line));
+    } catch (const FormatError& err) {
+      throw InvalidArgument(std::string(err.what()) + " (--jsonl expects one JSON string a line)");
+    }
+    if (!j.is_string())
+      throw InvalidArgument("stdin line " + std::to_string(line) + ": " + io::json_excerpt(j) +
+                            " is not a JSON string (--jsonl expects one a line)");
+    out += nlohmann::json(tok.encode(j.get<std::string>())).dump() + "\n";
+  }
+  return out;
+}
+
 int run_tokenize(cli::Args& args) {
   const bool ids_only = args.flag("ids-only");
+  const bool jsonl = args.flag("jsonl");
   io::Tokenizer tok = load(args);
   args.finish();
   if (!args.positional().empty())
     throw InvalidArgument("tokenize reads its text from stdin; unexpected argument '" +
                           args.positional()[0] + "'");
+  if (jsonl && ids_only) throw InvalidArgument("--jsonl and --ids-only do not go together");
+  if (jsonl) {
+    const std::string out = tokenize_lines(tok, read_stdin());
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  }
   const std::vector<int32_t> ids = tok.encode(read_stdin());
   std::string out;
   if (ids_only) {
@@ -158,13 +190,39 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// --jsonl: one JSON array of ids a line in, its text as one JSON string a line out.
+std::string detokenize_lines(const io::Tokenizer& tok, const std::string& text, bool skip) {
+  std::string out;
+  size_t b = 0, line = 0;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    ++line;
+    const std::string l = text.substr(b, e - b);
+    b = e + 1;
+    if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out += nlohmann::json(tok.decode(parse_ids(l), skip)).dump() + "\n";
+    } catch (const InvalidArgument& err) {
+      throw InvalidArgument("stdin line " + std::to_string(line) + ": " + err.what());
+    }
+  }
+  return out;
+}
+
 int run_detokenize(cli::Args& args) {
   const bool skip_special = args.flag("skip-special");
+  const bool jsonl = args.flag("jsonl");
   io::Tokenizer tok = load(args);
   args.finish();
   if (!args.positional().empty())
     throw InvalidArgument("detokenize reads its ids from stdin; unexpected argument '" +
                           args.positional()[0] + "'");
+  if (jsonl) {
+    const std::string out = detokenize_lines(tok, read_stdin(), skip_special);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  }
   const std::string text = tok.decode(parse_ids(read_stdin()), skip_special);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
@@ -173,33 +231,39 @@ int run_detokenize(cli::Args& args) {
 }  // namespace
 
 MMRT_COMMAND("tokenize", "encode UTF-8 text from stdin into token ids",
-             "usage: mmrt tokenize --model DIR [--ids-only] < text.txt\n\n"
+             "usage: mmrt tokenize --model DIR [--ids-only | --jsonl] < text.txt\n\n"
              "Reads UTF-8 text from stdin (all of it, newlines included) and encodes it with\n"
-             "DIR/tokenizer.json, a Hugging Face BPE file: byte-level (Qwen2/Qwen2.5/Qwen3:\n"
-             "NFC, then the split regex) or SentencePiece-style with byte fallback (Llama,\n"
-             "Mistral: spaces as U+2581, <0xNN> tokens for unknown characters). Added/special\n"
+             "DIR/tokenizer.json, a Hugging Face file: byte-level BPE (Qwen2/Qwen2.5/Qwen3:\n"
+             "NFC, then the split regex), SentencePiece-style BPE with byte fallback (Llama,\n"
+             "Mistral: spaces as U+2581, <0xNN> tokens for unknown characters) or Unigram\n"
+             "(Fuyu: the best-scoring segmentation, <0xNN> fallback). Added/special\n"
              "tokens such as <|im_start|> or <s> are matched first. No special tokens are\n"
              "added (no BOS). Invalid UTF-8 is read as U+FFFD.\n\n"
              "options:\n"
              "  --model DIR   folder holding tokenizer.json (or the path of the file itself)\n"
-             "  --ids-only    print one line of space-separated ids instead of the table\n\n"
+             "  --ids-only    print one line of space-separated ids instead of the table\n"
+             "  --jsonl       many texts: stdin holds one JSON string a line, and each gives\n"
+             "                one line of output, the JSON array of its ids (blank lines are\n"
+             "                skipped)\n\n"
              "output: one line per token, ID<TAB>\"TEXT\", where TEXT is the token's bytes\n"
              "with \\n, \\t, \\r, \\\" escaped and \\xNN for bytes that are only part of a\n"
              "UTF-8 character.\n\n"
              "example:\n"
              "  echo -n 'Hello world' | mmrt tokenize --model ckpt --ids-only",
-             {"ids-only"}, run_tokenize);
+             {"ids-only", "jsonl"}, run_tokenize);
 
 MMRT_COMMAND("detokenize", "decode token ids from stdin into text",
-             "usage: mmrt detokenize --model DIR [--skip-special] < ids.txt\n\n"
+             "usage: mmrt detokenize --model DIR [--skip-special] [--jsonl] < ids.txt\n\n"
              "Reads token ids from stdin, separated by white space and/or commas, or as one\n"
              "JSON array ([9707, 1879]), and prints the decoded text (no newline added).\n"
              "Bytes that do not form valid UTF-8 become U+FFFD.\n\n"
              "options:\n"
              "  --model DIR       folder holding tokenizer.json (or the path of the file itself)\n"
-             "  --skip-special    drop special tokens (<|im_start|>, <|endoftext|>, ...)\n\n"
+             "  --skip-special    drop special tokens (<|im_start|>, <|endoftext|>, ...)\n"
+             "  --jsonl           many sequences: one JSON array of ids a line in, its text as\n"
+             "                    one JSON string a line out (blank lines are skipped)\n\n"
              "errors: a non-numeric item or an id outside the vocabulary is reported with the\n"
              "offending value, and nothing is printed.\n\n"
              "example:\n"
              "  echo '9707 1879' | mmrt detokenize --model ckpt",
-             {"skip-special"}, run_detokenize);
+             {"skip-special", "jsonl"}, run_detokenize);

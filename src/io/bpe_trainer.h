@@ -53,6 +53,31 @@ struct SentencePieceTrainOptions {
 std::string train_sentencepiece_bpe(const std::string& corpus,
                                     const SentencePieceTrainOptions& opts);
 
+struct SentencePieceUnigramOptions {
+  // Pieces in all: <unk>, <s>, </s> (ids 0, 1, 2), then user_pieces, then the 256 <0xNN> byte
+  // pieces (all scored 0), then the learned pieces by score (the most likely first).
+  int32_t vocab_size = 1000;
+  // Pieces that text matches as any other (scored 0, so always preferred), e.g. Fuyu's
+  // "|SPEAKER|", "|NEWLINE|", "|ENDOFTEXT|". No spaces (the normaliser leaves none to match).
+  std::vector<std::string> user_pieces;
+  // Of <s>, </s> and user_pieces, those also listed in added_tokens as special (<unk> always is).
+  std::vector<std::string> added_specials;
+  // The token the post-processor puts before a sequence (<s>, or an added special; empty: no
+  // post-processor).
+  std::string prefix_token = "<s>";
+  std::string style = "legacy";  // as SentencePieceTrainOptions::style
+};
+
+// Returns a Unigram tokenizer.json in the layout of Fuyu's (model {"type": "Unigram", "unk_id":
+// 0, "vocab": [["piece", score], ...], "byte_fallback": true}, the SentencePiece decoder). Its
+// pieces are those SentencePiece-style BPE learns from `corpus` (as train_sentencepiece_bpe), each
+// scored with its log-probability in the corpus segmented by the merges (half a count added): a
+// valid Unigram model with sensible segmentations, not one trained by EM as SentencePiece's
+// Unigram trainer does. InvalidArgument for a vocab_size below the fixed pieces + 1, an unknown
+// style, or bad user pieces.
+std::string train_sentencepiece_unigram(const std::string& corpus,
+                                        const SentencePieceUnigramOptions& opts);
+
 // A few kilobytes of varied built-in text (English, code, numbers, CJK, emoji) to learn from.
 const std::string& builtin_training_corpus();
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <unordered_map>
@@ -135,10 +136,11 @@ ojson added_token(int32_t id, const std::string& content) {
   return t;
 }
 
-// TemplateProcessing that puts <s> (id 1) before each sequence, as in Llama-2 / Mistral files.
-ojson bos_post_processor() {
-  const auto special = [](int type_id) {
-    return ojson{{"SpecialToken", {{"id", "<s>"}, {"type_id", type_id}}}};
+// TemplateProcessing that puts `token` before each sequence: <s> (id 1) in Llama-2 / Mistral
+// files, |ENDOFTEXT| in Fuyu's.
+ojson prefix_post_processor(const std::string& token, int32_t id) {
+  const auto special = [&token](int type_id) {
+    return ojson{{"SpecialToken", {{"id", token}, {"type_id", type_id}}}};
   };
   const auto sequence = [](const char* id, int type_id) {
     return ojson{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
@@ -148,10 +150,10 @@ ojson bos_post_processor() {
   p["single"] = {special(0), sequence("A", 0)};
   p["pair"] = {special(0), sequence("A", 0), special(1), sequence("B", 1)};
   ojson bos;
-  bos["id"] = "<s>";
-  bos["ids"] = {1};
-  bos["tokens"] = {"<s>"};
-  p["special_tokens"] = {{"<s>", bos}};
+  bos["id"] = token;
+  bos["ids"] = {id};
+  bos["tokens"] = {token};
+  p["special_tokens"] = {{token, bos}};
   return p;
 }
 
@@ -168,18 +170,27 @@ ojson sp_decoder() {
   return d;
 }
 
-}  // namespace
+// What SentencePiece-style BPE learned: every piece by id (the fixed ones first, then the
+// corpus's characters, then merged pieces), the merges in rank order, and how often each piece
+// occurs in the corpus once segmented by those merges.
+struct Learned {
+  std::vector<std::string> tokens;  // [n_tokens]
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  std::vector<int64_t> counts;  // [n_tokens]
+};
 
-std::string train_sentencepiece_bpe(const std::string& corpus,
-                                    const SentencePieceTrainOptions& opts) {
-  std::vector<std::string> tokens = fixed_tokens();  // [n_tokens] the piece of each id
-  check_options(opts, tokens);
-
-  const std::vector<std::string> chars = characters(sp_normalize(corpus, opts.style));
+// Learns up to `vocab_size` pieces in all (the fixed ones included) from `corpus`. No merge
+// makes the string of a fixed or `reserved` piece, or one of more than 16 characters.
+Learned learn(const std::string& corpus, const std::string& style, std::vector<std::string> fixed,
+              int32_t vocab_size, const std::vector<std::string>& reserved_pieces) {
+  Learned L;
+  L.tokens = std::move(fixed);
+  const auto n_fixed = static_cast<int32_t>(L.tokens.size());
+  const std::vector<std::string> chars = characters(sp_normalize(corpus, style));
   std::unordered_map<std::string, int32_t> char_id;
-  for (const auto& c : pick_characters(chars, opts.vocab_size - kFixedTokens)) {
-    char_id.emplace(c, int32_t(tokens.size()));
-    tokens.push_back(c);
+  for (const auto& c : pick_characters(chars, vocab_size - n_fixed)) {
+    char_id.emplace(c, int32_t(L.tokens.size()));
+    L.tokens.push_back(c);
   }
 
   // Words: a run of "▁" and the characters after it, up to the next run; a character outside the
@@ -205,24 +216,56 @@ std::string train_sentencepiece_bpe(const std::string& corpus,
   flush();
   std::vector<detail::BpeWord> words;  // [n_words]
   words.reserve(counts_by_word.size());
+  std::vector<int64_t> single(L.tokens.size(), 0);  // one-character words, by id
   for (const auto& [w, f] : counts_by_word) {
     detail::BpeWord bw;
     bw.freq = f;
     for (const auto& c : characters(w)) bw.sym.push_back(char_id.at(c));
-    if (bw.sym.size() > 1) words.push_back(std::move(bw));
+    if (bw.sym.size() > 1)
+      words.push_back(std::move(bw));
+    else
+      single[size_t(bw.sym[0])] += f;
   }
 
-  // No merge makes a fixed or special token's string, or a piece longer than SentencePiece's
-  // default max_piece_length.
-  std::unordered_set<std::string> reserved(tokens.begin(), tokens.begin() + kFixedTokens);
-  reserved.insert(opts.special_tokens.begin(), opts.special_tokens.end());
+  std::unordered_set<std::string> reserved(L.tokens.begin(), L.tokens.begin() + n_fixed);
+  reserved.insert(reserved_pieces.begin(), reserved_pieces.end());
   const auto allowed = [&reserved](const std::string& piece) {
     size_t n_chars = 0;
     for (unsigned char c : piece) n_chars += (c & 0xC0) != 0x80;
     return n_chars <= kMaxPieceChars && !reserved.count(piece);
   };
-  const std::vector<std::pair<int32_t, int32_t>> merges =
-      detail::learn_bpe_merges(words, tokens, opts.vocab_size, allowed);
+  L.merges = detail::learn_bpe_merges(words, L.tokens, vocab_size, allowed);
+  L.counts.assign(L.tokens.size(), 0);
+  for (size_t id = 0; id < single.size(); ++id) L.counts[id] += single[id];
+  for (const auto& w : words)
+    for (int32_t id : w.sym) L.counts[size_t(id)] += w.freq;
+  return L;
+}
+
+ojson legacy_normalizer() {
+  ojson prepend;
+  prepend["type"] = "Prepend";
+  prepend["prepend"] = kSpace;
+  return {{"type", "Sequence"}, {"normalizers", {prepend, replace_step(" ", kSpace)}}};
+}
+
+ojson metaspace_pre_tokenizer() {
+  ojson meta;
+  meta["type"] = "Metaspace";
+  meta["replacement"] = kSpace;
+  meta["prepend_scheme"] = "first";
+  meta["split"] = false;
+  return meta;
+}
+
+}  // namespace
+
+std::string train_sentencepiece_bpe(const std::string& corpus,
+                                    const SentencePieceTrainOptions& opts) {
+  check_options(opts, fixed_tokens());
+  const Learned L = learn(corpus, opts.style, fixed_tokens(), opts.vocab_size, opts.special_tokens);
+  const std::vector<std::string>& tokens = L.tokens;
+  const auto& merges = L.merges;
 
   // ---- tokenizer.json in the LlamaTokenizerFast layout ----
   ojson added = ojson::array();
@@ -257,23 +300,94 @@ std::string train_sentencepiece_bpe(const std::string& corpus,
   root["truncation"] = nullptr;
   root["padding"] = nullptr;
   root["added_tokens"] = std::move(added);
-  if (opts.style == "legacy") {
-    ojson prepend;
-    prepend["type"] = "Prepend";
-    prepend["prepend"] = kSpace;
-    root["normalizer"] = {{"type", "Sequence"},
-                          {"normalizers", {prepend, replace_step(" ", kSpace)}}};
-    root["pre_tokenizer"] = nullptr;
-  } else {
-    root["normalizer"] = nullptr;
-    ojson meta;
-    meta["type"] = "Metaspace";
-    meta["replacement"] = kSpace;
-    meta["prepend_scheme"] = "first";
-    meta["split"] = false;
-    root["pre_tokenizer"] = std::move(meta);
+  const bool legacy = opts.style == "legacy";
+  root["normalizer"] = legacy ? legacy_normalizer() : ojson(nullptr);
+  root["pre_tokenizer"] = legacy ? ojson(nullptr) : metaspace_pre_tokenizer();
+  root["post_processor"] = prefix_post_processor("<s>", 1);
+  root["decoder"] = sp_decoder();
+  root["model"] = std::move(model);
+  return root.dump(2) + "\n";
+}
+
+std::string train_sentencepiece_unigram(const std::string& corpus,
+                                        const SentencePieceUnigramOptions& opts) {
+  const std::string who = "SentencePiece Unigram trainer: ";
+  if (opts.style != "legacy" && opts.style != "metaspace")
+    throw InvalidArgument(who + "style '" + opts.style +
+                          "' is not supported (legacy or metaspace)");
+  // <unk> <s> </s>, the user pieces, the byte pieces: the fixed part, all scored 0.
+  std::vector<std::string> fixed = {"<unk>", "<s>", "</s>"};
+  std::unordered_set<std::string> seen(fixed.begin(), fixed.end());
+  for (const auto& p : opts.user_pieces) {
+    if (p.empty() || !unicode::is_valid_utf8(p) || p.find(' ') != std::string::npos)
+      throw InvalidArgument(who + "user piece '" + p +
+                            "' must be non-empty valid UTF-8 without spaces");
+    if (!seen.insert(p).second) throw InvalidArgument(who + "duplicate user piece " + p);
+    fixed.push_back(p);
   }
-  root["post_processor"] = bos_post_processor();
+  for (int b = 0; b < 256; ++b) {
+    if (seen.count(byte_token(b)))
+      throw InvalidArgument(who + "user piece " + byte_token(b) + " is a byte piece already");
+    fixed.push_back(byte_token(b));
+  }
+  const auto n_fixed = static_cast<int32_t>(fixed.size());
+  if (opts.vocab_size < n_fixed + 1)
+    throw InvalidArgument(who + "vocab_size " + std::to_string(opts.vocab_size) + " is below " +
+                          std::to_string(n_fixed + 1) + ": the fixed pieces and \"" + kSpace +
+                          "\" need that many");
+  for (const auto& t : opts.added_specials)
+    if (!seen.count(t))
+      throw InvalidArgument(who + "added special '" + t +
+                            "' is not <unk>, <s>, </s> or a user piece");
+  const auto& sp = opts.added_specials;
+  if (!opts.prefix_token.empty() && opts.prefix_token != "<s>" &&
+      std::find(sp.begin(), sp.end(), opts.prefix_token) == sp.end())
+    throw InvalidArgument(who + "prefix token '" + opts.prefix_token +
+                          "' must be <s> or one of the added specials");
+
+  const Learned L = learn(corpus, opts.style, fixed, opts.vocab_size, {});
+  // Scores: the log-probability of each learned piece in the corpus segmented by the merges,
+  // with half a count added to every piece (a merge's intermediate pieces stay possible but
+  // unlikely); the fixed pieces score 0, as SentencePiece's user-defined and control pieces.
+  int64_t total = 0;
+  for (size_t id = size_t(n_fixed); id < L.tokens.size(); ++id) total += L.counts[id];
+  const double denom = double(total) + 0.5 * double(L.tokens.size() - size_t(n_fixed));
+  std::vector<std::pair<double, std::string>> learned;
+  for (size_t id = size_t(n_fixed); id < L.tokens.size(); ++id)
+    learned.emplace_back(std::log((double(L.counts[id]) + 0.5) / denom), L.tokens[id]);
+  std::sort(learned.begin(), learned.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+
+  ojson vocab = ojson::array();
+  std::unordered_map<std::string, int32_t> id_of;
+  for (const auto& p : fixed) {
+    id_of.emplace(p, int32_t(vocab.size()));
+    vocab.push_back({p, 0.0});
+  }
+  for (const auto& [score, p] : learned) vocab.push_back({p, score});
+  ojson added = ojson::array();
+  added.push_back(added_token(0, "<unk>"));
+  for (const auto& t : sp)
+    if (t != "<unk>") added.push_back(added_token(id_of.at(t), t));
+
+  ojson model;
+  model["type"] = "Unigram";
+  model["unk_id"] = 0;
+  model["vocab"] = std::move(vocab);
+  model["byte_fallback"] = true;
+  ojson root;
+  root["version"] = "1.0";
+  root["truncation"] = nullptr;
+  root["padding"] = nullptr;
+  root["added_tokens"] = std::move(added);
+  const bool legacy = opts.style == "legacy";
+  root["normalizer"] = legacy ? legacy_normalizer() : ojson(nullptr);
+  root["pre_tokenizer"] = legacy ? ojson(nullptr) : metaspace_pre_tokenizer();
+  root["post_processor"] =
+      opts.prefix_token.empty()
+          ? ojson(nullptr)
+          : prefix_post_processor(opts.prefix_token, id_of.at(opts.prefix_token));
   root["decoder"] = sp_decoder();
   root["model"] = std::move(model);
   return root.dump(2) + "\n";

@@ -141,6 +141,10 @@ struct EncodeScratch {
   std::vector<int32_t> sym, prev, next;  // [n] symbol id and neighbours (-1: none)
   std::vector<MergeCand> heap;           // min-heap by (rank, pos)
   std::vector<uint32_t> char_at;         // SentencePiece: byte offset of each symbol's character
+  // Unigram's Viterbi lattice, per byte offset [n + 1]: the best path's score up to there, where
+  // its last piece starts (-1: none yet) and that piece's id.
+  std::vector<double> best;
+  std::vector<int32_t> from, piece;
   // prev / next as a list of n symbols in order.
   void link(size_t n) {
     prev.resize(n);
@@ -158,6 +162,9 @@ struct EncodeScratch {
     next = {};
     heap = {};
     char_at = {};
+    best = {};
+    from = {};
+    piece = {};
   }
 };
 
@@ -204,6 +211,46 @@ class AddedTrie {
   };
   std::vector<Node> nodes_{Node{}};
   std::array<bool, 256> first_{};
+};
+
+// Byte trie over the vocabulary strings, for Unigram's common-prefix search: children in one
+// open-addressing table keyed by (node, byte), so 262k pieces (Fuyu: ~1M nodes) take ~16 MiB.
+class ByteTrie {
+ public:
+  static constexpr int32_t kMaxNodes = (1 << 24) - 1;
+  // Adds `s` (non-empty) with `id` (a later add of the same string overwrites it). Throws
+  // std::length_error past kMaxNodes nodes.
+  void add(std::string_view s, int32_t id);
+  // The child of `node` by byte `c`, or -1. The root is node 0.
+  int32_t child(int32_t node, unsigned char c) const {
+    if (node == 0) return root_[c];
+    const uint64_t key = (uint64_t(uint32_t(node)) << 8) | c;
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      const uint64_t e = slots_[i];
+      if (e == kEmpty) return -1;
+      if ((e >> 24) == key) return int32_t(e & kChild);
+    }
+  }
+  int32_t id(int32_t node) const { return ids_[size_t(node)]; }  // -1: no string ends there
+  // The id of exactly `s`, or -1.
+  int32_t find(std::string_view s) const;
+  size_t nodes() const { return ids_.size(); }
+
+ private:
+  static constexpr uint64_t kEmpty = ~0ull, kChild = (1u << 24) - 1;
+  size_t slot(uint64_t key) const {
+    return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
+  }
+  void grow();
+  std::array<int32_t, 256> root_ = [] {
+    std::array<int32_t, 256> r{};
+    r.fill(-1);
+    return r;
+  }();
+  std::vector<uint64_t> slots_ = std::vector<uint64_t>(16, kEmpty);  // [key:40 | child:24]
+  size_t mask_ = 15, used_ = 0;
+  int shift_ = 60;
+  std::vector<int32_t> ids_ = std::vector<int32_t>(1, -1);  // [n_nodes]
 };
 
 }  // namespace mmrt::io::detail
@@ -258,6 +305,15 @@ struct Tokenizer::Impl {
   } metaspace;
   int32_t strip_leading = 0;  // the decoder's Strip: leading spaces removed from decode()
 
+  // Unigram model (Fuyu; sentencepiece is set too): the vocabulary's log-probabilities and the
+  // Viterbi segmentation over them, as Hugging Face tokenizers' Unigram encodes: a character no
+  // piece covers costs unk_score (the lowest score - 10); consecutive unknown characters fuse
+  // into one piece, then become its UTF-8 bytes' <0xNN> tokens (byte_fallback) or unk_id.
+  bool unigram = false;
+  std::vector<double> scores;  // [n_ids] (0 for added-token-only ids)
+  double unk_score = 0;
+  detail::ByteTrie trie;  // the vocabulary strings (not the added tokens)
+
   StatePool<detail::EncodeScratch> scratch;  // one per concurrent encode() call
 
   std::string_view piece_of(int32_t id) const {
@@ -279,7 +335,11 @@ struct Tokenizer::Impl {
   std::string_view normalize(std::string_view text, std::string& buf) const;
   void sp_pretokenize(std::string_view text, bool first, std::vector<int32_t>& out,
                       detail::EncodeScratch& sc) const;
+  // The SentencePiece-style model on one pre-tokenized piece: BPE, or Unigram's Viterbi.
+  void sp_model(std::string_view piece, std::vector<int32_t>& out, detail::EncodeScratch& sc) const;
   void sp_bpe(std::string_view piece, std::vector<int32_t>& out, detail::EncodeScratch& sc) const;
+  void sp_unigram(std::string_view piece, std::vector<int32_t>& out,
+                  detail::EncodeScratch& sc) const;
   void pretokenize(std::string_view text, size_t level, std::vector<int32_t>& out,
                    detail::EncodeScratch& sc) const;
   static constexpr size_t kSmallPiece = 48;  // longer pieces use the heap-based merge loop

@@ -250,31 +250,9 @@ void load_decoder(const json& root, Tokenizer::Impl& impl) {
   if (t != "ByteLevel") fail(impl, "decoder type '" + t + "' is not supported (only ByteLevel)");
 }
 
-void load_model(const json& root, detail::TokenizerSax& sax, Tokenizer::Impl& impl) {
-  auto mit = root.find("model");
-  if (mit == root.end() || !mit->is_object()) fail(impl, "missing 'model'");
-  const json& model = *mit;
-  const std::string t = type_of(model);
-  if (t.empty() && sax.has_merges && sax.has_vocab) {
-    // Old files omit the type of a BPE model.
-  } else if (t != "BPE") {
-    fail(impl, "unknown model type '" + t + "' (only BPE is supported)");
-  }
-  if (auto d = model.find("dropout");
-      d != model.end() && !d->is_null() && !(d->is_number() && d->get<double>() == 0.0))
-    fail(impl, "model.dropout = " + json_excerpt(*d) + " is not supported");
-  require_empty_string(impl, model, "continuing_subword_prefix", "model");
-  require_empty_string(impl, model, "end_of_word_suffix", "model");
-  impl.ignore_merges = get_bool(model, "ignore_merges", false);
-  impl.byte_fallback = get_bool(model, "byte_fallback", false);
-  impl.fuse_unk = get_bool(model, "fuse_unk", false);
-  if (impl.byte_fallback && !impl.sentencepiece)
-    fail(impl, "model.byte_fallback with a ByteLevel pre-tokenizer is not supported");
-  if (!sax.has_vocab) fail(impl, "model.vocab missing or not an object");
-  if (!sax.has_merges) fail(impl, "model.merges missing or not an array");
-
-  // Id space: vocabulary ids and added-token ids.
-  // Every table below has one entry per id up to the largest: bound it before allocating.
+// The id space shared by both models: every vocabulary string and added token gets its id's
+// slot (bounded before anything is sized by it); vocabulary strings are indexed for lookups.
+void load_vocabulary(detail::TokenizerSax& sax, Tokenizer::Impl& impl) {
   constexpr int64_t kMaxId = detail::PairMap::kMaxValue - 1;
   int64_t max_id = -1;
   for (const auto& [span, id] : sax.vocab) {
@@ -306,15 +284,90 @@ void load_model(const json& root, detail::TokenizerSax& sax, Tokenizer::Impl& im
   const auto key_of = [&impl](int32_t id) { return impl.piece_of(id); };
   impl.piece_index.reset(sax.vocab.size() + impl.added.size());
   for (const auto& [span, id] : sax.vocab) impl.piece_index.put(impl.piece_of(id), id, key_of);
+}
+
+// The <0xNN> token of each byte (SentencePiece-style vocabularies); all 256 when byte_fallback.
+void load_fallback_ids(Tokenizer::Impl& impl) {
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    impl.fallback_id[b] = impl.find_piece(name);
+    if (impl.byte_fallback && impl.fallback_id[b] < 0)
+      fail(impl, std::string("model.byte_fallback is set but the vocabulary has no ") + name);
+  }
+}
+
+// Added tokens (after the model, whose vocabulary they may shadow): their contents join the
+// piece blob and shadow an equal vocabulary string in piece_to_id, as in Hugging Face.
+void register_added_tokens(Tokenizer::Impl& impl) {
+  const auto key_of = [&impl](int32_t id) { return impl.piece_of(id); };
+  impl.special.assign(size_t(impl.n_ids), 0);
+  for (size_t k = 0; k < impl.added.size(); ++k) {
+    const auto& t = impl.added[k];
+    impl.present[t.id] = 1;
+    impl.special[t.id] = t.special ? 1 : 0;
+    impl.piece_span[t.id] = {uint32_t(impl.piece_blob.size()), uint32_t(t.content.size())};
+    impl.piece_blob += t.content;
+    impl.piece_index.put(t.content, t.id, key_of);
+    (t.normalized ? impl.norm_trie : impl.raw_trie).add(t.content, static_cast<int32_t>(k));
+  }
+}
+
+// A Unigram model: {"type": "Unigram", "unk_id": N, "vocab": [["piece", score], ...],
+// "byte_fallback": bool}; the id of a piece is its index.
+void load_unigram(const json& model, detail::TokenizerSax& sax, Tokenizer::Impl& impl) {
+  if (!impl.sentencepiece)
+    fail(impl, "a Unigram model with a ByteLevel pre-tokenizer is not supported");
+  if (!sax.vocab_is_array)
+    fail(impl, "model.vocab of a Unigram model must be an array of [\"piece\", score] entries");
+  if (sax.has_merges) fail(impl, "model.merges in a Unigram model");
+  if (sax.vocab.empty()) fail(impl, "model.vocab is empty");
+  impl.unigram = true;
+  impl.byte_fallback = get_bool(model, "byte_fallback", false);
+  load_vocabulary(sax, impl);
+  auto u = model.find("unk_id");
+  if (u == model.end() || u->is_null())
+    fail(impl, "model.unk_id: a Unigram model without an unknown token is not supported");
+  if (!u->is_number_integer() || u->get<int64_t>() < 0 ||
+      u->get<int64_t>() >= static_cast<int64_t>(sax.vocab.size()))
+    fail(impl, "model.unk_id = " + json_excerpt(*u) + " is not an index of model.vocab (" +
+                   std::to_string(sax.vocab.size()) + " entries)");
+  impl.unk_id = static_cast<int32_t>(u->get<int64_t>());
+  load_fallback_ids(impl);
+  impl.scores.assign(size_t(impl.n_ids), 0.0);
+  double min_score = sax.scores[0];
+  try {
+    for (size_t i = 0; i < sax.vocab.size(); ++i) {
+      const auto id = static_cast<int32_t>(sax.vocab[i].second);
+      impl.scores[size_t(id)] = sax.scores[i];
+      min_score = std::min(min_score, sax.scores[i]);
+      impl.trie.add(impl.piece_of(id), id);
+    }
+  } catch (const std::length_error&) {
+    fail(impl, "model.vocab: the strings are too many or too long for the Unigram trie (" +
+                   std::to_string(impl.piece_blob.size()) + " bytes)");
+  }
+  impl.unk_score = min_score - 10.0;  // Hugging Face's K_UNK_PENALTY
+  register_added_tokens(impl);
+}
+
+void load_bpe(const json& model, detail::TokenizerSax& sax, Tokenizer::Impl& impl) {
+  if (auto d = model.find("dropout");
+      d != model.end() && !d->is_null() && !(d->is_number() && d->get<double>() == 0.0))
+    fail(impl, "model.dropout = " + json_excerpt(*d) + " is not supported");
+  require_empty_string(impl, model, "continuing_subword_prefix", "model");
+  require_empty_string(impl, model, "end_of_word_suffix", "model");
+  impl.ignore_merges = get_bool(model, "ignore_merges", false);
+  impl.byte_fallback = get_bool(model, "byte_fallback", false);
+  impl.fuse_unk = get_bool(model, "fuse_unk", false);
+  if (impl.byte_fallback && !impl.sentencepiece)
+    fail(impl, "model.byte_fallback with a ByteLevel pre-tokenizer is not supported");
+  if (!sax.has_vocab || sax.vocab_is_array) fail(impl, "model.vocab missing or not an object");
+  if (!sax.has_merges) fail(impl, "model.merges missing or not an array");
+  load_vocabulary(sax, impl);
 
   if (impl.sentencepiece) {
-    for (int b = 0; b < 256; ++b) {
-      char name[8];
-      std::snprintf(name, sizeof(name), "<0x%02X>", b);
-      impl.fallback_id[b] = impl.find_piece(name);
-      if (impl.byte_fallback && impl.fallback_id[b] < 0)
-        fail(impl, std::string("model.byte_fallback is set but the vocabulary has no ") + name);
-    }
+    load_fallback_ids(impl);
     if (auto u = model.find("unk_token"); u != model.end() && !u->is_null()) {
       if (!u->is_string()) fail(impl, "model.unk_token = " + json_excerpt(*u) + ": not a string");
       impl.unk_id = impl.find_piece(u->get<std::string>());
@@ -364,18 +417,20 @@ void load_model(const json& root, detail::TokenizerSax& sax, Tokenizer::Impl& im
       for (int b2 = 0; b2 < 256; ++b2)
         impl.byte_pair_rank[b1 * 256 + b2] = impl.merges.rank(impl.byte_id[b1], impl.byte_id[b2]);
   }
+  register_added_tokens(impl);
+}
 
-  // Added tokens (after the merges, which refer to the vocabulary only): their contents join the
-  // piece blob and shadow an equal vocabulary string in piece_to_id, as in Hugging Face.
-  impl.special.assign(n, 0);
-  for (size_t k = 0; k < impl.added.size(); ++k) {
-    const auto& t = impl.added[k];
-    impl.present[t.id] = 1;
-    impl.special[t.id] = t.special ? 1 : 0;
-    impl.piece_span[t.id] = {uint32_t(impl.piece_blob.size()), uint32_t(t.content.size())};
-    impl.piece_blob += t.content;
-    impl.piece_index.put(t.content, t.id, key_of);
-    (t.normalized ? impl.norm_trie : impl.raw_trie).add(t.content, static_cast<int32_t>(k));
+void load_model(const json& root, detail::TokenizerSax& sax, Tokenizer::Impl& impl) {
+  auto mit = root.find("model");
+  if (mit == root.end() || !mit->is_object()) fail(impl, "missing 'model'");
+  const json& model = *mit;
+  const std::string t = type_of(model);
+  if (t == "Unigram") {
+    load_unigram(model, sax, impl);
+  } else if (t == "BPE" || (t.empty() && sax.has_merges && sax.has_vocab)) {
+    load_bpe(model, sax, impl);  // old files omit the type of a BPE model
+  } else {
+    fail(impl, "unknown model type '" + t + "' (BPE and Unigram are supported)");
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -14,7 +15,9 @@
 namespace mmrt::io::detail {
 
 // SAX handler: model.vocab and model.merges (hundreds of thousands of entries) go straight into
-// flat buffers; everything else (small) is built as a DOM for the validation code below.
+// flat buffers; everything else (small) is built as a DOM for the validation code below. The
+// vocabulary is a {"piece": id} object (BPE) or a [["piece", score], ...] array (Unigram, where
+// the id is the index).
 class TokenizerSax final : public nlohmann::json::json_sax_t {
  public:
   using json = nlohmann::json;
@@ -25,6 +28,8 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
   bool has_vocab = false, has_merges = false;
   std::string vocab_blob;                       // vocabulary strings back to back
   std::vector<std::pair<Span, int64_t>> vocab;  // [n_vocab] (string, id) in file order
+  bool vocab_is_array = false;                  // the Unigram form
+  std::vector<double> scores;                   // [n_vocab] Unigram log-probabilities
   std::string merge_blob;                       // merge halves back to back
   std::vector<std::pair<Span, Span>> merges;    // [n_merges]
   std::string error;                            // set when a handler rejected the input
@@ -35,8 +40,17 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
   bool number_unsigned(number_unsigned_t v) override {
     return integer(v > uint64_t(INT64_MAX) ? -1 : int64_t(v), json(v));
   }
-  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override {
+    if (mode_ == kEntry) return entry_score(v, json(v));
+    return value(json(v));
+  }
   bool string(string_t& v) override {
+    if (mode_ == kEntry) {
+      if (entry_n_++ != 0) return bad_entry(json(v));
+      pending_ = {uint32_t(vocab_blob.size()), uint32_t(v.size())};
+      vocab_blob += v;
+      return true;
+    }
     if (mode_ == kMerges) return merge_string(v);
     if (mode_ == kPair) {
       if (pair_.size() >= 2) return bad_merge(json(v));
@@ -52,6 +66,7 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
       has_vocab = true;
       return true;
     }
+    if (mode_ == kArrayVocab || mode_ == kEntry) return bad_entry(json::object());
     if (mode_ != kDom)
       return mode_ == kVocab ? bad_vocab(json::object()) : bad_merge(json::object());
     return open(json::object());
@@ -73,6 +88,17 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
     return close();
   }
   bool start_array(std::size_t) override {
+    if (mode_ == kDom && path_ == std::vector<std::string>{"", "model"} && key_ == "vocab") {
+      mode_ = kArrayVocab;
+      has_vocab = vocab_is_array = true;
+      return true;
+    }
+    if (mode_ == kArrayVocab) {
+      mode_ = kEntry;
+      entry_n_ = 0;
+      return true;
+    }
+    if (mode_ == kEntry) return bad_entry(json::array());
     if (mode_ == kDom && path_ == std::vector<std::string>{"", "model"} && key_ == "merges") {
       mode_ = kMerges;
       has_merges = true;
@@ -87,6 +113,16 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
     return open(json::array());
   }
   bool end_array() override {
+    if (mode_ == kArrayVocab) {
+      mode_ = kDom;
+      return true;
+    }
+    if (mode_ == kEntry) {
+      if (entry_n_ != 2) return bad_entry(json::array());
+      vocab.emplace_back(pending_, int64_t(vocab.size()));
+      mode_ = kArrayVocab;
+      return true;
+    }
     if (mode_ == kMerges) {
       mode_ = kDom;
       return true;
@@ -104,13 +140,14 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
   }
 
  private:
-  enum Mode { kDom, kVocab, kMerges, kPair };
+  enum Mode { kDom, kVocab, kMerges, kPair, kArrayVocab, kEntry };
   Mode mode_ = kDom;
   std::vector<json*> stack_;       // open DOM containers
   std::vector<std::string> path_;  // key of each open container ("" for the root / in arrays)
   std::string key_;                // key of the next value in the current DOM object
   Span pending_{0, 0};             // the vocab key waiting for its id
   std::vector<std::string> pair_;  // halves of a ["a", "b"] merge
+  int entry_n_ = 0;                // values seen in the current ["piece", score] entry
 
   bool fail_with(std::string msg) {
     if (error.empty()) error = std::move(msg);
@@ -119,6 +156,16 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
   bool bad_vocab(const json& v) {
     return fail_with("model.vocab[\"" + vocab_blob.substr(pending_.off, pending_.len) +
                      "\"] = " + json_excerpt(v) + ": expected a non-negative integer id");
+  }
+  bool bad_entry(const json& v) {
+    return fail_with("model.vocab[" + std::to_string(vocab.size()) + "]: " + json_excerpt(v) +
+                     " where a [\"piece\", score] entry was expected");
+  }
+  // The score of a Unigram entry: a finite number after its piece.
+  bool entry_score(double v, const json& j) {
+    if (entry_n_++ != 1 || !std::isfinite(v)) return bad_entry(j);
+    scores.push_back(v);
+    return true;
   }
   bool bad_merge(const json& v) {
     return fail_with("model.merges[" + std::to_string(merges.size()) + "] = " + json_excerpt(v) +
@@ -143,6 +190,7 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
     return true;
   }
   bool integer(int64_t v, json j) {
+    if (mode_ == kEntry) return entry_score(j.get<double>(), j);
     if (mode_ == kVocab) {
       if (v < 0 || v > INT32_MAX - 1) return bad_vocab(j);
       vocab.emplace_back(pending_, v);
@@ -165,6 +213,7 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
     return &slot;
   }
   bool value(json v) {
+    if (mode_ == kArrayVocab || mode_ == kEntry) return bad_entry(v);
     if (mode_ == kVocab) return bad_vocab(v);
     if (mode_ != kDom) return bad_merge(v);
     insert(std::move(v));

@@ -1,5 +1,6 @@
 // SentencePiece-style BPE (Llama, Mistral): the Metaspace pre-tokenizer and character-level
-// merges with byte fallback (loading: tokenizer_load.cpp; the rest of encode: tokenizer.cpp).
+// merges with byte fallback (loading: tokenizer_load.cpp; the rest of encode: tokenizer.cpp;
+// the Unigram model: tokenizer_unigram.cpp).
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -11,7 +12,7 @@ namespace mmrt::io {
 void Tokenizer::Impl::sp_pretokenize(std::string_view text, bool first, std::vector<int32_t>& out,
                                      detail::EncodeScratch& sc) const {
   if (!metaspace.on) {
-    sp_bpe(text, out, sc);
+    sp_model(text, out, sc);
     return;
   }
   const std::string& rep = metaspace.replacement;
@@ -20,16 +21,24 @@ void Tokenizer::Impl::sp_pretokenize(std::string_view text, bool first, std::vec
       metaspace.prepend == Metaspace::kAlways || (metaspace.prepend == Metaspace::kFirst && first);
   if (prepend && !s.starts_with(rep)) s.insert(0, rep);
   if (!metaspace.split) {
-    sp_bpe(s, out, sc);
+    sp_model(s, out, sc);
     return;
   }
   // A piece per word, each starting at a replacement (merged with the word after it).
   size_t b = 0;
   for (size_t f = s.find(rep, 1); f != std::string::npos; f = s.find(rep, f + rep.size())) {
-    sp_bpe(std::string_view(s).substr(b, f - b), out, sc);
+    sp_model(std::string_view(s).substr(b, f - b), out, sc);
     b = f;
   }
-  sp_bpe(std::string_view(s).substr(b), out, sc);
+  sp_model(std::string_view(s).substr(b), out, sc);
+}
+
+void Tokenizer::Impl::sp_model(std::string_view piece, std::vector<int32_t>& out,
+                               detail::EncodeScratch& sc) const {
+  if (unigram)
+    sp_unigram(piece, out, sc);
+  else
+    sp_bpe(piece, out, sc);
 }
 
 // BPE over the characters of `piece`: each known character is its token, an unknown one a

@@ -69,14 +69,19 @@ void fill_values(void* dst, int64_t b, int64_t e, DType dtype, Init init, uint64
 TokenizerFacts read_tokenizer_facts(const std::string& text, const std::string& origin) {
   const json j = io::parse_json(text, origin);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() ||
-      !j["model"].contains("vocab") || !j["model"]["vocab"].is_object())
-    throw FormatError(origin + ": no model.vocab object (not a BPE tokenizer.json)");
+      !j["model"].contains("vocab") ||
+      !(j["model"]["vocab"].is_object() || j["model"]["vocab"].is_array()))
+    throw FormatError(origin + ": no model.vocab object (BPE) or array (Unigram)");
   TokenizerFacts f;
   int64_t max_id = -1;
-  for (const auto& [piece, id] : j["model"]["vocab"].items()) {
-    if (!id.is_number_integer())
-      throw FormatError(origin + ": vocab id of '" + piece + "' is not an integer");
-    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+  if (j["model"]["vocab"].is_array()) {  // Unigram: [["piece", score], ...], id = index
+    max_id = static_cast<int64_t>(j["model"]["vocab"].size()) - 1;
+  } else {
+    for (const auto& [piece, id] : j["model"]["vocab"].items()) {
+      if (!id.is_number_integer())
+        throw FormatError(origin + ": vocab id of '" + piece + "' is not an integer");
+      max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+    }
   }
   f.added_tokens = j.value("added_tokens", json::array());
   if (!f.added_tokens.is_array()) throw FormatError(origin + ": \"added_tokens\" is not an array");
@@ -142,6 +147,14 @@ Tokenizer make_tokenizer(const TokenizerOptions& o) {
     so.special_first_id = o.special_first_id;
     t.text = io::train_sentencepiece_bpe(io::builtin_training_corpus(), so);
     t.origin = "trained tokenizer";
+  } else if (o.style == TokenizerOptions::Style::kUnigram) {
+    io::SentencePieceUnigramOptions uo;
+    uo.vocab_size = o.vocab_size;
+    uo.user_pieces = o.specials;
+    uo.added_specials = o.unigram_added;
+    uo.prefix_token = o.unigram_prefix;
+    t.text = io::train_sentencepiece_unigram(io::builtin_training_corpus(), uo);
+    t.origin = "trained tokenizer";
   } else {
     io::BpeTrainOptions bo;
     bo.vocab_size = o.vocab_size;
@@ -160,6 +173,19 @@ void fill_unassigned_ids(Tokenizer& tok, int32_t n_ids) {
   // Ordered: the file keeps HF's layout (vocabulary in id order, fillers after it). Fillers are
   // appended to the underlying vector (ordered_json's own insert searches linearly).
   ordered j = ordered::parse(tok.text);
+  if (j["model"]["vocab"].is_array()) {
+    // Unigram: ids are indices, so fillers go at the end, scored the lowest score already there
+    // (the unknown-character penalty, which derives from it, stays). Their " x<id>" holds a plain
+    // space, which the normaliser never leaves in text: no input encodes to them.
+    auto& arr = j["model"]["vocab"];
+    double lowest = 0;
+    for (const auto& e : arr) lowest = std::min(lowest, e[1].get<double>());
+    for (auto id = static_cast<int32_t>(arr.size()); id < n_ids; ++id)
+      arr.push_back({" x" + std::to_string(id), lowest});
+    tok.text = j.dump(2) + "\n";
+    tok.facts = read_tokenizer_facts(tok.text, tok.origin);
+    return;
+  }
   auto& vocab = j["model"]["vocab"].get_ref<ordered::object_t&>();
   std::vector<bool> used(static_cast<size_t>(std::max(n_ids, tok.facts.size)), false);
   std::unordered_set<std::string> pieces;

@@ -47,9 +47,13 @@ struct TokenizerOptions {
   int32_t vocab_size = 1000;          // ordinary tokens of a trained tokenizer
   std::vector<std::string> specials;  // the family's special tokens, in id order
   int32_t special_first_id = -1;      // -1: right after the ordinary tokens
-  // What a trained tokenizer is: byte-level BPE in the Qwen2 layout, or SentencePiece-style BPE
-  // with byte fallback in the Llama / Mistral layout (legacy normaliser; <unk> <s> </s> = 0 1 2).
-  enum class Style { kByteLevel, kSentencePiece } style = Style::kByteLevel;
+  // What a trained tokenizer is: byte-level BPE in the Qwen2 layout, SentencePiece-style BPE with
+  // byte fallback in the Llama / Mistral layout (legacy normaliser; <unk> <s> </s> = 0 1 2), or a
+  // Unigram model in Fuyu's layout (the specials are vocabulary pieces scored 0 after <unk> <s>
+  // </s>; special_first_id is not used).
+  enum class Style { kByteLevel, kSentencePiece, kUnigram } style = Style::kByteLevel;
+  std::vector<std::string> unigram_added;  // kUnigram: specials also listed as added tokens
+  std::string unigram_prefix;              // kUnigram: the post-processor's leading token
 };
 Tokenizer make_tokenizer(const TokenizerOptions& opts);
 
@@ -57,8 +61,9 @@ Tokenizer make_tokenizer(const TokenizerOptions& opts);
 // at their real ids, the padding up to the model's vocabulary) a vocabulary piece of its own, so
 // that any id a random model samples decodes to " x<id>": "Ġx<id>" in a byte-level vocabulary,
 // "▁x<id>" in a SentencePiece-style one (no ByteLevel pre-tokenizer). No merge produces the piece
-// and it is longer than one character, so text never encodes to it. Rewrites tok.text and
-// tok.facts.
+// and it is longer than one character, so text never encodes to it. A Unigram vocabulary (ids are
+// indices) grows at its end by " x<id>" pieces, which hold a space no normalised text has.
+// Rewrites tok.text and tok.facts.
 void fill_unassigned_ids(Tokenizer& tok, int32_t n_ids);
 
 // The id of added token `token`; InvalidArgument naming the family when the tokenizer lacks it.

@@ -49,6 +49,13 @@ TEST(TokenizerCli, TokenizeAndDetokenize) {
   r = mmrt_cli("detokenize" + m + " --skip-special", " [9707, 1879, 151645] ");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(r.out, "Hello world");
+  // Many texts at once: one JSON string a line in, one JSON array of ids a line out, and back.
+  r = mmrt_cli("tokenize" + m + " --jsonl", "\"Hello world<|im_end|>\"\n\n\"\"\n\"a\\nb\"\n");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, "[9707,1879,151645]\n[]\n[64,198,65]\n");
+  r = mmrt_cli("detokenize" + m + " --jsonl", r.out);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, "\"Hello world<|im_end|>\"\n\"\"\n\"a\\nb\"\n");
 }
 
 TEST(TokenizerCli, ClearErrors) {
@@ -87,6 +94,17 @@ TEST(TokenizerCli, ClearErrors) {
   EXPECT_NE(
       r.out.find("tokenizer file '" + (empty / "tokenizer.json").string() + "' does not exist"),
       std::string::npos)
+      << r.out;
+  r = mmrt_cli("tokenize" + m + " --jsonl", "\"ok\"\nplain text\n");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("stdin line 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--jsonl expects one JSON string a line"), std::string::npos) << r.out;
+  r = mmrt_cli("tokenize" + m + " --jsonl", "[1, 2]\n");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("is not a JSON string"), std::string::npos) << r.out;
+  r = mmrt_cli("detokenize" + m + " --jsonl", "[97]\n[97, 314]\n");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("stdin line 2: decode: token id 314 is out of range"), std::string::npos)
       << r.out;
   r = mmrt_cli("tokenize --help", "");
   EXPECT_EQ(r.rc, 0);
