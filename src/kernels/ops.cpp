@@ -157,6 +157,17 @@ void quick_gelu(const Backend& be, const float* x, float* y, int64_t n) {
   for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.quick_gelu(x + b, y + b, e - b); });
 }
 
+void relu_squared(const Backend& be, const float* x, float* y, int64_t n) {
+  check_rows("relu_squared", x, y, n, 1);
+  // One multiply and a max: the compiler vectorises it at every ISA level.
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float r = x[i] > 0.0f ? x[i] : 0.0f;
+      y[i] = r * r;
+    }
+  });
+}
+
 void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d) {
   check_rows("softmax", x, y, n, d);
   const auto& f = ops_fns(be.isa());

@@ -36,6 +36,8 @@ void gelu_erf(const Backend& be, const float* x, float* y, int64_t n);
 // quick_gelu (CLIP / Qwen2-VL vision MLP): x * sigmoid(1.702 x).
 void quick_gelu(const Backend& be, const float* x, float* y, int64_t n);
 
+// Squared ReLU (Persimmon's "relu2" MLP): y = max(x, 0)², over n elements.
+void relu_squared(const Backend& be, const float* x, float* y, int64_t n);
 // Softmax over each row of x: [n, d] (fp32, max-subtracted).
 void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d);
 

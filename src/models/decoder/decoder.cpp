@@ -17,11 +17,13 @@ namespace mmrt::models {
 namespace {
 
 struct Layer {
-  Tensor input_norm, post_norm;   // [hidden]
-  kernels::PackedLinear qkv;      // [(n_heads + 2 n_kv) * head_dim, hidden] + bias
-  kernels::PackedLinear o;        // [hidden, n_heads * head_dim]
-  kernels::PackedLinear gate_up;  // [2 * inter, hidden]
-  kernels::PackedLinear down;     // [hidden, inter]
+  Tensor input_norm, post_norm;               // [hidden]
+  Tensor input_norm_b, post_norm_b;           // [hidden] (LayerNorm)
+  Tensor q_norm, q_norm_b, k_norm, k_norm_b;  // [head_dim] (qk_norm)
+  kernels::PackedLinear qkv;      // [(n_heads + 2 n_kv) * head_dim, hidden] (+ bias), q | k | v
+  kernels::PackedLinear o;        // [hidden, n_heads * head_dim] (+ bias)
+  kernels::PackedLinear gate_up;  // SwiGLU: [2 * inter, hidden]; relu2: up [inter, hidden] (+ bias)
+  kernels::PackedLinear down;     // [hidden, inter] (+ bias)
 };
 
 // Grow-only scratch buffer.
@@ -39,10 +41,10 @@ struct Decoder::Impl {
   DecoderConfig cfg;
   const kernels::Backend* be = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
-  kernels::LinearOptions lin;     // how every linear layer runs
-  Tensor embed_tokens;            // [vocab, hidden]
-  Tensor final_norm;              // [hidden]
-  kernels::PackedLinear lm_head;  // [vocab, hidden]
+  kernels::LinearOptions lin;       // how every linear layer runs
+  Tensor embed_tokens;              // [vocab, hidden]
+  Tensor final_norm, final_norm_b;  // [hidden] (the bias: LayerNorm)
+  kernels::PackedLinear lm_head;    // [vocab, hidden]
   std::vector<Layer> layers;
   kernels::RopeTable rope;  // head_dim (or rotary_dim) wide
 
@@ -107,6 +109,9 @@ void DecoderConfig::validate(const std::string& origin) const {
       fail("mrope_section must have 1 to 4 entries summing to head_dim/2 = " +
            std::to_string(head_dim / 2) + ", sums to " + std::to_string(sum));
   }
+  if (fused_qkv && num_kv_heads != num_heads)
+    fail("a fused per-head q/k/v weight needs as many key/value heads as heads (" +
+         std::to_string(num_kv_heads) + " of " + std::to_string(num_heads) + ")");
   if (rotary == RotaryKind::kPartial &&
       (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > head_dim))
     fail("rotary_dim " + std::to_string(rotary_dim) + " must be even, in [2, head_dim " +
@@ -117,22 +122,39 @@ std::vector<DecoderTensor> decoder_tensors(const DecoderConfig& c) {
   const int64_t H = c.hidden_size, hd = c.head_dim;
   std::vector<DecoderTensor> v;
   v.push_back({"model.embed_tokens.weight", {c.vocab_size, H}});
+  const bool ln = c.norm == NormKind::kLayer;
+  auto norm = [&](const std::string& base, int64_t d) {
+    v.push_back({base + ".weight", {d}});
+    if (ln) v.push_back({base + ".bias", {d}});
+  };
+  auto linear = [&](const std::string& base, int64_t out, int64_t in, bool bias) {
+    v.push_back({base + ".weight", {out, in}});
+    if (bias) v.push_back({base + ".bias", {out}});
+  };
+  const int64_t I = c.intermediate_size;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    v.push_back({p + "input_layernorm.weight", {H}});
-    v.push_back({p + "self_attn.q_proj.weight", {c.num_heads * hd, H}});
-    if (c.qkv_bias) v.push_back({p + "self_attn.q_proj.bias", {c.num_heads * hd}});
-    v.push_back({p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, H}});
-    if (c.qkv_bias) v.push_back({p + "self_attn.k_proj.bias", {c.num_kv_heads * hd}});
-    v.push_back({p + "self_attn.v_proj.weight", {c.num_kv_heads * hd, H}});
-    if (c.qkv_bias) v.push_back({p + "self_attn.v_proj.bias", {c.num_kv_heads * hd}});
-    v.push_back({p + "self_attn.o_proj.weight", {H, c.num_heads * hd}});
-    v.push_back({p + "post_attention_layernorm.weight", {H}});
-    v.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, H}});
-    v.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, H}});
-    v.push_back({p + "mlp.down_proj.weight", {H, c.intermediate_size}});
+    norm(p + "input_layernorm", H);
+    if (c.fused_qkv) {
+      linear(p + "self_attn.qkv_proj", 3 * c.num_heads * hd, H, c.qkv_bias);
+    } else {
+      linear(p + "self_attn.q_proj", c.num_heads * hd, H, c.qkv_bias);
+      linear(p + "self_attn.k_proj", c.num_kv_heads * hd, H, c.qkv_bias);
+      linear(p + "self_attn.v_proj", c.num_kv_heads * hd, H, c.qkv_bias);
+    }
+    if (c.qk_norm) {
+      v.push_back({p + "self_attn.q_norm.weight", {hd}});
+      v.push_back({p + "self_attn.q_norm.bias", {hd}});
+      v.push_back({p + "self_attn.k_norm.weight", {hd}});
+      v.push_back({p + "self_attn.k_norm.bias", {hd}});
+    }
+    linear(p + "self_attn.o_proj", H, c.num_heads * hd, c.o_bias);
+    norm(p + "post_attention_layernorm", H);
+    if (c.mlp == MlpKind::kSwiGlu) linear(p + "mlp.gate_proj", I, H, c.mlp_bias);
+    linear(p + "mlp.up_proj", I, H, c.mlp_bias);
+    linear(p + "mlp.down_proj", H, I, c.mlp_bias);
   }
-  v.push_back({"model.norm.weight", {H}});
+  norm("model.norm", H);
   if (!c.tied_embeddings) v.push_back({"lm_head.weight", {c.vocab_size, H}});
   return v;
 }
@@ -158,7 +180,9 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
   auto get = [&](const std::string& canonical) { return st.get(name(canonical)); };
 
   m.embed_tokens = get("model.embed_tokens.weight");
+  const bool ln = cfg.norm == NormKind::kLayer;
   m.final_norm = get("model.norm.weight");
+  if (ln) m.final_norm_b = get("model.norm.bias");
   if (opts.weight_format) {
     m.fmt = *opts.weight_format;
   } else {
@@ -176,24 +200,53 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
     Layer& L = m.layers[static_cast<size_t>(i)];
     L.input_norm = get(p + "input_layernorm.weight");
     L.post_norm = get(p + "post_attention_layernorm.weight");
-    Tensor qw = get(p + "self_attn.q_proj.weight"), kw = get(p + "self_attn.k_proj.weight"),
-           vw = get(p + "self_attn.v_proj.weight");
-    const Tensor* ws[] = {&qw, &kw, &vw};
-    if (cfg.qkv_bias) {
-      Tensor qb = get(p + "self_attn.q_proj.bias"), kb = get(p + "self_attn.k_proj.bias"),
-             vb = get(p + "self_attn.v_proj.bias");
-      const Tensor* bs[] = {&qb, &kb, &vb};
-      L.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, m.fmt, place);
-    } else {
-      L.qkv = kernels::PackedLinear::pack_concat(be, ws, {}, m.fmt, place);
+    if (ln) {
+      L.input_norm_b = get(p + "input_layernorm.bias");
+      L.post_norm_b = get(p + "post_attention_layernorm.bias");
     }
-    Tensor ow = get(p + "self_attn.o_proj.weight");
-    L.o = kernels::PackedLinear::pack(be, ow, nullptr, m.fmt, place);
-    Tensor gw = get(p + "mlp.gate_proj.weight"), uw = get(p + "mlp.up_proj.weight");
-    const Tensor* gu[] = {&gw, &uw};
-    L.gate_up = kernels::PackedLinear::pack_concat(be, gu, {}, m.fmt, place);
-    Tensor dw = get(p + "mlp.down_proj.weight");
-    L.down = kernels::PackedLinear::pack(be, dw, nullptr, m.fmt, place);
+    // q | k | v, one output block each: separate weights, or the rows of a fused weight grouped
+    // per head ([q_h, k_h, v_h] for each head h) picked out head by head.
+    std::vector<Tensor> w, b;
+    if (cfg.fused_qkv) {
+      const Tensor fw = get(p + "self_attn.qkv_proj.weight");  // [heads * 3 * head_dim, hidden]
+      const Tensor fb = cfg.qkv_bias ? get(p + "self_attn.qkv_proj.bias") : Tensor();
+      for (int64_t part = 0; part < 3; ++part)
+        for (int64_t hh = 0; hh < m.n_heads; ++hh) {
+          const int64_t r = (hh * 3 + part) * m.head_dim;
+          w.push_back(fw.slice(0, r, r + m.head_dim));
+          if (cfg.qkv_bias) b.push_back(fb.slice(0, r, r + m.head_dim));
+        }
+    } else {
+      for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
+        w.push_back(get(p + "self_attn." + n + ".weight"));
+        if (cfg.qkv_bias) b.push_back(get(p + "self_attn." + n + ".bias"));
+      }
+    }
+    std::vector<const Tensor*> ws, bs;
+    for (const Tensor& t : w) ws.push_back(&t);
+    for (const Tensor& t : b) bs.push_back(&t);
+    L.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, m.fmt, place);
+    if (cfg.qk_norm) {
+      L.q_norm = get(p + "self_attn.q_norm.weight");
+      L.q_norm_b = get(p + "self_attn.q_norm.bias");
+      L.k_norm = get(p + "self_attn.k_norm.weight");
+      L.k_norm_b = get(p + "self_attn.k_norm.bias");
+    }
+    auto lin = [&](const std::string& base, bool bias) {
+      const Tensor wt = get(base + ".weight");
+      if (!bias) return kernels::PackedLinear::pack(be, wt, nullptr, m.fmt, place);
+      const Tensor bt = get(base + ".bias");
+      return kernels::PackedLinear::pack(be, wt, &bt, m.fmt, place);
+    };
+    L.o = lin(p + "self_attn.o_proj", cfg.o_bias);
+    if (cfg.mlp == MlpKind::kSwiGlu) {
+      Tensor gw = get(p + "mlp.gate_proj.weight"), uw = get(p + "mlp.up_proj.weight");
+      const Tensor* gu[] = {&gw, &uw};
+      L.gate_up = kernels::PackedLinear::pack_concat(be, gu, {}, m.fmt, place);
+    } else {
+      L.gate_up = lin(p + "mlp.up_proj", cfg.mlp_bias);
+    }
+    L.down = lin(p + "mlp.down_proj", cfg.mlp_bias);
   }
 
   const auto hd = static_cast<int32_t>(m.head_dim);
@@ -320,10 +373,26 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
   pa.n_tokens = N;
   pa.n_heads = static_cast<int32_t>(m.n_heads);
 
+  const bool ln = m.cfg.norm == NormKind::kLayer;
+  auto norm = [&](const float* in, const Tensor& w, const Tensor& b, float* out, int64_t n) {
+    if (ln)
+      kernels::layer_norm(be, in, w, b, eps, out, n, H);
+    else
+      kernels::rms_norm(be, in, w, eps, out, n, H);
+  };
   for (int64_t li = 0; li < L; ++li) {
     const Layer& ly = m.layers[static_cast<size_t>(li)];
-    kernels::rms_norm(be, x, ly.input_norm, eps, h, N, H);
+    norm(x, ly.input_norm, ly.input_norm_b, h, N);
     kernels::linear(be, h, N, ly.qkv, qkv, m.lin);
+    if (m.cfg.qk_norm)  // each head's q and k over head_dim, token by token (rows are strided)
+      be.pool().parallel_for(N, 8, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          float* q = qkv + t * qkv_width;
+          kernels::layer_norm(be, q, ly.q_norm, ly.q_norm_b, eps, q, m.n_heads, hd);
+          kernels::layer_norm(be, q + q_width, ly.k_norm, ly.k_norm_b, eps, q + q_width, m.n_kv,
+                              hd);
+        }
+      });
     kernels::apply_rope(be, angles, qkv, m.n_heads, qkv_width, hd);
     kernels::apply_rope(be, angles, qkv + q_width, m.n_kv, qkv_width, hd);
     kv.write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(), N,
@@ -331,9 +400,12 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
     kernels::paged_attention(be, pa, kv.layer(static_cast<int32_t>(li)), m.seqs);
     kernels::linear(be, attn, N, ly.o, tmp, m.lin);
     kernels::add(be, x, tmp, N * H);
-    kernels::rms_norm(be, x, ly.post_norm, eps, h, N, H);
+    norm(x, ly.post_norm, ly.post_norm_b, h, N);
     kernels::linear(be, h, N, ly.gate_up, gu, m.lin);
-    kernels::silu_mul_fused(be, gu, act, N, m.inter);
+    if (m.cfg.mlp == MlpKind::kSwiGlu)
+      kernels::silu_mul_fused(be, gu, act, N, m.inter);
+    else
+      kernels::relu_squared(be, gu, act, N * m.inter);
     kernels::linear(be, act, N, ly.down, tmp, m.lin);
     kernels::add(be, x, tmp, N * H);
     if (capture_)
@@ -351,7 +423,7 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
     if (s.want_logits)
       std::memcpy(last + (w++) * H, x + (row - 1) * H, static_cast<size_t>(H) * sizeof(float));
   }
-  kernels::rms_norm(be, last, m.final_norm, eps, last, n_want, H);
+  norm(last, m.final_norm, m.final_norm_b, last, n_want);
   float* logits = m.logits.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));
   if (n_want > 0) kernels::linear(be, last, n_want, m.lm_head, logits, m.lin);
   return Tensor::view(logits, DType::kF32, {n_want, m.vocab});

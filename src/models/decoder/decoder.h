@@ -1,9 +1,10 @@
-// The shared decoder of Llama-shaped language models (Qwen2 and Qwen2-VL's text model now;
-// Mistral/Vicuna for LLaVA and Qwen2-Audio's Qwen2 later): token embedding, pre-norm layers of
-// RMSNorm -> GQA attention with rotary positions over the paged KV cache -> residual, RMSNorm ->
-// SwiGLU MLP -> residual, final RMSNorm and the LM head. What differs between families is plain
-// settings (DecoderConfig): sizes, q/k/v bias, the rotary kind (1-D, M-RoPE, partial), tied or
-// untied head, and the map from canonical tensor names to the checkpoint's.
+// The shared decoder of Llama-shaped language models (Qwen2 / Qwen2-VL / Qwen2-Audio, Mistral and
+// Vicuna for LLaVA, Persimmon for Fuyu): token embedding, pre-norm layers of norm -> GQA
+// attention with rotary positions over the paged KV cache -> residual, norm -> MLP -> residual,
+// final norm and the LM head. What differs between families is plain settings (DecoderConfig):
+// sizes, RMSNorm or LayerNorm, biases, separate or fused per-head-interleaved q/k/v, q/k
+// LayerNorm, SwiGLU or squared-ReLU MLP, the rotary kind (1-D, M-RoPE, partial), tied or untied
+// head, and the map from canonical tensor names to the checkpoint's.
 //
 // The decoder reads and writes K/V in a kernels::KvCache its caller owns (the engine's
 // executor); it owns only its weights and its activation scratch.
@@ -35,6 +36,16 @@ enum class RotaryKind : uint8_t {
   kPartial,  // RoPE on the first rotary_dim dims of each head, the rest passed through
 };
 
+enum class NormKind : uint8_t {
+  kRms,    // RMSNorm, weight only (Llama, Qwen2)
+  kLayer,  // LayerNorm with weight and bias (Persimmon)
+};
+
+enum class MlpKind : uint8_t {
+  kSwiGlu,  // down(silu(gate(x)) * up(x)), no biases
+  kRelu2,   // down(relu(up(x))²), biases per mlp_bias (Persimmon's "relu2")
+};
+
 struct DecoderConfig {
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -43,19 +54,28 @@ struct DecoderConfig {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t vocab_size = 0;
-  double rms_norm_eps = 1e-6;
+  double rms_norm_eps = 1e-6;  // the eps of every norm (RMSNorm or LayerNorm)
+  NormKind norm = NormKind::kRms;
+  MlpKind mlp = MlpKind::kSwiGlu;
   double rope_theta = 10000.0;
   RotaryKind rotary = RotaryKind::k1D;
   std::vector<int32_t> mrope_section;  // kMrope: pairs per position row, summing to head_dim / 2
   int64_t rotary_dim = 0;              // kPartial: rotated dims per head (even, <= head_dim)
   bool qkv_bias = false;               // q/k/v projections carry biases (Qwen2)
-  bool tied_embeddings = false;        // the LM head is embed_tokens
+  // One fused q/k/v weight whose rows are grouped per head as [q_h, k_h, v_h] (Persimmon's
+  // query_key_value; needs num_kv_heads == num_heads); else separate q_proj, k_proj, v_proj.
+  bool fused_qkv = false;
+  bool qk_norm = false;          // LayerNorm over each head's q and k before the rotary (Persimmon)
+  bool o_bias = false;           // the attention output projection carries a bias
+  bool mlp_bias = false;         // the MLP projections carry biases
+  bool tied_embeddings = false;  // the LM head is embed_tokens
   // Canonical (Llama-style) tensor name -> the checkpoint's name. Canonical names are
-  // "model.embed_tokens.weight", "model.layers.{i}.input_layernorm.weight",
-  // "model.layers.{i}.self_attn.{q,k,v,o}_proj.{weight,bias}",
-  // "model.layers.{i}.post_attention_layernorm.weight",
-  // "model.layers.{i}.mlp.{gate,up,down}_proj.weight", "model.norm.weight", "lm_head.weight".
-  // Unset: the identity.
+  // "model.embed_tokens.weight", "model.layers.{i}.input_layernorm.{weight,bias}",
+  // "model.layers.{i}.self_attn.{q,k,v,o}_proj.{weight,bias}" (fused:
+  // "self_attn.qkv_proj.{weight,bias}"), "model.layers.{i}.self_attn.{q,k}_norm.{weight,bias}",
+  // "model.layers.{i}.post_attention_layernorm.{weight,bias}",
+  // "model.layers.{i}.mlp.{gate,up,down}_proj.{weight,bias}", "model.norm.{weight,bias}",
+  // "lm_head.weight" (biases only where the settings say). Unset: the identity.
   std::function<std::string(const std::string&)> tensor_name;
 
   int32_t position_rows() const {
