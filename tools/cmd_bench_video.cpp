@@ -101,7 +101,7 @@ class ClipBench {
     user.role = "user";
     user.content = {{models::ContentPart::Kind::kVideo, ""},
                     {models::ContentPart::Kind::kText, "What moves in this video, and where?"}};
-    const std::vector<int32_t> ids = tok_.encode(proc.render_chat({user}, true));
+    const std::vector<int32_t> ids = proc.chat_ids(tok_, {user}, true);
     const models::ExpandedPrompt p = proc.expand(ids, {&item, 1});
     const int64_t S = static_cast<int64_t>(p.ids.size());
     const int64_t cap = static_cast<int64_t>(lm_.kv->config().num_blocks) * lm_.block_size();

@@ -210,7 +210,7 @@ struct MediaStage::Impl {
           throw InvalidArgument("media item " + std::to_string(k) + " is a " +
                                 models::modality_name(s.media[k].modality) +
                                 " but its content part is a " + models::modality_name(parts[k]));
-      r.prompt = tok.encode(processor.render_chat(s.messages));
+      r.prompt = processor.chat_ids(tok, s.messages);
       s.messages.clear();
     }
     if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/tokenizer.h"
 
 namespace mmrt::models {
 
@@ -25,6 +26,12 @@ ChatMessage ChatMessage::text(std::string role, std::string text) {
   m.role = std::move(role);
   m.content.push_back({ContentPart::Kind::kText, std::move(text)});
   return m;
+}
+
+std::vector<int32_t> Processor::chat_ids(const io::Tokenizer& tok,
+                                         const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const {
+  return tok.encode(render_chat(messages, add_generation_prompt));
 }
 
 Modality modality_of(ContentPart::Kind kind) {

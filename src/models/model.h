@@ -24,6 +24,9 @@
 
 namespace mmrt {
 class ThreadPool;
+namespace io {
+class Tokenizer;
+}
 namespace media {
 struct MediaContext;
 }
@@ -151,6 +154,11 @@ class Processor {
   // The chat template, one placeholder per media part (expand() sizes them).
   virtual std::string render_chat(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt = true) const = 0;
+  // The chat's prompt ids, placeholders unexpanded: `tok`'s ids of render_chat() unless the
+  // family's processor tokenises its parts apart (Fuyu: the image grids, BOS, then the text).
+  virtual std::vector<int32_t> chat_ids(const io::Tokenizer& tok,
+                                        const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt = true) const;
   // Header-only estimate of an encoded media file; throws the decoder's errors for a bad header.
   // With options that prune tokens it is an upper bound (exact = false).
   virtual MediaEstimate estimate(Modality m, std::span<const uint8_t> bytes,

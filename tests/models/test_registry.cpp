@@ -70,16 +70,19 @@ TEST_F(Registry, PicksTheFamilyFromConfigJson) {
   // model_type alone (no "architectures") is enough.
   const std::string mt = edited("mt", [](nlohmann::json& j) { j.erase("architectures"); });
   EXPECT_STREQ(family_for_checkpoint(mt).name, "qwen2-vl");
-  const std::string other =
-      edited("other", [](nlohmann::json& j) { j["architectures"] = {"FuyuForCausalLM"}; });
+  const std::string other = edited("other", [](nlohmann::json& j) {
+    j["architectures"] = {"PaliGemmaForConditionalGeneration"};
+  });
   try {
     family_for_checkpoint(other);
     ADD_FAILURE() << "an unsupported architecture was accepted";
   } catch (const Unimplemented& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("\"FuyuForCausalLM\" is not supported"), std::string::npos) << m;
+    EXPECT_NE(m.find("\"PaliGemmaForConditionalGeneration\" is not supported"), std::string::npos)
+        << m;
     EXPECT_NE(m.find("LlavaNextForConditionalGeneration (llava-next)"), std::string::npos) << m;
     EXPECT_NE(m.find("LlavaForConditionalGeneration (llava)"), std::string::npos) << m;
+    EXPECT_NE(m.find("FuyuForCausalLM (fuyu)"), std::string::npos) << m;
     EXPECT_NE(m.find("supported: Qwen2VLForConditionalGeneration (qwen2-vl)"), std::string::npos)
         << m;
   }

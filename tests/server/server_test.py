@@ -98,7 +98,7 @@ def main():
 
     import checks_audio
     import checks_http
-    import checks_llava
+    import checks_image_families
     import checks_load
     import checks_video
     ctx = hu.Context(a.mmrt, model, image, a.work, traces, media_dir, a.streams)
@@ -115,7 +115,7 @@ def main():
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_load.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_video.CHECKS]
         groups += checks_audio.groups(ctx, Server)
-        groups += checks_llava.groups(ctx, Server, sla)
+        groups += checks_image_families.groups(ctx, Server, sla)
         for name, fn in groups:
             if a.only and not any(o in name for o in a.only):
                 continue

@@ -1,4 +1,4 @@
-"""LLaVA-NeXT and LLaVA-1.5 over HTTP: one `mmrt serve` per family of tiny checkpoints (the
+"""LLaVA-NeXT, LLaVA-1.5 and Fuyu over HTTP: one `mmrt serve` per family of tiny checkpoints (the
 media sandbox on) answers the official openai client's checks (tests/js/server_openai.mjs, the
 same suite the qwen2-vl server passes), a greedy reply with an image equal to `mmrt generate
 --image`, another image giving another reply, and 400s for what the model does not take.
@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PROMPT = "What is shown in this image?"
 N = 10  # tokens per greedy reply
-ARCHS = ("llava-next", "llava")
+ARCHS = ("llava-next", "llava", "fuyu")
 
 
 class _State:
@@ -75,7 +75,7 @@ def greedy_equals_generate(ctx, Server, sla, arch):
     expect(st == 200, f"{st} {b}")
     got = b["choices"][0]["message"]["content"].encode()
     expect(got == want, f"HTTP {got!r} vs mmrt generate --image {want!r}")
-    expect(b["usage"]["prompt_tokens"] > 64, f"the image's tokens are in the prompt: {b['usage']}")
+    expect(b["usage"]["prompt_tokens"] > 20, f"the image's tokens are in the prompt: {b['usage']}")
     # Another image (another aspect ratio) gives other log-probabilities: the pixels reach the
     # model (a tiny random model may still pick the same greedy tokens).
     replies = []
@@ -88,9 +88,9 @@ def greedy_equals_generate(ctx, Server, sla, arch):
     b2 = replies[1]
     lp = [[t["logprob"] for t in r["choices"][0]["logprobs"]["content"]] for r in replies]
     expect(lp[0] != lp[1], f"the same log-probabilities for two images: {lp[0][:3]}")
-    if arch == "llava-next":
+    if arch != "llava":
         expect(b2["usage"]["prompt_tokens"] != b["usage"]["prompt_tokens"],
-               "anyres: another aspect ratio, another token count")
+               "another aspect ratio, another token count")
     return f"greedy reply {got!r}, prompt {b['usage']['prompt_tokens']} tokens"
 
 
@@ -132,5 +132,5 @@ def groups(ctx, Server, sla):
             (f"{arch}: audio and video 400, corrupt image 422, the server goes on",
              bind(refusals)),
         ]
-    out.append(("llava: SIGTERM exits 0", lambda: shutdown(ctx, Server, sla)))
+    out.append(("llava, fuyu: SIGTERM exits 0", lambda: shutdown(ctx, Server, sla)))
     return out

@@ -1,0 +1,233 @@
+// Fuyu config.json: parsing with the transformers class defaults, validation, writing, names.
+#include "models/fuyu/config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/json_fields.h"
+
+namespace mmrt::models::fuyu {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kArch = "FuyuForCausalLM";
+
+// The decoder's fields from `f` (text_config, or the top level FuyuConfig builds it from).
+void parse_text(const io::JsonFields& f, TextConfig& t) {
+  t.vocab_size = f.int_or("vocab_size", t.vocab_size);
+  t.hidden_size = f.int_or("hidden_size", t.hidden_size);
+  t.intermediate_size = f.int_or("intermediate_size", t.intermediate_size);
+  t.num_hidden_layers = f.int_or("num_hidden_layers", t.num_hidden_layers);
+  t.num_attention_heads = f.int_or("num_attention_heads", t.num_attention_heads);
+  t.max_position_embeddings = f.int_or("max_position_embeddings", t.max_position_embeddings);
+  t.layer_norm_eps = f.num_or("layer_norm_eps", t.layer_norm_eps);
+  t.rope_theta = f.num_or("rope_theta", t.rope_theta);
+  t.partial_rotary_factor = f.num_or("partial_rotary_factor", t.partial_rotary_factor);
+  t.qk_layernorm = f.bool_or("qk_layernorm", t.qk_layernorm);
+  t.tie_word_embeddings = f.bool_or("tie_word_embeddings", t.tie_word_embeddings);
+  t.hidden_act = f.str_or("hidden_act", t.hidden_act);
+  t.bos_token_id = f.token_or("bos_token_id", t.bos_token_id);
+  t.eos_token_id = f.token_or("eos_token_id", t.eos_token_id);
+  if (const json* rs = f.find("rope_scaling"); rs && !rs->is_null())
+    throw Unimplemented(f.origin() + ": rope_scaling " + io::json_excerpt(*rs) +
+                        " is not supported (plain RoPE only)");
+}
+
+}  // namespace
+
+Config parse_config(const std::string& json_text, const std::string& origin) {
+  const json root = io::parse_json_object(json_text, origin);
+  const io::ConfigIdentity id = io::config_identity(root, origin);
+  if (!(id.architecture == kArch || (id.architecture.empty() && id.model_type == "fuyu")))
+    throw FormatError(origin + ": architecture \"" + id.architecture + "\" / model_type \"" +
+                      id.model_type + "\" is not " + kArch);
+  Config c;
+  io::JsonFields top(&root, nullptr, "", origin);
+  c.torch_dtype = top.str_or("torch_dtype", top.str_or("dtype", "bfloat16"));
+  c.hidden_size = top.int_or("hidden_size", c.hidden_size);
+  c.patch_size = top.int_or("patch_size", c.patch_size);
+  c.num_channels = top.int_or("num_channels", c.num_channels);
+  c.image_token_id = top.token_or("image_token_id", c.image_token_id);
+  // FuyuConfig builds text_config from its own flat fields when none is given; a given one is
+  // what the language model is made from.
+  parse_text(top, c.text);
+  if (root.contains("text_config") && !root["text_config"].is_null()) {
+    if (!root["text_config"].is_object())
+      throw FormatError(origin + ": field \"text_config\" must be an object");
+    TextConfig t;
+    parse_text(io::JsonFields(&root["text_config"], nullptr, "text_config.", origin), t);
+    c.text = t;
+  }
+  return c;
+}
+
+Config load_config(const std::string& path) {
+  return parse_config(io::read_text_file(path), path);
+}
+
+void Config::validate(const std::string& origin) const {
+  auto fail = [&](const std::string& field, const std::string& what) {
+    throw FormatError(origin + ": " + field + " " + what);
+  };
+  auto in_range = [&](const std::string& field, int64_t v, int64_t hi) {
+    if (v < 1 || v > hi)
+      fail(field, "is " + std::to_string(v) + ", outside [1, " + std::to_string(hi) + "]");
+  };
+  const TextConfig& t = text;
+  in_range("hidden_size", t.hidden_size, int64_t{1} << 17);
+  in_range("intermediate_size", t.intermediate_size, int64_t{1} << 20);
+  in_range("num_hidden_layers", t.num_hidden_layers, 4096);
+  in_range("num_attention_heads", t.num_attention_heads, 4096);
+  in_range("vocab_size", t.vocab_size, int64_t{1} << 22);
+  in_range("max_position_embeddings", t.max_position_embeddings, int64_t{1} << 24);
+  in_range("patch_size", patch_size, 1024);
+  if (num_channels != 3) throw Unimplemented(origin + ": num_channels must be 3 (RGB)");
+  if (hidden_size != t.hidden_size)
+    fail("hidden_size", std::to_string(hidden_size) + " (the patch embedding's) disagrees with " +
+                            "text_config.hidden_size " + std::to_string(t.hidden_size));
+  if (t.hidden_size % t.num_attention_heads != 0 || t.head_dim() % 16 != 0 || t.head_dim() > 512)
+    fail("hidden_size", std::to_string(t.hidden_size) + " over " +
+                            std::to_string(t.num_attention_heads) +
+                            " heads: the attention needs a head_dim that is a multiple of 16 "
+                            "up to 512");
+  if (!(t.partial_rotary_factor > 0 && t.partial_rotary_factor <= 1) || t.rotary_dim() < 2 ||
+      t.rotary_dim() % 2 != 0)
+    fail("partial_rotary_factor", "gives " + std::to_string(t.rotary_dim()) + " rotated dims of " +
+                                      std::to_string(t.head_dim()) +
+                                      "; they must be even and at least 2");
+  if (!(t.layer_norm_eps > 0 && t.layer_norm_eps < 1)) fail("layer_norm_eps", "must be in (0, 1)");
+  if (!(t.rope_theta > 1 && t.rope_theta < 1e12)) fail("rope_theta", "must be in (1, 1e12)");
+  if (t.hidden_act != "relu2")
+    throw Unimplemented(origin + ": hidden_act \"" + t.hidden_act + "\" (relu2)");
+  const std::pair<const char*, int64_t> ids[] = {{"image_token_id", image_token_id},
+                                                 {"bos_token_id", t.bos_token_id},
+                                                 {"eos_token_id", t.eos_token_id}};
+  for (const auto& [field, id] : ids)
+    if (id < 0 || id >= t.vocab_size)
+      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
+                      std::to_string(t.vocab_size) + ")");
+}
+
+std::string config_to_json(const Config& c) {
+  using ordered = nlohmann::ordered_json;
+  const TextConfig& t = c.text;
+  auto text_fields = [&](ordered& j) {
+    j["bos_token_id"] = t.bos_token_id;
+    j["eos_token_id"] = t.eos_token_id;
+    j["hidden_act"] = t.hidden_act;
+    j["hidden_size"] = t.hidden_size;
+    j["intermediate_size"] = t.intermediate_size;
+    j["layer_norm_eps"] = t.layer_norm_eps;
+    j["max_position_embeddings"] = t.max_position_embeddings;
+    j["num_attention_heads"] = t.num_attention_heads;
+    j["num_hidden_layers"] = t.num_hidden_layers;
+    j["partial_rotary_factor"] = t.partial_rotary_factor;
+    j["qk_layernorm"] = t.qk_layernorm;
+    j["rope_theta"] = t.rope_theta;
+    j["tie_word_embeddings"] = t.tie_word_embeddings;
+    j["vocab_size"] = t.vocab_size;
+  };
+  ordered j;
+  j["architectures"] = {c.architecture};
+  text_fields(j);
+  j["image_size"] = 300;
+  j["image_token_id"] = c.image_token_id;
+  j["model_type"] = c.model_type;
+  j["num_channels"] = c.num_channels;
+  j["patch_size"] = c.patch_size;
+  ordered tc;
+  text_fields(tc);
+  tc["model_type"] = "persimmon";
+  j["text_config"] = tc;
+  j["torch_dtype"] = c.torch_dtype;
+  j["transformers_version"] = "4.45.0";
+  return j.dump(2) + "\n";
+}
+
+std::string tensor_name(Naming naming, const std::string& canonical) {
+  if (canonical.rfind("vision_embed_tokens.", 0) == 0)
+    return naming == Naming::kOld ? canonical : "model." + canonical;
+  if (canonical == "lm_head.weight")
+    return naming == Naming::kOld ? "language_model.lm_head.weight" : canonical;
+  static const std::pair<const char*, const char*> kMap[] = {
+      {"self_attn.qkv_proj.", "self_attn.query_key_value."},
+      {"self_attn.o_proj.", "self_attn.dense."},
+      {"self_attn.q_norm.", "self_attn.q_layernorm."},
+      {"self_attn.k_norm.", "self_attn.k_layernorm."},
+      {"mlp.up_proj.", "mlp.dense_h_to_4h."},
+      {"mlp.down_proj.", "mlp.dense_4h_to_h."},
+      {"model.norm.", "model.final_layernorm."}};
+  std::string n = canonical;
+  for (const auto& [from, to] : kMap)
+    if (const size_t at = n.find(from); at != std::string::npos) {
+      n.replace(at, std::string(from).size(), to);
+      break;
+    }
+  // n starts with "model.": the decoder's own prefix.
+  return naming == Naming::kOld ? "language_model." + n : "model.language_model." + n.substr(6);
+}
+
+DecoderConfig decoder_config(const Config& cfg, Naming naming) {
+  const TextConfig& t = cfg.text;
+  DecoderConfig d;
+  d.hidden_size = t.hidden_size;
+  d.intermediate_size = t.intermediate_size;
+  d.num_layers = t.num_hidden_layers;
+  d.num_heads = t.num_attention_heads;
+  d.num_kv_heads = t.num_attention_heads;
+  d.head_dim = t.num_attention_heads > 0 ? t.head_dim() : 0;
+  d.vocab_size = t.vocab_size;
+  d.rms_norm_eps = t.layer_norm_eps;
+  d.rope_theta = t.rope_theta;
+  d.rotary = RotaryKind::kPartial;
+  d.rotary_dim = t.num_attention_heads > 0 ? t.rotary_dim() : 0;
+  d.norm = NormKind::kLayer;
+  d.mlp = MlpKind::kRelu2;
+  d.fused_qkv = true;
+  d.qkv_bias = d.o_bias = d.mlp_bias = true;
+  d.qk_norm = t.qk_layernorm;
+  d.tied_embeddings = t.tie_word_embeddings;
+  d.tensor_name = [naming](const std::string& c) { return tensor_name(naming, c); };
+  return d;
+}
+
+std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied) {
+  DecoderConfig d = decoder_config(cfg, Naming::kOld);
+  d.tied_embeddings = tied;
+  std::vector<ExpectedTensor> out;
+  for (const DecoderTensor& t : decoder_tensors(d)) out.push_back({t.canonical_name, t.shape});
+  out.push_back({"vision_embed_tokens.weight", {cfg.hidden_size, cfg.patch_dim()}});
+  out.push_back({"vision_embed_tokens.bias", {cfg.hidden_size}});
+  return out;
+}
+
+bool is_norm_param(const std::string& n) {
+  for (const char* key : {"layernorm.", ".q_norm.", ".k_norm.", "model.norm."})
+    if (n.find(key) != std::string::npos) return true;
+  return false;
+}
+
+Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg) {
+  Layout l;
+  bool old_style = false, new_style = false;
+  for (const std::string& n : st.names()) {
+    old_style |= n.rfind("language_model.model.", 0) == 0;
+    new_style |= n.rfind("model.language_model.", 0) == 0;
+  }
+  if (old_style == new_style)
+    throw FormatError(st.path() + (old_style ? ": mixes" : ": has neither") +
+                      " the old (language_model.model.*) and the new (model.language_model.*) " +
+                      "Fuyu tensor names");
+  l.naming = old_style ? Naming::kOld : Naming::kNew;
+  l.tied = !st.contains(tensor_name(l.naming, "lm_head.weight"));
+  std::vector<ExpectedTensor> expected = expected_tensors(cfg, l.tied);
+  for (ExpectedTensor& e : expected) e.name = tensor_name(l.naming, e.name);
+  check_checkpoint_tensors(st, expected,
+                           std::string(l.naming == Naming::kOld ? "old" : "new") +
+                               "-style names, " + (l.tied ? "tied" : "untied") + " lm_head");
+  return l;
+}
+
+}  // namespace mmrt::models::fuyu

@@ -1,0 +1,78 @@
+// Fuyu-8B's config.json (FuyuConfig): the Persimmon decoder (its "text_config", PersimmonConfig,
+// or the flat top-level fields it is built from when absent), the patch embedding's size and the
+// image token; validation and HF-style writing; the checkpoint's tensor names in both namings and
+// the decoder settings (LayerNorm, fused per-head q/k/v, q/k LayerNorm, partial rotary, relu²).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/checkpoint.h"
+#include "models/decoder/decoder.h"
+
+namespace mmrt::models::fuyu {
+
+// PersimmonConfig (defaults = the class defaults = Fuyu-8B's).
+struct TextConfig {
+  int64_t vocab_size = 262144;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 16384;
+  int64_t num_hidden_layers = 36;
+  int64_t num_attention_heads = 64;
+  int64_t max_position_embeddings = 16384;
+  double layer_norm_eps = 1e-5;
+  double rope_theta = 25000.0;
+  double partial_rotary_factor = 0.5;
+  bool qk_layernorm = true;
+  bool tie_word_embeddings = false;
+  std::string hidden_act = "relu2";
+  int64_t bos_token_id = 1, eos_token_id = 2;
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor);
+  }
+};
+
+struct Config {
+  std::string architecture = "FuyuForCausalLM";
+  std::string model_type = "fuyu";
+  std::string torch_dtype = "bfloat16";
+  TextConfig text;
+  int64_t hidden_size = 4096;  // the patch embedding's output (the decoder's width)
+  int64_t patch_size = 30;
+  int64_t num_channels = 3;
+  int64_t image_token_id = 71011;  // |SPEAKER|
+  int64_t patch_dim() const { return patch_size * patch_size * num_channels; }
+
+  // Range-checks every size before it sizes anything; FormatError naming the field,
+  // Unimplemented for settings it does not run.
+  void validate(const std::string& origin) const;
+};
+
+Config parse_config(const std::string& json_text, const std::string& origin);
+Config load_config(const std::string& config_json_path);
+std::string config_to_json(const Config& cfg);
+
+// kOld: language_model.model.*, language_model.lm_head.weight, vision_embed_tokens.*;
+// kNew: model.language_model.*, lm_head.weight, model.vision_embed_tokens.*.
+enum class Naming { kOld, kNew };
+// Checkpoint name of a canonical name (the decoder's Llama-style canonical names mapped to
+// Persimmon's: query_key_value, dense, q/k_layernorm, dense_h_to_4h, dense_4h_to_h,
+// final_layernorm; "vision_embed_tokens.*" as it is).
+std::string tensor_name(Naming naming, const std::string& canonical);
+
+DecoderConfig decoder_config(const Config& cfg, Naming naming);
+// Every tensor with its canonical name (lm_head omitted when `tied`).
+std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied);
+bool is_norm_param(const std::string& canonical_name);
+
+struct Layout {
+  Naming naming = Naming::kOld;
+  bool tied = false;
+};
+// Detects the naming and checks every tensor against cfg.
+Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg);
+
+}  // namespace mmrt::models::fuyu

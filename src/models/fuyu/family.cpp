@@ -1,0 +1,231 @@
+// Fuyu behind the model seam: the loader (config, preprocessing settings, the tokenizer's image
+// ids, every tensor checked, the shared decoder as Persimmon and the patch embedding), the
+// Runner, inspect and make-tiny-model. Fuyu has no vision encoder: its "encoder" is one matrix
+// multiply (vision_embed_tokens), run as an encoder job like any other so the engine's encoder
+// cache and scheduling serve it unchanged.
+#include "models/fuyu/family.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/generation_config.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+#include "models/decoder/decoder.h"
+#include "models/fuyu/processor.h"
+#include "models/fuyu/tiny_checkpoint.h"
+#include "models/registry.h"
+
+namespace fs = std::filesystem;
+
+namespace mmrt::models::fuyu {
+
+namespace {
+
+struct Settings {
+  Config cfg;
+  ImageProcessorConfig pp;
+  TokenIds ids;
+  Hash128 config_key;
+};
+
+// The ids the processor writes, as the checkpoint's tokenizer has them: |SPEAKER| (the one
+// config.json names), |NEWLINE|, <s>, and the <0x04> piece its beginning-of-answer marker text
+// must encode to.
+TokenIds token_ids(const std::string& dir, const Config& cfg) {
+  const io::Tokenizer tok = load_tokenizer(dir);
+  const std::string origin = (fs::path(dir) / "tokenizer.json").string();
+  const auto piece = [&](const char* p) {
+    const std::optional<int32_t> id = tok.piece_to_id(p);
+    if (!id) throw FormatError(origin + ": has no \"" + p + "\" token, which Fuyu's prompt needs");
+    return *id;
+  };
+  TokenIds ids;
+  ids.speaker = piece("|SPEAKER|");
+  if (ids.speaker != cfg.image_token_id)
+    throw FormatError(origin + ": \"|SPEAKER|\" is token " + std::to_string(ids.speaker) +
+                      ", not config.json's image_token_id " + std::to_string(cfg.image_token_id));
+  ids.newline = piece("|NEWLINE|");
+  ids.bos = piece("<s>");
+  piece("<0x04>");
+  return ids;
+}
+
+Settings read_settings(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw NotFound("model folder '" + dir + "' has no config.json");
+  const std::string text = io::read_text_file(path);
+  Settings s;
+  s.cfg = parse_config(text, path);
+  s.cfg.validate(path);
+  const fs::path pp = fs::path(dir) / "preprocessor_config.json";
+  s.pp = fs::exists(pp, ec) ? ImageProcessorConfig::load(pp.string()) : ImageProcessorConfig{};
+  if (s.pp.patch_height != s.cfg.patch_size || s.pp.patch_width != s.cfg.patch_size)
+    throw FormatError(pp.string() + ": patch_size " + std::to_string(s.pp.patch_height) + "x" +
+                      std::to_string(s.pp.patch_width) + " disagrees with config.json's " +
+                      std::to_string(s.cfg.patch_size));
+  s.ids = token_ids(dir, s.cfg);
+  s.config_key = hash128(text);
+  return s;
+}
+
+class FuyuRunner final : public Runner {
+ public:
+  FuyuRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, kernels::PackedLinear patch_embed,
+             const kernels::Backend& be, int64_t patch_dim, int32_t newline_id)
+      : st_(std::move(st)),
+        lm_(std::move(lm)),
+        patch_embed_(std::move(patch_embed)),
+        be_(&be),
+        patch_dim_(patch_dim),
+        newline_(static_cast<size_t>(lm_->config().hidden_size)) {
+    lm_->embed({&newline_id, 1}, newline_.data());
+  }
+
+  // The patches through vision_embed_tokens, laid out as the item's token run: each grid row's
+  // patch embeddings, then the |NEWLINE| token's own embedding.
+  Tensor encode(const PreparedMedia& item) override {
+    const ImageGeometry g = item_geometry(item, patch_dim_);
+    if (item.features.rank() != 2) throw InvalidArgument("fuyu: an image item has no patches");
+    const int64_t H = static_cast<int64_t>(newline_.size());
+    const Tensor px = item.features.contiguous();
+    std::vector<float> emb(static_cast<size_t>(g.n_patches() * H));  // [n_patches, hidden]
+    kernels::linear(*be_, px.data<float>(), g.n_patches(), patch_embed_, emb.data());
+    Tensor out = Tensor::empty(DType::kF32, {g.n_tokens(), H});  // [n_tokens, hidden]
+    float* o = out.data<float>();
+    const size_t row_bytes = static_cast<size_t>(H) * sizeof(float);
+    for (int64_t r = 0; r < g.rows; ++r) {
+      std::memcpy(o, emb.data() + r * g.cols * H, static_cast<size_t>(g.cols) * row_bytes);
+      o += g.cols * H;
+      std::memcpy(o, newline_.data(), row_bytes);
+      o += H;
+    }
+    return out;
+  }
+  double encode_flops(const PreparedMedia& item) const override {
+    const ImageGeometry g = item_geometry(item, patch_dim_);
+    return 2.0 * static_cast<double>(g.n_patches()) * static_cast<double>(patch_dim_) *
+           static_cast<double>(newline_.size());
+  }
+  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
+  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
+    return lm_->forward(batch, kv);
+  }
+  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
+  size_t weight_bytes() const override { return lm_->weight_bytes(); }
+  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
+
+ private:
+  io::SafeTensors st_;
+  std::unique_ptr<Decoder> lm_;
+  kernels::PackedLinear patch_embed_;  // [hidden, patch_dim] + bias
+  const kernels::Backend* be_;
+  int64_t patch_dim_;
+  std::vector<float> newline_;  // the |NEWLINE| embedding [hidden]
+};
+
+Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
+  const Settings s = read_settings(dir);
+  io::SafeTensors st = io::SafeTensors::open(dir);
+  const Layout layout = check_checkpoint(st, s.cfg);  // every tensor, before any compute
+  DecoderConfig dc = decoder_config(s.cfg, layout.naming);
+  dc.tied_embeddings = layout.tied;
+  auto lm = Decoder::load(be, st, dc, opts);
+  const Tensor w = st.get(tensor_name(layout.naming, "vision_embed_tokens.weight"));
+  const Tensor b = st.get(tensor_name(layout.naming, "vision_embed_tokens.bias"));
+  kernels::PackedLinear patch_embed = kernels::PackedLinear::pack(
+      be, w, &b, lm->weight_format(), kernels::WeightPlacement::kViewIfPossible);
+  const io::GenerationConfig gen =
+      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
+
+  Model m;
+  ModelSpec& spec = m.spec;
+  spec.family = family().name;
+  spec.architecture = s.cfg.architecture;
+  spec.vocab_size = s.cfg.text.vocab_size;
+  spec.stop_ids = gen.eos_token_ids;
+  const auto eos = static_cast<int32_t>(s.cfg.text.eos_token_id);
+  if (std::find(spec.stop_ids.begin(), spec.stop_ids.end(), eos) == spec.stop_ids.end())
+    spec.stop_ids.push_back(eos);
+  const kernels::KvCacheConfig kc = lm->kv_config();
+  spec.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
+  spec.position_rows = 1;
+  spec.context_length = s.cfg.text.max_position_embeddings;
+  spec.modalities = {Modality::kImage};
+  spec.embed_dim = s.cfg.text.hidden_size;
+  spec.config_key = s.config_key;
+  m.processor = make_processor(s.cfg, s.pp, s.ids, s.config_key);
+  m.runner = std::make_unique<FuyuRunner>(std::move(st), std::move(lm), std::move(patch_embed), be,
+                                          s.cfg.patch_dim(), s.ids.newline);
+  return m;
+}
+
+std::unique_ptr<Processor> load_processor(const std::string& dir) {
+  const Settings s = read_settings(dir);
+  return make_processor(s.cfg, s.pp, s.ids, s.config_key);
+}
+
+template <typename... Args>
+std::string format(const char* f, Args... args) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+Inspection inspect(const std::string& dir) {
+  const Settings s = read_settings(dir);
+  const io::SafeTensors st = io::SafeTensors::open(dir);
+  const Layout layout = check_checkpoint(st, s.cfg);
+  const Config& c = s.cfg;
+  const TextConfig& t = c.text;
+  using ll = long long;
+  Inspection r;
+  r.vocab_size = t.vocab_size;
+  r.lines.emplace_back("architecture",
+                       format("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
+                              c.model_type.c_str(), c.torch_dtype.c_str()));
+  r.lines.emplace_back(
+      "text",
+      format("persimmon: hidden %lld, layers %lld, heads %lld (head_dim %lld, %lld "
+             "rotated), intermediate %lld (%s), vocab %lld, rope_theta %g, "
+             "layer_norm_eps %g, qk_layernorm %s",
+             ll(t.hidden_size), ll(t.num_hidden_layers), ll(t.num_attention_heads),
+             ll(t.head_dim()), ll(t.rotary_dim()), ll(t.intermediate_size), t.hidden_act.c_str(),
+             ll(t.vocab_size), t.rope_theta, t.layer_norm_eps, t.qk_layernorm ? "on" : "off"));
+  r.lines.emplace_back("context", format("%lld positions", ll(t.max_position_embeddings)));
+  r.lines.emplace_back("images", format("%lldx%lld patches (%lld values) into vision_embed_tokens; "
+                                        "downscaled above %lldx%lld",
+                                        ll(c.patch_size), ll(c.patch_size), ll(c.patch_dim()),
+                                        ll(s.pp.target_height), ll(s.pp.target_width)));
+  r.lines.emplace_back(
+      "tokens", format("bos %lld, eos %lld, |SPEAKER| %lld, |NEWLINE| %lld", ll(t.bos_token_id),
+                       ll(t.eos_token_id), ll(s.ids.speaker), ll(s.ids.newline)));
+  r.lines.emplace_back("naming", layout.naming == Naming::kOld
+                                     ? "old (language_model.model.*, vision_embed_tokens.*)"
+                                     : "new (model.language_model.*, model.vision_embed_tokens.*)");
+  r.lines.emplace_back("lm_head", layout.tied ? "tied to embed_tokens" : "separate (untied)");
+  return r;
+}
+
+}  // namespace
+
+const ModelFamily& family() {
+  static const ModelFamily f{
+      .name = "fuyu",
+      .architectures = {"FuyuForCausalLM"},
+      .model_types = {"fuyu"},
+      .tiny_sizes = {"tiny", "8b-shape-4l"},
+      .load = &load,
+      .inspect = &inspect,
+      .load_processor = &load_processor,
+      .make_tiny = &make_tiny_checkpoint,
+  };
+  return f;
+}
+
+}  // namespace mmrt::models::fuyu
