@@ -1,7 +1,8 @@
 // Chat messages as a request carries them (roles, text, image/video/audio parts), rendered by
-// the Qwen2-VL chat template and tokenised. Input: parts separated by NUL bytes; a part's first
-// byte picks its role, kind and whether a part continues the one before. Nothing may crash; an
-// audio part is Unimplemented.
+// every family's chat template (Qwen2-VL, LLaVA's Mistral and Vicuna formats, Fuyu's prompt ids)
+// and tokenised. Input: parts separated by NUL bytes; a part's first byte picks its role, kind
+// and whether a part continues the one before. Nothing may crash; a part a family does not take
+// is Unimplemented, a role it does not know InvalidArgument.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,6 +10,8 @@
 
 #include "core/error.h"
 #include "fuzz_tokenizer.h"
+#include "models/fuyu/processor.h"
+#include "models/llava/chat_template.h"
 #include "models/qwen2_vl/chat_template.h"
 
 using namespace mmrt::models;
@@ -32,11 +35,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     b = i + 1;
   }
-  try {
-    const std::string prompt = qwen2_vl::render_chat(msgs, opts);
-    (void)fuzz_tokenizer().encode(prompt);
-  } catch (const mmrt::Unimplemented&) {
-  } catch (const mmrt::InvalidArgument&) {
-  }
+  const auto each = [](auto&& render) {
+    try {
+      render();
+    } catch (const mmrt::Unimplemented&) {
+    } catch (const mmrt::InvalidArgument&) {
+    }
+  };
+  const mmrt::io::Tokenizer& tok = fuzz_tokenizer();
+  each([&] { (void)tok.encode(qwen2_vl::render_chat(msgs, opts)); });
+  for (auto f : {llava::ChatFormat::kMistral, llava::ChatFormat::kVicuna})
+    each([&] { (void)tok.encode(llava::render_chat(f, msgs, opts.add_generation_prompt)); });
+  static const auto fuyu = fuyu::make_processor({}, {}, {}, {});
+  each([&] { (void)fuyu->chat_ids(tok, msgs, opts.add_generation_prompt); });
   return 0;
 }

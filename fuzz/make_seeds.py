@@ -171,6 +171,18 @@ def checkpoint_seeds(mmrt):
         tok = open(m + "/tokenizer.json", "rb").read()
         put("fuzz_tokenizer_json", "tiny_tokenizer.json", tok)  # also fuzz_tokenizer's tokenizer
         put("fuzz_tokenizer_json", "sentencepiece.json", json.dumps(sentencepiece_tokenizer()).encode())
+        # The other families' files: selector (family << 1) | is_preprocessor_config, bit 7 for
+        # LLaVA-NeXT's anyres keys.
+        for arch, fam, anyres in (("llava-next", 1, 0x80), ("llava", 1, 0), ("fuyu", 2, 0)):
+            d = f"{tmp}/{arch}"
+            subprocess.run([mmrt, "make-tiny-model", "--arch", arch, "--out", d],
+                           check=True, stdout=subprocess.DEVNULL)
+            put("fuzz_config", f"{arch}_config.json",
+                bytes([fam << 1]) + open(d + "/config.json", "rb").read())
+            put("fuzz_config", f"{arch}_preprocessor_config.json",
+                bytes([(fam << 1) | 1 | anyres]) + open(d + "/preprocessor_config.json", "rb").read())
+            if arch == "fuyu":  # a Unigram tokenizer.json
+                put("fuzz_tokenizer_json", "unigram.json", open(d + "/tokenizer.json", "rb").read())
     finally:
         shutil.rmtree(tmp)
 

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "io/tokenizer.h"
 #include "media/image.h"
-#include "models/fuyu/config.h"
+#include "models/fuyu/weights_spec.h"
 #include "models/registry.h"
 #include "test_model.h"
 

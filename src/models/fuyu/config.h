@@ -1,16 +1,11 @@
 // Fuyu-8B's config.json (FuyuConfig): the Persimmon decoder (its "text_config", PersimmonConfig,
 // or the flat top-level fields it is built from when absent), the patch embedding's size and the
-// image token; validation and HF-style writing; the checkpoint's tensor names in both namings and
-// the decoder settings (LayerNorm, fused per-head q/k/v, q/k LayerNorm, partial rotary, relu²).
+// image token; validation and HF-style writing. The tensor table is weights_spec.h's.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "io/safetensors.h"
-#include "models/checkpoint.h"
-#include "models/decoder/decoder.h"
 
 namespace mmrt::models::fuyu {
 
@@ -54,25 +49,5 @@ struct Config {
 Config parse_config(const std::string& json_text, const std::string& origin);
 Config load_config(const std::string& config_json_path);
 std::string config_to_json(const Config& cfg);
-
-// kOld: language_model.model.*, language_model.lm_head.weight, vision_embed_tokens.*;
-// kNew: model.language_model.*, lm_head.weight, model.vision_embed_tokens.*.
-enum class Naming { kOld, kNew };
-// Checkpoint name of a canonical name (the decoder's Llama-style canonical names mapped to
-// Persimmon's: query_key_value, dense, q/k_layernorm, dense_h_to_4h, dense_4h_to_h,
-// final_layernorm; "vision_embed_tokens.*" as it is).
-std::string tensor_name(Naming naming, const std::string& canonical);
-
-DecoderConfig decoder_config(const Config& cfg, Naming naming);
-// Every tensor with its canonical name (lm_head omitted when `tied`).
-std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied);
-bool is_norm_param(const std::string& canonical_name);
-
-struct Layout {
-  Naming naming = Naming::kOld;
-  bool tied = false;
-};
-// Detects the naming and checks every tensor against cfg.
-Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg);
 
 }  // namespace mmrt::models::fuyu

@@ -18,6 +18,7 @@
 #include "models/decoder/decoder.h"
 #include "models/fuyu/processor.h"
 #include "models/fuyu/tiny_checkpoint.h"
+#include "models/fuyu/weights_spec.h"
 #include "models/registry.h"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "models/fuyu/config.h"
+#include "models/fuyu/weights_spec.h"
 #include "models/model.h"
 
 namespace mmrt::models::fuyu {
