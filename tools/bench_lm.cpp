@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "models/registry.h"
 
 namespace mmrt::cli {
@@ -14,7 +15,7 @@ std::vector<int32_t> block_table(int seq, int64_t tokens, int32_t block_size) {
 }
 
 Lm load_lm(const kernels::Backend& be, const std::string& dir, const models::LoadOptions& o,
-           const engine::KvOptions& kvo) {
+           const engine::KvOptions& kvo, int64_t min_blocks) {
   Lm lm{models::load_model(be, dir, o), nullptr};
   kernels::KvCacheConfig kc = lm.model.runner->kv_config();
   kc.block_size = kvo.block_size;
@@ -22,7 +23,12 @@ Lm load_lm(const kernels::Backend& be, const std::string& dir, const models::Loa
   const uint64_t bytes = std::max<uint64_t>(kvo.bytes, 64ull << 20);
   const uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size *
                              kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype);
-  kc.num_blocks = static_cast<int32_t>(std::max<uint64_t>(1, bytes / per_block));
+  const uint64_t blocks = std::max<uint64_t>(
+      {1, bytes / per_block, static_cast<uint64_t>(std::max<int64_t>(min_blocks, 0))});
+  if (blocks > uint64_t(INT32_MAX))
+    throw InvalidArgument("the benchmark's KV cache would need " + std::to_string(blocks) +
+                          " blocks: lower --prompt or --steps");
+  kc.num_blocks = static_cast<int32_t>(blocks);
   lm.kv = std::make_unique<kernels::KvCache>(kc);
   return lm;
 }

@@ -26,9 +26,10 @@ struct Lm {
   kernels::WeightFormat weight_format() const { return model.runner->weight_format(); }
 };
 
-// Loads `dir` with a KV cache of kvo.bytes (at least 64 MiB) in kvo.dtype.
+// Loads `dir` with a KV cache of kvo.bytes (at least 64 MiB) in kvo.dtype, grown to at least
+// `min_blocks` blocks when that is more (what the benchmark's sequences need).
 Lm load_lm(const kernels::Backend& be, const std::string& dir, const models::LoadOptions& o,
-           const engine::KvOptions& kvo);
+           const engine::KvOptions& kvo, int64_t min_blocks = 0);
 
 // Sequence `seq`'s block table for `tokens` tokens: sequences own consecutive, disjoint ranges of
 // blocks, each as long as this one.

@@ -192,8 +192,15 @@ int run_bench_model(Args& args) {
   for (size_t pass = 0; pass < passes.size(); ++pass) {
     const models::LoadOptions o = passes[pass];
     Stopwatch load;
-    auto lm = std::make_unique<Lm>(load_lm(be, dir, o, kvo));
+    // run_lm's decode batch of 8: each sequence holds the prompt, a warm step, the timed steps
+    // and the paired ones, in blocks of its own.
+    const int64_t per_seq = prompt_len + 2 * steps + 2;
+    const int64_t min_blocks = 8 * ((per_seq + kvo.block_size - 1) / kvo.block_size);
+    auto lm = std::make_unique<Lm>(load_lm(be, dir, o, kvo, min_blocks));
     double load_s = load.seconds();
+    const kernels::KvCacheConfig kc = lm->kv->config();
+    const double kv_mib = static_cast<double>(kc.num_blocks) * 2.0 * kc.n_layers * kc.block_size *
+                          kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype) / (1 << 20);
     std::string what(kernels::weight_format_name(lm->weight_format()));
     if (lm->weight_format() == kernels::WeightFormat::kInt8)
       what += o.int8_activations == kernels::Int8Activations::kQ8 &&
@@ -203,6 +210,11 @@ int run_bench_model(Args& args) {
     std::printf(
         "== language model, %s weights (%.2f GB streamed per decode step, loaded in %.2f s)\n",
         what.c_str(), static_cast<double>(lm->weight_bytes()) / 1e9, load_s);
+    if (pass == 0 && kv_mib > static_cast<double>(kvo.bytes >> 20) + 0.5)
+      std::printf("   KV cache %.0f MiB, more than --kv-mb %llu: decode at batch 8 holds 8 x %lld "
+                  "tokens\n",
+                  kv_mib, static_cast<unsigned long long>(kvo.bytes >> 20),
+                  static_cast<long long>(per_seq));
     auto f = run_lm(*lm, prompt_len, steps, probe);
     std::printf("   prefill %lld tokens: %.1f tokens/s\n", static_cast<long long>(prompt_len),
                 f.prefill_tok_s);

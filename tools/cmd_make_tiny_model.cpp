@@ -86,20 +86,30 @@ shard would exceed --max-shard-mb), tokenizer.json, tokenizer_config.json,
 generation_config.json and preprocessor_config.json.
 
 options:
-  --arch NAME              model family (default qwen2-vl; the registered families)
+  --arch NAME              model family: qwen2-vl (default), qwen2-audio, llava-next, llava,
+                           fuyu
   --out DIR                output folder (created; old weight files in it are replaced)
-  --size PRESET            qwen2-vl: tiny (hidden 64, 2 layers, vision embed 32; a few MB, unit
+  --size PRESET            the family's presets, the first the default:
+                           qwen2-vl: tiny (hidden 64, 2 layers, vision embed 32; a few MB, unit
                            tests), small (hidden 768, 12 layers, vision 4 x 384; ~90M params,
                            benchmarks), 2b-shape (Qwen2-VL-2B's exact dimensions: 2.21B params,
-                           4.4 GB bf16) (default tiny)
+                           4.4 GB bf16);
+                           qwen2-audio: tiny, hf-tester (the HF test model's sizes), small,
+                           tower-7b-shape;
+                           llava-next, llava: tiny, 7b-shape-4l (the 7B's every per-layer shape,
+                           vocabulary and CLIP ViT-L/14-336, 4 of its 32 decoder layers);
+                           fuyu: tiny, 8b-shape-4l (Fuyu-8B's shapes and 262,144-token
+                           vocabulary, 4 of its 36 layers: 2.9B params, 5.9 GB bf16)
   --seed N                 random seed (default 0); same seed, same weights
   --dtype bf16|f32         weight dtype (default bf16)
   --tokenizer PATH         copy this tokenizer.json in and take the special-token ids from it
-                           (default: learn a byte-level BPE vocabulary from built-in text)
-  --naming old|new         qwen2-vl tensor names: old = model.*, visual.* (original
-                           checkpoints); new = model.language_model.*, model.visual.* (default old)
-  --tie | --untie          tie lm_head to embed_tokens or not (default: untied for tiny,
-                           tied for small and 2b-shape)
+                           (default: learn one in the family's layout from built-in text:
+                           byte-level BPE for Qwen, SentencePiece-style BPE for LLaVA, Unigram
+                           for Fuyu)
+  --naming old|new         tensor names: old = the original checkpoints' (qwen2-vl: model.*,
+                           visual.*; llava, fuyu: language_model.model.*), new = transformers
+                           v4.52+'s (model.language_model.*, ...) (default old)
+  --tie | --untie          tie lm_head to embed_tokens or not (default: the preset's choice)
   --max-shard-mb N         shard size limit in MB (default 2000, HF's "2GB")
   --threads N              threads filling the tensors (default: all CPUs; env MMRT_THREADS)
 
