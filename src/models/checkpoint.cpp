@@ -1,5 +1,7 @@
 #include "models/checkpoint.h"
 
+#include <cstdarg>
+#include <cstdio>
 #include <set>
 
 #include "core/error.h"
@@ -52,6 +54,15 @@ void check_checkpoint_tensors(const io::SafeTensors& st,
     if (!part.empty()) msg += " " + part + ";";
   msg.pop_back();
   throw FormatError(msg);
+}
+
+std::string inspect_text(const char* fmt, ...) {
+  char buf[320];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
 }
 
 }  // namespace mmrt::models

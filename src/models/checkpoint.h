@@ -21,4 +21,7 @@ struct ExpectedTensor {
 void check_checkpoint_tensors(const io::SafeTensors& st,
                               const std::vector<ExpectedTensor>& expected, const std::string& what);
 
+// printf-style text for a line of `mmrt inspect` (cut at 319 bytes).
+std::string inspect_text(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 }  // namespace mmrt::models

@@ -26,6 +26,7 @@
 #include "io/tokenizer.h"
 #include "models/fuyu/image_processor.h"
 #include "models/registry.h"
+#include "ref_test_util.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -36,16 +37,7 @@ using json = nlohmann::json;
 namespace {
 
 std::string fuyu_ref(const std::string& args) {
-  const std::string cmd =
-      std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR + "/tests/reference/fuyu_ref.py " + args;
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd;
-  return out;
+  return test::run_ref("fuyu_ref.py", args);
 }
 
 // Hugging Face tokenizers' own ids for `texts` (tests/js/hf_tokenize.mjs).
@@ -53,45 +45,15 @@ json hf_tokenize(const std::string& tokenizer_json, const fs::path& dir,
                  const std::vector<std::string>& texts) {
   const fs::path in = dir / "hf_texts.json";
   std::ofstream(in) << json(texts).dump();
-  const std::string cmd = "node '" + std::string(MMRT_SOURCE_DIR) + "/tests/js/hf_tokenize.mjs' '" +
-                          tokenizer_json + "' '" + in.string() + "'";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return json::array();
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd;
-  return json::parse(out);
+  return json::parse(test::shell_out("node '" + std::string(MMRT_SOURCE_DIR) +
+                                     "/tests/js/hf_tokenize.mjs' '" + tokenizer_json + "' '" +
+                                     in.string() + "'"));
 }
 
-std::vector<uint8_t> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-struct Diff {
-  double max_abs = 0, max_ref = 0;
-  double rel() const { return max_abs / max_ref; }
-};
-Diff diff(const float* got, const float* want, int64_t n) {
-  Diff d;
-  for (int64_t i = 0; i < n; ++i) {
-    d.max_ref = std::max<double>(d.max_ref, std::fabs(want[i]));
-    d.max_abs = std::max<double>(d.max_abs, std::fabs(double(got[i]) - double(want[i])));
-  }
-  return d;
-}
-void report(const std::string& what, const Diff& d) {
-  std::printf("[   INFO   ] %s: max rel error %.3g (abs %.3g of max |ref| %.3g)\n", what.c_str(),
-              d.rel(), d.max_abs, d.max_ref);
-}
-
-std::string csv(const std::vector<int32_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
+using test::csv;
+using test::Diff;
+using test::diff;
+using test::report;
 
 // A tiny checkpoint of one naming and dtype, and images of two aspect ratios.
 struct World {
@@ -146,7 +108,7 @@ TEST_P(FuyuModel, PatchEmbeddingLogitsAndGreedyTokensMatchReference) {
   std::vector<fs::path> patches;
   for (const char* name : {"wide.png", "tall.jpg"}) {
     SCOPED_TRACE(name);
-    PreparedMedia m = proc.preprocess(Modality::kImage, read_bytes(w.dir / name), {});
+    PreparedMedia m = proc.preprocess(Modality::kImage, test::file_bytes(w.dir / name), {});
     const fs::path np = w.dir / (std::string(name) + ".patches.npy");
     io::write_npy(np.string(), m.features);
     const Tensor got = lm->runner().encode(m);  // [n_tokens, hidden]

@@ -27,6 +27,7 @@
 #include "models/llava/config.h"
 #include "models/llava/processor.h"
 #include "models/registry.h"
+#include "ref_test_util.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -37,44 +38,13 @@ using json = nlohmann::json;
 namespace {
 
 std::string llava_ref(const std::string& args) {
-  const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-                          "/tests/reference/llava_ref.py " + args;
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd;
-  return out;
+  return test::run_ref("llava_ref.py", args);
 }
 
-std::vector<uint8_t> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-struct Diff {
-  double max_abs = 0, max_ref = 0;
-  double rel() const { return max_abs / max_ref; }
-};
-Diff diff(const float* got, const float* want, int64_t n) {
-  Diff d;
-  for (int64_t i = 0; i < n; ++i) {
-    d.max_ref = std::max<double>(d.max_ref, std::fabs(want[i]));
-    d.max_abs = std::max<double>(d.max_abs, std::fabs(double(got[i]) - double(want[i])));
-  }
-  return d;
-}
-Diff diff(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  if (got.shape() != want.shape()) return {1e30, 1};
-  return diff(got.data<float>(), want.data<float>(), got.numel());
-}
-void report(const std::string& what, const Diff& d) {
-  std::printf("[   INFO   ] %s: max rel error %.3g (abs %.3g of max |ref| %.3g)\n", what.c_str(),
-              d.rel(), d.max_abs, d.max_ref);
-}
+using test::Diff;
+using test::diff;
+using test::report;
+const auto read_bytes = test::file_bytes;
 
 // A tiny checkpoint of one family and naming, and images of several aspect ratios.
 struct World {

@@ -29,6 +29,7 @@
 #include "models/qwen2_audio/chat_template.h"
 #include "models/qwen2_audio/feature_extractor.h"
 #include "models/qwen2_audio/tiny_checkpoint.h"
+#include "ref_test_util.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -38,52 +39,17 @@ using json = nlohmann::json;
 
 namespace {
 
-// Runs the reference with `args` (a shell tail, redirections allowed); its stdout.
 std::string audio_ref(const std::string& args) {
-  const std::string cmd = std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-                          "/tests/reference/qwen2_audio_ref.py " + args;
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd;
-  return out;
+  return test::run_ref("qwen2_audio_ref.py", args);
 }
 
-std::vector<uint8_t> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+const auto read_bytes = test::file_bytes;
 
-std::string join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(v[i]);
-  }
-  return s;
-}
+using test::csv;
 
-// The largest deviation of `got` from `want`, and the largest |want| it is measured against.
-struct Diff {
-  double max_abs = 0, max_ref = 0;
-  double rel() const { return max_abs / max_ref; }
-};
-Diff diff(const float* got, const float* want, int64_t n) {
-  Diff d;
-  for (int64_t i = 0; i < n; ++i) {
-    d.max_ref = std::max<double>(d.max_ref, std::fabs(want[i]));
-    d.max_abs = std::max<double>(d.max_abs, std::fabs(double(got[i]) - double(want[i])));
-  }
-  return d;
-}
-Diff diff(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  if (got.shape() != want.shape()) return {1e30, 1};
-  return diff(got.data<float>(), want.data<float>(), got.numel());
-}
+using test::Diff;
+using test::diff;
+using test::report;
 
 // A tiny checkpoint, and the reference's log-mel windows of generated clips.
 struct World {
@@ -139,7 +105,7 @@ struct World {
     return c;
   }
   std::string frames_arg(const PreparedMedia& item) const {
-    return join({item.dims.begin() + 2, item.dims.end()});
+    return csv(std::vector<int64_t>(item.dims.begin() + 2, item.dims.end()));
   }
 };
 
@@ -181,11 +147,6 @@ Diff tower_diff(const World& w, DType dtype, const World::Clip& c) {
   }
   EXPECT_EQ(row, c.item.n_tokens);
   return diff(got, ref_tensor(w, tower_args(w, c)));
-}
-
-void report(const char* what, const Diff& d) {
-  std::printf("[   INFO   ] %s: max rel error %.3g (abs %.3g of max |ref| %.3g)\n", what, d.rel(),
-              d.max_abs, d.max_ref);
 }
 
 }  // namespace
@@ -250,7 +211,7 @@ TEST(Qwen2Audio, TokenCountMatchesHfProcessor) {
   const std::vector<int64_t> lengths{0,   1,    159,   160,   161,    320,    321,    480,   640,
                                      641, 1280, 16000, 40000, 479999, 480000, 480001, 960000};
   const json want =
-      json::parse(audio_ref("tokens --hop 160 --n-samples 480000 --samples " + join(lengths)));
+      json::parse(audio_ref("tokens --hop 160 --n-samples 480000 --samples " + csv(lengths)));
   ASSERT_EQ(want.size(), lengths.size());
   qwen2_audio::FeatureExtractorConfig fe;  // 16 kHz, hop 160, 480000 samples
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -291,7 +252,7 @@ TEST_P(Qwen2AudioModel, LogitsAndGreedyTokensMatchReference) {
   const fs::path ids_file = w.dir / "ids.txt";
   {
     std::vector<int64_t> v(p.ids.begin(), p.ids.end());
-    std::ofstream(ids_file) << join(v);
+    std::ofstream(ids_file) << csv(v);
   }
   const std::string args = " --model " + w.model() + " --ids @" + ids_file.string() + " --mel " +
                            c.mel.string() + " --frames " + w.frames_arg(c.item);

@@ -33,6 +33,7 @@
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/token_pruning.h"
 #include "models/qwen2_vl/video_processor.h"
+#include "ref_test_util.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -329,29 +330,9 @@ TEST(Qwen2VLVideoRef, RopePositionsMatchReference) {
 
 namespace {
 
-std::string shell_out(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << cmd;
-  return out;
-}
-
-struct Diff {
-  double max_abs = 0, max_ref = 0;
-  double rel() const { return max_abs / max_ref; }
-};
-Diff diff(const float* got, const float* want, int64_t n) {
-  Diff d;
-  for (int64_t i = 0; i < n; ++i) {
-    d.max_ref = std::max<double>(d.max_ref, std::fabs(want[i]));
-    d.max_abs = std::max<double>(d.max_abs, std::fabs(double(got[i]) - double(want[i])));
-  }
-  return d;
-}
+using test::Diff;
+using test::diff;
+using test::shell_out;
 
 Tensor read_f32(const fs::path& p, int64_t cols) {
   const std::vector<uint8_t> raw = read_bytes(p);

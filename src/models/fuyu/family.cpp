@@ -5,17 +5,16 @@
 // cache and scheduling serve it unchanged.
 #include "models/fuyu/family.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
-#include "io/generation_config.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/model_spec.h"
 #include "models/fuyu/processor.h"
 #include "models/fuyu/tiny_checkpoint.h"
 #include "models/fuyu/weights_spec.h"
@@ -141,25 +140,14 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   const Tensor b = st.get(tensor_name(layout.naming, "vision_embed_tokens.bias"));
   kernels::PackedLinear patch_embed = kernels::PackedLinear::pack(
       be, w, &b, lm->weight_format(), kernels::WeightPlacement::kViewIfPossible);
-  const io::GenerationConfig gen =
-      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
-
   Model m;
-  ModelSpec& spec = m.spec;
-  spec.family = family().name;
-  spec.architecture = s.cfg.architecture;
-  spec.vocab_size = s.cfg.text.vocab_size;
-  spec.stop_ids = gen.eos_token_ids;
-  const auto eos = static_cast<int32_t>(s.cfg.text.eos_token_id);
-  if (std::find(spec.stop_ids.begin(), spec.stop_ids.end(), eos) == spec.stop_ids.end())
-    spec.stop_ids.push_back(eos);
-  const kernels::KvCacheConfig kc = lm->kv_config();
-  spec.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
-  spec.position_rows = 1;
-  spec.context_length = s.cfg.text.max_position_embeddings;
-  spec.modalities = {Modality::kImage};
-  spec.embed_dim = s.cfg.text.hidden_size;
-  spec.config_key = s.config_key;
+  m.spec = decoder_model_spec(*lm, dir,
+                              {.family = family().name,
+                               .architecture = s.cfg.architecture,
+                               .eos_token_id = s.cfg.text.eos_token_id,
+                               .context_length = s.cfg.text.max_position_embeddings,
+                               .modalities = {Modality::kImage},
+                               .config_key = s.config_key});
   m.processor = make_processor(s.cfg, s.pp, s.ids, s.config_key);
   m.runner = std::make_unique<FuyuRunner>(std::move(st), std::move(lm), std::move(patch_embed), be,
                                           s.cfg.patch_dim(), s.ids.newline);
@@ -169,13 +157,6 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
 std::unique_ptr<Processor> load_processor(const std::string& dir) {
   const Settings s = read_settings(dir);
   return make_processor(s.cfg, s.pp, s.ids, s.config_key);
-}
-
-template <typename... Args>
-std::string format(const char* f, Args... args) {
-  char buf[320];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
 }
 
 Inspection inspect(const std::string& dir) {
@@ -188,24 +169,25 @@ Inspection inspect(const std::string& dir) {
   Inspection r;
   r.vocab_size = t.vocab_size;
   r.lines.emplace_back("architecture",
-                       format("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
-                              c.model_type.c_str(), c.torch_dtype.c_str()));
+                       inspect_text("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
+                                    c.model_type.c_str(), c.torch_dtype.c_str()));
   r.lines.emplace_back(
-      "text",
-      format("persimmon: hidden %lld, layers %lld, heads %lld (head_dim %lld, %lld "
-             "rotated), intermediate %lld (%s), vocab %lld, rope_theta %g, "
-             "layer_norm_eps %g, qk_layernorm %s",
-             ll(t.hidden_size), ll(t.num_hidden_layers), ll(t.num_attention_heads),
-             ll(t.head_dim()), ll(t.rotary_dim()), ll(t.intermediate_size), t.hidden_act.c_str(),
-             ll(t.vocab_size), t.rope_theta, t.layer_norm_eps, t.qk_layernorm ? "on" : "off"));
-  r.lines.emplace_back("context", format("%lld positions", ll(t.max_position_embeddings)));
-  r.lines.emplace_back("images", format("%lldx%lld patches (%lld values) into vision_embed_tokens; "
-                                        "downscaled above %lldx%lld",
-                                        ll(c.patch_size), ll(c.patch_size), ll(c.patch_dim()),
-                                        ll(s.pp.target_height), ll(s.pp.target_width)));
-  r.lines.emplace_back(
-      "tokens", format("bos %lld, eos %lld, |SPEAKER| %lld, |NEWLINE| %lld", ll(t.bos_token_id),
-                       ll(t.eos_token_id), ll(s.ids.speaker), ll(s.ids.newline)));
+      "text", inspect_text("persimmon: hidden %lld, layers %lld, heads %lld (head_dim %lld, %lld "
+                           "rotated), intermediate %lld (%s), vocab %lld, rope_theta %g, "
+                           "layer_norm_eps %g, qk_layernorm %s",
+                           ll(t.hidden_size), ll(t.num_hidden_layers), ll(t.num_attention_heads),
+                           ll(t.head_dim()), ll(t.rotary_dim()), ll(t.intermediate_size),
+                           t.hidden_act.c_str(), ll(t.vocab_size), t.rope_theta, t.layer_norm_eps,
+                           t.qk_layernorm ? "on" : "off"));
+  r.lines.emplace_back("context", inspect_text("%lld positions", ll(t.max_position_embeddings)));
+  r.lines.emplace_back("images",
+                       inspect_text("%lldx%lld patches (%lld values) into vision_embed_tokens; "
+                                    "downscaled above %lldx%lld",
+                                    ll(c.patch_size), ll(c.patch_size), ll(c.patch_dim()),
+                                    ll(s.pp.target_height), ll(s.pp.target_width)));
+  r.lines.emplace_back("tokens", inspect_text("bos %lld, eos %lld, |SPEAKER| %lld, |NEWLINE| %lld",
+                                              ll(t.bos_token_id), ll(t.eos_token_id),
+                                              ll(s.ids.speaker), ll(s.ids.newline)));
   r.lines.emplace_back("naming", layout.naming == Naming::kOld
                                      ? "old (language_model.model.*, vision_embed_tokens.*)"
                                      : "new (model.language_model.*, model.vision_embed_tokens.*)");

@@ -3,15 +3,15 @@
 #include "models/llava/family.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "core/error.h"
-#include "io/generation_config.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
+#include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/model_spec.h"
 #include "models/llava/clip_tower.h"
 #include "models/llava/packing.h"
 #include "models/llava/processor.h"
@@ -135,25 +135,14 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
     const int32_t zero = 0;
     kernels::embedding(nl.reshape({1, s.cfg.text.hidden_size}), &zero, 1, newline.data());
   }
-  const io::GenerationConfig gen =
-      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
-
   Model m;
-  ModelSpec& spec = m.spec;
-  spec.family = s.cfg.next ? next_family().name : family().name;
-  spec.architecture = s.cfg.architecture;
-  spec.vocab_size = s.cfg.text.vocab_size;
-  spec.stop_ids = gen.eos_token_ids;
-  const auto eos = static_cast<int32_t>(s.cfg.text.eos_token_id);
-  if (std::find(spec.stop_ids.begin(), spec.stop_ids.end(), eos) == spec.stop_ids.end())
-    spec.stop_ids.push_back(eos);
-  const kernels::KvCacheConfig kc = lm->kv_config();
-  spec.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
-  spec.position_rows = 1;
-  spec.context_length = context_length(s.cfg.text);
-  spec.modalities = {Modality::kImage};
-  spec.embed_dim = s.cfg.text.hidden_size;
-  spec.config_key = s.config_key;
+  m.spec = decoder_model_spec(*lm, dir,
+                              {.family = s.cfg.next ? next_family().name : family().name,
+                               .architecture = s.cfg.architecture,
+                               .eos_token_id = s.cfg.text.eos_token_id,
+                               .context_length = context_length(s.cfg.text),
+                               .modalities = {Modality::kImage},
+                               .config_key = s.config_key});
   m.processor = make_processor(s.cfg, s.pp, s.config_key, s.format);
   m.runner = std::make_unique<LlavaRunner>(std::move(st), std::move(lm), std::move(tower), s.cfg,
                                            std::move(newline));
@@ -163,13 +152,6 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
 std::unique_ptr<Processor> load_processor(const std::string& dir) {
   const Settings s = read_settings(dir);
   return make_processor(s.cfg, s.pp, s.config_key, s.format);
-}
-
-template <typename... Args>
-std::string format(const char* f, Args... args) {
-  char buf[320];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
 }
 
 Inspection inspect(const std::string& dir) {
@@ -186,26 +168,28 @@ Inspection inspect(const std::string& dir) {
   Inspection r;
   r.vocab_size = t.vocab_size;
   r.lines.emplace_back("architecture",
-                       format("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
-                              c.model_type.c_str(), c.torch_dtype.c_str()));
+                       inspect_text("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
+                                    c.model_type.c_str(), c.torch_dtype.c_str()));
   r.lines.emplace_back(
-      "text", format("%s: hidden %lld, layers %lld, heads %lld (head_dim %lld), kv heads %lld, "
-                     "intermediate %lld, vocab %lld, rope_theta %g, rms_norm_eps %g",
-                     t.model_type.c_str(), ll(t.hidden_size), ll(t.num_hidden_layers),
-                     ll(t.num_attention_heads), ll(t.heads_dim()), ll(t.num_key_value_heads),
-                     ll(t.intermediate_size), ll(t.vocab_size), t.rope_theta, t.rms_norm_eps));
-  r.lines.emplace_back("context", format("%lld positions", ll(context_length(t))));
+      "text",
+      inspect_text("%s: hidden %lld, layers %lld, heads %lld (head_dim %lld), kv heads %lld, "
+                   "intermediate %lld, vocab %lld, rope_theta %g, rms_norm_eps %g",
+                   t.model_type.c_str(), ll(t.hidden_size), ll(t.num_hidden_layers),
+                   ll(t.num_attention_heads), ll(t.heads_dim()), ll(t.num_key_value_heads),
+                   ll(t.intermediate_size), ll(t.vocab_size), t.rope_theta, t.rms_norm_eps));
+  r.lines.emplace_back("context", inspect_text("%lld positions", ll(context_length(t))));
   r.lines.emplace_back(
-      "vision", format("CLIP: hidden %lld, layers %lld (%lld run: feature layer %lld, %s), heads "
-                       "%lld, mlp %lld, image %lld, patch %lld (%lld tokens a crop), %s",
-                       ll(v.hidden_size), ll(v.num_hidden_layers), ll(c.vision_layers_used()),
-                       ll(c.vision_feature_layer), c.vision_feature_select_strategy.c_str(),
-                       ll(v.num_attention_heads), ll(v.intermediate_size), ll(v.image_size),
-                       ll(v.patch_size), ll(v.side() * v.side()), v.hidden_act.c_str()));
+      "vision",
+      inspect_text("CLIP: hidden %lld, layers %lld (%lld run: feature layer %lld, %s), heads "
+                   "%lld, mlp %lld, image %lld, patch %lld (%lld tokens a crop), %s",
+                   ll(v.hidden_size), ll(v.num_hidden_layers), ll(c.vision_layers_used()),
+                   ll(c.vision_feature_layer), c.vision_feature_select_strategy.c_str(),
+                   ll(v.num_attention_heads), ll(v.intermediate_size), ll(v.image_size),
+                   ll(v.patch_size), ll(v.side() * v.side()), v.hidden_act.c_str()));
   r.lines.emplace_back("images", c.next ? "anyres over " + pins + " (+ the base image)"
                                         : "one " + std::to_string(v.image_size) + " crop");
-  r.lines.emplace_back("tokens", format("bos %lld, eos %lld, image %lld", ll(t.bos_token_id),
-                                        ll(t.eos_token_id), ll(c.image_token_index)));
+  r.lines.emplace_back("tokens", inspect_text("bos %lld, eos %lld, image %lld", ll(t.bos_token_id),
+                                              ll(t.eos_token_id), ll(c.image_token_index)));
   r.lines.emplace_back("chat", s.format == ChatFormat::kMistral ? "[INST] ... [/INST] (Mistral)"
                                                                 : "USER: ... ASSISTANT: (Vicuna)");
   r.lines.emplace_back("naming", layout.naming == Naming::kOld

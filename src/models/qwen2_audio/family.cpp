@@ -2,16 +2,15 @@
 // checked, the shared decoder and the audio tower), the Runner, inspect and make-tiny-model.
 #include "models/qwen2_audio/family.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
-#include "io/generation_config.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/model_spec.h"
 #include "models/qwen2_audio/audio_tower.h"
 #include "models/qwen2_audio/config.h"
 #include "models/qwen2_audio/feature_extractor.h"
@@ -110,25 +109,14 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
   auto tower = AudioTower::load(be, st, s.cfg, lm->weight_format());
-  const io::GenerationConfig gen =
-      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
-
   Model m;
-  ModelSpec& spec = m.spec;
-  spec.family = family().name;
-  spec.architecture = s.cfg.architecture;
-  spec.vocab_size = s.cfg.text.vocab_size;
-  spec.stop_ids = gen.eos_token_ids;
-  const auto eos = static_cast<int32_t>(s.cfg.text.eos_token_id);
-  if (std::find(spec.stop_ids.begin(), spec.stop_ids.end(), eos) == spec.stop_ids.end())
-    spec.stop_ids.push_back(eos);
-  const kernels::KvCacheConfig kc = lm->kv_config();
-  spec.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
-  spec.position_rows = 1;
-  spec.context_length = s.cfg.text.max_position_embeddings;
-  spec.modalities = {Modality::kAudio};
-  spec.embed_dim = s.cfg.text.hidden_size;
-  spec.config_key = s.config_key;
+  m.spec = decoder_model_spec(*lm, dir,
+                              {.family = family().name,
+                               .architecture = s.cfg.architecture,
+                               .eos_token_id = s.cfg.text.eos_token_id,
+                               .context_length = s.cfg.text.max_position_embeddings,
+                               .modalities = {Modality::kAudio},
+                               .config_key = s.config_key});
   m.processor = make_processor(s.cfg, s.fe, s.config_key, opts.long_audio);
   m.runner = std::make_unique<Qwen2AudioRunner>(std::move(st), std::move(lm), std::move(tower),
                                                 s.cfg.audio);
@@ -138,14 +126,6 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
 std::unique_ptr<Processor> load_processor(const std::string& dir) {
   const Settings s = read_settings(dir);
   return make_processor(s.cfg, s.fe, s.config_key, LoadOptions{}.long_audio);
-}
-
-// printf into a std::string (the inspect lines).
-template <typename... Args>
-std::string format(const char* f, Args... args) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
 }
 
 Inspection inspect(const std::string& dir) {
@@ -160,31 +140,33 @@ Inspection inspect(const std::string& dir) {
   Inspection r;
   r.vocab_size = t.vocab_size;
   r.lines.emplace_back("architecture",
-                       format("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
-                              c.model_type.c_str(), c.torch_dtype.c_str()));
+                       inspect_text("%s (model_type %s, torch_dtype %s)", c.architecture.c_str(),
+                                    c.model_type.c_str(), c.torch_dtype.c_str()));
   r.lines.emplace_back(
-      "text", format("hidden %lld, layers %lld, heads %lld (head_dim %lld), kv heads %lld, "
-                     "intermediate %lld, vocab %lld, rope_theta %g, rms_norm_eps %g",
-                     ll(t.hidden_size), ll(t.num_hidden_layers), ll(t.num_attention_heads),
-                     ll(t.head_dim()), ll(t.num_key_value_heads), ll(t.intermediate_size),
-                     ll(t.vocab_size), t.rope_theta, t.rms_norm_eps));
-  r.lines.emplace_back("context", format("%lld positions", ll(t.max_position_embeddings)));
+      "text", inspect_text("hidden %lld, layers %lld, heads %lld (head_dim %lld), kv heads %lld, "
+                           "intermediate %lld, vocab %lld, rope_theta %g, rms_norm_eps %g",
+                           ll(t.hidden_size), ll(t.num_hidden_layers), ll(t.num_attention_heads),
+                           ll(t.head_dim()), ll(t.num_key_value_heads), ll(t.intermediate_size),
+                           ll(t.vocab_size), t.rope_theta, t.rms_norm_eps));
+  r.lines.emplace_back("context", inspect_text("%lld positions", ll(t.max_position_embeddings)));
   r.lines.emplace_back(
-      "audio", format("mels %lld, layers %lld, d_model %lld, heads %lld (head_dim %lld), ffn %lld, "
-                      "positions %lld, out %lld",
-                      ll(a.num_mel_bins), ll(a.encoder_layers), ll(a.d_model),
-                      ll(a.encoder_attention_heads), ll(a.head_dim()), ll(a.encoder_ffn_dim),
-                      ll(a.max_source_positions), ll(t.hidden_size)));
-  r.lines.emplace_back("tokens", format("bos %lld, eos %lld, audio %lld", ll(t.bos_token_id),
-                                        ll(t.eos_token_id), ll(c.audio_token_index)));
+      "audio",
+      inspect_text("mels %lld, layers %lld, d_model %lld, heads %lld (head_dim %lld), ffn %lld, "
+                   "positions %lld, out %lld",
+                   ll(a.num_mel_bins), ll(a.encoder_layers), ll(a.d_model),
+                   ll(a.encoder_attention_heads), ll(a.head_dim()), ll(a.encoder_ffn_dim),
+                   ll(a.max_source_positions), ll(t.hidden_size)));
+  r.lines.emplace_back("tokens", inspect_text("bos %lld, eos %lld, audio %lld", ll(t.bos_token_id),
+                                              ll(t.eos_token_id), ll(c.audio_token_index)));
   r.lines.emplace_back("naming", "language_model.*, audio_tower.*, multi_modal_projector.*");
   r.lines.emplace_back("lm_head", layout.tied ? "tied to embed_tokens" : "separate (untied)");
   r.lines.emplace_back(
-      "features", format("whisper log-mel %lld x %lld per %g s window (%lld samples at %lld Hz, "
-                         "hop %lld, n_fft %lld), %lld tokens per full window",
-                         ll(fe.feature_size), ll(fe.n_frames()), fe.seconds(fe.n_samples),
-                         ll(fe.n_samples), ll(fe.sampling_rate), ll(fe.hop_length), ll(fe.n_fft),
-                         ll(audio_tokens(fe.n_frames()))));
+      "features",
+      inspect_text("whisper log-mel %lld x %lld per %g s window (%lld samples at %lld Hz, "
+                   "hop %lld, n_fft %lld), %lld tokens per full window",
+                   ll(fe.feature_size), ll(fe.n_frames()), fe.seconds(fe.n_samples),
+                   ll(fe.n_samples), ll(fe.sampling_rate), ll(fe.hop_length), ll(fe.n_fft),
+                   ll(audio_tokens(fe.n_frames()))));
   return r;
 }
 

@@ -2,17 +2,16 @@
 // and the vision tower), the Runner, inspect and make-tiny-model.
 #include "models/qwen2_vl/family.h"
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "io/generation_config.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/model_spec.h"
 #include "models/qwen2_vl/config.h"
 #include "models/qwen2_vl/image_processor.h"
 #include "models/qwen2_vl/processor.h"
@@ -188,24 +187,16 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   auto vt = VisionTower::load(be, st, cfg, lm->weight_format());
 
   const ImageProcessorConfig pp = read_processor_config(dir, cfg);
-  const io::GenerationConfig gen =
-      io::load_generation_config((fs::path(dir) / "generation_config.json").string());
 
   Model m;
-  ModelSpec& s = m.spec;
-  s.family = family().name;
-  s.architecture = cfg.architecture;
-  s.vocab_size = cfg.text.vocab_size;
-  s.stop_ids = gen.eos_token_ids;
-  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.eos_token_id) == s.stop_ids.end())
-    s.stop_ids.push_back(static_cast<int32_t>(cfg.eos_token_id));
-  const kernels::KvCacheConfig kc = lm->kv_config();
-  s.kv_layers.assign(static_cast<size_t>(kc.n_layers), {kc.n_kv_heads, kc.head_dim});
-  s.position_rows = dc.position_rows();
-  s.context_length = cfg.text.max_position_embeddings;
-  s.modalities = {Modality::kImage, Modality::kVideo};
-  s.embed_dim = cfg.text.hidden_size;
-  s.config_key = config_key(dir);
+  m.spec = decoder_model_spec(*lm, dir,
+                              {.family = family().name,
+                               .architecture = cfg.architecture,
+                               .eos_token_id = cfg.eos_token_id,
+                               .context_length = cfg.text.max_position_embeddings,
+                               .modalities = {Modality::kImage, Modality::kVideo},
+                               .config_key = config_key(dir)});
+  const ModelSpec& s = m.spec;
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
   m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt),
                                              cfg.vision.spatial_merge_size, opts.video_slice_reuse);
