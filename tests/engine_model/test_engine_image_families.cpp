@@ -74,11 +74,14 @@ class EngineImageFamily : public ::testing::TestWithParam<const char*> {
 fs::path EngineImageFamily::root_;
 
 TEST_P(EngineImageFamily, BatchedChunkedPreemptedAndCachedMatchAlone) {
+  // Long enough answers that every request is still decoding when the last one's media is
+  // ready, however slow the build (under ASan, Fuyu's 8-14-token answers ended one by one: no
+  // preemption).
   std::vector<GenerateRequest> w;
-  w.push_back(image_req({"a.png"}, "What is in the image?", 10));
-  w.push_back(test::text_request("Tell me about the weather.", 12));
-  w.push_back(image_req({"b.jpg", "c.png"}, "Compare the two.", 8));
-  w.push_back(image_req({"c.png"}, "What is in the image?", 14));
+  w.push_back(image_req({"a.png"}, "What is in the image?", 48));
+  w.push_back(test::text_request("Tell me about the weather.", 50));
+  w.push_back(image_req({"b.jpg", "c.png"}, "Compare the two.", 46));
+  w.push_back(image_req({"c.png"}, "What is in the image?", 49));
   // Small chunks (image runs split across steps) and a KV cache too small for the batch.
   const bool next = std::string(GetParam()) == "llava-next";
   const test::AloneVsBatched run = test::expect_batched_match_alone(
