@@ -82,8 +82,9 @@ std::string readable(const std::string& bytes) {
   return out + "\"";
 }
 
-// --jsonl: one JSON string a line in, its ids as one JSON array a line out.
-std::string tokenize_lines(const io::Tokenizer& tok, const std::string& text) {
+// --jsonl: `one` maps each non-blank line of `text` (with its 1-based number) to one output line.
+template <typename Fn>
+std::string map_lines(const std::string& text, Fn&& one) {
   std::string out;
   size_t b = 0, line = 0;
   while (b < text.size()) {
@@ -93,6 +94,14 @@ std::string tokenize_lines(const io::Tokenizer& tok, const std::string& text) {
     const std::string_view l = std::string_view(text).substr(b, e - b);
     b = e + 1;
     if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    out += one(l, line) + "\n";
+  }
+  return out;
+}
+
+// --jsonl: one JSON string a line in, its ids as one JSON array a line out.
+std::string tokenize_lines(const io::Tokenizer& tok, const std::string& text) {
+  return map_lines(text, [&](std::string_view l, size_t line) {
     nlohmann::json j;
     try {
       j = io::parse_json(l, "stdin line " + std::to_string(line));
@@ -102,9 +111,8 @@ std::string tokenize_lines(const io::Tokenizer& tok, const std::string& text) {
     if (!j.is_string())
       throw InvalidArgument("stdin line " + std::to_string(line) + ": " + io::json_excerpt(j) +
                             " is not a JSON string (--jsonl expects one a line)");
-    out += nlohmann::json(tok.encode(j.get<std::string>())).dump() + "\n";
-  }
-  return out;
+    return nlohmann::json(tok.encode(j.get<std::string>())).dump();
+  });
 }
 
 int run_tokenize(cli::Args& args) {
@@ -192,22 +200,13 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 // --jsonl: one JSON array of ids a line in, its text as one JSON string a line out.
 std::string detokenize_lines(const io::Tokenizer& tok, const std::string& text, bool skip) {
-  std::string out;
-  size_t b = 0, line = 0;
-  while (b < text.size()) {
-    size_t e = text.find('\n', b);
-    if (e == std::string::npos) e = text.size();
-    ++line;
-    const std::string l = text.substr(b, e - b);
-    b = e + 1;
-    if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+  return map_lines(text, [&](std::string_view l, size_t line) {
     try {
-      out += nlohmann::json(tok.decode(parse_ids(l), skip)).dump() + "\n";
+      return nlohmann::json(tok.decode(parse_ids(std::string(l)), skip)).dump();
     } catch (const InvalidArgument& err) {
       throw InvalidArgument("stdin line " + std::to_string(line) + ": " + err.what());
     }
-  }
-  return out;
+  });
 }
 
 int run_detokenize(cli::Args& args) {

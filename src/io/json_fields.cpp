@@ -196,10 +196,11 @@ std::array<double, 3> json_rgb_value(const nlohmann::json& v, const std::string&
     return {d, d, d};
   }
   if (!v.is_array() || v.size() != 3)
-    throw FormatError(origin + ": \"" + key + "\" must be 3 numbers (one per RGB channel), got " +
-                      json_excerpt(v));
-  return {json_number_value(v[0], key, origin), json_number_value(v[1], key, origin),
-          json_number_value(v[2], key, origin)};
+    throw FormatError(origin + ": \"" + key + "\" must be a number or 3 numbers (one per RGB " +
+                      "channel), got " + json_excerpt(v));
+  return {json_number_value(v[0], key + "[0]", origin),
+          json_number_value(v[1], key + "[1]", origin),
+          json_number_value(v[2], key + "[2]", origin)};
 }
 
 }  // namespace mmrt::io

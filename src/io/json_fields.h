@@ -33,7 +33,7 @@ std::string json_excerpt(const nlohmann::json& v);
 
 // One value of a configuration field, read alone (FormatError quoting `key` and `origin`): an
 // integer (integral floats accepted), a number, or three numbers, one per RGB channel (a single
-// number is used for all three).
+// number is used for all three; a bad element is named as key[i]).
 int64_t json_int_value(const nlohmann::json& v, const std::string& key, const std::string& origin);
 double json_number_value(const nlohmann::json& v, const std::string& key,
                          const std::string& origin);

@@ -114,6 +114,25 @@ void layer_norm(const Backend& be, const float* x, const Tensor& weight, const T
   });
 }
 
+void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
+                      int64_t d, const Tensor& weight, const Tensor& bias, float eps) {
+  check_rows("layer_norm_heads", x, x, n * n_heads, d);
+  if (n_heads < 1 || stride < n_heads * d)
+    throw InvalidArgument("layer_norm_heads: " + std::to_string(n_heads) + " heads of " +
+                          std::to_string(d) + " do not fit a row stride of " +
+                          std::to_string(stride));
+  std::vector<float> wbuf, bbuf;
+  const float* w = param_f32("layer_norm_heads", "weight", weight, d, wbuf);  // [d]
+  const float* bs = param_f32("layer_norm_heads", "bias", bias, d, bbuf);     // [d]
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n * n_heads, d, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* head = x + (r / n_heads) * stride + (r % n_heads) * d;
+      f.layer_norm_row(head, w, bs, eps, head, d);
+    }
+  });
+}
+
 void add(const Backend& be, float* acc, const float* x, int64_t n) {
   check_rows("add", acc, x, n, 1);
   const auto& f = ops_fns(be.isa());

@@ -21,6 +21,12 @@ void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps
 void layer_norm(const Backend& be, const float* x, const Tensor& weight, const Tensor& bias,
                 float eps, float* y, int64_t n, int64_t d);
 
+// The same LayerNorm on every head, in place: row t of x (rows `stride` floats apart) starts with
+// n_heads heads of d floats (the q or the k block of a fused q|k|v projection); weight and bias
+// [d] are shared by all heads (Persimmon's q/k LayerNorm). One pass over all n * n_heads heads.
+void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
+                      int64_t d, const Tensor& weight, const Tensor& bias, float eps);
+
 // acc[i] += x[i] for i < n (residual add).
 void add(const Backend& be, float* acc, const float* x, int64_t n);
 

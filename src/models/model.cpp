@@ -28,6 +28,12 @@ ChatMessage ChatMessage::text(std::string role, std::string text) {
   return m;
 }
 
+Hash128 media_content_key(std::span<const uint8_t> bytes, const Hash128& settings, Modality m) {
+  Hasher h;
+  h.update(hash128(bytes.data(), bytes.size())).update(settings).update_pod(m);
+  return h.digest();
+}
+
 std::vector<int32_t> Processor::chat_ids(const io::Tokenizer& tok,
                                          const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt) const {

@@ -148,6 +148,10 @@ struct ExpandedPrompt {
   std::vector<MediaSpan> spans;    // one per media item, in prompt order
 };
 
+// A media item's content key from its bytes, the processor's settings hash and the modality:
+// what Processor::content_key is for a family whose MediaOptions change nothing.
+Hash128 media_content_key(std::span<const uint8_t> bytes, const Hash128& settings, Modality m);
+
 class Processor {
  public:
   virtual ~Processor() = default;

@@ -217,20 +217,12 @@ int64_t special_id(const Tokenizer& tok, const std::string& token, const std::st
 
 std::string tokenizer_config_json(const TokenizerFacts& f, const std::vector<std::string>& specials,
                                   const std::string& chat_template, int64_t model_max_length) {
-  json decoder = json::object();
-  for (const auto& t : f.added_tokens) {
-    json e;
-    e["content"] = t["content"];
-    for (const char* k : {"lstrip", "normalized", "rstrip", "single_word", "special"})
-      e[k] = t.value(k, std::string(k) == "special");
-    decoder[std::to_string(t["id"].get<int64_t>())] = e;
-  }
   json additional = json::array();
   for (const auto& s : specials)
     if (s != "<|endoftext|>" && f.added_ids.count(s)) additional.push_back(s);
   json j;
   j["add_prefix_space"] = false;
-  j["added_tokens_decoder"] = decoder;
+  j["added_tokens_decoder"] = added_tokens_decoder<json>(f);
   j["additional_special_tokens"] = additional;
   j["bos_token"] = nullptr;
   j["chat_template"] = chat_template;

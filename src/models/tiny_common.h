@@ -66,6 +66,21 @@ Tokenizer make_tokenizer(const TokenizerOptions& opts);
 // Rewrites tok.text and tok.facts.
 void fill_unassigned_ids(Tokenizer& tok, int32_t n_ids);
 
+// tokenizer_config.json's "added_tokens_decoder": id -> the added token's content and flags
+// (lstrip, normalized, rstrip, single_word false and special true unless the token says).
+template <typename Json>
+Json added_tokens_decoder(const TokenizerFacts& facts) {
+  Json decoder = Json::object();
+  for (const auto& t : facts.added_tokens) {
+    Json e;
+    e["content"] = t.value("content", "");
+    for (const char* k : {"lstrip", "normalized", "rstrip", "single_word", "special"})
+      e[k] = t.value(k, std::string(k) == "special");
+    decoder[std::to_string(t.value("id", int64_t{0}))] = e;
+  }
+  return decoder;
+}
+
 // The id of added token `token`; InvalidArgument naming the family when the tokenizer lacks it.
 int64_t special_id(const Tokenizer& tok, const std::string& token, const std::string& family);
 

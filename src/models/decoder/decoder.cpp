@@ -384,15 +384,11 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
     const Layer& ly = m.layers[static_cast<size_t>(li)];
     norm(x, ly.input_norm, ly.input_norm_b, h, N);
     kernels::linear(be, h, N, ly.qkv, qkv, m.lin);
-    if (m.cfg.qk_norm)  // each head's q and k over head_dim, token by token (rows are strided)
-      be.pool().parallel_for(N, 8, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-          float* q = qkv + t * qkv_width;
-          kernels::layer_norm(be, q, ly.q_norm, ly.q_norm_b, eps, q, m.n_heads, hd);
-          kernels::layer_norm(be, q + q_width, ly.k_norm, ly.k_norm_b, eps, q + q_width, m.n_kv,
-                              hd);
-        }
-      });
+    if (m.cfg.qk_norm) {  // each head's q and k over head_dim, in the strided qkv rows
+      kernels::layer_norm_heads(be, qkv, N, qkv_width, m.n_heads, hd, ly.q_norm, ly.q_norm_b, eps);
+      kernels::layer_norm_heads(be, qkv + q_width, N, qkv_width, m.n_kv, hd, ly.k_norm, ly.k_norm_b,
+                                eps);
+    }
     kernels::apply_rope(be, angles, qkv, m.n_heads, qkv_width, hd);
     kernels::apply_rope(be, angles, qkv + q_width, m.n_kv, qkv_width, hd);
     kv.write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(), N,

@@ -39,19 +39,10 @@ struct Settings {
 TokenIds token_ids(const std::string& dir, const Config& cfg) {
   const io::Tokenizer tok = load_tokenizer(dir);
   const std::string origin = (fs::path(dir) / "tokenizer.json").string();
-  const auto piece = [&](const char* p) {
-    const std::optional<int32_t> id = tok.piece_to_id(p);
-    if (!id) throw FormatError(origin + ": has no \"" + p + "\" token, which Fuyu's prompt needs");
-    return *id;
-  };
-  TokenIds ids;
-  ids.speaker = piece("|SPEAKER|");
+  const TokenIds ids = prompt_token_ids(tok, origin);
   if (ids.speaker != cfg.image_token_id)
     throw FormatError(origin + ": \"|SPEAKER|\" is token " + std::to_string(ids.speaker) +
                       ", not config.json's image_token_id " + std::to_string(cfg.image_token_id));
-  ids.newline = piece("|NEWLINE|");
-  ids.bos = piece("<s>");
-  piece("<0x04>");
   return ids;
 }
 

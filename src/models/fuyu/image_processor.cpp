@@ -1,8 +1,6 @@
 // Fuyu image preprocessing: config loading, the geometry (downscale, pad, crop, patch grid) and
-// the fused pad + rescale + normalise + crop + patchify straight from the resized uint8 image.
-// Values are computed as numpy does: float32(v * factor) in double, then (x - mean) / std in
-// float32 with float32 copies of mean and std; every value depends only on (channel, byte), so a
-// 3 x 256 table computed that way makes the loop a lookup.
+// the fused pad + rescale + normalise + crop + patchify straight from the resized uint8 image,
+// every value a lookup in media::normalize_lut's table.
 #include "models/fuyu/image_processor.h"
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/json_fields.h"
+#include "media/normalize.h"
 
 namespace mmrt::models::fuyu {
 
@@ -28,35 +27,6 @@ namespace {
 using json = nlohmann::json;
 
 // ---------------------------------------------------------------- configuration
-
-int64_t json_int(const json& v, const std::string& key, const std::string& origin) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::floor(d) == d && std::abs(d) < 9e15) return static_cast<int64_t>(d);
-  }
-  throw FormatError(origin + ": \"" + key + "\" must be an integer, got " + io::json_excerpt(v));
-}
-
-double json_number(const json& v, const std::string& key, const std::string& origin) {
-  if (!v.is_number())
-    throw FormatError(origin + ": \"" + key + "\" must be a number, got " + io::json_excerpt(v));
-  return v.get<double>();
-}
-
-// A number broadcast to the three channels (transformers' scalar mean / std), or 3 numbers.
-std::array<double, 3> json_triple(const json& v, const std::string& key,
-                                  const std::string& origin) {
-  if (v.is_number()) {
-    const double d = v.get<double>();
-    return {d, d, d};
-  }
-  if (!v.is_array() || v.size() != 3)
-    throw FormatError(origin + ": \"" + key + "\" must be a number or 3 numbers (one per RGB " +
-                      "channel), got " + io::json_excerpt(v));
-  return {json_number(v[0], key + "[0]", origin), json_number(v[1], key + "[1]", origin),
-          json_number(v[2], key + "[2]", origin)};
-}
 
 // size / patch_size: {"height": H, "width": W}, nothing else.
 void read_hw(const json& v, const std::string& key, const std::string& origin, int64_t& h,
@@ -72,8 +42,8 @@ void read_hw(const json& v, const std::string& key, const std::string& origin, i
     if (!v.contains(k) || v[k].is_null())
       throw FormatError(origin + ": \"" + key + "\" lacks \"" + k + "\", got " +
                         io::json_excerpt(v));
-  h = json_int(v["height"], key + ".height", origin);
-  w = json_int(v["width"], key + ".width", origin);
+  h = io::json_int_value(v["height"], key + ".height", origin);
+  w = io::json_int_value(v["width"], key + ".width", origin);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -139,7 +109,7 @@ ImageProcessorConfig ImageProcessorConfig::from_json(std::string_view text,
   if (has("patch_size"))
     read_hw(j["patch_size"], "patch_size", origin, c.patch_height, c.patch_width);
   if (has("padding_value"))
-    c.padding_value = json_number(j["padding_value"], "padding_value", origin);
+    c.padding_value = io::json_number_value(j["padding_value"], "padding_value", origin);
   if (has("padding_mode")) {
     const json& m = j["padding_mode"];
     if (!m.is_string())
@@ -148,10 +118,10 @@ ImageProcessorConfig ImageProcessorConfig::from_json(std::string_view text,
       throw Unimplemented(origin + ": \"padding_mode\" " + io::json_excerpt(m) +
                           " is not supported (only \"constant\" is)");
   }
-  if (has("image_mean")) c.image_mean = json_triple(j["image_mean"], "image_mean", origin);
-  if (has("image_std")) c.image_std = json_triple(j["image_std"], "image_std", origin);
+  if (has("image_mean")) c.image_mean = io::json_rgb_value(j["image_mean"], "image_mean", origin);
+  if (has("image_std")) c.image_std = io::json_rgb_value(j["image_std"], "image_std", origin);
   if (has("rescale_factor"))
-    c.rescale_factor = json_number(j["rescale_factor"], "rescale_factor", origin);
+    c.rescale_factor = io::json_number_value(j["rescale_factor"], "rescale_factor", origin);
   auto flag = [&](const char* key, bool& out) {
     if (!has(key)) return;
     if (!j[key].is_boolean())
@@ -164,7 +134,7 @@ ImageProcessorConfig ImageProcessorConfig::from_json(std::string_view text,
   flag("do_rescale", c.do_rescale);
   flag("do_normalize", c.do_normalize);
   if (has("resample")) {
-    const int64_t r = json_int(j["resample"], "resample", origin);
+    const int64_t r = io::json_int_value(j["resample"], "resample", origin);
     if (r == 2)
       c.resample = ResizeFilter::kBilinear;
     else if (r == 3)
@@ -232,28 +202,19 @@ ImageGeometry image_geometry(int64_t height, int64_t width, const ImageProcessor
 
 namespace {
 
+// The normalised value of each (channel, byte), and of the pad byte.
 struct Lut {
-  float v[3][256];
-  float pad[3];  // the normalised pad byte
+  media::NormalizeLut v;
+  float pad[3];
 };
 
 Lut make_lut(const ImageProcessorConfig& cfg) {
-  Lut t;
-  for (int c = 0; c < 3; ++c) {
-    const float mean = static_cast<float>(cfg.image_mean[c]);
-    const float stdv = static_cast<float>(cfg.image_std[c]);
-    for (int v = 0; v < 256; ++v) {
-      // rescale: float64 multiply, then float32; normalise: float32 (an uint8 image that was
-      // not rescaled is converted to float32 first).
-      const double r = cfg.do_rescale ? static_cast<double>(v) * cfg.rescale_factor : v;
-      float x = static_cast<float>(r);
-      if (cfg.do_normalize) x = (x - mean) / stdv;
-      t.v[c][v] = x;
-    }
-  }
+  Lut t{media::normalize_lut(cfg.image_mean, cfg.image_std, cfg.rescale_factor, cfg.do_rescale,
+                             cfg.do_normalize),
+        {}};
   // numpy stores the pad value into the uint8 image with a C cast (truncation).
   const auto pad_byte = static_cast<uint8_t>(cfg.padding_value);
-  for (int c = 0; c < 3; ++c) t.pad[c] = t.v[c][pad_byte];
+  for (int c = 0; c < 3; ++c) t.pad[c] = t.v.v[c][pad_byte];
   return t;
 }
 
@@ -274,9 +235,9 @@ void patchify_rows(const Image& img, const ImageGeometry& g, const ImageProcesso
         const int64_t n = src ? std::clamp<int64_t>(W - x0, 0, PW) : 0;
         const uint8_t* s = src ? src + 3 * x0 : nullptr;
         for (int64_t px = 0; px < n; ++px) {
-          d[3 * px + 0] = lut.v[0][s[3 * px + 0]];
-          d[3 * px + 1] = lut.v[1][s[3 * px + 1]];
-          d[3 * px + 2] = lut.v[2][s[3 * px + 2]];
+          d[3 * px + 0] = lut.v.v[0][s[3 * px + 0]];
+          d[3 * px + 1] = lut.v.v[1][s[3 * px + 1]];
+          d[3 * px + 2] = lut.v.v[2][s[3 * px + 2]];
         }
         for (int64_t px = n; px < PW; ++px) {
           d[3 * px + 0] = lut.pad[0];

@@ -1,5 +1,6 @@
 #include "models/fuyu/processor.h"
 
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -8,6 +9,20 @@
 #include "media/image.h"
 
 namespace mmrt::models::fuyu {
+
+TokenIds prompt_token_ids(const io::Tokenizer& tok, const std::string& origin) {
+  const auto piece = [&](const char* p) {
+    const std::optional<int32_t> id = tok.piece_to_id(p);
+    if (!id) throw FormatError(origin + ": has no \"" + p + "\" token, which Fuyu's prompt needs");
+    return *id;
+  };
+  TokenIds ids;
+  ids.speaker = piece("|SPEAKER|");
+  ids.newline = piece("|NEWLINE|");
+  ids.bos = piece("<s>");
+  piece("<0x04>");
+  return ids;
+}
 
 ImageGeometry item_geometry(const PreparedMedia& item, int64_t patch_dim) {
   if (item.modality != Modality::kImage || item.dims.size() != 2 || item.dims[0] < 1 ||
@@ -61,20 +76,20 @@ class FuyuProcessor final : public Processor {
   // the HF processor builds before it expands each |SPEAKER| into the image's grid).
   std::string render_chat(const std::vector<ChatMessage>& messages,
                           bool add_generation_prompt) const override {
-    std::string images, text;
-    split(messages, images, text);
-    return images + "<s>" + text + (add_generation_prompt ? "<0x04>" : "");
+    const Prompt q = split(messages);
+    std::string s;
+    for (size_t i = 0; i < q.images; ++i) s += "|SPEAKER|";
+    return s + "<s>" + q.text + (add_generation_prompt ? "<0x04>" : "");
   }
 
   // As the HF processor tokenises it: the placeholders and BOS as ids, then the text with the
   // "<0x04>" marker encoded as one text (the tokenizer's normaliser prepends "▁" to it alone).
   std::vector<int32_t> chat_ids(const io::Tokenizer& tok, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const override {
-    std::string images, text;
-    split(messages, images, text);
-    std::vector<int32_t> ids(images.size() / kSpeaker.size(), ids_.speaker);
+    const Prompt q = split(messages);
+    std::vector<int32_t> ids(q.images, ids_.speaker);
     ids.push_back(ids_.bos);
-    const std::vector<int32_t> t = tok.encode(text + (add_generation_prompt ? "<0x04>" : ""));
+    const std::vector<int32_t> t = tok.encode(q.text + (add_generation_prompt ? "<0x04>" : ""));
     ids.insert(ids.end(), t.begin(), t.end());
     return ids;
   }
@@ -139,31 +154,33 @@ class FuyuProcessor final : public Processor {
 
   Hash128 content_key(Modality m, std::span<const uint8_t> bytes,
                       const MediaOptions&) const override {
-    Hasher h;
-    h.update(hash128(bytes.data(), bytes.size())).update(settings_).update_pod(m);
-    return h.digest();
+    return media_content_key(bytes, settings_, m);
   }
 
  private:
-  static constexpr std::string_view kSpeaker = "|SPEAKER|";
+  struct Prompt {
+    size_t images = 0;
+    std::string text;  // one message a line
+  };
 
-  // The messages' images as one |SPEAKER| each, their text one message a line.
-  static void split(const std::vector<ChatMessage>& messages, std::string& images,
-                    std::string& text) {
+  // The messages' image count and text.
+  static Prompt split(const std::vector<ChatMessage>& messages) {
+    Prompt q;
     for (size_t i = 0; i < messages.size(); ++i) {
       const ChatMessage& m = messages[i];
-      if (i) text += "\n";
+      if (i) q.text += "\n";
       for (const ContentPart& p : m.content) {
         if (p.kind == ContentPart::Kind::kText)
-          text += p.text;
+          q.text += p.text;
         else if (p.kind == ContentPart::Kind::kImage)
-          images += kSpeaker;
+          ++q.images;
         else
           throw Unimplemented(
               "Fuyu takes images and text; chat message " + std::to_string(i) + " has " +
               (p.kind == ContentPart::Kind::kVideo ? "a video" : "an audio") + " part");
       }
     }
+    return q;
   }
 
   static void check_modality(Modality m) {

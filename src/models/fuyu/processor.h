@@ -16,6 +16,10 @@
 #include "models/fuyu/image_processor.h"
 #include "models/model.h"
 
+namespace mmrt::io {
+class Tokenizer;
+}
+
 namespace mmrt::models::fuyu {
 
 struct TokenIds {
@@ -23,6 +27,11 @@ struct TokenIds {
   int32_t newline = 71019;  // |NEWLINE|: ends every grid row
   int32_t bos = 1;          // <s>: after the images, before the text
 };
+
+// The ids Fuyu's prompt is made of, looked up as vocabulary pieces in `tok` (|SPEAKER|,
+// |NEWLINE|, <s>; the <0x04> piece its beginning-of-answer text must encode to is checked too).
+// FormatError naming `origin` and the token it lacks.
+TokenIds prompt_token_ids(const io::Tokenizer& tok, const std::string& origin);
 
 // The grid of a prepared item from its dims; InvalidArgument when dims, token count or the
 // features disagree.

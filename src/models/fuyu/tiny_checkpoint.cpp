@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/tokenizer.h"
+#include "models/fuyu/processor.h"
 #include "models/tiny_common.h"
 
 namespace mmrt::models::fuyu {
@@ -35,21 +36,10 @@ std::string preprocessor_config_json(const Config& c) {
 }
 
 std::string tokenizer_config_json(const tiny::TokenizerFacts& facts, int64_t max_length) {
-  ordered_json decoder = ordered_json::object();
-  for (const auto& t : facts.added_tokens) {
-    ordered_json e;
-    e["content"] = t.value("content", "");
-    e["lstrip"] = false;
-    e["normalized"] = false;
-    e["rstrip"] = false;
-    e["single_word"] = false;
-    e["special"] = t.value("special", true);
-    decoder[std::to_string(t.value("id", 0))] = e;
-  }
   ordered_json j;
   j["add_bos_token"] = true;
   j["add_eos_token"] = false;
-  j["added_tokens_decoder"] = decoder;
+  j["added_tokens_decoder"] = tiny::added_tokens_decoder<ordered_json>(facts);
   j["bos_token"] = "<s>";
   j["clean_up_tokenization_spaces"] = false;
   j["eos_token"] = "|ENDOFTEXT|";
@@ -123,16 +113,12 @@ TinyModelResult make_tiny_checkpoint(const std::string& out_dir, const TinyModel
     tiny::fill_unassigned_ids(tok, static_cast<int32_t>(c.text.vocab_size));
   // The ids as the loader finds them: pieces of the vocabulary (Fuyu's are not added tokens).
   const io::Tokenizer t = io::Tokenizer::from_json(tok.text, tok.origin);
-  const auto piece = [&](const char* p) -> int64_t {
-    const std::optional<int32_t> id = t.piece_to_id(p);
-    if (!id) throw InvalidArgument(tok.origin + ": has no " + p + " piece, which Fuyu needs");
-    return *id;
-  };
-  c.image_token_id = piece("|SPEAKER|");
-  piece("|NEWLINE|");
-  piece("<0x04>");
-  c.text.bos_token_id = piece("<s>");
-  c.text.eos_token_id = piece("</s>");
+  const TokenIds ids = prompt_token_ids(t, tok.origin);
+  c.image_token_id = ids.speaker;
+  c.text.bos_token_id = ids.bos;
+  const std::optional<int32_t> eos = t.piece_to_id("</s>");
+  if (!eos) throw FormatError(tok.origin + ": has no \"</s>\" token, which Fuyu ends answers with");
+  c.text.eos_token_id = *eos;
   c.validate("make-tiny-model config");
 
   // Fuyu's answers end with |ENDOFTEXT| (the tokenizer's end of text) or </s>.

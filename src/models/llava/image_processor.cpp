@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/json_fields.h"
+#include "media/normalize.h"
 
 namespace mmrt::models::llava {
 
@@ -292,23 +293,11 @@ Resolution clip_output_size(int64_t h, int64_t w, const ImageProcessorConfig& c)
   return c.do_resize ? clip_resize_target(h, w, c) : Resolution{h, w};
 }
 
-struct Lut {
-  float v[3][256];
-};
+using Lut = media::NormalizeLut;
 
 Lut make_lut(const ImageProcessorConfig& cfg) {
-  Lut t;
-  for (int c = 0; c < 3; ++c) {
-    const float mean = static_cast<float>(cfg.image_mean[c]);
-    const float stdv = static_cast<float>(cfg.image_std[c]);
-    for (int v = 0; v < 256; ++v) {
-      const double r = cfg.do_rescale ? static_cast<double>(v) * cfg.rescale_factor : v;
-      float x = static_cast<float>(r);
-      if (cfg.do_normalize) x = (x - mean) / stdv;
-      t.v[c][v] = x;
-    }
-  }
-  return t;
+  return media::normalize_lut(cfg.image_mean, cfg.image_std, cfg.rescale_factor, cfg.do_rescale,
+                              cfg.do_normalize);
 }
 
 // Rescale + normalise of a view into [3, height, width] floats.

@@ -53,21 +53,10 @@ std::string processor_config_json(const Config& c) {
 
 // tokenizer_config.json of a Llama tokenizer (LlamaTokenizerFast): BOS added, no EOS.
 std::string tokenizer_config_json(const tiny::TokenizerFacts& facts, ChatFormat format) {
-  ordered_json decoder = ordered_json::object();
-  for (const auto& t : facts.added_tokens) {
-    ordered_json e;
-    e["content"] = t.value("content", "");
-    e["lstrip"] = t.value("lstrip", false);
-    e["normalized"] = t.value("normalized", false);
-    e["rstrip"] = t.value("rstrip", false);
-    e["single_word"] = t.value("single_word", false);
-    e["special"] = t.value("special", true);
-    decoder[std::to_string(t.value("id", 0))] = e;
-  }
   ordered_json j;
   j["add_bos_token"] = true;
   j["add_eos_token"] = false;
-  j["added_tokens_decoder"] = decoder;
+  j["added_tokens_decoder"] = tiny::added_tokens_decoder<ordered_json>(facts);
   j["bos_token"] = "<s>";
   j["chat_template"] = chat_template_jinja(format);
   j["clean_up_tokenization_spaces"] = false;

@@ -150,9 +150,7 @@ class Qwen2AudioProcessor final : public Processor {
 
   Hash128 content_key(Modality m, std::span<const uint8_t> bytes,
                       const MediaOptions&) const override {
-    Hasher h;
-    h.update(hash128(bytes.data(), bytes.size())).update(settings_).update_pod(m);
-    return h.digest();
+    return media_content_key(bytes, settings_, m);
   }
 
  private:

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/json_fields.h"
+#include "media/normalize.h"
 #include "media/pipeline.h"
 
 namespace mmrt::models::qwen2_vl {
@@ -156,19 +157,9 @@ void patchify_slice(std::span<const Image* const> frames, const ImageProcessorCo
   const int gw = W / p, nf = static_cast<int>(frames.size());
   const int64_t pp = static_cast<int64_t>(p) * p, D = 3 * T * pp;
 
-  // Every output value is a function of (channel, byte): a 3 x 256 table computed with the exact
-  // numpy operation sequence makes the fused loop a lookup.
-  float lut[3][256];
-  for (int c = 0; c < 3; ++c) {
-    const float mean = static_cast<float>(cfg.image_mean[c]);
-    const float stdv = static_cast<float>(cfg.image_std[c]);
-    for (int v = 0; v < 256; ++v) {
-      double r = cfg.do_rescale ? static_cast<double>(v) * cfg.rescale_factor : v;
-      float x = static_cast<float>(r);
-      if (cfg.do_normalize) x = (x - mean) / stdv;
-      lut[c][v] = x;
-    }
-  }
+  // Every output value is a function of (channel, byte): the fused loop is a lookup.
+  const media::NormalizeLut lut = media::normalize_lut(
+      cfg.image_mean, cfg.image_std, cfg.rescale_factor, cfg.do_rescale, cfg.do_normalize);
 
   // One band = one row of merge blocks = F image rows = gw * m output rows. Frame t of the slice
   // fills column block (c * T + t); a slice of fewer than T frames repeats its last one.
@@ -182,7 +173,7 @@ void patchify_slice(std::span<const Image* const> frames, const ImageProcessorCo
             float* row = o + r * D;
             const int y0 = static_cast<int>((bh * m + mh) * p), x0 = (bw * m + mw) * p;
             for (int c = 0; c < 3; ++c) {
-              const float* t = lut[c];
+              const float* t = lut.v[c];
               for (int tt = 0; tt < nf; ++tt) {
                 float* dst = row + (static_cast<int64_t>(c) * T + tt) * pp;
                 for (int py = 0; py < p; ++py) {
