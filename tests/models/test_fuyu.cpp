@@ -195,26 +195,7 @@ TEST_P(FuyuModel, PatchEmbeddingLogitsAndGreedyTokensMatchReference) {
   std::vector<int32_t> blocks;
   for (int32_t b = 0; b < 64; ++b) blocks.push_back((b * 29) % 64);
   const int64_t S = static_cast<int64_t>(p.ids.size());
-  Tensor logits;
-  for (int64_t done = 0; done < S;) {
-    const int64_t n = std::min<int64_t>(17, S - done);
-    std::vector<int32_t> local;
-    int64_t first = -1;
-    for (size_t j = 0; j < rows.size(); ++j)
-      if (rows[j] >= done && rows[j] < done + n) {
-        if (first < 0) first = static_cast<int64_t>(j);
-        local.push_back(rows[j] - static_cast<int32_t>(done));
-      }
-    SeqStep s;
-    s.tokens = {p.ids.data() + done, static_cast<size_t>(n)};
-    s.kv_before = static_cast<int32_t>(done);
-    s.block_table = blocks;
-    s.embed_rows = local;
-    s.embeds = first >= 0 ? all.data<float>() + first * H : nullptr;
-    s.want_logits = done + n == S;
-    logits = lm->forward({&s, 1}).clone();
-    done += n;
-  }
+  const Tensor logits = test::chunked_prefill(*lm, p.ids, rows, all, 17, blocks);
   const fs::path lo = w.dir / "logits.npy";
   fuyu_ref("logits" + args + " --out " + lo.string());
   const Tensor want = io::read_npy(lo.string());  // [vocab]

@@ -2,10 +2,12 @@
 // what the model tests drive directly (no scheduler).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/kv_cache.h"
@@ -58,6 +60,42 @@ class TestModel {
 inline std::unique_ptr<TestModel> load_test_model(const std::string& dir,
                                                   const TestModelOptions& o = {}) {
   return std::make_unique<TestModel>(dir, o);
+}
+
+// The last-token logits ([1, vocab], a copy) of `ids` prefilled in chunks of `chunk` tokens
+// through `block_table`, so media runs split across steps: the prompt rows `rows` (increasing)
+// take the rows of `embeds` ([rows.size(), hidden] f32) in order; `positions` ([position_rows,
+// ids.size()], or empty for position = index) are sliced per chunk.
+inline Tensor chunked_prefill(TestModel& lm, std::span<const int32_t> ids,
+                              std::span<const int32_t> rows, const Tensor& embeds, int64_t chunk,
+                              std::span<const int32_t> block_table,
+                              std::span<const int32_t> positions = {}, int position_rows = 1) {
+  const auto S = static_cast<int64_t>(ids.size());
+  Tensor logits;
+  for (int64_t done = 0; done < S;) {
+    const int64_t n = std::min<int64_t>(chunk, S - done);
+    std::vector<int32_t> pos, local;
+    if (!positions.empty())
+      for (int c = 0; c < position_rows; ++c)
+        for (int64_t i = 0; i < n; ++i) pos.push_back(positions[size_t(c * S + done + i)]);
+    int64_t first = -1;
+    for (size_t j = 0; j < rows.size(); ++j)
+      if (rows[j] >= done && rows[j] < done + n) {
+        if (first < 0) first = static_cast<int64_t>(j);
+        local.push_back(rows[j] - static_cast<int32_t>(done));
+      }
+    models::SeqStep s;
+    s.tokens = ids.subspan(static_cast<size_t>(done), static_cast<size_t>(n));
+    s.positions = pos;
+    s.kv_before = static_cast<int32_t>(done);
+    s.block_table = block_table;
+    s.embed_rows = local;
+    s.embeds = first >= 0 ? embeds.data<float>() + first * embeds.dim(1) : nullptr;
+    s.want_logits = done + n == S;
+    logits = lm.forward({&s, 1}).clone();
+    done += n;
+  }
+  return logits;
 }
 
 }  // namespace mmrt::test

@@ -259,27 +259,7 @@ TEST_P(Qwen2AudioModel, LogitsAndGreedyTokensMatchReference) {
 
   // Chunked prefill, 13 tokens a step.
   std::vector<int32_t> blocks{5, 2, 7, 0, 3, 1, 6, 4, 8, 9};
-  const int64_t S = static_cast<int64_t>(p.ids.size());
-  Tensor logits;
-  for (int64_t done = 0; done < S;) {
-    const int64_t n = std::min<int64_t>(13, S - done);
-    std::vector<int32_t> local;
-    int64_t first = -1;
-    for (size_t j = 0; j < rows.size(); ++j)
-      if (rows[j] >= done && rows[j] < done + n) {
-        if (first < 0) first = static_cast<int64_t>(j);
-        local.push_back(rows[j] - static_cast<int32_t>(done));
-      }
-    SeqStep s;
-    s.tokens = {p.ids.data() + done, static_cast<size_t>(n)};
-    s.kv_before = static_cast<int32_t>(done);
-    s.block_table = blocks;
-    s.embed_rows = local;
-    s.embeds = first >= 0 ? feats.data<float>() + first * feats.dim(1) : nullptr;
-    s.want_logits = done + n == S;
-    logits = lm->forward({&s, 1}).clone();
-    done += n;
-  }
+  const Tensor logits = test::chunked_prefill(*lm, p.ids, rows, feats, 13, blocks);
   const Tensor want = ref_tensor(w, "logits" + args);  // [vocab]
   const Diff d = diff(logits.data<float>(), want.data<float>(), want.numel());
   ASSERT_EQ(want.numel(), logits.dim(1));

@@ -491,29 +491,7 @@ TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
     for (int64_t k = 0; k < s.n_tokens; ++k) rows.push_back(static_cast<int32_t>(s.begin + k));
   std::vector<int32_t> blocks;
   for (int i = 0; i < 64; ++i) blocks.push_back((i * 37) % 64);
-  Tensor logits;
-  for (int64_t done = 0; done < S;) {
-    const int64_t n = std::min<int64_t>(61, S - done);
-    std::vector<int32_t> pp(static_cast<size_t>(3 * n)), local;
-    for (int c = 0; c < 3; ++c)
-      for (int64_t i = 0; i < n; ++i) pp[size_t(c * n + i)] = p.positions[size_t(c * S + done + i)];
-    int64_t first = -1;
-    for (size_t j = 0; j < rows.size(); ++j)
-      if (rows[j] >= done && rows[j] < done + n) {
-        if (first < 0) first = static_cast<int64_t>(j);
-        local.push_back(rows[j] - static_cast<int32_t>(done));
-      }
-    SeqStep s;
-    s.tokens = {p.ids.data() + done, static_cast<size_t>(n)};
-    s.positions = pp;
-    s.kv_before = static_cast<int32_t>(done);
-    s.block_table = blocks;
-    s.embed_rows = local;
-    s.embeds = first >= 0 ? feats.data<float>() + first * H : nullptr;
-    s.want_logits = done + n == S;
-    logits = lm->forward({&s, 1}).clone();
-    done += n;
-  }
+  const Tensor logits = test::chunked_prefill(*lm, p.ids, rows, feats, 61, blocks, p.positions, 3);
   shell_out(ref_cmd + "logits" + media + " --out " + (dir / "logits.bin").string());
   const int64_t V = logits.dim(1);
   const Tensor lref = read_f32(dir / "logits.bin", V);
