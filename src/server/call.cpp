@@ -333,6 +333,9 @@ void Call::on_done(const engine::StreamEvent& ev) {
                       {"prefill", ms3(t.prefill)},
                       {"decode", ms3(t.decode)}};
   const std::string tier = svc_.service_tier_of(served);
+  // Counted and its trace kept before the response goes out: a client that asks for either as
+  // soon as it has the answer finds them.
+  finish(&r, finish_reason(r.outcome), "");
   if (stream_) {
     start_stream();
     json last = chunk("", finish_reason(r.outcome));
@@ -371,12 +374,12 @@ void Call::on_done(const engine::StreamEvent& ev) {
                   .headers = {{"X-Request-Id", id_}, {"X-Mmrt-Sla-Class", served}},
                   .body = dump(body)});
   }
-  finish(&r, finish_reason(r.outcome), "");
 }
 
 void Call::fail(const ApiError& e, const std::string& outcome, const std::string& why,
                 const engine::RequestResult* r) {
   if (ended_) return;
+  finish(r, outcome, why);  // before the answer, as on_done()
   if (started_) {  // mid-stream: an error event, then the end of the stream
     ex_->write("data: " + error_body(e) + "\n\n");
     ex_->write("data: [DONE]\n\n");
@@ -384,7 +387,6 @@ void Call::fail(const ApiError& e, const std::string& outcome, const std::string
   } else {
     ex_->respond(api_error_response(e));
   }
-  finish(r, outcome, why);
 }
 
 void Call::finish(const engine::RequestResult* r, const std::string& outcome,
