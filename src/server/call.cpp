@@ -380,7 +380,7 @@ void Call::fail(const ApiError& e, const std::string& outcome, const std::string
                 const engine::RequestResult* r) {
   if (ended_) return;
   finish(r, outcome, why);  // before the answer, as on_done()
-  if (started_) {  // mid-stream: an error event, then the end of the stream
+  if (started_) {           // mid-stream: an error event, then the end of the stream
     ex_->write("data: " + error_body(e) + "\n\n");
     ex_->write("data: [DONE]\n\n");
     ex_->end_stream();
