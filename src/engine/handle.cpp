@@ -77,7 +77,8 @@ std::optional<StreamEvent> RequestHandle::next(int64_t timeout_ms) {
   auto ready = [&] { return !s_->events.empty() || s_->done; };
   if (timeout_ms < 0)
     s_->cv.wait(lk, ready);
-  else if (!s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready))
+  else if (timeout_ms == 0 ? !ready()  // no timed wait: that is a system call even at 0
+                           : !s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready))
     return std::nullopt;
   if (!s_->events.empty()) {
     StreamEvent e = std::move(s_->events.front());
@@ -91,6 +92,15 @@ std::optional<StreamEvent> RequestHandle::next(int64_t timeout_ms) {
   e.reason = s_->result.reason;
   e.replay = true;
   return e;
+}
+
+std::vector<StreamEvent> RequestHandle::take_events() {
+  std::vector<StreamEvent> out;
+  std::lock_guard<std::mutex> lk(s_->mu);
+  out.reserve(s_->events.size());
+  for (StreamEvent& e : s_->events) out.push_back(std::move(e));
+  s_->events.clear();
+  return out;
 }
 
 RequestResult RequestHandle::wait() {

@@ -78,6 +78,10 @@ class RequestHandle {
   // Next event; nullopt on timeout (timeout_ms < 0 waits forever).
   std::optional<StreamEvent> next(int64_t timeout_ms = -1);
   std::optional<StreamEvent> try_next() { return next(0); }
+  // Every event waiting now, in order, taken under one lock without blocking (empty when none):
+  // what an event loop's drain wants, so that it never chases a producer adding events as fast
+  // as it takes them. After the real kDone nothing more comes (no replay).
+  std::vector<StreamEvent> take_events();
   // Waits for the end and returns everything (text, tokens, outcome, timeline).
   RequestResult wait();
   bool done() const;

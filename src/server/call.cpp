@@ -207,19 +207,22 @@ void Call::ping() {
 }
 
 void Call::drain() {
-  // Text that arrived since the last drain goes out as one chunk.
+  // Text that arrived since the last drain goes out as one chunk. The events are taken all at
+  // once: a loop taking one at a time keeps up with a fast model's tokens and delays the
+  // first chunk until the model pauses.
+  if (ended_ || !handle_) return;
   std::string text;
-  while (!ended_ && handle_) {
-    auto ev = handle_->try_next();
-    if (!ev) break;
-    if (ev->kind == engine::StreamEvent::Kind::kText) {
-      text += ev->text;
-      for (auto& t : ev->logprobs) pending_logprobs_.push_back(std::move(t));
+  for (engine::StreamEvent& ev : handle_->take_events()) {
+    if (ended_) return;
+    if (ev.kind == engine::StreamEvent::Kind::kText) {
+      text += ev.text;
+      for (auto& t : ev.logprobs) pending_logprobs_.push_back(std::move(t));
       continue;
     }
     on_text(text);
     text.clear();
-    on_done(*ev);
+    on_done(ev);
+    return;
   }
   on_text(text);
 }

@@ -92,9 +92,9 @@ void RealtimeConnection::drain(uint64_t ticket) {
   auto it = handles_.find(ticket);
   if (it == handles_.end()) return;
   std::string text;
-  while (auto ev = it->second.try_next()) {
-    if (ev->kind == engine::StreamEvent::Kind::kText) {
-      text += ev->text;
+  for (const engine::StreamEvent& ev : it->second.take_events()) {  // all at once, as Call's
+    if (ev.kind == engine::StreamEvent::Kind::kText) {
+      text += ev.text;
       continue;
     }
     const engine::RequestResult r = it->second.wait();

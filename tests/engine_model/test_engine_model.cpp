@@ -438,3 +438,42 @@ TEST_F(EngineModel, NotifyHookForEventLoops) {
   EXPECT_EQ(late.load(), 1) << "events were waiting";
   (void)events;
 }
+
+// take_events(): everything waiting, in order, at once; the texts add up to the result's text,
+// exactly one kDone ends them, and nothing follows it (no replay, unlike next()).
+TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {
+  auto eng = Engine::create(config(512, 128, true));
+  // While it runs: taken batch by batch as an event loop would.
+  RequestHandle h = eng->submit(text_req("take them all", 24));
+  std::string live;
+  int dones = 0;
+  for (int guard = 0; guard < 100000 && dones == 0; ++guard) {
+    for (const StreamEvent& e : h.take_events()) {
+      ASSERT_EQ(dones, 0) << "an event after the kDone";
+      if (e.kind == StreamEvent::Kind::kDone)
+        ++dones;
+      else
+        live += e.text;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const RequestResult r = h.wait();
+  EXPECT_EQ(dones, 1);
+  EXPECT_EQ(live, r.text);
+  // After it ended: every event at once.
+  RequestHandle h2 = eng->submit(text_req("take them all", 24));
+  h2.wait();  // every event of h2 is waiting now
+  const std::vector<StreamEvent> all = h2.take_events();
+  ASSERT_GE(all.size(), 2u) << "text events, then the kDone";
+  std::string text;
+  for (size_t i = 0; i + 1 < all.size(); ++i) {
+    EXPECT_EQ(all[i].kind, StreamEvent::Kind::kText) << i;
+    text += all[i].text;
+  }
+  EXPECT_EQ(all.back().kind, StreamEvent::Kind::kDone);
+  EXPECT_FALSE(all.back().replay);
+  EXPECT_EQ(all.back().outcome, h2.wait().outcome);
+  EXPECT_EQ(text, h2.wait().text);
+  EXPECT_EQ(text, r.text) << "same greedy prompt, same text";
+  EXPECT_TRUE(h2.take_events().empty()) << "nothing after the real kDone";
+}
