@@ -1,6 +1,5 @@
 #include "bench_workload.h"
 
-#include <spng.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +8,7 @@
 
 #include "core/error.h"
 #include "media/audio.h"
+#include "media/image.h"
 
 namespace mmrt::cli {
 
@@ -31,23 +31,7 @@ std::vector<uint8_t> synthetic_png(int w, int h, uint64_t seed) {
         px[(static_cast<size_t>(y) * w + x) * 3 + c] =
             static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
       }
-  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
-  if (!ctx) throw ResourceExhausted("cannot create a PNG encoder");
-  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
-  spng_ihdr ihdr{};
-  ihdr.width = static_cast<uint32_t>(w);
-  ihdr.height = static_cast<uint32_t>(h);
-  ihdr.bit_depth = 8;
-  ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
-  spng_set_ihdr(ctx, &ihdr);
-  int err = spng_encode_image(ctx, px.data(), px.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
-  size_t n = 0;
-  void* buf = err ? nullptr : spng_get_png_buffer(ctx, &n, &err);
-  spng_ctx_free(ctx);
-  if (!buf) throw InternalError(std::string("PNG encoding failed: ") + spng_strerror(err));
-  std::vector<uint8_t> out(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + n);
-  std::free(buf);
-  return out;
+  return media::encode_png_rgb8(px, w, h);
 }
 
 std::vector<uint8_t> synthetic_wav(double seconds, uint64_t seed) {

@@ -1,6 +1,7 @@
 // PNG decoding with libspng in the file's own format (SPNG_FMT_PNG: no gamma, no transparency
 // applied), then converted to RGB row by row the way PIL 9.4 opens and converts each PNG mode.
 // Non-interlaced images stream scanline by scanline; Adam7 images are decoded whole first.
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -185,3 +186,32 @@ void png_decode(std::span<const uint8_t> bytes, RowSink& sink) {
 }
 
 }  // namespace mmrt::media::detail
+
+namespace mmrt::media {
+
+std::vector<uint8_t> encode_png_rgb8(std::span<const uint8_t> rgb, int width, int height) {
+  if (width <= 0 || height <= 0 ||
+      rgb.size() != static_cast<size_t>(width) * static_cast<size_t>(height) * 3)
+    throw InvalidArgument("encode_png_rgb8: " + std::to_string(rgb.size()) + " bytes for " +
+                          std::to_string(width) + " x " + std::to_string(height) + " RGB");
+  std::unique_ptr<spng_ctx, decltype(&spng_ctx_free)> ctx(spng_ctx_new(SPNG_CTX_ENCODER),
+                                                          &spng_ctx_free);
+  if (!ctx) throw ResourceExhausted("cannot create a PNG encoder");
+  spng_set_option(ctx.get(), SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{};
+  ihdr.width = static_cast<uint32_t>(width);
+  ihdr.height = static_cast<uint32_t>(height);
+  ihdr.bit_depth = 8;
+  ihdr.color_type = SPNG_COLOR_TYPE_TRUECOLOR;
+  spng_set_ihdr(ctx.get(), &ihdr);
+  int err =
+      spng_encode_image(ctx.get(), rgb.data(), rgb.size(), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  size_t n = 0;
+  void* buf = err ? nullptr : spng_get_png_buffer(ctx.get(), &n, &err);
+  if (!buf) throw InternalError(std::string("PNG encoding failed: ") + spng_strerror(err));
+  std::vector<uint8_t> out(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + n);
+  std::free(buf);
+  return out;
+}
+
+}  // namespace mmrt::media

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "core/buffer_cache.h"
 #include "core/isa.h"
@@ -110,5 +111,9 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeOptions& opts = {
 // follows still only downsamples); 1 when none fits or a target is 0. PIL's draft() uses the
 // same test.
 int jpeg_scale_denominator(int width, int height, int target_w, int target_h);
+
+// Encodes packed 8-bit RGB (stride 3 * width) as a PNG file (synthetic images: load-time
+// calibration, benchmarks). ResourceExhausted / InternalError when libspng fails.
+std::vector<uint8_t> encode_png_rgb8(std::span<const uint8_t> rgb, int width, int height);
 
 }  // namespace mmrt::media
