@@ -211,10 +211,11 @@ int run_bench_model(Args& args) {
         "== language model, %s weights (%.2f GB streamed per decode step, loaded in %.2f s)\n",
         what.c_str(), static_cast<double>(lm->weight_bytes()) / 1e9, load_s);
     if (pass == 0 && kv_mib > static_cast<double>(kvo.bytes >> 20) + 0.5)
-      std::printf("   KV cache %.0f MiB, more than --kv-mb %llu: decode at batch 8 holds 8 x %lld "
-                  "tokens\n",
-                  kv_mib, static_cast<unsigned long long>(kvo.bytes >> 20),
-                  static_cast<long long>(per_seq));
+      std::printf(
+          "   KV cache %.0f MiB, more than --kv-mb %llu: decode at batch 8 holds 8 x %lld "
+          "tokens\n",
+          kv_mib, static_cast<unsigned long long>(kvo.bytes >> 20),
+          static_cast<long long>(per_seq));
     auto f = run_lm(*lm, prompt_len, steps, probe);
     std::printf("   prefill %lld tokens: %.1f tokens/s\n", static_cast<long long>(prompt_len),
                 f.prefill_tok_s);
@@ -281,6 +282,7 @@ int run_bench_model(Args& args) {
     ec.kv = kvo;
     ec.backend = bopts;
     ec.admission_control = false;
+    ec.calibrate_encoder = false;  // no admission; the cold-turn figures stay cold
     auto eng = engine::Engine::create(ec);
     auto make = [&](int i) {
       engine::GenerateRequest g;

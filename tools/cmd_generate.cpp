@@ -70,6 +70,10 @@ int run_generate(Args& args) {
   args.finish();
   // Nothing to decode: no workers.
   if (images.empty() && audios.empty() && videos.empty()) cfg.media_sandbox.enabled = false;
+  // The encoder's cost is measured at load only where admission prices media against a
+  // deadline; best-effort runs start at once.
+  cfg.calibrate_encoder =
+      (!sla_class.empty() || ttft_ms > 0) && !(images.empty() && audios.empty() && videos.empty());
   if (prompts.empty())
     throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
   if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);
@@ -180,6 +184,8 @@ int run_generate(Args& args) {
                  static_cast<long long>(s.prefix_hit_tokens),
                  static_cast<long long>(s.prefix_query_tokens),
                  static_cast<long long>(s.encoder_runs));
+    if (const std::string c = engine::encoder_calibration_text(s); !c.empty())
+      std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
     if (cfg.media_sandbox.enabled)
       std::fprintf(stderr,
                    "[mmrt] media sandbox: %lld items decoded, %lld failed, %lld workers started, "

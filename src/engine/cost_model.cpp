@@ -21,6 +21,10 @@ CostModel::CostModel(double forgetting) : forgetting_(forgetting) {
   for (int i = 0; i < 5; ++i) P_[static_cast<size_t>(i)][static_cast<size_t>(i)] = kPrior;
 }
 
+void CostModel::set_encoder_cost(double ns_per_unit) {
+  if (std::isfinite(ns_per_unit) && ns_per_unit > 0) theta_[3] = ns_per_unit * kScale[3] * 1e-6;
+}
+
 std::array<double, 5> CostModel::features(const StepFeatures& f) {
   return {1.0, f.prefill_tokens / kScale[1], f.decode_tokens / kScale[2],
           f.encoder_patches / kScale[3], f.context_tokens / kScale[4]};

@@ -30,6 +30,10 @@ class CostModel {
   // Priors: a rough guess that online calibration replaces within a few dozen steps.
   explicit CostModel(double forgetting = 0.98);
 
+  // Replaces the prior of the encoder term with a measured cost per encoder unit (the engine's
+  // load-time calibration); the online fit goes on from it.
+  void set_encoder_cost(double ns_per_unit);
+
   double predict_ns(const StepFeatures& f) const;
   void observe(const StepFeatures& f, double step_ns);
   int64_t observations() const { return n_obs_; }

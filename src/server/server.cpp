@@ -56,12 +56,18 @@ int run_server(ServerConfig cfg) {
       Stopwatch sw;
       auto eng = engine::Engine::create(cfg.engine);
       const double load_s = sw.seconds();
-      // One short request before the first client's: its first forward pass (page faults,
-      // kernel set-up) would otherwise land in someone's time to first token.
+      // One request before the first client's: a prefill of a step's worth of tokens (up to
+      // 512) and a decode step. The first forward passes' one-time costs (page faults, kernel
+      // set-up at these shapes) would otherwise land in someone's time to first token, and the
+      // cost model sees a real prefill step: admission would otherwise price the first prompts
+      // at its prior.
       engine::GenerateRequest warm;
-      warm.prompt_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+      const int32_t n = std::clamp(cfg.engine.scheduler.token_budget, 8, 512);
+      for (int32_t i = 0; i < n; ++i) warm.prompt_ids.push_back(i % 8);
       warm.sampling.max_tokens = 2;
       const engine::RequestResult w = eng->submit(std::move(warm)).wait();
+      if (const std::string c = engine::encoder_calibration_text(eng->stats()); !c.empty())
+        std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
       svc.set_engine(std::move(eng));
       std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s, warmed up in %.0f ms (%s); ready\n",
                    cfg.api.model_id.c_str(), load_s, (sw.seconds() - load_s) * 1e3,

@@ -181,6 +181,32 @@ TEST(Admission, CostModelPredictionDrivesTheDecision) {
   EXPECT_NEAR(e.mean_signed_rel, 0.0, 1e-9);
 }
 
+// A measured encoder cost replaces the prior's: the TTFT of an image request is priced by it at
+// once, and bad measurements are ignored.
+TEST(CostModel, MeasuredEncoderCostPricesMediaFromTheStart) {
+  CostModel cost;
+  const double prior = cost.coefficients_ns()[3];
+  const double base = cost.predict_ttft_ns(100, 0, 0, 0, 0, 0, 512);
+  const double with_prior = cost.predict_ttft_ns(100, 2880, 0, 0, 0, 0, 512) - base;
+  EXPECT_NEAR(with_prior, 2880 * prior, 1e-6 * with_prior);
+  cost.set_encoder_cost(1.3e6);  // CLIP ViT-L on 2 cores: ~1.3 ms per patch
+  EXPECT_NEAR(cost.coefficients_ns()[3], 1.3e6, 1e-3);
+  const double measured = cost.predict_ttft_ns(100, 2880, 0, 0, 0, 0, 512) - base;
+  EXPECT_NEAR(measured, 2880 * 1.3e6, 1e-6 * measured) << "3.7 s, not the prior's 29 ms";
+  EXPECT_NEAR(cost.predict_ttft_ns(100, 0, 0, 0, 0, 0, 512), base, 1e-9 * base)
+      << "text is priced as before";
+  for (double bad : {0.0, -5.0, std::nan(""), HUGE_VAL}) {
+    cost.set_encoder_cost(bad);
+    EXPECT_NEAR(cost.coefficients_ns()[3], 1.3e6, 1e-3) << bad;
+  }
+  // The online fit goes on from the measurement: steps at 2 ms per patch move it there.
+  for (int i = 0; i < 200; ++i) {
+    StepFeatures f{64, 0, static_cast<double>(256 * (1 + i % 4)), 0};
+    cost.observe(f, 2e6 + 40e3 * 64 + 2e6 * f.encoder_patches);
+  }
+  EXPECT_NEAR(cost.coefficients_ns()[3], 2e6, 0.05 * 2e6);
+}
+
 // The regime a latency-bound engine runs in: a fixed small prefill share, decode count and
 // context growing together (collinear features), noisy step times. The fit must keep predicting
 // the steps it sees within 15 % (the fit clamped to non-negative costs at prediction

@@ -439,6 +439,29 @@ TEST_F(EngineModel, NotifyHookForEventLoops) {
   (void)events;
 }
 
+// Load-time calibration: the encoder's cost per patch is measured on a synthetic image and
+// prices media from the first request; it leaves no trace in what the model computes.
+TEST_F(EngineModel, EncoderCostIsMeasuredAtLoad) {
+  EngineConfig c = config(512, 128);
+  c.calibrate_encoder = false;
+  auto off = Engine::create(c);
+  const EngineStats so = off->stats();
+  EXPECT_EQ(so.encoder_calibration_units, 0);
+  EXPECT_EQ(so.encoder_calibration_ns_per_unit, 0);
+  c.calibrate_encoder = true;
+  auto on = Engine::create(c);
+  const EngineStats s = on->stats();
+  EXPECT_EQ(s.encoder_calibration_units, 24 * 24) << "a 336 x 336 image: 24 x 24 patches of 14";
+  EXPECT_GT(s.encoder_calibration_ns_per_unit, 0);
+  EXPECT_NEAR(s.cost_coefficients_ns[3], s.encoder_calibration_ns_per_unit,
+              1e-9 * s.encoder_calibration_ns_per_unit);
+  EXPECT_NE(s.cost_coefficients_ns[3], so.cost_coefficients_ns[3]) << "the prior was replaced";
+  const RequestResult a = off->submit(image_req({"a.png"}, "What is this?", 8)).wait();
+  const RequestResult b = on->submit(image_req({"a.png"}, "What is this?", 8)).wait();
+  ASSERT_EQ(a.outcome, Outcome::kFinished) << a.reason;
+  EXPECT_EQ(b.tokens, a.tokens);
+}
+
 // take_events(): everything waiting, in order, at once; the texts add up to the result's text,
 // exactly one kDone ends them, and nothing follows it (no replay, unlike next()).
 TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {

@@ -1,0 +1,81 @@
+#include "engine/encoder_calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "engine/engine.h"
+#include "media/audio.h"
+
+namespace mmrt::engine {
+namespace {
+
+constexpr int kImageSide = 336;
+constexpr double kAudioSeconds = 5.0;
+constexpr double kRepeatBelowSeconds = 0.5;
+
+std::vector<uint8_t> synthetic_image() {
+  std::vector<uint8_t> px(static_cast<size_t>(kImageSide) * kImageSide * 3);
+  for (int y = 0; y < kImageSide; ++y)
+    for (int x = 0; x < kImageSide; ++x) {
+      uint8_t* p = &px[(static_cast<size_t>(y) * kImageSide + x) * 3];
+      p[0] = static_cast<uint8_t>(x * 255 / kImageSide);
+      p[1] = static_cast<uint8_t>(y * 255 / kImageSide);
+      p[2] = static_cast<uint8_t>((x + y) * 127 / kImageSide);
+    }
+  return media::encode_png_rgb8(px, kImageSide, kImageSide);
+}
+
+std::vector<uint8_t> synthetic_audio() {
+  const int32_t rate = 16000;
+  std::vector<int16_t> pcm(static_cast<size_t>(kAudioSeconds * rate));
+  for (size_t i = 0; i < pcm.size(); ++i)
+    pcm[i] =
+        static_cast<int16_t>(8000 * std::sin(2 * M_PI * 220.0 * static_cast<double>(i) / rate));
+  return media::encode_wav_pcm16(pcm, rate);
+}
+
+}  // namespace
+
+std::optional<EncoderCalibration> calibrate_encoder(const models::Model& model,
+                                                    const media::MediaContext& ctx) {
+  EncoderCalibration c;
+  std::vector<uint8_t> bytes;
+  if (model.spec.takes(models::Modality::kImage)) {
+    c.modality = models::Modality::kImage;
+    bytes = synthetic_image();
+  } else if (model.spec.takes(models::Modality::kAudio)) {
+    c.modality = models::Modality::kAudio;
+    bytes = synthetic_audio();
+  } else {
+    return std::nullopt;
+  }
+  const models::PreparedMedia item = model.processor->preprocess(c.modality, bytes, ctx, {});
+  if (item.encoder_cost <= 0) return std::nullopt;
+  auto timed = [&] {
+    Stopwatch sw;
+    (void)model.runner->encode(item);
+    return sw.seconds();
+  };
+  c.seconds = timed();
+  if (c.seconds < kRepeatBelowSeconds) c.seconds = std::min(c.seconds, timed());
+  c.units = item.encoder_cost;
+  c.ns_per_unit = c.seconds * 1e9 / static_cast<double>(c.units);
+  return c;
+}
+
+std::string encoder_calibration_text(const EngineStats& s) {
+  if (s.encoder_calibration_units <= 0) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "encoder measured at load: %.3f ms per unit (image patch, audio frame) over %lld "
+                "units",
+                s.encoder_calibration_ns_per_unit * 1e-6,
+                static_cast<long long>(s.encoder_calibration_units));
+  return buf;
+}
+
+}  // namespace mmrt::engine

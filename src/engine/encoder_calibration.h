@@ -1,0 +1,31 @@
+// The encoder's cost, measured at load. Admission prices a request's media by the cost model's
+// encoder term; a prior cannot know whether the model's encoder is a 32-wide test tower or
+// CLIP ViT-L, and the online fit learns the term only once image steps have run. Without a
+// measurement the first image requests of a fresh engine are admitted at the prior's price and
+// refused late, after their encoder ran. One timed encode of a synthetic item at load gives the
+// term from the start.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "media/image.h"
+#include "models/model.h"
+
+namespace mmrt::engine {
+
+struct EncoderCalibration {
+  models::Modality modality = models::Modality::kImage;
+  int64_t units = 0;       // the item's encoder_cost (vision patches, audio frames)
+  double seconds = 0;      // one encode of it
+  double ns_per_unit = 0;  // seconds / units
+};
+
+// Encodes one synthetic item of the first of image or audio the model takes (a 336 x 336 PNG,
+// 5 s of 16 kHz WAV) through the model's own processor and runner, on the calling thread and the
+// runner's compute threads. An encode under 0.5 s is repeated and the faster taken (the first
+// pays one-time set-up); a longer one is taken as it is. nullopt when the model takes neither.
+std::optional<EncoderCalibration> calibrate_encoder(const models::Model& model,
+                                                    const media::MediaContext& ctx);
+
+}  // namespace mmrt::engine
