@@ -3,18 +3,22 @@
 #   1. TTFT and per-token gap: client-observed vs the server's own timeline (bench/http_ttft.py);
 #   2. throughput at 64 concurrent streams: `mmrt bench` in-process vs `mmrt bench --url` with
 #      the same trace (about 64 requests arriving within 100 ms, 128 tokens each), REPS times each.
-# Usage: bench/http_overhead.sh [REPS]
+# Usage: bench/http_overhead.sh [REPS] [SIZE]
+#   SIZE: the qwen2-vl preset served, tiny (default) or small (hidden 768, 12 layers: a step of 64
+#   sequences takes tens of milliseconds, as a real model's does, so part 2 weighs HTTP's per-token
+#   work against a realistic per-token compute).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MMRT=$ROOT/build/release/tools/mmrt
 REPS=${1:-3}
+SIZE=${2:-tiny}
 # The tiny checkpoint makes ~40k tokens/s on 2 cores: part 2 then measures what HTTP costs per
 # streamed token (server formatting and writes, and the client's reading, on the same cores),
 # an upper bound on its share for a real model, whose tokens come 100x slower. (The small
 # random checkpoint emits many ids without text, which send no chunk: the client cannot see
 # its first token.)
-M=$ROOT/build/bench/tiny
-[[ -f $M/config.json ]] || "$MMRT" make-tiny-model --arch qwen2-vl --out "$M" >/dev/null
+M=$ROOT/build/bench/$SIZE
+[[ -f $M/config.json ]] || "$MMRT" make-tiny-model --arch qwen2-vl --size "$SIZE" --out "$M" >/dev/null
 # Classes that accept a miss: every request is served, throughput is comparable.
 SLA=$ROOT/build/bench/sla_accept.json
 cat >"$SLA" <<'JSON'
