@@ -184,7 +184,7 @@ int run_generate(Args& args) {
                  static_cast<long long>(s.prefix_hit_tokens),
                  static_cast<long long>(s.prefix_query_tokens),
                  static_cast<long long>(s.encoder_runs));
-    if (const std::string c = engine::encoder_calibration_text(s); !c.empty())
+    if (const std::string c = engine::encoder_calibration_text(s.encoder_calibration); !c.empty())
       std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
     if (cfg.media_sandbox.enabled)
       std::fprintf(stderr,

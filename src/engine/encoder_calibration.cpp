@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "engine/engine.h"
 #include "media/audio.h"
 
 namespace mmrt::engine {
@@ -40,41 +39,47 @@ std::vector<uint8_t> synthetic_audio() {
 
 }  // namespace
 
-std::optional<EncoderCalibration> calibrate_encoder(const models::Model& model,
-                                                    const media::MediaContext& ctx) {
+EncoderCalibration calibrate_encoder(const models::Model& model, const media::MediaContext& ctx) {
   EncoderCalibration c;
-  std::vector<uint8_t> bytes;
-  if (model.spec.takes(models::Modality::kImage)) {
-    c.modality = models::Modality::kImage;
-    bytes = synthetic_image();
-  } else if (model.spec.takes(models::Modality::kAudio)) {
-    c.modality = models::Modality::kAudio;
-    bytes = synthetic_audio();
-  } else {
-    return std::nullopt;
+  try {
+    std::vector<uint8_t> bytes;
+    if (model.spec.takes(models::Modality::kImage)) {
+      c.modality = models::Modality::kImage;
+      bytes = synthetic_image();
+    } else if (model.spec.takes(models::Modality::kAudio)) {
+      c.modality = models::Modality::kAudio;
+      bytes = synthetic_audio();
+    } else {
+      return c;
+    }
+    const models::PreparedMedia item = model.processor->preprocess(c.modality, bytes, ctx, {});
+    if (item.encoder_cost <= 0) return c;
+    auto timed = [&] {
+      Stopwatch sw;
+      (void)model.runner->encode(item);
+      return sw.seconds();
+    };
+    c.seconds = timed();
+    if (c.seconds < kRepeatBelowSeconds) c.seconds = std::min(c.seconds, timed());
+    c.units = item.encoder_cost;
+    c.ns_per_unit = c.seconds * 1e9 / static_cast<double>(c.units);
+  } catch (const std::exception& e) {
+    c = EncoderCalibration{};
+    c.error = e.what();
   }
-  const models::PreparedMedia item = model.processor->preprocess(c.modality, bytes, ctx, {});
-  if (item.encoder_cost <= 0) return std::nullopt;
-  auto timed = [&] {
-    Stopwatch sw;
-    (void)model.runner->encode(item);
-    return sw.seconds();
-  };
-  c.seconds = timed();
-  if (c.seconds < kRepeatBelowSeconds) c.seconds = std::min(c.seconds, timed());
-  c.units = item.encoder_cost;
-  c.ns_per_unit = c.seconds * 1e9 / static_cast<double>(c.units);
   return c;
 }
 
-std::string encoder_calibration_text(const EngineStats& s) {
-  if (s.encoder_calibration_units <= 0) return "";
+std::string encoder_calibration_text(const EncoderCalibration& c) {
+  if (!c.error.empty())
+    return "encoder not measured at load (" + c.error +
+           "): media is priced at the cost model's prior until image steps have run";
+  if (c.units <= 0) return "";
   char buf[160];
   std::snprintf(buf, sizeof buf,
                 "encoder measured at load: %.3f ms per unit (image patch, audio frame) over %lld "
                 "units",
-                s.encoder_calibration_ns_per_unit * 1e-6,
-                static_cast<long long>(s.encoder_calibration_units));
+                c.ns_per_unit * 1e-6, static_cast<long long>(c.units));
   return buf;
 }
 

@@ -14,7 +14,6 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/admission.h"
-#include "engine/encoder_calibration.h"
 #include "io/tokenizer.h"
 #include "models/registry.h"
 
@@ -456,12 +455,10 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   }
   m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost);
   const media::MediaContext calib_ctx{.pool = nullptr, .isa = m.backend->isa(), .buffers = {}};
-  if (cfg.calibrate_encoder)
-    if (const auto c = calibrate_encoder(m.model, calib_ctx)) {
-      m.cost.set_encoder_cost(c->ns_per_unit);
-      m.stats.encoder_calibration_ns_per_unit = c->ns_per_unit;
-      m.stats.encoder_calibration_units = c->units;
-    }
+  if (cfg.calibrate_encoder) {
+    m.stats.encoder_calibration = calibrate_encoder(m.model, calib_ctx);
+    m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
+  }
   MediaStageConfig mc;
   mc.media_threads = std::max(1, cfg.media_threads);
   mc.kv_capacity_tokens = static_cast<int64_t>(kvc.num_blocks) * kvc.block_size;

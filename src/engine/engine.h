@@ -16,6 +16,7 @@
 
 #include "engine/batch_controller.h"
 #include "engine/cost_model.h"
+#include "engine/encoder_calibration.h"
 #include "engine/executor.h"
 #include "engine/handle.h"
 #include "engine/media_stage.h"
@@ -100,14 +101,8 @@ struct EngineStats {
   PredictionError ttft_prediction;
   sandbox::SandboxStats media_sandbox;
   std::array<double, 5> cost_coefficients_ns{};
-  // The load-time encoder measurement (EngineConfig::calibrate_encoder): ns per encoder unit
-  // and the units of the item timed; 0 when not measured.
-  double encoder_calibration_ns_per_unit = 0;
-  int64_t encoder_calibration_units = 0;
+  EncoderCalibration encoder_calibration;  // EngineConfig::calibrate_encoder's measurement
 };
-
-// "encoder measured at load: 1.234 ms per unit over 1728 units" ("" when it was not).
-std::string encoder_calibration_text(const EngineStats& s);
 
 class Engine {
  public:

@@ -66,7 +66,8 @@ int run_server(ServerConfig cfg) {
       for (int32_t i = 0; i < n; ++i) warm.prompt_ids.push_back(i % 8);
       warm.sampling.max_tokens = 2;
       const engine::RequestResult w = eng->submit(std::move(warm)).wait();
-      if (const std::string c = engine::encoder_calibration_text(eng->stats()); !c.empty())
+      if (const std::string c = engine::encoder_calibration_text(eng->stats().encoder_calibration);
+          !c.empty())
         std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
       svc.set_engine(std::move(eng));
       std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s, warmed up in %.0f ms (%s); ready\n",

@@ -446,15 +446,19 @@ TEST_F(EngineModel, EncoderCostIsMeasuredAtLoad) {
   c.calibrate_encoder = false;
   auto off = Engine::create(c);
   const EngineStats so = off->stats();
-  EXPECT_EQ(so.encoder_calibration_units, 0);
-  EXPECT_EQ(so.encoder_calibration_ns_per_unit, 0);
+  EXPECT_EQ(so.encoder_calibration.units, 0);
+  EXPECT_EQ(encoder_calibration_text(so.encoder_calibration), "");
   c.calibrate_encoder = true;
   auto on = Engine::create(c);
   const EngineStats s = on->stats();
-  EXPECT_EQ(s.encoder_calibration_units, 24 * 24) << "a 336 x 336 image: 24 x 24 patches of 14";
-  EXPECT_GT(s.encoder_calibration_ns_per_unit, 0);
-  EXPECT_NEAR(s.cost_coefficients_ns[3], s.encoder_calibration_ns_per_unit,
-              1e-9 * s.encoder_calibration_ns_per_unit);
+  const EncoderCalibration& k = s.encoder_calibration;
+  EXPECT_EQ(k.error, "");
+  EXPECT_EQ(k.modality, models::Modality::kImage);
+  EXPECT_EQ(k.units, 24 * 24) << "a 336 x 336 image: 24 x 24 patches of 14";
+  EXPECT_GT(k.ns_per_unit, 0);
+  EXPECT_NEAR(k.ns_per_unit, k.seconds * 1e9 / static_cast<double>(k.units), 1e-9 * k.ns_per_unit);
+  EXPECT_NEAR(s.cost_coefficients_ns[3], k.ns_per_unit, 1e-9 * k.ns_per_unit);
+  EXPECT_NE(encoder_calibration_text(k).find("encoder measured at load"), std::string::npos);
   EXPECT_NE(s.cost_coefficients_ns[3], so.cost_coefficients_ns[3]) << "the prior was replaced";
   const RequestResult a = off->submit(image_req({"a.png"}, "What is this?", 8)).wait();
   const RequestResult b = on->submit(image_req({"a.png"}, "What is this?", 8)).wait();
