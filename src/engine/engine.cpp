@@ -454,9 +454,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     m.bc = std::make_unique<BatchController>(b);
   }
   m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost);
-  const media::MediaContext calib_ctx{.pool = nullptr, .isa = m.backend->isa(), .buffers = {}};
   if (cfg.calibrate_encoder) {
-    m.stats.encoder_calibration = calibrate_encoder(m.model, calib_ctx);
+    m.stats.encoder_calibration = calibrate_encoder(m.model, {.isa = m.backend->isa()});
     m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
   }
   MediaStageConfig mc;
