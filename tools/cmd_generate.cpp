@@ -68,12 +68,11 @@ int run_generate(Args& args) {
   cfg.backend = backend_options(args);
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
-  // Nothing to decode: no workers.
-  if (images.empty() && audios.empty() && videos.empty()) cfg.media_sandbox.enabled = false;
+  const bool has_media = !images.empty() || !audios.empty() || !videos.empty();
+  if (!has_media) cfg.media_sandbox.enabled = false;  // nothing to decode: no workers
   // The encoder's cost is measured at load only where admission prices media against a
   // deadline; best-effort runs start at once.
-  cfg.calibrate_encoder =
-      (!sla_class.empty() || ttft_ms > 0) && !(images.empty() && audios.empty() && videos.empty());
+  cfg.calibrate_encoder = has_media && (!sla_class.empty() || ttft_ms > 0);
   if (prompts.empty())
     throw InvalidArgument("give at least one --prompt TEXT or --prompt-file FILE");
   if (!sla_file.empty()) cfg.sla = engine::SlaConfig::load(sla_file);

@@ -94,12 +94,10 @@ std::optional<StreamEvent> RequestHandle::next(int64_t timeout_ms) {
   return e;
 }
 
-std::vector<StreamEvent> RequestHandle::take_events() {
-  std::vector<StreamEvent> out;
+std::deque<StreamEvent> RequestHandle::take_events() {
+  std::deque<StreamEvent> out;
   std::lock_guard<std::mutex> lk(s_->mu);
-  out.reserve(s_->events.size());
-  for (StreamEvent& e : s_->events) out.push_back(std::move(e));
-  s_->events.clear();
+  out.swap(s_->events);  // constant time under the lock the engine's step loop pushes through
   return out;
 }
 

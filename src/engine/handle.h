@@ -81,7 +81,7 @@ class RequestHandle {
   // Every event waiting now, in order, taken under one lock without blocking (empty when none):
   // what an event loop's drain wants, so that it never chases a producer adding events as fast
   // as it takes them. After the real kDone nothing more comes (no replay).
-  std::vector<StreamEvent> take_events();
+  std::deque<StreamEvent> take_events();
   // Waits for the end and returns everything (text, tokens, outcome, timeline).
   RequestResult wait();
   bool done() const;

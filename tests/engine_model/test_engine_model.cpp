@@ -490,7 +490,7 @@ TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {
   // After it ended: every event at once.
   RequestHandle h2 = eng->submit(text_req("take them all", 24));
   h2.wait();  // every event of h2 is waiting now
-  const std::vector<StreamEvent> all = h2.take_events();
+  const auto all = h2.take_events();
   ASSERT_GE(all.size(), 2u) << "text events, then the kDone";
   std::string text;
   for (size_t i = 0; i + 1 < all.size(); ++i) {

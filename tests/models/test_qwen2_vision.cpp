@@ -199,31 +199,9 @@ TEST(Qwen2Vision, ImageTextLogitsAndGreedyMatchReference) {
   // Last-token logits of the prompt, prefilled in chunks of 7 (image spans split across chunks).
   {
     std::vector<int32_t> blocks{3, 1, 2, 0};
-    int64_t done = 0, S = static_cast<int64_t>(p.ids.size());
-    Tensor logits;
-    while (done < S) {
-      int64_t n = std::min<int64_t>(7, S - done);
-      std::vector<int32_t> pos(static_cast<size_t>(3 * n)), rows;
-      for (int c = 0; c < 3; ++c)
-        for (int64_t i = 0; i < n; ++i)
-          pos[static_cast<size_t>(c * n + i)] = p.positions[static_cast<size_t>(c * S + done + i)];
-      int64_t first = -1;
-      for (size_t j = 0; j < r.embed_rows.size(); ++j)
-        if (r.embed_rows[j] >= done && r.embed_rows[j] < done + n) {
-          if (first < 0) first = static_cast<int64_t>(j);
-          rows.push_back(r.embed_rows[j] - static_cast<int32_t>(done));
-        }
-      models::SeqStep s;
-      s.tokens = {p.ids.data() + done, static_cast<size_t>(n)};
-      s.positions = pos;
-      s.kv_before = static_cast<int32_t>(done);
-      s.block_table = blocks;
-      s.embed_rows = rows;
-      s.embeds = first >= 0 ? feats.data<float>() + first * feats.dim(1) : nullptr;
-      s.want_logits = done + n == S;
-      logits = lm->forward({&s, 1}).clone();
-      done += n;
-    }
+    const int64_t S = static_cast<int64_t>(p.ids.size());
+    const Tensor logits =
+        test::chunked_prefill(*lm, p.ids, r.embed_rows, feats, 7, blocks, p.positions, 3);
     fs::path out = w.dir / "logits.bin";
     shell(w.ref("logits", "--ids " + join(p.ids) + " --out " + out.string()));
     auto ref = read_bytes(out);
