@@ -24,7 +24,8 @@
 #include "core/isa.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/bandwidth.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/bandwidth.h"
 #include "kernels/linear.h"
 
 using namespace mmrt;
@@ -36,8 +37,8 @@ constexpr size_t kRotateBytes = size_t{768} << 20;  // weights touched per rotat
 
 // The bench's compute: every CPU, the best kernel variant (MMRT_BENCH_ISA caps it: portable,
 // avx2, avx512, avx512bf16).
-const Backend& be() {
-  static const Backend b([] {
+const CpuBackend& be() {
+  static const CpuBackend b([] {
     BackendOptions o;
     if (const char* v = std::getenv("MMRT_BENCH_ISA"))
       if (auto isa = parse_isa(v)) o.max_isa = *isa;

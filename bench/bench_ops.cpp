@@ -20,8 +20,9 @@
 #include "core/cpu.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/attention.h"
-#include "kernels/bandwidth.h"
+#include "kernels/cpu/bandwidth.h"
 #include "kernels/kv_cache.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -35,9 +36,9 @@ constexpr int kHidden = 1536, kHeads = 12, kKvHeads = 2, kHeadDim = 128;
 constexpr size_t kRotateBytes = size_t{512} << 20;  // K/V bytes touched per rotation (> LLC)
 
 // One thread or every CPU, the best kernel variant.
-const Backend& backend(int threads) {
-  static const Backend one({.threads = 1});
-  static const Backend all({.threads = cpu_count()});
+const CpuBackend& backend(int threads) {
+  static const CpuBackend one({.threads = 1});
+  static const CpuBackend all({.threads = cpu_count()});
   return threads == 1 ? one : all;
 }
 
@@ -113,7 +114,7 @@ void BM_DecodeAttention(benchmark::State& st) {
   const size_t kv_bytes_per_layer =
       size_t(seqs) * kv_len * kKvHeads * kHeadDim * 2 * dtype_size(dt);
   const int32_t layers = int32_t(std::clamp<size_t>(kRotateBytes / kv_bytes_per_layer, 1, 256));
-  KvCache cache({.n_layers = layers,
+  KvCache cache(tp, {.n_layers = layers,
                  .num_blocks = seqs * blocks_per_seq,
                  .block_size = bs,
                  .n_kv_heads = kKvHeads,
@@ -161,7 +162,7 @@ void BM_PrefillAttention(benchmark::State& st) {
   const DType dt = st.range(1) ? DType::kBF16 : DType::kF32;
   const Backend& tp = backend(threads_arg(st, 2));
   const int32_t bs = 16, blocks = (n + bs - 1) / bs;
-  KvCache cache({.n_layers = 1,
+  KvCache cache(tp, {.n_layers = 1,
                  .num_blocks = blocks,
                  .block_size = bs,
                  .n_kv_heads = kKvHeads,

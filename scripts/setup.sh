@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(
-  build-essential cmake ninja-build pkg-config git clang-format clang libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config git clang-format clang libclang-rt-14-dev ccache
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libxxhash-dev
   libdnnl-dev libopenblas-dev libseccomp-dev libboost-dev libcurl4-openssl-dev libyaml-cpp-dev

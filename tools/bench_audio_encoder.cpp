@@ -85,7 +85,7 @@ std::vector<double> parse_audio_seconds(const std::string& value) {
   return out;
 }
 
-void bench_audio_encoder(const kernels::Backend& be, models::Model& model,
+void bench_audio_encoder(const media::HostContext& host, models::Model& model,
                          const std::vector<double>& seconds) {
   const models::ModelSpec& spec = model.spec;
   std::printf(
@@ -101,7 +101,7 @@ void bench_audio_encoder(const kernels::Backend& be, models::Model& model,
               small_lm ? " -- NOT Qwen2-Audio-7B's (4096 x 32 layers): the language-model "
                          "figures above are not the 7B's; the projector outputs this hidden size"
                        : "");
-  const media::MediaContext mctx{.isa = be.isa(), .buffers = be.buffers()};
+  const media::MediaContext mctx = host.media_context();
   std::vector<ClipFigures> clips;
   for (double s : seconds) {
     const std::vector<uint8_t> wav = synthetic_wav(s, 7);

@@ -21,15 +21,14 @@ Lm load_lm(const kernels::Backend& be, const std::string& dir, const models::Loa
   kc.block_size = kvo.block_size;
   kc.dtype = kvo.dtype;
   const uint64_t bytes = std::max<uint64_t>(kvo.bytes, 64ull << 20);
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size *
-                             kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype);
+  const uint64_t per_block = kernels::kv_bytes_per_block(kc);
   const uint64_t blocks = std::max<uint64_t>(
       {1, bytes / per_block, static_cast<uint64_t>(std::max<int64_t>(min_blocks, 0))});
   if (blocks > uint64_t(INT32_MAX))
     throw InvalidArgument("the benchmark's KV cache would need " + std::to_string(blocks) +
                           " blocks: lower --prompt or --steps");
   kc.num_blocks = static_cast<int32_t>(blocks);
-  lm.kv = std::make_unique<kernels::KvCache>(kc);
+  lm.kv = std::make_unique<kernels::KvCache>(be, kc);
   return lm;
 }
 

@@ -153,7 +153,7 @@ int run_bench(Args& args) {
   cfg.scheduler.token_budget = step_tokens_option(args);
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
-  cfg.backend = backend_options(args);
+  set_compute(cfg, compute_options(args));
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
   if (w.name == "text") cfg.media_sandbox.enabled = false;  // nothing to decode: no workers

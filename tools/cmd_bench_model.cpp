@@ -18,7 +18,8 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
-#include "kernels/bandwidth.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
 #include "media/image.h"
 #include "model_options.h"
@@ -163,16 +164,23 @@ int run_bench_model(Args& args) {
   int64_t bw_mb = args.get_int("bandwidth-mb", 1024, 16, 1 << 20);
   const models::LoadOptions base = load_options(args);
   const engine::KvOptions kvo = kv_options(args);
-  const kernels::BackendOptions bopts = backend_options(args);
+  const ComputeOptions co = compute_options(args);
   args.finish();
-  const kernels::Backend be(bopts);
+  const std::unique_ptr<kernels::Backend> bep = make_backend(co);
+  const kernels::Backend& be = *bep;
+  const media::HostContext host(co.host);
+  // The host memory probe runs on the CPU backend (the compute one, or one of its own).
+  std::unique_ptr<kernels::CpuBackend> own_cpu;
+  if (!be.device().is_host()) own_cpu = std::make_unique<kernels::CpuBackend>(co.backend);
+  const kernels::CpuBackend& cpu = own_cpu ? *own_cpu : kernels::as_cpu(be);
+  const Isa isa = cpu.isa();
 
-  std::printf("== machine: %s, matrix kernels %s\n", be.describe().c_str(),
-              kernels::linear_isa(be.isa()));
-  double bw = kernels::measure_read_bandwidth_gbs(be, static_cast<size_t>(bw_mb) << 20);
+  std::printf("== machine: %s, CPU matrix kernels %s\n", be.describe().c_str(),
+              kernels::linear_isa(isa));
+  double bw = kernels::measure_read_bandwidth_gbs(cpu, static_cast<size_t>(bw_mb) << 20);
   std::printf("   memory read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n", bw,
               static_cast<long long>(bw_mb));
-  kernels::ReadStreamer probe(be, static_cast<size_t>(bw_mb) << 20);  // paired windows
+  kernels::ReadStreamer probe(cpu, static_cast<size_t>(bw_mb) << 20);  // paired windows
 
   // Passes: the weights as asked (default: as stored), then int8 with the chosen activations,
   // then, where those were Q8 blocks, int8 strictly weight-only (float activations).
@@ -182,7 +190,7 @@ int run_bench_model(Args& args) {
     o.weight_format = kernels::WeightFormat::kInt8;
     passes.push_back(o);
     if (o.int8_activations == kernels::Int8Activations::kQ8 &&
-        kernels::int8_q8_available(be.isa())) {
+        kernels::int8_q8_available(isa)) {
       o.int8_activations = kernels::Int8Activations::kFloat;
       passes.push_back(o);
     }
@@ -204,7 +212,7 @@ int run_bench_model(Args& args) {
     std::string what(kernels::weight_format_name(lm->weight_format()));
     if (lm->weight_format() == kernels::WeightFormat::kInt8)
       what += o.int8_activations == kernels::Int8Activations::kQ8 &&
-                      kernels::int8_q8_available(be.isa())
+                      kernels::int8_q8_available(isa)
                   ? " (decode on q8 blocks of x)"
                   : " (weight-only, x float)";
     std::printf(
@@ -249,7 +257,7 @@ int run_bench_model(Args& args) {
   if (image_side > 0 && first->model.spec.takes(models::Modality::kImage)) {
     // The first model's encoder on a synthetic image, preprocessed as a request's would be.
     const auto png = synthetic_png(image_side, image_side, 3);
-    const media::MediaContext mctx{.isa = be.isa(), .buffers = be.buffers()};
+    const media::MediaContext mctx = host.media_context();
     const models::PreparedMedia item =
         first->model.processor->preprocess(models::Modality::kImage, png, mctx);
     first->model.runner->encode(item);  // warm
@@ -266,7 +274,7 @@ int run_bench_model(Args& args) {
         first->model.runner->encode_flops(item) / best / 1e9);
   }
   if (!audio_seconds.empty() && first->model.spec.takes(models::Modality::kAudio))
-    bench_audio_encoder(be, first->model, audio_seconds);
+    bench_audio_encoder(host, first->model, audio_seconds);
   first.reset();  // the engine runs below get the memory back
 
   if (!conc.empty()) {
@@ -280,7 +288,7 @@ int run_bench_model(Args& args) {
     ec.model_dir = dir;
     ec.model = base;
     ec.kv = kvo;
-    ec.backend = bopts;
+    set_compute(ec, co);
     ec.admission_control = false;
     ec.calibrate_encoder = false;  // no admission; the cold-turn figures stay cold
     auto eng = engine::Engine::create(ec);

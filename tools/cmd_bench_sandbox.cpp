@@ -51,14 +51,14 @@ int run(Args& args) {
   const int warmup = static_cast<int>(args.get_int("warmup", 3, 0, 1000));
   const std::string json_path = args.get_or("json", "");
   const io::FileLimit limit = image_file_limit(args);
-  const kernels::BackendOptions be = backend_options(args);
+  const ComputeOptions co = compute_options(args);
   sandbox::MediaSandboxConfig sc = media_sandbox_options(args, dir);
   args.finish();
   if (images.empty()) throw InvalidArgument("give at least one --image FILE");
   if (!json_path.empty() && !std::ofstream(json_path, std::ios::app))
     throw InvalidArgument("cannot write --json file '" + json_path + "'");
   sc.enabled = true;
-  sc.isa = std::min(be.max_isa, best_isa());
+  sc.isa = std::min(co.host.max_isa, best_isa());
 
   const std::unique_ptr<models::Processor> processor = models::load_processor(dir);
   media::MediaContext ctx;  // as the engine's media threads: one thread, cached buffers

@@ -77,9 +77,9 @@ std::vector<double> parse_list(const std::string& s, const std::string& what) {
 
 class ClipBench {
  public:
-  ClipBench(Lm& lm, models::Runner& no_reuse, const io::Tokenizer& tok, const kernels::Backend& be,
-            int32_t step_tokens, int forced)
-      : lm_(lm), no_reuse_(no_reuse), tok_(tok), be_(be), step_(step_tokens), forced_(forced) {}
+  ClipBench(Lm& lm, models::Runner& no_reuse, const io::Tokenizer& tok,
+            const media::HostContext& host, int32_t step_tokens, int forced)
+      : lm_(lm), no_reuse_(no_reuse), tok_(tok), host_(host), step_(step_tokens), forced_(forced) {}
 
   // One timed pass of `v` over the clip; with `keep_logits` also the teacher-forced positions
   // (their inputs: `forced_tokens`, the reference's greedy continuation; empty: this variant's).
@@ -89,7 +89,7 @@ class ClipBench {
     models::MediaOptions opt;
     opt.video_prune_threshold = v.threshold;
     media::MediaContext ctx;
-    ctx.isa = be_.isa();
+    ctx.isa = host_.isa();
     Stopwatch sw;
     const models::PreparedMedia item = proc.preprocess(models::Modality::kVideo, clip, ctx, opt);
     const double pre_ms = sw.millis();
@@ -164,7 +164,7 @@ class ClipBench {
   Lm& lm_;
   models::Runner& no_reuse_;
   const io::Tokenizer& tok_;
-  const kernels::Backend& be_;
+  const media::HostContext& host_;
   int32_t step_;
   int forced_;
 };
@@ -190,12 +190,14 @@ int run_bench_video(Args& args) {
   const io::FileLimit limit = video_file_limit(args);
   const models::LoadOptions base = load_options(args);
   engine::KvOptions kvo = kv_options(args);
-  const kernels::BackendOptions bopts = backend_options(args);
+  const ComputeOptions co = compute_options(args);
   args.finish();
   if (!json_path.empty() && !std::ofstream(json_path, std::ios::app))
     throw InvalidArgument("cannot write --json file '" + json_path + "'");
 
-  const kernels::Backend be(bopts);
+  const std::unique_ptr<kernels::Backend> bep = make_backend(co);
+  const kernels::Backend& be = *bep;
+  const media::HostContext host(co.host);
   std::fprintf(stderr, "[bench-video] loading %s twice (exact tier on and off)\n", dir.c_str());
   Lm lm = load_lm(be, dir, base, kvo);
   models::LoadOptions off = base;
@@ -203,11 +205,11 @@ int run_bench_video(Args& args) {
   kvo.bytes = 0;  // its KV cache is never used: the smallest
   Lm lm_off = load_lm(be, dir, off, kvo);
   const io::Tokenizer tok = io::Tokenizer::from_file(dir + "/tokenizer.json");
-  ClipBench bench(lm, *lm_off.model.runner, tok, be, step_tokens, forced);
+  ClipBench bench(lm, *lm_off.model.runner, tok, host, step_tokens, forced);
   std::printf(
       "== machine: %s; %d repetitions (interleaved), medians; preprocessing on one "
-      "thread, the model on %d\n",
-      be.describe().c_str(), repeat, be.threads());
+      "thread, the model on %s\n",
+      be.describe().c_str(), repeat, be.describe().c_str());
 
   nlohmann::json out = nlohmann::json::array();
   for (const std::string& path : paths) {

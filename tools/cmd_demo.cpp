@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "kernels/backend.h"
+#include "kernels/registry.h"
 #include "models/registry.h"
 
 namespace fs = std::filesystem;
@@ -46,7 +47,8 @@ int run_demo(Args& args) {
   Stopwatch sw;
   const models::ModelFamily& family = models::family_for_checkpoint(dir);
   const models::InspectLines lines = family.inspect(dir).lines;
-  const kernels::Backend be;
+  const std::unique_ptr<kernels::Backend> bep = kernels::create_backend(Device{});
+  const kernels::Backend& be = *bep;
   const models::Model model = models::load_model(be, dir);
   auto tok = models::load_tokenizer(dir);
   models::check_tokenizer(tok, model.spec.vocab_size, dir);

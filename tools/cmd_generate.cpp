@@ -65,7 +65,7 @@ int run_generate(Args& args) {
   cfg.policy = args.get_or("policy", "fcfs");
   cfg.model = load_options(args);
   cfg.kv = kv_options(args);
-  cfg.backend = backend_options(args);
+  set_compute(cfg, compute_options(args));
   cfg.media_sandbox = media_sandbox_options(args, cfg.model_dir);
   args.finish();
   const bool has_media = !images.empty() || !audios.empty() || !videos.empty();

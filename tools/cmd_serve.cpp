@@ -54,7 +54,7 @@ int run_serve(Args& args) {
   cfg.engine.scheduler.token_budget = step_tokens_option(args);
   cfg.engine.model = load_options(args);
   cfg.engine.kv = kv_options(args);
-  cfg.engine.backend = backend_options(args);
+  set_compute(cfg.engine, compute_options(args));
   cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
   cfg.engine.media_threads = static_cast<int>(args.get_int("media-threads", 1, 1, 64));
   args.finish();

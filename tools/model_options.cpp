@@ -1,5 +1,7 @@
 #include "model_options.h"
 
+#include "kernels/registry.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -94,8 +96,10 @@ sandbox::MediaSandboxConfig media_sandbox_options(Args& args, const std::string&
   return c;
 }
 
-kernels::BackendOptions backend_options(Args& args) {
-  kernels::BackendOptions o;
+ComputeOptions compute_options(Args& args) {
+  ComputeOptions c;
+  if (auto d = args.get("device")) c.device = parse_device(*d);
+  kernels::BackendOptions& o = c.backend;
   o.threads = thread_count_option(args);
   if (auto isa = args.get("isa")) {
     auto v = parse_isa(*isa);
@@ -106,8 +110,19 @@ kernels::BackendOptions backend_options(Args& args) {
       throw InvalidArgument("--isa " + *isa + ": this CPU does not support it (best: " +
                             std::string(isa_name(best_isa())) + ")");
     o.max_isa = *v;
+    c.host.max_isa = *v;
   }
-  return o;
+  return c;
+}
+
+std::unique_ptr<kernels::Backend> make_backend(const ComputeOptions& o) {
+  return kernels::create_backend(o.device, o.backend);
+}
+
+void set_compute(engine::EngineConfig& cfg, const ComputeOptions& o) {
+  cfg.device = o.device;
+  cfg.backend = o.backend;
+  cfg.host = o.host;
 }
 
 }  // namespace mmrt::cli

@@ -2,13 +2,17 @@
 #pragma once
 
 #include "cli.h"
+#include "engine/engine.h"
 #include "engine/executor.h"
 #include "io/file.h"
 #include "kernels/backend.h"
+#include "media/host_context.h"
 #include "models/model.h"
 #include "sandbox/media_sandbox.h"
 
 #define MMRT_MODEL_OPTIONS_HELP                                                               \
+  "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"   \
+  "                          the backends of this build and the devices present\n"           \
   "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"  \
   "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"   \
   "                          copying them to huge pages (faster load, less memory, ~20%\n"    \
@@ -20,8 +24,9 @@
   "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
   "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"      \
   "                          env MMRT_THREADS)\n"                                             \
-  "  --isa NAME              highest kernel variant: portable, avx2, avx512, avx512bf16\n"    \
-  "                          (default: the best this CPU has)\n"                              \
+  "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"        \
+  "                          everywhere): portable, avx2, avx512, avx512bf16 (default: the\n" \
+  "                          best this CPU has)\n"                                            \
   "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n" \
   "                          split (default) encodes it as consecutive 30 s windows of one\n" \
   "                          item, each as the HF processor encodes a clip that long;\n"      \
@@ -61,7 +66,17 @@ int thread_count_option(Args& args);
 // Reads --media-sandbox (default on), --media-memory-mb, --media-cpu-seconds and
 // --media-timeout for the checkpoint in `model_dir`.
 sandbox::MediaSandboxConfig media_sandbox_options(Args& args, const std::string& model_dir);
-// Reads --threads (as above) and --isa.
-kernels::BackendOptions backend_options(Args& args);
+// Where and how a command computes: the device, the backend's settings, the host context's.
+struct ComputeOptions {
+  Device device;
+  kernels::BackendOptions backend;
+  media::HostOptions host;
+};
+// Reads --device, --threads (as above) and --isa (the CPU backend's and the media kernels' cap).
+ComputeOptions compute_options(Args& args);
+// The backend of `o.device` (FailedPrecondition naming the backends and devices there are).
+std::unique_ptr<kernels::Backend> make_backend(const ComputeOptions& o);
+// Sets an engine's device, backend and host settings from them.
+void set_compute(engine::EngineConfig& cfg, const ComputeOptions& o);
 
 }  // namespace mmrt::cli

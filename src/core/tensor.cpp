@@ -93,6 +93,19 @@ Tensor Tensor::view(void* data, DType dtype, Shape shape, std::shared_ptr<void> 
   return t;
 }
 
+Tensor Tensor::on_device(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
+                         Device device) {
+  Tensor t = view(data, dtype, std::move(shape), std::move(owner));
+  t.device_ = device;
+  return t;
+}
+
+void Tensor::check_host(const char* what) const {
+  if (!device_.is_host())
+    throw FailedPrecondition(std::string(what) + " of " + describe() + " on " +
+                             device_str(device_) + ": copy it through its backend");
+}
+
 bool Tensor::is_contiguous() const {
   int64_t acc = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
@@ -128,7 +141,9 @@ Tensor Tensor::reshape(Shape shape) const {
   if (shape_numel(shape) != numel())
     throw InvalidArgument("reshape " + describe() + " to " + shape_str(shape) +
                           ": element count differs");
-  return view(data_, dtype_, std::move(shape), owner_);
+  Tensor t = view(data_, dtype_, std::move(shape), owner_);
+  t.device_ = device_;
+  return t;
 }
 
 Tensor Tensor::slice(int d, int64_t begin, int64_t end) const {
@@ -141,7 +156,9 @@ Tensor Tensor::slice(int d, int64_t begin, int64_t end) const {
   s[d] = end - begin;
   char* p =
       static_cast<char*>(data_) + begin * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
-  return view(p, dtype_, std::move(s), owner_, strides_);
+  Tensor t = view(p, dtype_, std::move(s), owner_, strides_);
+  t.device_ = device_;
+  return t;
 }
 
 Tensor Tensor::select(int64_t index) const {
@@ -149,7 +166,9 @@ Tensor Tensor::select(int64_t index) const {
   Tensor t = slice(0, index, index + 1);
   Shape s(shape_.begin() + 1, shape_.end());
   std::vector<int64_t> st(strides_.begin() + 1, strides_.end());
-  return view(t.data_, dtype_, std::move(s), owner_, std::move(st));
+  Tensor v = view(t.data_, dtype_, std::move(s), owner_, std::move(st));
+  v.device_ = device_;
+  return v;
 }
 
 namespace {
@@ -176,6 +195,7 @@ void strided_copy(const char* src, char* dst, const Shape& shape, const std::vec
 }  // namespace
 
 Tensor Tensor::clone() const {
+  check_host("clone");
   Tensor t = empty(dtype_, shape_);
   if (is_contiguous())
     std::memcpy(t.data_, data_, nbytes());
@@ -186,10 +206,13 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::contiguous() const {
-  return is_contiguous() ? *this : clone();
+  if (is_contiguous()) return *this;
+  check_host("contiguous copy");
+  return clone();
 }
 
 Tensor Tensor::to(DType target) const {
+  check_host("dtype conversion");
   Tensor src = contiguous();
   if (target == dtype_) return src.clone();
   Tensor out = empty(target, shape_);

@@ -1,6 +1,10 @@
-// Tensor: a typed, shaped, strided view over memory, optionally owning it.
-// Owning tensors allocate 64-byte aligned storage; views share ownership of whatever keeps their
-// memory alive (an mmap'd file, another tensor's buffer) through a type-erased shared_ptr.
+// Tensor: a typed, shaped, strided view over memory of one device, optionally owning it.
+// Owning tensors allocate 64-byte aligned host storage; views share ownership of whatever keeps
+// their memory alive (an mmap'd file, another tensor's buffer, a backend's device allocation)
+// through a type-erased shared_ptr. A tensor on another device than the host is made by its
+// backend (kernels::Backend::empty / upload); its data pointers are device pointers, and the
+// host-side copies here (clone, contiguous, to) refuse it: copies between devices go through the
+// backend, which counts them.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -34,8 +39,13 @@ class Tensor {
   // the memory alive for the view's lifetime; pass nullptr when the caller guarantees it.
   static Tensor view(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner = nullptr,
                      std::vector<int64_t> strides = {});
+  // The same over memory of `device` (a backend's allocation).
+  static Tensor on_device(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
+                          Device device);
 
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool on_host() const { return device_.is_host(); }
   const Shape& shape() const { return shape_; }
   const std::vector<int64_t>& strides() const { return strides_; }
   int64_t dim(int i) const { return shape_.at(i < 0 ? i + rank() : i); }
@@ -59,13 +69,14 @@ class Tensor {
     return static_cast<const T*>(data_);
   }
 
-  // Views sharing this tensor's memory.
+  // Views sharing this tensor's memory (on its device).
   Tensor reshape(Shape shape) const;                        // contiguous only
   Tensor slice(int dim, int64_t begin, int64_t end) const;  // [begin, end) along dim
   Tensor select(int64_t index) const;                       // index along dim 0, rank - 1
-  Tensor contiguous() const;                                // copy if not contiguous
-  Tensor clone() const;                                     // always a contiguous owning copy
-  // Element-wise dtype conversion (floats round to nearest even); returns a new tensor.
+  // Host copies; FailedPrecondition for a tensor on another device.
+  Tensor contiguous() const;  // copy if not contiguous
+  Tensor clone() const;       // always a contiguous owning copy
+  // Element-wise dtype conversion (floats round to nearest even); returns a new host tensor.
   Tensor to(DType dtype) const;
 
   const std::shared_ptr<void>& owner() const { return owner_; }
@@ -73,8 +84,10 @@ class Tensor {
 
  private:
   void check_type(DType want) const;
+  void check_host(const char* what) const;
 
   DType dtype_ = DType::kF32;
+  Device device_;
   Shape shape_;
   std::vector<int64_t> strides_;  // in elements
   void* data_ = nullptr;

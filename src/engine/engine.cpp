@@ -2,6 +2,7 @@
 // (handle.h), the media stage (media_stage.h), admission (admission.h), the scheduler and its
 // managers, the executor.
 #include "engine/engine.h"
+#include "kernels/registry.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -30,6 +31,7 @@ std::string with_code(ErrorCode code, const std::string& message) {
 struct Engine::Impl : SchedulerView {
   EngineConfig cfg;
   std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<media::HostContext> host;
   std::unique_ptr<io::Tokenizer> tok;
   models::Model model;
   std::unique_ptr<ModelExecutor> exec;
@@ -433,13 +435,14 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.cfg = cfg;
-  m.backend = std::make_unique<kernels::Backend>(cfg.backend);
+  m.backend = kernels::create_backend(cfg.device, cfg.backend);
+  m.host = std::make_unique<media::HostContext>(cfg.host);
   const models::ModelFamily& family = models::family_for_checkpoint(cfg.model_dir);
   m.tok = std::make_unique<io::Tokenizer>(models::load_tokenizer(cfg.model_dir));
-  m.model = family.load(*m.backend, cfg.model_dir, cfg.model);
+  m.model = models::load_model(family, *m.backend, cfg.model_dir, cfg.model);
   const models::ModelSpec& spec = m.model.spec;
   models::check_tokenizer(*m.tok, spec.vocab_size, cfg.model_dir);
-  m.exec = std::make_unique<ModelExecutor>(*m.model.runner, spec.embed_dim, cfg.kv);
+  m.exec = std::make_unique<ModelExecutor>(*m.backend, *m.model.runner, spec.embed_dim, cfg.kv);
   const kernels::KvCacheConfig& kvc = m.exec->kv_config();
   m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);
   m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes);
@@ -455,19 +458,18 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   }
   m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost);
   if (cfg.calibrate_encoder) {
-    m.stats.encoder_calibration = calibrate_encoder(m.model, {.isa = m.backend->isa()});
+    m.stats.encoder_calibration = calibrate_encoder(m.model, m.host->media_context());
     m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
   }
   MediaStageConfig mc;
   mc.media_threads = std::max(1, cfg.media_threads);
   mc.kv_capacity_tokens = static_cast<int64_t>(kvc.num_blocks) * kvc.block_size;
   // Each media worker preprocesses one item on its own thread (no pool), so media work never
-  // waits on model steps; buffers come from the backend's cache.
-  mc.media = media::MediaContext{
-      .pool = nullptr, .isa = m.backend->isa(), .buffers = m.backend->buffers()};
+  // waits on model steps; buffers come from the host context's cache.
+  mc.media = m.host->media_context();
   mc.sandbox = cfg.media_sandbox;
   mc.sandbox.model_dir = cfg.model_dir;
-  mc.sandbox.isa = m.backend->isa();
+  mc.sandbox.isa = m.host->isa();
   Impl* raw = impl.get();
   m.media = std::make_unique<MediaStage>(
       spec, *m.model.processor, *m.tok, mc,

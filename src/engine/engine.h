@@ -23,6 +23,7 @@
 #include "engine/scheduler.h"
 #include "engine/sla.h"
 #include "kernels/backend.h"
+#include "media/host_context.h"
 #include "models/model.h"
 
 namespace mmrt::io {
@@ -33,7 +34,9 @@ namespace mmrt::engine {
 
 struct EngineConfig {
   std::string model_dir;
-  kernels::BackendOptions backend;  // the engine's compute: threads, kernel variant cap, buffers
+  Device device;                    // where the model computes (kernels/registry.h)
+  kernels::BackendOptions backend;  // the backend's settings: CPU threads, kernel variant cap
+  media::HostOptions host;          // media buffers and the media kernels' cap
   models::LoadOptions model;        // weight format and placement
   KvOptions kv;                     // KV cache element type, block size, size
   SchedulerConfig scheduler;        // position_rows / encoder_row_bytes come from the model

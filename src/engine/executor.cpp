@@ -17,8 +17,7 @@ kernels::KvCacheConfig kv_layout(const models::Runner& runner, const KvOptions& 
   if (o.blocks > 0) {
     kc.num_blocks = o.blocks;
   } else {
-    const uint64_t per_block = 2ull * static_cast<uint64_t>(kc.n_layers) * kc.block_size *
-                               kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype);
+    const uint64_t per_block = kernels::kv_bytes_per_block(kc);
     kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(
         INT32_MAX, std::max<uint64_t>(1, o.bytes / std::max<uint64_t>(per_block, 1))));
   }
@@ -27,10 +26,11 @@ kernels::KvCacheConfig kv_layout(const models::Runner& runner, const KvOptions& 
 
 }  // namespace
 
-ModelExecutor::ModelExecutor(models::Runner& runner, int64_t embed_dim, const KvOptions& kv)
+ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner, int64_t embed_dim,
+                             const KvOptions& kv)
     : runner_(runner),
       embed_dim_(embed_dim),
-      kv_(std::make_unique<kernels::KvCache>(kv_layout(runner, kv))) {}
+      kv_(std::make_unique<kernels::KvCache>(be, kv_layout(runner, kv))) {}
 
 StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const int64_t t0 = now_ns();

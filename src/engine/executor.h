@@ -31,8 +31,10 @@ struct KvOptions {
 
 class ModelExecutor : public Executor {
  public:
-  // Allocates the KV cache the runner's layout needs (ResourceExhausted when it cannot).
-  ModelExecutor(models::Runner& runner, int64_t embed_dim, const KvOptions& kv);
+  // Allocates the KV cache the runner's layout needs from `be`, the backend the runner computes
+  // on (ResourceExhausted when it cannot).
+  ModelExecutor(const kernels::Backend& be, models::Runner& runner, int64_t embed_dim,
+                const KvOptions& kv);
   StepOutput execute(const StepPlan& plan) override;
 
   const kernels::KvCacheConfig& kv_config() const { return kv_->config(); }

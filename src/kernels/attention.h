@@ -1,4 +1,4 @@
-// Scaled dot-product attention on the CPU: flash-attention style online softmax (running max
+// Scaled dot-product attention (an op family: AttentionOps). The CPU backend's: flash-attention style online softmax (running max
 // and sum in fp32, never a full score matrix), grouped-query heads (query head i reads kv head
 // i / (n_heads / n_kv_heads); each K/V tile is loaded once for the whole group), masks given as
 // small descriptors (no dense mask tensors; no O(n_q * kv_len) memory anywhere).
@@ -77,8 +77,15 @@ struct VarlenAttentionArgs {
 // vision tower (q, k, v are views into one fused qkv buffer through the strides).
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args);
 
-// Which implementation the attention kernels use: "avx512", "avx2" or "scalar"; and a test hook
-// to force one (returns false if this CPU lacks it).
+// Which CPU kernels the attention ops use at most `cap`: "avx512", "avx2" or "scalar".
 const char* attention_isa(Isa cap);
+
+// A device's attention kernels (arguments as above; block tables and cu_seqlens are host
+// memory, step metadata).
+struct AttentionOps {
+  void (*paged_attention)(const Backend&, const PagedAttentionArgs& args, const KvLayerView& kv,
+                          std::span<const AttnSeq> seqs);
+  void (*varlen_attention)(const Backend&, const VarlenAttentionArgs& args);
+};
 
 }  // namespace mmrt::kernels

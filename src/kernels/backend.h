@@ -1,79 +1,155 @@
-// The compute backend: everything a kernel needs besides its operands, in one object that the
-// owner of the compute (the engine, a benchmark, a test) creates and passes down explicitly.
-//   - the thread pool the kernels split their work over;
-//   - the kernel variant cap: each op family runs its best variant at or below isa() that the
-//     CPU supports (tests make one backend per variant instead of forcing a global choice);
-//   - memory: per-thread scratch for the kernels, the GEMM library's primitives and streams, and
-//     the cache of large buffers media preprocessing recycles.
-// There is no process-wide backend, pool or cache. A Backend is driven by one thread at a time
-// (its pool serialises parallel regions; caller-side scratch assumes it).
-//
-// Where a GPU backend attaches: a second Device kind whose Backend owns a CUDA stream and a
-// device allocator; Tensor gains a device tag; the executor asks the backend for KV memory; the
-// op families gain a device-side table next to the CPU variants (see docs/ARCHITECTURE.md).
+// The compute backend: the interface an engine, a benchmark or a test computes through. One
+// backend serves one device (kernels/registry.h makes them: `--device cpu|cuda[:N]`) and owns
+//   - memory on its device: allocate() for weights, KV storage, encoder outputs and scratch;
+//     host staging for copies (pinned on a GPU); every copy between host and device goes
+//     through copy_to_device / copy_to_host and is counted (transfers());
+//   - its op tables: one table per op family (ops.h, linear.h, rope.h, attention.h,
+//     kv_cache.h, layout.h), each entry a function of this device. An op family's public
+//     function dispatches on the backend's device first (its table), then, inside the CPU
+//     backend, on the CPU's instruction set (IsaVariants). A table or entry the device lacks is
+//     an Unimplemented error naming the op and the device; there is no silent host fallback,
+//     and require() checks a model's whole list at load.
+// Pointers an op takes for activations, weights and outputs are memory of the backend's device;
+// step metadata (token ids, positions, block tables, slot lists, rotary angles) is host memory.
+// There is no process-wide backend. A Backend is driven by one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
-#include "core/buffer_cache.h"
+#include "core/device.h"
 #include "core/isa.h"
-
-namespace mmrt {
-class ThreadPool;
-}
+#include "core/tensor.h"
 
 namespace mmrt::kernels {
 
-namespace detail {
-struct GemmState;  // oneDNN engine, primitive cache, per-thread streams (gemm_dnnl.cpp)
-struct GemmStateDeleter {
-  void operator()(GemmState* s) const;
+// Every op any device may implement, by name (the unit of require() and of error messages).
+enum class Op : uint8_t {
+  kRmsNorm,
+  kLayerNorm,
+  kLayerNormHeads,
+  kAdd,
+  kSiluMul,
+  kGeluErf,
+  kQuickGelu,
+  kReluSquared,
+  kSoftmax,
+  kEmbedding,
+  kLinear,
+  kRopeAngles,
+  kApplyRope,
+  kPagedAttention,
+  kVarlenAttention,
+  kKvWrite,
+  kKvRead,
+  kCopy2d,
+  kIm2col1d,
+  kPatchify2d,
+  kCount
 };
-}  // namespace detail
+const char* op_name(Op op);  // "rms_norm", "paged_attention", ...
 
-enum class Device : uint8_t { kCpu };
-const char* device_name(Device d);  // "cpu"
+// The op tables of one device (kernels/<family>.h define them); null: the device has none of
+// the family.
+struct ElementwiseOps;
+struct LinearOps;
+struct RopeOps;
+struct AttentionOps;
+struct KvOps;
+struct LayoutOps;
+struct OpTables {
+  const ElementwiseOps* elementwise = nullptr;
+  const LinearOps* linear = nullptr;
+  const RopeOps* rope = nullptr;
+  const AttentionOps* attention = nullptr;
+  const KvOps* kv = nullptr;
+  const LayoutOps* layout = nullptr;
+};
 
+// Copies through a backend since it was made (host<->device; device-to-device).
+struct TransferStats {
+  uint64_t to_device = 0, to_device_bytes = 0;
+  uint64_t to_host = 0, to_host_bytes = 0;
+  uint64_t on_device = 0, on_device_bytes = 0;
+};
+
+// Settings of a backend (the device itself is create_backend's first argument).
 struct BackendOptions {
-  int threads = 0;                                // including the caller; 0: every online CPU
-  Isa max_isa = Isa::kAvx512Bf16;                 // default: the best this CPU has
-  size_t buffer_cache_bytes = size_t{512} << 20;  // idle media buffers kept (0: none)
+  int threads = 0;                 // CPU: threads including the caller; 0: every online CPU
+  Isa max_isa = Isa::kAvx512Bf16;  // CPU: the kernel variant cap (default: the best this CPU has)
 };
 
 class Backend {
  public:
-  // Throws InvalidArgument for a negative thread count.
-  explicit Backend(const BackendOptions& opts = {});
-  ~Backend();
+  virtual ~Backend() = default;
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  Device device() const { return Device::kCpu; }
-  ThreadPool& pool() const { return *pool_; }
-  int threads() const;
-  // The highest kernel variant the op families may use: min(max_isa, what the CPU has).
-  Isa isa() const { return isa_; }
-  const BufferCache& buffers() const { return buffers_; }
-  std::string describe() const;  // "cpu, 2 threads, kernels up to avx512bf16"
+  virtual Device device() const = 0;
+  // "cpu, 2 threads, kernels up to avx512bf16"; "cuda:0, NVIDIA H200, 139.8 GiB".
+  virtual std::string describe() const = 0;
 
-  // Reusable 64-byte aligned scratch of the calling pool thread (ThreadPool::thread_index);
-  // `slot` in [0, kScratchSlots) selects an independent buffer. Valid until the same thread
-  // asks for the same slot again.
-  static constexpr int kScratchSlots = 4;
-  void* scratch(int slot, size_t bytes) const;
+  // ---- memory ----
+  // `bytes` of device memory, 64-byte aligned (zeroed when `zero`), freed with its last owner.
+  // ResourceExhausted when the device has no room.
+  virtual std::shared_ptr<void> allocate(size_t bytes, bool zero = false) const = 0;
+  // Host memory for staging copies (page-locked on a GPU; ordinary aligned memory on the CPU).
+  virtual std::shared_ptr<void> allocate_staging(size_t bytes) const = 0;
+  // An owning tensor of device memory.
+  Tensor empty(DType dtype, Shape shape) const;
+  Tensor zeros(DType dtype, Shape shape) const;
 
-  detail::GemmState& gemm_state() const { return *gemm_; }
+  // Counted copies. dst/src on the device are this backend's memory.
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) const;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) const;
+  void copy_on_device(void* dst, const void* src, size_t bytes) const;
+  // The tensor in this backend's memory: itself when it already is (a host tensor on the CPU:
+  // no copy), else a contiguous copy (counted).
+  Tensor upload(const Tensor& t) const;
+  // A host copy of a tensor of this backend (itself when it is host memory).
+  Tensor to_host(const Tensor& t) const;
+  TransferStats transfers() const;
+  // Waits for the device's queued work (a no-op where ops run synchronously).
+  virtual void synchronize() const {}
+
+  // ---- ops ----
+  const OpTables& ops() const { return ops_; }
+  bool has(Op op) const;
+  // The ops of `ops` this device lacks (empty: it runs them all).
+  std::vector<Op> missing(std::span<const Op> ops) const;
+  // Throws Unimplemented listing every op of `ops` the device lacks, for `what` (e.g. "the
+  // qwen2-vl decoder"), and the devices that have them.
+  void require(std::span<const Op> ops, const std::string& what) const;
+  void require(std::initializer_list<Op> ops, const std::string& what) const {
+    require(std::span<const Op>(ops.begin(), ops.size()), what);
+  }
+
+ protected:
+  enum class CopyKind : uint8_t { kToDevice, kToHost, kOnDevice };
+  explicit Backend(const OpTables& ops) : ops_(ops) {}
+  virtual void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind kind) const = 0;
 
  private:
-  struct Scratch;
-  std::unique_ptr<ThreadPool> pool_;
-  Isa isa_;
-  BufferCache buffers_;
-  std::unique_ptr<Scratch[]> scratch_;  // [threads]
-  std::unique_ptr<detail::GemmState, detail::GemmStateDeleter> gemm_;
+  OpTables ops_;
+  mutable std::atomic<uint64_t> n_[3] = {}, bytes_[3] = {};
 };
+
+namespace detail {
+// Unimplemented("<op> has no <device> kernel ..."): what a dispatcher throws for a null entry.
+[[noreturn]] void throw_missing_op(const Backend& be, Op op);
+// The entry `member` of `table`, or the missing-op error.
+template <class Table, class Fn>
+Fn entry(const Backend& be, const Table* table, Fn Table::*member, Op op) {
+  Fn f = table ? table->*member : nullptr;
+  if (!f) throw_missing_op(be, op);
+  return f;
+}
+}  // namespace detail
 
 }  // namespace mmrt::kernels

@@ -1,9 +1,9 @@
 #include "kernels/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
-#include "core/convert.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -19,7 +19,14 @@ std::string cfg_str(const KvCacheConfig& c) {
 
 }  // namespace
 
-KvCache::KvCache(const KvCacheConfig& config) : cfg_(config) {
+uint64_t kv_bytes_per_block(const KvCacheConfig& c) {
+  return 2ull * static_cast<uint64_t>(std::max(c.n_layers, 0)) *
+         static_cast<uint64_t>(std::max(c.block_size, 0)) *
+         static_cast<uint64_t>(std::max(c.n_kv_heads, 0)) *
+         static_cast<uint64_t>(std::max(c.head_dim, 0)) * dtype_size(c.dtype);
+}
+
+KvCache::KvCache(const Backend& be, const KvCacheConfig& config) : be_(be), cfg_(config) {
   const auto& c = cfg_;
   if (c.n_layers < 1 || c.num_blocks < 1 || c.n_kv_heads < 1)
     throw InvalidArgument("KvCache: layers, blocks and kv heads must be >= 1 (" + cfg_str(c) + ")");
@@ -37,7 +44,7 @@ KvCache::KvCache(const KvCacheConfig& config) : cfg_(config) {
       static_cast<size_t>(c.block_size) * static_cast<size_t>(c.n_kv_heads) * c.head_dim * elem_;
   layer_bytes_ = per_block * static_cast<size_t>(c.num_blocks);  // multiple of 512 bytes
   bytes_ = layer_bytes_ * 2 * static_cast<size_t>(c.n_layers);
-  mem_ = aligned_alloc_shared(bytes_, /*zero=*/true);
+  mem_ = be.allocate(bytes_, /*zero=*/true);
 }
 
 size_t KvCache::bytes_per_block() const {
@@ -73,7 +80,7 @@ KvLayerView KvCache::layer(int32_t layer) const {
 void KvCache::write(int32_t layer, const float* k, const float* v, const int32_t* slots, int64_t n,
                     int64_t k_stride, int64_t v_stride) {
   check_layer("write", layer);
-  const int64_t hk = int64_t{cfg_.n_kv_heads}, hd = cfg_.head_dim, bs = cfg_.block_size;
+  const int64_t hk = int64_t{cfg_.n_kv_heads}, hd = cfg_.head_dim;
   if (n < 0) throw InvalidArgument("KvCache::write: negative token count");
   if (n == 0) return;
   if (!k || !v || !slots) throw InvalidArgument("KvCache::write: null pointer");
@@ -82,27 +89,8 @@ void KvCache::write(int32_t layer, const float* k, const float* v, const int32_t
   if (k_stride < hk * hd || v_stride < hk * hd)
     throw InvalidArgument("KvCache::write: row stride smaller than n_kv_heads * head_dim");
   for (int64_t i = 0; i < n; ++i) check_slot("write", i, slots[i]);
-  const bool bf16 = cfg_.dtype == DType::kBF16;
-  char* kb = k_base(layer);
-  char* vb = v_base(layer);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t blk = slots[i] / bs, off = slots[i] % bs;
-    for (int64_t h = 0; h < hk; ++h) {
-      const float* ks = k + i * k_stride + h * hd;    // [hd]
-      const float* vs = v + i * v_stride + h * hd;    // [hd]
-      const int64_t tile = (blk * hk + h) * hd * bs;  // first element of this (block, head)
-      if (bf16) {
-        auto* kd = reinterpret_cast<uint16_t*>(kb) + tile + off;  // column `off` of [hd, bs]
-        for (int64_t d = 0; d < hd; ++d) kd[d * bs] = f32_to_bf16_scalar(ks[d]);
-        f32_to_bf16(vs, reinterpret_cast<uint16_t*>(vb) + tile + off * hd, static_cast<size_t>(hd));
-      } else {
-        auto* kd = reinterpret_cast<float*>(kb) + tile + off;
-        for (int64_t d = 0; d < hd; ++d) kd[d * bs] = ks[d];
-        std::memcpy(reinterpret_cast<float*>(vb) + tile + off * hd, vs,
-                    static_cast<size_t>(hd) * 4);
-      }
-    }
-  }
+  detail::entry(be_, be_.ops().kv, &KvOps::write, Op::kKvWrite)(be_, this->layer(layer), k, v,
+                                                                 slots, n, k_stride, v_stride);
 }
 
 void KvCache::read(int32_t layer, const int32_t* slots, int64_t n, float* k, float* v) const {
@@ -111,29 +99,8 @@ void KvCache::read(int32_t layer, const int32_t* slots, int64_t n, float* k, flo
   if (n == 0) return;
   if (!k || !v || !slots) throw InvalidArgument("KvCache::read: null pointer");
   for (int64_t i = 0; i < n; ++i) check_slot("read", i, slots[i]);
-  const int64_t hk = int64_t{cfg_.n_kv_heads}, hd = cfg_.head_dim, bs = cfg_.block_size;
-  const bool bf16 = cfg_.dtype == DType::kBF16;
-  const char* kb = k_base(layer);
-  const char* vb = v_base(layer);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t blk = slots[i] / bs, off = slots[i] % bs;
-    for (int64_t h = 0; h < hk; ++h) {
-      float* kd = k + (i * hk + h) * hd;  // [hd]
-      float* vd = v + (i * hk + h) * hd;  // [hd]
-      const int64_t tile = (blk * hk + h) * hd * bs;
-      if (bf16) {
-        const auto* ks = reinterpret_cast<const uint16_t*>(kb) + tile + off;
-        for (int64_t d = 0; d < hd; ++d) kd[d] = bf16_to_f32_scalar(ks[d * bs]);
-        bf16_to_f32(reinterpret_cast<const uint16_t*>(vb) + tile + off * hd, vd,
-                    static_cast<size_t>(hd));
-      } else {
-        const auto* ks = reinterpret_cast<const float*>(kb) + tile + off;
-        for (int64_t d = 0; d < hd; ++d) kd[d] = ks[d * bs];
-        std::memcpy(vd, reinterpret_cast<const float*>(vb) + tile + off * hd,
-                    static_cast<size_t>(hd) * 4);
-      }
-    }
-  }
+  detail::entry(be_, be_.ops().kv, &KvOps::read, Op::kKvRead)(be_, this->layer(layer), slots, n,
+                                                               k, v);
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
@@ -144,8 +111,8 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
   if (src == dst) return;
   const size_t blk = layer_bytes_ / static_cast<size_t>(cfg_.num_blocks);
   for (int32_t l = 0; l < cfg_.n_layers; ++l) {
-    std::memcpy(k_base(l) + blk * size_t(dst), k_base(l) + blk * size_t(src), blk);
-    std::memcpy(v_base(l) + blk * size_t(dst), v_base(l) + blk * size_t(src), blk);
+    be_.copy_on_device(k_base(l) + blk * size_t(dst), k_base(l) + blk * size_t(src), blk);
+    be_.copy_on_device(v_base(l) + blk * size_t(dst), v_base(l) + blk * size_t(src), blk);
   }
 }
 

@@ -1,7 +1,8 @@
-// Paged KV-cache storage for the CPU attention kernels: per layer, K and V live in fixed-size
+// Paged KV-cache storage in a backend's memory, for its attention kernels: per layer, K and V live in fixed-size
 // blocks of `block_size` tokens; token slot s sits in block s / block_size at offset
 // s % block_size. Block allocation, refcounts and prefix hashing belong to the engine's manager;
-// this class only owns the memory, writes new tokens and describes layers to paged_attention().
+// this class only owns the memory (the backend's allocate()), writes new tokens through the
+// backend's KvOps and describes layers to paged_attention().
 //
 // Layout inside one layer (chosen for the attention kernel: scores are computed 16 tokens per
 // vector, and one (block, kv head) tile is one contiguous run of memory):
@@ -16,6 +17,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "kernels/backend.h"
 
 namespace mmrt::kernels {
 
@@ -28,6 +30,9 @@ struct KvCacheConfig {
   DType dtype = DType::kBF16;  // kF32 or kBF16
 };
 
+// Bytes one block takes across all layers, K and V.
+uint64_t kv_bytes_per_block(const KvCacheConfig& c);
+
 // Read-only description of one layer, consumed by paged_attention().
 struct KvLayerView {
   const void* k = nullptr;  // [num_blocks, n_kv_heads, head_dim, block_size]
@@ -36,10 +41,21 @@ struct KvLayerView {
   int32_t num_blocks = 0, block_size = 0, n_kv_heads = 0, head_dim = 0;
 };
 
+// The device's half of the cache (a backend's table; arguments are validated by KvCache).
+// k, v (rows) are device memory, slots host memory; write stores into the layer's memory, which
+// the KvCache owns (its view's pointers are const only for the attention kernels).
+struct KvOps {
+  void (*write)(const Backend& be, const KvLayerView& layer, const float* k, const float* v,
+                const int32_t* slots, int64_t n, int64_t k_stride, int64_t v_stride);
+  void (*read)(const Backend& be, const KvLayerView& layer, const int32_t* slots, int64_t n,
+               float* k, float* v);
+};
+
 class KvCache {
  public:
-  // Throws InvalidArgument for a bad config, ResourceExhausted when memory runs out.
-  explicit KvCache(const KvCacheConfig& config);
+  // Memory from `be` (kept by reference: it must outlive the cache). Throws InvalidArgument for
+  // a bad config, ResourceExhausted when memory runs out.
+  KvCache(const Backend& be, const KvCacheConfig& config);
 
   const KvCacheConfig& config() const { return cfg_; }
   size_t bytes() const { return bytes_; }  // all layers, K and V
@@ -54,10 +70,12 @@ class KvCache {
   void write(int32_t layer, const float* k, const float* v, const int32_t* slots, int64_t n,
              int64_t k_stride = 0, int64_t v_stride = 0);
 
-  // Reads tokens back as f32: k, v: [n, n_kv_heads, head_dim] (debugging and tests).
+  // Reads tokens back as f32 into device memory: k, v: [n, n_kv_heads, head_dim] (debugging
+  // and tests).
   void read(int32_t layer, const int32_t* slots, int64_t n, float* k, float* v) const;
 
-  // Copies block `src` onto block `dst` in every layer (copy-on-write of a shared prefix).
+  // Copies block `src` onto block `dst` in every layer (copy-on-write of a shared prefix), as
+  // the backend's counted device-to-device copies.
   void copy_block(int32_t src, int32_t dst);
 
  private:
@@ -66,6 +84,7 @@ class KvCache {
   char* k_base(int32_t layer) const;
   char* v_base(int32_t layer) const;
 
+  const Backend& be_;
   KvCacheConfig cfg_;
   size_t elem_ = 0;         // bytes per element
   size_t layer_bytes_ = 0;  // bytes of one layer's K (same for V)

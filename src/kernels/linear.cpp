@@ -1,84 +1,11 @@
-// PackedLinear (weight preparation), kernel-variant selection and the linear() dispatcher.
+// PackedLinear's device-independent half and the dispatchers of the linear op.
 #include "kernels/linear.h"
 
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstring>
 #include <string>
-#include <string_view>
-#include <vector>
 
-#include "core/convert.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "kernels/linear_impl.h"
 
 namespace mmrt::kernels {
-
-namespace {
-
-size_t stored_size(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kF32:
-      return 4;
-    case WeightFormat::kBF16:
-      return 2;
-    case WeightFormat::kInt8:
-      return 1;
-  }
-  return 0;
-}
-
-// One row of a 2-D f32/f16/bf16 tensor as f32 (exact widening).
-void row_to_f32(const Tensor& t, int64_t row, float* dst) {
-  const int64_t n = t.dim(1), s0 = t.strides()[0], s1 = t.strides()[1];
-  const auto* base = static_cast<const char*>(t.raw());
-  if (t.dtype() == DType::kF32) {
-    const auto* p = reinterpret_cast<const float*>(base) + row * s0;
-    if (s1 == 1)
-      std::memcpy(dst, p, static_cast<size_t>(n) * 4);
-    else
-      for (int64_t i = 0; i < n; ++i) dst[i] = p[i * s1];
-    return;
-  }
-  const auto* p = reinterpret_cast<const uint16_t*>(base) + row * s0;
-  const bool bf = t.dtype() == DType::kBF16;
-  if (s1 == 1) {
-    if (bf)
-      bf16_to_f32(p, dst, static_cast<size_t>(n));
-    else
-      f16_to_f32(p, dst, static_cast<size_t>(n));
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = bf ? bf16_to_f32_scalar(p[i * s1]) : f16_to_f32_scalar(p[i * s1]);
-}
-
-void check_float_tensor(const Tensor& t, const char* what) {
-  if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16)
-    throw InvalidArgument(std::string("PackedLinear: ") + what + " must be f32, f16 or bf16, got " +
-                          t.describe());
-}
-
-// Symmetric per-row int8: scale = max|w| / 127, q = round-half-even(w / scale).
-void quantize_row(const float* w, int64_t n, int8_t* q, float* scale, int64_t row) {
-  float amax = 0.f;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(w[i]))
-      throw InvalidArgument("PackedLinear: int8 quantisation needs finite weights; row " +
-                            std::to_string(row) + " has " + std::to_string(w[i]));
-    amax = std::max(amax, std::fabs(w[i]));
-  }
-  const float s = amax / 127.f;
-  *scale = s;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = s > 0.f ? std::nearbyint(w[i] / s) : 0.f;
-    q[i] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
-  }
-}
-
-}  // namespace
 
 std::string_view weight_format_name(WeightFormat f) {
   switch (f) {
@@ -92,6 +19,29 @@ std::string_view weight_format_name(WeightFormat f) {
   return "?";
 }
 
+size_t weight_format_bytes(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32:
+      return 4;
+    case WeightFormat::kBF16:
+      return 2;
+    case WeightFormat::kInt8:
+      return 1;
+  }
+  return 0;
+}
+
+PackedLinear::PackedLinear(Parts p)
+    : fmt_(p.fmt),
+      in_(p.in),
+      out_(p.out),
+      w_(p.w),
+      w_owner_(std::move(p.w_owner)),
+      scale_(std::move(p.scale)),
+      bias_(std::move(p.bias)),
+      zero_copy_(p.zero_copy),
+      device_(p.device) {}
+
 PackedLinear PackedLinear::pack(const Backend& be, const Tensor& w, const Tensor* bias,
                                 WeightFormat fmt, WeightPlacement place) {
   const Tensor* ws[1] = {&w};
@@ -104,103 +54,12 @@ PackedLinear PackedLinear::pack(const Backend& be, const Tensor& w, const Tensor
 PackedLinear PackedLinear::pack_concat(const Backend& be, std::span<const Tensor* const> ws,
                                        std::span<const Tensor* const> biases, WeightFormat fmt,
                                        WeightPlacement place) {
-  if (ws.empty()) throw InvalidArgument("PackedLinear: no weights given");
-  if (!biases.empty() && biases.size() != ws.size())
-    throw InvalidArgument("PackedLinear: " + std::to_string(biases.size()) + " biases for " +
-                          std::to_string(ws.size()) + " weights");
-  if (fmt != WeightFormat::kF32 && fmt != WeightFormat::kBF16 && fmt != WeightFormat::kInt8)
-    throw InvalidArgument("PackedLinear: unknown weight format");
-  PackedLinear p;
-  p.fmt_ = fmt;
-  std::vector<int64_t> row0;  // first output row of each part
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (!ws[i] || !ws[i]->defined())
-      throw InvalidArgument("PackedLinear: weight is null/undefined");
-    const Tensor& w = *ws[i];
-    check_float_tensor(w, "weight");
-    if (w.rank() != 2 || w.dim(0) < 1 || w.dim(1) < 1)
-      throw InvalidArgument("PackedLinear: weight must be [out, in] with out, in >= 1, got " +
-                            w.describe());
-    if (i == 0) p.in_ = w.dim(1);
-    if (w.dim(1) != p.in_)
-      throw InvalidArgument("PackedLinear: concatenated weights differ in `in`: " + w.describe() +
-                            " vs in=" + std::to_string(p.in_));
-    row0.push_back(p.out_);
-    p.out_ += w.dim(0);
-    if (!biases.empty() && biases[i]) {
-      const Tensor& b = *biases[i];
-      check_float_tensor(b, "bias");
-      if (b.rank() != 1 || b.dim(0) != w.dim(0))
-        throw InvalidArgument("PackedLinear: bias must be [" + std::to_string(w.dim(0)) +
-                              "], got " + b.describe());
-    }
-  }
-  const int64_t in = p.in_, out = p.out_;
-
-  auto same_type = [fmt](const Tensor& w) {
-    return (fmt == WeightFormat::kBF16 && w.dtype() == DType::kBF16) ||
-           (fmt == WeightFormat::kF32 && w.dtype() == DType::kF32);
-  };
-  // Zero-copy: one contiguous source already in the stored type.
-  const Tensor& w0 = *ws[0];
-  if (place == WeightPlacement::kViewIfPossible && ws.size() == 1 && same_type(w0) &&
-      w0.is_contiguous()) {
-    p.w_ = w0.raw();
-    p.w_owner_ = w0.owner();
-    p.zero_copy_ = true;
-  } else {
-    const size_t esz = stored_size(fmt);
-    std::shared_ptr<void> buf = aligned_alloc_shared(static_cast<size_t>(out * in) * esz);
-    if (fmt == WeightFormat::kInt8) p.scale_ = std::shared_ptr<float[]>(new float[out]);
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const Tensor& w = *ws[i];
-      const int64_t rows = w.dim(0);
-      char* dst0 = static_cast<char*>(buf.get()) + static_cast<size_t>(row0[i] * in) * esz;
-      float* scale0 = p.scale_ ? p.scale_.get() + row0[i] : nullptr;
-      const bool copy_rows = same_type(w) && w.strides()[1] == 1;  // rows as stored: memcpy
-      be.pool().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
-        std::vector<float> tmp(copy_rows ? 0 : static_cast<size_t>(in));  // [in]
-        for (int64_t r = b; r < e; ++r) {
-          char* dst = dst0 + static_cast<size_t>(r * in) * esz;
-          if (copy_rows) {
-            std::memcpy(dst, static_cast<const char*>(w.raw()) + r * w.strides()[0] * esz,
-                        static_cast<size_t>(in) * esz);
-            continue;
-          }
-          row_to_f32(w, r, tmp.data());
-          switch (fmt) {
-            case WeightFormat::kF32:
-              std::memcpy(dst, tmp.data(), static_cast<size_t>(in) * 4);
-              break;
-            case WeightFormat::kBF16:
-              f32_to_bf16(tmp.data(), reinterpret_cast<uint16_t*>(dst), static_cast<size_t>(in));
-              break;
-            case WeightFormat::kInt8:
-              quantize_row(tmp.data(), in, reinterpret_cast<int8_t*>(dst), scale0 + r, row0[i] + r);
-              break;
-          }
-        }
-      });
-    }
-    p.w_ = buf.get();
-    p.w_owner_ = std::move(buf);
-  }
-  bool any_bias = false;
-  for (const Tensor* b : biases) any_bias = any_bias || b != nullptr;
-  if (any_bias) {
-    p.bias_ = std::shared_ptr<float[]>(new float[out]());
-    for (size_t i = 0; i < biases.size(); ++i) {
-      if (!biases[i]) continue;
-      Tensor b2 = biases[i]->reshape({1, biases[i]->dim(0)});
-      if (!biases[i]->is_contiguous()) b2 = biases[i]->contiguous().reshape({1, biases[i]->dim(0)});
-      row_to_f32(b2, 0, p.bias_.get() + row0[i]);
-    }
-  }
-  return p;
+  return detail::entry(be, be.ops().linear, &LinearOps::pack, Op::kLinear)(be, ws, biases, fmt,
+                                                                           place);
 }
 
 size_t PackedLinear::weight_bytes() const {
-  return static_cast<size_t>(out_ * in_) * stored_size(fmt_) +
+  return static_cast<size_t>(out_ * in_) * weight_format_bytes(fmt_) +
          (scale_ ? static_cast<size_t>(out_) * sizeof(float) : 0);
 }
 
@@ -208,123 +67,12 @@ Tensor PackedLinear::weight() const {
   const DType t = fmt_ == WeightFormat::kF32    ? DType::kF32
                   : fmt_ == WeightFormat::kBF16 ? DType::kBF16
                                                 : DType::kI8;
-  return Tensor::view(const_cast<void*>(w_), t, {out_, in_}, w_owner_);
+  return Tensor::on_device(const_cast<void*>(w_), t, {out_, in_}, w_owner_, device_);
 }
-
-// ---- kernel variants ----
-
-namespace detail {
-
-const LinearKernels& linear_kernels(Isa cap) {
-  static const IsaVariants<LinearKernels> v{{Isa::kAvx512Bf16, linear_kernels_avx512bf16},
-                                            {Isa::kAvx512, linear_kernels_avx512},
-                                            {Isa::kAvx2, linear_kernels_avx2},
-                                            {Isa::kPortable, linear_kernels_portable}};
-  return v.at_most(cap);
-}
-
-StreamReadFn stream_read_fn(Isa cap) {
-  return linear_kernels(cap).stream_read;
-}
-
-}  // namespace detail
-
-const char* linear_isa(Isa cap) {
-  return detail::linear_kernels(cap).isa;
-}
-
-bool int8_q8_available(Isa cap) {
-  return detail::linear_kernels(cap).gemv_i8_q8 != nullptr;
-}
-
-// ---- dispatcher ----
-
-namespace {
-
-bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
-  return opt.path == LinearPath::kGemv ||
-         (opt.path == LinearPath::kAuto && n <= gemv_max_rows(w.format()));
-}
-
-// The int8 kernel runs on Q8 blocks of x (Int8Activations::kQ8 where the CPU can).
-bool use_q8(const PackedLinear& w, Isa cap, const LinearOptions& opt) {
-  return w.format() == WeightFormat::kInt8 && opt.int8_x == Int8Activations::kQ8 &&
-         int8_q8_available(cap);
-}
-
-void run_gemv(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
-              const LinearOptions& opt) {
-  const detail::LinearKernels& ks = detail::linear_kernels(be.isa());
-  detail::GemvArgs a;
-  a.x = x;
-  a.ldx = w.in();
-  a.n = n;
-  a.k = w.in();
-  a.w = w.weight_data();
-  a.ldw = w.in();
-  a.scale = w.scales();
-  a.bias = w.bias();
-  a.y = y;
-  a.ldy = w.out();
-  detail::GemvFn fn = ks.gemv_f32;
-  if (use_q8(w, be.isa(), opt)) {
-    fn = ks.gemv_i8_q8;
-    const int64_t row_bytes = detail::q8_row_bytes(w.in());
-    void* xq = be.scratch(0, static_cast<size_t>(n * row_bytes));
-    ks.prep_x_q8(x, w.in(), n, w.in(), xq, row_bytes);  // n rows of row_bytes
-    a.x = static_cast<const float*>(xq);
-    a.ldx = row_bytes;
-  } else if (w.format() == WeightFormat::kBF16 ||
-             (w.format() == WeightFormat::kInt8 && ks.gemv_x_bf16)) {
-    fn = w.format() == WeightFormat::kBF16 ? ks.gemv_bf16 : ks.gemv_i8;
-    if (ks.prep_x_bf16) {
-      const int64_t stride =
-          (w.in() + detail::kBf16XBlock - 1) / detail::kBf16XBlock * detail::kBf16XBlock;
-      auto* xp = static_cast<float*>(be.scratch(0, static_cast<size_t>(n * stride) * 4));
-      ks.prep_x_bf16(x, w.in(), n, w.in(), xp, stride);  // [n, stride]
-      a.x = xp;
-      a.ldx = stride;
-    }
-  } else if (w.format() == WeightFormat::kInt8) {
-    fn = ks.gemv_i8;
-  }
-  // Work items are blocks of 4 output rows (the kernels' widest tile); each chunk should carry
-  // at least ~64 KiB of weights so the fork/join cost stays small next to the streaming.
-  constexpr int64_t kRowBlock = 4;
-  // Many small chunks (each still >= 64 KiB of weights): a thread that finishes early takes
-  // more from the back of the other's share, where 4 per thread could leave one core idle for up
-  // to 1/8 of the layer. Each thread otherwise runs its share front to back: one sequential
-  // stream per thread. Chunks handed out in turn made every chunk a new stream that the
-  // prefetchers had to pick up again (int8 1536x1536: ~0.70 of the paired bandwidth against
-  // 0.86-1.04 now, docs/kernels-gemm.md).
-  constexpr int kGemvChunksPerThread = 16;
-  const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
-  const int64_t block_bytes = kRowBlock * w.in() * static_cast<int64_t>(stored_size(w.format()));
-  const int64_t grain =
-      std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
-  const int64_t out = w.out();
-  be.pool().parallel_for_contiguous(
-      blocks, grain,
-      [&](int64_t b, int64_t e) { fn(a, b * kRowBlock, std::min(out, e * kRowBlock)); },
-      kGemvChunksPerThread);
-}
-
-}  // namespace
 
 void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt) {
-  if (w.empty()) throw InvalidArgument("linear: the PackedLinear is empty (not packed)");
-  if (n < 0) throw InvalidArgument("linear: negative row count " + std::to_string(n));
-  if (n == 0) return;
-  if (!x || !y) throw InvalidArgument("linear: null input or output pointer");
-  const auto xb = reinterpret_cast<uintptr_t>(x), yb = reinterpret_cast<uintptr_t>(y);
-  if (xb < yb + static_cast<uintptr_t>(n * w.out()) * 4 &&
-      yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
-    throw InvalidArgument("linear: input and output overlap");
-  if (use_gemv(n, w, opt))
-    run_gemv(be, x, n, w, y, opt);
-  else
-    detail::run_gemm(x, n, w, y, be, opt);
+  detail::entry(be, be.ops().linear, &LinearOps::linear, Op::kLinear)(be, x, n, w, y, opt);
 }
 
 Tensor linear(const Backend& be, const Tensor& x, const PackedLinear& w, const LinearOptions& opt) {
@@ -332,31 +80,14 @@ Tensor linear(const Backend& be, const Tensor& x, const PackedLinear& w, const L
     throw InvalidArgument("linear: x must be f32 [n, " + std::to_string(w.in()) + "], got " +
                           x.describe());
   const Tensor xc = x.is_contiguous() ? x : x.contiguous();
-  Tensor y = Tensor::empty(DType::kF32, {x.dim(0), w.out()});  // [n, out]
+  Tensor y = be.empty(DType::kF32, {x.dim(0), w.out()});  // [n, out]
   linear(be, xc.data<float>(), x.dim(0), w, y.data<float>(), opt);
   return y;
 }
 
 LinearPlan linear_plan(const Backend& be, int64_t n, const PackedLinear& w,
                        const LinearOptions& opt) {
-  LinearPlan p;
-  if (use_gemv(n, w, opt)) {
-    p.gemv = true;
-    p.kernel = std::string(linear_isa(be.isa())) + " gemv";
-    if (use_q8(w, be.isa(), opt)) {
-      p.kernel += " (x q8, vnni)";
-      p.x_quantised_q8 = true;
-      return p;
-    }
-    p.x_rounded_to_bf16 =
-        w.format() != WeightFormat::kF32 && detail::linear_kernels(be.isa()).gemv_x_bf16;
-    return p;
-  }
-  const detail::GemmChoice c = detail::gemm_choice(w, be.isa(), opt);
-  p.gemv = false;
-  p.kernel = c.name;
-  p.x_rounded_to_bf16 = c.bf16;
-  return p;
+  return detail::entry(be, be.ops().linear, &LinearOps::plan, Op::kLinear)(be, n, w, opt);
 }
 
 }  // namespace mmrt::kernels

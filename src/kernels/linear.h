@@ -1,7 +1,8 @@
-// Linear layers y = x·Wᵀ + b on the CPU: weights prepared once at load time (PackedLinear), then
-// one call per layer and step. Small batches (decode) run our own memory-bound matrix-vector
-// kernels that read each weight once for all rows; large batches (prefill) run a GEMM on
-// oneDNN (or OpenBLAS for f32), threaded on our ThreadPool. See docs/kernels-gemm.md.
+// Linear layers y = x·Wᵀ + b (an op family: LinearOps): weights prepared once at load time in the
+// backend's memory (PackedLinear), then one call per layer and step. The CPU backend's: small
+// batches (decode) run our own memory-bound matrix-vector kernels that read each weight once for
+// all rows; large batches (prefill) run a GEMM on oneDNN (or OpenBLAS for f32), threaded on its
+// ThreadPool. See docs/kernels-gemm.md.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@ namespace mmrt::kernels {
 //         q = round-half-even(w / scale) (symmetric; an all-zero row has scale 0).
 enum class WeightFormat : uint8_t { kF32, kBF16, kInt8 };
 std::string_view weight_format_name(WeightFormat f);  // "f32", "bf16", "int8"
+size_t weight_format_bytes(WeightFormat f);           // bytes per stored weight: 4, 2, 1
 
 // Where packed weights live.
 //   kCopy           memory of their own, on 2 MiB pages where the OS grants them. Decode
@@ -36,8 +38,22 @@ enum class WeightPlacement : uint8_t { kCopy, kViewIfPossible };
 class PackedLinear {
  public:
   PackedLinear() = default;
-  // w: [out, in] (f32, f16 or bf16; any strides), bias: [out] or null (f32, f16 or bf16).
-  // Rows are converted / quantised in parallel on the backend's pool.
+  // What a backend's pack builds: weights [out, in] as stored, scales and bias f32 [out] (or
+  // null), all in the memory of `device`.
+  struct Parts {
+    WeightFormat fmt = WeightFormat::kF32;
+    int64_t in = 0, out = 0;
+    const void* w = nullptr;
+    std::shared_ptr<void> w_owner;
+    std::shared_ptr<void> scale;  // [out] f32, kInt8 only
+    std::shared_ptr<void> bias;   // [out] f32 or null
+    bool zero_copy = false;
+    Device device;
+  };
+  explicit PackedLinear(Parts p);
+  // w: [out, in] (f32, f16 or bf16; any strides; host memory), bias: [out] or null (f32, f16
+  // or bf16). Packed into `be`'s memory by its LinearOps::pack (the CPU backend converts and
+  // quantises rows in parallel on its pool).
   static PackedLinear pack(const Backend& be, const Tensor& w, const Tensor* bias, WeightFormat fmt,
                            WeightPlacement place = WeightPlacement::kCopy);
   // Several weights sharing one input, concatenated along out (q|k|v, gate|up): one call
@@ -54,10 +70,12 @@ class PackedLinear {
   bool empty() const { return out_ == 0; }
   bool zero_copy() const { return zero_copy_; }  // weights are a view of the source tensor
   bool has_bias() const { return bias_ != nullptr; }
+  Device device() const { return device_; }  // where the packed weights live
   // Stored weights, row-major [out, in]: f32, bf16 bits or int8 values.
   const void* weight_data() const { return w_; }
-  const float* scales() const { return scale_.get(); }  // [out] for kInt8, else null
-  const float* bias() const { return bias_.get(); }     // [out] f32 or null
+  // [out] f32 for kInt8, else null
+  const float* scales() const { return static_cast<const float*>(scale_.get()); }
+  const float* bias() const { return static_cast<const float*>(bias_.get()); }  // [out] or null
   // The stored weights as a tensor view (f32 / bf16 / i8 [out, in]), sharing ownership.
   Tensor weight() const;
 
@@ -66,9 +84,10 @@ class PackedLinear {
   int64_t in_ = 0, out_ = 0;
   const void* w_ = nullptr;
   std::shared_ptr<void> w_owner_;
-  std::shared_ptr<float[]> scale_;  // [out]
-  std::shared_ptr<float[]> bias_;   // [out]
+  std::shared_ptr<void> scale_;  // [out] f32
+  std::shared_ptr<void> bias_;   // [out] f32
   bool zero_copy_ = false;
+  Device device_;
 };
 
 // Which path linear() takes; kAuto chooses by the number of rows (see gemv_max_rows).
@@ -129,8 +148,18 @@ LinearPlan linear_plan(const Backend& be, int64_t n, const PackedLinear& w,
 // (AVX512-VNNI).
 bool int8_q8_available(Isa cap);
 
-// The kernel variant used at most `cap` (Backend::isa()): "avx512bf16", "avx512", "avx2" or
-// "portable".
+// The CPU kernel variant used at most `cap` (CpuBackend::isa()): "avx512bf16", "avx512", "avx2"
+// or "portable".
 const char* linear_isa(Isa cap);
+
+// A device's linear kernels (arguments as above).
+struct LinearOps {
+  PackedLinear (*pack)(const Backend&, std::span<const Tensor* const> ws,
+                       std::span<const Tensor* const> biases, WeightFormat fmt,
+                       WeightPlacement place);
+  void (*linear)(const Backend&, const float* x, int64_t n, const PackedLinear& w, float* y,
+                 const LinearOptions& opt);
+  LinearPlan (*plan)(const Backend&, int64_t n, const PackedLinear& w, const LinearOptions& opt);
+};
 
 }  // namespace mmrt::kernels

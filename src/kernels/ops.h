@@ -1,8 +1,9 @@
-// Element-wise CPU kernels on f32 activations (rows are tokens), matching the Hugging Face
-// PyTorch definitions in fp32. Vectorised with run-time ISA selection (AVX-512 / AVX2 / portable).
-//
-// Each op runs the backend's kernel variant (Backend::isa) and splits rows over its pool when the
-// work is large enough. Input and output may alias (in-place) unless noted.
+// Element-wise ops on f32 activations (rows are tokens), matching the Hugging Face PyTorch
+// definitions in fp32. Each call runs the backend's ElementwiseOps entry (its device's kernel);
+// the CPU backend's are vectorised with run-time ISA selection (AVX-512 / AVX2 / portable, its
+// Backend cap) and split rows over its pool when the work is large enough. Activations are
+// memory of the backend's device; weights are tensors on it (Backend::upload). Input and output
+// may alias (in-place) unless noted.
 #pragma once
 
 #include <cstdint>
@@ -47,16 +48,35 @@ void relu_squared(const Backend& be, const float* x, float* y, int64_t n);
 // Softmax over each row of x: [n, d] (fp32, max-subtracted).
 void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d);
 
-// Embedding lookup: out[i, :] = table[ids[i], :] as f32. table: f32|bf16|f16 [vocab, d];
-// out: [n, d]. Throws InvalidArgument for an id outside [0, vocab).
-void embedding(const Tensor& table, const int32_t* ids, int64_t n, float* out);
+// Embedding lookup: out[i, :] = table[ids[i], :] as f32. table: f32|bf16|f16 [vocab, d] on the
+// device; ids: host [n]; out: [n, d]. Throws InvalidArgument for an id outside [0, vocab).
+void embedding(const Backend& be, const Tensor& table, const int32_t* ids, int64_t n, float* out);
 
-// Index of the largest of x[0..n) (the first one on ties; a NaN counts as largest, as in
-// torch.argmax). Throws InvalidArgument when n < 1. The best variant of the CPU; every variant
-// gives the same index.
+// Index of the largest of x[0..n) in host memory (the first one on ties; a NaN counts as
+// largest, as in torch.argmax). Throws InvalidArgument when n < 1. The best variant of the
+// CPU; every variant gives the same index.
 int64_t argmax(const float* x, int64_t n);
 
-// Which implementation the kernels above use at most `cap`: "avx512", "avx2" or "scalar".
+// Which CPU kernels the ops above use at most `cap`: "avx512", "avx2" or "scalar".
 const char* ops_isa(Isa cap);
+
+// A device's element-wise kernels (arguments as above; silu_mul_fused is silu_mul's).
+struct ElementwiseOps {
+  void (*rms_norm)(const Backend&, const float* x, const Tensor& weight, float eps, float* y,
+                   int64_t n, int64_t d);
+  void (*layer_norm)(const Backend&, const float* x, const Tensor& weight, const Tensor& bias,
+                     float eps, float* y, int64_t n, int64_t d);
+  void (*layer_norm_heads)(const Backend&, float* x, int64_t n, int64_t stride, int64_t n_heads,
+                           int64_t d, const Tensor& weight, const Tensor& bias, float eps);
+  void (*add)(const Backend&, float* acc, const float* x, int64_t n);
+  void (*silu_mul)(const Backend&, const float* gate, const float* up, float* out, int64_t n,
+                   int64_t inter, int64_t in_stride);
+  void (*gelu_erf)(const Backend&, const float* x, float* y, int64_t n);
+  void (*quick_gelu)(const Backend&, const float* x, float* y, int64_t n);
+  void (*relu_squared)(const Backend&, const float* x, float* y, int64_t n);
+  void (*softmax)(const Backend&, const float* x, float* y, int64_t n, int64_t d);
+  void (*embedding)(const Backend&, const Tensor& table, const int32_t* ids, int64_t n,
+                    float* out);
+};
 
 }  // namespace mmrt::kernels

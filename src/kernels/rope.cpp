@@ -1,33 +1,14 @@
-// Rotary tables, angle computation and the dispatcher of the rotation kernel.
+// Rotary tables (host math, every device) and the dispatchers of the rotary ops.
 #include "kernels/rope.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
-#include <string_view>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "kernels/ops_impl.h"
-#include "kernels/ops_kernels.h"
 
 namespace mmrt::kernels {
 
-namespace detail {
-const RopeFns& rope_fns_scalar() {
-  static const RopeFns f = simd::make_rope_fns<simd::VecScalar>("scalar");
-  return f;
-}
-}  // namespace detail
-
 namespace {
-
-const detail::RopeFns& rope_fns(Isa cap) {
-  static const IsaVariants<detail::RopeFns> v{{Isa::kAvx512, detail::rope_fns_avx512},
-                                              {Isa::kAvx2, detail::rope_fns_avx2},
-                                              {Isa::kPortable, detail::rope_fns_scalar}};
-  return v.at_most(cap);
-}
 
 // HF: inv_freq = 1.0 / (base ** (arange(0, dim, 2).float() / dim)), every step in fp32.
 float hf_inv_freq(int32_t j, int32_t dim, double theta) {
@@ -47,8 +28,6 @@ void check_theta(const char* fn, double theta) {
     throw InvalidArgument(std::string(fn) + ": theta must be finite and > 1, got " +
                           std::to_string(theta));
 }
-
-constexpr int64_t kParallelMin = 1 << 14;  // elements of work before threads are used
 
 }  // namespace
 
@@ -101,78 +80,19 @@ RopeTable make_vision_rope_table(int32_t head_dim, double theta) {
 
 RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
                        int64_t n_tokens) {
-  const int32_t half = table.head_dim / 2;
-  if (table.head_dim <= 0 || table.head_dim % 2 || table.inv_freq.size() != size_t(half) ||
-      table.component.size() != size_t(half) || table.n_components < 1)
-    throw InvalidArgument("rope_angles: malformed RopeTable (head_dim " +
-                          std::to_string(table.head_dim) + ")");
-  for (int32_t c : table.component)
-    if (c < 0 || c >= table.n_components)
-      throw InvalidArgument("rope_angles: RopeTable component " + std::to_string(c) +
-                            " outside [0, " + std::to_string(table.n_components) + ")");
-  if (n_tokens < 0) throw InvalidArgument("rope_angles: negative token count");
-  if (n_tokens > 0 && !pos) throw InvalidArgument("rope_angles: null positions");
-  RopeAngles a;
-  a.head_dim = table.head_dim;
-  a.n_tokens = n_tokens;
-  a.cos.resize(static_cast<size_t>(n_tokens * half));
-  a.sin.resize(static_cast<size_t>(n_tokens * half));
-  auto body = [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      float* c = a.cos.data() + t * half;  // [half]
-      float* s = a.sin.data() + t * half;  // [half]
-      for (int32_t j = 0; j < half; ++j) {
-        const float p = static_cast<float>(pos[table.component[j] * n_tokens + t]);
-        const float ang = p * table.inv_freq[j];
-        c[j] = std::cos(ang);
-        s[j] = std::sin(ang);
-      }
-    }
-  };
-  if (n_tokens * half < kParallelMin)
-    body(0, n_tokens);
-  else
-    be.pool().parallel_for(n_tokens, kParallelMin / half, body);
-  return a;
+  return detail::entry(be, be.ops().rope, &RopeOps::rope_angles, Op::kRopeAngles)(be, table, pos,
+                                                                                   n_tokens);
 }
 
 void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
                 int64_t row_stride, int64_t head_stride) {
-  const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
-  if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
-      angles.sin.size() != size_t(n * half))
-    throw InvalidArgument("apply_rope: malformed RopeAngles");
-  if (n_heads < 1) throw InvalidArgument("apply_rope: n_heads must be >= 1");
-  if (head_stride == 0) head_stride = hd;
-  if (head_stride < hd)
-    throw InvalidArgument("apply_rope: head_stride " + std::to_string(head_stride) +
-                          " smaller than the rotated dims " + std::to_string(hd));
-  if (row_stride == 0) row_stride = n_heads * head_stride;
-  if (row_stride < n_heads * head_stride)
-    throw InvalidArgument("apply_rope: row_stride " + std::to_string(row_stride) +
-                          " smaller than n_heads * head_stride " +
-                          std::to_string(n_heads * head_stride));
-  if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
-  const auto& f = rope_fns(be.isa());
-  auto body = [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      f.rotate_row(x + t * row_stride, n_heads, head_stride, hd, angles.cos.data() + t * half,
-                   angles.sin.data() + t * half);
-  };
-  const int64_t per_token = n_heads * hd;
-  if (n * per_token < kParallelMin)
-    body(0, n);
-  else
-    be.pool().parallel_for(n, std::max<int64_t>(1, kParallelMin / per_token), body);
+  detail::entry(be, be.ops().rope, &RopeOps::apply_rope, Op::kApplyRope)(be, angles, x, n_heads,
+                                                                         row_stride, head_stride);
 }
 
 void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, int64_t n_tokens,
                 float* x, int64_t n_heads, int64_t row_stride) {
   apply_rope(be, rope_angles(be, table, pos, n_tokens), x, n_heads, row_stride);
-}
-
-const char* rope_isa(Isa cap) {
-  return rope_fns(cap).isa;
 }
 
 }  // namespace mmrt::kernels

@@ -1,4 +1,4 @@
-// Rotary position embeddings in the Hugging Face "rotate_half" (NeoX) form: within each head,
+// Rotary position embeddings (an op family: RopeOps) in the Hugging Face "rotate_half" (NeoX) form: within each head,
 // dimension j pairs with j + head_dim/2 and both rotate by the angle pos[component(j)] *
 // inv_freq[j]. One table type covers plain 1-D RoPE, Qwen2-VL M-RoPE (t/h/w sections) and the
 // Qwen2-VL vision 2-D rotary (row/col); one kernel applies them all.
@@ -53,7 +53,16 @@ void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n
 void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, int64_t n_tokens,
                 float* x, int64_t n_heads, int64_t row_stride = 0);
 
-// Which implementation apply_rope uses at most `cap`: "avx512", "avx2" or "scalar".
+// Which CPU kernels apply_rope uses at most `cap`: "avx512", "avx2" or "scalar".
 const char* rope_isa(Isa cap);
+
+// A device's rotary kernels (arguments as above). The angles are host memory (step metadata,
+// as positions are): a device's rotation reads them as it needs.
+struct RopeOps {
+  RopeAngles (*rope_angles)(const Backend&, const RopeTable& table, const int32_t* pos,
+                            int64_t n_tokens);
+  void (*apply_rope)(const Backend&, const RopeAngles& angles, float* x, int64_t n_heads,
+                     int64_t row_stride, int64_t head_stride);
+};
 
 }  // namespace mmrt::kernels

@@ -9,6 +9,14 @@
 
 namespace mmrt::models {
 
+std::vector<kernels::Op> ops_of(std::initializer_list<std::span<const kernels::Op>> parts) {
+  std::vector<kernels::Op> out;
+  for (std::span<const kernels::Op> p : parts)
+    for (kernels::Op op : p)
+      if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+  return out;
+}
+
 const char* modality_name(Modality m) {
   switch (m) {
     case Modality::kImage:

@@ -289,13 +289,19 @@ struct Inspection {
   int64_t vocab_size = 0;  // embedding rows: every tokenizer id must be below it
 };
 
+// The ops of several components, in order, each once.
+std::vector<kernels::Op> ops_of(std::initializer_list<std::span<const kernels::Op>> parts);
+
 struct ModelFamily {
   const char* name;                        // "qwen2-vl": make-tiny-model --arch, ModelSpec::family
   std::vector<std::string> architectures;  // config.json "architectures" it serves
   std::vector<std::string> model_types;  // config.json "model_type" (when architectures is absent)
   std::vector<std::string> tiny_sizes;   // make-tiny-model --size presets, the default first
   // Reads config.json, checks every tensor against it (before any compute), loads the weights.
+  // Call it through load_model (models/registry.h), which first checks `ops` on the backend.
   Model (*load)(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts);
+  // Every op its runner may call: a backend lacking any of them is refused before loading.
+  std::vector<kernels::Op> ops;
   // The same checks as load() without loading the weights; the family-specific lines.
   Inspection (*inspect)(const std::string& dir);
   // The request side alone (config.json and the preprocessing settings, no weights): what a

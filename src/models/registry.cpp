@@ -91,8 +91,14 @@ std::unique_ptr<Processor> load_processor(const std::string& dir) {
   return family_for_checkpoint(dir).load_processor(dir);
 }
 
+Model load_model(const ModelFamily& family, const kernels::Backend& be, const std::string& dir,
+                 const LoadOptions& opts) {
+  be.require(family.ops, std::string("a ") + family.name + " model");
+  return family.load(be, dir, opts);
+}
+
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
-  return family_for_checkpoint(dir).load(be, dir, opts);
+  return load_model(family_for_checkpoint(dir), be, dir, opts);
 }
 
 }  // namespace mmrt::models

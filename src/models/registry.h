@@ -31,7 +31,12 @@ void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::st
 // family_for_checkpoint(dir).load_processor(dir): the processor load_model would give.
 std::unique_ptr<Processor> load_processor(const std::string& dir);
 
-// family_for_checkpoint(dir).load(be, dir, opts).
+// `family`'s model from `dir` on `be`: Unimplemented, listing the ops the backend lacks, before
+// anything is read when the backend cannot run the family (ModelFamily::ops); then
+// family.load(be, dir, opts).
+Model load_model(const ModelFamily& family, const kernels::Backend& be, const std::string& dir,
+                 const LoadOptions& opts = {});
+// The same with family_for_checkpoint(dir).
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts = {});
 
 }  // namespace mmrt::models

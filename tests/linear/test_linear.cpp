@@ -27,6 +27,7 @@
 #include "core/cpu.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
 
 namespace fs = std::filesystem;
@@ -138,7 +139,7 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     ASSERT_TRUE(isa.has_value());
     if (!isa_supported(*isa))
       GTEST_SKIP() << std::get<0>(GetParam()) << " not supported on this CPU";
-    be_ = std::make_unique<Backend>(BackendOptions{.threads = 2, .max_isa = *isa});
+    be_ = std::make_unique<CpuBackend>(BackendOptions{.threads = 2, .max_isa = *isa});
   }
 
   PackedLinear pack(const Case& c, WeightFormat fmt) const {
@@ -191,7 +192,7 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     }
   }
 
-  std::unique_ptr<Backend> be_;
+  std::unique_ptr<CpuBackend> be_;
   static fs::path dir_;
   static std::vector<Case> cases_;
 };

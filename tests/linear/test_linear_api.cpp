@@ -13,7 +13,8 @@
 #include "core/isa.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/bandwidth.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/bandwidth.h"
 #include "kernels/linear.h"
 
 using namespace mmrt;
@@ -22,8 +23,8 @@ using namespace mmrt::kernels;
 namespace {
 
 // Two threads, the best variant: what tests without a backend of their own run on.
-const Backend& be2() {
-  static const Backend b({.threads = 2});
+const CpuBackend& be2() {
+  static const CpuBackend b({.threads = 2});
   return b;
 }
 
@@ -175,7 +176,7 @@ TEST(Linear, GemvIndependentOfThreadCount) {
   const Tensor x = random_f32({5, 257}, 11);
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
     const PackedLinear p = PackedLinear::pack(be2(), w, nullptr, fmt);
-    const Backend b1({.threads = 1}), b3({.threads = 3});
+    const CpuBackend b1({.threads = 1}), b3({.threads = 3});
     const Tensor a = linear(b1, x, p), b = linear(b3, x, p);
     EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(fmt);
   }
@@ -246,8 +247,8 @@ TEST(Linear, PathChoice) {
 // The variant is the backend's cap, never a process-wide choice: two backends side by side run
 // different variants, and a cap above what the CPU has falls back to the best it has.
 TEST(Linear, VariantFollowsTheBackendCap) {
-  const Backend portable({.threads = 1, .max_isa = Isa::kPortable});
-  const Backend best({.threads = 1});
+  const CpuBackend portable({.threads = 1, .max_isa = Isa::kPortable});
+  const CpuBackend best({.threads = 1});
   EXPECT_STREQ(linear_isa(portable.isa()), "portable");
   EXPECT_EQ(std::string(linear_isa(best.isa())), std::string(isa_name(best_isa())));
   EXPECT_EQ(best.isa(), best_isa());
@@ -259,7 +260,7 @@ TEST(Linear, VariantFollowsTheBackendCap) {
 }
 
 TEST(Linear, RejectsBadInput) {
-  const Backend be({.threads = 1});
+  const CpuBackend be({.threads = 1});
   const Tensor w = random_f32({4, 6}, 17);
   EXPECT_THROW(PackedLinear::pack(be2(), random_f32({4}, 1), nullptr, WeightFormat::kF32),
                InvalidArgument);

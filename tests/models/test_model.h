@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend.h"
 #include "kernels/kv_cache.h"
 #include "models/model.h"
@@ -18,7 +19,7 @@ namespace mmrt::test {
 
 // The compute every model test runs on (all CPUs, the best kernel variant).
 inline const kernels::Backend& test_backend() {
-  static const kernels::Backend b;
+  static const kernels::CpuBackend b;
   return b;
 }
 
@@ -40,7 +41,7 @@ class TestModel {
     kc.num_blocks = o.kv_blocks;
     kc.block_size = o.kv_block_size;
     kc.dtype = o.kv_dtype;
-    kv_ = std::make_unique<kernels::KvCache>(kc);
+    kv_ = std::make_unique<kernels::KvCache>(test_backend(), kc);
   }
   Tensor forward(std::span<const models::SeqStep> batch) {
     return model_.runner->forward(batch, *kv_);

@@ -214,7 +214,7 @@ TEST(Qwen2Text, BF16LogitsMatchReference) {
 // tiny checkpoint: 8.1e-3 with q8 activations, 6.9e-3 weight-only).
 TEST(Qwen2Text, Int8DecodeLogitsMatchReference) {
   auto f = make_model(DType::kF32, false, "int8");
-  if (!kernels::int8_q8_available(test::test_backend().isa()))
+  if (!kernels::int8_q8_available(kernels::as_cpu(test::test_backend()).isa()))
     std::printf("[   INFO   ] this CPU has no AVX512-VNNI: q8 activations run the float kernel\n");
   for (auto act : {kernels::Int8Activations::kQ8, kernels::Int8Activations::kFloat}) {
     SCOPED_TRACE(act == kernels::Int8Activations::kQ8 ? "q8 activations" : "float activations");

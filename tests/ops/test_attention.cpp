@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "isa_fixture.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/attention.h"
 #include "kernels/kv_cache.h"
 #include "ref_suite.h"
@@ -162,7 +163,7 @@ std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, con
                     .n_kv_heads = sp.nkv,
                     .head_dim = sp.hd,
                     .dtype = dt};
-  KvCache cache(cfg);
+  KvCache cache(be, cfg);
   std::vector<int32_t> perm(size_t(cfg.num_blocks));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(uint32_t(bs * 7 + sp.hd)));
@@ -311,7 +312,7 @@ TEST_P(AttnIsa, ThreadCountDoesNotChangeResults) {
   const AttnSpec& sp = paged_specs()[2];  // mixed batch
   const Data d = make_data(sp, spec_seed(sp));
   const kernels::BackendOptions o{.max_isa = be().isa()};
-  const kernels::Backend one({.threads = 1, .max_isa = o.max_isa}),
+  const kernels::CpuBackend one({.threads = 1, .max_isa = o.max_isa}),
       three({.threads = 3, .max_isa = o.max_isa});
   auto a = run_paged(one, sp, d, 16, DType::kBF16, 2);
   auto b = run_paged(three, sp, d, 16, DType::kBF16, 2);
@@ -321,7 +322,7 @@ TEST_P(AttnIsa, ThreadCountDoesNotChangeResults) {
 INSTANTIATE_TEST_SUITE_P(Isa, AttnIsa, ::testing::ValuesIn(kIsas), isa_param_name);
 
 TEST(Attention, InvalidArgumentsThrow) {
-  KvCache cache({.n_layers = 1,
+  KvCache cache(be(), {.n_layers = 1,
                  .num_blocks = 4,
                  .block_size = 16,
                  .n_kv_heads = 2,

@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/kv_cache.h"
+#include "isa_fixture.h"
 #include "ref_suite.h"
 
 using namespace mmrt;
@@ -26,7 +27,7 @@ KvCacheConfig small(DType dt) {
 }
 
 TEST(KvCache, SizesAndAlignment) {
-  KvCache c(small(DType::kBF16));
+  KvCache c(be(), small(DType::kBF16));
   EXPECT_EQ(c.bytes(), size_t(3) * 2 * 5 * 16 * 2 * 32 * 2);
   EXPECT_EQ(c.bytes_per_block(), c.bytes() / 5);
   EXPECT_EQ(c.num_slots(), 80);
@@ -40,7 +41,7 @@ TEST(KvCache, SizesAndAlignment) {
 }
 
 TEST(KvCache, LayoutIsTransposedKAndRowMajorV) {
-  KvCache c(small(DType::kF32));
+  KvCache c(be(), small(DType::kF32));
   const int32_t slot = 3 * 16 + 5;  // block 3, offset 5
   std::vector<float> k(64), v(64);
   std::iota(k.begin(), k.end(), 1.0f);
@@ -58,7 +59,7 @@ TEST(KvCache, LayoutIsTransposedKAndRowMajorV) {
 
 TEST(KvCache, WriteReadRoundTrip) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    KvCache c(small(dt));
+    KvCache c(be(), small(dt));
     const std::vector<int32_t> slots = {79, 0, 17, 33, 48, 64, 15};
     const int64_t n = int64_t(slots.size()), row = 64, stride = 100;  // padded input rows
     auto k = randn(size_t(n * stride), 1), v = randn(size_t(n * stride), 2);
@@ -82,7 +83,7 @@ TEST(KvCache, WriteReadRoundTrip) {
 }
 
 TEST(KvCache, CopyBlockCopiesEveryLayer) {
-  KvCache c(small(DType::kBF16));
+  KvCache c(be(), small(DType::kBF16));
   std::vector<int32_t> src(16), dst(16);
   std::iota(src.begin(), src.end(), 2 * 16);
   std::iota(dst.begin(), dst.end(), 4 * 16);
@@ -101,13 +102,13 @@ TEST(KvCache, CopyBlockCopiesEveryLayer) {
 TEST(KvCache, InvalidArgumentsThrow) {
   auto cfg = small(DType::kF32);
   cfg.block_size = 24;
-  EXPECT_THROW(KvCache{cfg}, InvalidArgument);
+  EXPECT_THROW(KvCache(be(), cfg), InvalidArgument);
   cfg = small(DType::kF32);
   cfg.head_dim = 40;
-  EXPECT_THROW(KvCache{cfg}, InvalidArgument);
+  EXPECT_THROW(KvCache(be(), cfg), InvalidArgument);
   cfg = small(DType::kF16);
-  EXPECT_THROW(KvCache{cfg}, InvalidArgument);
-  KvCache c(small(DType::kF32));
+  EXPECT_THROW(KvCache(be(), cfg), InvalidArgument);
+  KvCache c(be(), small(DType::kF32));
   std::vector<float> k(64);
   const int32_t bad = 80, neg = -1;
   EXPECT_THROW(c.write(0, k.data(), k.data(), &bad, 1), InvalidArgument);

@@ -1,4 +1,5 @@
-// Element-wise kernels vs PyTorch (tests/reference/ops_ref.py), every ISA variant.
+// Element-wise kernels vs PyTorch (tests/reference/ops_ref.py), on every backend: each CPU
+// variant and each device (isa_fixture.h).
 // Tolerances: f32 ops |err| <= 1e-5 + 1e-5 * |ref| unless stated otherwise.
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "isa_fixture.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/ops.h"
 #include "ref_suite.h"
 
@@ -116,84 +118,122 @@ const bool kReg = register_cases([](RefSuite& s) {
   }
 });
 
-class OpsIsa : public IsaFixture {};
+// Every test below runs on every backend (isa_fixture.h), its data in the backend's memory.
+class OpsDevice : public DeviceFixture {};
 
-TEST_P(OpsIsa, RmsNormMatchesHf) {
+TEST_P(OpsDevice, RmsNormMatchesHf) {
+  MMRT_REQUIRE_OPS(Op::kRmsNorm);
   for (const char* name :
        {"rms_norm_1536_f32", "rms_norm_1536_bf16", "rms_norm_203_f32", "rms_norm_203_bf16"}) {
     const RefCase& c = RefSuite::get().at(name);
     const Array& x = c.inputs.at("x");
     const int64_t n = x.shape[0], d = x.shape[1];
-    std::vector<float> y(x.f.size());
-    rms_norm(be(), x.f.data(), tensor_of(c.inputs.at("w")), 1e-6f, y.data(), n, d);
-    expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
-    std::vector<float> inplace = x.f;  // in place gives the same result
-    rms_norm(be(), inplace.data(), tensor_of(c.inputs.at("w")), 1e-6f, inplace.data(), n, d);
-    EXPECT_EQ(inplace, y) << name;
+    const Tensor w = be().upload(tensor_of(c.inputs.at("w")));
+    const DeviceBuf xd(be(), x.f);
+    DeviceBuf y(be(), x.f.size());
+    rms_norm(be(), xd.get(), w, 1e-6f, y.get(), n, d);
+    const std::vector<float> yh = y.host();
+    expect_close(yh.data(), c.out.f.data(), yh.size(), kAtol, kRtol, name);
+    DeviceBuf inplace(be(), x.f);  // in place gives the same result
+    rms_norm(be(), inplace.get(), w, 1e-6f, inplace.get(), n, d);
+    EXPECT_EQ(inplace.host(), yh) << name;
   }
 }
 
-TEST_P(OpsIsa, LayerNormMatchesTorch) {
+TEST_P(OpsDevice, LayerNormMatchesTorch) {
+  MMRT_REQUIRE_OPS(Op::kLayerNorm);
   for (const char* name : {"layer_norm_80", "layer_norm_1283"}) {
     const RefCase& c = RefSuite::get().at(name);
     const Array& x = c.inputs.at("x");
-    std::vector<float> y(x.f.size());
-    layer_norm(be(), x.f.data(), tensor_of(c.inputs.at("w")), tensor_of(c.inputs.at("b")), 1e-6f,
-               y.data(), x.shape[0], x.shape[1]);
-    expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
+    const DeviceBuf xd(be(), x.f);
+    DeviceBuf y(be(), x.f.size());
+    layer_norm(be(), xd.get(), be().upload(tensor_of(c.inputs.at("w"))),
+               be().upload(tensor_of(c.inputs.at("b"))), 1e-6f, y.get(), x.shape[0], x.shape[1]);
+    const std::vector<float> yh = y.host();
+    expect_close(yh.data(), c.out.f.data(), yh.size(), kAtol, kRtol, name);
   }
 }
 
-TEST_P(OpsIsa, SiluMulFusedAndSeparate) {
+TEST_P(OpsDevice, SiluMulFusedAndSeparate) {
+  MMRT_REQUIRE_OPS(Op::kSiluMul);
   const RefCase& c = RefSuite::get().at("silu_mul");
   const Array& x = c.inputs.at("x");
   const int64_t n = x.shape[0], inter = x.shape[1] / 2;
-  std::vector<float> y(size_t(n * inter));
-  silu_mul_fused(be(), x.f.data(), y.data(), n, inter);
-  expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, "silu_mul_fused");
+  const DeviceBuf xd(be(), x.f);
+  DeviceBuf y(be(), size_t(n * inter));
+  silu_mul_fused(be(), xd.get(), y.get(), n, inter);
+  const std::vector<float> yh = y.host();
+  expect_close(yh.data(), c.out.f.data(), yh.size(), kAtol, kRtol, "silu_mul_fused");
   std::vector<float> gate(size_t(n * inter)), up(size_t(n * inter));
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < inter; ++i) {
       gate[size_t(r * inter + i)] = x.f[size_t(r * 2 * inter + i)];
       up[size_t(r * inter + i)] = x.f[size_t(r * 2 * inter + inter + i)];
     }
-  std::vector<float> y2(y.size());
-  silu_mul(be(), gate.data(), up.data(), y2.data(), n, inter);
-  expect_close(y2.data(), c.out.f.data(), y2.size(), kAtol, kRtol, "silu_mul");
-  silu_mul(be(), gate.data(), up.data(), gate.data(), n, inter);  // out aliasing gate
-  EXPECT_EQ(gate, y2);
+  DeviceBuf gd(be(), gate);
+  const DeviceBuf ud(be(), up);
+  DeviceBuf y2(be(), yh.size());
+  silu_mul(be(), gd.get(), ud.get(), y2.get(), n, inter);
+  const std::vector<float> y2h = y2.host();
+  expect_close(y2h.data(), c.out.f.data(), y2h.size(), kAtol, kRtol, "silu_mul");
+  silu_mul(be(), gd.get(), ud.get(), gd.get(), n, inter);  // out aliasing gate
+  EXPECT_EQ(gd.host(), y2h);
 }
 
-TEST_P(OpsIsa, GeluAndQuickGelu) {
+TEST_P(OpsDevice, GeluAndQuickGelu) {
+  MMRT_REQUIRE_OPS(Op::kGeluErf, Op::kQuickGelu);
   for (const char* name : {"gelu_erf", "quick_gelu"}) {
     const RefCase& c = RefSuite::get().at(name);
     const Array& x = c.inputs.at("x");
-    std::vector<float> y(x.f.size());
+    const DeviceBuf xd(be(), x.f);
+    DeviceBuf y(be(), x.f.size());
     if (std::string(name) == "gelu_erf")
-      gelu_erf(be(), x.f.data(), y.data(), int64_t(y.size()));
+      gelu_erf(be(), xd.get(), y.get(), int64_t(y.size()));
     else
-      quick_gelu(be(), x.f.data(), y.data(), int64_t(y.size()));
+      quick_gelu(be(), xd.get(), y.get(), int64_t(y.size()));
     // Absolute 1e-6 matters near zero (the negative tails are tiny).
-    expect_close(y.data(), c.out.f.data(), y.size(), 1e-6, kRtol, name);
+    const std::vector<float> yh = y.host();
+    expect_close(yh.data(), c.out.f.data(), yh.size(), 1e-6, kRtol, name);
   }
 }
 
-TEST_P(OpsIsa, SoftmaxRows) {
+TEST_P(OpsDevice, SoftmaxRows) {
+  MMRT_REQUIRE_OPS(Op::kSoftmax);
   const RefCase& c = RefSuite::get().at("softmax");
   const Array& x = c.inputs.at("x");
-  std::vector<float> y(x.f.size());
-  softmax(be(), x.f.data(), y.data(), x.shape[0], x.shape[1]);
-  expect_close(y.data(), c.out.f.data(), y.size(), 1e-7, kRtol, "softmax");
+  const DeviceBuf xd(be(), x.f);
+  DeviceBuf y(be(), x.f.size());
+  softmax(be(), xd.get(), y.get(), x.shape[0], x.shape[1]);
+  const std::vector<float> yh = y.host();
+  expect_close(yh.data(), c.out.f.data(), yh.size(), 1e-7, kRtol, "softmax");
 }
 
-TEST_P(OpsIsa, ResidualAdd) {
+TEST_P(OpsDevice, ResidualAdd) {
+  MMRT_REQUIRE_OPS(Op::kAdd);
   auto a = randn(1037, 7), b = randn(1037, 8);
-  auto acc = a;
-  add(be(), acc.data(), b.data(), int64_t(acc.size()));
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(acc[i], a[i] + b[i]) << i;  // exact in fp32
+  DeviceBuf acc(be(), a);
+  const DeviceBuf bd(be(), b);
+  add(be(), acc.get(), bd.get(), int64_t(a.size()));
+  const std::vector<float> got = acc.host();
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], a[i] + b[i]) << i;  // exact in fp32
 }
 
-TEST_P(OpsIsa, ArgmaxMatchesTorch) {
+TEST_P(OpsDevice, EmbeddingMatchesTorch) {
+  MMRT_REQUIRE_OPS(Op::kEmbedding);
+  for (const char* name : {"embedding_f32", "embedding_bf16"}) {
+    const RefCase& c = RefSuite::get().at(name);
+    const Array& ids = c.inputs.at("ids");
+    const Tensor table = be().upload(tensor_of(c.inputs.at("table")));
+    DeviceBuf out(be(), size_t(ids.shape[0] * 72));
+    embedding(be(), table, ids.i.data(), ids.shape[0], out.get());
+    const std::vector<float> got = out.host();
+    expect_close(got.data(), c.out.f.data(), got.size(), 0.0, 0.0, name);  // exact copies
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Device, OpsDevice, ::testing::ValuesIn(kDevices), isa_param_name);
+
+TEST(Ops, ArgmaxMatchesTorch) {
   const RefCase& c = RefSuite::get().at("argmax");
   const Array& x = c.inputs.at("x");
   EXPECT_EQ(argmax(x.f.data(), int64_t(x.f.size())), c.out.i.at(0));
@@ -206,25 +246,12 @@ TEST_P(OpsIsa, ArgmaxMatchesTorch) {
   EXPECT_EQ(argmax(w.data(), 1), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, OpsIsa, ::testing::ValuesIn(kIsas), isa_param_name);
-
-TEST(Ops, EmbeddingMatchesTorch) {
-  for (const char* name : {"embedding_f32", "embedding_bf16"}) {
-    const RefCase& c = RefSuite::get().at(name);
-    const Array& ids = c.inputs.at("ids");
-    Tensor table = tensor_of(c.inputs.at("table"));
-    std::vector<float> out(size_t(ids.shape[0] * 72));
-    embedding(table, ids.i.data(), ids.shape[0], out.data());
-    expect_close(out.data(), c.out.f.data(), out.size(), 0.0, 0.0, name);  // exact copies
-  }
-}
-
 TEST(Ops, InvalidArgumentsThrow) {
   Tensor table = Tensor::zeros(DType::kF32, {10, 4});
   std::vector<float> out(8);
   const int32_t bad_hi[] = {1, 10}, bad_lo[] = {-1};
-  EXPECT_THROW(embedding(table, bad_hi, 2, out.data()), InvalidArgument);
-  EXPECT_THROW(embedding(table, bad_lo, 1, out.data()), InvalidArgument);
+  EXPECT_THROW(embedding(be(), table, bad_hi, 2, out.data()), InvalidArgument);
+  EXPECT_THROW(embedding(be(), table, bad_lo, 1, out.data()), InvalidArgument);
   Tensor w = Tensor::zeros(DType::kF32, {5});
   std::vector<float> x(8);
   EXPECT_THROW(rms_norm(be(), x.data(), w, 1e-6f, x.data(), 2, 4), InvalidArgument);  // d mismatch
@@ -242,7 +269,7 @@ TEST(Ops, LargeInputsUseThreadsAndAgree) {
   auto wv = randn(size_t(d), 12);
   std::copy(wv.begin(), wv.end(), w.data<float>());
   std::vector<float> y1(x.size()), y4(x.size());
-  const kernels::Backend one({.threads = 1}), four({.threads = 4});
+  const kernels::CpuBackend one({.threads = 1}), four({.threads = 4});
   rms_norm(one, x.data(), w, 1e-6f, y1.data(), n, d);
   rms_norm(four, x.data(), w, 1e-6f, y4.data(), n, d);
   EXPECT_EQ(y1, y4);

@@ -265,7 +265,7 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
 }
 
 void Decoder::embed(std::span<const int32_t> ids, float* out) const {
-  kernels::embedding(impl_->embed_tokens, ids.data(), static_cast<int64_t>(ids.size()), out);
+  kernels::embedding(*impl_->be, impl_->embed_tokens, ids.data(), static_cast<int64_t>(ids.size()), out);
 }
 
 Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
@@ -340,7 +340,7 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
   float* gu = m.gate_up.get(static_cast<size_t>(N * 2 * m.inter));  // [N, 2 * inter]
   float* act = m.act.get(static_cast<size_t>(N * m.inter));         // [N, inter]
 
-  kernels::embedding(m.embed_tokens, m.tokens.data(), N, x);
+  kernels::embedding(be, m.embed_tokens, m.tokens.data(), N, x);
   row = 0;
   for (const auto& s : batch) {
     if (!s.embed_rows.empty()) {

@@ -26,6 +26,9 @@ namespace mmrt::models::fuyu {
 
 namespace {
 
+// Fuyu's encoder is the patch projection: one linear layer.
+constexpr kernels::Op kFuyuEncoderOps[] = {kernels::Op::kLinear};
+
 struct Settings {
   Config cfg;
   ImageProcessorConfig pp;
@@ -195,6 +198,7 @@ const ModelFamily& family() {
       .model_types = {"fuyu"},
       .tiny_sizes = {"tiny", "8b-shape-4l"},
       .load = &load,
+      .ops = ops_of({kDecoderOps, kFuyuEncoderOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
       .make_tiny = &make_tiny_checkpoint,

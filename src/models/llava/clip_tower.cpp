@@ -7,6 +7,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
+#include "kernels/layout.h"
 #include "kernels/ops.h"
 
 namespace mmrt::models::llava {
@@ -85,11 +86,11 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   m.positions.resize(static_cast<size_t>(T * E));
   std::vector<int32_t> ids(static_cast<size_t>(T));
   for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  kernels::embedding(get(vm + "embeddings.position_embedding.weight"), ids.data(), T,
+  kernels::embedding(be, get(vm + "embeddings.position_embedding.weight"), ids.data(), T,
                      m.positions.data());
   m.class_embedding.resize(static_cast<size_t>(E));
   const int32_t zero = 0;
-  kernels::embedding(get(vm + "embeddings.class_embedding").reshape({1, E}), &zero, 1,
+  kernels::embedding(be, get(vm + "embeddings.class_embedding").reshape({1, E}), &zero, 1,
                      m.class_embedding.data());
   m.pre_w = get(vm + "pre_layrnorm.weight");
   m.pre_b = get(vm + "pre_layrnorm.bias");
@@ -134,27 +135,14 @@ Tensor ClipTower::forward(const Tensor& pixel_values) {
   const int64_t n_crops = px.dim(0), N = n_crops * T;
   // Patch rows in (c, y, x) order, the conv weight's order; row 0 of each crop is the class slot.
   std::vector<float> patches(static_cast<size_t>(n_crops * side * side * PD));
-  be.pool().parallel_for(n_crops * side, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t crop = r / side, py = r % side;
-      const float* img = px.data<float>() + crop * C * S * S;
-      for (int64_t pxi = 0; pxi < side; ++pxi) {
-        float* dst = patches.data() + ((crop * side + py) * side + pxi) * PD;
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t y = 0; y < P; ++y)
-            std::memcpy(dst + (c * P + y) * P, img + (c * S + py * P + y) * S + pxi * P,
-                        static_cast<size_t>(P) * sizeof(float));
-      }
-    }
-  });
+  kernels::patchify_2d(be, px.data<float>(), n_crops, C, S, P, patches.data());
   std::vector<float> emb(static_cast<size_t>(n_crops * side * side * E));
   kernels::linear(be, patches.data(), n_crops * side * side, m.patch_embed, emb.data());
   std::vector<float> x(static_cast<size_t>(N * E)), h(static_cast<size_t>(N * E));  // [N, embed]
   for (int64_t c = 0; c < n_crops; ++c) {
     float* row = x.data() + c * T * E;
-    std::memcpy(row, m.class_embedding.data(), static_cast<size_t>(E) * sizeof(float));
-    std::memcpy(row + E, emb.data() + c * side * side * E,
-                static_cast<size_t>(side * side * E) * sizeof(float));
+    kernels::copy2d(be, row, E, m.class_embedding.data(), E, 1, E);
+    kernels::copy2d(be, row + E, E, emb.data() + c * side * side * E, E, side * side, E);
     kernels::add(be, row, m.positions.data(), T * E);
   }
   const float eps = static_cast<float>(v.layer_norm_eps);

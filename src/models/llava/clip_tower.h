@@ -19,6 +19,10 @@ class SafeTensors;
 
 namespace mmrt::models::llava {
 
+// Every op the CLIP tower and its projector run.
+inline constexpr kernels::Op kClipTowerOps[] = {
+    kernels::Op::kPatchify2d, kernels::Op::kLinear, kernels::Op::kEmbedding, kernels::Op::kCopy2d, kernels::Op::kAdd, kernels::Op::kLayerNorm, kernels::Op::kQuickGelu, kernels::Op::kGeluErf, kernels::Op::kVarlenAttention};
+
 class ClipTower {
  public:
   // Loads the vision tower and projector tensors (either naming) from a checked checkpoint.

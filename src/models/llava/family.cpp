@@ -133,7 +133,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
     const Tensor nl = st.get(tensor_name(layout.naming, "image_newline"));
     newline.resize(static_cast<size_t>(s.cfg.text.hidden_size));
     const int32_t zero = 0;
-    kernels::embedding(nl.reshape({1, s.cfg.text.hidden_size}), &zero, 1, newline.data());
+    kernels::embedding(be, nl.reshape({1, s.cfg.text.hidden_size}), &zero, 1, newline.data());
   }
   Model m;
   m.spec = decoder_model_spec(*lm, dir,
@@ -215,6 +215,7 @@ const ModelFamily& next_family() {
       .model_types = {"llava_next"},
       .tiny_sizes = {"tiny", "7b-shape-4l"},
       .load = &load,
+      .ops = ops_of({kDecoderOps, kClipTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
       .make_tiny = &make_tiny_next,
@@ -229,6 +230,7 @@ const ModelFamily& family() {
       .model_types = {"llava"},
       .tiny_sizes = {"tiny", "7b-shape-4l"},
       .load = &load,
+      .ops = ops_of({kDecoderOps, kClipTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
       .make_tiny = &make_tiny_15,

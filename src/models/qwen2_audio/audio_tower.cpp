@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
+#include "kernels/layout.h"
 #include "kernels/ops.h"
 #include "models/qwen2_audio/feature_extractor.h"
 
@@ -55,20 +56,15 @@ void key_masked_attention(const kernels::Backend& be, const float* qkv, int64_t 
   const int64_t blocks = (R + V - 1) / V, rows = blocks * V;
   std::vector<float> q(static_cast<size_t>(rows * row), 0.0f);  // [rows, H, hdp]
   std::vector<float> k(q.size(), 0.0f), v(q.size(), 0.0f), o(q.size());
-  be.pool().parallel_for(rows, 16, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* src_q = qkv + r * 3 * E;
-      const float* src_kv = qkv + (r % V) * 3 * E;
-      for (int64_t h = 0; h < H; ++h) {
-        float* dq = q.data() + r * row + h * hdp;
-        float* dk = k.data() + r * row + h * hdp;
-        float* dv = v.data() + r * row + h * hdp;
-        if (r < R) std::copy_n(src_q + h * hd, hd, dq);
-        std::copy_n(src_kv + E + h * hd, hd, dk);
-        std::copy_n(src_kv + 2 * E + h * hd, hd, dv);
-      }
+  // Heads padded to hdp: q rows as they are, the V key / value rows under every block.
+  for (int64_t h = 0; h < H; ++h) {
+    kernels::copy2d(be, q.data() + h * hdp, row, qkv + h * hd, 3 * E, R, hd);
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      kernels::copy2d(be, k.data() + blk * V * row + h * hdp, row, qkv + E + h * hd, 3 * E, V, hd);
+      kernels::copy2d(be, v.data() + blk * V * row + h * hdp, row, qkv + 2 * E + h * hd, 3 * E, V,
+                      hd);
     }
-  });
+  }
   std::vector<int32_t> cu(static_cast<size_t>(blocks + 1));
   for (int64_t i = 0; i <= blocks; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * V);
   va.q = q.data();
@@ -78,9 +74,8 @@ void key_masked_attention(const kernels::Backend& be, const float* qkv, int64_t 
   va.cu_seqlens = cu;
   va.head_dim = static_cast<int32_t>(hdp);
   kernels::varlen_attention(be, va);
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t h = 0; h < H; ++h)
-      std::copy_n(o.data() + r * row + h * hdp, hd, out + r * E + h * hd);
+  for (int64_t h = 0; h < H; ++h)
+    kernels::copy2d(be, out + h * hd, E, o.data() + h * hdp, row, R, hd);
 }
 
 }  // namespace
@@ -198,30 +193,18 @@ Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) con
   // conv1 over the 2R frames conv2 reads (frames t-1, t, t+1; zero outside [0, T)), then GELU.
   const int64_t C1 = 2 * R;
   std::vector<float> cols(static_cast<size_t>(std::max(C1 * C * 3, R * D * 3)));
-  be.pool().parallel_for(C1, 32, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      float* dst = cols.data() + t * C * 3;  // [C * 3]
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t k = 0; k < 3; ++k) {
-          const int64_t s = t + k - 1;
-          dst[c * 3 + k] = s >= 0 && s < T ? mel[static_cast<size_t>(c * T + s)] : 0.0f;
-        }
-    }
-  });
+  kernels::im2col_1d(be, mel.data(),
+                     {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1,
+                      .t_out = C1},
+                     cols.data());
   std::vector<float> y1(static_cast<size_t>(C1 * D));  // [2R, d]
   kernels::linear(be, cols.data(), C1, m.conv1, y1.data());
   kernels::gelu_erf(be, y1.data(), y1.data(), C1 * D);
   // conv2 (stride 2): row t reads conv1 rows 2t-1, 2t, 2t+1 (row -1 is zero padding).
-  be.pool().parallel_for(R, 16, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      float* dst = cols.data() + t * D * 3;  // [d * 3]
-      for (int64_t k = 0; k < 3; ++k) {
-        const int64_t s = 2 * t + k - 1;
-        const float* src = s >= 0 ? y1.data() + s * D : nullptr;
-        for (int64_t c = 0; c < D; ++c) dst[c * 3 + k] = src ? src[c] : 0.0f;
-      }
-    }
-  });
+  kernels::im2col_1d(be, y1.data(),
+                     {.channels = D, .t_in = C1, .c_stride = 1, .t_stride = D, .k = 3,
+                      .stride = 2, .pad = 1, .t_out = R},
+                     cols.data());
   std::vector<float> x(static_cast<size_t>(R * D)), h(x.size()), tmp(x.size());  // [R, d]
   kernels::linear(be, cols.data(), R, m.conv2, x.data());
   kernels::gelu_erf(be, x.data(), x.data(), R * D);

@@ -28,6 +28,10 @@ class SafeTensors;
 
 namespace mmrt::models::qwen2_audio {
 
+// Every op the audio tower runs.
+inline constexpr kernels::Op kAudioTowerOps[] = {
+    kernels::Op::kIm2col1d, kernels::Op::kLinear, kernels::Op::kGeluErf, kernels::Op::kAdd, kernels::Op::kLayerNorm, kernels::Op::kCopy2d, kernels::Op::kVarlenAttention};
+
 class AudioTower {
  public:
   // Loads audio_tower.* and multi_modal_projector.* from an opened checkpoint whose tensors were

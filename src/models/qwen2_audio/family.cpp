@@ -194,6 +194,7 @@ const ModelFamily& family() {
       .model_types = {"qwen2_audio"},
       .tiny_sizes = {"tiny", "hf-tester", "small", "tower-7b-shape"},
       .load = &load,
+      .ops = ops_of({kDecoderOps, kAudioTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
       .make_tiny = &make_tiny,

@@ -286,6 +286,7 @@ const ModelFamily& family() {
       .model_types = {"qwen2_vl"},
       .tiny_sizes = {"tiny", "small", "2b-shape"},
       .load = &load,
+      .ops = ops_of({kDecoderOps, kVisionTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
       .make_tiny = &make_tiny,

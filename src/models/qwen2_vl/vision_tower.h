@@ -20,6 +20,10 @@ class SafeTensors;
 
 namespace mmrt::models::qwen2_vl {
 
+// Every op the vision tower runs.
+inline constexpr kernels::Op kVisionTowerOps[] = {
+    kernels::Op::kLayerNorm, kernels::Op::kLinear, kernels::Op::kQuickGelu, kernels::Op::kGeluErf, kernels::Op::kAdd, kernels::Op::kRopeAngles, kernels::Op::kApplyRope, kernels::Op::kVarlenAttention};
+
 class VisionTower {
  public:
   // Loads the visual.* tensors (either naming convention) from an opened checkpoint whose

@@ -8,7 +8,7 @@
 // gets the same products in either path. The other entries of the table are the AVX-512 ones.
 #include <immintrin.h>
 
-#include "kernels/gemv_avx512.h"
+#include "kernels/cpu/gemv_avx512.h"
 
 namespace mmrt::kernels::detail {
 

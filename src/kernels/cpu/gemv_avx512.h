@@ -6,7 +6,7 @@
 
 #include <type_traits>
 
-#include "kernels/gemv_driver.h"
+#include "kernels/cpu/gemv_driver.h"
 
 namespace mmrt::kernels::detail {
 namespace {  // NOLINT(google-build-namespaces)

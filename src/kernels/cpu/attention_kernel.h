@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/attention_impl.h"
-#include "kernels/ops_simd.h"
+#include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/ops_simd.h"
 
 namespace mmrt::kernels::simd {
 namespace {
@@ -45,7 +45,7 @@ struct AttnTile {
 struct AttnScratch {
   float *q, *o, *m, *l, *corr, *p;
   int32_t* lim;
-  AttnScratch(const Backend& be, int rows, int hd, int n_tok) {
+  AttnScratch(const CpuBackend& be, int rows, int hd, int n_tok) {
     const size_t rh = static_cast<size_t>(rows) * hd, r = static_cast<size_t>(rows);
     const size_t floats = 2 * rh + 3 * r + 16 * kAttnChunk;
     q = static_cast<float*>(be.scratch(detail::kItemScratchSlot, (floats + n_tok) * 4));

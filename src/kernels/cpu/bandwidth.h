@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace mmrt::kernels {
 
@@ -17,14 +17,14 @@ namespace mmrt::kernels {
 class ReadStreamer {
  public:
   // Allocates `bytes` (rounded up to 64 KiB, at least 1 MiB) and writes it once from the pool.
-  ReadStreamer(const Backend& be, size_t bytes);
+  ReadStreamer(const CpuBackend& be, size_t bytes);
   size_t bytes() const { return bytes_; }
   // Reads the next `window` bytes (rounded to 64 KiB, 64 KiB .. bytes()), wrapping around the
   // buffer; returns the elapsed seconds.
   double read_next(size_t window);
 
  private:
-  const Backend& be_;
+  const CpuBackend& be_;
   std::shared_ptr<void> buf_;
   size_t bytes_ = 0, pos_ = 0;
   uint64_t sink_ = 0;
@@ -39,9 +39,9 @@ struct ReadBandwidth {
 // (1e9 bytes per second). Choose `bytes` well above the last-level cache (e.g. 512 MiB) so every
 // window comes from DRAM. On a shared machine the best window is the better estimate of what an
 // uncontended set of cores gets.
-ReadBandwidth measure_read_bandwidth(const Backend& be, size_t bytes, size_t window, int reps);
+ReadBandwidth measure_read_bandwidth(const CpuBackend& be, size_t bytes, size_t window, int reps);
 
 // Best whole-pass rate with 32 MiB windows: measure_read_bandwidth(...).pass_gbs.
-double measure_read_bandwidth_gbs(const Backend& be, size_t bytes, int reps = 5);
+double measure_read_bandwidth_gbs(const CpuBackend& be, size_t bytes, int reps = 5);
 
 }  // namespace mmrt::kernels

@@ -15,7 +15,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/linear_impl.h"
+#include "kernels/cpu/linear_impl.h"
 
 namespace mmrt::kernels::detail {
 
@@ -78,7 +78,7 @@ GemmChoice gemm_choice(const PackedLinear& w, Isa cap, const LinearOptions& opt)
   return {"onednn f32", false, false};
 }
 
-void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const Backend& be,
+void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const CpuBackend& be,
               const LinearOptions& opt) {
   ThreadPool& pool = be.pool();
   const LinearKernels& ks = linear_kernels(be.isa());

@@ -17,8 +17,8 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/backend.h"
-#include "kernels/linear_impl.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/linear_impl.h"
 
 namespace mmrt::kernels::detail {
 
@@ -99,7 +99,7 @@ void gemm_libraries_single_threaded() {
   omp_set_num_threads(1);
 }
 
-void onednn_matmul(const Backend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
+void onednn_matmul(const CpuBackend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
                    const void* w, int64_t n, int64_t ldw, float* y, int64_t ldy) {
   gemm_libraries_single_threaded();
   GemmState& gs = be.gemm_state();

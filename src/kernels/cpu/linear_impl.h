@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
 
 namespace mmrt::kernels::detail {
@@ -99,7 +99,7 @@ struct GemmChoice {
   bool openblas = false;  // OpenBLAS sgemm instead of oneDNN
 };
 GemmChoice gemm_choice(const PackedLinear& w, Isa cap, const LinearOptions& opt);
-void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const Backend& be,
+void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const CpuBackend& be,
               const LinearOptions& opt);
 
 // ---- GEMM back ends (single-threaded calls; linear_gemm.cpp threads them) ----
@@ -107,7 +107,7 @@ void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const 
 // same element type: f32 (is_bf16 = false) or bf16 bits (is_bf16 = true). No bias. Primitives
 // are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot run
 // the type. Runs on the calling pool thread with that thread's stream and scratch.
-void onednn_matmul(const Backend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
+void onednn_matmul(const CpuBackend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
                    const void* w, int64_t n, int64_t ldw, float* y, int64_t ldy);
 // Whether oneDNN runs bf16 matmul natively here (checked once by creating a primitive).
 bool onednn_bf16_supported();

@@ -1,7 +1,7 @@
 // AVX2 instantiation of the element-wise kernels (compiled with AVX2 flags; only called
 // after the run-time CPU check in ops.cpp).
-#include "kernels/ops_impl.h"
-#include "kernels/ops_kernels.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/ops_kernels.h"
 
 namespace mmrt::kernels::detail {
 

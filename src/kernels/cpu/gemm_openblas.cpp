@@ -3,7 +3,7 @@
 // call concurrently), so every core stays under the ThreadPool's control.
 #include <cblas.h>
 
-#include "kernels/linear_impl.h"
+#include "kernels/cpu/linear_impl.h"
 
 namespace mmrt::kernels::detail {
 

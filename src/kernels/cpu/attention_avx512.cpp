@@ -1,7 +1,7 @@
 // AVX512 instantiation of the attention inner kernel (compiled with AVX512 flags; only
 // called after the run-time CPU check in attention.cpp).
-#include "kernels/attention_impl.h"
-#include "kernels/attention_kernel.h"
+#include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/attention_kernel.h"
 
 namespace mmrt::kernels::detail {
 

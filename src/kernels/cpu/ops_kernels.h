@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/ops_impl.h"
-#include "kernels/ops_simd.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/ops_simd.h"
 
 namespace mmrt::kernels::simd {
 namespace {

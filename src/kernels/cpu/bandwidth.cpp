@@ -1,4 +1,4 @@
-#include "kernels/bandwidth.h"
+#include "kernels/cpu/bandwidth.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/linear_impl.h"
+#include "kernels/cpu/linear_impl.h"
 
 namespace mmrt::kernels {
 
@@ -19,7 +19,7 @@ size_t round_block(size_t v) {
 }
 }  // namespace
 
-ReadStreamer::ReadStreamer(const Backend& be, size_t bytes) : be_(be) {
+ReadStreamer::ReadStreamer(const CpuBackend& be, size_t bytes) : be_(be) {
   bytes_ = std::max<size_t>((bytes + kBlock - 1) / kBlock * kBlock, size_t{1} << 20);
   buf_ = aligned_alloc_shared(bytes_);
   auto* base = static_cast<uint8_t*>(buf_.get());
@@ -48,7 +48,7 @@ double ReadStreamer::read_next(size_t window) {
   return s;
 }
 
-ReadBandwidth measure_read_bandwidth(const Backend& be, size_t bytes, size_t window, int reps) {
+ReadBandwidth measure_read_bandwidth(const CpuBackend& be, size_t bytes, size_t window, int reps) {
   if (reps < 1) throw InvalidArgument("measure_read_bandwidth: reps must be >= 1");
   window = std::max<size_t>(round_block(window), size_t{1} << 20);
   const size_t n_windows = std::max<size_t>(1, bytes / window);
@@ -68,7 +68,7 @@ ReadBandwidth measure_read_bandwidth(const Backend& be, size_t bytes, size_t win
   return best;
 }
 
-double measure_read_bandwidth_gbs(const Backend& be, size_t bytes, int reps) {
+double measure_read_bandwidth_gbs(const CpuBackend& be, size_t bytes, int reps) {
   return measure_read_bandwidth(be, bytes, size_t{32} << 20, reps).pass_gbs;
 }
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/gemv_driver.h"
+#include "kernels/cpu/gemv_driver.h"
 
 namespace mmrt::kernels::detail {
 

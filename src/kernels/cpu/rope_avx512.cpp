@@ -1,7 +1,7 @@
 // AVX512 instantiation of the rotary kernel (compiled with AVX512 flags; only called after
 // the run-time CPU check in rope.cpp).
-#include "kernels/ops_impl.h"
-#include "kernels/ops_kernels.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/ops_kernels.h"
 
 namespace mmrt::kernels::detail {
 

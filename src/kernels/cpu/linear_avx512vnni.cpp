@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "core/cpu.h"
-#include "kernels/gemv_avx512.h"
+#include "kernels/cpu/gemv_avx512.h"
 
 namespace mmrt::kernels::detail {
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace mmrt::kernels::detail {
 
@@ -46,7 +47,7 @@ struct AttnProblem {
   // Split-kv partial results: [rows, head_dim] outputs and [rows, 2] (max, sum) per slot row.
   float* part_o = nullptr;
   float* part_ml = nullptr;
-  const Backend* be = nullptr;  // per-thread item scratch
+  const CpuBackend* be = nullptr;  // per-thread item scratch
 };
 
 // Query tokens [tok_begin, tok_begin + n_tok) of one sequence and one kv head (all its query

@@ -3,7 +3,7 @@
 // partial sums per dot product so the compiler can vectorise with the baseline ISA.
 #include <cstring>
 
-#include "kernels/gemv_driver.h"
+#include "kernels/cpu/gemv_driver.h"
 
 namespace mmrt::kernels::detail {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/linear_impl.h"
+#include "kernels/cpu/linear_impl.h"
 
 #define MMRT_ALWAYS_INLINE inline __attribute__((always_inline))
 

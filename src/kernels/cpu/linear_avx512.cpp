@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/gemv_avx512.h"
+#include "kernels/cpu/gemv_avx512.h"
 
 namespace mmrt::kernels::detail {
 

@@ -1,0 +1,245 @@
+// The CPU backend's element-wise kernels: validation, threading and run-time ISA selection (see
+// ops_kernels.h for the math). The portable table is instantiated here with the one-lane wrapper.
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/cpu/ops_kernels.h"
+
+namespace mmrt::kernels {
+
+namespace detail {
+const OpsFns& ops_fns_scalar() {
+  static const OpsFns f = simd::make_ops_fns<simd::VecScalar>("scalar");
+  return f;
+}
+}  // namespace detail
+
+namespace {
+
+const detail::OpsFns& ops_fns(Isa cap) {
+  static const IsaVariants<detail::OpsFns> v{{Isa::kAvx512, detail::ops_fns_avx512},
+                                             {Isa::kAvx2, detail::ops_fns_avx2},
+                                             {Isa::kPortable, detail::ops_fns_scalar}};
+  return v.at_most(cap);
+}
+
+// Below this many elements a call runs on the calling thread (a fork-join costs a few us).
+constexpr int64_t kParallelMin = 1 << 15;
+
+// Runs fn(row_begin, row_end) over n rows of d elements, in parallel when it pays.
+template <class Fn>
+void for_rows(ThreadPool& pool, int64_t n, int64_t d, Fn&& fn) {
+  if (n <= 1 || n * d < kParallelMin) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  int64_t grain = std::max<int64_t>(1, kParallelMin / std::max<int64_t>(d, 1));
+  pool.parallel_for(n, grain, fn);
+}
+
+// Same for a flat array of n elements, split into blocks of 4096.
+template <class Fn>
+void for_flat(ThreadPool& pool, int64_t n, Fn&& fn) {
+  if (n < kParallelMin) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  constexpr int64_t kBlock = 4096;
+  pool.parallel_for((n + kBlock - 1) / kBlock, kParallelMin / kBlock, [&](int64_t b, int64_t e) {
+    int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
+    fn(lo, hi);
+  });
+}
+
+void check_rows(const char* op, const void* x, const void* y, int64_t n, int64_t d) {
+  if (n < 0 || d < 1)
+    throw InvalidArgument(std::string(op) + ": bad shape [" + std::to_string(n) + ", " +
+                          std::to_string(d) + "]");
+  if (n > 0 && (!x || !y)) throw InvalidArgument(std::string(op) + ": null data pointer");
+}
+
+// A [d] parameter vector as f32: points into `t` when it already is f32, else into `buf`.
+const float* param_f32(const char* op, const char* what, const Tensor& t, int64_t d,
+                       std::vector<float>& buf) {
+  if (t.rank() != 1 || t.dim(0) != d || !t.is_contiguous())
+    throw InvalidArgument(std::string(op) + ": " + what + " must be a contiguous [" +
+                          std::to_string(d) + "] tensor, got " + t.describe());
+  switch (t.dtype()) {
+    case DType::kF32:
+      return t.data<float>();
+    case DType::kBF16:
+      buf.resize(static_cast<size_t>(d));
+      bf16_to_f32(static_cast<const uint16_t*>(t.raw()), buf.data(), buf.size());
+      return buf.data();
+    case DType::kF16:
+      buf.resize(static_cast<size_t>(d));
+      f16_to_f32(static_cast<const uint16_t*>(t.raw()), buf.data(), buf.size());
+      return buf.data();
+    default:
+      throw InvalidArgument(std::string(op) + ": " + what + " must be f32, bf16 or f16, got " +
+                            t.describe());
+  }
+}
+
+}  // namespace
+
+namespace cpu {
+
+void rms_norm(const CpuBackend& be, const float* x, const Tensor& weight, float eps, float* y,
+              int64_t n, int64_t d) {
+  check_rows("rms_norm", x, y, n, d);
+  std::vector<float> wbuf;
+  const float* w = param_f32("rms_norm", "weight", weight, d, wbuf);  // [d]
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f.rms_norm_row(x + r * d, w, eps, y + r * d, d);
+  });
+}
+
+void layer_norm(const CpuBackend& be, const float* x, const Tensor& weight, const Tensor& bias,
+                float eps, float* y, int64_t n, int64_t d) {
+  check_rows("layer_norm", x, y, n, d);
+  std::vector<float> wbuf, bbuf;
+  const float* w = param_f32("layer_norm", "weight", weight, d, wbuf);  // [d]
+  const float* bs = param_f32("layer_norm", "bias", bias, d, bbuf);     // [d]
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f.layer_norm_row(x + r * d, w, bs, eps, y + r * d, d);
+  });
+}
+
+void layer_norm_heads(const CpuBackend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
+                      int64_t d, const Tensor& weight, const Tensor& bias, float eps) {
+  check_rows("layer_norm_heads", x, x, n * n_heads, d);
+  if (n_heads < 1 || stride < n_heads * d)
+    throw InvalidArgument("layer_norm_heads: " + std::to_string(n_heads) + " heads of " +
+                          std::to_string(d) + " do not fit a row stride of " +
+                          std::to_string(stride));
+  std::vector<float> wbuf, bbuf;
+  const float* w = param_f32("layer_norm_heads", "weight", weight, d, wbuf);  // [d]
+  const float* bs = param_f32("layer_norm_heads", "bias", bias, d, bbuf);     // [d]
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n * n_heads, d, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* head = x + (r / n_heads) * stride + (r % n_heads) * d;
+      f.layer_norm_row(head, w, bs, eps, head, d);
+    }
+  });
+}
+
+void add(const CpuBackend& be, float* acc, const float* x, int64_t n) {
+  check_rows("add", acc, x, n, 1);
+  const auto& f = ops_fns(be.isa());
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.add(acc + b, x + b, e - b); });
+}
+
+void silu_mul(const CpuBackend& be, const float* gate, const float* up, float* out, int64_t n,
+              int64_t inter, int64_t in_stride) {
+  check_rows("silu_mul", gate, out, n, inter);
+  if (n > 0 && !up) throw InvalidArgument("silu_mul: null up pointer");
+  if (in_stride == 0) in_stride = inter;
+  if (in_stride < inter)
+    throw InvalidArgument("silu_mul: in_stride " + std::to_string(in_stride) + " < inter " +
+                          std::to_string(inter));
+  const auto& f = ops_fns(be.isa());
+  if (in_stride == inter && n * inter >= kParallelMin) {  // contiguous: split flat
+    for_flat(be.pool(), n * inter,
+             [&](int64_t b, int64_t e) { f.silu_mul(gate + b, up + b, out + b, e - b); });
+    return;
+  }
+  for_rows(be.pool(), n, inter, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      f.silu_mul(gate + r * in_stride, up + r * in_stride, out + r * inter, inter);
+  });
+}
+
+void gelu_erf(const CpuBackend& be, const float* x, float* y, int64_t n) {
+  check_rows("gelu_erf", x, y, n, 1);
+  const auto& f = ops_fns(be.isa());
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.gelu_erf(x + b, y + b, e - b); });
+}
+
+void quick_gelu(const CpuBackend& be, const float* x, float* y, int64_t n) {
+  check_rows("quick_gelu", x, y, n, 1);
+  const auto& f = ops_fns(be.isa());
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.quick_gelu(x + b, y + b, e - b); });
+}
+
+void relu_squared(const CpuBackend& be, const float* x, float* y, int64_t n) {
+  check_rows("relu_squared", x, y, n, 1);
+  // One multiply and a max: the compiler vectorises it at every ISA level.
+  for_flat(be.pool(), n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float r = x[i] > 0.0f ? x[i] : 0.0f;
+      y[i] = r * r;
+    }
+  });
+}
+
+void softmax(const CpuBackend& be, const float* x, float* y, int64_t n, int64_t d) {
+  check_rows("softmax", x, y, n, d);
+  const auto& f = ops_fns(be.isa());
+  for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f.softmax_row(x + r * d, y + r * d, d);
+  });
+}
+
+void embedding(const CpuBackend&, const Tensor& table, const int32_t* ids, int64_t n, float* out) {
+  if (table.rank() != 2 || !table.is_contiguous())
+    throw InvalidArgument("embedding: table must be a contiguous [vocab, d] tensor, got " +
+                          table.describe());
+  const int64_t vocab = table.dim(0), d = table.dim(1);
+  const DType dt = table.dtype();
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16)
+    throw InvalidArgument("embedding: table must be f32, bf16 or f16, got " + table.describe());
+  if (n < 0) throw InvalidArgument("embedding: negative token count");
+  if (n > 0 && (!ids || !out)) throw InvalidArgument("embedding: null pointer");
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      throw InvalidArgument("embedding: token id " + std::to_string(ids[i]) + " at index " +
+                            std::to_string(i) + " is outside the vocabulary [0, " +
+                            std::to_string(vocab) + ")");
+  const char* base = static_cast<const char*>(table.raw());
+  const size_t row_bytes = static_cast<size_t>(d) * dtype_size(dt);
+  for (int64_t i = 0; i < n; ++i) {
+    const void* row = base + static_cast<size_t>(ids[i]) * row_bytes;
+    float* o = out + i * d;  // [d]
+    if (dt == DType::kF32)
+      std::memcpy(o, row, row_bytes);
+    else if (dt == DType::kBF16)
+      bf16_to_f32(static_cast<const uint16_t*>(row), o, static_cast<size_t>(d));
+    else
+      f16_to_f32(static_cast<const uint16_t*>(row), o, static_cast<size_t>(d));
+  }
+}
+
+}  // namespace cpu
+
+int64_t argmax(const float* x, int64_t n) {
+  if (n < 1) throw InvalidArgument("argmax: empty input");
+  if (!x) throw InvalidArgument("argmax: null input");
+  const float m = ops_fns(Isa::kAvx512Bf16).max(x, n);
+  if (std::isnan(m)) {
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isnan(x[i])) return i;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == m) return i;
+  throw InternalError("argmax: maximum not found");
+}
+
+const char* ops_isa(Isa cap) {
+  return ops_fns(cap).isa;
+}
+
+}  // namespace mmrt::kernels

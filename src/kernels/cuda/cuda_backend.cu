@@ -1,0 +1,127 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+#include "core/error.h"
+
+namespace mmrt::kernels::cuda {
+
+namespace {
+
+std::string cuda_error(const char* what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  if (e == cudaErrorMemoryAllocation) throw ResourceExhausted(cuda_error(what, e));
+  throw Unavailable(cuda_error(what, e));
+}
+
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / double(1ull << 30));
+  return buf;
+}
+
+DeviceDiscovery discover() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error state of the runtime
+    std::string why = e == cudaErrorNoDevice             ? "no CUDA device on this machine"
+                      : e == cudaErrorInsufficientDriver ? "no CUDA driver on this machine, or "
+                                                           "one older than this build's runtime"
+                                                         : cuda_error("cudaGetDeviceCount", e);
+    return {.none_because = why};
+  }
+  DeviceDiscovery d;
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    d.devices.push_back({.device = {.kind = DeviceKind::kCuda, .index = i},
+                         .name = p.name,
+                         .memory_bytes = p.totalGlobalMem,
+                         .detail = gib(p.totalGlobalMem) + ", compute " + std::to_string(p.major) +
+                                   "." + std::to_string(p.minor) + ", " +
+                                   std::to_string(p.multiProcessorCount) + " SMs"});
+  }
+  if (d.devices.empty()) d.none_because = "no CUDA device answered";
+  return d;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(Device device) : Backend(OpTables{}), device_(device) {
+    check(cudaSetDevice(device_.index), "cudaSetDevice");
+    cudaDeviceProp p{};
+    check(cudaGetDeviceProperties(&p, device_.index), "cudaGetDeviceProperties");
+    name_ = p.name;
+    memory_ = p.totalGlobalMem;
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  ~CudaBackend() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return device_; }
+  std::string describe() const override {
+    return device_str(device_) + ", " + name_ + ", " + gib(memory_) + ", no op kernels yet";
+  }
+
+  std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
+    void* p = nullptr;
+    check(cudaSetDevice(device_.index), "cudaSetDevice");
+    check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");  // 256-byte aligned
+    if (zero && bytes) {
+      const cudaError_t e = cudaMemsetAsync(p, 0, bytes, stream_);
+      if (e != cudaSuccess) {
+        cudaFree(p);
+        check(e, "cudaMemsetAsync");
+      }
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    }
+    return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  }
+
+  std::shared_ptr<void> allocate_staging(size_t bytes) const override {
+    void* p = nullptr;
+    check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost");
+    return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+  }
+
+  void synchronize() const override {
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+ protected:
+  void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind kind) const override {
+    const cudaMemcpyKind k = kind == CopyKind::kToDevice ? cudaMemcpyHostToDevice
+                             : kind == CopyKind::kToHost ? cudaMemcpyDeviceToHost
+                                                         : cudaMemcpyDeviceToDevice;
+    // Ordered on the backend's stream, complete on return (the caller may reuse host memory).
+    check(cudaMemcpyAsync(dst, src, bytes, k, stream_), "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+ private:
+  Device device_;
+  std::string name_;
+  uint64_t memory_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+std::unique_ptr<Backend> create(Device device, const BackendOptions&) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+}  // namespace
+
+BackendEntry backend_entry() {
+  return {.kind = DeviceKind::kCuda, .discover = &discover, .create = &create};
+}
+
+}  // namespace mmrt::kernels::cuda

@@ -1,0 +1,14 @@
+// The CUDA backend (an NVIDIA GPU through the CUDA runtime): device discovery, device memory
+// (cudaMalloc), page-locked host staging (cudaMallocHost) and counted copies on the backend's
+// own stream. No op kernels yet: a model loaded on it is refused at load, listing the ops it
+// lacks (Backend::require). Built when CMake finds the CUDA toolkit (MMRT_CUDA).
+#pragma once
+
+#include "kernels/registry.h"
+
+namespace mmrt::kernels::cuda {
+
+// The registry's entry (kernels/registry.cpp).
+BackendEntry backend_entry();
+
+}  // namespace mmrt::kernels::cuda
