@@ -20,9 +20,9 @@
 #include "core/cpu.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/kv_cache.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -115,11 +115,11 @@ void BM_DecodeAttention(benchmark::State& st) {
       size_t(seqs) * kv_len * kKvHeads * kHeadDim * 2 * dtype_size(dt);
   const int32_t layers = int32_t(std::clamp<size_t>(kRotateBytes / kv_bytes_per_layer, 1, 256));
   KvCache cache(tp, {.n_layers = layers,
-                 .num_blocks = seqs * blocks_per_seq,
-                 .block_size = bs,
-                 .n_kv_heads = kKvHeads,
-                 .head_dim = kHeadDim,
-                 .dtype = dt});
+                     .num_blocks = seqs * blocks_per_seq,
+                     .block_size = bs,
+                     .n_kv_heads = kKvHeads,
+                     .head_dim = kHeadDim,
+                     .dtype = dt});
   // Shuffled block tables, every slot written with random K/V in every layer.
   std::vector<int32_t> perm(size_t(seqs * blocks_per_seq));
   std::iota(perm.begin(), perm.end(), 0);
@@ -163,11 +163,11 @@ void BM_PrefillAttention(benchmark::State& st) {
   const Backend& tp = backend(threads_arg(st, 2));
   const int32_t bs = 16, blocks = (n + bs - 1) / bs;
   KvCache cache(tp, {.n_layers = 1,
-                 .num_blocks = blocks,
-                 .block_size = bs,
-                 .n_kv_heads = kKvHeads,
-                 .head_dim = kHeadDim,
-                 .dtype = dt});
+                     .num_blocks = blocks,
+                     .block_size = bs,
+                     .n_kv_heads = kKvHeads,
+                     .head_dim = kHeadDim,
+                     .dtype = dt});
   std::vector<int32_t> table(static_cast<size_t>(blocks)), slots(static_cast<size_t>(n));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(6));

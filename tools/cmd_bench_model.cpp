@@ -189,8 +189,7 @@ int run_bench_model(Args& args) {
     models::LoadOptions o = base;
     o.weight_format = kernels::WeightFormat::kInt8;
     passes.push_back(o);
-    if (o.int8_activations == kernels::Int8Activations::kQ8 &&
-        kernels::int8_q8_available(isa)) {
+    if (o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available(isa)) {
       o.int8_activations = kernels::Int8Activations::kFloat;
       passes.push_back(o);
     }
@@ -211,8 +210,7 @@ int run_bench_model(Args& args) {
                           kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype) / (1 << 20);
     std::string what(kernels::weight_format_name(lm->weight_format()));
     if (lm->weight_format() == kernels::WeightFormat::kInt8)
-      what += o.int8_activations == kernels::Int8Activations::kQ8 &&
-                      kernels::int8_q8_available(isa)
+      what += o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available(isa)
                   ? " (decode on q8 blocks of x)"
                   : " (weight-only, x float)";
     std::printf(

@@ -11,8 +11,8 @@
 #include "sandbox/media_sandbox.h"
 
 #define MMRT_MODEL_OPTIONS_HELP                                                               \
-  "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"   \
-  "                          the backends of this build and the devices present\n"           \
+  "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"  \
+  "                          the backends of this build and the devices present\n"            \
   "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"  \
   "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"   \
   "                          copying them to huge pages (faster load, less memory, ~20%\n"    \
@@ -24,7 +24,7 @@
   "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
   "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"      \
   "                          env MMRT_THREADS)\n"                                             \
-  "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"        \
+  "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"         \
   "                          everywhere): portable, avx2, avx512, avx512bf16 (default: the\n" \
   "                          best this CPU has)\n"                                            \
   "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n" \

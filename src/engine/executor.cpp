@@ -28,7 +28,8 @@ kernels::KvCacheConfig kv_layout(const models::Runner& runner, const KvOptions& 
 
 ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner, int64_t embed_dim,
                              const KvOptions& kv)
-    : runner_(runner),
+    : be_(be),
+      runner_(runner),
       embed_dim_(embed_dim),
       kv_(std::make_unique<kernels::KvCache>(be, kv_layout(runner, kv))) {}
 
@@ -84,7 +85,8 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
     s.embeds = rows.empty() ? nullptr : emb.data();
     s.want_logits = c.sample;
   }
-  Tensor logits = runner_.forward(steps, *kv_);  // [n_sample, vocab]
+  // [n_sample, vocab]: sampled on the host (a counted copy where the backend is a device).
+  Tensor logits = be_.to_host(runner_.forward(steps, *kv_));
   int64_t w = 0;
   const int64_t V = logits.dim(1);
   for (size_t k = 0; k < nc; ++k) {

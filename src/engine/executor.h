@@ -41,6 +41,7 @@ class ModelExecutor : public Executor {
   const EncoderStore& encoder_store() const { return store_; }
 
  private:
+  const kernels::Backend& be_;
   models::Runner& runner_;
   int64_t embed_dim_;
   std::unique_ptr<kernels::KvCache> kv_;

@@ -12,12 +12,13 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "engine/sampler.h"
+#include "engine/step.h"
 #include "engine/timeline.h"
 #include "models/model.h"
 
 namespace mmrt::engine {
 
-using RequestId = uint64_t;
+// RequestId: engine/step.h
 
 // How a request ended. Exactly one per request.
 enum class Outcome : uint8_t { kNone, kFinished, kStopped, kCancelled, kRefused, kFailed };

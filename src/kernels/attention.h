@@ -1,7 +1,8 @@
-// Scaled dot-product attention (an op family: AttentionOps). The CPU backend's: flash-attention style online softmax (running max
-// and sum in fp32, never a full score matrix), grouped-query heads (query head i reads kv head
-// i / (n_heads / n_kv_heads); each K/V tile is loaded once for the whole group), masks given as
-// small descriptors (no dense mask tensors; no O(n_q * kv_len) memory anywhere).
+// Scaled dot-product attention (an op family: AttentionOps). The CPU backend's: flash-attention
+// style online softmax (running max and sum in fp32, never a full score matrix), grouped-query
+// heads (query head i reads kv head i / (n_heads / n_kv_heads); each K/V tile is loaded once for
+// the whole group), masks given as small descriptors (no dense mask tensors; no O(n_q * kv_len)
+// memory anywhere).
 //
 // paged_attention: one call serves a batch of sequences of different lengths, each in prefill
 // (many query rows, possibly a chunk that starts mid-sequence) or decode (one query row).

@@ -15,27 +15,48 @@ namespace mmrt::kernels {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kRmsNorm: return "rms_norm";
-    case Op::kLayerNorm: return "layer_norm";
-    case Op::kLayerNormHeads: return "layer_norm_heads";
-    case Op::kAdd: return "add";
-    case Op::kSiluMul: return "silu_mul";
-    case Op::kGeluErf: return "gelu_erf";
-    case Op::kQuickGelu: return "quick_gelu";
-    case Op::kReluSquared: return "relu_squared";
-    case Op::kSoftmax: return "softmax";
-    case Op::kEmbedding: return "embedding";
-    case Op::kLinear: return "linear";
-    case Op::kRopeAngles: return "rope_angles";
-    case Op::kApplyRope: return "apply_rope";
-    case Op::kPagedAttention: return "paged_attention";
-    case Op::kVarlenAttention: return "varlen_attention";
-    case Op::kKvWrite: return "kv_write";
-    case Op::kKvRead: return "kv_read";
-    case Op::kCopy2d: return "copy2d";
-    case Op::kIm2col1d: return "im2col_1d";
-    case Op::kPatchify2d: return "patchify_2d";
-    case Op::kCount: break;
+    case Op::kRmsNorm:
+      return "rms_norm";
+    case Op::kLayerNorm:
+      return "layer_norm";
+    case Op::kLayerNormHeads:
+      return "layer_norm_heads";
+    case Op::kAdd:
+      return "add";
+    case Op::kSiluMul:
+      return "silu_mul";
+    case Op::kGeluErf:
+      return "gelu_erf";
+    case Op::kQuickGelu:
+      return "quick_gelu";
+    case Op::kReluSquared:
+      return "relu_squared";
+    case Op::kSoftmax:
+      return "softmax";
+    case Op::kEmbedding:
+      return "embedding";
+    case Op::kLinear:
+      return "linear";
+    case Op::kRopeAngles:
+      return "rope_angles";
+    case Op::kApplyRope:
+      return "apply_rope";
+    case Op::kPagedAttention:
+      return "paged_attention";
+    case Op::kVarlenAttention:
+      return "varlen_attention";
+    case Op::kKvWrite:
+      return "kv_write";
+    case Op::kKvRead:
+      return "kv_read";
+    case Op::kCopy2d:
+      return "copy2d";
+    case Op::kIm2col1d:
+      return "im2col_1d";
+    case Op::kPatchify2d:
+      return "patchify_2d";
+    case Op::kCount:
+      break;
   }
   return "?";
 }
@@ -45,27 +66,48 @@ bool Backend::has(Op op) const {
   const OpTables& t = ops_;
   auto in = [](const auto* table, auto member) { return table && table->*member != nullptr; };
   switch (op) {
-    case Op::kRmsNorm: return in(t.elementwise, &ElementwiseOps::rms_norm);
-    case Op::kLayerNorm: return in(t.elementwise, &ElementwiseOps::layer_norm);
-    case Op::kLayerNormHeads: return in(t.elementwise, &ElementwiseOps::layer_norm_heads);
-    case Op::kAdd: return in(t.elementwise, &ElementwiseOps::add);
-    case Op::kSiluMul: return in(t.elementwise, &ElementwiseOps::silu_mul);
-    case Op::kGeluErf: return in(t.elementwise, &ElementwiseOps::gelu_erf);
-    case Op::kQuickGelu: return in(t.elementwise, &ElementwiseOps::quick_gelu);
-    case Op::kReluSquared: return in(t.elementwise, &ElementwiseOps::relu_squared);
-    case Op::kSoftmax: return in(t.elementwise, &ElementwiseOps::softmax);
-    case Op::kEmbedding: return in(t.elementwise, &ElementwiseOps::embedding);
-    case Op::kLinear: return in(t.linear, &LinearOps::linear);
-    case Op::kRopeAngles: return in(t.rope, &RopeOps::rope_angles);
-    case Op::kApplyRope: return in(t.rope, &RopeOps::apply_rope);
-    case Op::kPagedAttention: return in(t.attention, &AttentionOps::paged_attention);
-    case Op::kVarlenAttention: return in(t.attention, &AttentionOps::varlen_attention);
-    case Op::kKvWrite: return in(t.kv, &KvOps::write);
-    case Op::kKvRead: return in(t.kv, &KvOps::read);
-    case Op::kCopy2d: return in(t.layout, &LayoutOps::copy2d);
-    case Op::kIm2col1d: return in(t.layout, &LayoutOps::im2col_1d);
-    case Op::kPatchify2d: return in(t.layout, &LayoutOps::patchify_2d);
-    case Op::kCount: break;
+    case Op::kRmsNorm:
+      return in(t.elementwise, &ElementwiseOps::rms_norm);
+    case Op::kLayerNorm:
+      return in(t.elementwise, &ElementwiseOps::layer_norm);
+    case Op::kLayerNormHeads:
+      return in(t.elementwise, &ElementwiseOps::layer_norm_heads);
+    case Op::kAdd:
+      return in(t.elementwise, &ElementwiseOps::add);
+    case Op::kSiluMul:
+      return in(t.elementwise, &ElementwiseOps::silu_mul);
+    case Op::kGeluErf:
+      return in(t.elementwise, &ElementwiseOps::gelu_erf);
+    case Op::kQuickGelu:
+      return in(t.elementwise, &ElementwiseOps::quick_gelu);
+    case Op::kReluSquared:
+      return in(t.elementwise, &ElementwiseOps::relu_squared);
+    case Op::kSoftmax:
+      return in(t.elementwise, &ElementwiseOps::softmax);
+    case Op::kEmbedding:
+      return in(t.elementwise, &ElementwiseOps::embedding);
+    case Op::kLinear:
+      return in(t.linear, &LinearOps::linear);
+    case Op::kRopeAngles:
+      return in(t.rope, &RopeOps::rope_angles);
+    case Op::kApplyRope:
+      return in(t.rope, &RopeOps::apply_rope);
+    case Op::kPagedAttention:
+      return in(t.attention, &AttentionOps::paged_attention);
+    case Op::kVarlenAttention:
+      return in(t.attention, &AttentionOps::varlen_attention);
+    case Op::kKvWrite:
+      return in(t.kv, &KvOps::write);
+    case Op::kKvRead:
+      return in(t.kv, &KvOps::read);
+    case Op::kCopy2d:
+      return in(t.layout, &LayoutOps::copy2d);
+    case Op::kIm2col1d:
+      return in(t.layout, &LayoutOps::im2col_1d);
+    case Op::kPatchify2d:
+      return in(t.layout, &LayoutOps::patchify_2d);
+    case Op::kCount:
+      break;
   }
   return false;
 }
@@ -84,8 +126,7 @@ void Backend::require(std::span<const Op> ops, const std::string& what) const {
   for (Op op : lack) names += (names.empty() ? "" : ", ") + std::string(op_name(op));
   throw Unimplemented(what + " cannot run on " + device_str(device()) + ": this backend has no " +
                       "kernels for " + std::to_string(lack.size()) + " of its " +
-                      std::to_string(ops.size()) + " ops (" + names + "); " +
-                      describe_backends());
+                      std::to_string(ops.size()) + " ops (" + names + "); " + describe_backends());
 }
 
 namespace detail {
@@ -156,8 +197,12 @@ Tensor Backend::to_host(const Tensor& t) const {
 TransferStats Backend::transfers() const {
   auto n = [&](int i) { return n_[i].load(std::memory_order_relaxed); };
   auto b = [&](int i) { return bytes_[i].load(std::memory_order_relaxed); };
-  return {.to_device = n(0), .to_device_bytes = b(0), .to_host = n(1), .to_host_bytes = b(1),
-          .on_device = n(2), .on_device_bytes = b(2)};
+  return {.to_device = n(0),
+          .to_device_bytes = b(0),
+          .to_host = n(1),
+          .to_host_bytes = b(1),
+          .on_device = n(2),
+          .on_device_bytes = b(2)};
 }
 
 }  // namespace mmrt::kernels

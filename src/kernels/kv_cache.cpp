@@ -90,7 +90,7 @@ void KvCache::write(int32_t layer, const float* k, const float* v, const int32_t
     throw InvalidArgument("KvCache::write: row stride smaller than n_kv_heads * head_dim");
   for (int64_t i = 0; i < n; ++i) check_slot("write", i, slots[i]);
   detail::entry(be_, be_.ops().kv, &KvOps::write, Op::kKvWrite)(be_, this->layer(layer), k, v,
-                                                                 slots, n, k_stride, v_stride);
+                                                                slots, n, k_stride, v_stride);
 }
 
 void KvCache::read(int32_t layer, const int32_t* slots, int64_t n, float* k, float* v) const {
@@ -99,8 +99,8 @@ void KvCache::read(int32_t layer, const int32_t* slots, int64_t n, float* k, flo
   if (n == 0) return;
   if (!k || !v || !slots) throw InvalidArgument("KvCache::read: null pointer");
   for (int64_t i = 0; i < n; ++i) check_slot("read", i, slots[i]);
-  detail::entry(be_, be_.ops().kv, &KvOps::read, Op::kKvRead)(be_, this->layer(layer), slots, n,
-                                                               k, v);
+  detail::entry(be_, be_.ops().kv, &KvOps::read, Op::kKvRead)(be_, this->layer(layer), slots, n, k,
+                                                              v);
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {

@@ -1,5 +1,5 @@
-// Paged KV-cache storage in a backend's memory, for its attention kernels: per layer, K and V live in fixed-size
-// blocks of `block_size` tokens; token slot s sits in block s / block_size at offset
+// Paged KV-cache storage in a backend's memory, for its attention kernels: per layer, K and V live
+// in fixed-size blocks of `block_size` tokens; token slot s sits in block s / block_size at offset
 // s % block_size. Block allocation, refcounts and prefix hashing belong to the engine's manager;
 // this class only owns the memory (the backend's allocate()), writes new tokens through the
 // backend's KvOps and describes layers to paged_attention().

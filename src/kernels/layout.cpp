@@ -7,8 +7,8 @@
 
 namespace mmrt::kernels {
 
-void copy2d(const Backend& be, float* dst, int64_t dst_stride, const float* src,
-            int64_t src_stride, int64_t rows, int64_t cols) {
+void copy2d(const Backend& be, float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+            int64_t rows, int64_t cols) {
   if (rows < 0 || cols < 0 || dst_stride < cols || src_stride < cols)
     throw InvalidArgument("copy2d: bad shape: " + std::to_string(rows) + " rows of " +
                           std::to_string(cols) + " with strides " + std::to_string(dst_stride) +

@@ -1,8 +1,8 @@
 // Data-movement ops (an op family: LayoutOps): the copies and rearrangements model code needs
 // between its compute ops — strided row copies (heads padded for a kernel, encoder rows into a
 // sequence, embedding rows), the im2col of a 1-D convolution and the patches of a strided 2-D
-// convolution. Model code never loops over activation memory itself (scripts/check_source_rules.py).
-// Pointers are memory of the backend's device.
+// convolution. Model code never loops over activation memory itself
+// (scripts/check_source_rules.py). Pointers are memory of the backend's device.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@ namespace mmrt::kernels {
 
 // dst[r * dst_stride + c] = src[r * src_stride + c] for r < rows, c < cols (floats). The regions
 // must not overlap.
-void copy2d(const Backend& be, float* dst, int64_t dst_stride, const float* src,
-            int64_t src_stride, int64_t rows, int64_t cols);
+void copy2d(const Backend& be, float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+            int64_t rows, int64_t cols);
 
 // The columns of a 1-D convolution (kernel k, stride, zero padding pad on both sides):
 //   cols[t, c * k + j] = x(c, t * stride + j - pad)   for t < t_out, c < channels, j < k,

@@ -22,8 +22,8 @@ void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps
 
 void layer_norm(const Backend& be, const float* x, const Tensor& weight, const Tensor& bias,
                 float eps, float* y, int64_t n, int64_t d) {
-  entry(be, table(be), &ElementwiseOps::layer_norm, Op::kLayerNorm)(be, x, weight, bias, eps, y,
-                                                                    n, d);
+  entry(be, table(be), &ElementwiseOps::layer_norm, Op::kLayerNorm)(be, x, weight, bias, eps, y, n,
+                                                                    d);
 }
 
 void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
@@ -63,8 +63,7 @@ void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d) 
   entry(be, table(be), &ElementwiseOps::softmax, Op::kSoftmax)(be, x, y, n, d);
 }
 
-void embedding(const Backend& be, const Tensor& table_, const int32_t* ids, int64_t n,
-               float* out) {
+void embedding(const Backend& be, const Tensor& table_, const int32_t* ids, int64_t n, float* out) {
   entry(be, table(be), &ElementwiseOps::embedding, Op::kEmbedding)(be, table_, ids, n, out);
 }
 

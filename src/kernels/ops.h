@@ -75,8 +75,7 @@ struct ElementwiseOps {
   void (*quick_gelu)(const Backend&, const float* x, float* y, int64_t n);
   void (*relu_squared)(const Backend&, const float* x, float* y, int64_t n);
   void (*softmax)(const Backend&, const float* x, float* y, int64_t n, int64_t d);
-  void (*embedding)(const Backend&, const Tensor& table, const int32_t* ids, int64_t n,
-                    float* out);
+  void (*embedding)(const Backend&, const Tensor& table, const int32_t* ids, int64_t n, float* out);
 };
 
 }  // namespace mmrt::kernels

@@ -81,7 +81,7 @@ RopeTable make_vision_rope_table(int32_t head_dim, double theta) {
 RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
                        int64_t n_tokens) {
   return detail::entry(be, be.ops().rope, &RopeOps::rope_angles, Op::kRopeAngles)(be, table, pos,
-                                                                                   n_tokens);
+                                                                                  n_tokens);
 }
 
 void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,

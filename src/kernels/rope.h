@@ -1,8 +1,8 @@
-// Rotary position embeddings (an op family: RopeOps) in the Hugging Face "rotate_half" (NeoX) form: within each head,
-// dimension j pairs with j + head_dim/2 and both rotate by the angle pos[component(j)] *
-// inv_freq[j]. One table type covers plain 1-D RoPE, Qwen2-VL M-RoPE (t/h/w sections) and the
-// Qwen2-VL vision 2-D rotary (row/col); one kernel applies them all.
-// Angles and cos/sin are computed in fp32 exactly as HF does (freqs = pos * inv_freq).
+// Rotary position embeddings (an op family: RopeOps) in the Hugging Face "rotate_half" (NeoX) form:
+// within each head, dimension j pairs with j + head_dim/2 and both rotate by the angle
+// pos[component(j)] * inv_freq[j]. One table type covers plain 1-D RoPE, Qwen2-VL M-RoPE (t/h/w
+// sections) and the Qwen2-VL vision 2-D rotary (row/col); one kernel applies them all. Angles and
+// cos/sin are computed in fp32 exactly as HF does (freqs = pos * inv_freq).
 #pragma once
 
 #include <cstdint>

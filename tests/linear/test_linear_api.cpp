@@ -13,8 +13,8 @@
 #include "core/isa.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
 
 using namespace mmrt;

@@ -167,7 +167,7 @@ TEST(LlavaPacking, MatchesHfViewPermuteUnpadNewline) {
     float* c = crops.data<float>();
     for (int64_t i = 0; i < crops.numel(); ++i) c[i] = static_cast<float>(i);
     const float newline[H] = {-1, -2, -3};
-    const Tensor got = llava::pack_image_features(crops, L, newline);
+    const Tensor got = llava::pack_image_features(test::test_backend(), crops, L, newline);
     std::vector<float> want(c, c + per * H);  // the base crop, no newline
     const int64_t R = L.tile_rows * side, C = L.tile_cols * side;
     // Unpad as unpad_image does, from the image's aspect ratio against the map's.
@@ -192,7 +192,8 @@ TEST(LlavaPacking, MatchesHfViewPermuteUnpadNewline) {
     ASSERT_EQ(got.dim(0), L.n_tokens);
     ASSERT_EQ(static_cast<size_t>(got.numel()), want.size());
     EXPECT_EQ(std::vector<float>(got.data<float>(), got.data<float>() + got.numel()), want);
-    EXPECT_THROW(llava::pack_image_features(crops.slice(0, 0, per).contiguous(), L, newline),
+    EXPECT_THROW(llava::pack_image_features(test::test_backend(),
+                                            crops.slice(0, 0, per).contiguous(), L, newline),
                  InvalidArgument);
   }
 }

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/kv_cache.h"
 #include "models/model.h"
 #include "models/registry.h"

@@ -64,6 +64,38 @@ fs::path Registry::dir_;
 
 }  // namespace
 
+TEST_F(Registry, ABackendWithoutTheFamilysOpsIsRefusedBeforeLoading) {
+  // A backend of another device with host memory and no kernels (a new device's first day).
+  class NoKernels final : public kernels::Backend {
+   public:
+    NoKernels() : Backend(kernels::OpTables{}) {}
+    Device device() const override { return {.kind = DeviceKind::kCuda, .index = 0}; }
+    std::string describe() const override { return "no kernels"; }
+    std::shared_ptr<void> allocate(size_t b, bool z) const override {
+      return aligned_alloc_shared(b, z);
+    }
+    std::shared_ptr<void> allocate_staging(size_t b) const override {
+      return aligned_alloc_shared(b);
+    }
+
+   protected:
+    void copy_bytes(void* d, const void* s, size_t b, CopyKind) const override {
+      std::memcpy(d, s, b);
+    }
+  } nk;
+  try {
+    load_model(nk, model());
+    FAIL() << "loaded on a backend without kernels";
+  } catch (const Unimplemented& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("a qwen2-vl model cannot run on cuda:0"), std::string::npos) << m;
+    for (const char* op : {"linear", "paged_attention", "rms_norm", "varlen_attention", "kv_write"})
+      EXPECT_NE(m.find(op), std::string::npos) << op << " not named in: " << m;
+  }
+  EXPECT_EQ(nk.transfers().to_device, 0u);  // refused before any weight moved
+  for (const ModelFamily* f : families()) EXPECT_FALSE(f->ops.empty()) << f->name;
+}
+
 TEST_F(Registry, PicksTheFamilyFromConfigJson) {
   EXPECT_STREQ(family_for_checkpoint(model()).name, "qwen2-vl");
   EXPECT_STREQ(family_named("qwen2-vl").name, "qwen2-vl");

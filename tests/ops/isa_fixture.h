@@ -78,8 +78,8 @@ class DeviceFixture : public ::testing::TestWithParam<const char*> {
 };
 
 // Skips the running DeviceFixture test when its backend lacks one of the ops.
-#define MMRT_REQUIRE_OPS(...)                                                     \
-  do {                                                                            \
+#define MMRT_REQUIRE_OPS(...)                                                                 \
+  do {                                                                                        \
     if (const std::string why_ = lacking({__VA_ARGS__}); !why_.empty()) GTEST_SKIP() << why_; \
   } while (0)
 
@@ -87,7 +87,8 @@ class DeviceFixture : public ::testing::TestWithParam<const char*> {
 // output the kernel does not write shows. host() downloads it.
 class DeviceBuf {
  public:
-  DeviceBuf(const kernels::Backend& be, const std::vector<float>& host) : be_(&be), n_(host.size()) {
+  DeviceBuf(const kernels::Backend& be, const std::vector<float>& host)
+      : be_(&be), n_(host.size()) {
     mem_ = be.allocate(std::max<size_t>(n_, 1) * sizeof(float));
     be.copy_to_device(mem_.get(), host.data(), n_ * sizeof(float));
   }

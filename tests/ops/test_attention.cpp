@@ -15,8 +15,8 @@
 
 #include "core/error.h"
 #include "isa_fixture.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/kv_cache.h"
 #include "ref_suite.h"
 
@@ -323,11 +323,11 @@ INSTANTIATE_TEST_SUITE_P(Isa, AttnIsa, ::testing::ValuesIn(kIsas), isa_param_nam
 
 TEST(Attention, InvalidArgumentsThrow) {
   KvCache cache(be(), {.n_layers = 1,
-                 .num_blocks = 4,
-                 .block_size = 16,
-                 .n_kv_heads = 2,
-                 .head_dim = 64,
-                 .dtype = DType::kF32});
+                       .num_blocks = 4,
+                       .block_size = 16,
+                       .n_kv_heads = 2,
+                       .head_dim = 64,
+                       .dtype = DType::kF32});
   std::vector<float> q(4 * 4 * 64), out(q.size());
   const int32_t table[] = {0, 1, 9};
   PagedAttentionArgs a{.q = q.data(), .out = out.data(), .n_tokens = 4, .n_heads = 4};

@@ -7,8 +7,8 @@
 
 #include "core/convert.h"
 #include "core/error.h"
-#include "kernels/kv_cache.h"
 #include "isa_fixture.h"
+#include "kernels/kv_cache.h"
 #include "ref_suite.h"
 
 using namespace mmrt;

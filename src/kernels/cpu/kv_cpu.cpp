@@ -34,8 +34,8 @@ void kv_write(const CpuBackend&, const KvLayerView& layer, const float* k, const
   }
 }
 
-void kv_read(const CpuBackend&, const KvLayerView& layer, const int32_t* slots, int64_t n,
-             float* k, float* v) {
+void kv_read(const CpuBackend&, const KvLayerView& layer, const int32_t* slots, int64_t n, float* k,
+             float* v) {
   const int64_t hk = int64_t{layer.n_kv_heads}, hd = layer.head_dim, bs = layer.block_size;
   const bool bf16 = layer.dtype == DType::kBF16;
   const char* kb = static_cast<const char*>(layer.k);

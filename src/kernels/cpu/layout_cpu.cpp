@@ -17,8 +17,8 @@ void for_rows(const CpuBackend& be, int64_t rows, int64_t row_floats, Fn&& fn) {
     fn(int64_t{0}, rows);
     return;
   }
-  be.pool().parallel_for(rows, std::max<int64_t>(1, kParallelMin / std::max<int64_t>(row_floats, 1)),
-                         fn);
+  be.pool().parallel_for(rows,
+                         std::max<int64_t>(1, kParallelMin / std::max<int64_t>(row_floats, 1)), fn);
 }
 }  // namespace
 
@@ -45,7 +45,8 @@ void im2col_1d(const CpuBackend& be, const float* x, const Im2col1d& s, float* c
         const int64_t src_t = t * s.stride + j - s.pad;
         const bool inside = src_t >= 0 && src_t < s.t_in;
         const float* src = inside ? x + src_t * s.t_stride : nullptr;
-        for (int64_t c = 0; c < s.channels; ++c) dst[c * s.k + j] = inside ? src[c * s.c_stride] : 0.0f;
+        for (int64_t c = 0; c < s.channels; ++c)
+          dst[c * s.k + j] = inside ? src[c * s.c_stride] : 0.0f;
       }
     }
   });

@@ -159,7 +159,8 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
   // 0.86-1.04 now, docs/kernels-gemm.md).
   constexpr int kGemvChunksPerThread = 16;
   const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
-  const int64_t block_bytes = kRowBlock * w.in() * static_cast<int64_t>(weight_format_bytes(w.format()));
+  const int64_t block_bytes =
+      kRowBlock * w.in() * static_cast<int64_t>(weight_format_bytes(w.format()));
   const int64_t grain =
       std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
   const int64_t out = w.out();

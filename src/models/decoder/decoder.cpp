@@ -6,11 +6,12 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
+#include "kernels/layout.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
+#include "kernels/scratch.h"
 
 namespace mmrt::models {
 
@@ -24,15 +25,6 @@ struct Layer {
   kernels::PackedLinear o;        // [hidden, n_heads * head_dim] (+ bias)
   kernels::PackedLinear gate_up;  // SwiGLU: [2 * inter, hidden]; relu2: up [inter, hidden] (+ bias)
   kernels::PackedLinear down;     // [hidden, inter] (+ bias)
-};
-
-// Grow-only scratch buffer.
-struct Scratch {
-  std::vector<float> v;
-  float* get(size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
-  }
 };
 
 }  // namespace
@@ -49,8 +41,8 @@ struct Decoder::Impl {
   kernels::RopeTable rope;  // head_dim (or rotary_dim) wide
 
   int64_t hidden = 0, n_heads = 0, n_kv = 0, head_dim = 0, inter = 0, vocab = 0;
-  int32_t rows = 1;  // position rows
-  Scratch x, h, qkv, attn, tmp, gate_up, act, logits_in, logits;
+  int32_t rows = 1;                                                        // position rows
+  kernels::Scratch x, h, qkv, attn, tmp, gate_up, act, logits_in, logits;  // the backend's memory
   std::vector<int32_t> tokens, pos, slots;
   std::vector<kernels::AttnSeq> seqs;
 };
@@ -178,11 +170,14 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
     return cfg.tensor_name ? cfg.tensor_name(canonical) : canonical;
   };
   auto get = [&](const std::string& canonical) { return st.get(name(canonical)); };
+  // A tensor the ops read as it is (norms, the embedding table), in the backend's memory (on the
+  // CPU: the mapping itself, no copy).
+  auto weight = [&](const std::string& canonical) { return be.upload(get(canonical)); };
 
-  m.embed_tokens = get("model.embed_tokens.weight");
+  m.embed_tokens = weight("model.embed_tokens.weight");
   const bool ln = cfg.norm == NormKind::kLayer;
-  m.final_norm = get("model.norm.weight");
-  if (ln) m.final_norm_b = get("model.norm.bias");
+  m.final_norm = weight("model.norm.weight");
+  if (ln) m.final_norm_b = weight("model.norm.bias");
   if (opts.weight_format) {
     m.fmt = *opts.weight_format;
   } else {
@@ -198,11 +193,11 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     std::string p = "model.layers." + std::to_string(i) + ".";
     Layer& L = m.layers[static_cast<size_t>(i)];
-    L.input_norm = get(p + "input_layernorm.weight");
-    L.post_norm = get(p + "post_attention_layernorm.weight");
+    L.input_norm = weight(p + "input_layernorm.weight");
+    L.post_norm = weight(p + "post_attention_layernorm.weight");
     if (ln) {
-      L.input_norm_b = get(p + "input_layernorm.bias");
-      L.post_norm_b = get(p + "post_attention_layernorm.bias");
+      L.input_norm_b = weight(p + "input_layernorm.bias");
+      L.post_norm_b = weight(p + "post_attention_layernorm.bias");
     }
     // q | k | v, one output block each: separate weights, or the rows of a fused weight grouped
     // per head ([q_h, k_h, v_h] for each head h) picked out head by head.
@@ -227,10 +222,10 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
     for (const Tensor& t : b) bs.push_back(&t);
     L.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, m.fmt, place);
     if (cfg.qk_norm) {
-      L.q_norm = get(p + "self_attn.q_norm.weight");
-      L.q_norm_b = get(p + "self_attn.q_norm.bias");
-      L.k_norm = get(p + "self_attn.k_norm.weight");
-      L.k_norm_b = get(p + "self_attn.k_norm.bias");
+      L.q_norm = weight(p + "self_attn.q_norm.weight");
+      L.q_norm_b = weight(p + "self_attn.q_norm.bias");
+      L.k_norm = weight(p + "self_attn.k_norm.weight");
+      L.k_norm_b = weight(p + "self_attn.k_norm.bias");
     }
     auto lin = [&](const std::string& base, bool bias) {
       const Tensor wt = get(base + ".weight");
@@ -265,7 +260,8 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
 }
 
 void Decoder::embed(std::span<const int32_t> ids, float* out) const {
-  kernels::embedding(*impl_->be, impl_->embed_tokens, ids.data(), static_cast<int64_t>(ids.size()), out);
+  kernels::embedding(*impl_->be, impl_->embed_tokens, ids.data(), static_cast<int64_t>(ids.size()),
+                     out);
 }
 
 Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
@@ -332,25 +328,27 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
     row += n;
   }
 
-  float* x = m.x.get(static_cast<size_t>(N * H));                   // [N, hidden]
-  float* h = m.h.get(static_cast<size_t>(N * H));                   // [N, hidden]
-  float* qkv = m.qkv.get(static_cast<size_t>(N * qkv_width));       // [N, q | k | v]
-  float* attn = m.attn.get(static_cast<size_t>(N * q_width));       // [N, n_heads * head_dim]
-  float* tmp = m.tmp.get(static_cast<size_t>(N * H));               // [N, hidden]
-  float* gu = m.gate_up.get(static_cast<size_t>(N * 2 * m.inter));  // [N, 2 * inter]
-  float* act = m.act.get(static_cast<size_t>(N * m.inter));         // [N, inter]
+  float* x = m.x.get(be, static_cast<size_t>(N * H));                   // [N, hidden]
+  float* h = m.h.get(be, static_cast<size_t>(N * H));                   // [N, hidden]
+  float* qkv = m.qkv.get(be, static_cast<size_t>(N * qkv_width));       // [N, q | k | v]
+  float* attn = m.attn.get(be, static_cast<size_t>(N * q_width));       // [N, n_heads * head_dim]
+  float* tmp = m.tmp.get(be, static_cast<size_t>(N * H));               // [N, hidden]
+  float* gu = m.gate_up.get(be, static_cast<size_t>(N * 2 * m.inter));  // [N, 2 * inter]
+  float* act = m.act.get(be, static_cast<size_t>(N * m.inter));         // [N, inter]
 
   kernels::embedding(be, m.embed_tokens, m.tokens.data(), N, x);
   row = 0;
   for (const auto& s : batch) {
     if (!s.embed_rows.empty()) {
       if (!s.embeds) throw InvalidArgument("forward: embed_rows given without embeds");
-      for (size_t j = 0; j < s.embed_rows.size(); ++j) {
-        int32_t r = s.embed_rows[j];
+      for (int32_t r : s.embed_rows)
         if (r < 0 || r >= static_cast<int32_t>(s.tokens.size()))
           throw InvalidArgument("forward: embed row " + std::to_string(r) + " out of range");
-        std::memcpy(x + (row + r) * H, s.embeds + static_cast<int64_t>(j) * H,
-                    static_cast<size_t>(H) * sizeof(float));
+      // The media rows over their tokens' embeddings, one copy per run of consecutive rows.
+      for (size_t j = 0, e; j < s.embed_rows.size(); j = e) {
+        for (e = j + 1; e < s.embed_rows.size() && s.embed_rows[e] == s.embed_rows[e - 1] + 1;) ++e;
+        kernels::copy2d(be, x + (row + s.embed_rows[j]) * H, H,
+                        s.embeds + static_cast<int64_t>(j) * H, H, static_cast<int64_t>(e - j), H);
       }
     }
     row += static_cast<int64_t>(s.tokens.size());
@@ -358,8 +356,8 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
 
   const int64_t L = static_cast<int64_t>(m.layers.size());
   if (capture_) {
-    *capture_ = Tensor::empty(DType::kF32, {L + 1, N, H});
-    std::memcpy(capture_->data<float>(), x, static_cast<size_t>(N * H) * sizeof(float));
+    *capture_ = be.empty(DType::kF32, {L + 1, N, H});
+    kernels::copy2d(be, capture_->data<float>(), H, x, H, N, H);
   }
 
   // The M-RoPE table reads one position row per section; a plain table reads row 0.
@@ -404,25 +402,22 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
       kernels::relu_squared(be, gu, act, N * m.inter);
     kernels::linear(be, act, N, ly.down, tmp, m.lin);
     kernels::add(be, x, tmp, N * H);
-    if (capture_)
-      std::memcpy(capture_->data<float>() + (li + 1) * N * H, x,
-                  static_cast<size_t>(N * H) * sizeof(float));
+    if (capture_) kernels::copy2d(be, capture_->data<float>() + (li + 1) * N * H, H, x, H, N, H);
   }
 
   // Final norm and lm_head for the last token of each sequence that wants logits.
   float* last =
-      m.logits_in.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * H));  // [n_want, hidden]
+      m.logits_in.get(be, static_cast<size_t>(std::max<int64_t>(n_want, 1) * H));  // [n_want, H]
   int64_t w = 0;
   row = 0;
   for (const auto& s : batch) {
     row += static_cast<int64_t>(s.tokens.size());
-    if (s.want_logits)
-      std::memcpy(last + (w++) * H, x + (row - 1) * H, static_cast<size_t>(H) * sizeof(float));
+    if (s.want_logits) kernels::copy2d(be, last + (w++) * H, H, x + (row - 1) * H, H, 1, H);
   }
   norm(last, m.final_norm, m.final_norm_b, last, n_want);
-  float* logits = m.logits.get(static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));
+  float* logits = m.logits.get(be, static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));
   if (n_want > 0) kernels::linear(be, last, n_want, m.lm_head, logits, m.lin);
-  return Tensor::view(logits, DType::kF32, {n_want, m.vocab});
+  return Tensor::on_device(logits, DType::kF32, {n_want, m.vocab}, nullptr, be.device());
 }
 
 }  // namespace mmrt::models

@@ -93,8 +93,18 @@ struct DecoderTensor {
 std::vector<DecoderTensor> decoder_tensors(const DecoderConfig& cfg);
 
 // Every op the shared decoder may run (its settings choose among the norms and MLPs).
-inline constexpr kernels::Op kDecoderOps[] = {
-    kernels::Op::kEmbedding, kernels::Op::kRmsNorm, kernels::Op::kLayerNorm, kernels::Op::kLayerNormHeads, kernels::Op::kAdd, kernels::Op::kSiluMul, kernels::Op::kReluSquared, kernels::Op::kLinear, kernels::Op::kRopeAngles, kernels::Op::kApplyRope, kernels::Op::kPagedAttention, kernels::Op::kKvWrite};
+inline constexpr kernels::Op kDecoderOps[] = {kernels::Op::kEmbedding,
+                                              kernels::Op::kRmsNorm,
+                                              kernels::Op::kLayerNorm,
+                                              kernels::Op::kLayerNormHeads,
+                                              kernels::Op::kAdd,
+                                              kernels::Op::kSiluMul,
+                                              kernels::Op::kReluSquared,
+                                              kernels::Op::kLinear,
+                                              kernels::Op::kRopeAngles,
+                                              kernels::Op::kApplyRope,
+                                              kernels::Op::kPagedAttention,
+                                              kernels::Op::kKvWrite};
 
 class Decoder {
  public:

@@ -12,8 +12,10 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "kernels/layout.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/decoder_runner.h"
 #include "models/decoder/model_spec.h"
 #include "models/fuyu/processor.h"
 #include "models/fuyu/tiny_checkpoint.h"
@@ -68,14 +70,12 @@ Settings read_settings(const std::string& dir) {
   return s;
 }
 
-class FuyuRunner final : public Runner {
+class FuyuRunner final : public DecoderRunner {
  public:
-  FuyuRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, kernels::PackedLinear patch_embed,
-             const kernels::Backend& be, int64_t patch_dim, int32_t newline_id)
-      : st_(std::move(st)),
-        lm_(std::move(lm)),
+  FuyuRunner(const kernels::Backend& be, io::SafeTensors st, std::unique_ptr<Decoder> lm,
+             kernels::PackedLinear patch_embed, int64_t patch_dim, int32_t newline_id)
+      : DecoderRunner(be, std::move(st), std::move(lm)),
         patch_embed_(std::move(patch_embed)),
-        be_(&be),
         patch_dim_(patch_dim),
         newline_(static_cast<size_t>(lm_->config().hidden_size)) {
     lm_->embed({&newline_id, 1}, newline_.data());
@@ -89,16 +89,14 @@ class FuyuRunner final : public Runner {
     const int64_t H = static_cast<int64_t>(newline_.size());
     const Tensor px = item.features.contiguous();
     std::vector<float> emb(static_cast<size_t>(g.n_patches() * H));  // [n_patches, hidden]
-    kernels::linear(*be_, px.data<float>(), g.n_patches(), patch_embed_, emb.data());
+    kernels::linear(be_, px.data<float>(), g.n_patches(), patch_embed_, emb.data());
     Tensor out = Tensor::empty(DType::kF32, {g.n_tokens(), H});  // [n_tokens, hidden]
+    // Each grid row's g.cols patch rows, then the newline row: rows of (g.cols + 1) * H.
     float* o = out.data<float>();
-    const size_t row_bytes = static_cast<size_t>(H) * sizeof(float);
-    for (int64_t r = 0; r < g.rows; ++r) {
-      std::memcpy(o, emb.data() + r * g.cols * H, static_cast<size_t>(g.cols) * row_bytes);
-      o += g.cols * H;
-      std::memcpy(o, newline_.data(), row_bytes);
-      o += H;
-    }
+    const int64_t row = (g.cols + 1) * H;
+    kernels::copy2d(be_, o, row, emb.data(), g.cols * H, g.rows, g.cols * H);
+    for (int64_t r = 0; r < g.rows; ++r)
+      kernels::copy2d(be_, o + r * row + g.cols * H, H, newline_.data(), H, 1, H);
     return out;
   }
   double encode_flops(const PreparedMedia& item) const override {
@@ -106,19 +104,9 @@ class FuyuRunner final : public Runner {
     return 2.0 * static_cast<double>(g.n_patches()) * static_cast<double>(patch_dim_) *
            static_cast<double>(newline_.size());
   }
-  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
-  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
-    return lm_->forward(batch, kv);
-  }
-  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
-  size_t weight_bytes() const override { return lm_->weight_bytes(); }
-  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
 
  private:
-  io::SafeTensors st_;
-  std::unique_ptr<Decoder> lm_;
   kernels::PackedLinear patch_embed_;  // [hidden, patch_dim] + bias
-  const kernels::Backend* be_;
   int64_t patch_dim_;
   std::vector<float> newline_;  // the |NEWLINE| embedding [hidden]
 };
@@ -143,7 +131,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .modalities = {Modality::kImage},
                                .config_key = s.config_key});
   m.processor = make_processor(s.cfg, s.pp, s.ids, s.config_key);
-  m.runner = std::make_unique<FuyuRunner>(std::move(st), std::move(lm), std::move(patch_embed), be,
+  m.runner = std::make_unique<FuyuRunner>(be, std::move(st), std::move(lm), std::move(patch_embed),
                                           s.cfg.patch_dim(), s.ids.newline);
   return m;
 }

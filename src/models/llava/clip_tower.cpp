@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
 #include "kernels/layout.h"
@@ -181,8 +180,7 @@ Tensor ClipTower::forward(const Tensor& pixel_values) {
   const int64_t per = tokens_per_crop(), rows = n_crops * per, skip = T - per;
   std::vector<float> sel(static_cast<size_t>(rows * E));
   for (int64_t c = 0; c < n_crops; ++c)
-    std::memcpy(sel.data() + c * per * E, x.data() + (c * T + skip) * E,
-                static_cast<size_t>(per * E) * sizeof(float));
+    kernels::copy2d(be, sel.data() + c * per * E, E, x.data() + (c * T + skip) * E, E, per, E);
   const int64_t H = m.text_hidden;
   std::vector<float> mid(static_cast<size_t>(rows * H));
   kernels::linear(be, sel.data(), rows, m.proj1, mid.data());

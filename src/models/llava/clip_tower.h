@@ -21,7 +21,9 @@ namespace mmrt::models::llava {
 
 // Every op the CLIP tower and its projector run.
 inline constexpr kernels::Op kClipTowerOps[] = {
-    kernels::Op::kPatchify2d, kernels::Op::kLinear, kernels::Op::kEmbedding, kernels::Op::kCopy2d, kernels::Op::kAdd, kernels::Op::kLayerNorm, kernels::Op::kQuickGelu, kernels::Op::kGeluErf, kernels::Op::kVarlenAttention};
+    kernels::Op::kPatchify2d, kernels::Op::kLinear,  kernels::Op::kEmbedding,
+    kernels::Op::kCopy2d,     kernels::Op::kAdd,     kernels::Op::kLayerNorm,
+    kernels::Op::kQuickGelu,  kernels::Op::kGeluErf, kernels::Op::kVarlenAttention};
 
 class ClipTower {
  public:

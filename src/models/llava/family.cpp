@@ -11,6 +11,7 @@
 #include "kernels/ops.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/decoder_runner.h"
 #include "models/decoder/model_spec.h"
 #include "models/llava/clip_tower.h"
 #include "models/llava/packing.h"
@@ -75,12 +76,11 @@ Settings read_settings(const std::string& dir) {
   return s;
 }
 
-class LlavaRunner final : public Runner {
+class LlavaRunner final : public DecoderRunner {
  public:
-  LlavaRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<ClipTower> tower,
-              const Config& cfg, std::vector<float> newline)
-      : st_(std::move(st)),
-        lm_(std::move(lm)),
+  LlavaRunner(const kernels::Backend& be, io::SafeTensors st, std::unique_ptr<Decoder> lm,
+              std::unique_ptr<ClipTower> tower, const Config& cfg, std::vector<float> newline)
+      : DecoderRunner(be, std::move(st), std::move(lm)),
         tower_(std::move(tower)),
         layout_(layout_params(cfg)),
         newline_(std::move(newline)) {}
@@ -91,23 +91,14 @@ class LlavaRunner final : public Runner {
     if (item.features.rank() != 4 || item.features.dim(0) != l.n_crops)
       throw InvalidArgument("llava: an image of " + std::to_string(l.n_crops) +
                             " crops has features " + item.features.describe());
-    return pack_image_features(tower_->forward(item.features), l,
+    return pack_image_features(be_, tower_->forward(item.features), l,
                                newline_.empty() ? nullptr : newline_.data());
   }
   double encode_flops(const PreparedMedia& item) const override {
     return tower_->flops(item_layout(item, layout_).n_crops);
   }
-  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
-  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
-    return lm_->forward(batch, kv);
-  }
-  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
-  size_t weight_bytes() const override { return lm_->weight_bytes(); }
-  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
 
  private:
-  io::SafeTensors st_;  // the mapped weights the views below read
-  std::unique_ptr<Decoder> lm_;
   std::unique_ptr<ClipTower> tower_;
   LayoutParams layout_;
   std::vector<float> newline_;  // image_newline [hidden] f32 (LLaVA-NeXT)
@@ -144,8 +135,8 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .modalities = {Modality::kImage},
                                .config_key = s.config_key});
   m.processor = make_processor(s.cfg, s.pp, s.config_key, s.format);
-  m.runner = std::make_unique<LlavaRunner>(std::move(st), std::move(lm), std::move(tower), s.cfg,
-                                           std::move(newline));
+  m.runner = std::make_unique<LlavaRunner>(be, std::move(st), std::move(lm), std::move(tower),
+                                           s.cfg, std::move(newline));
   return m;
 }
 

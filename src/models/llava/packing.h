@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/backend.h"
 #include "models/llava/anyres.h"
 
 namespace mmrt::models::llava {
@@ -12,6 +13,7 @@ namespace mmrt::models::llava {
 // crops: [n_crops * tokens_per_crop, hidden] f32 in crop order; newline: [hidden] f32 or null
 // (layout.newline false). Returns [layout.n_tokens, hidden] f32. InvalidArgument when the rows
 // do not match the layout.
-Tensor pack_image_features(const Tensor& crops, const ImageLayout& layout, const float* newline);
+Tensor pack_image_features(const kernels::Backend& be, const Tensor& crops,
+                           const ImageLayout& layout, const float* newline);
 
 }  // namespace mmrt::models::llava

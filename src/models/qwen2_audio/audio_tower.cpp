@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
 #include "kernels/layout.h"
@@ -193,17 +192,23 @@ Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) con
   // conv1 over the 2R frames conv2 reads (frames t-1, t, t+1; zero outside [0, T)), then GELU.
   const int64_t C1 = 2 * R;
   std::vector<float> cols(static_cast<size_t>(std::max(C1 * C * 3, R * D * 3)));
-  kernels::im2col_1d(be, mel.data(),
-                     {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1,
-                      .t_out = C1},
-                     cols.data());
+  kernels::im2col_1d(
+      be, mel.data(),
+      {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1, .t_out = C1},
+      cols.data());
   std::vector<float> y1(static_cast<size_t>(C1 * D));  // [2R, d]
   kernels::linear(be, cols.data(), C1, m.conv1, y1.data());
   kernels::gelu_erf(be, y1.data(), y1.data(), C1 * D);
   // conv2 (stride 2): row t reads conv1 rows 2t-1, 2t, 2t+1 (row -1 is zero padding).
   kernels::im2col_1d(be, y1.data(),
-                     {.channels = D, .t_in = C1, .c_stride = 1, .t_stride = D, .k = 3,
-                      .stride = 2, .pad = 1, .t_out = R},
+                     {.channels = D,
+                      .t_in = C1,
+                      .c_stride = 1,
+                      .t_stride = D,
+                      .k = 3,
+                      .stride = 2,
+                      .pad = 1,
+                      .t_out = R},
                      cols.data());
   std::vector<float> x(static_cast<size_t>(R * D)), h(x.size()), tmp(x.size());  // [R, d]
   kernels::linear(be, cols.data(), R, m.conv2, x.data());

@@ -30,7 +30,8 @@ namespace mmrt::models::qwen2_audio {
 
 // Every op the audio tower runs.
 inline constexpr kernels::Op kAudioTowerOps[] = {
-    kernels::Op::kIm2col1d, kernels::Op::kLinear, kernels::Op::kGeluErf, kernels::Op::kAdd, kernels::Op::kLayerNorm, kernels::Op::kCopy2d, kernels::Op::kVarlenAttention};
+    kernels::Op::kIm2col1d,  kernels::Op::kLinear, kernels::Op::kGeluErf,        kernels::Op::kAdd,
+    kernels::Op::kLayerNorm, kernels::Op::kCopy2d, kernels::Op::kVarlenAttention};
 
 class AudioTower {
  public:

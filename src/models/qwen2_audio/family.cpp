@@ -8,8 +8,10 @@
 #include "core/error.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "kernels/layout.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/decoder_runner.h"
 #include "models/decoder/model_spec.h"
 #include "models/qwen2_audio/audio_tower.h"
 #include "models/qwen2_audio/config.h"
@@ -48,11 +50,11 @@ Settings read_settings(const std::string& dir) {
   return s;
 }
 
-class Qwen2AudioRunner final : public Runner {
+class Qwen2AudioRunner final : public DecoderRunner {
  public:
-  Qwen2AudioRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm,
+  Qwen2AudioRunner(const kernels::Backend& be, io::SafeTensors st, std::unique_ptr<Decoder> lm,
                    std::unique_ptr<AudioTower> tower, const AudioConfig& audio)
-      : st_(std::move(st)), lm_(std::move(lm)), tower_(std::move(tower)), audio_(audio) {}
+      : DecoderRunner(be, std::move(st), std::move(lm)), tower_(std::move(tower)), audio_(audio) {}
 
   // Each window through the tower, the token rows concatenated in window order.
   Tensor encode(const PreparedMedia& item) override {
@@ -72,7 +74,8 @@ class Qwen2AudioRunner final : public Runner {
     for (int64_t k = 0; k < W; ++k) {
       const Tensor t =
           tower_->forward({mel.data<float>() + k * C * T, static_cast<size_t>(C * T)}, frames[k]);
-      std::memcpy(out.data<float>() + row * hidden, t.raw(), t.nbytes());
+      kernels::copy2d(be_, out.data<float>() + row * hidden, hidden, t.data<float>(), hidden,
+                      t.dim(0), hidden);
       row += t.dim(0);
     }
     if (row != item.n_tokens)
@@ -85,18 +88,8 @@ class Qwen2AudioRunner final : public Runner {
     for (int64_t L : window_frames(item, audio_)) f += tower_->flops(L);
     return f;
   }
-  // The language model is the shared decoder as it is.
-  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
-  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
-    return lm_->forward(batch, kv);
-  }
-  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
-  size_t weight_bytes() const override { return lm_->weight_bytes(); }
-  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
 
  private:
-  io::SafeTensors st_;  // the mapped weights the views below read
-  std::unique_ptr<Decoder> lm_;
   std::unique_ptr<AudioTower> tower_;
   AudioConfig audio_;
 };
@@ -118,7 +111,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .modalities = {Modality::kAudio},
                                .config_key = s.config_key});
   m.processor = make_processor(s.cfg, s.fe, s.config_key, opts.long_audio);
-  m.runner = std::make_unique<Qwen2AudioRunner>(std::move(st), std::move(lm), std::move(tower),
+  m.runner = std::make_unique<Qwen2AudioRunner>(be, std::move(st), std::move(lm), std::move(tower),
                                                 s.cfg.audio);
   return m;
 }

@@ -10,7 +10,9 @@
 #include "core/hash.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "kernels/layout.h"
 #include "models/decoder/decoder.h"
+#include "models/decoder/decoder_runner.h"
 #include "models/decoder/model_spec.h"
 #include "models/qwen2_vl/config.h"
 #include "models/qwen2_vl/image_processor.h"
@@ -66,12 +68,11 @@ Hash128 config_key(const std::string& dir) {
   return hash128(io::read_text_file((fs::path(dir) / "config.json").string()));
 }
 
-class Qwen2VLRunner final : public Runner {
+class Qwen2VLRunner final : public DecoderRunner {
  public:
-  Qwen2VLRunner(io::SafeTensors st, std::unique_ptr<Decoder> lm, std::unique_ptr<VisionTower> vt,
-                int64_t merge, bool reuse_slices)
-      : st_(std::move(st)),
-        lm_(std::move(lm)),
+  Qwen2VLRunner(const kernels::Backend& be, io::SafeTensors st, std::unique_ptr<Decoder> lm,
+                std::unique_ptr<VisionTower> vt, int64_t merge, bool reuse_slices)
+      : DecoderRunner(be, std::move(st), std::move(lm)),
         vision_(std::move(vt)),
         merge_(merge),
         reuse_slices_(reuse_slices) {}
@@ -86,16 +87,9 @@ class Qwen2VLRunner final : public Runner {
                           " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
     return out;
   }
-  Tensor forward(std::span<const SeqStep> batch, kernels::KvCache& kv) override {
-    return lm_->forward(batch, kv);
-  }
-  kernels::KvCacheConfig kv_config() const override { return lm_->kv_config(); }
-  kernels::WeightFormat weight_format() const override { return lm_->weight_format(); }
-  size_t weight_bytes() const override { return lm_->weight_bytes(); }
   double encode_flops(const PreparedMedia& item) const override {
     return vision_->flops(grid_of(item));
   }
-  void capture_hidden_states(Tensor* out) override { lm_->capture_hidden_states(out); }
 
  private:
   static GridThw grid_of(const PreparedMedia& item) {
@@ -154,7 +148,6 @@ class Qwen2VLRunner final : public Runner {
       throw InternalError("vision tower produced " + std::to_string(enc[0].dim(0)) +
                           " rows for a slice of " + std::to_string(per) + " tokens");
     const int64_t hidden = enc[0].dim(1);
-    const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(float);
     auto slice_rows = [&](int64_t s) {
       return enc[static_cast<size_t>(source[static_cast<size_t>(s)])].data<float>();
     };
@@ -163,15 +156,13 @@ class Qwen2VLRunner final : public Runner {
     float* o = out.data<float>();
     if (kept.empty())
       for (int64_t s = 0; s < g[0]; ++s)
-        std::memcpy(o + s * per * hidden, slice_rows(s), static_cast<size_t>(per) * row_bytes);
+        kernels::copy2d(be_, o + s * per * hidden, hidden, slice_rows(s), hidden, per, hidden);
     else
       for (size_t i = 0; i < kept.size(); ++i)
-        std::memcpy(o + static_cast<int64_t>(i) * hidden,
-                    slice_rows(kept[i] / per) + (kept[i] % per) * hidden, row_bytes);
+        kernels::copy2d(be_, o + static_cast<int64_t>(i) * hidden, hidden,
+                        slice_rows(kept[i] / per) + (kept[i] % per) * hidden, hidden, 1, hidden);
     return out;
   }
-  io::SafeTensors st_;  // the mapped weights the views below read
-  std::unique_ptr<Decoder> lm_;
   std::unique_ptr<VisionTower> vision_;
   int64_t merge_;  // spatial_merge_size: a token is merge x merge patches
   bool reuse_slices_;
@@ -198,7 +189,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .config_key = config_key(dir)});
   const ModelSpec& s = m.spec;
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
-  m.runner = std::make_unique<Qwen2VLRunner>(std::move(st), std::move(lm), std::move(vt),
+  m.runner = std::make_unique<Qwen2VLRunner>(be, std::move(st), std::move(lm), std::move(vt),
                                              cfg.vision.spatial_merge_size, opts.video_slice_reuse);
   return m;
 }

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"

@@ -22,7 +22,10 @@ namespace mmrt::models::qwen2_vl {
 
 // Every op the vision tower runs.
 inline constexpr kernels::Op kVisionTowerOps[] = {
-    kernels::Op::kLayerNorm, kernels::Op::kLinear, kernels::Op::kQuickGelu, kernels::Op::kGeluErf, kernels::Op::kAdd, kernels::Op::kRopeAngles, kernels::Op::kApplyRope, kernels::Op::kVarlenAttention};
+    kernels::Op::kLayerNorm, kernels::Op::kLinear,
+    kernels::Op::kQuickGelu, kernels::Op::kGeluErf,
+    kernels::Op::kAdd,       kernels::Op::kRopeAngles,
+    kernels::Op::kApplyRope, kernels::Op::kVarlenAttention};
 
 class VisionTower {
  public:
