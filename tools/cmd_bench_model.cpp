@@ -49,9 +49,8 @@ using obs::median;
 
 DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer& probe) {
   DecodeFigures f;
-  const int32_t bs = lm.block_size();
-  const int64_t V = lm.model.spec.vocab_size;
-  auto blocks_for = [&](int seq, int64_t tokens) { return block_table(seq, tokens, bs); };
+  const int64_t V = lm.spec().vocab_size;
+  auto blocks_for = [&](int seq, int64_t tokens) { return lm.block_table(seq, tokens); };
   const int64_t cap = prompt_len + 2 * steps + 2;  // warm step, timed run, paired steps
   // Prefill: the whole prompt in one step, best of 2.
   auto prompt = random_ids(prompt_len, V, 1);
@@ -122,8 +121,7 @@ DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreame
 
 // One batch-1 decode step of `lm` (its sequence 0 prefilled by run_lm), timed in seconds.
 double decode_step_s(Lm& lm, int64_t prompt_len) {
-  const int32_t bs = lm.block_size();
-  const std::vector<int32_t> table = block_table(0, prompt_len + 1, bs);
+  const std::vector<int32_t> table = lm.block_table(0, prompt_len + 1);
   int32_t tok = 7;
   models::SeqStep s;
   s.tokens = {&tok, 1};
@@ -203,9 +201,9 @@ int run_bench_model(Args& args) {
     // and the paired ones, in blocks of its own.
     const int64_t per_seq = prompt_len + 2 * steps + 2;
     const int64_t min_blocks = 8 * ((per_seq + kvo.block_size - 1) / kvo.block_size);
-    auto lm = std::make_unique<Lm>(load_lm(be, dir, o, kvo, min_blocks));
+    std::unique_ptr<Lm> lm = load_lm(be, dir, o, kvo, min_blocks);
     double load_s = load.seconds();
-    const kernels::KvCacheConfig kc = lm->kv->config();
+    const kernels::KvCacheConfig kc = lm->kv().config();
     const double kv_mib = static_cast<double>(kc.num_blocks) * 2.0 * kc.n_layers * kc.block_size *
                           kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype) / (1 << 20);
     std::string what(kernels::weight_format_name(lm->weight_format()));
@@ -252,27 +250,27 @@ int run_bench_model(Args& args) {
     }
   }
 
-  if (image_side > 0 && first->model.spec.takes(models::Modality::kImage)) {
+  if (image_side > 0 && first->spec().takes(models::Modality::kImage)) {
     // The first model's encoder on a synthetic image, preprocessed as a request's would be.
     const auto png = synthetic_png(image_side, image_side, 3);
     const media::MediaContext mctx = host.media_context();
     const models::PreparedMedia item =
-        first->model.processor->preprocess(models::Modality::kImage, png, mctx);
-    first->model.runner->encode(item);  // warm
+        first->processor().preprocess(models::Modality::kImage, png, mctx);
+    first->runner().encode(item);  // warm
     double best = 1e30;
     for (int i = 0; i < 2; ++i) {
       Stopwatch sw;
-      first->model.runner->encode(item);
+      first->runner().encode(item);
       best = std::min(best, sw.seconds());
     }
     std::printf(
         "== vision encoder, %dx%d image (%lld patches, %lld tokens): %.1f ms, %.1f GFLOP/s\n",
         image_side, image_side, static_cast<long long>(item.encoder_cost),
         static_cast<long long>(item.n_tokens), best * 1e3,
-        first->model.runner->encode_flops(item) / best / 1e9);
+        first->runner().encode_flops(item) / best / 1e9);
   }
-  if (!audio_seconds.empty() && first->model.spec.takes(models::Modality::kAudio))
-    bench_audio_encoder(host, first->model, audio_seconds);
+  if (!audio_seconds.empty() && first->spec().takes(models::Modality::kAudio))
+    bench_audio_encoder(host, first->model(), audio_seconds);
   first.reset();  // the engine runs below get the memory back
 
   if (!conc.empty()) {

@@ -85,7 +85,7 @@ class ClipBench {
   // (their inputs: `forced_tokens`, the reference's greedy continuation; empty: this variant's).
   void run(Variant& v, const std::vector<uint8_t>& clip, bool keep_logits,
            std::vector<int32_t>* forced_tokens) {
-    const models::Processor& proc = *lm_.model.processor;
+    const models::Processor& proc = lm_.processor();
     models::MediaOptions opt;
     opt.video_prune_threshold = v.threshold;
     media::MediaContext ctx;
@@ -94,7 +94,7 @@ class ClipBench {
     const models::PreparedMedia item = proc.preprocess(models::Modality::kVideo, clip, ctx, opt);
     const double pre_ms = sw.millis();
     sw.reset();
-    const Tensor feats = (v.reuse ? *lm_.model.runner : no_reuse_).encode(item);
+    const Tensor feats = (v.reuse ? lm_.runner() : no_reuse_).encode(item);
     const double enc_ms = sw.millis();
 
     models::ChatMessage user;
@@ -104,34 +104,22 @@ class ClipBench {
     const std::vector<int32_t> ids = proc.chat_ids(tok_, {user}, true);
     const models::ExpandedPrompt p = proc.expand(ids, {&item, 1});
     const int64_t S = static_cast<int64_t>(p.ids.size());
-    const int64_t cap = static_cast<int64_t>(lm_.kv->config().num_blocks) * lm_.block_size();
-    if (S + forced_ + 1 > cap)
+    if (S + forced_ + 1 > lm_.kv_tokens())
       throw ResourceExhausted("the prompt has " + std::to_string(S) + " tokens and the KV cache " +
-                              std::to_string(cap) + ": raise --kv-mb");
-    const std::vector<int32_t> table = block_table(0, S + forced_ + 1, lm_.block_size());
-    const int64_t H = feats.dim(1), begin = p.spans.at(0).begin;
+                              std::to_string(lm_.kv_tokens()) + ": raise --kv-mb");
+    const std::vector<int32_t> table = lm_.block_table(0, S + forced_ + 1);
+    const int64_t begin = p.spans.at(0).begin;
+    std::vector<int32_t> media_rows(static_cast<size_t>(item.n_tokens));
+    for (int64_t r = 0; r < item.n_tokens; ++r)
+      media_rows[static_cast<size_t>(r)] = static_cast<int32_t>(begin + r);
     const int rows_per_pos = static_cast<int>(p.positions.size() / static_cast<size_t>(S));
     sw.reset();
-    Tensor logits;
-    for (int64_t done = 0; done < S;) {
-      const int64_t n = std::min<int64_t>(step_, S - done);
-      std::vector<int32_t> pos(static_cast<size_t>(rows_per_pos * n)), local;
-      for (int c = 0; c < rows_per_pos; ++c)
-        for (int64_t i = 0; i < n; ++i)
-          pos[static_cast<size_t>(c * n + i)] = p.positions[static_cast<size_t>(c * S + done + i)];
-      const int64_t lo = std::max(done, begin), hi = std::min(done + n, begin + item.n_tokens);
-      for (int64_t r = lo; r < hi; ++r) local.push_back(static_cast<int32_t>(r - done));
-      models::SeqStep s;
-      s.tokens = {p.ids.data() + done, static_cast<size_t>(n)};
-      s.positions = pos;
-      s.kv_before = static_cast<int32_t>(done);
-      s.block_table = table;
-      s.embed_rows = local;
-      s.embeds = local.empty() ? nullptr : feats.data<float>() + (lo - begin) * H;
-      s.want_logits = done + n == S;
-      logits = lm_.forward({&s, 1});
-      done += n;
-    }
+    Tensor logits = lm_.prefill({.ids = p.ids,
+                                 .positions = p.positions,
+                                 .position_rows = rows_per_pos,
+                                 .media_rows = media_rows,
+                                 .media = &feats},
+                                step_, table);
     const double prefill_ms = sw.millis();
     v.preprocess_ms.push_back(pre_ms);
     v.encoder_ms.push_back(enc_ms);
@@ -150,12 +138,7 @@ class ClipBench {
     for (int k = 0; k < forced_; ++k) {
       if (own) forced_tokens->push_back(static_cast<int32_t>(argmax(v.logprobs.back())));
       const int32_t t = (*forced_tokens)[static_cast<size_t>(k)];
-      models::SeqStep s;
-      s.tokens = {&t, 1};
-      s.rope_delta = p.rope_delta;
-      s.kv_before = static_cast<int32_t>(S + k);
-      s.block_table = table;
-      logits = lm_.forward({&s, 1});
+      logits = lm_.decode(t, S + k, p.rope_delta, table);
       v.logprobs.push_back(log_softmax(logits.data<float>(), V));
     }
   }
@@ -199,13 +182,13 @@ int run_bench_video(Args& args) {
   const kernels::Backend& be = *bep;
   const media::HostContext host(co.host);
   std::fprintf(stderr, "[bench-video] loading %s twice (exact tier on and off)\n", dir.c_str());
-  Lm lm = load_lm(be, dir, base, kvo);
+  std::unique_ptr<Lm> lm = load_lm(be, dir, base, kvo);
   models::LoadOptions off = base;
   off.video_slice_reuse = false;
   kvo.bytes = 0;  // its KV cache is never used: the smallest
-  Lm lm_off = load_lm(be, dir, off, kvo);
+  std::unique_ptr<Lm> lm_off = load_lm(be, dir, off, kvo);
   const io::Tokenizer tok = io::Tokenizer::from_file(dir + "/tokenizer.json");
-  ClipBench bench(lm, *lm_off.model.runner, tok, host, step_tokens, forced);
+  ClipBench bench(*lm, lm_off->runner(), tok, host, step_tokens, forced);
   std::printf(
       "== machine: %s; %d repetitions (interleaved), medians; preprocessing on one "
       "thread, the model on %s\n",

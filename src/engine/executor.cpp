@@ -8,30 +8,13 @@
 
 namespace mmrt::engine {
 
-namespace {
-
-kernels::KvCacheConfig kv_layout(const models::Runner& runner, const KvOptions& o) {
-  kernels::KvCacheConfig kc = runner.kv_config();
-  kc.block_size = o.block_size;
-  kc.dtype = o.dtype;
-  if (o.blocks > 0) {
-    kc.num_blocks = o.blocks;
-  } else {
-    const uint64_t per_block = kernels::kv_bytes_per_block(kc);
-    kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(
-        INT32_MAX, std::max<uint64_t>(1, o.bytes / std::max<uint64_t>(per_block, 1))));
-  }
-  return kc;
-}
-
-}  // namespace
 
 ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner, int64_t embed_dim,
                              const KvOptions& kv)
     : be_(be),
       runner_(runner),
       embed_dim_(embed_dim),
-      kv_(std::make_unique<kernels::KvCache>(be, kv_layout(runner, kv))) {}
+      kv_(std::make_unique<kernels::KvCache>(be, models::kv_cache_config(runner, kv))) {}
 
 StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const int64_t t0 = now_ns();

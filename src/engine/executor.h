@@ -12,6 +12,7 @@
 #include "engine/scheduler.h"
 #include "kernels/kv_cache.h"
 #include "models/model.h"
+#include "models/session.h"
 
 namespace mmrt::engine {
 
@@ -21,13 +22,8 @@ class Executor {
   virtual StepOutput execute(const StepPlan& plan) = 0;
 };
 
-// How the KV cache memory is laid out (the model gives layers, heads and head_dim).
-struct KvOptions {
-  DType dtype = DType::kBF16;     // kF32 for exactness tests
-  int32_t block_size = 16;        // tokens per block, a multiple of 16
-  int32_t blocks = 0;             // 0: as many as `bytes` holds
-  uint64_t bytes = 256ull << 20;  // KV budget when blocks == 0
-};
+// How the KV cache memory is laid out (models/session.h: the one sizing rule).
+using KvOptions = models::KvOptions;
 
 class ModelExecutor : public Executor {
  public:

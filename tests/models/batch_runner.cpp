@@ -32,10 +32,10 @@ struct Seq {
 
 }  // namespace
 
-std::vector<TextResult> run_text_batch(test::TestModel& model, const io::Tokenizer& tok,
+std::vector<TextResult> run_text_batch(models::Session& model, const io::Tokenizer& tok,
                                        const std::vector<TextRequest>& requests,
                                        const BatchRunnerOptions& opts, RunStats* stats) {
-  const auto& kvc = model.kv_cache().config();
+  const auto& kvc = model.kv().config();
   const int64_t bs = kvc.block_size;
   std::vector<Seq> seqs(requests.size());
   int32_t next_block = 0;

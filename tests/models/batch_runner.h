@@ -17,8 +17,8 @@
 namespace mmrt::io {
 class Tokenizer;
 }
-namespace mmrt::test {
-class TestModel;
+namespace mmrt::models {
+class Session;
 }
 
 namespace mmrt::engine {
@@ -57,7 +57,7 @@ struct BatchRunnerOptions {
 
 // Runs all requests; throws ResourceExhausted if the KV cache cannot hold every request's
 // prompt + max_tokens at once.
-std::vector<TextResult> run_text_batch(test::TestModel& model, const io::Tokenizer& tok,
+std::vector<TextResult> run_text_batch(models::Session& model, const io::Tokenizer& tok,
                                        const std::vector<TextRequest>& requests,
                                        const BatchRunnerOptions& opts, RunStats* stats = nullptr);
 

@@ -122,7 +122,7 @@ void check_logits(const Fixture& f, double tol, bool decode_last = false,
   auto prompt = random_prompt(64, f.tok_size, 5);
   auto model = test::load_test_model(f.dir.string(), o.value_or(opts_for(f.dtype)));
   Tensor hidden;
-  if (!decode_last) model->capture_hidden_states(&hidden);
+  if (!decode_last) model->runner().capture_hidden_states(&hidden);
   std::vector<int32_t> blocks;
   for (int i = 0; i < 8; ++i) blocks.push_back(7 - i);  // non-contiguous on purpose
   models::SeqStep s;
