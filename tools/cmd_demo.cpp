@@ -54,7 +54,8 @@ int run_demo(Args& args) {
   models::check_tokenizer(tok, model.spec.vocab_size, dir);
   double ms = sw.millis();
   auto st = io::SafeTensors::open(dir);
-  std::printf("   family %s\n", family.name);
+  std::printf("   family %s, computing on %s\n   %s\n", family.name, be.describe().c_str(),
+              kernels::describe_backends().c_str());
   for (const auto& [label, value] : lines)
     std::printf("   %-12s %s\n", label.c_str(), value.c_str());
   std::printf("   %zu tensors, %.2f MB in %zu file(s), tokenizer of %d tokens, loaded in %.1f ms\n",

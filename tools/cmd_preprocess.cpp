@@ -1,7 +1,9 @@
-// `mmrt preprocess`: one image file -> Qwen2-VL pixel_values / grid_thw .npy files, with the
-// resized size, token count and time per stage (optionally repeated, for benchmarking); or one
-// audio file -> Qwen2-Audio input_features / feature_attention_mask .npy files, with the windows,
-// mel frames, token count and time.
+// `mmrt preprocess`: one image file -> the checkpoint family's encoder input as .npy (Qwen2-VL:
+// pixel_values / grid_thw with the resized size, token count and time per stage; LLaVA, Fuyu:
+// their processor's features, dims and token count, through the registry), optionally repeated
+// for benchmarking; one video -> Qwen2-VL's pixel_values_videos; or one audio file -> Qwen2-Audio
+// input_features / feature_attention_mask .npy files, with the windows, mel frames, token count
+// and time.
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -155,6 +157,54 @@ int run_audio(Args& args, const std::string& model, const std::string& audio) {
   return 0;
 }
 
+// --image for a family other than Qwen2-VL (whose path above reports its stages): the family's
+// own processor from the registry, as `mmrt generate` / `serve` preprocess the image.
+int run_family_image(Args& args, const std::string& model, const models::ModelFamily& fam,
+                     const std::string& image) {
+  const auto out = args.get("out");
+  const int64_t repeat = args.get_int("repeat", 1, 1, 1'000'000);
+  const io::FileLimit limit = image_file_limit(args);
+  const bool json = args.flag("json");
+  args.finish();
+  const std::unique_ptr<models::Processor> processor = fam.load_processor(model);
+  const std::vector<uint8_t> bytes = io::read_file_bytes(image, limit);
+  MediaContext ctx;
+  ctx.buffers = BufferCache::create();  // repeated runs reuse their buffers
+  models::PreparedMedia item;
+  std::vector<double> total;
+  for (int64_t i = 0; i < repeat; ++i) {
+    Stopwatch sw;
+    item = processor->preprocess(models::Modality::kImage, bytes, ctx);
+    total.push_back(sw.millis());
+  }
+  std::string dims;
+  for (int64_t d : item.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  if (json) {
+    std::printf(
+        "{\"image\": \"%s\", \"family\": \"%s\", \"features\": \"%s\", \"dims\": [%s], "
+        "\"tokens\": %lld, \"encoder_cost\": %lld, \"repeat\": %lld, \"best_ms\": %.4f, "
+        "\"median_ms\": %.4f}\n",
+        fs::path(image).filename().string().c_str(), fam.name, item.features.describe().c_str(),
+        dims.c_str(), static_cast<long long>(item.n_tokens),
+        static_cast<long long>(item.encoder_cost), static_cast<long long>(repeat), best(total),
+        median(total));
+  } else {
+    std::printf("image     %s, %zu bytes, %s processor\n", image.c_str(), bytes.size(), fam.name);
+    std::printf("features  %s, dims [%s], %lld tokens, encoder cost %lld, %s %.2f ms\n",
+                item.features.describe().c_str(), dims.c_str(),
+                static_cast<long long>(item.n_tokens), static_cast<long long>(item.encoder_cost),
+                repeat > 1 ? "best" : "time", best(total));
+  }
+  if (out) {
+    const std::string fp = *out + ".pixel_values.npy";
+    write_npy(fp, item.features);
+    if (!json)
+      std::printf("wrote     %s (float32 %s)\n", fp.c_str(),
+                  shape_str(item.features.shape()).c_str());
+  }
+  return 0;
+}
+
 int run_preprocess(Args& args) {
   const std::string model = args.require("model");
   const auto image_opt = args.get("image"), audio_opt = args.get("audio"),
@@ -162,7 +212,21 @@ int run_preprocess(Args& args) {
   if (image_opt.has_value() + audio_opt.has_value() + video_opt.has_value() != 1)
     throw InvalidArgument("give exactly one of --image, --video or --audio (one media file)");
   if (audio_opt) return run_audio(args, model, *audio_opt);
-  if (video_opt) return run_preprocess_video(args, load_config(model), *video_opt);
+  // A checkpoint folder picks its family's processor; a bare preprocessor_config.json is
+  // Qwen2-VL's (the form this command first took).
+  std::error_code ec;
+  const models::ModelFamily* fam =
+      fs::is_directory(model, ec) && fs::exists(fs::path(model) / "config.json", ec)
+          ? &models::family_for_checkpoint(model)
+          : nullptr;
+  const bool qwen2_vl = !fam || std::string(fam->name) == "qwen2-vl";
+  if (video_opt) {
+    if (!qwen2_vl)
+      throw InvalidArgument("--model " + model + " is a " + fam->name +
+                            " checkpoint, which takes no video: --video needs a qwen2-vl one");
+    return run_preprocess_video(args, load_config(model), *video_opt);
+  }
+  if (!qwen2_vl) return run_family_image(args, model, *fam, *image_opt);
   const std::string image = *image_opt;
   const std::string mode_s = args.get_or("mode", "reference");
   const auto out = args.get("out");
@@ -265,8 +329,8 @@ int run_preprocess(Args& args) {
 
 MMRT_COMMAND(
     "preprocess",
-    "decode and preprocess one image or video (Qwen2-VL pixel_values / pixel_values_videos) or "
-    "audio file (Qwen2-Audio input_features) into .npy",
+    "decode and preprocess one image (any family's encoder input), video (Qwen2-VL "
+    "pixel_values_videos) or audio file (Qwen2-Audio input_features) into .npy",
     "usage: mmrt preprocess --model DIR --image FILE [--mode reference|fast] [--out PREFIX]\n"
     "                       [--threads N] [--repeat N] [--size WxH] [--json]\n"
     "       mmrt preprocess --model DIR --video FILE [--out PREFIX] [--video-fps F] [...]\n"
@@ -277,6 +341,9 @@ MMRT_COMMAND(
     "lays it out as Qwen2-VL's pixel_values [N, 1176] float32 and grid_thw [1, 3] int64, exactly\n"
     "as the vision tower consumes them. Prints the sizes, the token count and the time per "
     "stage.\n\n"
+    "Another family's checkpoint (LLaVA-NeXT / 1.5, Fuyu) gets its own processor from the\n"
+    "registry: PREFIX.pixel_values.npy holds its encoder input (LLaVA: [crops, 3, side, side];\n"
+    "Fuyu: [patches, 2700]); the report gives the dims, tokens, encoder cost and time.\n\n"
     "  --model DIR        folder holding preprocessor_config.json (or the JSON file itself):\n"
     "                     min_pixels/max_pixels (or size.shortest_edge/longest_edge),\n"
     "                     patch_size, temporal_patch_size, merge_size, image_mean, image_std,\n"

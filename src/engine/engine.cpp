@@ -412,6 +412,7 @@ struct Engine::Impl : SchedulerView {
     s.encoder_runs = encoder_runs;
     s.media_skipped = media_skipped;
     s.media_redecoded = media_redecoded;
+    s.transfers = backend->transfers();
     s.kv_blocks_used = kv->num_used_blocks();
     s.waiting = sched->num_waiting() + in_media.size();
     s.in_media = in_media.size();

@@ -91,6 +91,10 @@ struct EngineStats {
   // Media items admitted without decoding (served from a cache: skip_cached_media), and of
   // those, the ones decoded after all because the cache lost them before they were encoded.
   int64_t media_skipped = 0, media_redecoded = 0;
+  // Copies through the compute backend (host<->device, on the device): encoder outputs to the
+  // host store, media rows back, logits to the sampler, KV copy-on-write. On the CPU backend
+  // only the KV block copies count (host memory is its memory).
+  kernels::TransferStats transfers;
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
   size_t waiting = 0, running = 0;
   size_t in_media = 0;  // of waiting: admitted, their media being decoded

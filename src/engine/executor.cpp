@@ -8,7 +8,6 @@
 
 namespace mmrt::engine {
 
-
 ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner, int64_t embed_dim,
                              const KvOptions& kv)
     : be_(be),
@@ -26,7 +25,8 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   for (const EncoderJob& job : plan.encoder_jobs) {
     EncoderTiming t;
     t.start_ns = now_ns();
-    Tensor feats = runner_.encode(job.input);  // [n_tokens, embed_dim]
+    // [n_tokens, embed_dim]; the store is host memory (f16): a device's output comes over once.
+    Tensor feats = be_.to_host(runner_.encode(job.input));
     if (feats.dim(0) != job.input.n_tokens || feats.dim(1) != H)
       throw InternalError("encoder produced " + feats.describe() + " for an item of " +
                           std::to_string(job.input.n_tokens) + " tokens x " + std::to_string(H));
@@ -41,6 +41,7 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const size_t nc = plan.chunks.size();
   rows_.resize(nc);
   embeds_.resize(nc);
+  if (!be_.device().is_host()) device_embeds_.resize(nc);
   std::vector<models::SeqStep> steps(nc);
   for (size_t k = 0; k < nc; ++k) {
     const ScheduledChunk& c = plan.chunks[k];
@@ -66,6 +67,11 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
     s.block_table = c.block_table;
     s.embed_rows = rows;
     s.embeds = rows.empty() ? nullptr : emb.data();
+    if (!rows.empty() && !be_.device().is_host()) {  // the chunk's media rows to the device
+      float* d = device_embeds_[k].get(be_, emb.size());
+      be_.copy_to_device(d, emb.data(), emb.size() * sizeof(float));
+      s.embeds = d;
+    }
     s.want_logits = c.sample;
   }
   // [n_sample, vocab]: sampled on the host (a counted copy where the backend is a device).

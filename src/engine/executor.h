@@ -1,7 +1,9 @@
 // Executes a StepPlan: frees the encoder entries the plan evicted, runs the encoder jobs (the
 // model's Runner -> the encoder store), then one decoder forward over every scheduled chunk,
-// then sampling. The executor owns the memory: the paged KV cache and the encoder outputs. The
-// plan says everything else (the scheduler keeps the books).
+// then sampling. The executor owns the memory: the paged KV cache (the backend's) and the encoder
+// outputs (host memory, f16: a device's encoder output comes to the host once, and a chunk's media
+// rows go back with it; both counted in Backend::transfers). The plan says everything else (the
+// scheduler keeps the books).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "engine/encoder_cache.h"
 #include "engine/scheduler.h"
 #include "kernels/kv_cache.h"
+#include "kernels/scratch.h"
 #include "models/model.h"
 #include "models/session.h"
 
@@ -45,6 +48,7 @@ class ModelExecutor : public Executor {
   // Per-chunk buffers, reused across steps.
   std::vector<std::vector<int32_t>> rows_;
   std::vector<std::vector<float>> embeds_;
+  std::vector<kernels::Scratch> device_embeds_;  // the same in the backend's memory (a device)
   std::vector<std::pair<float, int32_t>> sample_scratch_;
   std::vector<float> raw_;  // a row's raw logits for log-probabilities
 };

@@ -2,9 +2,11 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace mmrt::models {
 
@@ -63,6 +65,29 @@ std::string inspect_text(const char* fmt, ...) {
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   return buf;
+}
+
+io::Tokenizer load_tokenizer(const std::string& dir) {
+  const std::filesystem::path p = std::filesystem::path(dir) / "tokenizer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec))
+    throw NotFound("model folder '" + dir + "' has no tokenizer.json (a checkpoint needs one)");
+  return io::Tokenizer::from_file(p.string());
+}
+
+void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir) {
+  if (tok.vocab_size() > vocab_size)
+    throw FormatError((std::filesystem::path(dir) / "tokenizer.json").string() +
+                      " has token ids up to " + std::to_string(tok.vocab_size() - 1) +
+                      " but config.json's vocab_size is " + std::to_string(vocab_size) +
+                      ": ids from " + std::to_string(vocab_size) + " on have no embedding row");
+}
+
+std::optional<CheckpointFile> read_preprocessor_config(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "preprocessor_config.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  return CheckpointFile{path, io::read_text_file(path)};
 }
 
 }  // namespace mmrt::models

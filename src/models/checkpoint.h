@@ -1,13 +1,15 @@
 // Checking an opened checkpoint against the tensors a family expects, before any compute: every
 // missing, unexpected, wrong-shape and unsupported-dtype tensor is listed (the first few of each,
-// with counts) in one FormatError.
+// with counts) in one FormatError. And its tokenizer: loaded and checked against the vocabulary.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 
 namespace mmrt::models {
 
@@ -20,6 +22,20 @@ struct ExpectedTensor {
 // dtypes: F32, F16, BF16.
 void check_checkpoint_tensors(const io::SafeTensors& st,
                               const std::vector<ExpectedTensor>& expected, const std::string& what);
+
+// A JSON file of a checkpoint folder, read whole (io::read_text_file's limits).
+struct CheckpointFile {
+  std::string path, text;
+};
+// The checkpoint's preprocessor_config.json, or nullopt when it has none (the processor class's
+// defaults apply then, as in transformers).
+std::optional<CheckpointFile> read_preprocessor_config(const std::string& dir);
+
+// The checkpoint's tokenizer.json (NotFound when it has none).
+io::Tokenizer load_tokenizer(const std::string& dir);
+// FormatError when `tok` has ids the model has no embedding row for (id >= vocab_size): every
+// request producing one would fail.
+void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir);
 
 // printf-style text for a line of `mmrt inspect` (cut at 319 bytes).
 std::string inspect_text(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -99,4 +99,29 @@ bool ModelSpec::takes(Modality m) const {
   return std::find(modalities.begin(), modalities.end(), m) != modalities.end();
 }
 
+ExpandedPrompt expand_placeholders_1d(
+    std::span<const int32_t> ids, int32_t placeholder, std::span<const PreparedMedia> media,
+    const std::string& placeholder_name, const std::string& items_name,
+    const std::function<void(const PreparedMedia& item, std::vector<int32_t>& out)>& run) {
+  ExpandedPrompt e;
+  size_t item = 0;
+  for (int32_t t : ids) {
+    if (t != placeholder) {
+      e.ids.push_back(t);
+      continue;
+    }
+    if (item >= media.size())
+      throw InvalidArgument("the prompt has more " + placeholder_name + " placeholders than the " +
+                            std::to_string(media.size()) + " " + items_name + " given");
+    const auto begin = static_cast<int64_t>(e.ids.size());
+    run(media[item++], e.ids);
+    e.spans.push_back({begin, static_cast<int64_t>(e.ids.size()) - begin});
+  }
+  if (item != media.size())
+    throw InvalidArgument("the prompt has " + std::to_string(item) + " " + placeholder_name +
+                          " placeholders but " + std::to_string(media.size()) + " " + items_name +
+                          " were given");
+  return e;
+}
+
 }  // namespace mmrt::models

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -151,6 +152,16 @@ struct ExpandedPrompt {
 // A media item's content key from its bytes, the processor's settings hash and the modality:
 // what Processor::content_key is for a family whose MediaOptions change nothing.
 Hash128 media_content_key(std::span<const uint8_t> bytes, const Hash128& settings, Modality m);
+
+// The 1-D placeholder expansion of the families without M-RoPE: each `placeholder` id in `ids`
+// becomes the token run `run` appends for the next media item (in order; `run` also checks the
+// item), recorded as that item's span; positions stay plain (position = index). InvalidArgument
+// when placeholders and items disagree in number, naming `placeholder_name` and `items_name`
+// ("<image>", "images").
+ExpandedPrompt expand_placeholders_1d(
+    std::span<const int32_t> ids, int32_t placeholder, std::span<const PreparedMedia> media,
+    const std::string& placeholder_name, const std::string& items_name,
+    const std::function<void(const PreparedMedia& item, std::vector<int32_t>& out)>& run);
 
 class Processor {
  public:

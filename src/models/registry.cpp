@@ -71,22 +71,6 @@ const ModelFamily& family_named(const std::string& name) {
   throw InvalidArgument("unknown model family '" + name + "' (available: " + names + ")");
 }
 
-io::Tokenizer load_tokenizer(const std::string& dir) {
-  const fs::path p = fs::path(dir) / "tokenizer.json";
-  std::error_code ec;
-  if (!fs::exists(p, ec))
-    throw NotFound("model folder '" + dir + "' has no tokenizer.json (a checkpoint needs one)");
-  return io::Tokenizer::from_file(p.string());
-}
-
-void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir) {
-  if (tok.vocab_size() > vocab_size)
-    throw FormatError((fs::path(dir) / "tokenizer.json").string() + " has token ids up to " +
-                      std::to_string(tok.vocab_size() - 1) + " but config.json's vocab_size is " +
-                      std::to_string(vocab_size) + ": ids from " + std::to_string(vocab_size) +
-                      " on have no embedding row");
-}
-
 std::unique_ptr<Processor> load_processor(const std::string& dir) {
   return family_for_checkpoint(dir).load_processor(dir);
 }

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "io/tokenizer.h"
+#include "models/checkpoint.h"  // load_tokenizer, check_tokenizer
 #include "models/model.h"
 
 namespace mmrt::models {
@@ -21,12 +21,6 @@ const ModelFamily& family_for_checkpoint(const std::string& dir);
 const ModelFamily& family_named(const std::string& name);
 // "Qwen2VLForConditionalGeneration (qwen2-vl), ..." for messages and --help.
 std::string supported_architectures();
-
-// The checkpoint's tokenizer.json (NotFound when it has none).
-io::Tokenizer load_tokenizer(const std::string& dir);
-// FormatError when `tok` has ids the model has no embedding row for (id >= vocab_size): every
-// request producing one would fail.
-void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir);
 
 // family_for_checkpoint(dir).load_processor(dir): the processor load_model would give.
 std::unique_ptr<Processor> load_processor(const std::string& dir);

@@ -192,6 +192,13 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
   gauge("mmrt_media_items_redecoded_total",
         "Skipped media items decoded after all (the cache lost them before they were encoded).",
         static_cast<double>(s.media_redecoded), "counter");
+  gauge("mmrt_device_copies_total", "Copies through the compute backend (any direction).",
+        static_cast<double>(s.transfers.to_device + s.transfers.to_host + s.transfers.on_device),
+        "counter");
+  gauge("mmrt_device_copy_bytes_total", "Bytes copied through the compute backend.",
+        static_cast<double>(s.transfers.to_device_bytes + s.transfers.to_host_bytes +
+                            s.transfers.on_device_bytes),
+        "counter");
   gauge("mmrt_num_preemptions_total", "Requests preempted (KV freed for recompute).",
         static_cast<double>(s.preemptions), "counter");
   gauge("mmrt_engine_steps_total", "Engine steps run.", static_cast<double>(s.steps), "counter");

@@ -504,3 +504,40 @@ TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {
   EXPECT_EQ(text, r.text) << "same greedy prompt, same text";
   EXPECT_TRUE(h2.take_events().empty()) << "nothing after the real kDone";
 }
+
+// The engine on every backend of this build (tests/ops/isa_fixture.h's device list): the same
+// mixed workload, batched with chunks, preemption and both caches, gives on each device the tokens
+// each request gives alone (on the same CPU variant; a device against the CPU's best). A device
+// this build or machine lacks, or one without the model's kernels (the engine refuses it at load,
+// naming them), reports the test skipped.
+class EngineDevice : public EngineModel, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(EngineDevice, BatchedOnTheDeviceMatchesTheCpuAlone) {
+  const std::string p = GetParam();
+  EngineConfig dev = config(24, 26, true), alone = config(4096, 512, false);
+  if (p.starts_with("cpu-")) {
+    const auto isa = parse_isa(p.substr(4));
+    ASSERT_TRUE(isa.has_value()) << p;
+    if (!isa_supported(*isa)) GTEST_SKIP() << p << ": this CPU lacks the variant";
+    dev.backend.max_isa = alone.backend.max_isa = *isa;  // rounding differs between variants
+  } else {
+    dev.device = parse_device(p);
+  }
+  try {
+    Engine::create(dev);
+  } catch (const FailedPrecondition& e) {
+    GTEST_SKIP() << e.what();  // no such device here
+  } catch (const Unimplemented& e) {
+    GTEST_SKIP() << e.what();  // the device lacks kernels the model needs
+  }
+  test::expect_batched_match_alone(workload(), alone, dev);
+}
+
+INSTANTIATE_TEST_SUITE_P(Device, EngineDevice,
+                         ::testing::Values("cpu-scalar", "cpu-avx2", "cpu-avx512", "cuda"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string s = i.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });

@@ -152,7 +152,8 @@ void add_cases(RefSuite& suite, const AttnSpec& sp, uint32_t seed, bool with_bf1
 });
 
 // Fills a paged cache (layer 1 of 2) with the spec's K/V through shuffled block tables and runs
-// paged_attention. Slots past each sequence's end hold NaN to prove they are never used.
+// paged_attention, every operand in the backend's memory. Slots past each sequence's end hold NaN
+// to prove they are never used.
 std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, const Data& d,
                              int32_t bs, DType dt, int32_t kv_splits) {
   int32_t blocks_needed = 0;
@@ -172,13 +173,13 @@ std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, con
   {
     std::vector<int32_t> all(size_t(cache.num_slots()));
     std::iota(all.begin(), all.end(), 0);
-    auto junk = randn(all.size() * size_t(row), 5, 100.0f);
-    cache.write(0, junk.data(), junk.data(), all.data(), int64_t(all.size()));
+    const DeviceBuf junk(be, randn(all.size() * size_t(row), 5, 100.0f));
+    cache.write(0, junk.get(), junk.get(), all.data(), int64_t(all.size()));
   }
   std::vector<std::vector<int32_t>> tables(sp.seqs.size());
   std::vector<AttnSeq> seqs;
   size_t next = 0;
-  const std::vector<float> nan_row(size_t(row), std::numeric_limits<float>::quiet_NaN());
+  const DeviceBuf nan_row(be, size_t(row));  // NaN
   for (size_t i = 0; i < sp.seqs.size(); ++i) {
     const auto& s = sp.seqs[i];
     const int32_t nb = (s.kv_len + bs - 1) / bs;
@@ -195,25 +196,27 @@ std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, con
       std::copy(vs, vs + row, kv.begin() + int64_t(t) * 2 * row + row);
     }
     const int32_t hist = s.kv_len - s.n_q;
-    cache.write(1, kv.data(), kv.data() + row, slots.data(), hist, 2 * row, 2 * row);
-    cache.write(1, kv.data() + int64_t(hist) * 2 * row, kv.data() + int64_t(hist) * 2 * row + row,
+    const DeviceBuf kvd(be, kv);
+    cache.write(1, kvd.get(), kvd.get() + row, slots.data(), hist, 2 * row, 2 * row);
+    cache.write(1, kvd.get() + int64_t(hist) * 2 * row, kvd.get() + int64_t(hist) * 2 * row + row,
                 slots.data() + hist, s.n_q, 2 * row, 2 * row);
     for (int32_t t = s.kv_len; t < nb * bs; ++t)
-      cache.write(1, nan_row.data(), nan_row.data(), &slots[size_t(t)], 1);
+      cache.write(1, nan_row.get(), nan_row.get(), &slots[size_t(t)], 1);
     seqs.push_back(AttnSeq{.q_begin = d.q_begin[i],
                            .n_q = s.n_q,
                            .kv_len = s.kv_len,
                            .block_table = tables[i].data(),
                            .mask = MaskDesc{s.kind, std::span<const KvSpan>(s.spans)}});
   }
-  std::vector<float> out(size_t(d.total_q) * sp.nh * sp.hd, -7.0f);
-  PagedAttentionArgs a{.q = d.q.data(),
-                       .out = out.data(),
+  const DeviceBuf q(be, d.q);
+  DeviceBuf out(be, std::vector<float>(size_t(d.total_q) * sp.nh * sp.hd, -7.0f));
+  PagedAttentionArgs a{.q = q.get(),
+                       .out = out.get(),
                        .n_tokens = d.total_q,
                        .n_heads = sp.nh,
                        .kv_splits = kv_splits};
   paged_attention(be, a, cache.layer(1), seqs);
-  return out;
+  return out.host();
 }
 
 // Runs varlen_attention with q, k, v as views into one fused [n, (nh + 2 nkv) * hd] buffer.
@@ -229,11 +232,12 @@ std::vector<float> run_varlen(const kernels::Backend& be, const AttnSpec& sp, co
   }
   std::vector<int32_t> cu = {0};
   for (const auto& s : sp.seqs) cu.push_back(cu.back() + s.n_q);
-  std::vector<float> out(size_t(d.total_q) * size_t(qrow), -7.0f);
-  VarlenAttentionArgs a{.q = qkv.data(),
-                        .k = qkv.data() + qrow,
-                        .v = qkv.data() + qrow + kvrow,
-                        .out = out.data(),
+  const DeviceBuf qkvd(be, qkv);
+  DeviceBuf out(be, std::vector<float>(size_t(d.total_q) * size_t(qrow), -7.0f));
+  VarlenAttentionArgs a{.q = qkvd.get(),
+                        .k = qkvd.get() + qrow,
+                        .v = qkvd.get() + qrow + kvrow,
+                        .out = out.get(),
                         .q_stride = stride,
                         .k_stride = stride,
                         .v_stride = stride,
@@ -244,7 +248,7 @@ std::vector<float> run_varlen(const kernels::Backend& be, const AttnSpec& sp, co
                         .mask = sp.seqs[0].kind,
                         .kv_splits = kv_splits};
   varlen_attention(be, a);
-  return out;
+  return out.host();
 }
 
 uint32_t spec_seed(const AttnSpec& sp) {
@@ -261,9 +265,17 @@ uint32_t spec_seed(const AttnSpec& sp) {
   return 0;
 }
 
-class AttnIsa : public IsaFixture {};
+// Every test below runs on every backend (isa_fixture.h).
+class AttnDevice : public DeviceFixture {
+ protected:
+  void SetUp() override {
+    DeviceFixture::SetUp();
+    if (IsSkipped()) return;
+    MMRT_REQUIRE_OPS(Op::kPagedAttention, Op::kVarlenAttention, Op::kKvWrite);
+  }
+};
 
-TEST_P(AttnIsa, PagedMatchesTorch) {
+TEST_P(AttnDevice, PagedMatchesTorch) {
   for (const auto& sp : paged_specs()) {
     const Data d = make_data(sp, spec_seed(sp));
     for (DType dt : {DType::kF32, DType::kBF16}) {
@@ -281,7 +293,7 @@ TEST_P(AttnIsa, PagedMatchesTorch) {
   }
 }
 
-TEST_P(AttnIsa, VarlenMatchesTorch) {
+TEST_P(AttnDevice, VarlenMatchesTorch) {
   for (const auto& sp : varlen_specs()) {
     const Data d = make_data(sp, spec_seed(sp));
     const RefCase& c = RefSuite::get().at(case_name(sp, false));
@@ -293,7 +305,7 @@ TEST_P(AttnIsa, VarlenMatchesTorch) {
   }
 }
 
-TEST_P(AttnIsa, PagedAndContiguousAreIdentical) {
+TEST_P(AttnDevice, PagedAndContiguousAreIdentical) {
   for (const auto& sp : varlen_specs()) {
     const Data d = make_data(sp, spec_seed(sp));
     for (int32_t splits : {0, 2}) {
@@ -307,6 +319,11 @@ TEST_P(AttnIsa, PagedAndContiguousAreIdentical) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Device, AttnDevice, ::testing::ValuesIn(kDevices), isa_param_name);
+
+// The CPU backend's threads split the work; the result must not depend on how.
+class AttnIsa : public IsaFixture {};
 
 TEST_P(AttnIsa, ThreadCountDoesNotChangeResults) {
   const AttnSpec& sp = paged_specs()[2];  // mixed batch

@@ -57,15 +57,27 @@ TEST(KvCache, LayoutIsTransposedKAndRowMajorV) {
     }
 }
 
-TEST(KvCache, WriteReadRoundTrip) {
+// The round trip and block copies on every backend (isa_fixture.h), rows in its memory.
+class KvDevice : public DeviceFixture {
+ protected:
+  void SetUp() override {
+    DeviceFixture::SetUp();
+    if (IsSkipped()) return;
+    MMRT_REQUIRE_OPS(Op::kKvWrite, Op::kKvRead);
+  }
+};
+
+TEST_P(KvDevice, WriteReadRoundTrip) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     KvCache c(be(), small(dt));
     const std::vector<int32_t> slots = {79, 0, 17, 33, 48, 64, 15};
     const int64_t n = int64_t(slots.size()), row = 64, stride = 100;  // padded input rows
     auto k = randn(size_t(n * stride), 1), v = randn(size_t(n * stride), 2);
-    c.write(1, k.data(), v.data(), slots.data(), n, stride, stride);
-    std::vector<float> kr(size_t(n * row)), vr(size_t(n * row));
-    c.read(1, slots.data(), n, kr.data(), vr.data());
+    const DeviceBuf kd(be(), k), vd(be(), v);
+    c.write(1, kd.get(), vd.get(), slots.data(), n, stride, stride);
+    DeviceBuf krd(be(), size_t(n * row)), vrd(be(), size_t(n * row));
+    c.read(1, slots.data(), n, krd.get(), vrd.get());
+    std::vector<float> kr = krd.host(), vr = vrd.host();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < row; ++j) {
         float ke = k[size_t(i * stride + j)], ve = v[size_t(i * stride + j)];
@@ -77,27 +89,29 @@ TEST(KvCache, WriteReadRoundTrip) {
         ASSERT_EQ(vr[size_t(i * row + j)], ve) << dtype_name(dt) << " token " << i;
       }
     // Other layers stay zero.
-    c.read(0, slots.data(), n, kr.data(), vr.data());
-    for (float x : kr) ASSERT_EQ(x, 0.0f);
+    c.read(0, slots.data(), n, krd.get(), vrd.get());
+    for (float x : krd.host()) ASSERT_EQ(x, 0.0f);
   }
 }
 
-TEST(KvCache, CopyBlockCopiesEveryLayer) {
+TEST_P(KvDevice, CopyBlockCopiesEveryLayer) {
   KvCache c(be(), small(DType::kBF16));
   std::vector<int32_t> src(16), dst(16);
   std::iota(src.begin(), src.end(), 2 * 16);
   std::iota(dst.begin(), dst.end(), 4 * 16);
-  auto k = randn(16 * 64, 3), v = randn(16 * 64, 4);
-  for (int l = 0; l < 3; ++l) c.write(l, k.data(), v.data(), src.data(), 16);
+  const DeviceBuf k(be(), randn(16 * 64, 3)), v(be(), randn(16 * 64, 4));
+  for (int l = 0; l < 3; ++l) c.write(l, k.get(), v.get(), src.data(), 16);
   c.copy_block(2, 4);
-  std::vector<float> ka(16 * 64), va(16 * 64), kb(16 * 64), vb(16 * 64);
+  DeviceBuf ka(be(), 16 * 64), va(be(), 16 * 64), kb(be(), 16 * 64), vb(be(), 16 * 64);
   for (int l = 0; l < 3; ++l) {
-    c.read(l, src.data(), 16, ka.data(), va.data());
-    c.read(l, dst.data(), 16, kb.data(), vb.data());
-    EXPECT_EQ(ka, kb);
-    EXPECT_EQ(va, vb);
+    c.read(l, src.data(), 16, ka.get(), va.get());
+    c.read(l, dst.data(), 16, kb.get(), vb.get());
+    EXPECT_EQ(ka.host(), kb.host());
+    EXPECT_EQ(va.host(), vb.host());
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Device, KvDevice, ::testing::ValuesIn(kDevices), isa_param_name);
 
 TEST(KvCache, InvalidArgumentsThrow) {
   auto cfg = small(DType::kF32);

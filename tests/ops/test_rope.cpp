@@ -71,32 +71,45 @@ TEST(RopeTable, ComponentsFollowSpecs) {
   EXPECT_THROW(make_vision_rope_table(78), InvalidArgument);
 }
 
-class RopeIsa : public IsaFixture {};
+// Every test below runs on every backend (isa_fixture.h): x in the backend's memory, the
+// positions and angles host memory (step metadata).
+class RopeDevice : public DeviceFixture {
+ protected:
+  void SetUp() override {
+    DeviceFixture::SetUp();
+    if (IsSkipped()) return;
+    MMRT_REQUIRE_OPS(Op::kRopeAngles, Op::kApplyRope);
+  }
+  // apply_rope(table form) on a device copy of x; the result on the host.
+  std::vector<float> rotated(const RopeTable& t, const int32_t* pos, int64_t n,
+                             const std::vector<float>& x, int64_t heads, int64_t row_stride = 0) {
+    DeviceBuf d(be(), x);
+    apply_rope(be(), t, pos, n, d.get(), heads, row_stride);
+    return d.host();
+  }
+  void check_case(const char* name, const RopeTable& table) {
+    const RefCase& c = RefSuite::get().at(name);
+    const Array& x = c.inputs.at("x");
+    const Array& pos = c.inputs.at("pos");
+    const std::vector<float> y = rotated(table, pos.i.data(), x.shape[0], x.f, x.shape[1]);
+    expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
+  }
+};
 
-void check_case(const char* name, const RopeTable& table) {
-  const RefCase& c = RefSuite::get().at(name);
-  const Array& x = c.inputs.at("x");
-  const Array& pos = c.inputs.at("pos");
-  const int64_t n = x.shape[0], heads = x.shape[1];
-  std::vector<float> y = x.f;
-  apply_rope(be(), table, pos.i.data(), n, y.data(), heads);
-  expect_close(y.data(), c.out.f.data(), y.size(), kAtol, kRtol, name);
-}
-
-TEST_P(RopeIsa, PlainMatchesHf) {
+TEST_P(RopeDevice, PlainMatchesHf) {
   check_case("rope_plain", make_rope_table(128, 1e6));
 }
 
-TEST_P(RopeIsa, MropeMatchesHf) {
+TEST_P(RopeDevice, MropeMatchesHf) {
   const int32_t sec[] = {16, 24, 24};
   check_case("rope_mrope", make_mrope_table(128, 1e6, sec));
 }
 
-TEST_P(RopeIsa, VisionMatchesHf) {
+TEST_P(RopeDevice, VisionMatchesHf) {
   check_case("rope_vision", make_vision_rope_table(80, 1e4));
 }
 
-TEST_P(RopeIsa, StridedRowsInsideFusedQkv) {
+TEST_P(RopeDevice, StridedRowsInsideFusedQkv) {
   // q (3 heads) rotated inside rows of [q | k | v] with 3 + 1 + 1 heads; k and v untouched.
   const RefCase& c = RefSuite::get().at("rope_plain");
   const Array& x = c.inputs.at("x");
@@ -106,7 +119,7 @@ TEST_P(RopeIsa, StridedRowsInsideFusedQkv) {
   const std::vector<float> orig = qkv;
   for (int64_t t = 0; t < n; ++t)
     std::copy(x.f.begin() + t * q_row, x.f.begin() + (t + 1) * q_row, qkv.begin() + t * stride);
-  apply_rope(be(), make_rope_table(128, 1e6), pos.i.data(), n, qkv.data(), 3, stride);
+  qkv = rotated(make_rope_table(128, 1e6), pos.i.data(), n, qkv, 3, stride);
   for (int64_t t = 0; t < n; ++t) {
     expect_close(qkv.data() + t * stride, c.out.f.data() + t * q_row, size_t(q_row), kAtol, kRtol,
                  "strided q");
@@ -115,44 +128,43 @@ TEST_P(RopeIsa, StridedRowsInsideFusedQkv) {
   }
 }
 
-TEST_P(RopeIsa, MropeWithEqualRowsIsPlainRope) {
+TEST_P(RopeDevice, MropeWithEqualRowsIsPlainRope) {
   const int32_t sec[] = {16, 24, 24};
   const int64_t n = 19;
   auto p = randint(size_t(n), 9, 0, 30000);
   std::vector<int32_t> p3;
   for (int c = 0; c < 3; ++c) p3.insert(p3.end(), p.begin(), p.end());
   auto x = randn(size_t(n * 2 * 128), 10);
-  auto a = x, b = x;
-  apply_rope(be(), make_rope_table(128, 1e6), p.data(), n, a.data(), 2);
-  apply_rope(be(), make_mrope_table(128, 1e6, sec), p3.data(), n, b.data(), 2);
-  EXPECT_EQ(a, b);
+  EXPECT_EQ(rotated(make_rope_table(128, 1e6), p.data(), n, x, 2),
+            rotated(make_mrope_table(128, 1e6, sec), p3.data(), n, x, 2));
 }
 
 // Partial rotary (Persimmon / Fuyu: the first rotary_dim dims of each head rotated, the rest
 // passed through): each head's first 64 of 128 dims equal plain RoPE of a 64-dim table on the
 // HF-checked kernel, computed head by head; the other 64 are untouched.
-TEST_P(RopeIsa, PartialRotaryRotatesTheLeadingDimsOnly) {
+TEST_P(RopeDevice, PartialRotaryRotatesTheLeadingDimsOnly) {
   const int64_t n = 23, heads = 3, hd = 128, rot = 64;
   auto p = randint(size_t(n), 11, 0, 30000);
   const std::vector<float> x = randn(size_t(n * heads * hd), 12);
   const RopeTable table = make_rope_table(static_cast<int32_t>(rot), 1e4);
-  std::vector<float> got = x;
-  apply_rope(be(), rope_angles(be(), table, p.data(), n), got.data(), heads, 0, hd);
+  DeviceBuf gd(be(), x);
+  apply_rope(be(), rope_angles(be(), table, p.data(), n), gd.get(), heads, 0, hd);
+  const std::vector<float> got = gd.host();
   for (int64_t h = 0; h < heads; ++h) {
     std::vector<float> lead(size_t(n * rot));  // [n, rot]: this head's rotated part alone
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(x.begin() + (t * heads + h) * hd, rot, lead.begin() + t * rot);
-    apply_rope(be(), table, p.data(), n, lead.data(), 1);
+    lead = rotated(table, p.data(), n, lead, 1);
     for (int64_t t = 0; t < n; ++t) {
       const float* g = got.data() + (t * heads + h) * hd;
       for (int64_t i = 0; i < rot; ++i) ASSERT_EQ(g[i], lead[size_t(t * rot + i)]) << t << " " << i;
       for (int64_t i = rot; i < hd; ++i) ASSERT_EQ(g[i], x[size_t((t * heads + h) * hd + i)]);
     }
   }
-  EXPECT_THROW(apply_rope(be(), rope_angles(be(), table, p.data(), n), got.data(), heads, 0, 32),
+  EXPECT_THROW(apply_rope(be(), rope_angles(be(), table, p.data(), n), gd.get(), heads, 0, 32),
                InvalidArgument);  // heads narrower than the rotated dims
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, RopeIsa, ::testing::ValuesIn(kIsas), isa_param_name);
+INSTANTIATE_TEST_SUITE_P(Device, RopeDevice, ::testing::ValuesIn(kDevices), isa_param_name);
 
 }  // namespace

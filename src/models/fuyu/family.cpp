@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "kernels/layout.h"
+#include "kernels/scratch.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
 #include "models/decoder/decoder_runner.h"
@@ -20,7 +21,6 @@
 #include "models/fuyu/processor.h"
 #include "models/fuyu/tiny_checkpoint.h"
 #include "models/fuyu/weights_spec.h"
-#include "models/registry.h"
 
 namespace fs = std::filesystem;
 
@@ -59,10 +59,11 @@ Settings read_settings(const std::string& dir) {
   Settings s;
   s.cfg = parse_config(text, path);
   s.cfg.validate(path);
-  const fs::path pp = fs::path(dir) / "preprocessor_config.json";
-  s.pp = fs::exists(pp, ec) ? ImageProcessorConfig::load(pp.string()) : ImageProcessorConfig{};
+  const std::optional<CheckpointFile> pp = read_preprocessor_config(dir);
+  s.pp = pp ? ImageProcessorConfig::from_json(pp->text, pp->path) : ImageProcessorConfig{};
   if (s.pp.patch_height != s.cfg.patch_size || s.pp.patch_width != s.cfg.patch_size)
-    throw FormatError(pp.string() + ": patch_size " + std::to_string(s.pp.patch_height) + "x" +
+    throw FormatError((pp ? pp->path : (fs::path(dir) / "preprocessor_config.json").string()) +
+                      ": patch_size " + std::to_string(s.pp.patch_height) + "x" +
                       std::to_string(s.pp.patch_width) + " disagrees with config.json's " +
                       std::to_string(s.cfg.patch_size));
   s.ids = token_ids(dir, s.cfg);
@@ -77,7 +78,7 @@ class FuyuRunner final : public DecoderRunner {
       : DecoderRunner(be, std::move(st), std::move(lm)),
         patch_embed_(std::move(patch_embed)),
         patch_dim_(patch_dim),
-        newline_(static_cast<size_t>(lm_->config().hidden_size)) {
+        newline_(be, lm_->config().hidden_size) {
     lm_->embed({&newline_id, 1}, newline_.data());
   }
 
@@ -87,10 +88,10 @@ class FuyuRunner final : public DecoderRunner {
     const ImageGeometry g = item_geometry(item, patch_dim_);
     if (item.features.rank() != 2) throw InvalidArgument("fuyu: an image item has no patches");
     const int64_t H = static_cast<int64_t>(newline_.size());
-    const Tensor px = item.features.contiguous();
-    std::vector<float> emb(static_cast<size_t>(g.n_patches() * H));  // [n_patches, hidden]
+    const Tensor px = be_.upload(item.features.contiguous());  // the features on the device
+    kernels::Buffer emb(be_, g.n_patches() * H);               // [n_patches, hidden]
     kernels::linear(be_, px.data<float>(), g.n_patches(), patch_embed_, emb.data());
-    Tensor out = Tensor::empty(DType::kF32, {g.n_tokens(), H});  // [n_tokens, hidden]
+    Tensor out = be_.empty(DType::kF32, {g.n_tokens(), H});  // [n_tokens, hidden]
     // Each grid row's g.cols patch rows, then the newline row: rows of (g.cols + 1) * H.
     float* o = out.data<float>();
     const int64_t row = (g.cols + 1) * H;
@@ -108,7 +109,7 @@ class FuyuRunner final : public DecoderRunner {
  private:
   kernels::PackedLinear patch_embed_;  // [hidden, patch_dim] + bias
   int64_t patch_dim_;
-  std::vector<float> newline_;  // the |NEWLINE| embedding [hidden]
+  kernels::Buffer newline_;  // the |NEWLINE| embedding [hidden], the backend's memory
 };
 
 Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {

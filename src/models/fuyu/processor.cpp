@@ -128,28 +128,16 @@ class FuyuProcessor final : public Processor {
 
   ExpandedPrompt expand(std::span<const int32_t> ids,
                         std::span<const PreparedMedia> media) const override {
-    ExpandedPrompt e;
-    size_t item = 0;
-    for (int32_t t : ids) {
-      if (t != ids_.speaker) {
-        e.ids.push_back(t);
-        continue;
-      }
-      if (item >= media.size())
-        throw InvalidArgument("the prompt has more |SPEAKER| placeholders than the " +
-                              std::to_string(media.size()) + " images given");
-      const ImageGeometry g = item_geometry(media[item++], cfg_.patch_dim());
-      e.spans.push_back({static_cast<int64_t>(e.ids.size()), g.n_tokens()});
-      for (int64_t r = 0; r < g.rows; ++r) {
-        e.ids.insert(e.ids.end(), static_cast<size_t>(g.cols), ids_.speaker);
-        e.ids.push_back(ids_.newline);
-      }
-    }
-    if (item != media.size())
-      throw InvalidArgument("the prompt has " + std::to_string(item) +
-                            " |SPEAKER| placeholders but " + std::to_string(media.size()) +
-                            " images were given");
-    return e;  // positions: plain 1-D (position = index), rope_delta 0
+    // Each grid row's |SPEAKER| run, then |NEWLINE|.
+    return expand_placeholders_1d(ids, ids_.speaker, media, "|SPEAKER|", "images",
+                                  [&](const PreparedMedia& p, std::vector<int32_t>& out) {
+                                    const ImageGeometry g = item_geometry(p, cfg_.patch_dim());
+                                    for (int64_t r = 0; r < g.rows; ++r) {
+                                      out.insert(out.end(), static_cast<size_t>(g.cols),
+                                                 ids_.speaker);
+                                      out.push_back(ids_.newline);
+                                    }
+                                  });
   }
 
   Hash128 content_key(Modality m, std::span<const uint8_t> bytes,

@@ -8,29 +8,21 @@
 #include "kernels/attention.h"
 #include "kernels/layout.h"
 #include "kernels/ops.h"
+#include "kernels/scratch.h"
+#include "models/encoder_block.h"
 
 namespace mmrt::models::llava {
-
-namespace {
-struct Layer {
-  Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [embed]
-  kernels::PackedLinear qkv;          // q|k|v [3 * embed, embed] + biases
-  kernels::PackedLinear out;          // [embed, embed] + bias
-  kernels::PackedLinear fc1;          // [mlp, embed] + bias
-  kernels::PackedLinear fc2;          // [embed, mlp] + bias
-};
-}  // namespace
 
 struct ClipTower::Impl {
   VisionConfig vc;
   const kernels::Backend* be = nullptr;
-  kernels::PackedLinear patch_embed;   // [embed, C*p*p], no bias
-  std::vector<float> class_embedding;  // [embed] f32
-  std::vector<float> positions;        // [side² + 1, embed] f32
-  Tensor pre_w, pre_b;                 // [embed]
-  std::vector<Layer> layers;           // the layers up to the selected hidden state
-  kernels::PackedLinear proj1;         // [hidden, embed] (+ bias)
-  kernels::PackedLinear proj2;         // [hidden, hidden] (+ bias)
+  kernels::PackedLinear patch_embed;  // [embed, C*p*p], no bias
+  kernels::Buffer class_embedding;    // [embed] f32
+  kernels::Buffer positions;          // [side² + 1, embed] f32
+  Tensor pre_w, pre_b;                // [embed]
+  std::vector<EncoderBlock> layers;   // the layers up to the selected hidden state
+  kernels::PackedLinear proj1;        // [hidden, embed] (+ bias)
+  kernels::PackedLinear proj2;        // [hidden, hidden] (+ bias)
   bool keep_cls = false;
   bool quick_gelu = true;
   int64_t text_hidden = 0;
@@ -82,25 +74,25 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
       kernels::PackedLinear::pack(be, pw.reshape({pw.dim(0), -1}), nullptr, fmt, kPlace);
   // The class token and the positions as f32 once, not at every image.
   const int64_t E = m.vc.hidden_size, T = m.vc.n_positions();
-  m.positions.resize(static_cast<size_t>(T * E));
+  m.positions = kernels::Buffer(be, T * E);
   std::vector<int32_t> ids(static_cast<size_t>(T));
   for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   kernels::embedding(be, get(vm + "embeddings.position_embedding.weight"), ids.data(), T,
                      m.positions.data());
-  m.class_embedding.resize(static_cast<size_t>(E));
+  m.class_embedding = kernels::Buffer(be, E);
   const int32_t zero = 0;
   kernels::embedding(be, get(vm + "embeddings.class_embedding").reshape({1, E}), &zero, 1,
                      m.class_embedding.data());
-  m.pre_w = get(vm + "pre_layrnorm.weight");
-  m.pre_b = get(vm + "pre_layrnorm.bias");
+  m.pre_w = be.upload(get(vm + "pre_layrnorm.weight"));
+  m.pre_b = be.upload(get(vm + "pre_layrnorm.bias"));
   m.layers.resize(static_cast<size_t>(cfg.vision_layers_used()));
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const std::string p = vm + "encoder.layers." + std::to_string(i) + ".";
-    Layer& l = m.layers[i];
-    l.ln1_w = get(p + "layer_norm1.weight");
-    l.ln1_b = get(p + "layer_norm1.bias");
-    l.ln2_w = get(p + "layer_norm2.weight");
-    l.ln2_b = get(p + "layer_norm2.bias");
+    EncoderBlock& l = m.layers[i];
+    l.ln1_w = be.upload(get(p + "layer_norm1.weight"));
+    l.ln1_b = be.upload(get(p + "layer_norm1.bias"));
+    l.ln2_w = be.upload(get(p + "layer_norm2.weight"));
+    l.ln2_b = be.upload(get(p + "layer_norm2.bias"));
     Tensor w[3], b[3];
     const char* names[3] = {"q_proj", "k_proj", "v_proj"};
     for (int k = 0; k < 3; ++k) {
@@ -110,7 +102,7 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     const Tensor* ws[3] = {&w[0], &w[1], &w[2]};
     const Tensor* bs[3] = {&b[0], &b[1], &b[2]};
     l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, fmt);
-    l.out = lin(p + "self_attn.out_proj");
+    l.proj = lin(p + "self_attn.out_proj");
     l.fc1 = lin(p + "mlp.fc1");
     l.fc2 = lin(p + "mlp.fc2");
   }
@@ -130,14 +122,14 @@ Tensor ClipTower::forward(const Tensor& pixel_values) {
     throw InvalidArgument("clip tower: pixel_values must be f32 [n_crops, " + std::to_string(C) +
                           ", " + std::to_string(S) + ", " + std::to_string(S) + "], got " +
                           pixel_values.describe());
-  const Tensor px = pixel_values.contiguous();
+  const Tensor px = be.upload(pixel_values.contiguous());  // the features on the device
   const int64_t n_crops = px.dim(0), N = n_crops * T;
   // Patch rows in (c, y, x) order, the conv weight's order; row 0 of each crop is the class slot.
-  std::vector<float> patches(static_cast<size_t>(n_crops * side * side * PD));
+  kernels::Buffer patches(be, n_crops * side * side * PD);
   kernels::patchify_2d(be, px.data<float>(), n_crops, C, S, P, patches.data());
-  std::vector<float> emb(static_cast<size_t>(n_crops * side * side * E));
+  kernels::Buffer emb(be, n_crops * side * side * E);
   kernels::linear(be, patches.data(), n_crops * side * side, m.patch_embed, emb.data());
-  std::vector<float> x(static_cast<size_t>(N * E)), h(static_cast<size_t>(N * E));  // [N, embed]
+  kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]
   for (int64_t c = 0; c < n_crops; ++c) {
     float* row = x.data() + c * T * E;
     kernels::copy2d(be, row, E, m.class_embedding.data(), E, 1, E);
@@ -147,45 +139,33 @@ Tensor ClipTower::forward(const Tensor& pixel_values) {
   const float eps = static_cast<float>(v.layer_norm_eps);
   kernels::layer_norm(be, x.data(), m.pre_w, m.pre_b, eps, x.data(), N, E);
 
-  std::vector<float> qkv(static_cast<size_t>(N * 3 * E)), attn(static_cast<size_t>(N * E));
-  std::vector<float> act(static_cast<size_t>(N * M));  // [N, mlp]
+  kernels::Buffer qkv(be, N * 3 * E), attn(be, N * E);
+  kernels::Buffer act(be, N * M);  // [N, mlp]
   std::vector<int32_t> cu(static_cast<size_t>(n_crops + 1));
   for (int64_t c = 0; c <= n_crops; ++c) cu[static_cast<size_t>(c)] = static_cast<int32_t>(c * T);
-  kernels::VarlenAttentionArgs va;
-  va.q = qkv.data();
-  va.k = qkv.data() + E;
-  va.v = qkv.data() + 2 * E;
-  va.out = attn.data();
-  va.q_stride = va.k_stride = va.v_stride = 3 * E;
-  va.cu_seqlens = cu;
-  va.n_heads = va.n_kv_heads = static_cast<int32_t>(v.num_attention_heads);
-  va.head_dim = static_cast<int32_t>(v.head_dim());
-  va.mask = kernels::MaskKind::kFull;
-  for (const Layer& l : m.layers) {
-    kernels::layer_norm(be, x.data(), l.ln1_w, l.ln1_b, eps, h.data(), N, E);
-    kernels::linear(be, h.data(), N, l.qkv, qkv.data());
-    kernels::varlen_attention(be, va);
-    kernels::linear(be, attn.data(), N, l.out, h.data());
-    kernels::add(be, x.data(), h.data(), N * E);
-    kernels::layer_norm(be, x.data(), l.ln2_w, l.ln2_b, eps, h.data(), N, E);
-    kernels::linear(be, h.data(), N, l.fc1, act.data());
-    if (m.quick_gelu)
-      kernels::quick_gelu(be, act.data(), act.data(), N * M);
-    else
-      kernels::gelu_erf(be, act.data(), act.data(), N * M);
-    kernels::linear(be, act.data(), N, l.fc2, h.data());
-    kernels::add(be, x.data(), h.data(), N * E);
-  }
+  const EncoderStep step{.n = N,
+                         .embed = E,
+                         .mlp = M,
+                         .heads = static_cast<int32_t>(v.num_attention_heads),
+                         .eps = eps,
+                         .quick_gelu = m.quick_gelu,
+                         .cu_seqlens = cu,
+                         .x = x.data(),
+                         .h = h.data(),
+                         .qkv = qkv.data(),
+                         .attn = attn.data(),
+                         .act = act.data()};
+  for (const EncoderBlock& l : m.layers) run_encoder_block(be, l, step);
   // The selected hidden state, the class token dropped ("default"), through the projector.
   const int64_t per = tokens_per_crop(), rows = n_crops * per, skip = T - per;
-  std::vector<float> sel(static_cast<size_t>(rows * E));
+  kernels::Buffer sel(be, rows * E);
   for (int64_t c = 0; c < n_crops; ++c)
     kernels::copy2d(be, sel.data() + c * per * E, E, x.data() + (c * T + skip) * E, E, per, E);
   const int64_t H = m.text_hidden;
-  std::vector<float> mid(static_cast<size_t>(rows * H));
+  kernels::Buffer mid(be, rows * H);
   kernels::linear(be, sel.data(), rows, m.proj1, mid.data());
   kernels::gelu_erf(be, mid.data(), mid.data(), rows * H);
-  Tensor out = Tensor::empty(DType::kF32, {rows, H});  // [n_crops * per, hidden]
+  Tensor out = be.empty(DType::kF32, {rows, H});  // [n_crops * per, hidden]
   kernels::linear(be, mid.data(), rows, m.proj2, out.data<float>());
   return out;
 }

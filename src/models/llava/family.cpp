@@ -9,6 +9,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
+#include "kernels/scratch.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
 #include "models/decoder/decoder_runner.h"
@@ -60,17 +61,18 @@ Settings read_settings(const std::string& dir) {
   Settings s;
   s.cfg = parse_config(text, path);
   s.cfg.validate(path);
-  const fs::path pp = fs::path(dir) / "preprocessor_config.json";
-  s.pp = fs::exists(pp, ec) ? ImageProcessorConfig::load(pp.string(), s.cfg.next)
-                            : ImageProcessorConfig{};
-  if (s.cfg.next && !fs::exists(pp, ec)) s.pp.grid_pinpoints = s.cfg.image_grid_pinpoints;
+  const std::optional<CheckpointFile> pp = read_preprocessor_config(dir);
+  s.pp =
+      pp ? ImageProcessorConfig::from_json(pp->text, pp->path, s.cfg.next) : ImageProcessorConfig{};
+  if (s.cfg.next && !pp) s.pp.grid_pinpoints = s.cfg.image_grid_pinpoints;
+  const std::string pp_path = pp ? pp->path : (fs::path(dir) / "preprocessor_config.json").string();
   const int64_t S = s.cfg.vision.image_size;
   if (s.pp.crop_height != S || s.pp.crop_width != S)
-    throw FormatError(pp.string() + ": crop_size " + std::to_string(s.pp.crop_height) + "x" +
+    throw FormatError(pp_path + ": crop_size " + std::to_string(s.pp.crop_height) + "x" +
                       std::to_string(s.pp.crop_width) + " disagrees with the vision tower's " +
                       "image_size " + std::to_string(S));
   if (s.cfg.next && s.pp.grid_pinpoints != s.cfg.image_grid_pinpoints)
-    throw FormatError(pp.string() + ": image_grid_pinpoints disagree with config.json's");
+    throw FormatError(pp_path + ": image_grid_pinpoints disagree with config.json's");
   s.format = chat_format(dir, s.cfg);
   s.config_key = hash128(text);
   return s;
@@ -79,7 +81,7 @@ Settings read_settings(const std::string& dir) {
 class LlavaRunner final : public DecoderRunner {
  public:
   LlavaRunner(const kernels::Backend& be, io::SafeTensors st, std::unique_ptr<Decoder> lm,
-              std::unique_ptr<ClipTower> tower, const Config& cfg, std::vector<float> newline)
+              std::unique_ptr<ClipTower> tower, const Config& cfg, kernels::Buffer newline)
       : DecoderRunner(be, std::move(st), std::move(lm)),
         tower_(std::move(tower)),
         layout_(layout_params(cfg)),
@@ -101,7 +103,7 @@ class LlavaRunner final : public DecoderRunner {
  private:
   std::unique_ptr<ClipTower> tower_;
   LayoutParams layout_;
-  std::vector<float> newline_;  // image_newline [hidden] f32 (LLaVA-NeXT)
+  kernels::Buffer newline_;  // image_newline [hidden] f32 (LLaVA-NeXT), the backend's memory
 };
 
 int64_t context_length(const TextConfig& t) {
@@ -119,10 +121,10 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
   auto tower = ClipTower::load(be, st, s.cfg, lm->weight_format());
-  std::vector<float> newline;
+  kernels::Buffer newline;
   if (s.cfg.next) {
     const Tensor nl = st.get(tensor_name(layout.naming, "image_newline"));
-    newline.resize(static_cast<size_t>(s.cfg.text.hidden_size));
+    newline = kernels::Buffer(be, s.cfg.text.hidden_size);
     const int32_t zero = 0;
     kernels::embedding(be, nl.reshape({1, s.cfg.text.hidden_size}), &zero, 1, newline.data());
   }

@@ -99,26 +99,11 @@ class LlavaProcessor final : public Processor {
   ExpandedPrompt expand(std::span<const int32_t> ids,
                         std::span<const PreparedMedia> media) const override {
     const int32_t image = static_cast<int32_t>(cfg_.image_token_index);
-    ExpandedPrompt e;
-    size_t item = 0;
-    for (int32_t t : ids) {
-      if (t != image) {
-        e.ids.push_back(t);
-        continue;
-      }
-      if (item >= media.size())
-        throw InvalidArgument("the prompt has more <image> placeholders than the " +
-                              std::to_string(media.size()) + " images given");
-      const PreparedMedia& p = media[item++];
-      item_layout(p, layout_);  // checks the item
-      e.spans.push_back({static_cast<int64_t>(e.ids.size()), p.n_tokens});
-      e.ids.insert(e.ids.end(), static_cast<size_t>(p.n_tokens), image);
-    }
-    if (item != media.size())
-      throw InvalidArgument("the prompt has " + std::to_string(item) +
-                            " <image> placeholders but " + std::to_string(media.size()) +
-                            " images were given");
-    return e;  // positions: plain 1-D (position = index), rope_delta 0
+    return expand_placeholders_1d(ids, image, media, "<image>", "images",
+                                  [&](const PreparedMedia& p, std::vector<int32_t>& out) {
+                                    item_layout(p, layout_);  // checks the item
+                                    out.insert(out.end(), static_cast<size_t>(p.n_tokens), image);
+                                  });
   }
 
   Hash128 content_key(Modality m, std::span<const uint8_t> bytes,

@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/layout.h"
 #include "kernels/ops.h"
+#include "kernels/scratch.h"
 #include "models/qwen2_audio/feature_extractor.h"
 
 namespace mmrt::models::qwen2_audio {
@@ -53,8 +54,8 @@ void key_masked_attention(const kernels::Backend& be, const float* qkv, int64_t 
   }
   const int64_t hdp = (hd + 15) / 16 * 16, row = H * hdp;
   const int64_t blocks = (R + V - 1) / V, rows = blocks * V;
-  std::vector<float> q(static_cast<size_t>(rows * row), 0.0f);  // [rows, H, hdp]
-  std::vector<float> k(q.size(), 0.0f), v(q.size(), 0.0f), o(q.size());
+  kernels::Buffer q(be, rows * row);  // [rows, H, hdp], zero padded
+  kernels::Buffer k(be, rows * row), v(be, rows * row), o(be, rows * row);
   // Heads padded to hdp: q rows as they are, the V key / value rows under every block.
   for (int64_t h = 0; h < H; ++h) {
     kernels::copy2d(be, q.data() + h * hdp, row, qkv + h * hd, 3 * E, R, hd);
@@ -125,15 +126,15 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
   };
   m.conv1 = conv("audio_tower.conv1");
   m.conv2 = conv("audio_tower.conv2");
-  m.positions = get("audio_tower.embed_positions.weight").to(DType::kF32);
+  m.positions = be.upload(get("audio_tower.embed_positions.weight").to(DType::kF32));
   m.layers.resize(static_cast<size_t>(m.ac.encoder_layers));
   for (int64_t i = 0; i < m.ac.encoder_layers; ++i) {
     const std::string p = "audio_tower.layers." + std::to_string(i) + ".";
     Layer& l = m.layers[static_cast<size_t>(i)];
-    l.ln1_w = get(p + "self_attn_layer_norm.weight");
-    l.ln1_b = get(p + "self_attn_layer_norm.bias");
-    l.ln2_w = get(p + "final_layer_norm.weight");
-    l.ln2_b = get(p + "final_layer_norm.bias");
+    l.ln1_w = be.upload(get(p + "self_attn_layer_norm.weight"));
+    l.ln1_b = be.upload(get(p + "self_attn_layer_norm.bias"));
+    l.ln2_w = be.upload(get(p + "final_layer_norm.weight"));
+    l.ln2_b = be.upload(get(p + "final_layer_norm.bias"));
     Tensor qw = get(p + "self_attn.q_proj.weight"), kw = get(p + "self_attn.k_proj.weight"),
            vw = get(p + "self_attn.v_proj.weight");
     Tensor qb = get(p + "self_attn.q_proj.bias"), vb = get(p + "self_attn.v_proj.bias");
@@ -144,8 +145,8 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
     l.fc1 = lin(p + "fc1");
     l.fc2 = lin(p + "fc2");
   }
-  m.ln_w = get("audio_tower.layer_norm.weight");
-  m.ln_b = get("audio_tower.layer_norm.bias");
+  m.ln_w = be.upload(get("audio_tower.layer_norm.weight"));
+  m.ln_b = be.upload(get("audio_tower.layer_norm.bias"));
   m.projector = lin("multi_modal_projector.linear");
   return std::unique_ptr<AudioTower>(new AudioTower(std::move(impl)));
 }
@@ -185,18 +186,18 @@ Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) con
   // V keys are unmasked; R rows are computed (V, or all of them).
   const int64_t V = L > 0 ? (L - 1) / 2 + 1 : 0;
   const int64_t R = all_rows ? a.max_source_positions : V;
-  const int64_t P = R / 2;                                 // pooled rows
-  Tensor out = Tensor::empty(DType::kF32, {P, m.hidden});  // [P, hidden]
+  const int64_t P = R / 2;                            // pooled rows
+  Tensor out = be.empty(DType::kF32, {P, m.hidden});  // [P, hidden]
   if (P == 0) return out;
 
   // conv1 over the 2R frames conv2 reads (frames t-1, t, t+1; zero outside [0, T)), then GELU.
   const int64_t C1 = 2 * R;
-  std::vector<float> cols(static_cast<size_t>(std::max(C1 * C * 3, R * D * 3)));
+  kernels::Buffer cols(be, std::max(C1 * C * 3, R * D * 3));
   kernels::im2col_1d(
       be, mel.data(),
       {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1, .t_out = C1},
       cols.data());
-  std::vector<float> y1(static_cast<size_t>(C1 * D));  // [2R, d]
+  kernels::Buffer y1(be, C1 * D);  // [2R, d]
   kernels::linear(be, cols.data(), C1, m.conv1, y1.data());
   kernels::gelu_erf(be, y1.data(), y1.data(), C1 * D);
   // conv2 (stride 2): row t reads conv1 rows 2t-1, 2t, 2t+1 (row -1 is zero padding).
@@ -210,13 +211,13 @@ Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) con
                       .pad = 1,
                       .t_out = R},
                      cols.data());
-  std::vector<float> x(static_cast<size_t>(R * D)), h(x.size()), tmp(x.size());  // [R, d]
+  kernels::Buffer x(be, R * D), h(be, R * D), tmp(be, R * D);  // [R, d]
   kernels::linear(be, cols.data(), R, m.conv2, x.data());
   kernels::gelu_erf(be, x.data(), x.data(), R * D);
   kernels::add(be, x.data(), m.positions.data<float>(), R * D);
 
-  std::vector<float> qkv(static_cast<size_t>(R * 3 * D));  // [R, 3d]
-  std::vector<float> act(static_cast<size_t>(R * F));      // [R, ffn]
+  kernels::Buffer qkv(be, R * 3 * D);  // [R, 3d]
+  kernels::Buffer act(be, R * F);      // [R, ffn]
   for (const Layer& l : m.layers) {
     kernels::layer_norm(be, x.data(), l.ln1_w, l.ln1_b, kLayerNormEps, h.data(), R, D);
     kernels::linear(be, h.data(), R, l.qkv, qkv.data());

@@ -9,6 +9,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "kernels/layout.h"
+#include "kernels/scratch.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
 #include "models/decoder/decoder_runner.h"
@@ -43,9 +44,10 @@ Settings read_settings(const std::string& dir) {
   Settings s;
   s.cfg = parse_config(text, path);
   s.cfg.validate(path);
-  const std::string pp = (fs::path(dir) / "preprocessor_config.json").string();
-  s.fe = FeatureExtractorConfig::load(pp);
-  s.fe.check_against(s.cfg.audio, pp);
+  const std::optional<CheckpointFile> pp = read_preprocessor_config(dir);
+  s.fe = pp ? FeatureExtractorConfig::from_json(pp->text, pp->path) : FeatureExtractorConfig{};
+  s.fe.check_against(s.cfg.audio,
+                     pp ? pp->path : (fs::path(dir) / "preprocessor_config.json").string());
   s.config_key = hash128(text);
   return s;
 }
@@ -67,9 +69,9 @@ class Qwen2AudioRunner final : public DecoderRunner {
       throw InvalidArgument("qwen2-audio: features must be f32 [" + std::to_string(W) + ", " +
                             std::to_string(C) + ", " + std::to_string(T) + "], got " +
                             f.describe());
-    const Tensor mel = f.contiguous();
+    const Tensor mel = be_.upload(f.contiguous());  // the features on the device
     const int64_t hidden = tower_->out_hidden();
-    Tensor out = Tensor::empty(DType::kF32, {item.n_tokens, hidden});  // [n_tokens, hidden]
+    Tensor out = be_.empty(DType::kF32, {item.n_tokens, hidden});  // [n_tokens, hidden]
     int64_t row = 0;
     for (int64_t k = 0; k < W; ++k) {
       const Tensor t =

@@ -126,26 +126,11 @@ class Qwen2AudioProcessor final : public Processor {
   ExpandedPrompt expand(std::span<const int32_t> ids,
                         std::span<const PreparedMedia> media) const override {
     const int32_t audio = static_cast<int32_t>(cfg_.audio_token_index);
-    ExpandedPrompt e;
-    size_t item = 0;
-    for (int32_t t : ids) {
-      if (t != audio) {
-        e.ids.push_back(t);
-        continue;
-      }
-      if (item >= media.size())
-        throw InvalidArgument("the prompt has more <|AUDIO|> placeholders than the " +
-                              std::to_string(media.size()) + " audio items given");
-      const PreparedMedia& p = media[item++];
-      window_frames(p, cfg_.audio);  // checks the item
-      e.spans.push_back({static_cast<int64_t>(e.ids.size()), p.n_tokens});
-      e.ids.insert(e.ids.end(), static_cast<size_t>(p.n_tokens), audio);
-    }
-    if (item != media.size())
-      throw InvalidArgument("the prompt has " + std::to_string(item) +
-                            " <|AUDIO|> placeholders but " + std::to_string(media.size()) +
-                            " audio items were given");
-    return e;  // positions: plain 1-D (position = index), rope_delta 0
+    return expand_placeholders_1d(ids, audio, media, "<|AUDIO|>", "audio items",
+                                  [&](const PreparedMedia& p, std::vector<int32_t>& out) {
+                                    window_frames(p, cfg_.audio);  // checks the item
+                                    out.insert(out.end(), static_cast<size_t>(p.n_tokens), audio);
+                                  });
   }
 
   Hash128 content_key(Modality m, std::span<const uint8_t> bytes,

@@ -11,6 +11,8 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "kernels/layout.h"
+#include "kernels/scratch.h"
+#include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
 #include "models/decoder/decoder_runner.h"
 #include "models/decoder/model_spec.h"
@@ -48,17 +50,17 @@ Config read_config(const std::string& dir) {
 // preprocessor_config.json (the class defaults when absent), checked against the vision tower:
 // patches of another size or merge factor would give the tower features it cannot read.
 ImageProcessorConfig read_processor_config(const std::string& dir, const Config& cfg) {
-  const fs::path path = fs::path(dir) / "preprocessor_config.json";
-  std::error_code ec;
+  const std::optional<CheckpointFile> f = read_preprocessor_config(dir);
   const ImageProcessorConfig pp =
-      fs::exists(path, ec) ? ImageProcessorConfig::load(path.string()) : ImageProcessorConfig{};
+      f ? ImageProcessorConfig::from_json(f->text, f->path) : ImageProcessorConfig{};
   const std::pair<const char*, std::pair<int64_t, int64_t>> pairs[] = {
       {"patch_size", {pp.patch_size, cfg.vision.patch_size}},
       {"merge_size", {pp.merge_size, cfg.vision.spatial_merge_size}},
       {"temporal_patch_size", {pp.temporal_patch_size, cfg.vision.temporal_patch_size}}};
   for (const auto& [key, v] : pairs)
     if (v.first != v.second)
-      throw FormatError(path.string() + ": " + key + " " + std::to_string(v.first) +
+      throw FormatError((f ? f->path : (fs::path(dir) / "preprocessor_config.json").string()) +
+                        ": " + key + " " + std::to_string(v.first) +
                         " disagrees with config.json's vision_config (" + std::to_string(v.second) +
                         ")");
   return pp;
@@ -151,8 +153,8 @@ class Qwen2VLRunner final : public DecoderRunner {
     auto slice_rows = [&](int64_t s) {
       return enc[static_cast<size_t>(source[static_cast<size_t>(s)])].data<float>();
     };
-    Tensor out = Tensor::empty(
-        DType::kF32, {kept.empty() ? g[0] * per : static_cast<int64_t>(kept.size()), hidden});
+    Tensor out = be_.empty(DType::kF32,
+                           {kept.empty() ? g[0] * per : static_cast<int64_t>(kept.size()), hidden});
     float* o = out.data<float>();
     if (kept.empty())
       for (int64_t s = 0; s < g[0]; ++s)

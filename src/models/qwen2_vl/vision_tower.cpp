@@ -7,24 +7,16 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
+#include "kernels/scratch.h"
+#include "models/encoder_block.h"
 
 namespace mmrt::models::qwen2_vl {
-
-namespace {
-struct Block {
-  Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // [embed]
-  kernels::PackedLinear qkv;                  // [3 * embed, embed] + bias
-  kernels::PackedLinear proj;                 // [embed, embed] + bias
-  kernels::PackedLinear fc1;                  // [mlp, embed] + bias
-  kernels::PackedLinear fc2;                  // [embed, mlp] + bias
-};
-}  // namespace
 
 struct VisionTower::Impl {
   VisionConfig vc;
   const kernels::Backend* be = nullptr;
   kernels::PackedLinear patch_embed;  // [embed, C*T*p*p]
-  std::vector<Block> blocks;
+  std::vector<EncoderBlock> blocks;
   Tensor ln_q_w, ln_q_b;       // [embed]
   kernels::PackedLinear mlp0;  // [4 * embed, 4 * embed] + bias
   kernels::PackedLinear mlp2;  // [out_hidden, 4 * embed] + bias
@@ -81,18 +73,18 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   m.blocks.resize(static_cast<size_t>(m.vc.depth));
   for (int64_t i = 0; i < m.vc.depth; ++i) {
     std::string p = "visual.blocks." + std::to_string(i) + ".";
-    Block& b = m.blocks[static_cast<size_t>(i)];
-    b.norm1_w = get(p + "norm1.weight");
-    b.norm1_b = get(p + "norm1.bias");
-    b.norm2_w = get(p + "norm2.weight");
-    b.norm2_b = get(p + "norm2.bias");
+    EncoderBlock& b = m.blocks[static_cast<size_t>(i)];
+    b.ln1_w = be.upload(get(p + "norm1.weight"));
+    b.ln1_b = be.upload(get(p + "norm1.bias"));
+    b.ln2_w = be.upload(get(p + "norm2.weight"));
+    b.ln2_b = be.upload(get(p + "norm2.bias"));
     b.qkv = lin(p + "attn.qkv");
     b.proj = lin(p + "attn.proj");
     b.fc1 = lin(p + "mlp.fc1");
     b.fc2 = lin(p + "mlp.fc2");
   }
-  m.ln_q_w = get("visual.merger.ln_q.weight");
-  m.ln_q_b = get("visual.merger.ln_q.bias");
+  m.ln_q_w = be.upload(get("visual.merger.ln_q.weight"));
+  m.ln_q_b = be.upload(get("visual.merger.ln_q.bias"));
   m.mlp0 = lin("visual.merger.mlp.0");
   m.mlp2 = lin("visual.merger.mlp.2");
   m.rope = kernels::make_vision_rope_table(static_cast<int32_t>(m.vc.head_dim()), 10000.0);
@@ -103,7 +95,7 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   Impl& m = *impl_;
   const kernels::Backend& be = *m.be;
   const auto& vc = m.vc;
-  const int64_t E = vc.embed_dim, hd = vc.head_dim(), nh = vc.num_heads, ms = vc.spatial_merge_size;
+  const int64_t E = vc.embed_dim, nh = vc.num_heads, ms = vc.spatial_merge_size;
   const int64_t mlp = vc.mlp_hidden();
   if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 ||
       pixel_values.dim(1) != patch_dim())
@@ -137,49 +129,36 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
       cu.push_back(static_cast<int32_t>(r));
     }
   }
-  Tensor px = pixel_values.contiguous();
-  std::vector<float> x(static_cast<size_t>(N * E)), h(static_cast<size_t>(N * E));  // [N, embed]
-  std::vector<float> qkv(static_cast<size_t>(N * 3 * E));  // [N, 3 * embed]
-  std::vector<float> attn(static_cast<size_t>(N * E)), tmp(static_cast<size_t>(N * E));
-  std::vector<float> act(static_cast<size_t>(N * mlp));  // [N, mlp]
+  Tensor px = be.upload(pixel_values.contiguous());  // the one copy of the features (a device)
+  kernels::Buffer x(be, N * E), h(be, N * E);        // [N, embed]
+  kernels::Buffer qkv(be, N * 3 * E);                // [N, 3 * embed]
+  kernels::Buffer attn(be, N * E);
+  kernels::Buffer act(be, N * mlp);  // [N, mlp]
   kernels::linear(be, px.data<float>(), N, m.patch_embed, x.data());
   kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, pos.data(), N);
 
-  kernels::VarlenAttentionArgs va;
-  va.q = qkv.data();
-  va.k = qkv.data() + E;
-  va.v = qkv.data() + 2 * E;
-  va.out = attn.data();
-  va.q_stride = va.k_stride = va.v_stride = 3 * E;
-  va.cu_seqlens = cu;
-  va.n_heads = va.n_kv_heads = static_cast<int32_t>(nh);
-  va.head_dim = static_cast<int32_t>(hd);
-  va.mask = kernels::MaskKind::kFull;
   const float eps = 1e-6f;
-  for (const Block& b : m.blocks) {
-    kernels::layer_norm(be, x.data(), b.norm1_w, b.norm1_b, eps, h.data(), N, E);
-    kernels::linear(be, h.data(), N, b.qkv, qkv.data());
-    kernels::apply_rope(be, angles, qkv.data(), nh, 3 * E);
-    kernels::apply_rope(be, angles, qkv.data() + E, nh, 3 * E);
-    kernels::varlen_attention(be, va);
-    kernels::linear(be, attn.data(), N, b.proj, tmp.data());
-    kernels::add(be, x.data(), tmp.data(), N * E);
-    kernels::layer_norm(be, x.data(), b.norm2_w, b.norm2_b, eps, h.data(), N, E);
-    kernels::linear(be, h.data(), N, b.fc1, act.data());
-    if (m.quick_gelu)
-      kernels::quick_gelu(be, act.data(), act.data(), N * mlp);
-    else
-      kernels::gelu_erf(be, act.data(), act.data(), N * mlp);
-    kernels::linear(be, act.data(), N, b.fc2, tmp.data());
-    kernels::add(be, x.data(), tmp.data(), N * E);
-  }
+  const EncoderStep step{.n = N,
+                         .embed = E,
+                         .mlp = mlp,
+                         .heads = static_cast<int32_t>(nh),
+                         .eps = eps,
+                         .quick_gelu = m.quick_gelu,
+                         .cu_seqlens = cu,
+                         .rope = &angles,
+                         .x = x.data(),
+                         .h = h.data(),
+                         .qkv = qkv.data(),
+                         .attn = attn.data(),
+                         .act = act.data()};
+  for (const EncoderBlock& b : m.blocks) run_encoder_block(be, b, step);
   // Merger: LayerNorm per patch, then 2x2 blocks (4 consecutive rows) as one vector.
   kernels::layer_norm(be, x.data(), m.ln_q_w, m.ln_q_b, eps, h.data(), N, E);
   const int64_t M = N / (ms * ms), ME = E * ms * ms;
-  std::vector<float> mid(static_cast<size_t>(M * ME));  // [M, 4 * embed]
+  kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
   kernels::linear(be, h.data(), M, m.mlp0, mid.data());
   kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
-  Tensor out = Tensor::empty(DType::kF32, {M, vc.hidden_size});  // [M, out_hidden]
+  Tensor out = be.empty(DType::kF32, {M, vc.hidden_size});  // [M, out_hidden]
   kernels::linear(be, mid.data(), M, m.mlp2, out.data<float>());
   return out;
 }
