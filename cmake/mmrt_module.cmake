@@ -1,13 +1,16 @@
-# mmrt_module(NAME DEPS ...): a static library from every .cpp in the current folder
-# (and sub-folders named in SUBDIRS). Files named *_avx512.cpp, *_avx512bf16.cpp,
+# mmrt_module(NAME DEPS ... [SUBDIRS ...] [EXCLUDE regex]): a static library from every .cpp in
+# the current folder (and sub-folders named in SUBDIRS), but those whose name matches EXCLUDE. Files named *_avx512.cpp, *_avx512bf16.cpp,
 # *_avx512vnni.cpp and *_avx2.cpp get the matching ISA flags; everything else stays portable x86-64.
 function(mmrt_module name)
-  cmake_parse_arguments(M "" "" "DEPS;SUBDIRS" ${ARGN})
+  cmake_parse_arguments(M "" "EXCLUDE" "DEPS;SUBDIRS" ${ARGN})
   set(globs ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   foreach(d ${M_SUBDIRS})
     list(APPEND globs ${CMAKE_CURRENT_SOURCE_DIR}/${d}/*.cpp)
   endforeach()
   file(GLOB srcs CONFIGURE_DEPENDS ${globs})
+  if(M_EXCLUDE)
+    list(FILTER srcs EXCLUDE REGEX "${M_EXCLUDE}")
+  endif()
   if(NOT srcs)
     add_library(mmrt_${name} INTERFACE)
     target_include_directories(mmrt_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)

@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "kernels/registry.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 
 namespace fs = std::filesystem;
 
@@ -36,7 +37,7 @@ int run_demo(Args& args) {
     opts.size = "tiny";
     ThreadPool pool(cpu_count());
     opts.pool = &pool;
-    auto r = models::family_named("qwen2-vl").make_tiny(dir, opts);
+    auto r = models::make_tiny_model(models::family_named("qwen2-vl"), dir, opts);
     std::printf("   generated %zu tensors, %lld parameters, %zu files in %.2f s\n", r.n_tensors,
                 static_cast<long long>(r.n_params), r.files.size(), r.seconds);
   } else {

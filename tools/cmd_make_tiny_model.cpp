@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "model_options.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 
 namespace {
 
@@ -58,7 +59,7 @@ int run(cli::Args& args) {
   ThreadPool pool(threads > 0 ? threads : cpu_count());  // fills tensors in parallel
   o.pool = &pool;
 
-  const models::TinyModelResult r = family->make_tiny(out, o);
+  const models::TinyModelResult r = models::make_tiny_model(*family, out, o);
   std::printf("wrote %s (%s)\n", out.c_str(), r.summary.c_str());
   std::printf("  files       ");
   for (size_t i = 0; i < r.files.size(); ++i)

@@ -318,7 +318,6 @@ struct ModelFamily {
   // The request side alone (config.json and the preprocessing settings, no weights): what a
   // media worker process needs to preprocess as the loaded model would.
   std::unique_ptr<Processor> (*load_processor)(const std::string& dir);
-  TinyModelResult (*make_tiny)(const std::string& dir, const TinyModelOptions& opts);
 };
 
 }  // namespace mmrt::models

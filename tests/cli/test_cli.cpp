@@ -427,3 +427,55 @@ TEST_F(AudioCli, CorruptAudioIsAClearError) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("--max-audio-bytes"), std::string::npos) << r.err;
 }
+
+// The compute device: `mmrt devices` lists the build's backends; --device names one or is
+// refused with what the build has and sees; a CUDA device absent here is a clear error.
+TEST_F(Cli, DevicesAndTheDeviceOption) {
+  CmdResult r = mmrt("devices");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu "), std::string::npos) << r.out;
+  r = mmrt("generate --model " + model() + " --prompt x --max-tokens 2 --device cpu");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --device tpu");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("unknown device 'tpu': expected cpu, cuda or cuda:N"), std::string::npos)
+      << r.err;
+  r = mmrt("generate --model " + model() + " --prompt x --device cuda:999");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("cuda:999"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("backends in this build: cpu"), std::string::npos) << r.err;
+}
+
+// `mmrt preprocess --image` serves every image family through the registry: LLaVA-NeXT's crops
+// and Fuyu's patches come out as their processors make them (the shapes HF's give for them).
+TEST_F(Cli, PreprocessImageOfEveryFamily) {
+  const fs::path png = tmp() / "family.png";
+  const std::string cmd = std::string(MMRT_REF_PYTHON) +
+                          " -c \"from PIL import Image; import numpy as np; "
+                          "Image.fromarray(np.random.default_rng(5).integers(0,255,(90,130,3),"
+                          "dtype=np.uint8)).save('" +
+                          png.string() + "')\"";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (const char* arch : {"llava-next", "fuyu"}) {
+    const fs::path dir = tmp() / (std::string("pp_") + arch);
+    CmdResult r = mmrt(std::string("make-tiny-model --arch ") + arch + " --out " + dir.string());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const std::string prefix = (tmp() / (std::string("pp_out_") + arch)).string();
+    r = mmrt("preprocess --model " + dir.string() + " --image " + png.string() + " --out " +
+             prefix);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string(arch) + " processor"), std::string::npos) << r.out;
+    const NpyFile f = read_npy_file(prefix + ".pixel_values.npy");
+    if (std::string(arch) == "fuyu") {
+      // 90x130 padded to 90x150 (multiples of 30): 3 x 5 patches of 30 * 30 * 3 values.
+      EXPECT_EQ(f.shape, (std::vector<int64_t>{15, 2700}));
+    } else {
+      ASSERT_EQ(f.shape.size(), 4u);  // [crops, 3, side, side]
+      EXPECT_EQ(f.shape[1], 3);
+      EXPECT_EQ(f.shape[2], f.shape[3]);
+    }
+    r = mmrt("preprocess --model " + dir.string() + " --video " + png.string());
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("takes no video"), std::string::npos) << r.err;
+  }
+}

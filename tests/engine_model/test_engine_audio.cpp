@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -31,7 +32,7 @@ class EngineAudio : public ::testing::Test {
     models::TinyModelOptions o;
     o.dtype = DType::kF32;
     o.seed = 5;
-    models::family_named("qwen2-audio").make_tiny(dir_.string(), o);
+    models::make_tiny_model(models::family_named("qwen2-audio"), dir_.string(), o);
     // 0.9 s, 2.3 s and 4 s clips (22, 57 and 100 tokens: ((ceil(n / 160) - 1) // 2 + 1 - 2) // 2
     // + 1), and 70 s (windows of 30, 30 and 10 s: 750, 750 and 250 tokens).
     const std::pair<const char*, int64_t> clips[] = {

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -32,7 +33,7 @@ class EngineImageFamily : public ::testing::TestWithParam<const char*> {
       models::TinyModelOptions o;
       o.dtype = DType::kF32;
       o.seed = 9;
-      models::family_named(arch).make_tiny((root_ / arch).string(), o);
+      models::make_tiny_model(models::family_named(arch), (root_ / arch).string(), o);
     }
     // Images of three aspect ratios (anyres grids 2x2, 1x3 and 2x1 at the tiny LLaVA's 112-pixel
     // crops; Fuyu grids of 5x7, 3x10 and 8x5 patches), written by PIL.

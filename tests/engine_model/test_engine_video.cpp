@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -51,7 +52,7 @@ class EngineVideo : public ::testing::Test {
     models::TinyModelOptions o;
     o.dtype = DType::kF32;
     o.seed = 9;
-    models::family_named("qwen2-vl").make_tiny(dir_.string(), o);
+    models::make_tiny_model(models::family_named("qwen2-vl"), dir_.string(), o);
     std::ofstream(dir_ / "make.sh") << kMakeClips;
     ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && bash make.sh").c_str()), 0);
   }
@@ -248,7 +249,7 @@ TEST_F(EngineVideo, AModelWithoutVideoInputRefusesItByName) {
   const fs::path audio_dir = dir_ / "audio_model";
   models::TinyModelOptions o;
   o.dtype = DType::kF32;
-  models::family_named("qwen2-audio").make_tiny(audio_dir.string(), o);
+  models::make_tiny_model(models::family_named("qwen2-audio"), audio_dir.string(), o);
   auto eng = Engine::create(test::engine_config(audio_dir.string(), 512, 128));
   GenerateRequest g = req({"moving.mp4"}, "x", 2);
   RequestResult r = eng->submit(g).wait();

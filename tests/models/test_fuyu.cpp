@@ -26,6 +26,7 @@
 #include "io/tokenizer.h"
 #include "models/fuyu/image_processor.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 #include "ref_test_util.h"
 #include "test_model.h"
 
@@ -68,7 +69,7 @@ struct World {
     o.dtype = dtype;
     o.seed = 13;
     o.naming = naming;
-    family_named("fuyu").make_tiny(model(), o);
+    make_tiny_model(family_named("fuyu"), model(), o);
     const std::string cmd =
         std::string(MMRT_REF_PYTHON) +
         " -c \"from PIL import Image; import numpy as np; r=np.random.default_rng(7); "

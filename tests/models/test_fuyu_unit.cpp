@@ -15,6 +15,7 @@
 #include "media/image.h"
 #include "models/fuyu/weights_spec.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -36,10 +37,10 @@ class FuyuTiny : public ::testing::Test {
     TinyModelOptions o;
     o.dtype = DType::kF32;
     o.seed = 5;
-    family_named("fuyu").make_tiny((dir_ / "old").string(), o);
+    make_tiny_model(family_named("fuyu"), (dir_ / "old").string(), o);
     o.naming = "new";
     o.dtype = DType::kBF16;
-    family_named("fuyu").make_tiny((dir_ / "new").string(), o);
+    make_tiny_model(family_named("fuyu"), (dir_ / "new").string(), o);
     const std::string cmd =
         std::string(MMRT_REF_PYTHON) +
         " -c \"from PIL import Image; import numpy as np; r=np.random.default_rng(2); "

@@ -27,6 +27,7 @@
 #include "models/llava/config.h"
 #include "models/llava/processor.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 #include "ref_test_util.h"
 #include "test_model.h"
 
@@ -61,7 +62,7 @@ struct World {
     o.dtype = dtype;
     o.seed = 11;
     o.naming = naming;
-    family_named(arch).make_tiny(model(), o);
+    make_tiny_model(family_named(arch), model(), o);
     const std::string cmd =
         std::string(MMRT_REF_PYTHON) +
         " -c \"from PIL import Image; import numpy as np; r=np.random.default_rng(5); "

@@ -16,6 +16,7 @@
 #include "models/llava/packing.h"
 #include "models/llava/processor.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -38,9 +39,9 @@ class LlavaTiny : public ::testing::Test {
       TinyModelOptions o;
       o.dtype = DType::kF32;
       o.seed = 3;
-      family_named(arch).make_tiny((dir_ / arch).string(), o);
+      make_tiny_model(family_named(arch), (dir_ / arch).string(), o);
       o.naming = "new";
-      family_named(arch).make_tiny((dir_ / (std::string(arch) + "-new")).string(), o);
+      make_tiny_model(family_named(arch), (dir_ / (std::string(arch) + "-new")).string(), o);
     }
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }

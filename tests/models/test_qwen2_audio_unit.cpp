@@ -18,6 +18,7 @@
 #include "models/qwen2_audio/feature_extractor.h"
 #include "models/qwen2_audio/tiny_checkpoint.h"
 #include "models/registry.h"
+#include "models/tiny_registry.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -383,7 +384,8 @@ TEST(Qwen2AudioTinyPresets, HfTesterGeometryLoadsAndEncodes) {
   EXPECT_THROW(parse_tiny_size("7b"), InvalidArgument);
   TinyModelOptions naming;
   naming.naming = "new";
-  EXPECT_THROW(family_named("qwen2-audio").make_tiny((d / "x").string(), naming), InvalidArgument);
+  EXPECT_THROW(make_tiny_model(family_named("qwen2-audio"), (d / "x").string(), naming),
+               InvalidArgument);
   fs::remove_all(d);
 }
 

@@ -19,7 +19,6 @@
 #include "models/decoder/decoder_runner.h"
 #include "models/decoder/model_spec.h"
 #include "models/fuyu/processor.h"
-#include "models/fuyu/tiny_checkpoint.h"
 #include "models/fuyu/weights_spec.h"
 
 namespace fs = std::filesystem;
@@ -190,7 +189,6 @@ const ModelFamily& family() {
       .ops = ops_of({kDecoderOps, kFuyuEncoderOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
-      .make_tiny = &make_tiny_checkpoint,
   };
   return f;
 }

@@ -17,7 +17,6 @@
 #include "models/llava/clip_tower.h"
 #include "models/llava/packing.h"
 #include "models/llava/processor.h"
-#include "models/llava/tiny_checkpoint.h"
 #include "models/llava/weights_spec.h"
 
 namespace fs = std::filesystem;
@@ -192,13 +191,6 @@ Inspection inspect(const std::string& dir) {
   return r;
 }
 
-TinyModelResult make_tiny_next(const std::string& dir, const TinyModelOptions& o) {
-  return make_tiny_checkpoint(dir, o, true);
-}
-TinyModelResult make_tiny_15(const std::string& dir, const TinyModelOptions& o) {
-  return make_tiny_checkpoint(dir, o, false);
-}
-
 }  // namespace
 
 const ModelFamily& next_family() {
@@ -211,7 +203,6 @@ const ModelFamily& next_family() {
       .ops = ops_of({kDecoderOps, kClipTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
-      .make_tiny = &make_tiny_next,
   };
   return f;
 }
@@ -226,7 +217,6 @@ const ModelFamily& family() {
       .ops = ops_of({kDecoderOps, kClipTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
-      .make_tiny = &make_tiny_15,
   };
   return f;
 }

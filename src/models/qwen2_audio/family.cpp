@@ -18,7 +18,6 @@
 #include "models/qwen2_audio/config.h"
 #include "models/qwen2_audio/feature_extractor.h"
 #include "models/qwen2_audio/processor.h"
-#include "models/qwen2_audio/tiny_checkpoint.h"
 #include "models/qwen2_audio/weights_spec.h"
 
 namespace fs = std::filesystem;
@@ -165,21 +164,6 @@ Inspection inspect(const std::string& dir) {
   return r;
 }
 
-TinyModelResult make_tiny(const std::string& dir, const TinyModelOptions& o) {
-  if (!o.naming.empty())
-    throw InvalidArgument("qwen2-audio has one tensor-name layout; --naming '" + o.naming +
-                          "' does not apply");
-  return make_tiny_checkpoint(dir, {.size = parse_tiny_size(o.size),
-                                    .seed = o.seed,
-                                    .dtype = o.dtype,
-                                    .tokenizer_path = o.tokenizer_path,
-                                    .tied = o.tied,
-                                    .max_shard_bytes = o.max_shard_bytes,
-                                    .pool = o.pool,
-                                    .progress = o.progress})
-      .info;
-}
-
 }  // namespace
 
 const ModelFamily& family() {
@@ -192,7 +176,6 @@ const ModelFamily& family() {
       .ops = ops_of({kDecoderOps, kAudioTowerOps}),
       .inspect = &inspect,
       .load_processor = &load_processor,
-      .make_tiny = &make_tiny,
   };
   return f;
 }

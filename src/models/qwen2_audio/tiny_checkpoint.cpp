@@ -187,4 +187,20 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   return res;
 }
 
+// make-tiny-model --arch qwen2-audio: the family's writer behind the common options.
+TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& o) {
+  if (!o.naming.empty())
+    throw InvalidArgument("qwen2-audio has one tensor-name layout; --naming '" + o.naming +
+                          "' does not apply");
+  return make_tiny_checkpoint(dir, {.size = parse_tiny_size(o.size),
+                                    .seed = o.seed,
+                                    .dtype = o.dtype,
+                                    .tokenizer_path = o.tokenizer_path,
+                                    .tied = o.tied,
+                                    .max_shard_bytes = o.max_shard_bytes,
+                                    .pool = o.pool,
+                                    .progress = o.progress})
+      .info;
+}
+
 }  // namespace mmrt::models::qwen2_audio

@@ -75,4 +75,7 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
 // <|audio_bos|>, <|audio_eos|> (151643..151648 in the real tokenizer, and in a trained one).
 const std::vector<std::string>& special_tokens();
 
+// make-tiny-model's entry (models/tiny_registry.h): the common options mapped to this family's.
+TinyModelResult make_tiny_model(const std::string& out_dir, const TinyModelOptions& opts);
+
 }  // namespace mmrt::models::qwen2_audio

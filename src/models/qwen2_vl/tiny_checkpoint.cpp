@@ -198,4 +198,37 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   return res;
 }
 
+// make-tiny-model --arch qwen2-vl: the family's writer behind the common options.
+TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& o) {
+  TinyOptions q;
+  q.size = parse_tiny_size(o.size);
+  q.seed = o.seed;
+  q.dtype = o.dtype;
+  q.tokenizer_path = o.tokenizer_path;
+  if (o.naming.empty() || o.naming == "old")
+    q.naming = Naming::kOld;
+  else if (o.naming == "new")
+    q.naming = Naming::kNew;
+  else
+    throw InvalidArgument("qwen2-vl: --naming must be old or new, got '" + o.naming + "'");
+  q.tied = o.tied;
+  q.max_shard_bytes = o.max_shard_bytes;
+  q.pool = o.pool;
+  q.progress = o.progress;
+  const TinyResult t = make_tiny_checkpoint(dir, q);
+  TinyModelResult r;
+  r.summary = std::string("qwen2-vl, ") + tiny_size_name(q.size) + ", " +
+              (q.dtype == DType::kBF16 ? "bf16" : "f32") + ", " +
+              (q.naming == Naming::kOld ? "old" : "new") + " names, " +
+              (t.config.text.tie_word_embeddings ? "tied" : "untied") + " lm_head";
+  r.files = t.files;
+  r.n_tensors = t.n_tensors;
+  r.n_params = t.n_params;
+  r.n_bytes = t.n_bytes;
+  r.tokenizer_size = t.tokenizer_size;
+  r.vocab_size = t.config.text.vocab_size;
+  r.seconds = t.seconds;
+  return r;
+}
+
 }  // namespace mmrt::models::qwen2_vl

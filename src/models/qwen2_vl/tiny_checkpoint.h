@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "models/model.h"
 #include "models/qwen2_vl/config.h"
 
 namespace mmrt {
@@ -62,5 +63,8 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
 // Qwen2-VL's special tokens in id order: <|endoftext|>, <|im_start|>, <|im_end|>, ...,
 // <|video_pad|> (14 tokens; the real checkpoint numbers them from 151643).
 const std::vector<std::string>& special_tokens();
+
+// make-tiny-model's entry (models/tiny_registry.h): the common options mapped to this family's.
+TinyModelResult make_tiny_model(const std::string& out_dir, const TinyModelOptions& opts);
 
 }  // namespace mmrt::models::qwen2_vl
