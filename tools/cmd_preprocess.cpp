@@ -66,6 +66,20 @@ double best(const std::vector<double>& v) {
   return *std::min_element(v.begin(), v.end());
 }
 
+// `repeat` runs of the processor on one file (buffers reused between runs, as the engine's media
+// workers reuse theirs): the last item and every run's time in ms.
+models::PreparedMedia timed_preprocess(const models::Processor& processor, models::Modality m,
+                                       const std::vector<uint8_t>& bytes, MediaContext& ctx,
+                                       int64_t repeat, std::vector<double>& ms) {
+  models::PreparedMedia item;
+  for (int64_t i = 0; i < repeat; ++i) {
+    Stopwatch sw;
+    item = processor.preprocess(m, bytes, ctx);
+    ms.push_back(sw.millis());
+  }
+  return item;
+}
+
 // --audio: the Qwen2-Audio processor of the checkpoint in `model` (config.json and
 // preprocessor_config.json), as `mmrt generate` / `serve` preprocess it.
 int run_audio(Args& args, const std::string& model, const std::string& audio) {
@@ -104,13 +118,9 @@ int run_audio(Args& args, const std::string& model, const std::string& audio) {
     pool = std::make_unique<ThreadPool>(static_cast<int>(threads));
     ctx.pool = pool.get();
   }
-  models::PreparedMedia item;
   std::vector<double> total;
-  for (int64_t i = 0; i < repeat; ++i) {
-    Stopwatch sw;
-    item = processor->preprocess(models::Modality::kAudio, bytes, ctx);
-    total.push_back(sw.millis());
-  }
+  const models::PreparedMedia item =
+      timed_preprocess(*processor, models::Modality::kAudio, bytes, ctx, repeat, total);
   const std::vector<int64_t> frames = qa::window_frames(item, cfg.audio);
   const int64_t W = item.features.dim(0), T = item.features.dim(2);
   int64_t valid = 0;
@@ -170,13 +180,9 @@ int run_family_image(Args& args, const std::string& model, const models::ModelFa
   const std::vector<uint8_t> bytes = io::read_file_bytes(image, limit);
   MediaContext ctx;
   ctx.buffers = BufferCache::create();  // repeated runs reuse their buffers
-  models::PreparedMedia item;
   std::vector<double> total;
-  for (int64_t i = 0; i < repeat; ++i) {
-    Stopwatch sw;
-    item = processor->preprocess(models::Modality::kImage, bytes, ctx);
-    total.push_back(sw.millis());
-  }
+  const models::PreparedMedia item =
+      timed_preprocess(*processor, models::Modality::kImage, bytes, ctx, repeat, total);
   std::string dims;
   for (int64_t d : item.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   if (json) {

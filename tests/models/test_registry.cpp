@@ -16,6 +16,7 @@
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/vision_tower.h"
 #include "models/registry.h"
+#include "../common/no_kernels_backend.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -65,24 +66,7 @@ fs::path Registry::dir_;
 }  // namespace
 
 TEST_F(Registry, ABackendWithoutTheFamilysOpsIsRefusedBeforeLoading) {
-  // A backend of another device with host memory and no kernels (a new device's first day).
-  class NoKernels final : public kernels::Backend {
-   public:
-    NoKernels() : Backend(kernels::OpTables{}) {}
-    Device device() const override { return {.kind = DeviceKind::kCuda, .index = 0}; }
-    std::string describe() const override { return "no kernels"; }
-    std::shared_ptr<void> allocate(size_t b, bool z) const override {
-      return aligned_alloc_shared(b, z);
-    }
-    std::shared_ptr<void> allocate_staging(size_t b) const override {
-      return aligned_alloc_shared(b);
-    }
-
-   protected:
-    void copy_bytes(void* d, const void* s, size_t b, CopyKind) const override {
-      std::memcpy(d, s, b);
-    }
-  } nk;
+  const test::NoKernelsBackend nk;  // cuda:0, host memory, no kernels (a new device's first day)
   try {
     load_model(nk, model());
     FAIL() << "loaded on a backend without kernels";

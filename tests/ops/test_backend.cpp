@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "../common/no_kernels_backend.h"
 #include "isa_fixture.h"
 #include "kernels/kv_cache.h"
 #include "kernels/layout.h"
@@ -22,23 +23,10 @@ using namespace mmrt::test;
 
 namespace {
 
-// A backend with host memory and no kernels at all: what a new device is before its first op.
-class NoKernels final : public Backend {
+// The device seam's fake: host memory, no kernels, "cuda:7".
+class NoKernels : public test::NoKernelsBackend {
  public:
-  NoKernels() : Backend(OpTables{}) {}
-  Device device() const override { return {.kind = DeviceKind::kCuda, .index = 7}; }
-  std::string describe() const override { return "no kernels"; }
-  std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
-    return aligned_alloc_shared(bytes, zero);
-  }
-  std::shared_ptr<void> allocate_staging(size_t bytes) const override {
-    return aligned_alloc_shared(bytes);
-  }
-
- protected:
-  void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind) const override {
-    std::memcpy(dst, src, bytes);
-  }
+  NoKernels() : NoKernelsBackend(7) {}
 };
 
 std::string message_of(const std::function<void()>& f) {
