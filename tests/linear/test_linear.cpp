@@ -1,6 +1,8 @@
-// linear() against PyTorch (tests/reference/linear_ref.py, float64) for every kernel variant this
-// CPU supports, every weight format, both paths (matrix-vector and GEMM) and both f32 GEMM
-// libraries, on awkward sizes.
+// linear() against PyTorch (tests/reference/linear_ref.py, float64) on every backend: every CPU
+// kernel variant this CPU supports and every device present (tests/ops/isa_fixture.h), every
+// weight format, both paths (matrix-vector and GEMM) and both f32 GEMM libraries (options the CPU
+// backend follows; a device takes its own path and says which in its LinearPlan), on awkward
+// sizes, with x and y in the backend's memory.
 //
 // Tolerances, with mag = |x|.|W|^T + |b| per output (the size of the sum being formed):
 //   f32 weights, bf16 weights with f32 x, int8 weights with f32 x:
@@ -24,11 +26,13 @@
 #include <tuple>
 #include <vector>
 
+#include "../ops/isa_fixture.h"
 #include "core/cpu.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
+#include "kernels/registry.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -96,7 +100,8 @@ Tensor f32_tensor(const std::vector<float>& v, Shape s) {
   return t;
 }
 
-const char* const kIsas[] = {"portable", "avx2", "avx512", "avx512bf16"};
+const char* const kBackends[] = {"cpu-portable", "cpu-avx2", "cpu-avx512", "cpu-avx512bf16",
+                                 "cuda"};
 
 class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, WeightFormat>> {
  protected:
@@ -133,13 +138,21 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     ASSERT_TRUE(f.eof()) << "reference output longer than expected";
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
-  // A backend of 2 threads capped at the variant under test (skipped where the CPU lacks it).
+  // The backend under test: the CPU with 2 threads capped at the variant (skipped where the CPU
+  // lacks it), or a device (skipped where this build or machine has none, or it has no linear).
   void SetUp() override {
-    const auto isa = parse_isa(std::get<0>(GetParam()));
-    ASSERT_TRUE(isa.has_value());
-    if (!isa_supported(*isa))
-      GTEST_SKIP() << std::get<0>(GetParam()) << " not supported on this CPU";
-    be_ = std::make_unique<CpuBackend>(BackendOptions{.threads = 2, .max_isa = *isa});
+    const std::string p = std::get<0>(GetParam());
+    if (p.starts_with("cpu-")) {
+      const auto isa = parse_isa(p.substr(4));
+      ASSERT_TRUE(isa.has_value());
+      if (!isa_supported(*isa)) GTEST_SKIP() << p << " not supported on this CPU";
+      be_ = std::make_unique<CpuBackend>(BackendOptions{.threads = 2, .max_isa = *isa});
+      return;
+    }
+    const Device d = parse_device(p);
+    if (const std::string why = test::device_unavailable(d); !why.empty()) GTEST_SKIP() << why;
+    be_ = create_backend(d);
+    if (!be_->has(Op::kLinear)) GTEST_SKIP() << p << " has no kernel for linear";
   }
 
   PackedLinear pack(const Case& c, WeightFormat fmt) const {
@@ -153,8 +166,10 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     const WeightFormat fmt = std::get<1>(GetParam());
     for (const Case& c : cases_) {
       const PackedLinear p = pack(c, fmt);
-      std::vector<float> y(static_cast<size_t>(c.n * c.out), NAN);
-      linear(*be_, c.x.data(), c.n, p, y.data(), opt);
+      const test::DeviceBuf x(*be_, c.x);
+      test::DeviceBuf yd(*be_, static_cast<size_t>(c.n * c.out));  // NaN
+      linear(*be_, x.get(), c.n, p, yd.get(), opt);
+      const std::vector<float> y = yd.host();
       const LinearPlan plan = linear_plan(*be_, c.n, p, opt);
       // ref: same weights and same x rounding as the kernel; exact: x kept f32 (and for
       // bf16 weights also W unrounded), only checked when the kernel rounds x.
@@ -192,7 +207,7 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     }
   }
 
-  std::unique_ptr<CpuBackend> be_;
+  std::unique_ptr<Backend> be_;
   static fs::path dir_;
   static std::vector<Case> cases_;
 };
@@ -236,9 +251,12 @@ TEST_P(LinearRef, Int8QuantisationMatchesTorch) {
   if (std::get<1>(GetParam()) != WeightFormat::kInt8) GTEST_SKIP() << "int8 only";
   for (const Case& c : cases_) {
     const PackedLinear p = pack(c, WeightFormat::kInt8);
-    const auto* q = static_cast<const int8_t*>(p.weight_data());
+    std::vector<int8_t> q(static_cast<size_t>(c.out * c.in));  // the stored weights, on the host
+    std::vector<float> scales(static_cast<size_t>(c.out));
+    be_->copy_to_host(q.data(), p.weight_data(), q.size());
+    be_->copy_to_host(scales.data(), p.scales(), scales.size() * sizeof(float));
     for (int64_t o = 0; o < c.out; ++o) {
-      ASSERT_EQ(p.scales()[o], c.scale[static_cast<size_t>(o)]) << "row " << o;
+      ASSERT_EQ(scales[static_cast<size_t>(o)], c.scale[static_cast<size_t>(o)]) << "row " << o;
       for (int64_t k = 0; k < c.in; ++k)
         ASSERT_EQ(q[o * c.in + k], c.q[static_cast<size_t>(o * c.in + k)])
             << "row " << o << " col " << k;
@@ -247,12 +265,14 @@ TEST_P(LinearRef, Int8QuantisationMatchesTorch) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<LinearRef::ParamType>& info) {
-  return std::string(std::get<0>(info.param)) + "_" +
-         std::string(weight_format_name(std::get<1>(info.param)));
+  std::string b = std::get<0>(info.param);
+  for (char& ch : b)
+    if (ch == '-') ch = '_';
+  return b + "_" + std::string(weight_format_name(std::get<1>(info.param)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, LinearRef,
-                         ::testing::Combine(::testing::ValuesIn(kIsas),
+INSTANTIATE_TEST_SUITE_P(Backends, LinearRef,
+                         ::testing::Combine(::testing::ValuesIn(kBackends),
                                             ::testing::Values(WeightFormat::kF32,
                                                               WeightFormat::kBF16,
                                                               WeightFormat::kInt8)),
