@@ -94,10 +94,14 @@ Tensor Tensor::view(void* data, DType dtype, Shape shape, std::shared_ptr<void> 
 }
 
 Tensor Tensor::on_device(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
-                         Device device) {
-  Tensor t = view(data, dtype, std::move(shape), std::move(owner));
+                         Device device, std::vector<int64_t> strides) {
+  Tensor t = view(data, dtype, std::move(shape), std::move(owner), std::move(strides));
   t.device_ = device;
   return t;
+}
+
+Tensor Tensor::alias(void* data, Shape shape, std::vector<int64_t> strides) const {
+  return on_device(data, dtype_, std::move(shape), owner_, device_, std::move(strides));
 }
 
 void Tensor::check_host(const char* what) const {
@@ -141,9 +145,7 @@ Tensor Tensor::reshape(Shape shape) const {
   if (shape_numel(shape) != numel())
     throw InvalidArgument("reshape " + describe() + " to " + shape_str(shape) +
                           ": element count differs");
-  Tensor t = view(data_, dtype_, std::move(shape), owner_);
-  t.device_ = device_;
-  return t;
+  return alias(data_, std::move(shape), {});
 }
 
 Tensor Tensor::slice(int d, int64_t begin, int64_t end) const {
@@ -156,9 +158,7 @@ Tensor Tensor::slice(int d, int64_t begin, int64_t end) const {
   s[d] = end - begin;
   char* p =
       static_cast<char*>(data_) + begin * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
-  Tensor t = view(p, dtype_, std::move(s), owner_, strides_);
-  t.device_ = device_;
-  return t;
+  return alias(p, std::move(s), strides_);
 }
 
 Tensor Tensor::select(int64_t index) const {
@@ -166,9 +166,7 @@ Tensor Tensor::select(int64_t index) const {
   Tensor t = slice(0, index, index + 1);
   Shape s(shape_.begin() + 1, shape_.end());
   std::vector<int64_t> st(strides_.begin() + 1, strides_.end());
-  Tensor v = view(t.data_, dtype_, std::move(s), owner_, std::move(st));
-  v.device_ = device_;
-  return v;
+  return alias(t.data_, std::move(s), std::move(st));
 }
 
 namespace {

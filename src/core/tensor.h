@@ -41,7 +41,7 @@ class Tensor {
                      std::vector<int64_t> strides = {});
   // The same over memory of `device` (a backend's allocation).
   static Tensor on_device(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
-                          Device device);
+                          Device device, std::vector<int64_t> strides = {});
 
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
@@ -85,6 +85,8 @@ class Tensor {
  private:
   void check_type(DType want) const;
   void check_host(const char* what) const;
+  // A view of this tensor's memory (same dtype, owner and device) with another shape.
+  Tensor alias(void* data, Shape shape, std::vector<int64_t> strides) const;
 
   DType dtype_ = DType::kF32;
   Device device_;

@@ -2,6 +2,8 @@
 // op list and the missing-op errors.
 #include "kernels/backend.h"
 
+#include <iterator>
+
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/kv_cache.h"
@@ -13,103 +15,55 @@
 
 namespace mmrt::kernels {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kRmsNorm:
-      return "rms_norm";
-    case Op::kLayerNorm:
-      return "layer_norm";
-    case Op::kLayerNormHeads:
-      return "layer_norm_heads";
-    case Op::kAdd:
-      return "add";
-    case Op::kSiluMul:
-      return "silu_mul";
-    case Op::kGeluErf:
-      return "gelu_erf";
-    case Op::kQuickGelu:
-      return "quick_gelu";
-    case Op::kReluSquared:
-      return "relu_squared";
-    case Op::kSoftmax:
-      return "softmax";
-    case Op::kEmbedding:
-      return "embedding";
-    case Op::kLinear:
-      return "linear";
-    case Op::kRopeAngles:
-      return "rope_angles";
-    case Op::kApplyRope:
-      return "apply_rope";
-    case Op::kPagedAttention:
-      return "paged_attention";
-    case Op::kVarlenAttention:
-      return "varlen_attention";
-    case Op::kKvWrite:
-      return "kv_write";
-    case Op::kKvRead:
-      return "kv_read";
-    case Op::kCopy2d:
-      return "copy2d";
-    case Op::kIm2col1d:
-      return "im2col_1d";
-    case Op::kPatchify2d:
-      return "patchify_2d";
-    case Op::kCount:
-      break;
-  }
-  return "?";
+namespace {
+
+// Whether table `T`'s entry `M` is set in `t` (a null table has none).
+template <auto Table, auto Member>
+bool has_entry(const OpTables& t) {
+  const auto* table = t.*Table;
+  return table && table->*Member != nullptr;
 }
 
-// The one map from an op to its table entry.
+struct OpInfo {
+  const char* name;
+  bool (*has)(const OpTables&);
+};
+
+// The one list of ops: each op's name and its table entry, in Op's order.
+constexpr OpInfo kOps[] = {
+    {"rms_norm", &has_entry<&OpTables::elementwise, &ElementwiseOps::rms_norm>},
+    {"layer_norm", &has_entry<&OpTables::elementwise, &ElementwiseOps::layer_norm>},
+    {"layer_norm_heads", &has_entry<&OpTables::elementwise, &ElementwiseOps::layer_norm_heads>},
+    {"add", &has_entry<&OpTables::elementwise, &ElementwiseOps::add>},
+    {"silu_mul", &has_entry<&OpTables::elementwise, &ElementwiseOps::silu_mul>},
+    {"gelu_erf", &has_entry<&OpTables::elementwise, &ElementwiseOps::gelu_erf>},
+    {"quick_gelu", &has_entry<&OpTables::elementwise, &ElementwiseOps::quick_gelu>},
+    {"relu_squared", &has_entry<&OpTables::elementwise, &ElementwiseOps::relu_squared>},
+    {"softmax", &has_entry<&OpTables::elementwise, &ElementwiseOps::softmax>},
+    {"embedding", &has_entry<&OpTables::elementwise, &ElementwiseOps::embedding>},
+    {"linear", &has_entry<&OpTables::linear, &LinearOps::linear>},
+    {"rope_angles", &has_entry<&OpTables::rope, &RopeOps::rope_angles>},
+    {"apply_rope", &has_entry<&OpTables::rope, &RopeOps::apply_rope>},
+    {"paged_attention", &has_entry<&OpTables::attention, &AttentionOps::paged_attention>},
+    {"varlen_attention", &has_entry<&OpTables::attention, &AttentionOps::varlen_attention>},
+    {"kv_write", &has_entry<&OpTables::kv, &KvOps::write>},
+    {"kv_read", &has_entry<&OpTables::kv, &KvOps::read>},
+    {"copy2d", &has_entry<&OpTables::layout, &LayoutOps::copy2d>},
+    {"im2col_1d", &has_entry<&OpTables::layout, &LayoutOps::im2col_1d>},
+    {"patchify_2d", &has_entry<&OpTables::layout, &LayoutOps::patchify_2d>},
+};
+static_assert(std::size(kOps) == static_cast<size_t>(Op::kCount), "one kOps row per Op");
+
+}  // namespace
+
+const char* op_name(Op op) {
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kOps) ? kOps[i].name : "?";
+}
+
 bool Backend::has(Op op) const {
-  const OpTables& t = ops_;
-  auto in = [](const auto* table, auto member) { return table && table->*member != nullptr; };
-  switch (op) {
-    case Op::kRmsNorm:
-      return in(t.elementwise, &ElementwiseOps::rms_norm);
-    case Op::kLayerNorm:
-      return in(t.elementwise, &ElementwiseOps::layer_norm);
-    case Op::kLayerNormHeads:
-      return in(t.elementwise, &ElementwiseOps::layer_norm_heads);
-    case Op::kAdd:
-      return in(t.elementwise, &ElementwiseOps::add);
-    case Op::kSiluMul:
-      return in(t.elementwise, &ElementwiseOps::silu_mul);
-    case Op::kGeluErf:
-      return in(t.elementwise, &ElementwiseOps::gelu_erf);
-    case Op::kQuickGelu:
-      return in(t.elementwise, &ElementwiseOps::quick_gelu);
-    case Op::kReluSquared:
-      return in(t.elementwise, &ElementwiseOps::relu_squared);
-    case Op::kSoftmax:
-      return in(t.elementwise, &ElementwiseOps::softmax);
-    case Op::kEmbedding:
-      return in(t.elementwise, &ElementwiseOps::embedding);
-    case Op::kLinear:
-      return in(t.linear, &LinearOps::linear);
-    case Op::kRopeAngles:
-      return in(t.rope, &RopeOps::rope_angles);
-    case Op::kApplyRope:
-      return in(t.rope, &RopeOps::apply_rope);
-    case Op::kPagedAttention:
-      return in(t.attention, &AttentionOps::paged_attention);
-    case Op::kVarlenAttention:
-      return in(t.attention, &AttentionOps::varlen_attention);
-    case Op::kKvWrite:
-      return in(t.kv, &KvOps::write);
-    case Op::kKvRead:
-      return in(t.kv, &KvOps::read);
-    case Op::kCopy2d:
-      return in(t.layout, &LayoutOps::copy2d);
-    case Op::kIm2col1d:
-      return in(t.layout, &LayoutOps::im2col_1d);
-    case Op::kPatchify2d:
-      return in(t.layout, &LayoutOps::patchify_2d);
-    case Op::kCount:
-      break;
-  }
-  return false;
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kOps) && kOps[i].has(ops_);
 }
 
 std::vector<Op> Backend::missing(std::span<const Op> ops) const {
@@ -137,38 +91,38 @@ void throw_missing_op(const Backend& be, Op op) {
 }  // namespace detail
 
 Tensor Backend::empty(DType dtype, Shape shape) const {
-  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  std::shared_ptr<void> mem = allocate(bytes);
-  void* p = mem.get();
-  return Tensor::on_device(p, dtype, std::move(shape), std::move(mem), device());
+  return tensor(dtype, std::move(shape), /*zero=*/false);
 }
 
 Tensor Backend::zeros(DType dtype, Shape shape) const {
+  return tensor(dtype, std::move(shape), /*zero=*/true);
+}
+
+Tensor Backend::tensor(DType dtype, Shape shape, bool zero) const {
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  std::shared_ptr<void> mem = allocate(bytes, /*zero=*/true);
+  std::shared_ptr<void> mem = allocate(bytes, zero);
   void* p = mem.get();
   return Tensor::on_device(p, dtype, std::move(shape), std::move(mem), device());
 }
 
-void Backend::copy_to_device(void* dst, const void* host_src, size_t bytes) const {
+void Backend::counted_copy(void* dst, const void* src, size_t bytes, CopyKind kind) const {
   if (bytes == 0) return;
-  copy_bytes(dst, host_src, bytes, CopyKind::kToDevice);
-  n_[0].fetch_add(1, std::memory_order_relaxed);
-  bytes_[0].fetch_add(bytes, std::memory_order_relaxed);
+  copy_bytes(dst, src, bytes, kind);
+  const auto k = static_cast<size_t>(kind);
+  n_[k].fetch_add(1, std::memory_order_relaxed);
+  bytes_[k].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Backend::copy_to_device(void* dst, const void* host_src, size_t bytes) const {
+  counted_copy(dst, host_src, bytes, CopyKind::kToDevice);
 }
 
 void Backend::copy_to_host(void* host_dst, const void* src, size_t bytes) const {
-  if (bytes == 0) return;
-  copy_bytes(host_dst, src, bytes, CopyKind::kToHost);
-  n_[1].fetch_add(1, std::memory_order_relaxed);
-  bytes_[1].fetch_add(bytes, std::memory_order_relaxed);
+  counted_copy(host_dst, src, bytes, CopyKind::kToHost);
 }
 
 void Backend::copy_on_device(void* dst, const void* src, size_t bytes) const {
-  if (bytes == 0) return;
-  copy_bytes(dst, src, bytes, CopyKind::kOnDevice);
-  n_[2].fetch_add(1, std::memory_order_relaxed);
-  bytes_[2].fetch_add(bytes, std::memory_order_relaxed);
+  counted_copy(dst, src, bytes, CopyKind::kOnDevice);
 }
 
 Tensor Backend::upload(const Tensor& t) const {

@@ -131,11 +131,14 @@ class Backend {
   }
 
  protected:
-  enum class CopyKind : uint8_t { kToDevice, kToHost, kOnDevice };
+  enum class CopyKind : uint8_t { kToDevice, kToHost, kOnDevice };  // transfers() index
   explicit Backend(const OpTables& ops) : ops_(ops) {}
   virtual void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind kind) const = 0;
 
  private:
+  Tensor tensor(DType dtype, Shape shape, bool zero) const;
+  void counted_copy(void* dst, const void* src, size_t bytes, CopyKind kind) const;
+
   OpTables ops_;
   mutable std::atomic<uint64_t> n_[3] = {}, bytes_[3] = {};
 };

@@ -43,21 +43,34 @@ std::string describe_backends() {
   return "backends in this build: " + built + "; devices present: " + seen;
 }
 
+namespace {
+const BackendEntry* entry_of(DeviceKind kind) {
+  for (const BackendEntry& e : backend_entries())
+    if (e.kind == kind) return &e;
+  return nullptr;
+}
+}  // namespace
+
+std::string device_unavailable(Device device) {
+  const BackendEntry* e = entry_of(device.kind);
+  if (!e)
+    return std::string("this build has no ") + device_kind_name(device.kind) +
+           " backend (configure with the CUDA toolkit present and -DMMRT_CUDA=ON)";
+  const DeviceDiscovery d = e->discover();
+  for (const DeviceInfo& x : d.devices)
+    if (x.device == device) return "";
+  return "not present (" +
+         (d.devices.empty() ? d.none_because
+                            : std::to_string(d.devices.size()) + " " + device_kind_name(e->kind) +
+                                  " device(s) here") +
+         ")";
+}
+
 std::unique_ptr<Backend> create_backend(Device device, const BackendOptions& opts) {
-  for (const BackendEntry& e : backend_entries()) {
-    if (e.kind != device.kind) continue;
-    const DeviceDiscovery d = e.discover();
-    for (const DeviceInfo& x : d.devices)
-      if (x.device == device) return e.create(device, opts);
-    throw FailedPrecondition("device " + device_str(device) + " is not present (" +
-                             (d.devices.empty() ? d.none_because
-                                                : std::to_string(d.devices.size()) + " " +
-                                                      device_kind_name(e.kind) + " device(s)") +
-                             "); " + describe_backends());
-  }
-  throw FailedPrecondition("device " + device_str(device) + ": this build has no " +
-                           device_kind_name(device.kind) + " backend (configure with " +
-                           "the CUDA toolkit present and -DMMRT_CUDA=ON); " + describe_backends());
+  if (const std::string why = device_unavailable(device); !why.empty())
+    throw FailedPrecondition("device " + device_str(device) + ": " + why + "; " +
+                             describe_backends());
+  return entry_of(device.kind)->create(device, opts);
 }
 
 }  // namespace mmrt::kernels

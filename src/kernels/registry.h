@@ -41,6 +41,10 @@ std::span<const BackendEntry> backend_entries();
 // no such device is present, naming what the build has and what it sees.
 std::unique_ptr<Backend> create_backend(Device device, const BackendOptions& opts = {});
 
+// Why `device` cannot be made here ("this build has no cuda backend ...", "not present (no CUDA
+// driver ...)"), or "" when it can.
+std::string device_unavailable(Device device);
+
 // Every device every backend of this build sees now.
 std::vector<DeviceInfo> discover_devices();
 // One line: "backends in this build: cpu, cuda; devices present: cpu (2 cores); cuda: none (no

@@ -11,10 +11,12 @@
 #include <random>
 #include <thread>
 
+#include "../ops/isa_fixture.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
+#include "models/registry.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -513,31 +515,19 @@ TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {
 class EngineDevice : public EngineModel, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(EngineDevice, BatchedOnTheDeviceMatchesTheCpuAlone) {
-  const std::string p = GetParam();
+  const test::BackendParam b = test::parse_backend_param(GetParam());
+  if (!b.skip.empty()) GTEST_SKIP() << b.skip;
   EngineConfig dev = config(24, 26, true), alone = config(4096, 512, false);
-  if (p.starts_with("cpu-")) {
-    const auto isa = parse_isa(p.substr(4));
-    ASSERT_TRUE(isa.has_value()) << p;
-    if (!isa_supported(*isa)) GTEST_SKIP() << p << ": this CPU lacks the variant";
-    dev.backend.max_isa = alone.backend.max_isa = *isa;  // rounding differs between variants
+  if (b.cpu_isa) {
+    dev.backend.max_isa = alone.backend.max_isa = *b.cpu_isa;  // rounding differs by variant
   } else {
-    dev.device = parse_device(p);
-  }
-  try {
-    Engine::create(dev);
-  } catch (const FailedPrecondition& e) {
-    GTEST_SKIP() << e.what();  // no such device here
-  } catch (const Unimplemented& e) {
-    GTEST_SKIP() << e.what();  // the device lacks kernels the model needs
+    dev.device = b.device;
+    // The engine refuses a backend without the model's kernels at load: ask the backend first.
+    if (!test::backend_for(b)->missing(models::family_for_checkpoint(dir_.string()).ops).empty())
+      GTEST_SKIP() << GetParam() << " has no kernels for some of the model's ops yet";
   }
   test::expect_batched_match_alone(workload(), alone, dev);
 }
 
-INSTANTIATE_TEST_SUITE_P(Device, EngineDevice,
-                         ::testing::Values("cpu-scalar", "cpu-avx2", "cpu-avx512", "cuda"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string s = i.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Device, EngineDevice, ::testing::ValuesIn(test::kDevices),
+                         test::isa_param_name);

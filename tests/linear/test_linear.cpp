@@ -141,18 +141,11 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
   // The backend under test: the CPU with 2 threads capped at the variant (skipped where the CPU
   // lacks it), or a device (skipped where this build or machine has none, or it has no linear).
   void SetUp() override {
-    const std::string p = std::get<0>(GetParam());
-    if (p.starts_with("cpu-")) {
-      const auto isa = parse_isa(p.substr(4));
-      ASSERT_TRUE(isa.has_value());
-      if (!isa_supported(*isa)) GTEST_SKIP() << p << " not supported on this CPU";
-      be_ = std::make_unique<CpuBackend>(BackendOptions{.threads = 2, .max_isa = *isa});
-      return;
-    }
-    const Device d = parse_device(p);
-    if (const std::string why = test::device_unavailable(d); !why.empty()) GTEST_SKIP() << why;
-    be_ = create_backend(d);
-    if (!be_->has(Op::kLinear)) GTEST_SKIP() << p << " has no kernel for linear";
+    const test::BackendParam b = test::parse_backend_param(std::get<0>(GetParam()));
+    if (!b.skip.empty()) GTEST_SKIP() << b.skip;
+    be_ = test::backend_for(b, /*threads=*/2);
+    if (!be_->has(Op::kLinear))
+      GTEST_SKIP() << std::get<0>(GetParam()) << " has no kernel for linear";
   }
 
   PackedLinear pack(const Case& c, WeightFormat fmt) const {

@@ -3,8 +3,8 @@
 //     other device of the registry ("cuda"). A test written against it keeps its data in the
 //     backend's memory (DeviceBuf, Backend::upload), so the same test checks every device's
 //     kernels. A device this build lacks or this machine does not have, a CPU variant this CPU
-//     lacks, or an op the device has no kernel for (MMRT_REQUIRE_OPS) reports the test skipped
-//     with the reason; none of them fails.
+//     lacks, or an op the device has no kernel for (the fixture's required ops) reports the test
+//     skipped with the reason; none of them fails.
 //   IsaFixture: the CPU variants only, for tests that still read and write host memory directly.
 // Each test gets its own backend; nothing global is forced, so tests cannot leak a variant into
 // each other. Outside the fixtures, be() is a default CPU backend.
@@ -16,6 +16,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,48 +38,64 @@ inline const kernels::CpuBackend& be() {
   return b;
 }
 
-// Why `device` cannot run here ("" when it can): no backend in this build, or none present.
-inline std::string device_unavailable(Device device) {
-  for (const kernels::BackendEntry& e : kernels::backend_entries()) {
-    if (e.kind != device.kind) continue;
-    const kernels::DeviceDiscovery d = e.discover();
-    for (const kernels::DeviceInfo& x : d.devices)
-      if (x.device == device) return "";
-    return device_str(device) + ": " +
-           (d.devices.empty() ? d.none_because : std::string("no such device"));
+// A backend parameter ("cpu-avx2", "cuda"): the CPU variant it caps at, or the device; `skip`
+// says why it cannot run here (a variant this CPU lacks, a device this build or machine lacks).
+struct BackendParam {
+  std::optional<Isa> cpu_isa;  // set for "cpu-<variant>"
+  Device device;
+  std::string skip;
+};
+inline BackendParam parse_backend_param(const std::string& p) {
+  BackendParam b;
+  if (p.starts_with("cpu-")) {
+    b.cpu_isa = parse_isa(p.substr(4));
+    if (!b.cpu_isa) throw InvalidArgument("unknown CPU variant in '" + p + "'");
+    if (!isa_supported(*b.cpu_isa)) b.skip = p + ": this CPU lacks the variant";
+    return b;
   }
-  return std::string("this build has no ") + device_kind_name(device.kind) + " backend";
+  b.device = parse_device(p);
+  if (const std::string why = kernels::device_unavailable(b.device); !why.empty())
+    b.skip = device_str(b.device) + ": " + why;
+  return b;
+}
+// The backend for a parameter that can run here (the CPU: `threads`, capped at the variant).
+inline std::unique_ptr<kernels::Backend> backend_for(const BackendParam& b, int threads = 0) {
+  if (b.cpu_isa)
+    return std::make_unique<kernels::CpuBackend>(
+        kernels::BackendOptions{.threads = threads, .max_isa = *b.cpu_isa});
+  return kernels::create_backend(b.device);
 }
 
+// Each test runs on its parameter's backend; `required` are the ops it needs (a backend lacking
+// one reports the test skipped, naming them).
 class DeviceFixture : public ::testing::TestWithParam<const char*> {
  protected:
+  explicit DeviceFixture(std::initializer_list<kernels::Op> required = {}) : required_(required) {}
   void SetUp() override {
-    const std::string p = GetParam();
-    if (p.starts_with("cpu-")) {
-      const auto isa = parse_isa(p.substr(4));
-      ASSERT_TRUE(isa.has_value()) << p;
-      if (!isa_supported(*isa)) GTEST_SKIP() << p << ": this CPU lacks the variant";
-      be_ = std::make_unique<kernels::CpuBackend>(kernels::BackendOptions{.max_isa = *isa});
-      return;
-    }
-    const Device d = parse_device(p);
-    if (const std::string why = device_unavailable(d); !why.empty()) GTEST_SKIP() << why;
-    be_ = kernels::create_backend(d);
+    const BackendParam b = parse_backend_param(GetParam());
+    if (!b.skip.empty()) GTEST_SKIP() << b.skip;
+    be_ = backend_for(b);
+    if (const std::string why = lacking(required_); !why.empty()) GTEST_SKIP() << why;
   }
   const kernels::Backend& be() const { return *be_; }
   // The ops of `ops` the backend lacks, as a message ("" when none).
-  std::string lacking(std::initializer_list<kernels::Op> ops) const {
+  std::string lacking(std::span<const kernels::Op> ops) const {
     std::string m;
-    for (kernels::Op op : be_->missing(std::span<const kernels::Op>(ops.begin(), ops.size())))
+    for (kernels::Op op : be_->missing(ops))
       m += (m.empty() ? "" : ", ") + std::string(kernels::op_name(op));
     return m.empty() ? "" : device_str(be_->device()) + " has no kernel for " + m;
   }
+  std::string lacking(std::initializer_list<kernels::Op> ops) const {
+    return lacking(std::span<const kernels::Op>(ops.begin(), ops.size()));
+  }
 
  private:
+  std::vector<kernels::Op> required_;
   std::unique_ptr<kernels::Backend> be_;
 };
 
-// Skips the running DeviceFixture test when its backend lacks one of the ops.
+// Skips the running DeviceFixture test when its backend lacks one of the ops (for tests of one
+// fixture that need different ops; the fixture's own list is its constructor's).
 #define MMRT_REQUIRE_OPS(...)                                                                 \
   do {                                                                                        \
     if (const std::string why_ = lacking({__VA_ARGS__}); !why_.empty()) GTEST_SKIP() << why_; \

@@ -268,11 +268,7 @@ uint32_t spec_seed(const AttnSpec& sp) {
 // Every test below runs on every backend (isa_fixture.h).
 class AttnDevice : public DeviceFixture {
  protected:
-  void SetUp() override {
-    DeviceFixture::SetUp();
-    if (IsSkipped()) return;
-    MMRT_REQUIRE_OPS(Op::kPagedAttention, Op::kVarlenAttention, Op::kKvWrite);
-  }
+  AttnDevice() : DeviceFixture({Op::kPagedAttention, Op::kVarlenAttention, Op::kKvWrite}) {}
 };
 
 TEST_P(AttnDevice, PagedMatchesTorch) {

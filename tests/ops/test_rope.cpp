@@ -75,11 +75,7 @@ TEST(RopeTable, ComponentsFollowSpecs) {
 // positions and angles host memory (step metadata).
 class RopeDevice : public DeviceFixture {
  protected:
-  void SetUp() override {
-    DeviceFixture::SetUp();
-    if (IsSkipped()) return;
-    MMRT_REQUIRE_OPS(Op::kRopeAngles, Op::kApplyRope);
-  }
+  RopeDevice() : DeviceFixture({Op::kRopeAngles, Op::kApplyRope}) {}
   // apply_rope(table form) on a device copy of x; the result on the host.
   std::vector<float> rotated(const RopeTable& t, const int32_t* pos, int64_t n,
                              const std::vector<float>& x, int64_t heads, int64_t row_stride = 0) {

@@ -2,35 +2,21 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/thread_pool.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 namespace mmrt::kernels::cpu {
-
-namespace {
-constexpr int64_t kParallelMin = 1 << 15;  // floats moved before threads are used
-
-template <class Fn>
-void for_rows(const CpuBackend& be, int64_t rows, int64_t row_floats, Fn&& fn) {
-  if (rows <= 1 || rows * row_floats < kParallelMin) {
-    fn(int64_t{0}, rows);
-    return;
-  }
-  be.pool().parallel_for(rows,
-                         std::max<int64_t>(1, kParallelMin / std::max<int64_t>(row_floats, 1)), fn);
-}
-}  // namespace
 
 void copy2d(const CpuBackend& be, float* dst, int64_t dst_stride, const float* src,
             int64_t src_stride, int64_t rows, int64_t cols) {
   if (dst_stride == cols && src_stride == cols) {  // one block
-    for_rows(be, rows, cols, [&](int64_t b, int64_t e) {
+    for_rows(be.pool(), rows, cols, [&](int64_t b, int64_t e) {
       std::memcpy(dst + b * cols, src + b * cols, static_cast<size_t>((e - b) * cols) * 4);
     });
     return;
   }
-  for_rows(be, rows, cols, [&](int64_t b, int64_t e) {
+  for_rows(be.pool(), rows, cols, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
       std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(cols) * 4);
   });
@@ -38,7 +24,7 @@ void copy2d(const CpuBackend& be, float* dst, int64_t dst_stride, const float* s
 
 void im2col_1d(const CpuBackend& be, const float* x, const Im2col1d& s, float* cols) {
   const int64_t width = s.channels * s.k;
-  for_rows(be, s.t_out, width, [&](int64_t b, int64_t e) {
+  for_rows(be.pool(), s.t_out, width, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* dst = cols + t * width;  // [channels * k]
       for (int64_t j = 0; j < s.k; ++j) {
@@ -55,7 +41,7 @@ void im2col_1d(const CpuBackend& be, const float* x, const Im2col1d& s, float* c
 void patchify_2d(const CpuBackend& be, const float* images, int64_t n, int64_t channels,
                  int64_t size, int64_t patch, float* rows) {
   const int64_t side = size / patch, width = channels * patch * patch;
-  for_rows(be, n * side, side * width, [&](int64_t lo, int64_t hi) {
+  for_rows(be.pool(), n * side, side * width, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t img = r / side, py = r % side;
       const float* src = images + img * channels * size * size;

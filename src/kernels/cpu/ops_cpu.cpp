@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/cpu/ops_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 namespace mmrt::kernels {
 
@@ -31,34 +32,6 @@ const detail::OpsFns& ops_fns(Isa cap) {
                                              {Isa::kAvx2, detail::ops_fns_avx2},
                                              {Isa::kPortable, detail::ops_fns_scalar}};
   return v.at_most(cap);
-}
-
-// Below this many elements a call runs on the calling thread (a fork-join costs a few us).
-constexpr int64_t kParallelMin = 1 << 15;
-
-// Runs fn(row_begin, row_end) over n rows of d elements, in parallel when it pays.
-template <class Fn>
-void for_rows(ThreadPool& pool, int64_t n, int64_t d, Fn&& fn) {
-  if (n <= 1 || n * d < kParallelMin) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  int64_t grain = std::max<int64_t>(1, kParallelMin / std::max<int64_t>(d, 1));
-  pool.parallel_for(n, grain, fn);
-}
-
-// Same for a flat array of n elements, split into blocks of 4096.
-template <class Fn>
-void for_flat(ThreadPool& pool, int64_t n, Fn&& fn) {
-  if (n < kParallelMin) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  constexpr int64_t kBlock = 4096;
-  pool.parallel_for((n + kBlock - 1) / kBlock, kParallelMin / kBlock, [&](int64_t b, int64_t e) {
-    int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
-    fn(lo, hi);
-  });
 }
 
 void check_rows(const char* op, const void* x, const void* y, int64_t n, int64_t d) {
