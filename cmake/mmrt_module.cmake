@@ -45,7 +45,7 @@ endfunction()
 # sanitizers only; the others form test_NAME, labelled `unit` (release and ASan+UBSan). SHARED
 # files (helpers) go into all.
 function(mmrt_test name)
-  cmake_parse_arguments(T "" "" "LIBS;REFERENCE;UNSANITIZED;SHARED" ${ARGN})
+  cmake_parse_arguments(T "PER_DEVICE" "" "LIBS;REFERENCE;UNSANITIZED;SHARED" ${ARGN})
   file(GLOB all CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   set(unit_srcs)
   set(ref_srcs)
@@ -89,5 +89,12 @@ function(mmrt_test name)
       MMRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MMRT_BINARY_DIR="${PROJECT_BINARY_DIR}")
     add_test(NAME ${test} COMMAND ${target} --gtest_brief=1 WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
     set_tests_properties(${test} PROPERTIES LABELS ${kind})
+    # PER_DEVICE: the unit and reference suites run again on each device backend this build has
+    # ($MMRT_TEST_DEVICE); where the device is absent it skips with the reason.
+    if(T_PER_DEVICE AND NOT kind STREQUAL "limits" AND MMRT_CUDA)
+      add_test(NAME ${test}_cuda COMMAND ${target} --gtest_brief=1 WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+      set_tests_properties(${test}_cuda PROPERTIES LABELS "${kind};cuda" ENVIRONMENT MMRT_TEST_DEVICE=cuda
+                           SKIP_REGULAR_EXPRESSION "model tests skipped on ")
+    endif()
   endforeach()
 endfunction()

@@ -77,8 +77,8 @@ models::qwen2_vl::Config check_folder(const fs::path& dir, const models::qwen2_v
   io::Tokenizer tok = io::Tokenizer::from_file((dir / "tokenizer.json").string());
   EXPECT_EQ(tok.vocab_size(), r.tokenizer_size);
   EXPECT_LE(tok.vocab_size(), cfg.text.vocab_size);
-  const std::pair<const char*, int64_t> ids[] = {{"<|endoftext|>", cfg.bos_token_id},
-                                                 {"<|im_end|>", cfg.eos_token_id},
+  const std::pair<const char*, int64_t> ids[] = {{"<|endoftext|>", cfg.text.bos_token_id},
+                                                 {"<|im_end|>", cfg.text.eos_token_id},
                                                  {"<|vision_start|>", cfg.vision_start_token_id},
                                                  {"<|vision_end|>", cfg.vision_end_token_id},
                                                  {"<|vision_pad|>", cfg.vision_token_id},
@@ -91,11 +91,11 @@ models::qwen2_vl::Config check_folder(const fs::path& dir, const models::qwen2_v
   }
   // generation_config.json: eos [<|im_end|>, <|endoftext|>], pad <|endoftext|>.
   io::GenerationConfig gc = io::load_generation_config((dir / "generation_config.json").string());
-  EXPECT_EQ(gc.eos_token_ids, (std::vector<int32_t>{static_cast<int32_t>(cfg.eos_token_id),
-                                                    static_cast<int32_t>(cfg.bos_token_id)}));
-  EXPECT_EQ(gc.pad_token_id, static_cast<int32_t>(cfg.bos_token_id));
+  EXPECT_EQ(gc.eos_token_ids, (std::vector<int32_t>{static_cast<int32_t>(cfg.text.eos_token_id),
+                                                    static_cast<int32_t>(cfg.text.bos_token_id)}));
+  EXPECT_EQ(gc.pad_token_id, static_cast<int32_t>(cfg.text.bos_token_id));
   auto enc = tok.encode("<|im_start|>user\nHello<|im_end|>");
-  EXPECT_EQ(enc.back(), cfg.eos_token_id);
+  EXPECT_EQ(enc.back(), cfg.text.eos_token_id);
   EXPECT_EQ(tok.decode(enc), "<|im_start|>user\nHello<|im_end|>");
   return cfg;
 }
@@ -119,7 +119,7 @@ TEST(TinyModel, DefaultTinyIsUntiedOldNamingBf16) {
   // Trained tokenizer: 1000 ordinary tokens, the 14 specials right after, vocab padded to 64.
   const auto& specials = models::qwen2_vl::special_tokens();
   ASSERT_EQ(specials.size(), 14u);
-  EXPECT_EQ(cfg.bos_token_id, 1000);
+  EXPECT_EQ(cfg.text.bos_token_id, 1000);
   EXPECT_EQ(r.tokenizer_size, 1014);
   EXPECT_EQ(cfg.text.vocab_size, 1024);
   EXPECT_EQ(r.files.back(), "model.safetensors");
@@ -208,8 +208,8 @@ TEST(TinyModel, CopiesAGivenTokenizerAndUsesItsIds) {
   o.tokenizer_path = src.file("tokenizer.json");
   models::qwen2_vl::TinyResult r = models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
   EXPECT_EQ(testing::read_bytes(dir.file("tokenizer.json")), text);
-  EXPECT_EQ(r.config.bos_token_id, 400);
-  EXPECT_EQ(r.config.eos_token_id, 402);
+  EXPECT_EQ(r.config.text.bos_token_id, 400);
+  EXPECT_EQ(r.config.text.eos_token_id, 402);
   EXPECT_EQ(r.config.video_token_id, 413);
   EXPECT_EQ(r.tokenizer_size, 414);
   EXPECT_EQ(r.config.text.vocab_size, 448);

@@ -112,7 +112,7 @@ TEST_P(FuyuModel, PatchEmbeddingLogitsAndGreedyTokensMatchReference) {
     PreparedMedia m = proc.preprocess(Modality::kImage, test::file_bytes(w.dir / name), {});
     const fs::path np = w.dir / (std::string(name) + ".patches.npy");
     io::write_npy(np.string(), m.features);
-    const Tensor got = lm->runner().encode(m);  // [n_tokens, hidden]
+    const Tensor got = test::host(lm->runner().encode(m));  // [n_tokens, hidden]
     ASSERT_EQ(got.dim(0), m.n_tokens);
     ASSERT_EQ(got.dim(1), H);
     // The reference projects the patches; the encoder's rows are those, a |NEWLINE| embedding

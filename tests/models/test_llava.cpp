@@ -128,7 +128,7 @@ TEST_P(LlavaModel, EncoderLogitsAndGreedyTokensMatchReference) {
   std::vector<Tensor> feats;
   for (const Item& it : items) {
     SCOPED_TRACE(it.pixels.string());
-    const Tensor got = lm->runner().encode(it.media);  // [n_tokens, hidden]
+    const Tensor got = test::host(lm->runner().encode(it.media));  // [n_tokens, hidden]
     ASSERT_EQ(got.dim(0), it.media.n_tokens);
     const Diff d = diff(got, ref_tensor(w, "tower --model " + w.model() + it.args()));
     report(tag + " encoder, " + std::to_string(it.media.features.dim(0)) + " crops, " +

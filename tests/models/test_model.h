@@ -3,25 +3,41 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/kv_cache.h"
+#include "kernels/registry.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/session.h"
 
 namespace mmrt::test {
 
-// The compute every model test runs on (all CPUs, the best kernel variant).
+// The device the model tests compute on: $MMRT_TEST_DEVICE ("cpu" when unset, "cuda", "cuda:N").
+// ctest runs the model suites once per backend this build has (models_ref, models_ref_cuda);
+// device_env.cpp skips a whole run, with the reason, where its device is absent or lacks an op
+// a family needs.
+inline Device test_device() {
+  const char* env = std::getenv("MMRT_TEST_DEVICE");
+  return parse_device(env && *env ? env : "cpu");
+}
+
+// The compute every model test runs on (on the CPU: all cores, the best kernel variant).
 inline const kernels::Backend& test_backend() {
-  static const kernels::CpuBackend b;
-  return b;
+  static const std::unique_ptr<kernels::Backend> b = kernels::create_backend(test_device());
+  return *b;
+}
+
+// `t` in host memory (itself when it is already there), for comparing with a reference.
+inline Tensor host(const Tensor& t) {
+  return t.device().kind == DeviceKind::kCpu ? t : test_backend().to_host(t);
 }
 
 struct TestModelOptions {

@@ -137,9 +137,9 @@ Diff tower_diff(const World& w, DType dtype, const World::Clip& c) {
   Tensor got = Tensor::empty(DType::kF32, {c.item.n_tokens, H});
   int64_t row = 0;
   for (int64_t k = 0; k < c.item.features.dim(0); ++k) {
-    const Tensor t = tower->forward(
+    const Tensor t = test::host(tower->forward(
         {c.item.features.data<float>() + k * per_window, static_cast<size_t>(per_window)},
-        c.item.dims[static_cast<size_t>(2 + k)]);
+        c.item.dims[static_cast<size_t>(2 + k)]));
     EXPECT_LE(row + t.dim(0), c.item.n_tokens);
     if (row + t.dim(0) > c.item.n_tokens) break;
     std::memcpy(got.data<float>() + row * H, t.raw(), t.nbytes());
@@ -192,14 +192,14 @@ TEST(Qwen2Audio, KeyPaddingMaskOnAShortClip) {
     if (heads != w.cfg.audio.encoder_attention_heads) w.set_encoder_heads(heads);
     SCOPED_TRACE(std::to_string(heads) + " heads");
     auto tower = load_tower(w, kernels::WeightFormat::kF32);
-    const Tensor all = tower->forward_all(mel, L);  // [750, hidden]
+    const Tensor all = test::host(tower->forward_all(mel, L));  // [750, hidden]
     ASSERT_EQ(all.dim(0), w.cfg.audio.max_source_positions / 2);
     const Diff d = diff(all, ref_tensor(w, all_args));
     report(("every row under the key mask, head_dim " + std::to_string(w.cfg.audio.head_dim()))
                .c_str(),
            d);
     EXPECT_LE(d.rel(), 1e-4);
-    const Tensor kept = tower->forward(mel, L);
+    const Tensor kept = test::host(tower->forward(mel, L));
     ASSERT_EQ(kept.dim(0), qwen2_audio::audio_tokens(L));
     EXPECT_LE(diff(kept, all.slice(0, 0, kept.dim(0)).contiguous()).rel(), 1e-5);
     EXPECT_THROW(tower->forward_all(mel, 0), InvalidArgument);
@@ -296,7 +296,7 @@ TEST(Qwen2Audio, LongClipSplitIntoWindows) {
   EXPECT_EQ(c.item.dims[4], 1000);
   EXPECT_EQ(c.item.n_tokens, 750 + 750 + 250);
   auto lm = test::load_test_model(w.model(), {});
-  const Tensor got = lm->runner().encode(c.item);
+  const Tensor got = test::host(lm->runner().encode(c.item));
   ASSERT_EQ(got.dim(0), c.item.n_tokens);
   const Diff enc = diff(got, ref_tensor(w, tower_args(w, c)));
   report("70 s clip, 3 windows, encoder rows", enc);
@@ -355,7 +355,7 @@ TEST(Qwen2Audio, FileToFeaturesMatchesReference) {
   const Diff mel = diff(prep.features, c.item.features);
   report("log-mel of the 2.5 s file vs numpy float64", mel);
   EXPECT_LE(mel.max_abs, 1e-4);
-  const Diff enc = diff(lm->runner().encode(prep), ref_tensor(w, tower_args(w, c)));
+  const Diff enc = diff(test::host(lm->runner().encode(prep)), ref_tensor(w, tower_args(w, c)));
   report("2.5 s file, encoder rows", enc);
   EXPECT_LE(enc.rel(), 1e-4);
 }

@@ -141,7 +141,7 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_vl::VisionTower::load(test::test_backend(), st, w.cfg,
                                                 kernels::WeightFormat::kF32);
-  Tensor got = vt->forward(w.pixels, w.grids);  // [merged, hidden]
+  Tensor got = test::host(vt->forward(w.pixels, w.grids));  // [merged, hidden]
   EXPECT_EQ(got.dim(0), (4 * 6 + 8 * 4) / 4);
   EXPECT_EQ(got.dim(1), w.cfg.text.hidden_size);
   fs::path out = w.dir / "vision.bin";

@@ -464,8 +464,8 @@ TEST_P(Qwen2VLVideoModel, VideoAndImagePromptMatchesReference) {
   }
 
   // Video embeddings: slices encoded one by one (equal slices reused) vs the whole grid.
-  const Tensor venc = lm->runner().encode(video);
-  const Tensor ienc = lm->runner().encode(image);
+  const Tensor venc = test::host(lm->runner().encode(video));
+  const Tensor ienc = test::host(lm->runner().encode(image));
   const int64_t H = cfg.text.hidden_size;
   shell_out(ref_cmd + "vision --model " + dir.string() + " --video-pixels " + r.dir.string() + "/" +
             (*clip)["pixel_values"].get<std::string>() + " --video-grid " + vid_grid.string() +

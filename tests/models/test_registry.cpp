@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../common/no_kernels_backend.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -16,7 +17,6 @@
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/vision_tower.h"
 #include "models/registry.h"
-#include "../common/no_kernels_backend.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -123,8 +123,10 @@ TEST_F(Registry, SpecDescribesTheCheckpoint) {
   EXPECT_TRUE(s.takes(Modality::kImage));
   EXPECT_FALSE(s.takes(Modality::kAudio));
   // Stop ids: config.json's eos and generation_config.json's list.
-  EXPECT_NE(std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.eos_token_id), s.stop_ids.end());
-  EXPECT_NE(std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.bos_token_id), s.stop_ids.end())
+  EXPECT_NE(std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.text.eos_token_id),
+            s.stop_ids.end());
+  EXPECT_NE(std::find(s.stop_ids.begin(), s.stop_ids.end(), cfg.text.bos_token_id),
+            s.stop_ids.end())
       << "<|endoftext|> is in generation_config.json's eos list";
   const kernels::KvCacheConfig kc = m.runner->kv_config();
   EXPECT_EQ(kc.n_layers, cfg.text.num_hidden_layers);

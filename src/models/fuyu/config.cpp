@@ -16,23 +16,11 @@ constexpr const char* kArch = "FuyuForCausalLM";
 
 // The decoder's fields from `f` (text_config, or the top level FuyuConfig builds it from).
 void parse_text(const io::JsonFields& f, TextConfig& t) {
-  t.vocab_size = f.int_or("vocab_size", t.vocab_size);
-  t.hidden_size = f.int_or("hidden_size", t.hidden_size);
-  t.intermediate_size = f.int_or("intermediate_size", t.intermediate_size);
-  t.num_hidden_layers = f.int_or("num_hidden_layers", t.num_hidden_layers);
-  t.num_attention_heads = f.int_or("num_attention_heads", t.num_attention_heads);
-  t.max_position_embeddings = f.int_or("max_position_embeddings", t.max_position_embeddings);
+  read_text_fields(f, t, {.grouped_kv = false});
   t.layer_norm_eps = f.num_or("layer_norm_eps", t.layer_norm_eps);
-  t.rope_theta = f.num_or("rope_theta", t.rope_theta);
   t.partial_rotary_factor = f.num_or("partial_rotary_factor", t.partial_rotary_factor);
   t.qk_layernorm = f.bool_or("qk_layernorm", t.qk_layernorm);
-  t.tie_word_embeddings = f.bool_or("tie_word_embeddings", t.tie_word_embeddings);
-  t.hidden_act = f.str_or("hidden_act", t.hidden_act);
-  t.bos_token_id = f.token_or("bos_token_id", t.bos_token_id);
-  t.eos_token_id = f.token_or("eos_token_id", t.eos_token_id);
-  if (const json* rs = f.find("rope_scaling"); rs && !rs->is_null())
-    throw Unimplemented(f.origin() + ": rope_scaling " + io::json_excerpt(*rs) +
-                        " is not supported (plain RoPE only)");
+  read_plain_rope(f, t);
 }
 
 }  // namespace
@@ -76,18 +64,13 @@ void Config::validate(const std::string& origin) const {
       fail(field, "is " + std::to_string(v) + ", outside [1, " + std::to_string(hi) + "]");
   };
   const TextConfig& t = text;
-  in_range("hidden_size", t.hidden_size, int64_t{1} << 17);
-  in_range("intermediate_size", t.intermediate_size, int64_t{1} << 20);
-  in_range("num_hidden_layers", t.num_hidden_layers, 4096);
-  in_range("num_attention_heads", t.num_attention_heads, 4096);
-  in_range("vocab_size", t.vocab_size, int64_t{1} << 22);
-  in_range("max_position_embeddings", t.max_position_embeddings, int64_t{1} << 24);
+  validate_text_fields(t, origin, "", {.hidden_act = "relu2", .grouped_kv = false});
   in_range("patch_size", patch_size, 1024);
   if (num_channels != 3) throw Unimplemented(origin + ": num_channels must be 3 (RGB)");
   if (hidden_size != t.hidden_size)
     fail("hidden_size", std::to_string(hidden_size) + " (the patch embedding's) disagrees with " +
                             "text_config.hidden_size " + std::to_string(t.hidden_size));
-  if (t.hidden_size % t.num_attention_heads != 0 || t.head_dim() % 16 != 0 || t.head_dim() > 512)
+  if (t.head_dim() % 16 != 0 || t.head_dim() > 512)
     fail("hidden_size", std::to_string(t.hidden_size) + " over " +
                             std::to_string(t.num_attention_heads) +
                             " heads: the attention needs a head_dim that is a multiple of 16 "
@@ -98,16 +81,9 @@ void Config::validate(const std::string& origin) const {
                                       std::to_string(t.head_dim()) +
                                       "; they must be even and at least 2");
   if (!(t.layer_norm_eps > 0 && t.layer_norm_eps < 1)) fail("layer_norm_eps", "must be in (0, 1)");
-  if (!(t.rope_theta > 1 && t.rope_theta < 1e12)) fail("rope_theta", "must be in (1, 1e12)");
-  if (t.hidden_act != "relu2")
-    throw Unimplemented(origin + ": hidden_act \"" + t.hidden_act + "\" (relu2)");
-  const std::pair<const char*, int64_t> ids[] = {{"image_token_id", image_token_id},
-                                                 {"bos_token_id", t.bos_token_id},
-                                                 {"eos_token_id", t.eos_token_id}};
-  for (const auto& [field, id] : ids)
-    if (id < 0 || id >= t.vocab_size)
-      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
-                      std::to_string(t.vocab_size) + ")");
+  if (image_token_id < 0 || image_token_id >= t.vocab_size)
+    fail("image_token_id", std::to_string(image_token_id) + " is outside the vocabulary [0, " +
+                               std::to_string(t.vocab_size) + ")");
 }
 
 std::string config_to_json(const Config& c) {

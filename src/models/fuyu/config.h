@@ -7,23 +7,28 @@
 #include <string>
 #include <vector>
 
+#include "models/decoder/text_config.h"
+
 namespace mmrt::models::fuyu {
 
 // PersimmonConfig (defaults = the class defaults = Fuyu-8B's).
-struct TextConfig {
-  int64_t vocab_size = 262144;
-  int64_t hidden_size = 4096;
-  int64_t intermediate_size = 16384;
-  int64_t num_hidden_layers = 36;
-  int64_t num_attention_heads = 64;
-  int64_t max_position_embeddings = 16384;
+struct TextConfig : TextFields {
+  TextConfig()
+      : TextFields{.vocab_size = 262144,
+                   .hidden_size = 4096,
+                   .intermediate_size = 16384,
+                   .num_hidden_layers = 36,
+                   .num_attention_heads = 64,
+                   .num_key_value_heads = 64,  // no grouped key/values
+                   .max_position_embeddings = 16384,
+                   .rope_theta = 25000.0,
+                   .tie_word_embeddings = false,
+                   .hidden_act = "relu2",
+                   .bos_token_id = 1,
+                   .eos_token_id = 2} {}
   double layer_norm_eps = 1e-5;
-  double rope_theta = 25000.0;
   double partial_rotary_factor = 0.5;
   bool qk_layernorm = true;
-  bool tie_word_embeddings = false;
-  std::string hidden_act = "relu2";
-  int64_t bos_token_id = 1, eos_token_id = 2;
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t rotary_dim() const {
     return static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor);

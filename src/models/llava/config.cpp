@@ -36,30 +36,6 @@ TextConfig text_defaults(const std::string& model_type) {
   return t;
 }
 
-// rope_scaling / rope_parameters: only the default rotary (theta from the object if given).
-void parse_rope(const io::JsonFields& f, TextConfig& t) {
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    std::string where;
-    const json* rs = f.find(key, &where);
-    if (!rs || rs->is_null()) continue;
-    if (!rs->is_object())
-      throw FormatError(f.origin() + ": field \"" + where + "\" must be an object, got " +
-                        io::json_excerpt(*rs));
-    for (const char* k : {"type", "rope_type"}) {
-      if (!rs->contains(k)) continue;
-      const json& v = (*rs)[k];
-      if (!v.is_string() || v.get<std::string>() != "default")
-        throw Unimplemented(f.origin() + ": field \"" + where + "." + k + "\" is " +
-                            io::json_excerpt(v) + "; only plain RoPE (\"default\") is supported");
-    }
-    if (rs->contains("rope_theta")) {
-      if (!(*rs)["rope_theta"].is_number())
-        throw FormatError(f.origin() + ": field \"" + where + ".rope_theta\" must be a number");
-      t.rope_theta = (*rs)["rope_theta"].get<double>();
-    }
-  }
-}
-
 TextConfig parse_text(const json* tc, const std::string& origin) {
   if (!tc) return text_defaults("llama");
   io::JsonFields f(tc, nullptr, "text_config.", origin);
@@ -68,27 +44,15 @@ TextConfig parse_text(const json* tc, const std::string& origin) {
     throw Unimplemented(origin + ": text_config.model_type \"" + type +
                         "\" is not supported (llama or mistral)");
   TextConfig t = text_defaults(type);
-  t.hidden_size = f.int_or("hidden_size", t.hidden_size);
-  t.intermediate_size = f.int_or("intermediate_size", t.intermediate_size);
-  t.num_hidden_layers = f.int_or("num_hidden_layers", t.num_hidden_layers);
-  t.num_attention_heads = f.int_or("num_attention_heads", t.num_attention_heads);
   // LlamaConfig: absent (or null) key/value heads mean plain multi-head attention.
-  t.num_key_value_heads =
-      f.int_or("num_key_value_heads", type == "llama" ? t.num_attention_heads : 8);
+  read_text_fields(f, t, {.kv_default_is_heads = type == "llama"});
   if (const json* hd = f.find("head_dim"); hd && !hd->is_null()) t.head_dim = f.req_int("head_dim");
-  t.vocab_size = f.int_or("vocab_size", t.vocab_size);
-  t.max_position_embeddings = f.int_or("max_position_embeddings", t.max_position_embeddings);
   if (const json* sw = f.find("sliding_window"))
     t.sliding_window = sw->is_null() ? 0 : f.req_int("sliding_window");
   t.rms_norm_eps = f.num_or("rms_norm_eps", t.rms_norm_eps);
-  t.rope_theta = f.num_or("rope_theta", t.rope_theta);
-  t.tie_word_embeddings = f.bool_or("tie_word_embeddings", t.tie_word_embeddings);
   t.attention_bias = f.bool_or("attention_bias", t.attention_bias);
   t.mlp_bias = f.bool_or("mlp_bias", t.mlp_bias);
-  t.hidden_act = f.str_or("hidden_act", t.hidden_act);
-  t.bos_token_id = f.token_or("bos_token_id", t.bos_token_id);
-  t.eos_token_id = f.token_or("eos_token_id", t.eos_token_id);
-  parse_rope(f, t);
+  read_plain_rope(f, t);
   return t;
 }
 
@@ -238,42 +202,20 @@ void Config::validate(const std::string& origin) const {
   if (next && image_grid_pinpoints.empty()) fail("image_grid_pinpoints", "is empty");
 
   const TextConfig& t = text;
-  in_range("text_config.hidden_size", t.hidden_size, 1, int64_t{1} << 17);
-  in_range("text_config.intermediate_size", t.intermediate_size, 1, int64_t{1} << 20);
-  in_range("text_config.num_hidden_layers", t.num_hidden_layers, 1, 4096);
-  in_range("text_config.num_attention_heads", t.num_attention_heads, 1, 4096);
-  in_range("text_config.num_key_value_heads", t.num_key_value_heads, 1, 4096);
-  in_range("text_config.vocab_size", t.vocab_size, 1, int64_t{1} << 22);
-  in_range("text_config.max_position_embeddings", t.max_position_embeddings, 1, int64_t{1} << 24);
+  validate_text_fields(t, origin, "text_config.", {.explicit_head_dim = t.head_dim > 0});
   in_range("text_config.head_dim", t.head_dim, 0, 512);
   in_range("text_config.sliding_window", t.sliding_window, 0, int64_t{1} << 24);
-  if (t.head_dim == 0 && t.hidden_size % t.num_attention_heads != 0)
-    fail("text_config.hidden_size", std::to_string(t.hidden_size) +
-                                        " is not divisible by text_config.num_attention_heads " +
-                                        std::to_string(t.num_attention_heads));
-  if (t.num_attention_heads % t.num_key_value_heads != 0)
-    fail("text_config.num_attention_heads",
-         std::to_string(t.num_attention_heads) +
-             " is not a multiple of text_config.num_key_value_heads " +
-             std::to_string(t.num_key_value_heads));
   if (t.heads_dim() % 16 != 0 || t.heads_dim() > 512)
     fail("text_config.head_dim", "is " + std::to_string(t.heads_dim()) +
                                      "; the decoder's attention needs a multiple of 16 up to 512");
   if (!(t.rms_norm_eps > 0 && t.rms_norm_eps < 1))
     fail("text_config.rms_norm_eps", "must be in (0, 1), got " + std::to_string(t.rms_norm_eps));
-  if (!(t.rope_theta > 0 && t.rope_theta < 1e12))
-    fail("text_config.rope_theta", "must be in (0, 1e12), got " + std::to_string(t.rope_theta));
-  if (t.hidden_act != "silu")
-    unsupported("text_config.hidden_act", "\"" + t.hidden_act + "\" (silu)");
   if (t.attention_bias || t.mlp_bias)
     unsupported("text_config.attention_bias / mlp_bias", "true: biases are not supported");
-  const std::pair<const char*, int64_t> ids[] = {{"image_token_index", image_token_index},
-                                                 {"text_config.bos_token_id", t.bos_token_id},
-                                                 {"text_config.eos_token_id", t.eos_token_id}};
-  for (const auto& [field, id] : ids)
-    if (id < 0 || id >= t.vocab_size)
-      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
-                      std::to_string(t.vocab_size) + ")");
+  if (image_token_index < 0 || image_token_index >= t.vocab_size)
+    fail("image_token_index", std::to_string(image_token_index) +
+                                  " is outside the vocabulary [0, " + std::to_string(t.vocab_size) +
+                                  ")");
 }
 
 std::string config_to_json(const Config& c) {

@@ -10,6 +10,8 @@
 
 #include "models/llava/anyres.h"
 
+#include "models/decoder/text_config.h"
+
 namespace mmrt::models::llava {
 
 // CLIPVisionConfig. The defaults here are LlavaConfig's vision_config when none is given
@@ -30,23 +32,12 @@ struct VisionConfig {
 };
 
 // LlamaConfig / MistralConfig (model_type "llama" / "mistral"; their defaults differ).
-struct TextConfig {
+struct TextConfig : TextFields {  // the shared fields' defaults are LlamaConfig's
   std::string model_type = "llama";
-  int64_t hidden_size = 4096;
-  int64_t intermediate_size = 11008;
-  int64_t num_hidden_layers = 32;
-  int64_t num_attention_heads = 32;
-  int64_t num_key_value_heads = 32;
-  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
-  int64_t vocab_size = 32000;
-  int64_t max_position_embeddings = 2048;
+  int64_t head_dim = 0;        // 0: hidden_size / num_attention_heads
   int64_t sliding_window = 0;  // Mistral; 0: none
   double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  bool tie_word_embeddings = false;
   bool attention_bias = false, mlp_bias = false;
-  std::string hidden_act = "silu";
-  int64_t bos_token_id = 1, eos_token_id = 2;
   int64_t heads_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
 };
 

@@ -23,31 +23,6 @@ const json* sub_object(const json& root, const char* key, const std::string& ori
   return &root[key];
 }
 
-// rope_scaling / rope_parameters: only the default rotary (theta from the object if given).
-void parse_rope(const io::JsonFields& f, TextConfig& t) {
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    std::string where;
-    const json* rs = f.find(key, &where);
-    if (!rs || rs->is_null()) continue;
-    if (!rs->is_object())
-      throw FormatError(f.origin() + ": field \"" + where + "\" must be an object, got " +
-                        io::json_excerpt(*rs));
-    for (const char* k : {"type", "rope_type"}) {
-      if (!rs->contains(k)) continue;
-      const json& v = (*rs)[k];
-      if (!v.is_string() || v.get<std::string>() != "default")
-        throw FormatError(f.origin() + ": field \"" + where + "." + k + "\" is " +
-                          io::json_excerpt(v) + "; Qwen2-Audio's text model uses plain RoPE " +
-                          "(\"default\")");
-    }
-    if (rs->contains("rope_theta")) {
-      if (!(*rs)["rope_theta"].is_number())
-        throw FormatError(f.origin() + ": field \"" + where + ".rope_theta\" must be a number");
-      t.rope_theta = (*rs)["rope_theta"].get<double>();
-    }
-  }
-}
-
 }  // namespace
 
 Config parse_config(const std::string& json_text, const std::string& origin) {
@@ -84,22 +59,11 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   if (tc) {
     io::JsonFields f(tc, nullptr, "text_config.", origin);
     TextConfig& t = c.text;
-    t.hidden_size = f.int_or("hidden_size", t.hidden_size);
-    t.intermediate_size = f.int_or("intermediate_size", t.intermediate_size);
-    t.num_hidden_layers = f.int_or("num_hidden_layers", t.num_hidden_layers);
-    t.num_attention_heads = f.int_or("num_attention_heads", t.num_attention_heads);
     // Qwen2Config's default is 32 key/value heads, not num_attention_heads.
-    t.num_key_value_heads = f.int_or("num_key_value_heads", t.num_key_value_heads);
-    t.vocab_size = f.int_or("vocab_size", t.vocab_size);
-    t.max_position_embeddings = f.int_or("max_position_embeddings", t.max_position_embeddings);
+    read_text_fields(f, t, {.kv_default_is_heads = false});
     t.rms_norm_eps = f.num_or("rms_norm_eps", t.rms_norm_eps);
-    t.rope_theta = f.num_or("rope_theta", t.rope_theta);
-    t.tie_word_embeddings = f.bool_or("tie_word_embeddings", t.tie_word_embeddings);
     t.use_sliding_window = f.bool_or("use_sliding_window", t.use_sliding_window);
-    t.hidden_act = f.str_or("hidden_act", t.hidden_act);
-    t.bos_token_id = f.token_or("bos_token_id", t.bos_token_id);
-    t.eos_token_id = f.token_or("eos_token_id", t.eos_token_id);
-    parse_rope(f, t);
+    read_plain_rope(f, t);
   }
   return c;
 }
@@ -140,41 +104,19 @@ void Config::validate(const std::string& origin) const {
          "is \"" + a.activation_function + "\"; only \"gelu\" is supported");
 
   const TextConfig& t = text;
-  in_range("text_config.hidden_size", t.hidden_size, int64_t{1} << 17);
-  in_range("text_config.intermediate_size", t.intermediate_size, int64_t{1} << 20);
-  in_range("text_config.num_hidden_layers", t.num_hidden_layers, 4096);
-  in_range("text_config.num_attention_heads", t.num_attention_heads, 4096);
-  in_range("text_config.num_key_value_heads", t.num_key_value_heads, 4096);
-  in_range("text_config.vocab_size", t.vocab_size, int64_t{1} << 22);
-  in_range("text_config.max_position_embeddings", t.max_position_embeddings, int64_t{1} << 24);
-  if (t.hidden_size % t.num_attention_heads != 0)
-    fail("text_config.hidden_size", std::to_string(t.hidden_size) +
-                                        " is not divisible by text_config.num_attention_heads " +
-                                        std::to_string(t.num_attention_heads));
-  if (t.num_attention_heads % t.num_key_value_heads != 0)
-    fail("text_config.num_attention_heads",
-         std::to_string(t.num_attention_heads) +
-             " is not a multiple of text_config.num_key_value_heads " +
-             std::to_string(t.num_key_value_heads));
+  validate_text_fields(t, origin, "text_config.");
   if (t.head_dim() % 16 != 0 || t.head_dim() > 512)
     fail("text_config.hidden_size", "gives head_dim " + std::to_string(t.head_dim()) +
                                         "; the decoder's attention needs a multiple of 16 "
                                         "up to 512");
   if (!(t.rms_norm_eps > 0 && t.rms_norm_eps < 1))
     fail("text_config.rms_norm_eps", "must be in (0, 1), got " + std::to_string(t.rms_norm_eps));
-  if (!(t.rope_theta > 0 && t.rope_theta < 1e12))
-    fail("text_config.rope_theta", "must be in (0, 1e12), got " + std::to_string(t.rope_theta));
-  if (t.hidden_act != "silu")
-    fail("text_config.hidden_act", "is \"" + t.hidden_act + "\"; only \"silu\" is supported");
   if (t.use_sliding_window)
     fail("text_config.use_sliding_window", "is true; sliding-window attention is not supported");
-  const std::pair<const char*, int64_t> ids[] = {{"audio_token_index", audio_token_index},
-                                                 {"text_config.bos_token_id", t.bos_token_id},
-                                                 {"text_config.eos_token_id", t.eos_token_id}};
-  for (const auto& [field, id] : ids)
-    if (id < 0 || id >= t.vocab_size)
-      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
-                      std::to_string(t.vocab_size) + ")");
+  if (audio_token_index < 0 || audio_token_index >= t.vocab_size)
+    fail("audio_token_index", std::to_string(audio_token_index) +
+                                  " is outside the vocabulary [0, " + std::to_string(t.vocab_size) +
+                                  ")");
 }
 
 std::string config_to_json(const Config& c) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "models/decoder/text_config.h"
+
 namespace mmrt::models::qwen2_audio {
 
 // Qwen2AudioEncoderConfig (defaults = the class defaults = Qwen2-Audio-7B's encoder).
@@ -26,21 +28,22 @@ struct AudioConfig {
 };
 
 // Qwen2Config (defaults = the class defaults: Qwen2-Audio-7B's published text_config is sparse).
-struct TextConfig {
-  int64_t hidden_size = 4096;
-  int64_t intermediate_size = 22016;
-  int64_t num_hidden_layers = 32;
-  int64_t num_attention_heads = 32;
-  int64_t num_key_value_heads = 32;
-  int64_t vocab_size = 151936;
-  int64_t max_position_embeddings = 32768;
+struct TextConfig : TextFields {
+  TextConfig()
+      : TextFields{.vocab_size = 151936,
+                   .hidden_size = 4096,
+                   .intermediate_size = 22016,
+                   .num_hidden_layers = 32,
+                   .num_attention_heads = 32,
+                   .num_key_value_heads = 32,
+                   .max_position_embeddings = 32768,
+                   .rope_theta = 10000.0,
+                   .tie_word_embeddings = false,
+                   .hidden_act = "silu",
+                   .bos_token_id = 151643,
+                   .eos_token_id = 151645} {}
   double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  bool tie_word_embeddings = false;
   bool use_sliding_window = false;
-  std::string hidden_act = "silu";
-  int64_t bos_token_id = 151643;
-  int64_t eos_token_id = 151645;
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 };
 

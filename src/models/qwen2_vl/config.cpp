@@ -85,25 +85,15 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   }
   io::JsonFields text(tc, &root, "text_config.", origin);
   TextConfig& t = cfg.text;
-  t.hidden_size = text.req_int("hidden_size");
-  t.intermediate_size = text.req_int("intermediate_size");
-  t.num_hidden_layers = text.req_int("num_hidden_layers");
-  t.num_attention_heads = text.req_int("num_attention_heads");
-  t.vocab_size = text.req_int("vocab_size");
-  // Defaults below are the transformers class defaults for fields a config may omit.
-  t.num_key_value_heads = text.int_or("num_key_value_heads", t.num_attention_heads);
-  t.max_position_embeddings = text.int_or("max_position_embeddings", 32768);
+  // An omitted field takes the transformers class default, not the 2B checkpoint's value.
+  t.tie_word_embeddings = false;
+  read_text_fields(text, t, {.shape_required = true});
   t.rms_norm_eps = text.num_or("rms_norm_eps", 1e-5);
-  t.rope_theta = text.num_or("rope_theta", 1e6);
-  t.tie_word_embeddings = text.bool_or("tie_word_embeddings", false);
-  t.hidden_act = text.str_or("hidden_act", "silu");
   t.mrope_section.clear();
   std::string where;
   if (const json* rs = text.find("rope_scaling", &where)) parse_rope(*rs, where, origin, t);
   if (const json* rp = text.find("rope_parameters", &where)) parse_rope(*rp, where, origin, t);
 
-  cfg.bos_token_id = text.token_or("bos_token_id", 151643);
-  cfg.eos_token_id = text.token_or("eos_token_id", 151645);
   cfg.vision_start_token_id = top.token_or("vision_start_token_id", 151652);
   cfg.vision_end_token_id = top.token_or("vision_end_token_id", 151653);
   cfg.vision_token_id = top.token_or("vision_token_id", 151654);
@@ -138,34 +128,14 @@ void Config::validate(const std::string& origin) const {
   // Sizes drive allocations (tensor tables, KV geometry, position tables): each is bounded, far
   // above any released model, before anything is allocated from it.
   auto positive = [&](const char* field, int64_t v, int64_t max) {
-    if (v <= 0) fail(field, "must be positive, got " + std::to_string(v));
-    if (v > max)
-      fail(field, std::to_string(v) + " is larger than " + std::to_string(max) +
-                      ", more than any model this runtime can serve");
+    check_size(origin, field, v, max);
   };
   constexpr int64_t kMaxWidth = int64_t{1} << 17, kMaxCount = 4096;
-  positive("hidden_size", text.hidden_size, kMaxWidth);
-  positive("intermediate_size", text.intermediate_size, int64_t{1} << 20);
-  positive("num_hidden_layers", text.num_hidden_layers, kMaxCount);
-  positive("num_attention_heads", text.num_attention_heads, kMaxCount);
-  positive("num_key_value_heads", text.num_key_value_heads, kMaxCount);
-  positive("vocab_size", text.vocab_size, int64_t{1} << 22);
-  positive("max_position_embeddings", text.max_position_embeddings, int64_t{1} << 24);
-  if (text.hidden_size % text.num_attention_heads != 0)
-    fail("hidden_size", std::to_string(text.hidden_size) + " is not divisible by " +
-                            "num_attention_heads " + std::to_string(text.num_attention_heads));
-  if (text.num_attention_heads % text.num_key_value_heads != 0)
-    fail("num_attention_heads", std::to_string(text.num_attention_heads) +
-                                    " is not divisible by num_key_value_heads " +
-                                    std::to_string(text.num_key_value_heads));
+  validate_text_fields(text, origin, "");
   if (text.head_dim() % 2 != 0)
     fail("hidden_size", "gives an odd head_dim " + std::to_string(text.head_dim()));
   if (!(text.rms_norm_eps > 0 && text.rms_norm_eps < 1))
     fail("rms_norm_eps", "must be in (0, 1), got " + std::to_string(text.rms_norm_eps));
-  if (!(text.rope_theta > 0 && text.rope_theta < 1e12))
-    fail("rope_theta", "must be in (0, 1e12), got " + std::to_string(text.rope_theta));
-  if (text.hidden_act != "silu")
-    fail("hidden_act", "is \"" + text.hidden_act + "\"; only \"silu\" is supported");
   if (!text.mrope_section.empty()) {
     if (text.mrope_section.size() != 3)
       fail("rope_scaling.mrope_section",
@@ -199,9 +169,7 @@ void Config::validate(const std::string& origin) const {
   if (vision.hidden_act != "quick_gelu")
     fail("vision_config.hidden_act",
          "is \"" + vision.hidden_act + "\"; only \"quick_gelu\" is supported");
-  const std::pair<const char*, int64_t> ids[] = {{"bos_token_id", bos_token_id},
-                                                 {"eos_token_id", eos_token_id},
-                                                 {"vision_start_token_id", vision_start_token_id},
+  const std::pair<const char*, int64_t> ids[] = {{"vision_start_token_id", vision_start_token_id},
                                                  {"vision_end_token_id", vision_end_token_id},
                                                  {"vision_token_id", vision_token_id},
                                                  {"image_token_id", image_token_id},
@@ -218,8 +186,8 @@ std::string config_to_json(const Config& c) {
   ordered_json j;
   j["architectures"] = {c.architecture};
   j["attention_dropout"] = 0.0;
-  j["bos_token_id"] = c.bos_token_id;
-  j["eos_token_id"] = c.eos_token_id;
+  j["bos_token_id"] = t.bos_token_id;
+  j["eos_token_id"] = t.eos_token_id;
   j["vision_start_token_id"] = c.vision_start_token_id;
   j["vision_end_token_id"] = c.vision_end_token_id;
   j["vision_token_id"] = c.vision_token_id;

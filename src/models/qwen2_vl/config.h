@@ -7,22 +7,28 @@
 #include <string>
 #include <vector>
 
+#include "models/decoder/text_config.h"
+
 namespace mmrt::models::qwen2_vl {
 
 using GridThw = std::array<int64_t, 3>;  // (t, h, w) in patches, as image_grid_thw
 
-struct TextConfig {
-  int64_t hidden_size = 1536;
-  int64_t intermediate_size = 8960;
-  int64_t num_hidden_layers = 28;
-  int64_t num_attention_heads = 12;
-  int64_t num_key_value_heads = 2;
-  int64_t vocab_size = 151936;
-  int64_t max_position_embeddings = 32768;
+// The text model: the shared Llama-shaped fields (defaults: Qwen2-VL-2B's) and Qwen2's extras.
+struct TextConfig : TextFields {
+  TextConfig()
+      : TextFields{.vocab_size = 151936,
+                   .hidden_size = 1536,
+                   .intermediate_size = 8960,
+                   .num_hidden_layers = 28,
+                   .num_attention_heads = 12,
+                   .num_key_value_heads = 2,
+                   .max_position_embeddings = 32768,
+                   .rope_theta = 1e6,
+                   .tie_word_embeddings = true,
+                   .hidden_act = "silu",
+                   .bos_token_id = 151643,
+                   .eos_token_id = 151645} {}
   double rms_norm_eps = 1e-6;
-  double rope_theta = 1e6;
-  bool tie_word_embeddings = true;
-  std::string hidden_act = "silu";
   std::vector<int64_t> mrope_section{16, 24, 24};  // empty: plain RoPE
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 };
@@ -48,8 +54,6 @@ struct Config {
   std::string torch_dtype = "bfloat16";
   TextConfig text;
   VisionConfig vision;
-  int64_t bos_token_id = 151643;
-  int64_t eos_token_id = 151645;
   int64_t vision_start_token_id = 151652;
   int64_t vision_end_token_id = 151653;
   int64_t vision_token_id = 151654;

@@ -184,7 +184,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   m.spec = decoder_model_spec(*lm, dir,
                               {.family = family().name,
                                .architecture = cfg.architecture,
-                               .eos_token_id = cfg.eos_token_id,
+                               .eos_token_id = cfg.text.eos_token_id,
                                .context_length = cfg.text.max_position_embeddings,
                                .modalities = {Modality::kImage, Modality::kVideo},
                                .config_key = config_key(dir)});
@@ -226,7 +226,7 @@ Inspection inspect(const std::string& dir) {
                      " (head_dim " + n(v.head_dim()) + "), mlp " + n(v.mlp_hidden()) + ", patch " +
                      n(v.patch_size) + ", temporal " + n(v.temporal_patch_size) + ", merge " +
                      n(v.spatial_merge_size) + ", out " + n(v.hidden_size)},
-      {"tokens", "bos " + n(cfg.bos_token_id) + ", eos " + n(cfg.eos_token_id) + ", vision_start " +
+      {"tokens", "bos " + n(cfg.text.bos_token_id) + ", eos " + n(cfg.text.eos_token_id) + ", vision_start " +
                      n(cfg.vision_start_token_id) + ", vision_end " + n(cfg.vision_end_token_id) +
                      ", image " + n(cfg.image_token_id) + ", video " + n(cfg.video_token_id)},
       {"naming", layout.naming == Naming::kOld ? "old (model.*, visual.*)"

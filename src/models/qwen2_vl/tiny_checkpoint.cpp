@@ -163,8 +163,8 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   }
   auto id = [&](const char* token) { return tiny::special_id(tok, token, "Qwen2-VL"); };
   const int64_t endoftext = id("<|endoftext|>");
-  c.bos_token_id = endoftext;
-  c.eos_token_id = id("<|im_end|>");
+  c.text.bos_token_id = endoftext;
+  c.text.eos_token_id = id("<|im_end|>");
   c.vision_start_token_id = id("<|vision_start|>");
   c.vision_end_token_id = id("<|vision_end|>");
   c.vision_token_id = id("<|vision_pad|>");
@@ -179,7 +179,7 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
       dir / "tokenizer_config.json",
       tiny::tokenizer_config_json(tok.facts, special_tokens(), kChatTemplate, kModelMaxLength));
   tiny::write_file(dir / "generation_config.json",
-                   tiny::generation_config_json(c.bos_token_id, c.eos_token_id, endoftext));
+                   tiny::generation_config_json(c.text.bos_token_id, c.text.eos_token_id, endoftext));
   tiny::write_file(dir / "preprocessor_config.json", preprocessor_config_json(c));
   res.files = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                "preprocessor_config.json"};
