@@ -1,7 +1,7 @@
 #include "engine/encoder_cache.h"
 
-#include "core/convert.h"
 #include "core/error.h"
+#include "kernels/layout.h"
 
 namespace mmrt::engine {
 
@@ -72,15 +72,19 @@ void EncoderCache::unpin(const Hash128& key) {
   if (it != map_.end() && it->second.pins > 0) --it->second.pins;
 }
 
+EncoderStore::EncoderStore(const kernels::Backend& be) : be_(be) {
+  be.require({kernels::Op::kToF16, kernels::Op::kFromF16}, "the engine's encoder store");
+}
+
 void EncoderStore::put(const Hash128& key, const Tensor& embeds) {
-  if (embeds.dtype() != DType::kF32 || embeds.rank() != 2)
-    throw InvalidArgument("encoder store keeps f32 [n, width] embeddings, got " +
-                          embeds.describe());
+  if (embeds.dtype() != DType::kF32 || embeds.rank() != 2 || !embeds.is_contiguous() ||
+      embeds.device() != be_.device())
+    throw InvalidArgument("encoder store keeps contiguous f32 [n, width] embeddings on " +
+                          device_str(be_.device()) + ", got " + embeds.describe() + " on " +
+                          device_str(embeds.device()));
   if (contains(key)) return;
-  const Tensor src = embeds.contiguous();
-  Tensor f16 = Tensor::empty(DType::kF16, src.shape());
-  f32_to_f16(src.data<float>(), reinterpret_cast<uint16_t*>(f16.raw()),
-             static_cast<size_t>(src.numel()));
+  Tensor f16 = be_.empty(DType::kF16, embeds.shape());
+  kernels::to_f16(be_, embeds.data<float>(), static_cast<uint16_t*>(f16.raw()), embeds.numel());
   bytes_ += f16.nbytes();
   map_.emplace(key, std::move(f16));
 }
@@ -101,8 +105,7 @@ void EncoderStore::read_rows(const Hash128& key, int64_t row0, int64_t n, float*
     throw InvalidArgument("encoder store read of rows [" + std::to_string(row0) + ", " +
                           std::to_string(row0 + n) + ") from an entry of " +
                           std::to_string(t.dim(0)) + " rows");
-  f16_to_f32(reinterpret_cast<const uint16_t*>(t.raw()) + row0 * H, dst,
-             static_cast<size_t>(n * H));
+  kernels::from_f16(be_, static_cast<const uint16_t*>(t.raw()) + row0 * H, dst, n * H);
 }
 
 }  // namespace mmrt::engine

@@ -12,6 +12,7 @@
 
 #include "core/hash.h"
 #include "core/tensor.h"
+#include "kernels/backend.h"
 
 namespace mmrt::engine {
 
@@ -54,20 +55,26 @@ class EncoderCache {
   EncoderCacheStats stats_;
 };
 
-// The executor's memory for encoder outputs: f32 embeddings [n, width] stored as f16.
+// The executor's memory for encoder outputs, in the memory of the backend the model computes on:
+// f32 embeddings [n, width] stored as f16 (the backend's to_f16 / from_f16 ops), so a device's
+// encoder output never crosses to the host.
 class EncoderStore {
  public:
-  void put(const Hash128& key, const Tensor& embeds);  // f32 [n, width]; InvalidArgument else
+  // `be` must outlive the store; FailedPrecondition when it lacks to_f16 or from_f16.
+  explicit EncoderStore(const kernels::Backend& be);
+  // `embeds`: contiguous f32 [n, width] in be's memory; InvalidArgument else.
+  void put(const Hash128& key, const Tensor& embeds);
   void erase(const Hash128& key);
   bool contains(const Hash128& key) const { return map_.count(key) > 0; }
-  // Rows [row0, row0 + n) as f32 into dst [n, width]. NotFound / InvalidArgument when absent or
-  // out of range.
+  // Rows [row0, row0 + n) as f32 into dst [n, width] (be's memory). NotFound / InvalidArgument
+  // when absent or out of range.
   void read_rows(const Hash128& key, int64_t row0, int64_t n, float* dst) const;
   uint64_t bytes() const { return bytes_; }
   size_t size() const { return map_.size(); }
 
  private:
-  std::unordered_map<Hash128, Tensor, Hash128Hasher> map_;  // [n, width] f16
+  const kernels::Backend& be_;
+  std::unordered_map<Hash128, Tensor, Hash128Hasher> map_;  // [n, width] f16, be's memory
   uint64_t bytes_ = 0;
 };
 

@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "kernels/layout.h"
 
 namespace mmrt::engine {
 
@@ -13,7 +14,10 @@ ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner,
     : be_(be),
       runner_(runner),
       embed_dim_(embed_dim),
-      kv_(std::make_unique<kernels::KvCache>(be, models::kv_cache_config(runner, kv))) {}
+      kv_(std::make_unique<kernels::KvCache>(be, models::kv_cache_config(runner, kv))),
+      store_(be) {
+  be.require({kernels::Op::kCopy2d}, "the engine's media rows");
+}
 
 StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const int64_t t0 = now_ns();
@@ -25,8 +29,8 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   for (const EncoderJob& job : plan.encoder_jobs) {
     EncoderTiming t;
     t.start_ns = now_ns();
-    // [n_tokens, embed_dim]; the store is host memory (f16): a device's output comes over once.
-    Tensor feats = be_.to_host(runner_.encode(job.input));
+    // [n_tokens, embed_dim] in the backend's memory, where the store keeps it too.
+    Tensor feats = runner_.encode(job.input);
     if (feats.dim(0) != job.input.n_tokens || feats.dim(1) != H)
       throw InternalError("encoder produced " + feats.describe() + " for an item of " +
                           std::to_string(job.input.n_tokens) + " tokens x " + std::to_string(H));
@@ -41,22 +45,25 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const size_t nc = plan.chunks.size();
   rows_.resize(nc);
   embeds_.resize(nc);
-  if (!be_.device().is_host()) device_embeds_.resize(nc);
   std::vector<models::SeqStep> steps(nc);
   for (size_t k = 0; k < nc; ++k) {
     const ScheduledChunk& c = plan.chunks[k];
     auto& rows = rows_[k];
-    auto& emb = embeds_[k];
     rows.clear();
-    emb.clear();
+    int64_t n_rows = 0;
+    for (const ChunkMedia& m : c.media) n_rows += m.n;
+    // The chunk's media rows, gathered in the backend's memory from this step's encoder outputs
+    // and the store.
+    float* emb = n_rows > 0 ? embeds_[k].get(be_, static_cast<size_t>(n_rows * H)) : nullptr;
+    int64_t off = 0;
     for (const ChunkMedia& m : c.media) {
-      const size_t off = emb.size();
-      emb.resize(off + static_cast<size_t>(m.n * H));
       auto it = step_only.find(m.key);
       if (it != step_only.end())
-        std::copy_n(it->second.data<float>() + m.item_row * H, m.n * H, emb.data() + off);
+        kernels::copy2d(be_, emb + off * H, H, it->second.data<float>() + m.item_row * H, H, m.n,
+                        H);
       else
-        store_.read_rows(m.key, m.item_row, m.n, emb.data() + off);
+        store_.read_rows(m.key, m.item_row, m.n, emb + off * H);
+      off += m.n;
       for (int64_t i = 0; i < m.n; ++i) rows.push_back(static_cast<int32_t>(m.chunk_row + i));
     }
     models::SeqStep& s = steps[k];
@@ -66,12 +73,7 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
     s.kv_before = static_cast<int32_t>(c.start);
     s.block_table = c.block_table;
     s.embed_rows = rows;
-    s.embeds = rows.empty() ? nullptr : emb.data();
-    if (!rows.empty() && !be_.device().is_host()) {  // the chunk's media rows to the device
-      float* d = device_embeds_[k].get(be_, emb.size());
-      be_.copy_to_device(d, emb.data(), emb.size() * sizeof(float));
-      s.embeds = d;
-    }
+    s.embeds = rows.empty() ? nullptr : emb;
     s.want_logits = c.sample;
   }
   // [n_sample, vocab]: sampled on the host (a counted copy where the backend is a device).

@@ -1,9 +1,9 @@
 // Executes a StepPlan: frees the encoder entries the plan evicted, runs the encoder jobs (the
 // model's Runner -> the encoder store), then one decoder forward over every scheduled chunk,
-// then sampling. The executor owns the memory: the paged KV cache (the backend's) and the encoder
-// outputs (host memory, f16: a device's encoder output comes to the host once, and a chunk's media
-// rows go back with it; both counted in Backend::transfers). The plan says everything else (the
-// scheduler keeps the books).
+// then sampling. The executor owns the memory, all of it the backend's: the paged KV cache, the
+// encoder outputs (f16) and each chunk's gathered media rows; only the sampled rows' logits come
+// to the host (counted in Backend::transfers where the backend is a device). The plan says
+// everything else (the scheduler keeps the books).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +47,7 @@ class ModelExecutor : public Executor {
   EncoderStore store_;
   // Per-chunk buffers, reused across steps.
   std::vector<std::vector<int32_t>> rows_;
-  std::vector<std::vector<float>> embeds_;
-  std::vector<kernels::Scratch> device_embeds_;  // the same in the backend's memory (a device)
+  std::vector<kernels::Scratch> embeds_;  // the chunk's media rows [n, embed_dim]
   std::vector<std::pair<float, int32_t>> sample_scratch_;
   std::vector<float> raw_;  // a row's raw logits for log-probabilities
 };

@@ -51,6 +51,8 @@ constexpr OpInfo kOps[] = {
     {"copy2d", &has_entry<&OpTables::layout, &LayoutOps::copy2d>},
     {"im2col_1d", &has_entry<&OpTables::layout, &LayoutOps::im2col_1d>},
     {"patchify_2d", &has_entry<&OpTables::layout, &LayoutOps::patchify_2d>},
+    {"to_f16", &has_entry<&OpTables::layout, &LayoutOps::to_f16>},
+    {"from_f16", &has_entry<&OpTables::layout, &LayoutOps::from_f16>},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kCount), "one kOps row per Op");
 

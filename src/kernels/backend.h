@@ -51,6 +51,8 @@ enum class Op : uint8_t {
   kCopy2d,
   kIm2col1d,
   kPatchify2d,
+  kToF16,
+  kFromF16,
   kCount
 };
 const char* op_name(Op op);  // "rms_norm", "paged_attention", ...

@@ -42,4 +42,18 @@ void patchify_2d(const Backend& be, const float* images, int64_t n, int64_t chan
       be, images, n, channels, size, patch, rows);
 }
 
+void to_f16(const Backend& be, const float* x, uint16_t* y, int64_t n) {
+  if (n < 0) throw InvalidArgument("to_f16: negative count " + std::to_string(n));
+  if (n == 0) return;
+  if (!x || !y) throw InvalidArgument("to_f16: null pointer");
+  detail::entry(be, be.ops().layout, &LayoutOps::to_f16, Op::kToF16)(be, x, y, n);
+}
+
+void from_f16(const Backend& be, const uint16_t* x, float* y, int64_t n) {
+  if (n < 0) throw InvalidArgument("from_f16: negative count " + std::to_string(n));
+  if (n == 0) return;
+  if (!x || !y) throw InvalidArgument("from_f16: null pointer");
+  detail::entry(be, be.ops().layout, &LayoutOps::from_f16, Op::kFromF16)(be, x, y, n);
+}
+
 }  // namespace mmrt::kernels

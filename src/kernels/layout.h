@@ -1,7 +1,7 @@
 // Data-movement ops (an op family: LayoutOps): the copies and rearrangements model code needs
 // between its compute ops — strided row copies (heads padded for a kernel, encoder rows into a
 // sequence, embedding rows), the im2col of a 1-D convolution and the patches of a strided 2-D
-// convolution. Model code never loops over activation memory itself
+// convolution, and f16 storage of activations. Model code never loops over activation memory itself
 // (scripts/check_source_rules.py). Pointers are memory of the backend's device.
 #pragma once
 
@@ -34,6 +34,12 @@ void im2col_1d(const Backend& be, const float* x, const Im2col1d& shape, float* 
 void patchify_2d(const Backend& be, const float* images, int64_t n, int64_t channels, int64_t size,
                  int64_t patch, float* rows);
 
+// Half-precision storage of activations (the engine keeps encoder outputs in f16):
+// y[i] = x[i] rounded to the nearest f16 (ties to even; overflow to inf, NaN kept), and back
+// exactly. x and y must not overlap.
+void to_f16(const Backend& be, const float* x, uint16_t* y, int64_t n);
+void from_f16(const Backend& be, const uint16_t* x, float* y, int64_t n);
+
 // A device's layout kernels (arguments as above).
 struct LayoutOps {
   void (*copy2d)(const Backend&, float* dst, int64_t dst_stride, const float* src,
@@ -41,6 +47,8 @@ struct LayoutOps {
   void (*im2col_1d)(const Backend&, const float* x, const Im2col1d& shape, float* cols);
   void (*patchify_2d)(const Backend&, const float* images, int64_t n, int64_t channels,
                       int64_t size, int64_t patch, float* rows);
+  void (*to_f16)(const Backend&, const float* x, uint16_t* y, int64_t n);
+  void (*from_f16)(const Backend&, const uint16_t* x, float* y, int64_t n);
 };
 
 }  // namespace mmrt::kernels

@@ -16,6 +16,7 @@
 #include "engine/encoder_cache.h"
 #include "engine/kv_manager.h"
 #include "engine/scheduler.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace mmrt::engine::testing {
 
@@ -97,7 +98,8 @@ class FakeExecutor {
   int64_t bs_;
   int32_t vocab_;
   std::vector<uint64_t> slots_;
-  EncoderStore store_;
+  kernels::CpuBackend be_{kernels::BackendOptions{.threads = 1}};
+  EncoderStore store_{be_};
 };
 
 }  // namespace mmrt::engine::testing

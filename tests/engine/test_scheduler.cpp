@@ -393,7 +393,8 @@ TEST(EncoderCache, LruWithinBudgetAndPins) {
   EXPECT_TRUE(c.contains(k1) && c.contains(k2) && c.contains(k4));
   EXPECT_EQ(c.stats().rejected, 1);
 
-  EncoderStore store;
+  const kernels::CpuBackend be(kernels::BackendOptions{.threads = 1});
+  EncoderStore store(be);
   Tensor t = Tensor::empty(DType::kF32, {8, 4});
   for (int i = 0; i < 32; ++i) t.data<float>()[i] = 1.0f + static_cast<float>(i);
   store.put(k1, t);

@@ -3,13 +3,16 @@
 // loops on every backend.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "../common/no_kernels_backend.h"
+#include "core/convert.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "../common/no_kernels_backend.h"
 #include "isa_fixture.h"
 #include "kernels/kv_cache.h"
 #include "kernels/layout.h"
@@ -219,6 +222,35 @@ TEST_P(LayoutDevice, Patchify2dMatchesAStridedConvolutionsInputs) {
                         img[size_t(((i * C + c) * S + py * P + y) * S + px * P + x)]);
             }
   EXPECT_THROW(patchify_2d(be(), im.get(), n, C, 13, P, rows.get()), InvalidArgument);
+}
+
+TEST_P(LayoutDevice, F16StorageMatchesTheScalarConversion) {
+  MMRT_REQUIRE_OPS(Op::kToF16, Op::kFromF16);
+  // Normal values, ties, subnormals, overflow to infinity, zeros and a NaN, over 2 blocks of work.
+  std::vector<float> x = randn(70001, 34);
+  const float specials[] = {0.0f,    -0.0f,   1.0f + 1.0f / 2048, 65504.0f, 65520.0f,     -1e6f,
+                            6.0e-8f, 3.0e-5f, -2.0e-7f,           1e-10f,   std::nanf("")};
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  for (size_t i = 100; i < 200; ++i) x[i] *= 1e-5f;  // subnormal f16 range
+  const size_t n = x.size();
+  const DeviceBuf xd(be(), x);
+  DeviceBuf half(be(), (n + 1) / 2), back(be(), n);
+  auto* h = reinterpret_cast<uint16_t*>(half.get());
+  to_f16(be(), xd.get(), h, int64_t(n));
+  from_f16(be(), h, back.get(), int64_t(n));
+  const std::vector<float> hv = half.host(), got = back.host();
+  std::vector<uint16_t> bits(n);
+  std::memcpy(bits.data(), hv.data(), n * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t want = f32_to_f16_scalar(x[i]);
+    if (std::isnan(x[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(bits[i], want) << i << ": " << x[i];
+    ASSERT_EQ(got[i], f16_to_f32_scalar(want)) << i;
+  }
+  EXPECT_THROW(to_f16(be(), xd.get(), h, -1), InvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Device, LayoutDevice, ::testing::ValuesIn(kDevices), isa_param_name);

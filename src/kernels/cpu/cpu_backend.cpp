@@ -52,6 +52,8 @@ const LayoutOps kLayout{
     .copy2d = &OnCpu<&cpu::copy2d>::call,
     .im2col_1d = &OnCpu<&cpu::im2col_1d>::call,
     .patchify_2d = &OnCpu<&cpu::patchify_2d>::call,
+    .to_f16 = &OnCpu<&cpu::to_f16>::call,
+    .from_f16 = &OnCpu<&cpu::from_f16>::call,
 };
 const OpTables kCpuOps{.elementwise = &kElementwise,
                        .linear = &kLinear,

@@ -67,5 +67,7 @@ void copy2d(const CpuBackend& be, float* dst, int64_t dst_stride, const float* s
 void im2col_1d(const CpuBackend& be, const float* x, const Im2col1d& shape, float* cols);
 void patchify_2d(const CpuBackend& be, const float* images, int64_t n, int64_t channels,
                  int64_t size, int64_t patch, float* rows);
+void to_f16(const CpuBackend& be, const float* x, uint16_t* y, int64_t n);
+void from_f16(const CpuBackend& be, const uint16_t* x, float* y, int64_t n);
 
 }  // namespace mmrt::kernels::cpu

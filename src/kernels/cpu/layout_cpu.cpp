@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/convert.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/parallel.h"
@@ -55,6 +56,16 @@ void patchify_2d(const CpuBackend& be, const float* images, int64_t n, int64_t c
       }
     }
   });
+}
+
+void to_f16(const CpuBackend& be, const float* x, uint16_t* y, int64_t n) {
+  for_flat(be.pool(), n,
+           [&](int64_t b, int64_t e) { f32_to_f16(x + b, y + b, static_cast<size_t>(e - b)); });
+}
+
+void from_f16(const CpuBackend& be, const uint16_t* x, float* y, int64_t n) {
+  for_flat(be.pool(), n,
+           [&](int64_t b, int64_t e) { f16_to_f32(x + b, y + b, static_cast<size_t>(e - b)); });
 }
 
 }  // namespace mmrt::kernels::cpu
