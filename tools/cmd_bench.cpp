@@ -122,7 +122,7 @@ obs::Report run_url(const std::string& url, const engine::SlaConfig& sla,
   int64_t start = INT64_MAX, end = 0;
   for (size_t i = 0; i < trace.size(); ++i) {
     requested.push_back(trace[i].sla_class);
-    start = std::min(start, results[i].timeline.first(engine::Event::kReceived));
+    start = std::min(start, results[i].timeline.origin());
     end = std::max(end, results[i].timeline.last(engine::Event::kFinished));
   }
   const double duration =

@@ -327,7 +327,7 @@ int run_bench_model(Args& args) {
     };
     auto ttft = [](const engine::RequestResult& r) {
       return static_cast<double>(r.timeline.first(engine::Event::kFirstToken) -
-                                 r.timeline.first(engine::Event::kReceived)) *
+                                 r.timeline.origin()) *
              1e-6;
     };
     auto first = eng->submit(turn(false)).wait();

@@ -155,7 +155,7 @@ int run_generate(Args& args) {
     }
     if (quiet) continue;
     const auto& tl = r.timeline;
-    int64_t t0 = tl.first(engine::Event::kReceived), tf = tl.first(engine::Event::kFirstToken),
+    int64_t t0 = tl.origin(), tf = tl.first(engine::Event::kFirstToken),
             te = tl.last(engine::Event::kFinished), tm = tl.first(engine::Event::kMediaDecoded);
     int64_t n = static_cast<int64_t>(r.tokens.size());
     double prefill_s = tf > 0 ? static_cast<double>(tf - (tm > 0 ? tm : t0)) * 1e-9 : 0;

@@ -149,7 +149,18 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     downgrade(r, m.to);
     return admitted();
   }
-  why = miss_reason(r, p);
+  if (now >= r.deadline_ns) {  // nothing the engine does can help: say where the time went
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "the %s class's %.0f ms to first token were spent before admission (%.0f ms "
+                  "since the request's first byte arrived)",
+                  r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                  static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6,
+                  static_cast<double>(now - r.arrival_ns) * 1e-6);
+    why = buf;
+  } else {
+    why = miss_reason(r, p);
+  }
   ++stats_.refused;
   return false;
 }

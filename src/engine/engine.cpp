@@ -82,22 +82,6 @@ struct Engine::Impl : SchedulerView {
   }
   bool encoder_cached(const Hash128& key) const override { return enc->contains(key); }
 
-  // The request's promise: its class's weight, deadline and TPOT target, or explicit ones.
-  void apply_promise(Request& r, const GenerateRequest& g) const {
-    r.sla_class = g.sla_class;
-    r.priority = g.priority;
-    if (!r.sla_class.empty()) {
-      const SlaClass& cls = cfg.sla.get(r.sla_class);
-      r.weight = cls.weight;
-      r.deadline_ns = cls.ttft_ns ? r.arrival_ns + cls.ttft_ns : 0;
-      r.tpot_target_ns = cls.tpot_ns;
-    }
-    if (g.ttft_deadline_ns < 0 || g.tpot_target_ns < 0)
-      throw InvalidArgument("deadlines and TPOT targets must not be negative");
-    if (g.ttft_deadline_ns) r.deadline_ns = r.arrival_ns + g.ttft_deadline_ns;
-    if (g.tpot_target_ns) r.tpot_target_ns = g.tpot_target_ns;
-  }
-
   // ---- ending a request ----
 
   // Its result, final event and removal. The caller holds no lock but books_mu. A caller holding
@@ -520,8 +504,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
   }
   state->id = r.id;
   state->link = m.link;
-  r.arrival_ns = now_ns();
-  r.timeline.add(Event::kReceived, r.arrival_ns);
+  start_clock(r, g.arrival_ns, g.read_ns, now_ns());
   r.tenant = g.tenant;
   r.tenant_salt = hash128("tenant:" + g.tenant);
   r.sampling = g.sampling;
@@ -533,7 +516,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
     m.entries.emplace(r.id, std::move(sub));
   }
   try {
-    m.apply_promise(r, g);
+    apply_promise(r, g, m.cfg.sla);
     r.sampling.validate();
     s->text = std::make_unique<OutputText>(*m.tok, r.sampling.stop);
     s->messages = std::move(g.messages);
@@ -559,16 +542,17 @@ std::string Engine::precheck(const GenerateRequest& g) {
   Impl& m = *impl_;
   if (!m.cfg.admission_control) return "";
   Request shell;
-  shell.arrival_ns = now_ns();
+  const int64_t now = now_ns();
+  start_clock(shell, g.arrival_ns, g.read_ns, now);
   shell.tenant = g.tenant;
   try {
-    m.apply_promise(shell, g);
+    apply_promise(shell, g, m.cfg.sla);
   } catch (const Error&) {
     return "";  // submit() answers for a bad class
   }
   std::string why;
   std::lock_guard<std::mutex> books(m.books_mu);
-  return m.admission->precheck(shell, m, shell.arrival_ns, why) ? "" : why;
+  return m.admission->precheck(shell, m, now, why) ? "" : why;
 }
 
 void Engine::cancel(RequestId id) {

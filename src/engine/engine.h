@@ -75,8 +75,13 @@ struct GenerateRequest {
   // The SLA class; "" = best effort (no deadline). A server maps requests without a class to
   // SlaConfig::default_class itself.
   std::string sla_class;
-  int64_t ttft_deadline_ns = 0;  // explicit deadline relative to submission (overrides the class)
-  int64_t tpot_target_ns = 0;    // explicit TPOT target (overrides the class)
+  int64_t ttft_deadline_ns = 0;  // explicit deadline relative to arrival (overrides the class)
+  // When the request's first byte reached the server and when its body was complete (now_ns()
+  // clock; 0: at submit). The request's clock starts at arrival: its deadline, TTFT, E2E and
+  // admission's prediction count the time the server spent before submit (reading, parsing,
+  // fetching media). A stamp in the future or before the read is taken as submit time.
+  int64_t arrival_ns = 0, read_ns = 0;
+  int64_t tpot_target_ns = 0;  // explicit TPOT target (overrides the class)
 
   // Appends an image: its bytes to `media` (the messages must hold the matching image part).
   void add_image(std::vector<uint8_t> bytes) {

@@ -1,5 +1,7 @@
 #include "engine/request.h"
 
+#include "engine/engine.h"
+
 namespace mmrt::engine {
 
 const char* outcome_name(Outcome o) {
@@ -18,6 +20,28 @@ const char* outcome_name(Outcome o) {
       return "failed";
   }
   return "?";
+}
+
+void start_clock(Request& r, int64_t arrival_ns, int64_t read_ns, int64_t now) {
+  r.arrival_ns = arrival_ns > 0 && arrival_ns <= now ? arrival_ns : now;
+  r.timeline.add(Event::kArrived, r.arrival_ns);
+  if (read_ns >= r.arrival_ns && read_ns <= now) r.timeline.add(Event::kRequestRead, read_ns);
+  r.timeline.add(Event::kReceived, now);
+}
+
+void apply_promise(Request& r, const GenerateRequest& g, const SlaConfig& sla) {
+  r.sla_class = g.sla_class;
+  r.priority = g.priority;
+  if (!r.sla_class.empty()) {
+    const SlaClass& cls = sla.get(r.sla_class);
+    r.weight = cls.weight;
+    r.deadline_ns = cls.ttft_ns ? r.arrival_ns + cls.ttft_ns : 0;
+    r.tpot_target_ns = cls.tpot_ns;
+  }
+  if (g.ttft_deadline_ns < 0 || g.tpot_target_ns < 0)
+    throw InvalidArgument("deadlines and TPOT targets must not be negative");
+  if (g.ttft_deadline_ns) r.deadline_ns = r.arrival_ns + g.ttft_deadline_ns;
+  if (g.tpot_target_ns) r.tpot_target_ns = g.tpot_target_ns;
 }
 
 }  // namespace mmrt::engine

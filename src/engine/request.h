@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "engine/sampler.h"
+#include "engine/sla.h"
 #include "engine/step.h"
 #include "engine/timeline.h"
 #include "models/model.h"
@@ -22,7 +23,19 @@ namespace mmrt::engine {
 
 // How a request ended. Exactly one per request.
 enum class Outcome : uint8_t { kNone, kFinished, kStopped, kCancelled, kRefused, kFailed };
-const char* outcome_name(Outcome o);  // "finished" (length), "stopped", "cancelled", ...
+const char* outcome_name(Outcome o);
+
+struct GenerateRequest;
+struct Request;
+// The request's clock: its origin (arrival_ns) is the caller's arrival stamp when that is a time
+// no later than `now`, else `now`; its timeline gets kArrived, kRequestRead (when `read_ns` lies
+// between arrival and now) and kReceived (now).
+void start_clock(Request& r, int64_t arrival_ns, int64_t read_ns, int64_t now);
+// The request's promise (after start_clock): its class's weight, deadline (from arrival) and
+// TPOT target, or the explicit ones of `g`. InvalidArgument for an unknown class or a negative
+// deadline or target.
+void apply_promise(Request& r, const GenerateRequest& g,
+                   const SlaConfig& sla);  // "finished" (length), "stopped", "cancelled", ...
 
 // One media item of a request, placed in the prompt.
 struct MediaItem {

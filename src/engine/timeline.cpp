@@ -26,8 +26,17 @@ const char* event_name(Event e) {
       return "preempted";
     case Event::kFinished:
       return "finished";
+    case Event::kArrived:
+      return "arrived";
+    case Event::kRequestRead:
+      return "request_read";
   }
   return "?";
+}
+
+int64_t Timeline::origin() const {
+  const int64_t a = first(Event::kArrived);
+  return a >= 0 ? a : first(Event::kReceived);
 }
 
 int64_t Timeline::first(Event e) const {

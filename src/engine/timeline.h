@@ -8,7 +8,7 @@
 namespace mmrt::engine {
 
 enum class Event : uint8_t {
-  kReceived,      // submit() returned
+  kReceived,      // submit() returned (the intake is over)
   kMediaDecoded,  // all images decoded and preprocessed (value: images)
   kQueued,        // entered the scheduler's waiting queue
   kScheduled,     // first admitted to the running set (value: prefix-cache hit tokens)
@@ -19,6 +19,10 @@ enum class Event : uint8_t {
   kToken,      // each later token
   kPreempted,  // KV freed for recompute (value: tokens dropped)
   kFinished,   // value: Outcome
+  // The request's first byte was read (its clock's origin: deadline, TTFT and E2E count from
+  // here; = kReceived when the caller gave no arrival stamp).
+  kArrived,
+  kRequestRead,  // its headers and body were complete (a server's HTTP read ended)
 };
 const char* event_name(Event e);
 
@@ -36,6 +40,8 @@ class Timeline {
   int64_t first(Event e) const;
   int64_t last(Event e) const;
   int64_t count(Event e) const;
+  // The origin every duration counts from: kArrived, else kReceived; -1 when neither.
+  int64_t origin() const;
 
  private:
   std::vector<TimelineEntry> entries_;

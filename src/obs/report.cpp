@@ -57,9 +57,9 @@ RequestTimes request_times(const engine::RequestResult& r) {
   RequestTimes t;
   const bool ok = r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped;
   const auto& tl = r.timeline;
-  const int64_t t0 = tl.first(Event::kReceived), tf = tl.first(Event::kFirstToken),
-                te = tl.last(Event::kFinished);
-  if (!ok || tf < 0 || t0 < 0 || te < 0) return t;
+  const int64_t t0 = tl.origin(), tr = tl.first(Event::kReceived),
+                tf = tl.first(Event::kFirstToken), te = tl.last(Event::kFinished);
+  if (!ok || tf < 0 || t0 < 0 || tr < 0 || te < 0) return t;
   auto s = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
   t.completed = true;
   t.ttft = s(tf - t0);
@@ -72,7 +72,10 @@ RequestTimes request_times(const engine::RequestResult& r) {
     if (e.event == Event::kEncoderStart) es = e.t_ns;
     if (e.event == Event::kEncoderEnd && es >= 0) t.encode += s(e.t_ns - es);
   }
-  t.media = tm > 0 ? s(tm - t0) : 0;
+  const int64_t tread = tl.first(Event::kRequestRead);
+  t.http_read = tread >= t0 ? s(tread - t0) : 0;
+  t.intake = s(tr - t0) - t.http_read;
+  t.media = tm > 0 ? s(tm - tr) : 0;
   t.media_decode = std::min(t.media, s(r.media_decode_ns));
   t.media_resample = std::min(t.media - t.media_decode, s(r.media_resample_ns));
   t.preprocess = t.media - t.media_decode - t.media_resample;
@@ -139,6 +142,8 @@ Report make_report(const std::string& policy, double duration_s,
       }
     }
     met_all += met;
+    st.http_read += t.http_read * 1e3;
+    st.intake += t.intake * 1e3;
     st.media += t.media * 1e3;
     st.queue += t.queue * 1e3;
     st.encode += t.encode * 1e3;
@@ -147,6 +152,8 @@ Report make_report(const std::string& policy, double duration_s,
     ++n_done;
   }
   if (n_done) {
+    st.http_read /= static_cast<double>(n_done);
+    st.intake /= static_cast<double>(n_done);
     st.media /= static_cast<double>(n_done);
     st.queue /= static_cast<double>(n_done);
     st.encode /= static_cast<double>(n_done);
@@ -181,10 +188,9 @@ nlohmann::json Report::json() const {
   j["throughput_tok_s"] = throughput_tok_s;
   j["prefix_cache_hit_rate"] = prefix_hit_rate;
   j["encoder_cache_hit_rate"] = encoder_hit_rate;
-  j["stages_ms"] = {{"media", stages.media},
-                    {"queue", stages.queue},
-                    {"encode", stages.encode},
-                    {"prefill", stages.prefill},
+  j["stages_ms"] = {{"http_read", stages.http_read}, {"intake", stages.intake},
+                    {"media", stages.media},         {"queue", stages.queue},
+                    {"encode", stages.encode},       {"prefill", stages.prefill},
                     {"decode", stages.decode}};
   nlohmann::json cls = nlohmann::json::object();
   for (const auto& c : classes) {
@@ -262,14 +268,15 @@ std::string Report::text() const {
   if (!gaps.empty()) out += "  inter-token gaps ms (p50 / p99 / max):" + gaps + "\n";
   std::snprintf(
       buf, sizeof buf,
-      "  stages (mean ms per completed request): media %.1f, queue %.1f, encode %.1f, prefill "
+      "  stages (mean ms per completed request): http_read %.1f, intake %.1f, media %.1f, queue "
+      "%.1f, encode %.1f, prefill "
       "%.1f, decode %.1f\n"
       "  TTFT prediction: %lld checked, mean |error| %.0f%%, p90 %.0f%%; %lld preemptions, %lld "
       "downgraded; "
       "late (before the first token): %lld refused (%lld after their encoder ran), %lld "
       "downgraded\n",
-      stages.media, stages.queue, stages.encode, stages.prefill, stages.decode,
-      static_cast<long long>(engine.ttft_prediction.count),
+      stages.http_read, stages.intake, stages.media, stages.queue, stages.encode, stages.prefill,
+      stages.decode, static_cast<long long>(engine.ttft_prediction.count),
       100 * engine.ttft_prediction.mean_abs_rel, 100 * engine.ttft_prediction.p90_abs_rel,
       static_cast<long long>(engine.preemptions), static_cast<long long>(engine.downgraded),
       static_cast<long long>(engine.refused_late),

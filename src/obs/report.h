@@ -22,12 +22,15 @@ double median(std::vector<double> v);
 double mean(const std::vector<double>& v);
 
 // Where one request's time went (seconds; from its timeline). `completed`: it produced a first
-// token and finished (the other fields are 0 otherwise). ttft and e2e count from submission;
+// token and finished (the other fields are 0 otherwise). ttft and e2e count from arrival (the
+// request's first byte, Timeline::origin); http_read is arrival to the request read whole,
+// intake from there to submission (parsing, media downloads; 0 without a server's stamps);
 // media is decode + preprocessing, encode the encoder jobs' sum, prefill the time from its
 // first schedule to its first token less the encoder time, decode first token to finish.
 struct RequestTimes {
   bool completed = false;
   double ttft = 0, e2e = 0, tpot = 0;  // tpot: 0 for one output token
+  double http_read = 0, intake = 0;
   double media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
   // media split: decoding the files, resampling audio, and the rest (preprocessing: resize and
   // normalise, the log-mel; waiting for a media lane counts here too).
@@ -59,7 +62,7 @@ struct ClassReport {
 };
 
 struct StageBreakdown {  // mean ms per completed request
-  double media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
+  double http_read = 0, intake = 0, media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
 };
 
 struct Report {

@@ -84,13 +84,15 @@ json Call::logprobs_json(std::span<const engine::TokenLogprobs> lp) {
 }
 
 Call::Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id,
-           const Tenant& tenant)
+           const Tenant& tenant, int64_t arrival_ns, int64_t read_ns)
     : svc_(svc),
       ex_(std::move(ex)),
       tenant_(tenant),
       endpoint_(ep),
       id_(std::move(id)),
-      created_(unix_now()) {}
+      created_(unix_now()),
+      arrival_ns_(arrival_ns),
+      read_ns_(read_ns) {}
 
 void Call::parse(std::string body) {
   std::shared_ptr<Call> self = shared_from_this();
@@ -126,6 +128,8 @@ void Call::submit(ParsedRequest p) {
                 "error", "");
   }
   p.request.tenant = tenant_.name;
+  p.request.arrival_ns = arrival_ns_;
+  p.request.read_ns = read_ns_;
   engine::Engine* eng = svc_.engine();
   if (!eng) return fail(ApiError(503, "unavailable_error", "Loading model"), "refused", "loading");
   // A media part the model cannot take is the client's mistake, named before any download
@@ -304,7 +308,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
         r.predicted_ttft_ns > 0) {
       // Admission: the class's promise cannot be kept now. The client may retry once the
       // queue ahead of it has drained: about the predicted excess.
-      const int64_t t0 = r.timeline.first(engine::Event::kReceived);
+      const int64_t t0 = r.timeline.origin();
       const double excess_s =
           static_cast<double>(r.predicted_ttft_ns - (r.deadline_ns > 0 ? r.deadline_ns - t0 : 0)) *
           1e-9;
@@ -327,7 +331,9 @@ void Call::on_done(const engine::StreamEvent& ev) {
       {"trace", "/v1/requests/" + id_ + "/trace"}};
   const obs::RequestTimes t = obs::request_times(r);
   ext["ttft_ms"] = ms3(t.ttft);
-  ext["stages_ms"] = {{"media_download", ms3(download_s_)},
+  ext["stages_ms"] = {{"http_read", ms3(t.http_read)},
+                      {"intake", ms3(std::max(0.0, t.intake - download_s_))},
+                      {"media_download", ms3(download_s_)},
                       {"media_decode", ms3(t.media_decode)},
                       {"media_resample", ms3(t.media_resample)},
                       {"preprocessing", ms3(t.preprocess)},

@@ -1,8 +1,9 @@
-// Boost.Beast lives in this file only (it is slow to compile). <utility> first: GCC 12 with
-// -std=c++20 and Boost 1.74's asio needs std::exchange declared before any Boost header.
+// The HTTP/1.1 side of the layer (Boost.Beast, here and in http_ws.cpp only: it is slow to
+// compile). <utility> first: GCC 12 with -std=c++20 and Boost 1.74's asio needs std::exchange
+// declared before any Boost header.
 #include <utility>
 // clang-format off
-#include "server/http.h"
+#include "server/http_impl.h"
 // clang-format on
 
 #include <algorithm>
@@ -22,63 +23,11 @@
 #include <optional>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "server/realtime_session.h"
 
 namespace mmrt::server {
-
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-using tcp = net::ip::tcp;
-
-struct HttpServer::Impl {
-  HttpOptions opt;
-  Handler handler;
-  // Before the io_context: destroying it destroys pending handlers and their Sessions, which
-  // count themselves out here.
-  std::atomic<int64_t> connections{0};
-  int bound_port = 0;
-  net::io_context ioc;
-  tcp::acceptor acceptor;
-  net::signal_set signals;
-  struct Ticker {
-    Ticker(net::io_context& ioc, std::chrono::milliseconds p, std::function<void()> f)
-        : timer(ioc), period(p), fn(std::move(f)) {}
-    void arm() {
-      timer.expires_after(period);
-      timer.async_wait([this](const beast::error_code& ec) {
-        if (ec) return;
-        fn();
-        arm();
-      });
-    }
-    net::steady_timer timer;
-    std::chrono::milliseconds period;
-    std::function<void()> fn;
-  };
-  std::vector<std::unique_ptr<Ticker>> tickers;
-  std::function<void(int)> signal_fn;
-  net::steady_timer backoff;
-  std::atomic<bool> accept_error_logged{false};
-
-  Impl(const HttpOptions& o, Handler h)
-      : opt(o),
-        handler(std::move(h)),
-        ioc(std::max(1, o.threads)),
-        acceptor(net::make_strand(ioc)),
-        signals(ioc),
-        backoff(acceptor.get_executor()) {}
-  void accept();
-  void wait_signal() {
-    signals.async_wait([this](const beast::error_code& ec, int sig) {
-      if (ec) return;
-      if (signal_fn) signal_fn(sig);
-      wait_signal();
-    });
-  }
-};
 
 namespace {
 
@@ -131,104 +80,6 @@ class ExchangeImpl final : public Exchange, public WsUpgradable {
   std::function<void()> abort_fn_;
 };
 
-// A WebSocket after the upgrade: text messages in, a strictly ordered write queue out, Beast's
-// keep-alive pings and idle timeout, a message size limit; all on the connection's strand.
-class WsSession final : public WsChannel, public std::enable_shared_from_this<WsSession> {
- public:
-  static constexpr size_t kMaxMessageBytes = 16 << 20, kMaxQueuedBytes = 16 << 20;
-  WsSession(beast::tcp_stream&& s, HttpServer::Impl& srv, std::shared_ptr<WsEndpoint> ep)
-      : ws_(std::move(s)), srv_(srv), ep_(std::move(ep)) {
-    ++srv_.connections;
-  }
-  ~WsSession() override { --srv_.connections; }
-  void start(http::request<http::string_body> req, std::string subprotocol) {
-    beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts from here
-    auto t = websocket::stream_base::timeout::suggested(beast::role_type::server);
-    t.idle_timeout = srv_.opt.idle_timeout;  // a ping at half of it (keep_alive_pings)
-    ws_.set_option(t);
-    ws_.set_option(websocket::stream_base::decorator(
-        [sp = std::move(subprotocol)](websocket::response_type& res) {
-          res.set(http::field::server, "mmrt");
-          if (!sp.empty()) res.set(http::field::sec_websocket_protocol, sp);
-        }));
-    ws_.read_message_max(kMaxMessageBytes);
-    ws_.text(true);
-    ws_.async_accept(req, [self = shared_from_this()](const beast::error_code& ec) {
-      if (ec) return self->finish();
-      self->open_ = true;
-      self->ep_->on_open(self);
-      self->read();
-    });
-  }
-
-  void send_text(std::string text) override {
-    if (closed_ || closing_) return;
-    queued_ += text.size();
-    if (queued_ > kMaxQueuedBytes) {  // a client that stopped reading
-      beast::error_code ec;
-      beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
-      return;
-    }
-    q_.push_back(std::move(text));
-    pump();
-  }
-  void close(uint16_t code, std::string reason) override {
-    if (closed_ || closing_) return;
-    closing_ = true;
-    close_reason_ = websocket::close_reason(static_cast<websocket::close_code>(code), reason);
-    pump();
-  }
-  void post(std::function<void()> fn) override { net::post(ws_.get_executor(), std::move(fn)); }
-
- private:
-  void read() {
-    ws_.async_read(rbuf_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
-      if (ec) return self->finish();
-      std::string text = beast::buffers_to_string(self->rbuf_.data());
-      self->rbuf_.consume(self->rbuf_.size());
-      if (self->ep_) self->ep_->on_text(std::move(text));
-      self->read();
-    });
-  }
-  void pump() {
-    if (writing_ || closed_) return;
-    if (q_.empty()) {
-      if (closing_ && !close_sent_) {
-        close_sent_ = true;
-        ws_.async_close(close_reason_, [self = shared_from_this()](const beast::error_code&) {});
-      }
-      return;
-    }
-    writing_ = true;
-    inflight_ = std::move(q_.front());
-    q_.pop_front();
-    ws_.async_write(net::buffer(inflight_),
-                    [self = shared_from_this()](const beast::error_code& ec, size_t) {
-                      self->writing_ = false;
-                      self->queued_ -= std::exchange(self->inflight_, {}).size();
-                      if (ec) return self->finish();
-                      self->pump();
-                    });
-  }
-  void finish() {
-    if (closed_) return;
-    closed_ = true;
-    q_.clear();
-    queued_ = inflight_.size();
-    if (auto ep = std::exchange(ep_, nullptr); ep && open_) ep->on_close();
-  }
-
-  websocket::stream<beast::tcp_stream> ws_;
-  HttpServer::Impl& srv_;
-  std::shared_ptr<WsEndpoint> ep_;
-  beast::flat_buffer rbuf_;
-  std::deque<std::string> q_;
-  std::string inflight_;  // being written, out of q_ (which finish() may clear meanwhile)
-  size_t queued_ = 0;     // bytes in q_ and in flight
-  bool open_ = false, writing_ = false, closing_ = false, close_sent_ = false, closed_ = false;
-  websocket::close_reason close_reason_;
-};
-
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket s, HttpServer::Impl& srv)
@@ -263,8 +114,8 @@ class Session : public std::enable_shared_from_this<Session> {
     closed_ = true;  // this HTTP session lets go of the socket
     disarm();
     exchange_.reset();
-    auto ws = std::make_shared<WsSession>(std::move(stream_), srv_, std::move(ep));
-    ws->start(std::move(*upgrade_req_), std::move(subprotocol));
+    start_websocket(std::move(stream_), srv_, std::move(ep), std::move(*upgrade_req_),
+                    std::move(subprotocol));
     upgrade_req_.reset();
     return true;
   }
@@ -296,13 +147,21 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](const beast::error_code& ec, size_t n) {
                               self->disarm();
-                              self->buffer_.commit(n);
+                              self->received(n);
                               if (ec) return self->close();  // idle or gone: nothing to answer
                               self->read_request();
                             });
   }
 
+  // n bytes read into the buffer: the first of them is the arrival of the request they begin
+  // when nothing was buffered before.
+  void received(size_t n) {
+    if (n > 0 && buffer_.size() == 0) first_byte_ns_ = now_ns();
+    buffer_.commit(n);
+  }
+
   void read_request() {
+    if (first_byte_ns_ == 0) first_byte_ns_ = now_ns();
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(srv_.opt.header_limit));
     parser_->body_limit(srv_.opt.body_limit);
@@ -340,6 +199,10 @@ class Session : public std::enable_shared_from_this<Session> {
     auto msg = parser_->release();
     parser_.reset();
     HttpRequest req;
+    req.arrival_ns = first_byte_ns_;
+    req.read_ns = now_ns();
+    // Bytes already buffered belong to the next (pipelined) request: they arrived by now.
+    first_byte_ns_ = buffer_.size() > 0 ? req.read_ns : 0;
     req.method = std::string(msg.method_string());
     req.target = std::string(msg.target());
     for (const auto& f : msg) {
@@ -371,7 +234,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](const beast::error_code& ec, size_t n) {
                               self->watching_ = false;
-                              self->buffer_.commit(n);
+                              self->received(n);
                               if (ec && ec != net::error::operation_aborted) {
                                 if (self->exchange_) self->exchange_->abort();
                                 return self->close();
@@ -419,9 +282,12 @@ class Session : public std::enable_shared_from_this<Session> {
     wait_request(false);
   }
 
+  // Whoever closes (the client, an error, a protocol violation, the server stopping), an open
+  // exchange is aborted: its request is cancelled and its memory freed now, not when it ends.
   void close() {
     if (closed_) return;
     closed_ = true;
+    if (exchange_) exchange_->abort();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
@@ -435,6 +301,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool timed_out_ = false;
   uint64_t timer_gen_ = 0;
   beast::flat_buffer buffer_;
+  int64_t first_byte_ns_ = 0;  // arrival of the request the buffer begins (0: none yet)
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<ExchangeImpl> exchange_;
   std::optional<http::request<http::string_body>> upgrade_req_;

@@ -1,4 +1,4 @@
-// The HTTP/1.1 layer (Boost.Beast, kept in http.cpp alone): an event loop that accepts
+// The HTTP/1.1 layer (Boost.Beast, kept in http*.cpp alone): an event loop that accepts
 // connections, reads one request at a time per connection (keep-alive, pipelining), enforces the
 // header, body and read-time limits, and hands each request to a Handler with an Exchange to
 // answer through: a whole response, or a chunked stream (SSE). The Handler runs on an I/O
@@ -21,6 +21,10 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
   std::string method, target, body;
+  // now_ns() when the request's first byte was read (a pipelined request: when its first byte
+  // reached the server's buffer) and when its headers and body were complete: the origin of
+  // its deadline, TTFT and E2E, and the end of its http_read stage.
+  int64_t arrival_ns = 0, read_ns = 0;
   Headers headers;  // names in lower case
   const std::string* header(const std::string& lower_name) const;
   std::string path() const;  // target without the query

@@ -17,8 +17,9 @@ const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
 const std::vector<double> kLongBuckets = {0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,   10,   15,  20,
                                           30,  40,  50,  60, 120, 240, 480, 960, 1920, 7680};
 // Stages can be far shorter than a request: the TTFT buckets.
-const char* const kStages[] = {"media_download", "media_decode", "media_resample", "preprocessing",
-                               "encoder",        "prefill",      "decode"};
+const char* const kStages[] = {"http_read",    "intake",         "media_download",
+                               "media_decode", "media_resample", "preprocessing",
+                               "encoder",      "prefill",        "decode"};
 
 std::string num(double v) {
   char b[40];
@@ -123,6 +124,8 @@ void Metrics::observe(const RequestRecord& rec) {
   if (!t.completed) return;
   c.ttft.observe(t.ttft);
   c.e2e.observe(t.e2e);
+  c.stages.at("http_read").observe(t.http_read);
+  c.stages.at("intake").observe(std::max(0.0, t.intake - rec.download_s));
   c.queue.observe(t.queue);
   if (t.media > 0) {
     c.stages.at("media_decode").observe(t.media_decode);
@@ -246,7 +249,9 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
   hist("mmrt_request_queue_time_seconds", "Time in the scheduler's waiting queue.",
        [](const PerClass& c) -> const Histogram& { return c.queue; });
   header(out, "mmrt_request_stage_seconds", "histogram",
-         "Time per request stage: media_download (fetching URLs), media_decode (files to "
+         "Time per request stage: http_read (its first byte to the request read whole), intake "
+         "(parsing and handing on, less downloads), media_download (fetching URLs), "
+         "media_decode (files to "
          "pixels or samples), media_resample (audio to the model's rate), preprocessing "
          "(resize and normalise, the log-mel), encoder, prefill (less encoder time), decode.");
   for (const auto& cls : classes)

@@ -253,8 +253,9 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
     err.retry_after_s = static_cast<int>(std::ceil(wait_s));
     return ex->respond(api_error_response(err));
   }
-  auto call = std::make_shared<Call>(*this, ex, ep,
-                                     new_id(ep == Endpoint::kChat ? "chatcmpl" : "cmpl"), *tenant);
+  auto call =
+      std::make_shared<Call>(*this, ex, ep, new_id(ep == Endpoint::kChat ? "chatcmpl" : "cmpl"),
+                             *tenant, req.arrival_ns, req.read_ns);
   {
     std::lock_guard<std::mutex> lk(mu_);
     // A shutdown that began since the check above counts calls under this lock: refuse.

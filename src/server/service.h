@@ -32,8 +32,9 @@ HttpResponse api_error_response(const ApiError& e, Headers extra = {});
 
 class Call : public std::enable_shared_from_this<Call> {
  public:
+  // `arrival_ns` / `read_ns`: the HTTP request's stamps (HttpRequest), the origin of its clock.
   Call(Service& svc, std::shared_ptr<Exchange> ex, Endpoint ep, std::string id,
-       const Tenant& tenant);
+       const Tenant& tenant, int64_t arrival_ns = 0, int64_t read_ns = 0);
   // Parses the body (any thread); then submits on the exchange's executor.
   void parse(std::string body);
   void cancel();  // the client went away, or the server is shutting down
@@ -69,6 +70,7 @@ class Call : public std::enable_shared_from_this<Call> {
   Endpoint endpoint_;
   std::string id_;
   int64_t created_ = 0;
+  int64_t arrival_ns_ = 0, read_ns_ = 0;
   bool stream_ = false, include_usage_ = false, started_ = false, ended_ = false;
   bool cancelled_ = false, submitted_ = false;
   std::string requested_class_;

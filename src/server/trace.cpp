@@ -9,7 +9,7 @@ std::string chrome_trace(const engine::RequestResult& r, const std::string& id,
   using engine::Event;
   using nlohmann::json;
   const auto& tl = r.timeline;
-  const int64_t t0 = tl.first(Event::kReceived);
+  const int64_t t0 = tl.origin();
   auto us = [&](int64_t t) { return static_cast<double>(t - t0) * 1e-3; };
   json events = json::array();
   events.push_back({{"name", "thread_name"},
@@ -39,16 +39,21 @@ std::string chrome_trace(const engine::RequestResult& r, const std::string& id,
                       {"args", std::move(args)}});
   };
   const int64_t tend = tl.last(Event::kFinished);
-  span("request", t0 - download_ns, tend,
+  // The request from its first byte; the server's intake (reading, parsing, downloads) ends at
+  // submission (kReceived), where the engine's stages begin.
+  const int64_t tread = tl.first(Event::kRequestRead), trecv = tl.first(Event::kReceived);
+  span("request", t0, tend,
        {{"outcome", engine::outcome_name(r.outcome)},
         {"sla_class", r.sla_class},
         {"prompt_tokens", r.prompt_tokens},
         {"cached_prompt_tokens", r.cached_prompt_tokens},
         {"completion_tokens", r.tokens.size()},
         {"predicted_ttft_ms", static_cast<double>(r.predicted_ttft_ns) * 1e-6}});
-  if (download_ns > 0) span("media_download", t0 - download_ns, t0);
+  if (tread >= t0) span("http_read", t0, tread);
+  span("intake", tread >= t0 ? tread : t0, trecv);
+  if (download_ns > 0) span("media_download", trecv - download_ns, trecv);
   // One span for the media stage; its split (sums over the items) as arguments.
-  span("media_decode", t0, tl.first(Event::kMediaDecoded),
+  span("media_decode", trecv, tl.first(Event::kMediaDecoded),
        {{"decode_ms", static_cast<double>(r.media_decode_ns) * 1e-6},
         {"resample_ms", static_cast<double>(r.media_resample_ns) * 1e-6}});
   span("queue", tl.first(Event::kQueued), tl.first(Event::kScheduled));

@@ -133,6 +133,8 @@ struct Stage {
   const char* color;
 };
 constexpr Stage kStages[] = {
+    {"http_read", "HTTP read", "#79706e"},
+    {"intake", "intake", "#ff9da7"},
     {"media_download", "media download", "#9c755f"},
     {"media_decode", "media decode", "#b07aa1"},
     {"media_resample", "resample", "#d4a6c8"},

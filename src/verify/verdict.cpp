@@ -19,8 +19,9 @@ using nlohmann::json;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kMinJitterGaps = 100;  // a P99 of fewer gaps is its maximum
-const char* const kStages[] = {"media_download", "media_decode", "media_resample", "preprocessing",
-                               "queue",          "encoder",      "prefill",        "decode"};
+const char* const kStages[] = {"http_read",      "intake",        "media_download", "media_decode",
+                               "media_resample", "preprocessing", "queue",          "encoder",
+                               "prefill",        "decode"};
 
 std::string fmt_s(double s) {
   char b[48];
@@ -287,8 +288,8 @@ bool in_view(const std::string& view, const char* stage) {
   return true;
 }
 
-// Mean ms per stage in `view`; "client" is what the server's stages do not cover (network,
-// HTTP, the client and its lag) of the view's metric.
+// Mean ms per stage in `view`; "client" is what the server's stages do not cover (the network,
+// the accept queue before the first byte is read, the client and its lag) of the view's metric.
 json stage_means(const std::vector<const Judged*>& m, const std::string& view) {
   json s = json::object();
   for (const char* k : kStages)

@@ -12,11 +12,13 @@
 #include <thread>
 
 #include "../ops/isa_fixture.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/registry.h"
+#include "obs/report.h"
 
 namespace fs = std::filesystem;
 using namespace mmrt;
@@ -362,17 +364,52 @@ TEST_F(EngineModel, ContextLengthIsEnforced) {
   EXPECT_EQ(r.prompt_tokens + static_cast<int64_t>(r.tokens.size()), 64);
 }
 
+// The request's clock starts at its arrival stamp (a server's first byte), not at submit: TTFT
+// and E2E count the time before submit, split into http_read and intake; a deadline that time
+// has already spent is refused at admission, saying so; a stamp in the future is ignored.
+TEST_F(EngineModel, ClockStartsAtArrival) {
+  auto eng = Engine::create(config(512, 128, true));
+  const int64_t ms = 1'000'000;
+  GenerateRequest g = text_req("hello", 2);
+  g.arrival_ns = now_ns() - 300 * ms;
+  g.read_ns = g.arrival_ns + 200 * ms;
+  RequestResult r = eng->submit(g).wait();
+  ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+  EXPECT_EQ(r.timeline.origin(), g.arrival_ns);
+  const obs::RequestTimes t = obs::request_times(r);
+  EXPECT_GE(t.ttft, 0.3);
+  EXPECT_GE(t.e2e, t.ttft);
+  EXPECT_NEAR(t.http_read, 0.2, 1e-9);
+  EXPECT_GE(t.intake, 0.1 - 1e-9);
+
+  GenerateRequest late = text_req("hello", 2);
+  late.arrival_ns = now_ns() - 300 * ms;
+  late.ttft_deadline_ns = 250 * ms;  // spent before submit
+  r = eng->submit(late).wait();
+  EXPECT_EQ(r.outcome, Outcome::kRefused);
+  EXPECT_NE(r.reason.find("250 ms to first token were spent before admission"), std::string::npos)
+      << r.reason;
+
+  GenerateRequest future = text_req("hello", 2);
+  future.arrival_ns = now_ns() + 60'000 * ms;  // not a time that has come: submit time instead
+  future.ttft_deadline_ns = 60'000 * ms;
+  r = eng->submit(future).wait();
+  EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+  EXPECT_LE(r.timeline.origin(), now_ns());
+  EXPECT_EQ(r.timeline.origin(), r.timeline.first(Event::kReceived));
+}
+
 // Admission decides on the headers: a request refused at arrival never had its image decoded
 // or encoded, and the refusal carries the error code a server maps to 503.
 TEST_F(EngineModel, RefusedBeforeAnyMediaWork) {
   auto eng = Engine::create(config(512, 128, true));
   GenerateRequest g = image_req({"a.png", "b.jpg"}, "Compare.", 4);
-  g.ttft_deadline_ns = 1;  // cannot be met
+  g.ttft_deadline_ns = 1;  // cannot be met: gone before admission
   RequestResult r = eng->submit(g).wait();
   EXPECT_EQ(r.outcome, Outcome::kRefused);
   ASSERT_TRUE(r.error.has_value());
   EXPECT_EQ(*r.error, ErrorCode::kUnavailable);
-  EXPECT_NE(r.reason.find("predicted time to first token"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("were spent before admission"), std::string::npos) << r.reason;
   EXPECT_EQ(r.timeline.count(Event::kMediaDecoded), 0) << "its images were decoded";
   EXPECT_EQ(r.timeline.count(Event::kEncoderStart), 0);
   EXPECT_EQ(eng->stats().encoder_runs, 0);
