@@ -272,7 +272,8 @@ def metrics_text(ctx):
                  "mmrt_request_stage_seconds"]:
         expect(name in fams, f"{name} missing")
     stages = {lab.get("stage") for _, lab, _ in fams["mmrt_request_stage_seconds"]["samples"]}
-    expect(stages >= {"media_download", "media_decode", "encoder", "prefill", "decode"}, stages)
+    expect(stages >= {"http_read", "intake", "media_download", "media_decode", "encoder",
+                      "prefill", "decode"}, stages)
     # What earlier checks did shows up: served tokens, an image decoded, an SLA refusal.
     gen = sum(v for _, lab, v in fams["mmrt_generation_tokens_total"]["samples"])
     expect(gen > 0, "generation tokens counted")
@@ -324,6 +325,35 @@ def traces(ctx):
     expect(st == 404, "unknown id")
     st, _, _ = hu.request(ctx.port, "GET", "/v1/requests/../../etc/trace")
     expect(st in (400, 404), "path characters")
+
+
+def slow_body(ctx):
+    """The clock starts at the request's first byte: a body sent 0.6 s after its headers shows in
+    stages_ms.http_read and in ttft_ms, which the client's own clock agrees with, and a platinum
+    request (300 ms) whose body took 0.6 s is refused at admission, saying where its time went."""
+    def send_slow(body, delay):
+        data = hu.raw(ctx.port, "POST", "/v1/chat/completions", body)
+        head, rest = data.split(b"\r\n\r\n", 1)
+        with socket.create_connection(("127.0.0.1", ctx.port), timeout=30) as s:
+            t0 = time.time()
+            s.sendall(head + b"\r\n\r\n" + rest[:1])
+            time.sleep(delay)
+            s.sendall(rest[1:])
+            st, _, b, _ = hu.read_response(s)
+            return st, json.loads(b), time.time() - t0
+    st, b, client_s = send_slow(chat("a slow body", sla_class="gold"), 0.6)
+    expect(st == 200, f"gold with a slow body: {st} {b}")
+    m = b["mmrt"]
+    read_ms, ttft_ms = m["stages_ms"]["http_read"], m["ttft_ms"]
+    expect(550 <= read_ms <= 1000, f"http_read {read_ms} ms for a body sent 600 ms late")
+    expect(ttft_ms >= read_ms, f"ttft {ttft_ms} ms does not count http_read {read_ms} ms")
+    # The client's time to the whole answer covers the server's TTFT (same origin, give or take
+    # the loopback) and is not far past it (4 tokens of the tiny model).
+    expect(client_s * 1e3 >= ttft_ms - 5, f"client {client_s * 1e3:.0f} ms < server TTFT {ttft_ms}")
+    expect(client_s * 1e3 - ttft_ms < 400, f"client {client_s * 1e3:.0f} ms vs TTFT {ttft_ms}")
+    st, b, _ = send_slow(chat("a slow body", sla_class="platinum"), 0.6)
+    expect_error(st, b, 429, contains="were spent before admission")
+    return f"http_read {read_ms:.0f} ms, TTFT {ttft_ms:.0f} ms, client {client_s * 1e3:.0f} ms"
 
 
 CHECKS = [
@@ -464,6 +494,7 @@ def media_urls(ctx):
 
 
 CHECKS.append(("http(s) media URLs: fetched, bounded in time, size and redirects", media_urls))
+CHECKS.append(("the clock starts at the first byte: a slow body counts and is enforced", slow_body))
 
 
 KEYS = {"keys": [
