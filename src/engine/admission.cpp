@@ -17,12 +17,14 @@ RunningLoad running_load(std::span<Request* const> running) {
 
 Admission::Admission(const SlaConfig& sla, const CostModel& cost) : sla_(sla), cost_(cost) {}
 
-double Admission::uncached_patches(const Request& q, const SchedulerView& v) const {
-  double p = 0;
+Admission::MediaWork Admission::uncached_media(const Request& q, const SchedulerView& v) const {
+  MediaWork w;
   for (const auto& m : q.media)
-    if (m.begin + m.n_tokens > q.num_computed && !v.encoder_cached(m.key))
-      p += static_cast<double>(m.encoder_cost);
-  return p;
+    if (m.begin + m.n_tokens > q.num_computed && !v.encoder_cached(m.key)) {
+      w.patches += static_cast<double>(m.encoder_cost);
+      w.items += 1;
+    }
+  return w;
 }
 
 // Prompt work still ahead of r's first token: its tokens past the cached prefix, or past what
@@ -63,34 +65,41 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // Work to do before r's first token: its own prompt past the cached prefix and its media not
   // in the encoder cache, plus the same for every request the policy serves first.
   const double own = own_tokens(r, v);
-  const double own_patches = uncached_patches(r, v);
-  double queued = 0, queued_patches = 0;
+  const MediaWork own_media = uncached_media(r, v);
+  double queued = 0;
+  MediaWork queued_media;
+  auto add = [&](const MediaWork& w) {
+    queued_media.patches += w.patches;
+    queued_media.items += w.items;
+  };
   const Policy& policy = v.policy();
   for (const Request* q : v.running()) {
     if (!q->prefilled() && policy.serves_first(*q, r, now)) {
       queued += static_cast<double>(q->num_tokens() - q->num_computed);
-      queued_patches += uncached_patches(*q, v);
+      add(uncached_media(*q, v));
     }
   }
   const RunningLoad load = running_load(v.running());
   for (const Request* q : v.waiting()) {
     if (q == &r || !policy.serves_first(*q, r, now)) continue;
     queued += own_tokens(*q, v);
-    queued_patches += uncached_patches(*q, v);
+    add(uncached_media(*q, v));
   }
   const int64_t budget = v.token_budget();  // as the batch controller set it
-  const double pred0 = cost_.predict_ttft_ns(own, own_patches, queued, queued_patches,
-                                             load.n_decode, load.context, budget);
+  const double pred0 =
+      cost_.predict_ttft_ns(own, own_media.patches, queued, queued_media.patches, load.n_decode,
+                            load.context, budget, own_media.items, queued_media.items);
   // Requests arriving while r waits that the policy serves first (heavier classes under slo)
   // stretch its wait: their work arrives at the rate measured over the last admissions, a
   // share rho of the engine's time, so r waits pred0 / (1 - rho) (a priority queue's
   // waiting time). rho near 1: lighter classes cannot start at all.
   while (!recent_.empty() && now - recent_.front().t_ns > kInflowWindowNs) recent_.pop_front();
-  double in_tokens = 0, in_patches = 0;
+  double in_tokens = 0, in_patches = 0, in_items = 0;
   for (const Admitted& a : recent_) {
     if (policy.overtakes(a.rank, r)) {
       in_tokens += a.tokens;
       in_patches += a.patches;
+      in_items += a.items;
     }
   }
   double rho = 0;
@@ -99,7 +108,8 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
         1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns_)));
     // The inflow's marginal cost (its prefill and encoder work on top of steps the engine
     // runs anyway): whole steps would count the running decoders' share once more.
-    rho = std::max(0.0, cost_.predict_ns({in_tokens, 0, in_patches, 0}) - cost_.predict_ns({})) /
+    rho = std::max(0.0, cost_.predict_ns({in_tokens, 0, in_patches, 0, in_items}) -
+                            cost_.predict_ns({})) /
           window_ns;
   }
   // Media still to preprocess runs before any of that (on the media workers).
@@ -109,7 +119,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
   r.predicted_ttft_ns = static_cast<int64_t>(
       std::min(1e12, static_cast<double>(r.model_ttft_ns) * ttft_bias(r.weight)));
-  return {own, own_patches, queued, rho};
+  return {own, own_media.patches, own_media.items, queued, rho};
 }
 
 std::string Admission::miss_reason(const Request& r, const Prediction& p) const {
@@ -139,7 +149,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
   const Prediction p = predict(r, v, now);
   auto admitted = [&] {
     if (first_admit_ns_ < 0) first_admit_ns_ = now;
-    recent_.push_back({now, p.own, p.own_patches, ClassRank::of(r)});
+    recent_.push_back({now, p.own, p.own_patches, p.own_items, ClassRank::of(r)});
     return true;
   };
   if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return admitted();
@@ -176,8 +186,9 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
     // As admission predicts (the same form, with the class's learned bias), but with no work
     // ahead: a request admitted in this pass is never refused in the same one.
-    const double need = cost_.predict_ttft_ns(own_tokens(*r, v), uncached_patches(*r, v), 0, 0,
-                                              load.n_decode, load.context, budget);
+    const MediaWork media = uncached_media(*r, v);
+    const double need = cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode,
+                                              load.context, budget, media.items);
     const double media_ns = r->media_pending ? r->expected_media_ns : 0.0;
     const double ttft =
         (static_cast<double>(now - r->arrival_ns) + media_ns + need) * ttft_bias(r->weight);

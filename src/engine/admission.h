@@ -88,7 +88,7 @@ class Admission {
 
  private:
   struct Prediction {
-    double own, own_patches, queued, rho;
+    double own, own_patches, own_items, queued, rho;
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
@@ -96,7 +96,11 @@ class Admission {
   // Moves r to class `to` (its promise, weight and deadline from arrival).
   void downgrade(Request& r, int to);
   // Encoder work of q still ahead of its prefill and not in the encoder cache.
-  double uncached_patches(const Request& q, const SchedulerView& v) const;
+  // Encoder work of q's media not yet computed nor cached: patches and items.
+  struct MediaWork {
+    double patches = 0, items = 0;
+  };
+  MediaWork uncached_media(const Request& q, const SchedulerView& v) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
 
   const SlaConfig& sla_;
@@ -105,7 +109,7 @@ class Admission {
   // overtake a waiting request.
   struct Admitted {
     int64_t t_ns;
-    double tokens, patches;
+    double tokens, patches, items;
     ClassRank rank;
   };
   std::deque<Admitted> recent_;

@@ -1,13 +1,18 @@
 // Step-time cost model for admission control and the batch controller:
 //   t_step ≈ c0 + c1·prefill_tokens + c2·decode_tokens + c3·encoder_patches + c4·context_tokens
+//            + c5·encoder_items
 // calibrated online from observed step times (recursive least squares with forgetting; the
 // covariance is bounded so unexcited directions cannot wind up), and a TTFT predictor built on
 // it. A coefficient may come out negative where features move together (the fit is right on the
-// steps the engine runs, not per feature); predictions are clamped, coefficients are not.
-// Prediction errors are tracked and reported.
+// steps the engine runs, not per feature); predictions are clamped. The two encoder terms are
+// the exception: an item's fixed cost (launch, patch embedding of a tiny image) is its own term,
+// and both are kept in bounds (per patch within a factor kEncoderBand of the measured or prior
+// cost, per item in [0, kMaxItemMs]), so that a run of tiny images cannot make a normal image's
+// price absurd for every tenant. Prediction errors are tracked and reported.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +21,7 @@ namespace mmrt::engine {
 struct StepFeatures {
   double prefill_tokens = 0, decode_tokens = 0, encoder_patches = 0;
   double context_tokens = 0;  // KV tokens attended by the step's queries (sum over sequences)
+  double encoder_items = 0;   // encoder jobs (media items) the step runs
 };
 
 struct PredictionError {
@@ -37,24 +43,29 @@ class CostModel {
   double predict_ns(const StepFeatures& f) const;
   void observe(const StepFeatures& f, double step_ns);
   int64_t observations() const { return n_obs_; }
-  // Per unit of each feature (c0 per step), as fitted (may be negative, see above).
+  // Per unit of each feature (c0 per step), as fitted (may be negative, see above); the five of
+  // the formula's first line (encoder items: encoder_item_ns()).
   std::array<double, 5> coefficients_ns() const;
+  double encoder_item_ns() const;
+  static constexpr double kEncoderBand = 8, kMaxItemMs = 500;
 
-  // Predicted time to first token for `prefill_tokens` of new prompt (+ encoder patches) when
-  // `queued_prefill_tokens` / `queued_patches` are ahead of it and `n_decode` sequences decode
-  // alongside, with `budget` tokens per step.
+  // Predicted time to first token for `prefill_tokens` of new prompt (+ encoder patches of
+  // `items` media items) when `queued_prefill_tokens` / `queued_patches` / `queued_items` are
+  // ahead of it and `n_decode` sequences decode alongside, with `budget` tokens per step.
   double predict_ttft_ns(double prefill_tokens, double patches, double queued_prefill_tokens,
                          double queued_patches, int64_t n_decode, double context_tokens,
-                         int64_t budget) const;
+                         int64_t budget, double items = 0, double queued_items = 0) const;
 
   void record_ttft(double predicted_ns, double actual_ns);
   PredictionError ttft_error() const;
 
  private:
-  static std::array<double, 5> features(const StepFeatures& f);
+  static constexpr size_t kN = 6;
+  static std::array<double, kN> features(const StepFeatures& f);
   double forgetting_;
-  std::array<double, 5> theta_;  // in ms per scaled feature
-  std::array<std::array<double, 5>, 5> P_;
+  std::array<double, kN> theta_;  // in ms per scaled feature
+  std::array<std::array<double, kN>, kN> P_;
+  double patch_ref_ = 0;  // the per-patch cost the encoder term is kept near (ms per 1000)
   int64_t n_obs_ = 0;
   std::vector<double> errors_;  // signed relative errors
 };

@@ -350,6 +350,7 @@ struct Engine::Impl : SchedulerView {
     f.prefill_tokens = static_cast<double>(plan.num_prefill_tokens);
     f.decode_tokens = static_cast<double>(plan.num_decode_tokens);
     f.encoder_patches = static_cast<double>(plan.encoder_patches);
+    f.encoder_items = static_cast<double>(plan.encoder_jobs.size());
     for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
     cost.observe(f, static_cast<double>(out.step_ns));
     if (bc) bc->observe(static_cast<double>(out.step_ns), tpot_target, f);

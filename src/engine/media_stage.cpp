@@ -75,11 +75,11 @@ std::string count(int64_t n, const char* what) {
 }
 
 // Decode + preprocessing time of the items of `s.to_preprocess`, as admission expects it.
-void expect_media(Submission& s, double ns_per_pixel) {
+void expect_media(Submission& s, const MediaCostModel& cost) {
   int64_t pixels = 0;
   for (const size_t k : s.to_preprocess) pixels += s.media.at(k).estimate.source_pixels;
   s.req->media_pending = !s.to_preprocess.empty();
-  s.req->expected_media_ns = static_cast<double>(pixels) * ns_per_pixel;
+  s.req->expected_media_ns = cost.predict_ns(static_cast<int64_t>(s.to_preprocess.size()), pixels);
 }
 
 // What preprocessing made of items whose header could not tell (a pruned video's kept tokens),
@@ -135,9 +135,9 @@ struct MediaStage::Impl {
   const io::Tokenizer& tok;
   MediaStageConfig cfg;
   Done done;
-  // Media preprocessing cost per source pixel: an exponential average of what the workers
-  // measured (written by them, read by the step loop through ns_per_pixel()).
-  std::atomic<double> ns_per_pixel{20.0};
+  // Media preprocessing cost per item and per source pixel, learned from what the workers
+  // measured (written by them, read by prepare and the step loop).
+  MediaCostModel media_cost;
   std::unique_ptr<sandbox::MediaSandbox> sandbox;  // when cfg.sandbox.enabled
   std::unique_ptr<Workers> prepare_workers, media_workers;
   LayoutMemo layouts;  // written by apply() (the step loop), read by prepare()
@@ -245,7 +245,7 @@ struct MediaStage::Impl {
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
     s.to_preprocess.clear();
     for (size_t k = 0; k < s.media.size(); ++k) s.to_preprocess.push_back(k);
-    expect_media(s, ns_per_pixel.load());
+    expect_media(s, media_cost);
     r.max_total_tokens = spec.context_length;
     const bool exact = std::all_of(s.media.begin(), s.media.end(),
                                    [](const PendingMedia& m) { return m.layout_exact; });
@@ -307,11 +307,9 @@ struct MediaStage::Impl {
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());
     }
-    const double ms = sw.millis();
-    if (pixels > 0) {  // the headers' pixel count, read at prepare
-      const double rate = ms * 1e6 / static_cast<double>(pixels);
-      ns_per_pixel.store(0.8 * ns_per_pixel.load() + 0.2 * rate);
-    }
+    // The headers' pixel count, read at prepare (0 for audio: no pixels, no estimate).
+    if (pixels > 0)
+      media_cost.observe(static_cast<int64_t>(s.to_preprocess.size()), pixels, sw.millis() * 1e6);
     out.done_ns = now_ns();
   }
 
@@ -409,8 +407,8 @@ void MediaStage::submit(Submission* s, Phase phase) {
   (phase == Phase::kPrepare ? impl_->prepare_workers : impl_->media_workers)->push(s);
 }
 
-double MediaStage::ns_per_pixel() const {
-  return impl_->ns_per_pixel.load();
+const MediaCostModel& MediaStage::media_cost() const {
+  return impl_->media_cost;
 }
 
 int64_t MediaStage::skip_cached(Submission& s, const SchedulerView& books) const {
@@ -427,7 +425,7 @@ int64_t MediaStage::skip_cached(Submission& s, const SchedulerView& books) const
     else
       s.to_preprocess.push_back(k);
   }
-  expect_media(s, impl_->ns_per_pixel.load());
+  expect_media(s, impl_->media_cost);
   return skipped;
 }
 
@@ -435,7 +433,7 @@ int64_t MediaStage::unskip(Submission& s) const {
   s.to_preprocess.clear();
   for (size_t k = 0; k < s.req->media.size(); ++k)
     if (s.req->media[k].features_skipped) s.to_preprocess.push_back(k);
-  expect_media(s, impl_->ns_per_pixel.load());
+  expect_media(s, impl_->media_cost);
   return static_cast<int64_t>(s.to_preprocess.size());
 }
 

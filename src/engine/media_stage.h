@@ -19,6 +19,7 @@
 
 #include "engine/admission.h"
 #include "engine/handle.h"
+#include "engine/media_cost.h"
 #include "engine/output_text.h"
 #include "engine/request.h"
 #include "io/tokenizer.h"
@@ -101,8 +102,8 @@ class MediaStage {
   // stage never writes it). Where preprocessing differs from the header estimate the prompt is
   // laid out again; InvalidArgument / ResourceExhausted when it then no longer fits.
   void apply(Submission& s) const;
-  // Learned media preprocessing cost, ns per source pixel (the estimate for admission).
-  double ns_per_pixel() const;
+  // Learned media preprocessing cost (the estimate for admission).
+  const MediaCostModel& media_cost() const;
   // Which media of a prepared request (about to meet admission) to decode, set in
   // s.to_preprocess with media_pending and expected_media_ns: not an item whose encoder output
   // is cached, or whose whole span is in the prefix cache (the books), where its header's

@@ -29,7 +29,10 @@ class SloPolicy : public Policy {
     if (!ctx_.cost) return 0;
     StepFeatures f;
     f.prefill_tokens = static_cast<double>(r.num_tokens() - r.num_computed);
-    for (const auto& m : r.media) f.encoder_patches += static_cast<double>(m.encoder_cost);
+    for (const auto& m : r.media) {
+      f.encoder_patches += static_cast<double>(m.encoder_cost);
+      f.encoder_items += 1;
+    }
     return ctx_.cost->predict_ns(f);
   }
 

@@ -43,7 +43,13 @@ class EngineModel : public ::testing::Test {
                       (dir_ / "a.png").string() +
                       "'); "
                       "Image.fromarray(r.integers(0,255,(84,56,3),dtype=np.uint8)).save('" +
-                      (dir_ / "b.jpg").string() + "', quality=90)\"";
+                      (dir_ / "b.jpg").string() +
+                      "', quality=90); "
+                      "Image.new('RGB',(1,1),(9,9,9)).save('" +
+                      (dir_ / "dot.png").string() +
+                      "'); "
+                      "Image.fromarray(r.integers(0,255,(1000,1000,3),dtype=np.uint8)).save('" +
+                      (dir_ / "big.png").string() + "')\"";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
@@ -362,6 +368,24 @@ TEST_F(EngineModel, ContextLengthIsEnforced) {
   RequestResult r = eng->submit(text_req("hello", 1000)).wait();
   EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
   EXPECT_EQ(r.prompt_tokens + static_cast<int64_t>(r.tokens.size()), 64);
+}
+
+// One tenant's traffic cannot get another's requests refused: after 64 requests with a 1x1 image
+// (their decode is all fixed cost), a 1000x1000 image of another tenant on an idle server is
+// admitted within a 10 s deadline and served (one learned rate per pixel priced it at 89 s).
+TEST_F(EngineModel, TinyImagesCannotPoisonTheMediaPrice) {
+  auto eng = Engine::create(config(512, 256, true));
+  for (int i = 0; i < 64; ++i) {
+    GenerateRequest g = image_req({"dot.png"}, "dot " + std::to_string(i), 1);
+    g.tenant = "dots";
+    ASSERT_EQ(eng->submit(g).wait().outcome, Outcome::kFinished);
+  }
+  GenerateRequest big = image_req({"big.png"}, "What is it?", 1);
+  big.tenant = "other";
+  big.ttft_deadline_ns = 10'000'000'000;
+  const RequestResult r = eng->submit(big).wait();
+  EXPECT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+  EXPECT_LT(r.predicted_ttft_ns, 10'000'000'000);
 }
 
 // The request's clock starts at its arrival stamp (a server's first byte), not at submit: TTFT
