@@ -28,6 +28,8 @@ int run_serve(Args& args) {
   cfg.http.idle_timeout = seconds_option(args, "idle-timeout", 60, 0.1, 86400);
   cfg.http.max_connections = static_cast<int>(args.get_int("max-connections", 4096, 1, 1 << 20));
   cfg.max_in_flight = args.get_int("max-requests", 4096, 1, 1 << 20);
+  cfg.intake.max_queued_bytes = static_cast<size_t>(args.get_int("max-intake-mb", 256, 1, 65536))
+                                << 20;
   cfg.drain_timeout = seconds_option(args, "drain-timeout", 10, 0, 3600);
   cfg.ping_interval = seconds_option(args, "sse-ping", 5, 0.1, 3600);
   cfg.api.model_id = args.get_or("served-model-name", "");
@@ -92,6 +94,9 @@ MMRT_COMMAND(
     "  --http-threads N        event-loop threads (default 2)\n"
     "  --max-connections N     open connections at most (default 4096; 503 beyond)\n"
     "  --max-requests N        completion requests in flight at most (default 4096; 503)\n"
+    "  --max-intake-mb N       request bodies waiting to be parsed, in MiB (default 256; 503\n"
+    "                          with Retry-After beyond). Bodies of 1 MiB or more are parsed in\n"
+    "                          a lane of their own: a huge body never delays an ordinary one\n"
     "  --read-timeout S        a request's headers and body must arrive within S s (30)\n"
     "  --idle-timeout S        keep-alive connections idle longer are closed (60)\n"
     "  --drain-timeout S       on SIGTERM, requests in flight get S s to finish (10)\n"

@@ -195,6 +195,16 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
     });
 }
 
+void Call::refuse_intake(size_t bytes, size_t queued) {
+  ApiError err(503, "unavailable_error",
+               "the server is busy reading request bodies (" + std::to_string(queued >> 20) +
+                   " MiB queued, this one " + std::to_string(bytes >> 20) +
+                   " MiB; the bound is " +
+                   std::to_string(svc_.cfg().intake.max_queued_bytes >> 20) + " MiB)");
+  err.retry_after_s = 1;
+  fail(err, "refused", "intake");
+}
+
 void Call::cancel() {
   cancelled_ = true;
   *fetch_cancelled_ = true;        // queued fetches of this call are skipped

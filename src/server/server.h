@@ -14,6 +14,7 @@
 #include "server/api.h"
 #include "server/fetcher.h"
 #include "server/http.h"
+#include "server/intake.h"
 #include "server/realtime_session.h"
 
 namespace mmrt::server {
@@ -27,11 +28,12 @@ struct ServerConfig {
   std::chrono::milliseconds ping_interval{5000};  // SSE keep-alive comments while silent
   int64_t max_in_flight = 4096;                   // completion requests at once (503 beyond)
   size_t inline_parse_bytes = 64 << 10;           // larger bodies are parsed off the I/O thread
-  std::string api_keys_file;                      // "": open server (one tenant)
-  std::string trace_dir;                          // "": no files
-  size_t trace_keep = 256;                        // traces kept for /v1/requests/{id}/trace
-  bool quiet = false;                             // no per-request log lines
-  RealtimeOptions realtime;  // GET /v1/realtime sessions (model_id and tenant set per session)
+  IntakeOptions intake;       // ... in two lanes (large bodies apart), their queued bytes bounded
+  std::string api_keys_file;  // "": open server (one tenant)
+  std::string trace_dir;      // "": no files
+  size_t trace_keep = 256;    // traces kept for /v1/requests/{id}/trace
+  bool quiet = false;         // no per-request log lines
+  RealtimeOptions realtime;   // GET /v1/realtime sessions (model_id and tenant set per session)
   // Called once the server listens (with its port) and once the model is loaded (ready).
   std::function<void(int port, bool ready)> on_state;
 };

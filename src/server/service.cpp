@@ -77,39 +77,16 @@ Service::Service(ServerConfig cfg) : cfg_(std::move(cfg)), rng_(std::random_devi
   fetcher_ = std::make_unique<MediaFetcher>(fo);
   tenants_ = cfg_.api_keys_file.empty() ? std::make_unique<Tenants>()
                                         : Tenants::load(cfg_.api_keys_file, cfg_.engine.sla);
-  intake_thread_ = std::thread([this] {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lk(intake_mu_);
-        intake_cv_.wait(lk, [&] { return intake_stop_ || !intake_q_.empty(); });
-        if (intake_q_.empty()) return;
-        fn = std::move(intake_q_.front());
-        intake_q_.pop_front();
-      }
-      fn();
-    }
-  });
+  intake_ = std::make_unique<Intake>(cfg_.intake);
 }
 
 Service::~Service() {
-  {
-    std::lock_guard<std::mutex> lk(intake_mu_);
-    intake_stop_ = true;
-  }
-  intake_cv_.notify_all();
-  if (intake_thread_.joinable()) intake_thread_.join();
+  intake_->stop();
 }
 
 void Service::stop_workers() {
   fetcher_.reset();
-  {
-    std::lock_guard<std::mutex> lk(intake_mu_);
-    intake_stop_ = true;
-    intake_q_.clear();
-  }
-  intake_cv_.notify_all();
-  if (intake_thread_.joinable()) intake_thread_.join();
+  intake_->stop();
   std::unordered_map<std::string, std::shared_ptr<Call>> left;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -117,12 +94,8 @@ void Service::stop_workers() {
   }
 }
 
-void Service::intake(std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lk(intake_mu_);
-    intake_q_.push_back(std::move(fn));
-  }
-  intake_cv_.notify_one();
+bool Service::intake(size_t bytes, std::function<void()> fn) {
+  return intake_->submit(bytes, std::move(fn));
 }
 
 void Service::set_engine(std::unique_ptr<engine::Engine> e) {
@@ -274,13 +247,14 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
   ex->on_abort([weak] {
     if (auto c = weak.lock()) c->cancel();
   });
-  // Large bodies (base64 media) and local media files are read on the intake thread.
+  // Large bodies (base64 media) and local media files are read on an intake lane.
   if (req.body.size() <= cfg_.inline_parse_bytes && req.body.find("file://") == std::string::npos)
     call->parse(std::move(req.body));
-  else
-    intake([call, body = std::make_shared<std::string>(std::move(req.body))]() mutable {
-      call->parse(std::move(*body));
-    });
+  else if (const size_t bytes = req.body.size();
+           !intake(bytes, [call, body = std::make_shared<std::string>(std::move(req.body))]() {
+             call->parse(std::move(*body));
+           }))
+    call->refuse_intake(bytes, intake_->queued_bytes());
 }
 
 void Service::realtime_closed(uint64_t id) {
@@ -387,7 +361,7 @@ void Service::remember_trace(const std::string& id, const engine::RequestResult&
   k.timeline = r.timeline;
   std::shared_ptr<const TraceRecord> rec = std::move(t);
   if (!cfg_.trace_dir.empty())
-    intake([rec, path = cfg_.trace_dir + "/" + id + ".json", id] {
+    intake(0, [rec, path = cfg_.trace_dir + "/" + id + ".json", id] {
       std::ofstream f(path);
       f << chrome_trace(rec->result, id, rec->download_ns);
       if (!f) std::fprintf(stderr, "mmrt serve: cannot write trace %s\n", path.c_str());

@@ -1,7 +1,7 @@
 // Internal to the server module: the Service (routing, lifecycle, the books of requests in
 // flight) and a Call (one completion request: parse, submit, stream or answer). Everything a
-// Call does runs on its connection's executor, except parsing, which large bodies do on the
-// intake thread.
+// Call does runs on its connection's executor, except parsing, which large bodies do on an
+// intake lane (intake.h).
 #pragma once
 
 #include <atomic>
@@ -38,7 +38,10 @@ class Call : public std::enable_shared_from_this<Call> {
   // Parses the body (any thread); then submits on the exchange's executor.
   void parse(std::string body);
   void cancel();  // the client went away, or the server is shutting down
-  void ping();    // an SSE keep-alive comment if nothing was written for a while
+  // 503 with Retry-After: the intake lanes hold `queued` bytes of bodies and one of `bytes`
+  // would pass their bound (on the call's executor).
+  void refuse_intake(size_t bytes, size_t queued);
+  void ping();  // an SSE keep-alive comment if nothing was written for a while
   // cancel() / ping() on the call's executor, from any thread.
   void post_cancel() {
     ex_->post([self = shared_from_this()] { self->cancel(); });
@@ -109,7 +112,9 @@ class Service {
   engine::Engine* engine() const { return ready_.load() ? engine_.get() : nullptr; }
   Metrics& metrics() { return *metrics_; }
   MediaFetcher& fetcher() { return *fetcher_; }
-  void intake(std::function<void()> fn);  // runs fn on the intake thread
+  // Runs fn on an intake lane (`bytes`: the body it parses, 0 for small work); false when the
+  // bytes queued in intake would pass their bound (fn dropped: answer 503).
+  bool intake(size_t bytes, std::function<void()> fn);
   void done(const Call& c, const engine::RequestResult* r, double download_s);
   // Keeps `r`'s timeline as the trace of `id` (/v1/requests/{id}/trace, --trace-dir).
   void remember_trace(const std::string& id, const engine::RequestResult& r, double download_s);
@@ -150,12 +155,8 @@ class Service {
   std::map<uint64_t, std::weak_ptr<RealtimeConnection>> realtime_;
   uint64_t realtime_next_ = 0;
 
-  // The intake thread: large bodies are parsed (JSON, base64) and trace files written here.
-  std::mutex intake_mu_;
-  std::condition_variable intake_cv_;
-  std::deque<std::function<void()>> intake_q_;
-  bool intake_stop_ = false;
-  std::thread intake_thread_;
+  // Large bodies are parsed (JSON, base64) and trace files written here.
+  std::unique_ptr<Intake> intake_;
 };
 
 }  // namespace mmrt::server
