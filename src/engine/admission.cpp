@@ -159,7 +159,26 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     downgrade(r, m.to);
     return admitted();
   }
-  if (now >= r.deadline_ns) {  // nothing the engine does can help: say where the time went
+  // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
+  const int64_t budget_ns = r.deadline_ns - r.arrival_ns;
+  const double own_only =
+      ((r.media_pending ? r.expected_media_ns : 0.0) +
+       cost_.predict_ttft_ns(p.own, p.own_patches, 0, 0, 0, 0, v.token_budget(), p.own_items)) *
+      ttft_bias(r.weight);
+  r.retry_after_ns = own_only > static_cast<double>(budget_ns)
+                         ? -1
+                         : std::max<int64_t>(0, r.predicted_ttft_ns - budget_ns);
+  if (r.retry_after_ns < 0) {
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "its own work alone (%.0f prompt tokens, %.0f encoder patches) is predicted at "
+                  "%.0f ms, over the %s class's %.0f ms to first token: this server cannot serve "
+                  "it in that class",
+                  p.own, p.own_patches, own_only * 1e-6,
+                  r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                  static_cast<double>(budget_ns) * 1e-6);
+    why = buf;
+  } else if (now >= r.deadline_ns) {  // nothing the engine does can help: say where time went
     char buf[200];
     std::snprintf(buf, sizeof buf,
                   "the %s class's %.0f ms to first token were spent before admission (%.0f ms "
@@ -214,6 +233,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
                   r->sla_class.empty() ? "requested" : r->sla_class.c_str(),
                   static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6);
     refuse.push_back({r, buf});
+    r->retry_after_ns = std::max<int64_t>(0, ttft - (r->deadline_ns - r->arrival_ns));
     ++stats_.refused;
     ++stats_.refused_late;
     if (r->timeline.count(Event::kEncoderEnd) > 0) ++stats_.refused_after_encode;

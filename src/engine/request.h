@@ -72,6 +72,10 @@ struct Request {
   double weight = 1.0;            // the class weight (slo policy)
   int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none made)
   int64_t model_ttft_ns = 0;      // ... before the per-class bias correction
+  // Refused by admission: when a retry could be admitted (the predicted excess over its class:
+  // the queue ahead must drain that much), or -1 when never on this server (its own work alone
+  // is predicted over the class's budget).
+  int64_t retry_after_ns = 0;
   // Admission runs before the media is decoded: prompt, positions and media spans are then
   // laid out from the media headers (exact for images), the encoder inputs are still missing.
   bool media_pending = false;    // its media's features are still being preprocessed

@@ -27,7 +27,9 @@ class ApiError : public std::runtime_error {
         code(std::move(code)) {}
   int status;
   std::string type, param, code;
-  int retry_after_s = 0;  // 429 / 503: the Retry-After header (at least 1)
+  // 429 / 503: the Retry-After header (at least 1); < 0: none, and x-should-retry: false (the
+  // same request is refused again).
+  int retry_after_s = 0;
 };
 
 // A 400 invalid_request_error naming `param`.

@@ -198,8 +198,7 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
 void Call::refuse_intake(size_t bytes, size_t queued) {
   ApiError err(503, "unavailable_error",
                "the server is busy reading request bodies (" + std::to_string(queued >> 20) +
-                   " MiB queued, this one " + std::to_string(bytes >> 20) +
-                   " MiB; the bound is " +
+                   " MiB queued, this one " + std::to_string(bytes >> 20) + " MiB; the bound is " +
                    std::to_string(svc_.cfg().intake.max_queued_bytes >> 20) + " MiB)");
   err.retry_after_s = 1;
   fail(err, "refused", "intake");
@@ -317,13 +316,11 @@ void Call::on_done(const engine::StreamEvent& ev) {
     if (r.outcome == engine::Outcome::kRefused && code == ErrorCode::kUnavailable &&
         r.predicted_ttft_ns > 0) {
       // Admission: the class's promise cannot be kept now. The client may retry once the
-      // queue ahead of it has drained: about the predicted excess.
-      const int64_t t0 = r.timeline.origin();
-      const double excess_s =
-          static_cast<double>(r.predicted_ttft_ns - (r.deadline_ns > 0 ? r.deadline_ns - t0 : 0)) *
-          1e-9;
+      // queue ahead of it has drained (about the predicted excess), unless its own work alone
+      // is over the class: then no retry helps, and it is told so (no Retry-After).
       err = ApiError(429, "rate_limit_error", err.what(), "", "sla_unattainable");
-      err.retry_after_s = static_cast<int>(std::ceil(excess_s));
+      err.retry_after_s =
+          r.retry_after_ns < 0 ? -1 : static_cast<int>(std::ceil(r.retry_after_ns * 1e-9));
       why = "sla";
     } else if (code == ErrorCode::kResourceExhausted) {
       why = "too_large";

@@ -59,7 +59,7 @@ std::string HttpRequest::path() const {
 }
 
 HttpResponse api_error_response(const ApiError& e, Headers extra) {
-  if (e.status == 429 || e.status == 503)
+  if ((e.status == 429 || e.status == 503) && e.retry_after_s >= 0)
     extra.emplace_back("Retry-After", std::to_string(std::max(1, e.retry_after_s)));
   else if (e.status >= 400 && e.status < 500 && e.status != 408 && e.status != 409)
     extra.emplace_back("x-should-retry", "false");  // the same request fails again

@@ -413,6 +413,7 @@ TEST_F(EngineModel, ClockStartsAtArrival) {
   EXPECT_EQ(r.outcome, Outcome::kRefused);
   EXPECT_NE(r.reason.find("250 ms to first token were spent before admission"), std::string::npos)
       << r.reason;
+  EXPECT_GE(r.retry_after_ns, 0) << "its own work fits the class: a retry may be admitted";
 
   GenerateRequest future = text_req("hello", 2);
   future.arrival_ns = now_ns() + 60'000 * ms;  // not a time that has come: submit time instead
@@ -428,12 +429,14 @@ TEST_F(EngineModel, ClockStartsAtArrival) {
 TEST_F(EngineModel, RefusedBeforeAnyMediaWork) {
   auto eng = Engine::create(config(512, 128, true));
   GenerateRequest g = image_req({"a.png", "b.jpg"}, "Compare.", 4);
-  g.ttft_deadline_ns = 1;  // cannot be met: gone before admission
+  g.ttft_deadline_ns = 1;  // cannot be met: its own work alone is over it
   RequestResult r = eng->submit(g).wait();
   EXPECT_EQ(r.outcome, Outcome::kRefused);
   ASSERT_TRUE(r.error.has_value());
   EXPECT_EQ(*r.error, ErrorCode::kUnavailable);
-  EXPECT_NE(r.reason.find("were spent before admission"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("this server cannot serve it in that class"), std::string::npos)
+      << r.reason;
+  EXPECT_EQ(r.retry_after_ns, -1) << "no retry helps";
   EXPECT_EQ(r.timeline.count(Event::kMediaDecoded), 0) << "its images were decoded";
   EXPECT_EQ(r.timeline.count(Event::kEncoderStart), 0);
   EXPECT_EQ(eng->stats().encoder_runs, 0);

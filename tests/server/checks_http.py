@@ -339,9 +339,9 @@ def slow_body(ctx):
             s.sendall(head + b"\r\n\r\n" + rest[:1])
             time.sleep(delay)
             s.sendall(rest[1:])
-            st, _, b, _ = hu.read_response(s)
-            return st, json.loads(b), time.time() - t0
-    st, b, client_s = send_slow(chat("a slow body", sla_class="gold"), 0.6)
+            st, hd, b, _ = hu.read_response(s)
+            return st, hd, json.loads(b), time.time() - t0
+    st, _, b, client_s = send_slow(chat("a slow body", sla_class="gold"), 0.6)
     expect(st == 200, f"gold with a slow body: {st} {b}")
     m = b["mmrt"]
     read_ms, ttft_ms = m["stages_ms"]["http_read"], m["ttft_ms"]
@@ -351,8 +351,10 @@ def slow_body(ctx):
     # the loopback) and is not far past it (4 tokens of the tiny model).
     expect(client_s * 1e3 >= ttft_ms - 5, f"client {client_s * 1e3:.0f} ms < server TTFT {ttft_ms}")
     expect(client_s * 1e3 - ttft_ms < 400, f"client {client_s * 1e3:.0f} ms vs TTFT {ttft_ms}")
-    st, b, _ = send_slow(chat("a slow body", sla_class="platinum"), 0.6)
+    st, hd, b, _ = send_slow(chat("a slow body", sla_class="platinum"), 0.6)
     expect_error(st, b, 429, contains="were spent before admission")
+    # Its own work fits the class: a retry (a new clock) may be admitted, and it is told when.
+    expect(int(hd.get("retry-after", "0")) >= 1, f"no Retry-After: {hd}")
     return f"http_read {read_ms:.0f} ms, TTFT {ttft_ms:.0f} ms, client {client_s * 1e3:.0f} ms"
 
 
