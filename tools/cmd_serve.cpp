@@ -17,6 +17,10 @@ std::chrono::milliseconds seconds_option(Args& args, const std::string& key, dou
   return std::chrono::milliseconds(static_cast<int64_t>(args.get_double(key, def, lo, hi) * 1000));
 }
 
+// Compute threads run below the I/O threads by default: with the model on every core, an
+// I/O thread at equal priority waited for its slice (docs/benchmarks.md, the promise sweep).
+constexpr int kComputeNice = 5;
+
 int run_serve(Args& args) {
   server::ServerConfig cfg;
   cfg.engine.model_dir = args.require("model");
@@ -53,10 +57,19 @@ int run_serve(Args& args) {
       static_cast<int32_t>(args.get_int("realtime-segment-silence-ms", 400, 20, 10000));
   const std::string sla_file = args.get_or("sla-config", "");
   cfg.engine.policy = args.get_or("policy", "slo");
+  if (const size_t colon = cfg.engine.policy.find(':'); colon != std::string::npos) {
+    // ":plain": the policy alone, as an engine without SLA machinery would serve (a baseline).
+    if (cfg.engine.policy.substr(colon + 1) != "plain")
+      throw InvalidArgument("--policy " + cfg.engine.policy + ": the only modifier is ':plain'");
+    cfg.engine.policy.resize(colon);
+    cfg.engine.admission_control = false;
+    cfg.engine.batch_controller = false;
+  }
   cfg.engine.scheduler.token_budget = step_tokens_option(args);
   cfg.engine.model = load_options(args);
   cfg.engine.kv = kv_options(args);
   set_compute(cfg.engine, compute_options(args));
+  cfg.engine.backend.nice = static_cast<int>(args.get_int("compute-nice", kComputeNice, 0, 19));
   cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
   cfg.engine.media_threads = static_cast<int>(args.get_int("media-threads", 1, 1, 64));
   args.finish();
@@ -126,10 +139,14 @@ MMRT_COMMAND(
     "                          class it may not use (default: open, one tenant)\n"
     "SLA:\n"
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
-    "  --policy fcfs|priority|slo   scheduling policy (default slo)\n"
+    "  --policy fcfs|priority|slo[:plain]   scheduling policy (default slo); :plain turns off\n"
+    "                          admission control and the batch controller (a baseline)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --media-threads N       media preprocessing lanes (default 1)\n"
-    "  --step-tokens N         token budget per engine step (default 512)\n",
+    "  --step-tokens N         token budget per engine step (default 512)\n"
+    "  --compute-nice N        scheduling niceness of the model's compute threads, 0-19\n"
+    "                          (default 5): accepting, reading, parsing and writing requests\n"
+    "                          win the cores from the model, so intake never starves under load\n",
     {"map-weights"}, run_serve);
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "core/thread_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -108,7 +112,13 @@ struct ThreadPool::Impl {
   }
 };
 
-ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
+bool set_thread_nice(int nice) {
+  if (nice <= 0) return true;
+  return ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)),
+                       std::min(nice, 19)) == 0;
+}
+
+ThreadPool::ThreadPool(int n_threads, int nice) : impl_(std::make_unique<Impl>()) {
   if (n_threads < 1) throw InvalidArgument("thread pool needs at least 1 thread");
   impl_->n_threads = n_threads;
   impl_->shares = std::make_unique<Impl::Share[]>(static_cast<size_t>(n_threads));
@@ -118,7 +128,8 @@ ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
   std::unique_lock<std::mutex> lk(impl_->mu);
   for (int i = 1; i < n_threads; ++i) {
     try {
-      impl_->workers.emplace_back([this, i] {
+      impl_->workers.emplace_back([this, i, nice] {
+        set_thread_nice(nice);
         { std::lock_guard<std::mutex> wait(impl_->mu); }
         impl_->worker_loop(i);
       });

@@ -10,10 +10,16 @@
 
 namespace mmrt {
 
+// Lowers the calling thread's scheduling priority to `nice` (1..19; Linux: per thread), so that
+// latency-critical threads (a server's I/O) win the cores from it when both are runnable. false
+// when the system refuses (the thread keeps its priority); 0 does nothing.
+bool set_thread_nice(int nice);
+
 class ThreadPool {
  public:
-  // n_threads = total threads used by parallel_for, including the caller (>= 1).
-  explicit ThreadPool(int n_threads);
+  // n_threads = total threads used by parallel_for, including the caller (>= 1). `nice` > 0
+  // lowers the workers' scheduling priority (set_thread_nice); the caller's is its own.
+  explicit ThreadPool(int n_threads, int nice = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/admission.h"
 #include "io/tokenizer.h"
 #include "models/registry.h"
@@ -471,7 +472,10 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   });
   m.stats.kv_blocks_total = kvc.num_blocks;
   m.snapshot();
-  raw->loop = std::thread([raw] { raw->step_loop(); });
+  raw->loop = std::thread([raw] {
+    set_thread_nice(raw->cfg.backend.nice);  // it computes too (the pool's calling thread)
+    raw->step_loop();
+  });
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

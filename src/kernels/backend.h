@@ -85,6 +85,9 @@ struct TransferStats {
 struct BackendOptions {
   int threads = 0;                 // CPU: threads including the caller; 0: every online CPU
   Isa max_isa = Isa::kAvx512Bf16;  // CPU: the kernel variant cap (default: the best this CPU has)
+  // CPU: scheduling niceness of the compute threads (0: normal); a server lowers it so that its
+  // I/O threads are never starved by the model. The engine's step thread takes it too.
+  int nice = 0;
 };
 
 class Backend {

@@ -102,7 +102,7 @@ CpuBackend::CpuBackend(const BackendOptions& opts) : Backend(kCpuOps) {
     throw InvalidArgument("backend: thread count must be >= 1 (or 0 for every CPU), got " +
                           std::to_string(opts.threads));
   const int n = opts.threads > 0 ? opts.threads : cpu_count();
-  pool_ = std::make_unique<ThreadPool>(n);
+  pool_ = std::make_unique<ThreadPool>(n, opts.nice);
   isa_ = std::min(opts.max_isa, best_isa());
   scratch_ = std::make_unique<Scratch[]>(static_cast<size_t>(n));
   gemm_ = detail::make_gemm_state(n);
