@@ -128,8 +128,10 @@ struct Engine::Impl : SchedulerView {
     return entries.at(r->id).get();
   }
 
+  // Newly complete text goes to the handle; so does the first token even without text of its
+  // own (a byte of a character, a special token): a stream's first byte leaves with it.
   void publish(Submission& s, const std::string& text) {
-    if (text.empty()) return;
+    if (text.empty() && s.req->output.size() != 1) return;
     {
       std::lock_guard<std::mutex> lk(s.handle->mu);
       s.handle->result.text += text;  // the whole text, for wait()

@@ -37,7 +37,6 @@ void CancelLink::detach() {
 }
 
 void RequestHandle::State::push_text(const std::string& text, std::vector<TokenLogprobs> logprobs) {
-  if (text.empty()) return;
   std::function<void()> fn;
   {
     std::lock_guard<std::mutex> lk(mu);

@@ -23,7 +23,7 @@ namespace mmrt::engine {
 
 struct StreamEvent {
   enum class Kind { kText, kDone } kind = Kind::kText;
-  std::string text;  // kText: newly complete text
+  std::string text;  // kText: newly complete text (empty once: a first token without text yet)
   // kText, when the request asked for log-probabilities: the tokens that completed since the
   // previous event (tokens whose text is held back come with a later event, or only in the
   // result).

@@ -228,6 +228,9 @@ void Call::drain() {
   for (engine::StreamEvent& ev : handle_->take_events()) {
     if (ended_) return;
     if (ev.kind == engine::StreamEvent::Kind::kText) {
+      // The first token starts the stream (status line, role chunk) even before it has text:
+      // the client's first byte leaves when the engine's first token does.
+      if (stream_) start_stream();
       text += ev.text;
       for (auto& t : ev.logprobs) pending_logprobs_.push_back(std::move(t));
       continue;
@@ -243,6 +246,7 @@ void Call::drain() {
 void Call::start_stream() {
   if (started_) return;
   started_ = true;
+  first_byte_ns_ = now_ns();
   ex_->begin_stream({.status = 200,
                      .content_type = "text/event-stream",
                      .headers = {{"Cache-Control", "no-cache"}, {"X-Request-Id", id_}},
@@ -337,7 +341,12 @@ void Call::on_done(const engine::StreamEvent& ev) {
       {"predicted_ttft_ms", ms3(static_cast<double>(r.predicted_ttft_ns) * 1e-9)},
       {"trace", "/v1/requests/" + id_ + "/trace"}};
   const obs::RequestTimes t = obs::request_times(r);
-  ext["ttft_ms"] = ms3(t.ttft);
+  // TTFT ends with the first byte of the answer written (a stream's status line and first
+  // chunk), as the client sees it; "write" is its lag behind the engine's first token.
+  const int64_t t0 = r.timeline.origin(), tf = r.timeline.first(engine::Event::kFirstToken);
+  const double write_s =
+      first_byte_ns_ > 0 && tf > 0 ? std::max<int64_t>(0, first_byte_ns_ - tf) * 1e-9 : 0.0;
+  ext["ttft_ms"] = first_byte_ns_ > 0 && t0 >= 0 ? ms3((first_byte_ns_ - t0) * 1e-9) : ms3(t.ttft);
   ext["stages_ms"] = {{"http_read", ms3(t.http_read)},
                       {"intake", ms3(std::max(0.0, t.intake - download_s_))},
                       {"media_download", ms3(download_s_)},
@@ -347,6 +356,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
                       {"queue", ms3(t.queue)},
                       {"encoder", ms3(t.encode)},
                       {"prefill", ms3(t.prefill)},
+                      {"write", ms3(write_s)},
                       {"decode", ms3(t.decode)}};
   const std::string tier = svc_.service_tier_of(served);
   // Counted and its trace kept before the response goes out: a client that asks for either as
@@ -415,6 +425,7 @@ void Call::finish(const engine::RequestResult* r, const std::string& outcome,
   rec.outcome = outcome;
   rec.refusal_reason = why;
   rec.download_s = download_s_;
+  rec.first_byte_ns = first_byte_ns_;
   svc_.metrics().observe(rec);
   svc_.done(*this, r, download_s_);
   handle_.reset();

@@ -17,9 +17,9 @@ const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
 const std::vector<double> kLongBuckets = {0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,   10,   15,  20,
                                           30,  40,  50,  60, 120, 240, 480, 960, 1920, 7680};
 // Stages can be far shorter than a request: the TTFT buckets.
-const char* const kStages[] = {"http_read",    "intake",         "media_download",
-                               "media_decode", "media_resample", "preprocessing",
-                               "encoder",      "prefill",        "decode"};
+const char* const kStages[] = {"http_read",      "intake",        "media_download", "media_decode",
+                               "media_resample", "preprocessing", "encoder",        "prefill",
+                               "write",          "decode"};
 
 std::string num(double v) {
   char b[40];
@@ -122,7 +122,14 @@ void Metrics::observe(const RequestRecord& rec) {
   c.cached_prompt_tokens += static_cast<uint64_t>(r->cached_prompt_tokens);
   const obs::RequestTimes t = obs::request_times(*r);
   if (!t.completed) return;
-  c.ttft.observe(t.ttft);
+  // TTFT to the first byte written when the answer streamed (what the client sees), else to
+  // the engine's first token; "write" is the lag between the two.
+  const int64_t t0 = r->timeline.origin(), tf = r->timeline.first(engine::Event::kFirstToken);
+  const bool wrote = rec.first_byte_ns > 0 && t0 >= 0 && tf > 0;
+  c.ttft.observe(wrote ? static_cast<double>(rec.first_byte_ns - t0) * 1e-9 : t.ttft);
+  if (wrote)
+    c.stages.at("write").observe(static_cast<double>(std::max<int64_t>(0, rec.first_byte_ns - tf)) *
+                                 1e-9);
   c.e2e.observe(t.e2e);
   c.stages.at("http_read").observe(t.http_read);
   c.stages.at("intake").observe(std::max(0.0, t.intake - rec.download_s));
@@ -253,7 +260,8 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
          "(parsing and handing on, less downloads), media_download (fetching URLs), "
          "media_decode (files to "
          "pixels or samples), media_resample (audio to the model's rate), preprocessing "
-         "(resize and normalise, the log-mel), encoder, prefill (less encoder time), decode.");
+         "(resize and normalise, the log-mel), encoder, prefill (less encoder time), write (a "
+         "stream's first byte written after the first token), decode.");
   for (const auto& cls : classes)
     for (const char* st : kStages)
       by_class_.at(cls).stages.at(st).render(out, "mmrt_request_stage_seconds",

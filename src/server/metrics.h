@@ -38,6 +38,7 @@ struct RequestRecord {
   std::string outcome;         // "stop", "length", "cancelled", "refused", "failed", "error"
   std::string refusal_reason;  // for refusals: "sla", "saturated", "rate_limit", "too_large", ...
   double download_s = 0;       // fetching its media URLs
+  int64_t first_byte_ns = 0;   // a stream's first byte written (now_ns; 0: none)
 };
 
 class Metrics {

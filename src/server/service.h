@@ -87,6 +87,7 @@ class Call : public std::enable_shared_from_this<Call> {
   std::optional<engine::RequestHandle> handle_;
   std::atomic<bool> posted_{false};
   int64_t last_write_ns_ = 0;
+  int64_t first_byte_ns_ = 0;  // a stream's status line went out (0: not yet / not a stream)
   double download_s_ = 0;
   int64_t fetch_start_ns_ = 0;
   size_t fetches_left_ = 0;

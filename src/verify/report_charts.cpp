@@ -142,6 +142,7 @@ constexpr Stage kStages[] = {
     {"queue", "queue", "#f28e2b"},
     {"encoder", "encoder", "#76b7b2"},
     {"prefill", "prefill", "#4e79a7"},
+    {"write", "first byte written", "#e15759"},
     {"decode", "decode", "#59a14f"},
     {"client", "client", "#bab0ac"},
 };

@@ -21,7 +21,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kMinJitterGaps = 100;  // a P99 of fewer gaps is its maximum
 const char* const kStages[] = {"http_read",      "intake",        "media_download", "media_decode",
                                "media_resample", "preprocessing", "queue",          "encoder",
-                               "prefill",        "decode"};
+                               "prefill",        "write",         "decode"};
 
 std::string fmt_s(double s) {
   char b[48];

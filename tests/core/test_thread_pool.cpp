@@ -20,21 +20,25 @@ int my_nice() {
   return ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
 }
 
-// The niceness of every thread that ran a chunk of a parallel_for, the caller's apart.
+// The niceness of the worker threads that ran a chunk of a parallel_for; the caller (checked
+// for its own) holds its chunk until a worker has run one, so that workers take part however
+// busy the machine is.
 std::set<int> worker_nices(ThreadPool& pool, int caller_nice) {
   std::mutex mu;
   std::set<int> seen;
+  std::atomic<bool> worker_ran{false};
   const std::thread::id me = std::this_thread::get_id();
-  for (int round = 0; round < 50 && seen.empty(); ++round)
-    pool.parallel_for(64, 1, [&](int64_t, int64_t) {
-      if (std::this_thread::get_id() == me) {
-        EXPECT_EQ(my_nice(), caller_nice);
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-      std::lock_guard<std::mutex> lk(mu);
-      seen.insert(my_nice());
-    });
+  pool.parallel_for(64, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() == me) {
+      EXPECT_EQ(my_nice(), caller_nice);
+      for (int i = 0; i < 2000 && !worker_ran; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    seen.insert(my_nice());
+    worker_ran = true;
+  });
   return seen;
 }
 

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""The promise at the socket, under overload: an independent open-loop client (this process)
+against `mmrt serve` (its own process), judged by the client's own clock.
+
+For each policy and each rate, a fresh server on the small checkpoint; Poisson arrivals for
+DURATION s of streamed chat requests (160-word prompts, 32 tokens, platinum / gold / silver
+20 / 30 / 50 %, 10 % with a 448x336 PNG). Per request the client records, from the first byte it
+writes to the first chunk of the answer it reads (the server writes the status line and the first
+chunk with the first token), its TTFT, and the class the server says it served.
+
+Reported per (policy, rate): sent, refused, served, served late as the client sees it (per class,
+judged against the class it was served in), refusal answer time (median, first byte to status
+line), goodput (served within their class per second), and the client-minus-server TTFT gap.
+
+Usage: promise_sweep.py --mmrt BIN --model DIR [--rates 10,20,...] [--duration 30]
+                        [--policies slo,fcfs,fcfs:plain] [--json OUT] [--serve-arg ARG ...]
+"""
+import argparse
+import asyncio
+import base64
+import io
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CLASSES = {"platinum": 300.0, "gold": 800.0, "silver": 5000.0}  # mmrt's default classes (ms)
+MIX = [("platinum", 0.2), ("gold", 0.3), ("silver", 0.5)]
+WORDS = ("latency server token image model request class promise budget queue decode prefill "
+         "encoder cache stream socket client arrival admission refuse serve").split()
+
+
+def png_448x336():
+    from PIL import Image
+    img = Image.new("RGB", (448, 336))
+    img.putdata([((x * 7) % 256, (y * 5) % 256, ((x ^ y) * 3) % 256)
+                 for y in range(336) for x in range(448)])
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def make_body(rng, image_url):
+    cls = rng.choices([c for c, _ in MIX], [w for _, w in MIX])[0]
+    text = " ".join(rng.choice(WORDS) for _ in range(160))
+    content = text
+    with_image = rng.random() < 0.1
+    if with_image:
+        content = [{"type": "image_url", "image_url": {"url": image_url}},
+                   {"type": "text", "text": text}]
+    body = {"messages": [{"role": "user", "content": content}], "max_tokens": 32,
+            "ignore_eos": True, "stream": True, "sla_class": cls}
+    return cls, with_image, json.dumps(body).encode()
+
+
+def request_bytes(body):
+    return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() +
+            b"\r\n\r\n" + body)
+
+
+async def one(port, cls, with_image, body, t_sched, out):
+    rec = {"class": cls, "image": with_image, "status": 0, "lag_ms": 0.0}
+    out.append(rec)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError as e:
+        rec["error"] = f"connect: {e}"
+        return
+    try:
+        t0 = time.perf_counter()  # the first byte goes out now
+        rec["lag_ms"] = (t0 - t_sched) * 1e3
+        writer.write(request_bytes(body))
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        t_status = time.perf_counter()
+        rec["status"] = int(head.split(b" ", 2)[1])
+        rec["status_ms"] = (t_status - t0) * 1e3
+        headers = {}
+        for line in head.decode("latin-1").split("\r\n")[1:]:
+            if ":" in line:
+                k, v = line.split(":", 1)
+                headers[k.strip().lower()] = v.strip()
+        if rec["status"] != 200:
+            n = int(headers.get("content-length", "0"))
+            b = await reader.readexactly(n) if n else b""
+            try:
+                rec["error"] = json.loads(b)["error"]["message"][:200]
+            except (ValueError, KeyError, TypeError):
+                rec["error"] = b[:200].decode("latin-1")
+            rec["retry_after"] = headers.get("retry-after")
+            return
+        buf = b""
+        done = False
+        while not done:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.strip(), 16)
+            data = await reader.readexactly(size + 2)
+            if size == 0:
+                break
+            buf += data[:-2]
+            while b"\n\n" in buf:
+                ev, buf = buf.split(b"\n\n", 1)
+                for line in ev.split(b"\n"):
+                    if not line.startswith(b"data: "):
+                        continue
+                    payload = line[6:]
+                    if payload == b"[DONE]":
+                        done = True
+                        continue
+                    j = json.loads(payload)
+                    if "error" in j:
+                        rec["error"] = str(j["error"].get("message", ""))[:200]
+                        continue
+                    # The first chunk of the answer (the role delta the server writes with the
+                    # first token) ends TTFT: the first byte of content the client receives.
+                    if j.get("choices") and "ttft_ms" not in rec:
+                        rec["ttft_ms"] = (time.perf_counter() - t0) * 1e3
+                    if "mmrt" in j:
+                        rec["served_class"] = j["mmrt"].get("sla_class")
+                        rec["server_ttft_ms"] = j["mmrt"].get("ttft_ms")
+        rec["e2e_ms"] = (time.perf_counter() - t0) * 1e3
+    except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+        rec["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        writer.close()
+
+
+async def open_loop(port, rate, duration, seed, image_url):
+    rng = random.Random(seed)
+    out, tasks = [], []
+    start = time.perf_counter() + 0.2
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= duration:
+            break
+        cls, img, body = make_body(rng, image_url)
+        delay = start + t - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(port, cls, img, body, start + t, out)))
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=duration + 120)
+    return out
+
+
+def start_server(mmrt, model, policy, extra, log_path):
+    log = open(log_path, "w")
+    p = subprocess.Popen([mmrt, "serve", "--model", model, "--port", "0", "--policy", policy,
+                          "--max-requests", "100000", "--max-connections", "100000", *extra],
+                         stdout=log, stderr=subprocess.STDOUT)
+    end = time.time() + 120
+    port = None
+    while time.time() < end:
+        time.sleep(0.05)
+        text = open(log_path).read()
+        if port is None and "listening on http://" in text:
+            port = int(text.split("listening on http://")[1].split()[0].rsplit(":", 1)[1])
+        if port is not None and "ready" in text:
+            return p, port
+        if p.poll() is not None:
+            raise SystemExit("the server exited:\n" + text)
+    raise SystemExit("the server did not get ready:\n" + open(log_path).read())
+
+
+def summarize(recs, duration):
+    s = {"sent": len(recs)}
+    refused = [r for r in recs if r["status"] in (429, 503)]
+    served = [r for r in recs if r["status"] == 200 and "ttft_ms" in r and "error" not in r]
+    s["refused"] = len(refused)
+    s["served"] = len(served)
+    s["failed"] = len(recs) - len(refused) - len(served)
+    s["refusal_ms_p50"] = statistics.median([r["status_ms"] for r in refused]) if refused else None
+    late, per = 0, {}
+    for c in CLASSES:
+        got = [r for r in served if (r.get("served_class") or r["class"]) == c]
+        bad = [r for r in got if r["ttft_ms"] > CLASSES[c]]
+        per[c] = {"served": len(got), "late": len(bad),
+                  "late_pct": round(100.0 * len(bad) / len(got), 2) if got else 0.0,
+                  "ttft_p99_ms": (sorted(r["ttft_ms"] for r in got)[
+                      min(len(got) - 1, int(0.99 * len(got)))] if got else None)}
+        late += len(bad)
+    s["classes"] = per
+    s["late"] = late
+    s["goodput_rps"] = round((len(served) - late) / duration, 2)
+    gaps = [r["ttft_ms"] - r["server_ttft_ms"] for r in served if r.get("server_ttft_ms") is not None]
+    s["client_minus_server_ttft_ms_p50"] = round(statistics.median(gaps), 2) if gaps else None
+    s["client_minus_server_ttft_ms_max"] = round(max(gaps), 2) if gaps else None
+    s["client_lag_ms_max"] = round(max((r["lag_ms"] for r in recs), default=0), 1)
+    errs = {}
+    for r in recs:
+        if "error" in r and r["status"] not in (429, 503):
+            errs[r["error"][:80]] = errs.get(r["error"][:80], 0) + 1
+    s["errors"] = errs
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mmrt", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--rates", default="10,20,40,80,160")
+    ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--policies", default="slo,fcfs,fcfs:plain")
+    ap.add_argument("--json")
+    ap.add_argument("--serve-arg", action="append", default=[])
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    image_url = png_448x336()
+    rates = [float(x) for x in a.rates.split(",")]
+    results = []
+    work = tempfile.mkdtemp(prefix="promise_")
+    for rate in rates:
+        for policy in a.policies.split(","):
+            log = os.path.join(work, f"serve_{policy.replace(':', '_')}_{rate:g}.log")
+            proc, port = start_server(a.mmrt, a.model, policy, a.serve_arg, log)
+            try:
+                recs = asyncio.run(open_loop(port, rate, a.duration, a.seed, image_url))
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            s = summarize(recs, a.duration)
+            s.update({"policy": policy, "rate": rate})
+            results.append(s)
+            print(f"rate {rate:g} {policy}: sent {s['sent']}, refused {s['refused']} "
+                  f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
+                  f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
+                  f"{s['classes']['gold']['late_pct']} %), goodput {s['goodput_rps']}/s, client-"
+                  f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
+                  f"{s['failed']} {s['errors'] or ''}", file=sys.stderr, flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print("| rate | policy | sent | refused | refusal p50 ms | served | late platinum % | "
+          "late gold % | late silver % | goodput /s | client-server TTFT p50 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in results:
+        c = s["classes"]
+        print(f"| {s['rate']:g} | {s['policy']} | {s['sent']} | {s['refused']} | "
+              f"{(s['refusal_ms_p50'] or 0):.1f} | {s['served']} | {c['platinum']['late_pct']} | "
+              f"{c['gold']['late_pct']} | {c['silver']['late_pct']} | {s['goodput_rps']} | "
+              f"{s['client_minus_server_ttft_ms_p50']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The promise at the socket under overload (docs/benchmarks.md): bench/promise_sweep.py against
+# `mmrt serve` on the small checkpoint, rates from half to 10x its capacity, each policy on a
+# fresh server. Usage: bench/promise_sweep.sh [DURATION_S] [RATES (comma list)] [POLICIES]
+#   env: SERVE_ARGS (extra `mmrt serve` arguments, e.g. "--compute-nice 0")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build/release
+D=${1:-30}
+RATES=${2:-"8,16,32,64,160"}
+POLICIES=${3:-"slo,fcfs,fcfs:plain"}
+MODEL=build/bench/small
+[[ -f $MODEL/config.json ]] || "$B/tools/mmrt" make-tiny-model --arch qwen2-vl --size small --out "$MODEL"
+OUT=build/bench/promise
+mkdir -p "$OUT"
+extra=()
+for a in ${SERVE_ARGS:-}; do extra+=(--serve-arg="$a"); done
+/usr/bin/python3 bench/promise_sweep.py --mmrt "$B/tools/mmrt" --model "$MODEL" --rates "$RATES" \
+  --duration "$D" --policies "$POLICIES" --json "$OUT/sweep_d${D}.json" "${extra[@]}"
