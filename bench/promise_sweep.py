@@ -124,6 +124,7 @@ async def one(port, cls, with_image, body, t_sched, out):
                     if "mmrt" in j:
                         rec["served_class"] = j["mmrt"].get("sla_class")
                         rec["server_ttft_ms"] = j["mmrt"].get("ttft_ms")
+                        rec["mmrt"] = j["mmrt"]
         rec["e2e_ms"] = (time.perf_counter() - t0) * 1e3
     except (OSError, asyncio.IncompleteReadError, ValueError) as e:
         rec["error"] = f"{type(e).__name__}: {e}"
@@ -210,6 +211,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--serve-arg", action="append", default=[])
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--records", help="write every request's record (JSON lines) here")
     a = ap.parse_args()
     image_url = png_448x336()
     rates = [float(x) for x in a.rates.split(",")]
@@ -227,6 +229,10 @@ def main():
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+            if a.records:
+                with open(a.records, "a") as f:
+                    for r in recs:
+                        f.write(json.dumps({"policy": policy, "rate": rate, **r}) + "\n")
             s = summarize(recs, a.duration)
             s.update({"policy": policy, "rate": rate})
             results.append(s)

@@ -205,9 +205,15 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
     // As admission predicts (the same form, with the class's learned bias), but with no work
     // ahead: a request admitted in this pass is never refused in the same one.
+    // ... plus one full step at the present load: once scheduled its prefill shares steps with
+    // the running requests (served first), so a request found feasible with nothing to spare
+    // got its first token a few ms late; it is refused (or downgraded) a step earlier instead.
     const MediaWork media = uncached_media(*r, v);
-    const double need = cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode,
-                                              load.context, budget, media.items);
+    const double need =
+        cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode, load.context,
+                              budget, media.items) +
+        cost_.predict_ns({static_cast<double>(std::max<int64_t>(0, budget - load.n_decode)),
+                          static_cast<double>(load.n_decode), 0, load.context});
     const double media_ns = r->media_pending ? r->expected_media_ns : 0.0;
     const double ttft =
         (static_cast<double>(now - r->arrival_ns) + media_ns + need) * ttft_bias(r->weight);

@@ -439,7 +439,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   sc.position_rows = spec.position_rows;
   sc.encoder_row_bytes = static_cast<uint64_t>(spec.embed_dim) * 2;  // stored as f16
   m.sched = std::make_unique<Scheduler>(
-      sc, *m.kv, *m.enc, make_policy(cfg.policy, {&m.cost, cfg.sla.max_starvation_ns}));
+      sc, *m.kv, *m.enc,
+      make_policy(cfg.policy, {&m.cost, cfg.sla.max_starvation_ns, cfg.scheduler.token_budget}));
   if (cfg.batch_controller) {
     BatchControllerConfig b = cfg.batch;
     b.max_budget = cfg.scheduler.token_budget;

@@ -47,6 +47,7 @@ class CostModel;
 struct PolicyContext {
   const CostModel* cost = nullptr;             // slo: estimates each request's remaining work
   int64_t max_starvation_ns = 10'000'000'000;  // slo: the aging bound
+  int32_t step_tokens = 512;  // slo: the step budget (a full step is the urgency guard)
 };
 
 // "fcfs" (arrival order), "priority" (Request::priority, then arrival), "slo" (weighted deadline

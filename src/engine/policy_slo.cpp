@@ -5,8 +5,11 @@
 //     a request never waits longer than max_starvation plus the admission of the requests that
 //     were already starving before it (and KV memory for its first chunk).
 //  2. feasible: slack = deadline − now − (predicted time of its own remaining prefill and
-//     encoder work) is >= 0 — ordered by slack / class weight, smallest first (weighted EDF;
-//     a request's image tokens and encoder patches make its predicted work, so its slack, smaller).
+//     encoder work) − one full step (the guard: once scheduled, its prefill shares steps with
+//     the running requests, which take budget first; without it a request made urgent at the
+//     last moment got its first token a few ms late) is >= 0 — ordered by slack / class weight,
+//     smallest first (weighted EDF; a request's image tokens and encoder patches make its
+//     predicted work, so its slack, smaller).
 //  3. already late: cannot meet its deadline any more — by class weight, then deadline. Serving
 //     the savable first is what raises attainment under load; group 1 keeps these from starving.
 // Running requests (who gets budget first, who is preempted last): class weight, then deadline.
@@ -52,7 +55,9 @@ class SloPolicy : public Policy {
       return {0, static_cast<double>(r.arrival_ns), static_cast<double>(r.id)};
     const double deadline =
         r.deadline_ns ? static_cast<double>(r.deadline_ns) : std::numeric_limits<double>::max() / 4;
-    const double slack = deadline - static_cast<double>(now) - own_work_ns(r);
+    const double guard =
+        ctx_.cost ? ctx_.cost->predict_ns({static_cast<double>(ctx_.step_tokens)}) : 0.0;
+    const double slack = deadline - static_cast<double>(now) - own_work_ns(r) - guard;
     if (slack >= 0) return {1, slack / std::max(1e-6, r.weight), static_cast<double>(r.arrival_ns)};
     return {2, -r.weight, deadline};
   }
