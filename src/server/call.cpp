@@ -118,6 +118,10 @@ void Call::submit(ParsedRequest p) {
   if (!p.class_chosen && !tenant_.default_class.empty())
     p.request.sla_class = tenant_.default_class;
   requested_class_ = p.request.sla_class;
+  has_deadline_ = p.request.ttft_deadline_ns > 0;
+  if (const engine::SlaConfig& sla = svc_.cfg().engine.sla;
+      !requested_class_.empty() && sla.index_of(requested_class_) >= 0)
+    has_deadline_ = has_deadline_ || sla.get(requested_class_).ttft_ns > 0;
   if (!requested_class_.empty() && !Tenants::allows(tenant_, requested_class_)) {
     std::string allowed;
     for (const auto& c : tenant_.classes) allowed += (allowed.empty() ? "" : ", ") + c;
@@ -212,6 +216,9 @@ void Call::cancel() {
 
 void Call::ping() {
   if (ended_ || !stream_ || !handle_) return;
+  // Before its first token a request with a deadline is either started in time or refused with
+  // an HTTP status: a ping must not start its stream (the refusal would come inside a 200).
+  if (!started_ && has_deadline_) return;
   if (now_ns() - last_write_ns_ < std::chrono::nanoseconds(svc_.cfg().ping_interval).count())
     return;
   start_stream();

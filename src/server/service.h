@@ -76,6 +76,7 @@ class Call : public std::enable_shared_from_this<Call> {
   int64_t arrival_ns_ = 0, read_ns_ = 0;
   bool stream_ = false, include_usage_ = false, started_ = false, ended_ = false;
   bool cancelled_ = false, submitted_ = false;
+  bool has_deadline_ = false;  // a TTFT promise: no ping starts its stream before the first token
   std::string requested_class_;
   std::string text_prefix_, text_suffix_;  // a content chunk around its text
   // Log-probabilities: asked for, received and not yet sent, sent; the completions API's
