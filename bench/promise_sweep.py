@@ -31,6 +31,7 @@ import time
 
 CLASSES = {"platinum": 300.0, "gold": 800.0, "silver": 5000.0}  # mmrt's default classes (ms)
 MIX = [("platinum", 0.2), ("gold", 0.3), ("silver", 0.5)]
+DRAIN_S = 30  # after the last arrival
 WORDS = ("latency server token image model request class promise budget queue decode prefill "
          "encoder cache stream socket client arrival admission refuse serve").split()
 
@@ -146,7 +147,15 @@ async def open_loop(port, rate, duration, seed, image_url):
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(port, cls, img, body, start + t, out)))
-    await asyncio.wait_for(asyncio.gather(*tasks), timeout=duration + 120)
+    # Requests still open DRAIN s after the last arrival (a server without admission control
+    # queues without bound at 10x its capacity) are cut and counted as unfinished.
+    _, pending = await asyncio.wait(tasks, timeout=DRAIN_S)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for r in out:
+        if "ttft_ms" not in r and "error" not in r and r["status"] in (0, 200):
+            r["error"] = "unfinished"
     return out
 
 
@@ -175,7 +184,8 @@ def summarize(recs, duration):
     served = [r for r in recs if r["status"] == 200 and "ttft_ms" in r and "error" not in r]
     s["refused"] = len(refused)
     s["served"] = len(served)
-    s["failed"] = len(recs) - len(refused) - len(served)
+    s["unfinished"] = sum(1 for r in recs if r.get("error") == "unfinished")
+    s["failed"] = len(recs) - len(refused) - len(served) - s["unfinished"]
     s["refusal_ms_p50"] = statistics.median([r["status_ms"] for r in refused]) if refused else None
     # Per requested class, each judged against the class it was served in (a downgraded gold
     # request against silver's budget).
@@ -197,7 +207,7 @@ def summarize(recs, duration):
     s["client_lag_ms_max"] = round(max((r["lag_ms"] for r in recs), default=0), 1)
     errs = {}
     for r in recs:
-        if "error" in r and r["status"] not in (429, 503):
+        if "error" in r and r["status"] not in (429, 503) and r["error"] != "unfinished":
             errs[r["error"][:80]] = errs.get(r["error"][:80], 0) + 1
     s["errors"] = errs
     return s
@@ -243,17 +253,19 @@ def main():
                   f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
                   f"{s['classes']['gold']['late_pct']} %), goodput {s['goodput_rps']}/s, client-"
                   f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
-                  f"{s['failed']} {s['errors'] or ''}", file=sys.stderr, flush=True)
+                  f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}", file=sys.stderr,
+                  flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
-    print("| rate | policy | sent | refused | refusal p50 ms | served | late platinum % | "
-          "late gold % | late silver % | goodput /s | client-server TTFT p50 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| rate | policy | sent | refused | refusal p50 ms | served | unfinished | "
+          "late platinum % | late gold % | late silver % | goodput /s | client-server TTFT p50 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in results:
         c = s["classes"]
         print(f"| {s['rate']:g} | {s['policy']} | {s['sent']} | {s['refused']} | "
-              f"{(s['refusal_ms_p50'] or 0):.1f} | {s['served']} | {c['platinum']['late_pct']} | "
+              f"{(s['refusal_ms_p50'] or 0):.1f} | {s['served']} | {s['unfinished']} | "
+              f"{c['platinum']['late_pct']} | "
               f"{c['gold']['late_pct']} | {c['silver']['late_pct']} | {s['goodput_rps']} | "
               f"{s['client_minus_server_ttft_ms_p50']} |")
 

@@ -10,6 +10,9 @@
 //     last moment got its first token a few ms late) is >= 0 — ordered by slack / class weight,
 //     smallest first (weighted EDF; a request's image tokens and encoder patches make its
 //     predicted work, so its slack, smaller).
+//     Urgent ones (slack under two full steps) come first, by slack alone (earliest deadline
+//     first): by weighted slack, a stream of platinum arrivals kept taking the budget from gold
+//     requests admitted earlier until those were late (the promise sweep, docs/benchmarks.md).
 //  3. already late: cannot meet its deadline any more — by class weight, then deadline. Serving
 //     the savable first is what raises attainment under load; group 1 keeps these from starving.
 // Running requests (who gets budget first, who is preempted last): class weight, then deadline.
@@ -58,8 +61,9 @@ class SloPolicy : public Policy {
     const double guard =
         ctx_.cost ? ctx_.cost->predict_ns({static_cast<double>(ctx_.step_tokens)}) : 0.0;
     const double slack = deadline - static_cast<double>(now) - own_work_ns(r) - guard;
-    if (slack >= 0) return {1, slack / std::max(1e-6, r.weight), static_cast<double>(r.arrival_ns)};
-    return {2, -r.weight, deadline};
+    if (slack >= 0 && slack < 2 * guard) return {1, slack, static_cast<double>(r.arrival_ns)};
+    if (slack >= 0) return {2, slack / std::max(1e-6, r.weight), static_cast<double>(r.arrival_ns)};
+    return {3, -r.weight, deadline};
   }
 
   void order_waiting(std::vector<Request*>& w, int64_t now) override {
