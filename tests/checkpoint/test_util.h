@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "../common/error_of.h"
 #include "core/error.h"
 
 namespace mmrt::testing {
@@ -63,21 +64,6 @@ inline std::string raw_safetensors(const std::string& header, const std::string&
                                    int64_t header_len = -1) {
   uint64_t n = header_len >= 0 ? static_cast<uint64_t>(header_len) : header.size();
   return le64(n) + header + data;
-}
-
-// Runs fn, expecting it to throw exactly error type E; returns the message ("" on failure).
-template <typename E>
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong error type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
 }
 
 // Runs a shell command; returns its exit status and combined stdout+stderr.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "../common/error_of.h"
 #include "core/error.h"
 #include "models/decoder/text_config.h"
 #include "models/fuyu/config.h"
@@ -23,19 +24,7 @@ io::JsonFields fields(const json& j) {
   return io::JsonFields(&j, nullptr, "text_config.", "c");
 }
 
-template <typename E>
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong error type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+using mmrt::testing::error_of;
 
 TEST(TextConfig, AbsentFieldsKeepDefaultsAndKvFollowsTheRules) {
   const json j = {{"hidden_size", 64}, {"num_attention_heads", 4}};
