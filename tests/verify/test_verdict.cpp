@@ -89,6 +89,20 @@ TEST(Verdict, SlowTailFailsNamingRuleAndStage) {
   EXPECT_NEAR(res["attribution"]["violating"]["stages_ms"]["queue"].get<double>(), 320, 1e-6);
 }
 
+// A violation whose time went into the server's intake (a slow body, a parse backlog: the
+// stages the clock gained at arrival) is attributed to it by name.
+TEST(Verdict, IntakeViolationNamesTheStage) {
+  RunRecord r = run_of(base_workload(), 600, [](int i) { return i % 20 ? 20.0 : 400.0; });
+  for (size_t i = 0; i < r.observed.size(); i += 20)
+    r.observed[i].mmrt["stages_ms"] =
+        json{{"http_read", 30}, {"intake", 330}, {"prefill", 40}, {"decode", 20}};
+  const json res = evaluate(r);
+  EXPECT_EQ(res["verdict"], "FAIL");
+  EXPECT_EQ(res["attribution"]["dominant"], "intake");
+  EXPECT_NEAR(res["attribution"]["violating"]["stages_ms"]["intake"].get<double>(), 330, 1e-6);
+  EXPECT_NEAR(res["attribution"]["violating"]["stages_ms"]["http_read"].get<double>(), 30, 1e-6);
+}
+
 TEST(Verdict, TooFewSamplesIsInvalid) {
   const json res = evaluate(run_of(base_workload(), 100, [](int) { return 20.0; }));
   EXPECT_EQ(res["verdict"], "INVALID");
