@@ -10,7 +10,8 @@ chunk with the first token), its TTFT, and the class the server says it served.
 
 Reported per (policy, rate): sent, refused, served, served late as the client sees it (per class,
 judged against the class it was served in), refusal answer time (median, first byte to status
-line), goodput (served within their class per second), and the client-minus-server TTFT gap.
+line), goodput (served within their class per second; also weighted by the served class's weight,
+4 / 2 / 1), and the client-minus-server TTFT gap.
 
 Usage: promise_sweep.py --mmrt BIN --model DIR [--rates 10,20,...] [--duration 30]
                         [--policies slo,fcfs,fcfs:plain] [--json OUT] [--serve-arg ARG ...]
@@ -30,6 +31,7 @@ import tempfile
 import time
 
 CLASSES = {"platinum": 300.0, "gold": 800.0, "silver": 5000.0}  # mmrt's default classes (ms)
+WEIGHTS = {"platinum": 4.0, "gold": 2.0, "silver": 1.0}  # ... and their weights
 MIX = [("platinum", 0.2), ("gold", 0.3), ("silver", 0.5)]
 DRAIN_S = 30  # after the last arrival
 WORDS = ("latency server token image model request class promise budget queue decode prefill "
@@ -201,6 +203,12 @@ def summarize(recs, duration):
     s["classes"] = per
     s["late"] = late
     s["goodput_rps"] = round((len(served) - late) / duration, 2)
+    # Weighted by the class each on-time request was served in (platinum 4, gold 2, silver 1):
+    # a policy that refuses every platinum request to serve cheap silver ones scores low here.
+    on_time = [r for r in served
+               if r["ttft_ms"] <= CLASSES[r.get("served_class") or r["class"]]]
+    s["weighted_goodput"] = round(
+        sum(WEIGHTS[r.get("served_class") or r["class"]] for r in on_time) / duration, 2)
     gaps = [r["ttft_ms"] - r["server_ttft_ms"] for r in served if r.get("server_ttft_ms") is not None]
     s["client_minus_server_ttft_ms_p50"] = round(statistics.median(gaps), 2) if gaps else None
     s["client_minus_server_ttft_ms_max"] = round(max(gaps), 2) if gaps else None
@@ -251,7 +259,8 @@ def main():
             print(f"rate {rate:g} {policy}: sent {s['sent']}, refused {s['refused']} "
                   f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
                   f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
-                  f"{s['classes']['gold']['late_pct']} %), goodput {s['goodput_rps']}/s, client-"
+                  f"{s['classes']['gold']['late_pct']} %), goodput {s['goodput_rps']}/s (weighted "
+                  f"{s['weighted_goodput']}), client-"
                   f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
                   f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}", file=sys.stderr,
                   flush=True)
@@ -259,14 +268,16 @@ def main():
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
     print("| rate | policy | sent | refused | refusal p50 ms | served | unfinished | "
-          "late platinum % | late gold % | late silver % | goodput /s | client-server TTFT p50 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "late platinum % | late gold % | late silver % | goodput /s | weighted goodput /s | "
+          "client-server TTFT p50 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in results:
         c = s["classes"]
         print(f"| {s['rate']:g} | {s['policy']} | {s['sent']} | {s['refused']} | "
               f"{(s['refusal_ms_p50'] or 0):.1f} | {s['served']} | {s['unfinished']} | "
               f"{c['platinum']['late_pct']} | "
               f"{c['gold']['late_pct']} | {c['silver']['late_pct']} | {s['goodput_rps']} | "
+              f"{s['weighted_goodput']} | "
               f"{s['client_minus_server_ttft_ms_p50']} |")
 
 
