@@ -17,6 +17,11 @@ RunningLoad running_load(std::span<Request* const> running) {
 
 Admission::Admission(const SlaConfig& sla, const CostModel& cost) : sla_(sla), cost_(cost) {}
 
+double Admission::step_guard_ns(const RunningLoad& load, int64_t budget) const {
+  return cost_.predict_ns({static_cast<double>(std::max<int64_t>(0, budget - load.n_decode)),
+                           static_cast<double>(load.n_decode), 0, load.context});
+}
+
 Admission::MediaWork Admission::uncached_media(const Request& q, const SchedulerView& v) const {
   MediaWork w;
   for (const auto& m : q.media)
@@ -119,16 +124,24 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
   r.predicted_ttft_ns = static_cast<int64_t>(
       std::min(1e12, static_cast<double>(r.model_ttft_ns) * ttft_bias(r.weight)));
-  return {own, own_media.patches, own_media.items, queued, rho};
+  // The decision keeps the margin expire_late keeps (one full step at the present load): a
+  // request admitted without it was refused later by that check, after it had taken part of the
+  // engine. The prediction itself stays the plain one (its error is tracked).
+  return {own,
+          own_media.patches,
+          own_media.items,
+          queued,
+          rho,
+          static_cast<int64_t>(step_guard_ns(load, budget))};
 }
 
 std::string Admission::miss_reason(const Request& r, const Prediction& p) const {
   char buf[256];
   std::snprintf(
       buf, sizeof buf,
-      "predicted time to first token %.0f ms exceeds the %s class's %.0f ms "
+      "predicted time to first token %.0f ms (+ %.0f ms margin) exceeds the %s class's %.0f ms "
       "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
-      static_cast<double>(r.predicted_ttft_ns) * 1e-6,
+      static_cast<double>(r.predicted_ttft_ns) * 1e-6, static_cast<double>(p.guard_ns) * 1e-6,
       r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
       static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued,
       100 * std::min(p.rho, 1.0));
@@ -138,8 +151,9 @@ std::string Admission::miss_reason(const Request& r, const Prediction& p) const 
 bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
   if (r.deadline_ns == 0) return true;
   const Prediction p = predict(r, v, now);
-  if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return true;
-  if (sla_.on_miss(r.sla_class, r.predicted_ttft_ns).action != OnMiss::kRefuse) return true;
+  if (r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns) return true;
+  if (sla_.on_miss(r.sla_class, r.predicted_ttft_ns + p.guard_ns).action != OnMiss::kRefuse)
+    return true;
   why = miss_reason(r, p) + " before its own prompt and media are counted";
   return false;
 }
@@ -152,8 +166,8 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     recent_.push_back({now, p.own, p.own_patches, p.own_items, ClassRank::of(r)});
     return true;
   };
-  if (r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns) return admitted();
-  const SlaConfig::MissAction m = sla_.on_miss(r.sla_class, r.predicted_ttft_ns);
+  if (r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns) return admitted();
+  const SlaConfig::MissAction m = sla_.on_miss(r.sla_class, r.predicted_ttft_ns + p.guard_ns);
   if (m.action == OnMiss::kAccept) return admitted();
   if (m.action == OnMiss::kDowngrade) {
     downgrade(r, m.to);
@@ -209,11 +223,9 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     // the running requests (served first), so a request found feasible with nothing to spare
     // got its first token a few ms late; it is refused (or downgraded) a step earlier instead.
     const MediaWork media = uncached_media(*r, v);
-    const double need =
-        cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode, load.context,
-                              budget, media.items) +
-        cost_.predict_ns({static_cast<double>(std::max<int64_t>(0, budget - load.n_decode)),
-                          static_cast<double>(load.n_decode), 0, load.context});
+    const double need = cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode,
+                                              load.context, budget, media.items) +
+                        step_guard_ns(load, budget);
     const double media_ns = r->media_pending ? r->expected_media_ns : 0.0;
     const double ttft =
         (static_cast<double>(now - r->arrival_ns) + media_ns + need) * ttft_bias(r->weight);

@@ -89,6 +89,7 @@ class Admission {
  private:
   struct Prediction {
     double own, own_patches, own_items, queued, rho;
+    int64_t guard_ns = 0;  // the decision's margin: one full step at the running load
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
@@ -102,6 +103,9 @@ class Admission {
   };
   MediaWork uncached_media(const Request& q, const SchedulerView& v) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
+  // One full step at the running load: the margin both admission and the late check add, since
+  // a scheduled prompt shares steps with the running requests (served first).
+  double step_guard_ns(const RunningLoad& load, int64_t budget) const;
 
   const SlaConfig& sla_;
   const CostModel& cost_;
