@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/release
 D=${1:-30}
-RATES=${2:-"8,16,32,64,160"}
+RATES=${2:-"6,12,24,48,120"}
 POLICIES=${3:-"slo,fcfs,fcfs:plain"}
 MODEL=build/bench/small
 [[ -f $MODEL/config.json ]] || "$B/tools/mmrt" make-tiny-model --arch qwen2-vl --size small --out "$MODEL"
