@@ -23,12 +23,13 @@ import io
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "server"))
+from server_test import Server  # noqa: E402
 
 CLASSES = {"platinum": 300.0, "gold": 800.0, "silver": 5000.0}  # mmrt's default classes (ms)
 WEIGHTS = {"platinum": 4.0, "gold": 2.0, "silver": 1.0}  # ... and their weights
@@ -161,25 +162,6 @@ async def open_loop(port, rate, duration, seed, image_url):
     return out
 
 
-def start_server(mmrt, model, policy, extra, log_path):
-    log = open(log_path, "w")
-    p = subprocess.Popen([mmrt, "serve", "--model", model, "--port", "0", "--policy", policy,
-                          "--max-requests", "100000", "--max-connections", "100000", *extra],
-                         stdout=log, stderr=subprocess.STDOUT)
-    end = time.time() + 120
-    port = None
-    while time.time() < end:
-        time.sleep(0.05)
-        text = open(log_path).read()
-        if port is None and "listening on http://" in text:
-            port = int(text.split("listening on http://")[1].split()[0].rsplit(":", 1)[1])
-        if port is not None and "ready" in text:
-            return p, port
-        if p.poll() is not None:
-            raise SystemExit("the server exited:\n" + text)
-    raise SystemExit("the server did not get ready:\n" + open(log_path).read())
-
-
 def summarize(recs, duration):
     s = {"sent": len(recs)}
     refused = [r for r in recs if r["status"] in (429, 503)]
@@ -239,16 +221,14 @@ def main():
     work = tempfile.mkdtemp(prefix="promise_")
     for rate in rates:
         for policy in a.policies.split(","):
-            log = os.path.join(work, f"serve_{policy.replace(':', '_')}_{rate:g}.log")
-            proc, port = start_server(a.mmrt, a.model, policy, a.serve_arg, log)
+            # The server tests' process wrapper: starts `mmrt serve`, waits for /health, stops it
+            # with SIGTERM (its log: WORK/serveN.log).
+            srv = Server(a.mmrt, a.model, work, "--policy", policy, "--max-requests", "100000",
+                         "--max-connections", "100000", *a.serve_arg)
             try:
-                recs = asyncio.run(open_loop(port, rate, a.duration, a.seed, image_url))
+                recs = asyncio.run(open_loop(srv.port, rate, a.duration, a.seed, image_url))
             finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                srv.stop()
             if a.records:
                 with open(a.records, "a") as f:
                     for r in recs:

@@ -23,36 +23,11 @@ namespace {
 // Bounds of the load a run may ask for: every request of the trace is generated up front.
 constexpr double kMaxRate = 10000, kMaxDurationS = 86400, kMaxRequests = 100000;
 
-// One entry of --policy: a policy name, optionally with ":plain" = no admission control and no
-// batch controller (what an engine without SLA classes does: admit everything, fixed budget).
-struct PolicyRun {
-  std::string label, policy;
-  bool plain = false;
-};
-
-PolicyRun parse_policy_run(const std::string& s) {
-  PolicyRun r;
-  r.label = s;
-  const size_t colon = s.find(':');
-  r.policy = s.substr(0, colon);
-  if (colon != std::string::npos) {
-    if (s.substr(colon + 1) != "plain")
-      throw InvalidArgument("--policy entry '" + s + "': the only modifier is ':plain'");
-    r.plain = true;
-  }
-  engine::make_policy(r.policy);  // validates the name
-  return r;
-}
-
-obs::Report run_policy(const engine::EngineConfig& base, const PolicyRun& run,
+// `policy`: one entry of --policy (apply_policy_option: a name, optionally ":plain").
+obs::Report run_policy(const engine::EngineConfig& base, const std::string& policy,
                        const std::vector<TraceItem>& trace, int warmup, bool progress) {
   engine::EngineConfig cfg = base;
-  cfg.policy = run.policy;
-  if (run.plain) {
-    cfg.admission_control = false;
-    cfg.batch_controller = false;
-  }
-  const std::string& policy = run.label;
+  apply_policy_option(policy, cfg);
   auto eng = engine::Engine::create(cfg);
   // Warm-up: calibrates the cost model and touches the weights; not part of the report.
   if (warmup > 0) {
@@ -141,9 +116,11 @@ int run_bench(Args& args) {
   w.seed = static_cast<uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
   w.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 24, 1, 1 << 20));
   w.image_side = static_cast<int>(args.get_int("image-size", 224, 28, 4096));
-  std::vector<PolicyRun> policies;
-  for (const auto& p : split_list(args.get_or("policy", "fcfs,slo"), "policy"))
-    policies.push_back(parse_policy_run(p));
+  std::vector<std::string> policies = split_list(args.get_or("policy", "fcfs,slo"), "policy");
+  for (const std::string& p : policies) {
+    engine::EngineConfig probe;
+    apply_policy_option(p, probe);  // every entry is checked before any run
+  }
   std::string json_path = args.get_or("json", "");
   std::string sla_path = args.get_or("sla", "");
   int warmup = static_cast<int>(args.get_int("warmup", 8, 0, 10000));
@@ -186,7 +163,7 @@ int run_bench(Args& args) {
                  args.get_or("policy", "fcfs,slo").c_str());
   nlohmann::json out = nlohmann::json::array();
   std::vector<obs::Report> reports;
-  if (!url.empty()) policies = {PolicyRun{"http", "", false}};
+  if (!url.empty()) policies = {"http"};
   for (const auto& p : policies) {
     reports.push_back(url.empty() ? run_policy(cfg, p, trace, warmup, !quiet)
                                   : run_url(url, cfg.sla, trace, warmup, !quiet));

@@ -56,15 +56,7 @@ int run_serve(Args& args) {
   cfg.realtime.segment_silence_ms =
       static_cast<int32_t>(args.get_int("realtime-segment-silence-ms", 400, 20, 10000));
   const std::string sla_file = args.get_or("sla-config", "");
-  cfg.engine.policy = args.get_or("policy", "slo");
-  if (const size_t colon = cfg.engine.policy.find(':'); colon != std::string::npos) {
-    // ":plain": the policy alone, as an engine without SLA machinery would serve (a baseline).
-    if (cfg.engine.policy.substr(colon + 1) != "plain")
-      throw InvalidArgument("--policy " + cfg.engine.policy + ": the only modifier is ':plain'");
-    cfg.engine.policy.resize(colon);
-    cfg.engine.admission_control = false;
-    cfg.engine.batch_controller = false;
-  }
+  apply_policy_option(args.get_or("policy", "slo"), cfg.engine);
   cfg.engine.scheduler.token_budget = step_tokens_option(args);
   cfg.engine.model = load_options(args);
   cfg.engine.kv = kv_options(args);

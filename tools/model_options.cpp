@@ -125,4 +125,16 @@ void set_compute(engine::EngineConfig& cfg, const ComputeOptions& o) {
   cfg.host = o.host;
 }
 
+void apply_policy_option(const std::string& value, engine::EngineConfig& cfg) {
+  const size_t colon = value.find(':');
+  cfg.policy = value.substr(0, colon);
+  if (colon != std::string::npos) {
+    if (value.substr(colon + 1) != "plain")
+      throw InvalidArgument("--policy entry '" + value + "': the only modifier is ':plain'");
+    cfg.admission_control = false;
+    cfg.batch_controller = false;
+  }
+  engine::make_policy(cfg.policy);  // validates the name
+}
+
 }  // namespace mmrt::cli

@@ -212,23 +212,23 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
   std::vector<std::pair<Request*, int64_t>> late;  // with its predicted TTFT (from arrival)
   const RunningLoad load = running_load(v.running());
   const int64_t budget = v.token_budget();
+  // One full step at the present load, the margin every check below adds: once scheduled, a
+  // prompt shares steps with the running requests (served first), so a request found feasible
+  // with nothing to spare got its first token a few ms late; it is refused (or downgraded) a step
+  // earlier instead.
+  const double guard = step_guard_ns(load, budget);
   auto check = [&](Request* r) {
     // A request whose media is being preprocessed belongs to the media stage until it returns;
     // it is checked once it reaches the scheduler.
     if (r->deadline_ns == 0 || !r->output.empty() || r->media_pending) return;
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
-    // As admission predicts (the same form, with the class's learned bias), but with no work
-    // ahead: a request admitted in this pass is never refused in the same one.
-    // ... plus one full step at the present load: once scheduled its prefill shares steps with
-    // the running requests (served first), so a request found feasible with nothing to spare
-    // got its first token a few ms late; it is refused (or downgraded) a step earlier instead.
+    // As admission predicts (the same form, with the class's learned bias, and the guard), but
+    // with no work ahead: a request admitted in this pass is never refused in the same one.
     const MediaWork media = uncached_media(*r, v);
     const double need = cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode,
                                               load.context, budget, media.items) +
-                        step_guard_ns(load, budget);
-    const double media_ns = r->media_pending ? r->expected_media_ns : 0.0;
-    const double ttft =
-        (static_cast<double>(now - r->arrival_ns) + media_ns + need) * ttft_bias(r->weight);
+                        guard;
+    const double ttft = (static_cast<double>(now - r->arrival_ns) + need) * ttft_bias(r->weight);
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
       late.emplace_back(r, static_cast<int64_t>(ttft));
   };

@@ -53,7 +53,7 @@ nlohmann::json Dist::json() const {
   return {{"n", n}, {"p50", p50}, {"p95", p95}, {"p99", p99}, {"mean", mean}, {"max", max}};
 }
 
-RequestTimes request_times(const engine::RequestResult& r) {
+RequestTimes request_times(const engine::RequestResult& r, const ServedStamps& served) {
   RequestTimes t;
   const bool ok = r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped;
   const auto& tl = r.timeline;
@@ -63,6 +63,10 @@ RequestTimes request_times(const engine::RequestResult& r) {
   auto s = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
   t.completed = true;
   t.ttft = s(tf - t0);
+  if (served.first_byte_ns > 0) {
+    t.ttft = s(served.first_byte_ns - t0);
+    t.write = s(std::max<int64_t>(0, served.first_byte_ns - tf));
+  }
   t.e2e = s(te - t0);
   t.tpot = r.tokens.size() > 1 ? s(te - tf) / static_cast<double>(r.tokens.size() - 1) : 0;
   const int64_t tm = tl.first(Event::kMediaDecoded), tq = tl.first(Event::kQueued),
@@ -74,7 +78,7 @@ RequestTimes request_times(const engine::RequestResult& r) {
   }
   const int64_t tread = tl.first(Event::kRequestRead);
   t.http_read = tread >= t0 ? s(tread - t0) : 0;
-  t.intake = s(tr - t0) - t.http_read;
+  t.intake = std::max(0.0, s(tr - t0) - t.http_read - served.download_s);
   t.media = tm > 0 ? s(tm - tr) : 0;
   t.media_decode = std::min(t.media, s(r.media_decode_ns));
   t.media_resample = std::min(t.media - t.media_decode, s(r.media_resample_ns));

@@ -24,19 +24,27 @@ double mean(const std::vector<double>& v);
 // Where one request's time went (seconds; from its timeline). `completed`: it produced a first
 // token and finished (the other fields are 0 otherwise). ttft and e2e count from arrival (the
 // request's first byte, Timeline::origin); http_read is arrival to the request read whole,
-// intake from there to submission (parsing, media downloads; 0 without a server's stamps);
-// media is decode + preprocessing, encode the encoder jobs' sum, prefill the time from its
-// first schedule to its first token less the encoder time, decode first token to finish.
+// intake from there to submission (parsing; a server's media downloads excluded, 0 without a
+// server's stamps); media is decode + preprocessing, encode the encoder jobs' sum, prefill the time
+// from its first schedule to its first token less the encoder time, decode first token to finish.
 struct RequestTimes {
   bool completed = false;
   double ttft = 0, e2e = 0, tpot = 0;  // tpot: 0 for one output token
   double http_read = 0, intake = 0;
+  double write = 0;  // a streamed answer's first byte written after the engine's first token
   double media = 0, queue = 0, encode = 0, prefill = 0, decode = 0;
   // media split: decoding the files, resampling audio, and the rest (preprocessing: resize and
   // normalise, the log-mel; waiting for a media lane counts here too).
   double media_decode = 0, media_resample = 0, preprocess = 0;
 };
-RequestTimes request_times(const engine::RequestResult& r);
+// What a server saw of a request beyond its engine timeline: its media downloads (part of the
+// intake) and when the first byte of its streamed answer was written (now_ns; 0: not streamed).
+// With a first byte, TTFT ends there (as the client sees it) and `write` is its lag.
+struct ServedStamps {
+  double download_s = 0;
+  int64_t first_byte_ns = 0;
+};
+RequestTimes request_times(const engine::RequestResult& r, const ServedStamps& served = {});
 
 struct Dist {
   int64_t n = 0;

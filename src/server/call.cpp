@@ -347,15 +347,12 @@ void Call::on_done(const engine::StreamEvent& ev) {
       {"downgraded", served != requested_class_},
       {"predicted_ttft_ms", ms3(static_cast<double>(r.predicted_ttft_ns) * 1e-9)},
       {"trace", "/v1/requests/" + id_ + "/trace"}};
-  const obs::RequestTimes t = obs::request_times(r);
   // TTFT ends with the first byte of the answer written (a stream's status line and first
   // chunk), as the client sees it; "write" is its lag behind the engine's first token.
-  const int64_t t0 = r.timeline.origin(), tf = r.timeline.first(engine::Event::kFirstToken);
-  const double write_s =
-      first_byte_ns_ > 0 && tf > 0 ? std::max<int64_t>(0, first_byte_ns_ - tf) * 1e-9 : 0.0;
-  ext["ttft_ms"] = first_byte_ns_ > 0 && t0 >= 0 ? ms3((first_byte_ns_ - t0) * 1e-9) : ms3(t.ttft);
+  const obs::RequestTimes t = obs::request_times(r, {download_s_, first_byte_ns_});
+  ext["ttft_ms"] = ms3(t.ttft);
   ext["stages_ms"] = {{"http_read", ms3(t.http_read)},
-                      {"intake", ms3(std::max(0.0, t.intake - download_s_))},
+                      {"intake", ms3(t.intake)},
                       {"media_download", ms3(download_s_)},
                       {"media_decode", ms3(t.media_decode)},
                       {"media_resample", ms3(t.media_resample)},
@@ -363,7 +360,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
                       {"queue", ms3(t.queue)},
                       {"encoder", ms3(t.encode)},
                       {"prefill", ms3(t.prefill)},
-                      {"write", ms3(write_s)},
+                      {"write", ms3(t.write)},
                       {"decode", ms3(t.decode)}};
   const std::string tier = svc_.service_tier_of(served);
   // Counted and its trace kept before the response goes out: a client that asks for either as

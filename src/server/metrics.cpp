@@ -120,19 +120,15 @@ void Metrics::observe(const RequestRecord& rec) {
   if (r->outcome == engine::Outcome::kRefused) return;
   c.prompt_tokens += static_cast<uint64_t>(r->prompt_tokens);
   c.cached_prompt_tokens += static_cast<uint64_t>(r->cached_prompt_tokens);
-  const obs::RequestTimes t = obs::request_times(*r);
-  if (!t.completed) return;
   // TTFT to the first byte written when the answer streamed (what the client sees), else to
   // the engine's first token; "write" is the lag between the two.
-  const int64_t t0 = r->timeline.origin(), tf = r->timeline.first(engine::Event::kFirstToken);
-  const bool wrote = rec.first_byte_ns > 0 && t0 >= 0 && tf > 0;
-  c.ttft.observe(wrote ? static_cast<double>(rec.first_byte_ns - t0) * 1e-9 : t.ttft);
-  if (wrote)
-    c.stages.at("write").observe(static_cast<double>(std::max<int64_t>(0, rec.first_byte_ns - tf)) *
-                                 1e-9);
+  const obs::RequestTimes t = obs::request_times(*r, {rec.download_s, rec.first_byte_ns});
+  if (!t.completed) return;
+  c.ttft.observe(t.ttft);
+  if (rec.first_byte_ns > 0) c.stages.at("write").observe(t.write);
   c.e2e.observe(t.e2e);
   c.stages.at("http_read").observe(t.http_read);
-  c.stages.at("intake").observe(std::max(0.0, t.intake - rec.download_s));
+  c.stages.at("intake").observe(t.intake);
   c.queue.observe(t.queue);
   if (t.media > 0) {
     c.stages.at("media_decode").observe(t.media_decode);
