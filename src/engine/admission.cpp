@@ -158,52 +158,135 @@ bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::s
   return false;
 }
 
+const Request* Admission::displaced_by(const Request& r, const Prediction& p,
+                                       const SchedulerView& v, int64_t now,
+                                       int64_t& late_by_ns) const {
+  // The queue in the order the scheduler admits it: prompts already running first (they get
+  // step budget before anything waiting), then the waiting requests in the policy's order with
+  // r among them. Each request's first token is predicted from the work ahead of it, with and
+  // without r's.
+  std::vector<Request*> order;
+  order.reserve(v.waiting().size() + 1);
+  for (Request* q : v.waiting())
+    if (q != &r) order.push_back(q);
+  order.push_back(const_cast<Request*>(&r));  // ordered, never written
+  v.policy().order_waiting(order, now);
+  if (order.back() == &r) return nullptr;  // served last: delays nobody
+  const RunningLoad load = running_load(v.running());
+  const int64_t budget = v.token_budget();
+  double tokens = 0;
+  MediaWork media;
+  for (const Request* q : v.running()) {
+    if (q->prefilled()) continue;
+    tokens += static_cast<double>(q->num_tokens() - q->num_computed);
+    const MediaWork w = uncached_media(*q, v);
+    media.patches += w.patches;
+    media.items += w.items;
+  }
+  bool after_r = false;
+  for (const Request* q : order) {
+    const double own = q == &r ? p.own : own_tokens(*q, v);
+    const MediaWork w = q == &r ? MediaWork{p.own_patches, p.own_items} : uncached_media(*q, v);
+    if (q == &r) {
+      after_r = true;
+    } else if (after_r && q->deadline_ns != 0 && q->output.empty()) {
+      const double media_ns = q->media_pending ? q->expected_media_ns : 0.0;
+      auto first_token = [&](double t, double pt, double it) {
+        const double need = media_ns +
+                            cost_.predict_ttft_ns(own, w.patches, t, pt, load.n_decode,
+                                                  load.context, budget, w.items, it) +
+                            static_cast<double>(p.guard_ns);
+        return static_cast<double>(q->arrival_ns) +
+               (static_cast<double>(now - q->arrival_ns) + need) * ttft_bias(q->weight);
+      };
+      const double deadline = static_cast<double>(q->deadline_ns);
+      const double with = first_token(tokens, media.patches, media.items);
+      if (with > deadline && first_token(tokens - p.own, media.patches - p.own_patches,
+                                         media.items - p.own_items) <= deadline) {
+        late_by_ns = static_cast<int64_t>(with - deadline);
+        return q;
+      }
+    }
+    tokens += own;
+    media.patches += w.patches;
+    media.items += w.items;
+  }
+  return nullptr;
+}
+
 bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
   if (r.deadline_ns == 0) return true;
-  const Prediction p = predict(r, v, now);
-  auto admitted = [&] {
-    if (first_admit_ns_ < 0) first_admit_ns_ = now;
-    recent_.push_back({now, p.own, p.own_patches, p.own_items, ClassRank::of(r)});
-    return true;
-  };
-  if (r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns) return admitted();
-  const SlaConfig::MissAction m = sla_.on_miss(r.sla_class, r.predicted_ttft_ns + p.guard_ns);
-  if (m.action == OnMiss::kAccept) return admitted();
-  if (m.action == OnMiss::kDowngrade) {
-    downgrade(r, m.to);
-    return admitted();
+  // Once per class r may be moved down to (a downgrade decides again in the lower class).
+  for (size_t attempt = 0; attempt <= sla_.classes.size(); ++attempt) {
+    const Prediction p = predict(r, v, now);
+    auto admitted = [&] {
+      if (first_admit_ns_ < 0) first_admit_ns_ = now;
+      recent_.push_back({now, p.own, p.own_patches, p.own_items, ClassRank::of(r)});
+      return true;
+    };
+    const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns;
+    int64_t late_by_ns = 0;
+    const Request* victim = fits ? displaced_by(r, p, v, now, late_by_ns) : nullptr;
+    if (fits && !victim) return admitted();
+    const SlaConfig::MissAction m = sla_.on_miss(r.sla_class, r.predicted_ttft_ns + p.guard_ns);
+    if (m.action == OnMiss::kAccept) return admitted();
+    if (victim) ++stats_.displacing;
+    if (m.action == OnMiss::kDowngrade) {
+      downgrade(r, m.to);
+      if (r.deadline_ns == 0) return admitted();
+      continue;
+    }
+    ++stats_.refused;
+    const int64_t budget_ns = r.deadline_ns - r.arrival_ns;
+    if (victim) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "admitting it would make a %s request admitted before it late by %.0f ms "
+                    "(its own first token is predicted at %.0f ms, within the %s class's %.0f "
+                    "ms): the engine is full of promised work",
+                    victim->sla_class.empty() ? "classed" : victim->sla_class.c_str(),
+                    static_cast<double>(late_by_ns) * 1e-6,
+                    static_cast<double>(r.predicted_ttft_ns) * 1e-6,
+                    r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                    static_cast<double>(budget_ns) * 1e-6);
+      why = buf;
+      // When the request it would delay has had its first token, as predicted now.
+      r.retry_after_ns = std::max<int64_t>(0, victim->deadline_ns - now);
+      return false;
+    }
+    // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
+    const double own_only =
+        ((r.media_pending ? r.expected_media_ns : 0.0) +
+         cost_.predict_ttft_ns(p.own, p.own_patches, 0, 0, 0, 0, v.token_budget(), p.own_items)) *
+        ttft_bias(r.weight);
+    r.retry_after_ns = own_only > static_cast<double>(budget_ns)
+                           ? -1
+                           : std::max<int64_t>(0, r.predicted_ttft_ns - budget_ns);
+    if (r.retry_after_ns < 0) {
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    "its own work alone (%.0f prompt tokens, %.0f encoder patches) is predicted "
+                    "at %.0f ms, over the %s class's %.0f ms to first token: this server cannot "
+                    "serve it in that class",
+                    p.own, p.own_patches, own_only * 1e-6,
+                    r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                    static_cast<double>(budget_ns) * 1e-6);
+      why = buf;
+    } else if (now >= r.deadline_ns) {  // nothing the engine does can help: say where time went
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "the %s class's %.0f ms to first token were spent before admission (%.0f ms "
+                    "since the request's first byte arrived)",
+                    r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                    static_cast<double>(budget_ns) * 1e-6,
+                    static_cast<double>(now - r.arrival_ns) * 1e-6);
+      why = buf;
+    } else {
+      why = miss_reason(r, p);
+    }
+    return false;
   }
-  // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
-  const int64_t budget_ns = r.deadline_ns - r.arrival_ns;
-  const double own_only =
-      ((r.media_pending ? r.expected_media_ns : 0.0) +
-       cost_.predict_ttft_ns(p.own, p.own_patches, 0, 0, 0, 0, v.token_budget(), p.own_items)) *
-      ttft_bias(r.weight);
-  r.retry_after_ns = own_only > static_cast<double>(budget_ns)
-                         ? -1
-                         : std::max<int64_t>(0, r.predicted_ttft_ns - budget_ns);
-  if (r.retry_after_ns < 0) {
-    char buf[240];
-    std::snprintf(buf, sizeof buf,
-                  "its own work alone (%.0f prompt tokens, %.0f encoder patches) is predicted at "
-                  "%.0f ms, over the %s class's %.0f ms to first token: this server cannot serve "
-                  "it in that class",
-                  p.own, p.own_patches, own_only * 1e-6,
-                  r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-                  static_cast<double>(budget_ns) * 1e-6);
-    why = buf;
-  } else if (now >= r.deadline_ns) {  // nothing the engine does can help: say where time went
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "the %s class's %.0f ms to first token were spent before admission (%.0f ms "
-                  "since the request's first byte arrived)",
-                  r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-                  static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6,
-                  static_cast<double>(now - r.arrival_ns) * 1e-6);
-    why = buf;
-  } else {
-    why = miss_reason(r, p);
-  }
+  why = "no SLA class it could be moved to admits it";
   ++stats_.refused;
   return false;
 }

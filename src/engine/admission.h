@@ -50,6 +50,9 @@ struct AdmissionStats {
   int64_t refused_late = 0, downgraded_late = 0;
   // Of refused_late: requests whose encoder had already run (work spent for nothing).
   int64_t refused_after_encode = 0;
+  // Of refused and downgraded: decided at arrival because admitting the request in its class
+  // would have made an admitted request late.
+  int64_t displacing = 0;
 };
 
 class Admission {
@@ -59,6 +62,10 @@ class Admission {
 
   // Decides r arriving now (r.deadline_ns == 0: always admitted). May downgrade r. Returns
   // false with the reason to refuse. Sets r.predicted_ttft_ns / r.model_ttft_ns.
+  // Promises kept: r is admitted in its class only if its own prediction fits and it would not
+  // make a request admitted before it, and served after it, miss a deadline it meets now; a
+  // request that would is treated as a miss of its own (its class's rule: refuse, downgrade and
+  // decide again in the lower class, or accept).
   bool admit(Request& r, const SchedulerView& v, int64_t now, std::string& why);
   // Before a request's media is fetched or its prompt tokenised: false with the reason when
   // even a request of no work of its own would miss r's promise behind the queue, and its
@@ -94,6 +101,11 @@ class Admission {
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
   std::string miss_reason(const Request& r, const Prediction& p) const;
+  // A request admitted earlier that r, served before it, would make miss its deadline (it meets
+  // it without r): the first such in the policy's order, or nullptr. `late_by_ns` is set to how
+  // far past its deadline its first token would come.
+  const Request* displaced_by(const Request& r, const Prediction& p, const SchedulerView& v,
+                              int64_t now, int64_t& late_by_ns) const;
   // Moves r to class `to` (its promise, weight and deadline from arrival).
   void downgrade(Request& r, int to);
   // Encoder work of q still ahead of its prefill and not in the encoder cache.

@@ -412,6 +412,7 @@ struct Engine::Impl : SchedulerView {
     s.refused_late = a.refused_late;
     s.refused_after_encode = a.refused_after_encode;
     s.downgraded_late = a.downgraded_late;
+    s.displacing = a.displacing;
     s.ttft_prediction = cost.ttft_error();
     s.cost_coefficients_ns = cost.coefficients_ns();
     s.media_sandbox = media->sandbox_stats();

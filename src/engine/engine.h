@@ -109,6 +109,9 @@ struct EngineStats {
   // those, the ones whose encoder had already run; of `downgraded`, those moved to a lower
   // class that way.
   int64_t refused_late = 0, refused_after_encode = 0, downgraded_late = 0;
+  // Of `refused` and `downgraded`: decided at arrival because admitting the request in its class
+  // would have made a request admitted before it late (promises kept).
+  int64_t displacing = 0;
   int32_t token_budget = 0;
   PredictionError ttft_prediction;
   sandbox::SandboxStats media_sandbox;

@@ -15,10 +15,10 @@ bool by_arrival(const Request* a, const Request* b) {
 class FcfsPolicy : public Policy {
  public:
   const char* name() const override { return "fcfs"; }
-  void order_waiting(std::vector<Request*>& w, int64_t) override {
+  void order_waiting(std::vector<Request*>& w, int64_t) const override {
     std::stable_sort(w.begin(), w.end(), by_arrival);
   }
-  void order_running(std::vector<Request*>& r, int64_t) override {
+  void order_running(std::vector<Request*>& r, int64_t) const override {
     std::stable_sort(r.begin(), r.end(), by_arrival);
   }
 };
@@ -29,10 +29,10 @@ class PriorityPolicy : public Policy {
   static bool cmp(const Request* a, const Request* b) {
     return a->priority != b->priority ? a->priority > b->priority : by_arrival(a, b);
   }
-  void order_waiting(std::vector<Request*>& w, int64_t) override {
+  void order_waiting(std::vector<Request*>& w, int64_t) const override {
     std::stable_sort(w.begin(), w.end(), cmp);
   }
-  void order_running(std::vector<Request*>& r, int64_t) override {
+  void order_running(std::vector<Request*>& r, int64_t) const override {
     std::stable_sort(r.begin(), r.end(), cmp);
   }
   bool serves_first(const Request& q, const Request& in, int64_t) const override {

@@ -23,10 +23,10 @@ class Policy {
   virtual ~Policy() = default;
   virtual const char* name() const = 0;
   // Front first: the order in which waiting requests are admitted.
-  virtual void order_waiting(std::vector<Request*>& waiting, int64_t now_ns) = 0;
+  virtual void order_waiting(std::vector<Request*>& waiting, int64_t now_ns) const = 0;
   // Front first: the order in which running requests get step budget; the back is preempted
   // first when KV memory runs out.
-  virtual void order_running(std::vector<Request*>& running, int64_t now_ns) = 0;
+  virtual void order_running(std::vector<Request*>& running, int64_t now_ns) const = 0;
   // Admission's queue model: whether `queued` (waiting, or running its prefill) is served
   // before `incoming`, a request arriving now. Default: everything queued goes first.
   virtual bool serves_first(const Request& queued, const Request& incoming, int64_t now_ns) const {

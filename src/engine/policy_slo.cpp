@@ -66,7 +66,7 @@ class SloPolicy : public Policy {
     return {3, -r.weight, deadline};
   }
 
-  void order_waiting(std::vector<Request*>& w, int64_t now) override {
+  void order_waiting(std::vector<Request*>& w, int64_t now) const override {
     std::vector<std::pair<Key, Request*>> keyed;
     keyed.reserve(w.size());
     for (Request* r : w) keyed.push_back({key(*r, now), r});
@@ -84,7 +84,7 @@ class SloPolicy : public Policy {
     return later.weight > r.weight;
   }
 
-  void order_running(std::vector<Request*>& r, int64_t) override {
+  void order_running(std::vector<Request*>& r, int64_t) const override {
     std::stable_sort(r.begin(), r.end(), [](const Request* a, const Request* b) {
       if (a->weight != b->weight) return a->weight > b->weight;
       int64_t da = a->deadline_ns ? a->deadline_ns : INT64_MAX,

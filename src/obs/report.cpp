@@ -222,6 +222,7 @@ nlohmann::json Report::json() const {
                  {"refused_after_encode", e.refused_after_encode},
                  {"downgraded", e.downgraded},
                  {"downgraded_late", e.downgraded_late},
+                 {"displacing", e.displacing},
                  {"encoder_runs", e.encoder_runs},
                  {"ttft_prediction",
                   {{"count", e.ttft_prediction.count},

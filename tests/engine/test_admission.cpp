@@ -163,6 +163,64 @@ TEST(Admission, WhatCountsAsQueuedFollowsThePolicy) {
   }
 }
 
+// Promises kept: under slo a platinum arrival goes before a waiting gold request. It is refused
+// when its work would make that gold request late (one that is on time without it), and
+// admitted when it would not. Step law: a full 512-token step is ~23.5 ms.
+TEST(Admission, RefusesWhatWouldMakeAnAdmittedRequestLate) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("slo", &cost);
+  Reqs q;
+  std::string why;
+  // 16000 tokens: 32 steps (~752 ms) + the one-step margin, inside gold's 800 ms.
+  Request* gold = q.make(sla, "gold", 16000, 0);
+  ASSERT_TRUE(adm.admit(*gold, v, 0, why)) << why;
+  ASSERT_EQ(gold->sla_class, "gold");
+  v.waiting_.push_back(gold);
+  // 1000 tokens ahead of it make 34 steps (~800 ms): gold would be late.
+  Request* big = q.make(sla, "platinum", 1000, kMs);
+  EXPECT_FALSE(adm.admit(*big, v, kMs, why));
+  EXPECT_NE(why.find("would make a gold request admitted before it late by"), std::string::npos)
+      << why;
+  EXPECT_EQ(adm.stats().displacing, 1);
+  EXPECT_GT(big->retry_after_ns, 0);
+  EXPECT_LE(big->retry_after_ns, 800 * kMs);
+  // 300 tokens still fit in gold's 32 steps: admitted ahead of it, gold keeps its promise.
+  Request* small = q.make(sla, "platinum", 300, kMs);
+  EXPECT_TRUE(adm.admit(*small, v, kMs, why)) << why;
+  EXPECT_LT(small->predicted_ttft_ns, 100 * kMs) << "not served before the gold request";
+  EXPECT_EQ(adm.stats().displacing, 1);
+  // fcfs serves arrivals last: nobody is displaced, whatever their size.
+  Admission fcfs_adm(sla, cost);
+  View fv("fcfs", &cost);
+  fv.waiting_.push_back(gold);
+  Request* later = q.make(sla, "silver", 1000, kMs);
+  EXPECT_TRUE(fcfs_adm.admit(*later, fv, kMs, why)) << why;
+  EXPECT_EQ(fcfs_adm.stats().displacing, 0);
+}
+
+// A class that downgrades on a miss does so when it would displace, and decides again in the
+// lower class (here: platinum -> gold, which would miss on its own -> silver, which fits).
+TEST(Admission, DisplacingDowngradesAndDecidesAgain) {
+  SlaConfig sla = SlaConfig::defaults();
+  sla.classes[0].on_miss = OnMiss::kDowngrade;
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("slo", &cost);
+  Reqs q;
+  std::string why;
+  Request* gold = q.make(sla, "gold", 16000, 0);
+  ASSERT_TRUE(adm.admit(*gold, v, 0, why)) << why;
+  v.waiting_.push_back(gold);
+  Request* p = q.make(sla, "platinum", 1000, kMs);
+  EXPECT_TRUE(adm.admit(*p, v, kMs, why)) << why;
+  EXPECT_EQ(p->sla_class, "silver");
+  EXPECT_EQ(p->deadline_ns, kMs + 5000 * kMs);
+  EXPECT_EQ(adm.stats().displacing, 1);
+  EXPECT_EQ(adm.stats().downgraded, 2);
+}
+
 // A request still in media preprocessing (its prompt laid out from the media headers) is queued
 // ahead of later arrivals; the arrival's own media decode time is part of its prediction.
 TEST(Admission, PendingMediaCountsByItsEstimate) {
