@@ -171,6 +171,12 @@ def summarize(recs, duration):
     s["unfinished"] = sum(1 for r in recs if r.get("error") == "unfinished")
     s["failed"] = len(recs) - len(refused) - len(served) - s["unfinished"]
     s["refusal_ms_p50"] = statistics.median([r["status_ms"] for r in refused]) if refused else None
+    # Admitted, then refused before the first token (the admission's prediction was wrong): the
+    # client waited for nothing and the engine spent work on it.
+    s["refused_late"] = sum("can no longer come within" in r.get("error", "") for r in refused)
+    s["refused_late_ms_p50"] = statistics.median(
+        [r["status_ms"] for r in refused if "can no longer come within" in r.get("error", "")]
+        or [0])
     # Per requested class, each judged against the class it was served in (a downgraded gold
     # request against silver's budget).
     late, per = 0, {}
@@ -239,7 +245,8 @@ def main():
             print(f"rate {rate:g} {policy}: sent {s['sent']}, refused {s['refused']} "
                   f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
                   f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
-                  f"{s['classes']['gold']['late_pct']} %), goodput {s['goodput_rps']}/s (weighted "
+                  f"{s['classes']['gold']['late_pct']} %), refused late {s['refused_late']} "
+                  f"(after {s['refused_late_ms_p50']:.0f} ms p50), goodput {s['goodput_rps']}/s (weighted "
                   f"{s['weighted_goodput']}), client-"
                   f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
                   f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}", file=sys.stderr,

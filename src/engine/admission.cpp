@@ -161,12 +161,13 @@ bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::s
 const Request* Admission::displaced_by(const Request& r, const Prediction& p,
                                        const SchedulerView& v, int64_t now,
                                        int64_t& late_by_ns) const {
-  // The queue in the order the scheduler admits it: prompts already running first (they get
-  // step budget before anything waiting), then the waiting requests in the policy's order with
-  // r among them. Each request's first token is predicted from the work ahead of it, with and
-  // without r's.
+  // Every prompt not yet prefilled (running its prefill, or waiting), r among them, in the
+  // order the scheduler gives them step budget (the policy's order for prompts). Each one's
+  // first token is predicted from the work ahead of it, with and without r's.
   std::vector<Request*> order;
-  order.reserve(v.waiting().size() + 1);
+  order.reserve(v.running().size() + v.waiting().size() + 1);
+  for (Request* q : v.running())
+    if (!q->prefilled()) order.push_back(q);
   for (Request* q : v.waiting())
     if (q != &r) order.push_back(q);
   order.push_back(const_cast<Request*>(&r));  // ordered, never written
@@ -176,13 +177,6 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
   const int64_t budget = v.token_budget();
   double tokens = 0;
   MediaWork media;
-  for (const Request* q : v.running()) {
-    if (q->prefilled()) continue;
-    tokens += static_cast<double>(q->num_tokens() - q->num_computed);
-    const MediaWork w = uncached_media(*q, v);
-    media.patches += w.patches;
-    media.items += w.items;
-  }
   bool after_r = false;
   for (const Request* q : order) {
     const double own = q == &r ? p.own : own_tokens(*q, v);

@@ -22,10 +22,11 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual const char* name() const = 0;
-  // Front first: the order in which waiting requests are admitted.
+  // Front first: the order in which prompts get step budget: waiting requests are admitted in
+  // it, and running requests still in their prefill get their next chunk in it.
   virtual void order_waiting(std::vector<Request*>& waiting, int64_t now_ns) const = 0;
-  // Front first: the order in which running requests get step budget; the back is preempted
-  // first when KV memory runs out.
+  // Front first: the order in which running requests decode (get step budget first); the back
+  // is preempted first when KV memory runs out.
   virtual void order_running(std::vector<Request*>& running, int64_t now_ns) const = 0;
   // Admission's queue model: whether `queued` (waiting, or running its prefill) is served
   // before `incoming`, a request arriving now. Default: everything queued goes first.

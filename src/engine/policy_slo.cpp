@@ -15,7 +15,8 @@
 //     requests admitted earlier until those were late (the promise sweep, docs/benchmarks.md).
 //  3. already late: cannot meet its deadline any more — by class weight, then deadline. Serving
 //     the savable first is what raises attainment under load; group 1 keeps these from starving.
-// Running requests (who gets budget first, who is preempted last): class weight, then deadline.
+// Running requests (who decodes first, who is preempted last): class weight, then deadline. A
+// running prompt still in prefill gets its next chunk in the order above, with the waiting ones.
 #include <algorithm>
 #include <limits>
 

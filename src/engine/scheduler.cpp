@@ -142,10 +142,14 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     try_schedule(r, true);
   }
   // 2. Prefill: the running requests' next chunks and the waiting requests, merged in the
-  // policy's order: a waiting request the policy serves before a running one (a platinum
-  // arrival before a silver prompt half done, under slo) gets budget first, as admission's queue
-  // model assumes. Waiting requests are admitted in their own order only (nobody overtakes the
+  // policy's order for prompts (order_waiting, for both): a waiting request the policy serves
+  // before a running one (a platinum arrival before a silver prompt half done, under slo) gets
+  // budget first, as admission's queue model assumes, and a prompt already running keeps its
+  // place against a later one of a heavier class that can wait (under slo the running order, by
+  // class weight, let a stream of platinum prompts starve a gold prompt chunk by chunk past its
+  // deadline). Waiting requests are admitted in their own order only (nobody overtakes the
   // waiting head) and not once this step has had to preempt (memory is tight).
+  policy_->order_waiting(prefilling, now_ns);
   policy_->order_waiting(waiting_, now_ns);
   size_t next_prefill = 0, next_waiting = 0, admitted = 0;
   bool admitting = true;

@@ -165,6 +165,31 @@ TEST(Scheduler, UrgentArrivalPrefillsBeforeARunningPromptUnderSlo) {
   }
 }
 
+// Two prompts both running their prefill: under slo the next chunk goes by the policy's order
+// for prompts (weighted slack), not by the running order (class weight): a gold prompt with the
+// smaller weighted slack is not starved by a platinum prompt that can wait.
+TEST(Scheduler, RunningPromptsGetChunksInThePromptOrder) {
+  Harness h(512, 16, 32, "slo");
+  Request* platinum = h.submit(tokens(400, 5), 4);
+  platinum->weight = 4;
+  platinum->deadline_ns = platinum->arrival_ns + 300'000'000;  // weighted slack ~75 ms
+  h.step();
+  h.step();
+  ASSERT_EQ(platinum->num_computed, 64);
+  Request* gold = h.submit(tokens(400, 6), 4);
+  gold->weight = 2;
+  gold->deadline_ns = gold->arrival_ns + 100'000'000;  // weighted slack ~50 ms
+  h.step();
+  ASSERT_EQ(gold->num_computed, 32) << "the waiting gold prompt goes first";
+  ASSERT_EQ(gold->status, RequestStatus::kRunning);
+  h.step();  // both run their prefill now
+  EXPECT_EQ(gold->num_computed, 64) << "the platinum prompt took the chunk by class weight";
+  EXPECT_EQ(platinum->num_computed, 64);
+  h.run();
+  EXPECT_EQ(gold->output.size(), 4u);
+  EXPECT_EQ(platinum->output.size(), 4u);
+}
+
 // The same arrival when KV memory is exactly full after it: the running prompt pauses for the
 // step, it is not preempted (which would throw away its computed KV).
 TEST(Scheduler, UrgentArrivalNeverPreemptsARunningPrompt) {
