@@ -49,7 +49,10 @@ double Admission::ttft_bias(double weight) const {
 }
 
 void Admission::observe_first_token(const Request& r, int64_t first_token_ns) {
-  const double actual = static_cast<double>(first_token_ns - r.arrival_ns);
+  learn(r, static_cast<double>(first_token_ns - r.arrival_ns));
+}
+
+void Admission::learn(const Request& r, double actual) {
   if (r.model_ttft_ns <= 0 || actual <= 0) return;
   auto& log_bias = log_bias_[r.weight];
   log_bias.push_back(
@@ -94,44 +97,19 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   const double pred0 =
       cost_.predict_ttft_ns(own, own_media.patches, queued, queued_media.patches, load.n_decode,
                             load.context, budget, own_media.items, queued_media.items);
-  // Requests arriving while r waits that the policy serves first (heavier classes under slo)
-  // stretch its wait: their work arrives at the rate measured over the last admissions, a
-  // share rho of the engine's time, so r waits pred0 / (1 - rho) (a priority queue's
-  // waiting time). rho near 1: lighter classes cannot start at all.
-  while (!recent_.empty() && now - recent_.front().t_ns > kInflowWindowNs) recent_.pop_front();
-  double in_tokens = 0, in_patches = 0, in_items = 0;
-  for (const Admitted& a : recent_) {
-    if (policy.overtakes(a.rank, r)) {
-      in_tokens += a.tokens;
-      in_patches += a.patches;
-      in_items += a.items;
-    }
-  }
-  double rho = 0;
-  if (in_tokens + in_patches > 0 && first_admit_ns_ >= 0) {
-    const double window_ns = std::max<double>(
-        1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns_)));
-    // The inflow's marginal cost (its prefill and encoder work on top of steps the engine
-    // runs anyway): whole steps would count the running decoders' share once more.
-    rho = std::max(0.0, cost_.predict_ns({in_tokens, 0, in_patches, 0, in_items}) -
-                            cost_.predict_ns({})) /
-          window_ns;
-  }
-  // Media still to preprocess runs before any of that (on the media workers).
-  const double media_ns = r.media_pending ? r.expected_media_ns : 0.0;
-  const double pred = rho < 0.95 ? media_ns + pred0 / (1 - rho) : 1e12;  // 1000 s: never starts
+  // Media still to preprocess runs before any of that (on the media workers). Requests arriving
+  // later that the policy serves first cannot take r's promise from it: admission refuses (or
+  // downgrades) them when they would (displaced_by).
+  const double pred = (r.media_pending ? r.expected_media_ns : 0.0) + pred0;
   const int64_t elapsed = now - r.arrival_ns;
   r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
+  // The learned bias scales what is predicted, not the time already spent.
   r.predicted_ttft_ns = static_cast<int64_t>(
-      std::min(1e12, static_cast<double>(r.model_ttft_ns) * ttft_bias(r.weight)));
+      std::min(1e12, static_cast<double>(elapsed) + pred * ttft_bias(r.weight)));
   // The decision keeps the margin expire_late keeps (one full step at the present load): a
   // request admitted without it was refused later by that check, after it had taken part of the
   // engine. The prediction itself stays the plain one (its error is tracked).
-  return {own,
-          own_media.patches,
-          own_media.items,
-          queued,
-          rho,
+  return {own, own_media.patches, own_media.items, queued,
           static_cast<int64_t>(step_guard_ns(load, budget))};
 }
 
@@ -140,11 +118,10 @@ std::string Admission::miss_reason(const Request& r, const Prediction& p) const 
   std::snprintf(
       buf, sizeof buf,
       "predicted time to first token %.0f ms (+ %.0f ms margin) exceeds the %s class's %.0f ms "
-      "(%.0f prompt tokens queued ahead; requests served before it take %.0f%% of the engine)",
+      "(%.0f prompt tokens queued ahead)",
       static_cast<double>(r.predicted_ttft_ns) * 1e-6, static_cast<double>(p.guard_ns) * 1e-6,
       r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-      static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued,
-      100 * std::min(p.rho, 1.0));
+      static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued);
   return buf;
 }
 
@@ -190,8 +167,8 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
                             cost_.predict_ttft_ns(own, w.patches, t, pt, load.n_decode,
                                                   load.context, budget, w.items, it) +
                             static_cast<double>(p.guard_ns);
-        return static_cast<double>(q->arrival_ns) +
-               (static_cast<double>(now - q->arrival_ns) + need) * ttft_bias(q->weight);
+        return static_cast<double>(q->arrival_ns) + static_cast<double>(now - q->arrival_ns) +
+               need * ttft_bias(q->weight);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
       const double with = first_token(tokens, media.patches, media.items);
@@ -213,11 +190,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
   // Once per class r may be moved down to (a downgrade decides again in the lower class).
   for (size_t attempt = 0; attempt <= sla_.classes.size(); ++attempt) {
     const Prediction p = predict(r, v, now);
-    auto admitted = [&] {
-      if (first_admit_ns_ < 0) first_admit_ns_ = now;
-      recent_.push_back({now, p.own, p.own_patches, p.own_items, ClassRank::of(r)});
-      return true;
-    };
+    auto admitted = [] { return true; };
     const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns;
     int64_t late_by_ns = 0;
     const Request* victim = fits ? displaced_by(r, p, v, now, late_by_ns) : nullptr;
@@ -286,7 +259,12 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
 }
 
 std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, int64_t now) {
-  std::vector<std::pair<Request*, int64_t>> late;  // with its predicted TTFT (from arrival)
+  struct Late {
+    Request* r;
+    int64_t ttft;        // predicted, from arrival
+    double at_least_ns;  // the least its first token would take, from arrival (no margin, no bias)
+  };
+  std::vector<Late> late;
   const RunningLoad load = running_load(v.running());
   const int64_t budget = v.token_budget();
   // One full step at the present load, the margin every check below adds: once scheduled, a
@@ -305,16 +283,21 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     const double need = cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode,
                                               load.context, budget, media.items) +
                         guard;
-    const double ttft = (static_cast<double>(now - r->arrival_ns) + need) * ttft_bias(r->weight);
+    const double elapsed = static_cast<double>(now - r->arrival_ns);
+    const double ttft = elapsed + need * ttft_bias(r->weight);
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
-      late.emplace_back(r, static_cast<int64_t>(ttft));
+      late.push_back({r, static_cast<int64_t>(ttft), elapsed + need - guard});
   };
   for (Request* r : v.waiting()) check(r);
   for (Request* r : v.running()) check(r);
   std::vector<Refusal> refuse;
-  for (auto [r, ttft] : late) {
+  for (auto [r, ttft, at_least_ns] : late) {
     const SlaConfig::MissAction m = sla_.on_miss(r->sla_class, ttft);
     if (m.action == OnMiss::kAccept) continue;
+    // A request refused or moved down before its first token is the prediction admission got
+    // most wrong: its class learns from it too, at the least its first token would have taken
+    // (otherwise the bias learns only from the requests that made it, and stays optimistic).
+    learn(*r, at_least_ns);
     if (m.action == OnMiss::kDowngrade) {
       downgrade(*r, m.to);
       ++stats_.downgraded_late;

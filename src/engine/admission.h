@@ -85,22 +85,24 @@ class Admission {
   // The first token of an admitted request came: learns its class's bias.
   void observe_first_token(const Request& r, int64_t first_token_ns);
   // The class bias for a weight: geometric mean of actual / modelled TTFT over the last
-  // kBiasWindow first tokens, clamped to 0.25-4x; 1 before 8 samples.
+  // kBiasWindow first tokens (and late decisions, at the least their first token would have
+  // taken), clamped to 0.25-4x; 1 before 8 samples.
   double ttft_bias(double weight) const;
 
   const AdmissionStats& stats() const { return stats_; }
 
-  static constexpr int64_t kInflowWindowNs = 5'000'000'000;
   static constexpr size_t kBiasWindow = 64;
 
  private:
   struct Prediction {
-    double own, own_patches, own_items, queued, rho;
+    double own, own_patches, own_items, queued;
     int64_t guard_ns = 0;  // the decision's margin: one full step at the running load
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
   std::string miss_reason(const Request& r, const Prediction& p) const;
+  // Adds a sample of actual (from arrival) / modelled TTFT to r's class bias.
+  void learn(const Request& r, double actual_ns);
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
   // it without r): the first such in the policy's order, or nullptr. `late_by_ns` is set to how
   // far past its deadline its first token would come.
@@ -121,15 +123,6 @@ class Admission {
 
   const SlaConfig& sla_;
   const CostModel& cost_;
-  // Requests admitted in the last kInflowWindowNs: the rate at which work arrives that may
-  // overtake a waiting request.
-  struct Admitted {
-    int64_t t_ns;
-    double tokens, patches, items;
-    ClassRank rank;
-  };
-  std::deque<Admitted> recent_;
-  int64_t first_admit_ns_ = -1;
   std::map<double, std::deque<double>> log_bias_;  // per class weight: log(actual / modelled)
   AdmissionStats stats_;
 };

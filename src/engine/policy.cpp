@@ -38,9 +38,6 @@ class PriorityPolicy : public Policy {
   bool serves_first(const Request& q, const Request& in, int64_t) const override {
     return q.priority >= in.priority;
   }
-  bool overtakes(const ClassRank& later, const Request& r) const override {
-    return later.priority > r.priority;
-  }
 };
 
 }  // namespace

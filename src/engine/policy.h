@@ -11,13 +11,6 @@
 
 namespace mmrt::engine {
 
-// What a policy knows of a request before it exists (a later arrival of some class).
-struct ClassRank {
-  int32_t priority = 0;
-  double weight = 1.0;
-  static ClassRank of(const Request& r) { return {r.priority, r.weight}; }
-};
-
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -33,13 +26,6 @@ class Policy {
   virtual bool serves_first(const Request& queued, const Request& incoming, int64_t now_ns) const {
     (void)queued, (void)incoming, (void)now_ns;
     return true;
-  }
-  // Whether a request of rank `later` arriving after `r` would still be served before it
-  // (overtaking): what admission adds on top of the queue ahead, as a share of capacity.
-  // Default: never.
-  virtual bool overtakes(const ClassRank& later, const Request& r) const {
-    (void)later, (void)r;
-    return false;
   }
 };
 

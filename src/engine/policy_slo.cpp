@@ -80,11 +80,6 @@ class SloPolicy : public Policy {
     return key(q, now) < key(in, now);
   }
 
-  // A heavier class arriving later usually has the smaller weighted slack.
-  bool overtakes(const ClassRank& later, const Request& r) const override {
-    return later.weight > r.weight;
-  }
-
   void order_running(std::vector<Request*>& r, int64_t) const override {
     std::stable_sort(r.begin(), r.end(), [](const Request* a, const Request* b) {
       if (a->weight != b->weight) return a->weight > b->weight;

@@ -110,22 +110,6 @@ TEST(SloPolicy, ServesFirstAgreesWithTheOrder) {
     }
 }
 
-// Later arrivals that overtake: heavier classes under slo, higher priority under priority,
-// nobody under fcfs.
-TEST(Policies, WhoOvertakesALaterArrival) {
-  auto silver = make(1, 0, 5'000'000'000, 1.0);
-  auto plat = make(2, 1, 300'000'001, 4.0);
-  auto silver2 = make(3, 2, 5'000'000'002, 1.0);
-  auto rank = [](const std::unique_ptr<Request>& r) { return ClassRank::of(*r); };
-  EXPECT_TRUE(make_policy("slo")->overtakes(rank(plat), *silver));
-  EXPECT_FALSE(make_policy("slo")->overtakes(rank(silver2), *silver));
-  EXPECT_FALSE(make_policy("slo")->overtakes(rank(silver), *plat));
-  EXPECT_FALSE(make_policy("fcfs")->overtakes(rank(plat), *silver));
-  plat->priority = 3;
-  EXPECT_TRUE(make_policy("priority")->overtakes(rank(plat), *silver));
-  EXPECT_FALSE(make_policy("priority")->overtakes(rank(silver), *plat));
-}
-
 TEST(SloPolicy, StarvationIsBounded) {
   const int64_t bound = 50;  // ticks of the fake clock
   KvBlockManager kv(4096, 16);
