@@ -272,6 +272,22 @@ def workload_seeds():
     put("fuzz_workload", "all_fields_json.bin", bytes([0]) + json.dumps(w).encode())
 
 
+def http_seeds():
+    body = b'{"model":"tiny","messages":[{"role":"user","content":"hi"}]}'
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    put("fuzz_http_request", "content_length.bin",
+        head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    chunks = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(body[i:i + 20]), body[i:i + 20])
+                      for i in range(0, len(body), 20))
+    put("fuzz_http_request", "chunked_trailer.bin",
+        head + b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\nX-T: 1\r\n\r\n")
+    put("fuzz_http_request", "pipelined.bin",
+        b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 2 + head +
+        b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n")
+    put("fuzz_http_request", "te_and_cl.bin",
+        head + b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -283,6 +299,7 @@ def main():
     text_seeds()
     request_seeds()
     workload_seeds()
+    http_seeds()
     n = sum(len(fs) for _, _, fs in os.walk(ROOT))
     print(f"wrote {n} seed files under {ROOT}")
 

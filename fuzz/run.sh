@@ -12,7 +12,8 @@ shift
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then
   TARGETS=(fuzz_image fuzz_safetensors fuzz_config fuzz_tokenizer_json fuzz_tokenizer
-           fuzz_chat_template fuzz_chat_request fuzz_workload fuzz_audio fuzz_video)
+           fuzz_chat_template fuzz_chat_request fuzz_workload fuzz_audio fuzz_video
+           fuzz_http_request)
 fi
 declare -A MAX_LEN=([fuzz_image]=65536 [fuzz_tokenizer_json]=65536 [fuzz_audio]=65536
                    [fuzz_video]=65536)

@@ -47,10 +47,12 @@ int run_serve(Args& args) {
   cfg.fetch.max_redirects = static_cast<int>(args.get_int("media-fetch-redirects", 3, 0, 20));
   if (auto hosts = args.get("allowed-media-hosts"))
     cfg.fetch.allowed_hosts = split_list(*hosts, "allowed-media-hosts");
+  if (auto blocks = args.get("fetch-allow")) cfg.fetch.allow = split_list(*blocks, "fetch-allow");
   cfg.api_keys_file = args.get_or("api-keys", "");
   cfg.trace_dir = args.get_or("trace-dir", "");
   cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
   cfg.realtime.max_buffer_seconds = args.get_double("realtime-max-audio", 300, 1, 3600);
+  cfg.realtime.max_total_seconds = args.get_double("realtime-max-total-audio", 3600, 1, 1e6);
   cfg.realtime.idle_timeout_ms =
       static_cast<int64_t>(args.get_double("realtime-idle-timeout", 600, 1, 86400) * 1000);
   cfg.realtime.segment_silence_ms =
@@ -114,6 +116,9 @@ MMRT_COMMAND(
     "  --max-media-mb N        one decoded media item in MiB (default 32; 413 beyond)\n"
     "  --allowed-media-dir DIR file:// media URLs only under DIR (default: none allowed)\n"
     "  --allowed-media-hosts H[,H...]  http(s) media URLs only from these hosts (default any)\n"
+    "  --fetch-allow CIDR[,CIDR...]  non-public addresses media URLs may reach (default none:\n"
+    "                          loopback, private, link-local ... are refused, each connection\n"
+    "                          checked after DNS, on every redirect)\n"
     "  --media-fetch-timeout S a media URL must arrive within S s, redirects included (5)\n"
     "  --media-fetch-redirects N   redirects followed at most, each checked (default 3)\n"
     "  --media-fetch-threads N concurrent media downloads (default 4)\n"
@@ -122,6 +127,8 @@ MMRT_COMMAND(
     "realtime (/v1/realtime):\n"
     "  --realtime-max-audio S  audio a session holds, uncommitted + unanswered (default 300;\n"
     "                          beyond: an error event and the buffer cleared)\n"
+    "  --realtime-max-total-audio S  audio all sessions hold together (default 3600, ~170 MB;\n"
+    "                          an append beyond: an error event, the append dropped)\n"
     "  --realtime-idle-timeout S   no client event for S s: error event, then closed (600)\n"
     "  --realtime-segment-silence-ms MS  a pause this long closes an item, which is then\n"
     "                          prefilled (default 400; at most the session's silence_duration)\n"

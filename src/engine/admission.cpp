@@ -60,6 +60,11 @@ void Admission::learn(const Request& r, double actual) {
   if (log_bias.size() > kBiasWindow) log_bias.pop_front();
 }
 
+SlaConfig::MissAction Admission::on_miss(const Request& r, int64_t ttft_ns) const {
+  if (r.own_deadline) return {OnMiss::kRefuse, -1};
+  return sla_.on_miss(r.sla_class, ttft_ns);
+}
+
 void Admission::downgrade(Request& r, int to) {
   const SlaClass& lower = sla_.classes[static_cast<size_t>(to)];
   r.sla_class = lower.name;
@@ -129,8 +134,7 @@ bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::s
   if (r.deadline_ns == 0) return true;
   const Prediction p = predict(r, v, now);
   if (r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns) return true;
-  if (sla_.on_miss(r.sla_class, r.predicted_ttft_ns + p.guard_ns).action != OnMiss::kRefuse)
-    return true;
+  if (on_miss(r, r.predicted_ttft_ns + p.guard_ns).action != OnMiss::kRefuse) return true;
   why = miss_reason(r, p) + " before its own prompt and media are counted";
   return false;
 }
@@ -195,7 +199,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     int64_t late_by_ns = 0;
     const Request* victim = fits ? displaced_by(r, p, v, now, late_by_ns) : nullptr;
     if (fits && !victim) return admitted();
-    const SlaConfig::MissAction m = sla_.on_miss(r.sla_class, r.predicted_ttft_ns + p.guard_ns);
+    const SlaConfig::MissAction m = on_miss(r, r.predicted_ttft_ns + p.guard_ns);
     if (m.action == OnMiss::kAccept) return admitted();
     if (victim) ++stats_.displacing;
     if (m.action == OnMiss::kDowngrade) {
@@ -292,7 +296,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
   for (Request* r : v.running()) check(r);
   std::vector<Refusal> refuse;
   for (auto [r, ttft, at_least_ns] : late) {
-    const SlaConfig::MissAction m = sla_.on_miss(r->sla_class, ttft);
+    const SlaConfig::MissAction m = on_miss(*r, ttft);
     if (m.action == OnMiss::kAccept) continue;
     // A request refused or moved down before its first token is the prediction admission got
     // most wrong: its class learns from it too, at the least its first token would have taken

@@ -108,6 +108,9 @@ class Admission {
   // far past its deadline its first token would come.
   const Request* displaced_by(const Request& r, const Prediction& p, const SchedulerView& v,
                               int64_t now, int64_t& late_by_ns) const;
+  // The class's rule for r missing its deadline by a prediction of `ttft_ns` (refuse for a
+  // deadline of its own).
+  SlaConfig::MissAction on_miss(const Request& r, int64_t ttft_ns) const;
   // Moves r to class `to` (its promise, weight and deadline from arrival).
   void downgrade(Request& r, int to);
   // Encoder work of q still ahead of its prefill and not in the encoder cache.

@@ -75,7 +75,9 @@ struct GenerateRequest {
   // The SLA class; "" = best effort (no deadline). A server maps requests without a class to
   // SlaConfig::default_class itself.
   std::string sla_class;
-  int64_t ttft_deadline_ns = 0;  // explicit deadline relative to arrival (overrides the class)
+  // Explicit deadline relative to arrival: tightens the class's (never loosens it); for a class
+  // without a deadline, at most the loosest class's; without a class, as given.
+  int64_t ttft_deadline_ns = 0;
   // When the request's first byte reached the server and when its body was complete (now_ns()
   // clock; 0: at submit). The request's clock starts at arrival: its deadline, TTFT, E2E and
   // admission's prediction count the time the server spent before submit (reading, parsing,

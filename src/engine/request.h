@@ -63,10 +63,13 @@ struct Request {
   std::vector<MediaItem> media;  // in prompt order, non-overlapping
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;
-  int64_t max_total_tokens = 0;   // context length: prompt + output never exceed it (0: none)
-  int32_t priority = 0;           // larger = more important (priority policy)
-  int64_t arrival_ns = 0;         // for fcfs and deadlines
-  int64_t deadline_ns = 0;        // absolute time-to-first-token deadline (0: none)
+  int64_t max_total_tokens = 0;  // context length: prompt + output never exceed it (0: none)
+  int32_t priority = 0;          // larger = more important (priority policy)
+  int64_t arrival_ns = 0;        // for fcfs and deadlines
+  int64_t deadline_ns = 0;       // absolute time-to-first-token deadline (0: none)
+  // The deadline was the request's own (GenerateRequest::ttft_deadline_ns): a miss is refused,
+  // whatever its class's rule (the client asked for that time, not for a lower class).
+  bool own_deadline = false;
   int64_t tpot_target_ns = 0;     // per-output-token target (0: none)
   std::string sla_class;          // "" when none (best effort)
   double weight = 1.0;            // the class weight (slo policy)

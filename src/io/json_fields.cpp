@@ -38,10 +38,24 @@ void check_json_depth(std::string_view text, const std::string& origin) {
   }
 }
 
-json parse_json(std::string_view text, const std::string& origin) {
+json parse_json(std::string_view text, const std::string& origin, size_t max_values) {
   check_json_depth(text, origin);
   try {
-    return json::parse(text);
+    if (max_values == 0) return json::parse(text);
+    size_t values = 0;
+    struct TooMany {};
+    try {
+      return json::parse(text, [&](int, json::parse_event_t ev, json&) {
+        if ((ev == json::parse_event_t::value || ev == json::parse_event_t::object_start ||
+             ev == json::parse_event_t::array_start) &&
+            ++values > max_values)
+          throw TooMany{};
+        return true;
+      });
+    } catch (const TooMany&) {
+      throw FormatError(origin + ": more than " + std::to_string(max_values) +
+                        " JSON values (arrays, objects and scalars together)");
+    }
   } catch (const json::exception& e) {
     throw FormatError(origin + ": not valid JSON: " + e.what());
   }

@@ -67,9 +67,31 @@ ImageFormat detect_format(std::span<const uint8_t> b) {
   if (starts("GIF87a", 6) || starts("GIF89a", 6)) return ImageFormat::kGif;
   if (starts("BM", 2)) return ImageFormat::kBmp;
   if (starts("II*\0", 4) || starts("MM\0*", 4)) return ImageFormat::kTiff;
-  if (starts("ftyp", 4, 4)) return ImageFormat::kHeif;
+  // ISO base media files: HEIF/AVIF by their brand; others (MP4, QuickTime) are not images.
+  if (starts("ftyp", 4, 4)) {
+    for (const char* brand :
+         {"heic", "heix", "hevc", "hevx", "heim", "heis", "mif1", "msf1", "avif", "avis"})
+      if (starts(brand, 4, 8)) return ImageFormat::kHeif;
+    return ImageFormat::kUnknown;
+  }
   if (starts("\xff\x0a", 2) || starts("\0\0\0\x0cJXL \r\n\x87\n", 12)) return ImageFormat::kJxl;
   return ImageFormat::kUnknown;
+}
+
+// What a file that is not an image is, when it is something common (the usual cause: a file
+// given as the wrong kind of part). Never its bytes: a fetched body is not quoted back.
+std::string not_image_hint(std::span<const uint8_t> b) {
+  auto starts = [&](const char* magic, size_t n, size_t at = 0) {
+    return b.size() >= at + n && std::memcmp(b.data() + at, magic, n) == 0;
+  };
+  if (starts("RIFF", 4) && starts("WAVE", 4, 8)) return ": the data is a WAV audio file";
+  if (starts("ftyp", 4, 4)) return ": the data is an MP4/QuickTime video (send it as a video part)";
+  if (starts("\x1a\x45\xdf\xa3", 4)) return ": the data is a Matroska/WebM video";
+  if (starts("ID3", 3) || starts("\xff\xfb", 2) || starts("\xff\xf3", 2))
+    return ": the data is an MP3 audio file";
+  if (starts("fLaC", 4)) return ": the data is a FLAC audio file";
+  if (starts("OggS", 4)) return ": the data is an Ogg file";
+  return "";
 }
 
 // The format whose signature `b` is a proper prefix of (a file cut inside its first bytes).
@@ -98,16 +120,6 @@ int jpeg_scale_denominator(int width, int height, int target_w, int target_h) {
 
 namespace detail {
 namespace {
-
-std::string hex_prefix(std::span<const uint8_t> b) {
-  std::string s;
-  char buf[4];
-  for (size_t i = 0; i < b.size() && i < 8; ++i) {
-    std::snprintf(buf, sizeof buf, i ? " %02x" : "%02x", b[i]);
-    s += buf;
-  }
-  return s;
-}
 
 std::string mpix(uint64_t pixels) {
   char buf[32];
@@ -148,9 +160,8 @@ Header checked_header(std::span<const uint8_t> bytes, const DecodeOptions& opts)
       if (const char* cut = truncated_signature(bytes))
         throw FormatError("truncated " + std::string(cut) + " file: only " +
                           std::to_string(bytes.size()) + " bytes, shorter than its signature");
-      throw FormatError("unrecognised image data (" + std::to_string(bytes.size()) +
-                        " bytes starting " + hex_prefix(bytes) +
-                        "): expected a JPEG, PNG or WebP file");
+      throw FormatError("unrecognised image data: expected a JPEG, PNG or WebP file" +
+                        not_image_hint(bytes));
     default:
       throw Unimplemented("unsupported image format " + std::string(format_name(f)) +
                           ": mmrt decodes JPEG, PNG and WebP");

@@ -297,11 +297,10 @@ void parse_sla(const Fields& f, const ApiOptions& opt, ParsedRequest& out) {
   }
   if (auto ms = f.number("ttft_deadline_ms", 0, 3.6e6)) {
     if (*ms <= 0) throw bad_request("`ttft_deadline_ms` must be positive", "ttft_deadline_ms");
+    // It tightens the class's promise (the one named, else the tenant's or the server's
+    // default), never replaces it: the class's rule and the tenant's classes still apply (a
+    // deadline without a class used to escape both).
     out.request.ttft_deadline_ns = static_cast<int64_t>(*ms * 1e6);
-    // A deadline without a class is a promise of its own: refused when it cannot be met (the
-    // default class's rule, which may accept a miss, does not apply).
-    if (!chosen) cls.clear();
-    chosen = true;
   }
   out.class_chosen = chosen;
   out.request.sla_class = sla.index_of(cls) >= 0 ? cls : "";
@@ -396,7 +395,7 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt) {
   json o;
   try {
-    o = io::parse_json(body, "request body");
+    o = io::parse_json(body, "request body", kMaxBodyJsonValues);
   } catch (const Error& e) {
     throw bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }

@@ -72,13 +72,20 @@ struct ParsedRequest {
   std::vector<std::string> media_parts;
   bool stream = false, include_usage = false;
   std::string requested_class;  // the class asked for ("" only when the config has none)
-  bool class_chosen = false;    // named (sla_class, service_tier) or a deadline given
+  bool class_chosen = false;    // named (sla_class, service_tier)
   std::string user;
 };
 
+// JSON values a request body may hold (every scalar, array and object): parsed JSON takes
+// 16-100 bytes a value, so this bounds a body's parsed form to ~25 MB whatever its size (a
+// 62 MB body of small values took 1.3 GB). A chat request with a long conversation holds a few
+// thousand.
+inline constexpr size_t kMaxBodyJsonValues = 1 << 18;
+
 // Parses and checks a request body. Throws ApiError (400 naming the field, 404 for another model,
-// 413 for media over the byte cap). JSON nesting is bounded before parsing. Media parts (user
-// messages only, at most max_media_items): image_url, input_audio and audio_url.
+// 413 for media over the byte cap). JSON nesting and the number of values are bounded (while
+// parsing, before memory is spent). Media parts (user messages only, at most max_media_items):
+// image_url, input_audio and audio_url.
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt);
 
 // Strict base64 (RFC 4648, padding optional, no whitespace but line breaks); nullopt-like:

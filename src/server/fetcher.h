@@ -2,6 +2,12 @@
 // with a time limit, a byte cap (declared and streamed), bounded redirects that are checked
 // like the first URL (http and https only, an optional host allow-list), and errors that name
 // the URL and what went wrong. Callbacks run on a fetch thread.
+//
+// No oracle into the server's network: every connection's address (after DNS, on every
+// redirect hop, the address actually connected) is checked, and loopback, private, link-local,
+// shared (CGNAT), multicast and unspecified addresses are refused unless `allow` covers them.
+// A connection that fails says only "could not connect", whatever the cause (refused,
+// unreachable, closed, not allowed), and nothing of a fetched body is quoted.
 #pragma once
 
 #include <atomic>
@@ -19,7 +25,10 @@ struct FetchOptions {
   uint64_t max_bytes = 32ull << 20;
   int max_redirects = 3;
   std::vector<std::string> allowed_hosts;  // empty: any host
-  size_t max_queued = 4096;                // fetches waiting for a thread
+  // CIDR blocks ("10.0.0.0/8", "::1/128", "127.0.0.1" = /32) a fetch may connect to although
+  // they are not public (--fetch-allow). InvalidArgument at construction for a malformed one.
+  std::vector<std::string> allow;
+  size_t max_queued = 4096;  // fetches waiting for a thread
 };
 
 struct FetchResult {

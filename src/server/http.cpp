@@ -25,6 +25,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "server/http_framing.h"
 #include "server/realtime_session.h"
 
 namespace mmrt::server {
@@ -83,7 +84,10 @@ class ExchangeImpl final : public Exchange, public WsUpgradable {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket s, HttpServer::Impl& srv)
-      : stream_(std::move(s)), srv_(srv), timer_(stream_.get_executor()) {
+      : stream_(std::move(s)),
+        srv_(srv),
+        timer_(stream_.get_executor()),
+        buffer_(srv.opt.header_limit + kFramingSlack) {
     ++srv_.connections;
   }
   ~Session() { --srv_.connections; }
@@ -160,18 +164,43 @@ class Session : public std::enable_shared_from_this<Session> {
     buffer_.commit(n);
   }
 
+  // The header first: its framing is checked before any of the body is read.
   void read_request() {
     if (first_byte_ns_ == 0) first_byte_ns_ = now_ns();
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(srv_.opt.header_limit));
     parser_->body_limit(srv_.opt.body_limit);
-    arm(srv_.opt.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](const beast::error_code& ec, size_t) {
-                       self->disarm();
-                       // A request that completed wins over a deadline that fired with it.
-                       self->on_read(ec && self->timed_out_ ? beast::error::timeout : ec);
-                     });
+    arm(srv_.opt.read_timeout);  // one deadline for the header and the body
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](const beast::error_code& ec, size_t) {
+          if (ec) {
+            self->disarm();
+            return self->on_read(self->timed_out_ ? beast::error::timeout : ec);
+          }
+          int status = 0;
+          const std::string why = framing_error(self->parser_->get(), status);
+          if (!why.empty()) {
+            self->disarm();
+            return self->fail_request(status, why);
+          }
+          http::async_read(self->stream_, self->buffer_, *self->parser_,
+                           [self](const beast::error_code& ec2, size_t) {
+                             self->disarm();
+                             // A request that completed wins over a deadline that fired with it.
+                             self->on_read(ec2 && self->timed_out_ ? beast::error::timeout : ec2);
+                           });
+        });
+  }
+
+  // The transfer framing of the header just read (http_framing.h).
+  static std::string framing_error(const http::request<http::string_body>& m, int& status) {
+    const auto te = m.find(http::field::transfer_encoding);
+    const std::string_view te_value =
+        te == m.end() ? std::string_view()
+                      : std::string_view(te->value().data(), te->value().size());
+    return server::framing_error(te == m.end() ? nullptr : &te_value,
+                                 m.find(http::field::content_length) != m.end(), status);
   }
 
   void fail_request(int status, const std::string& message) {
@@ -195,6 +224,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::header_limit)
       return fail_request(
           431, "the request headers exceed " + std::to_string(srv_.opt.header_limit) + " bytes");
+    if (ec == http::error::buffer_overflow)
+      return fail_request(400,
+                          "a chunk-size line (with its extensions) or the trailer section "
+                          "exceeds " +
+                              std::to_string(kFramingSlack) + " bytes");
     if (ec) return fail_request(400, "malformed HTTP request (" + ec.message() + ")");
     auto msg = parser_->release();
     parser_.reset();

@@ -135,7 +135,7 @@ void RealtimeConnection::record(uint64_t ticket, const engine::RequestResult& r)
     }
     svc_.metrics().observe(rec);
   }
-  svc_.remember_trace(job.trace_id, r, 0);
+  svc_.remember_trace(job.trace_id, opt_.tenant, r, 0);
 }
 
 }  // namespace mmrt::server

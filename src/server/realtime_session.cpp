@@ -114,8 +114,34 @@ size_t RealtimeSession::in_flight() const {
   return (prefill_ != 0 ? 1 : 0) + (response_ != 0 ? 1 : 0);
 }
 
+bool AudioBudget::move(int64_t from_ms, int64_t to_ms) {
+  const int64_t delta = to_ms - from_ms;
+  if (delta <= 0) {
+    held_ms_ += delta;
+    return true;
+  }
+  int64_t held = held_ms_.load();
+  do {
+    if (held + delta > max_ms_) return false;
+  } while (!held_ms_.compare_exchange_weak(held, held + delta));
+  return true;
+}
+
+void RealtimeSession::sync_budget() {
+  if (!opt_.budget) return;
+  const int64_t now_ms = closed_ ? 0 : buffered_samples() * 1000 / rate_;
+  // Growth was checked (and charged) by append; this settles what was freed, or grows by what
+  // rounding left.
+  if (opt_.budget->move(charged_ms_, now_ms) || now_ms < charged_ms_) charged_ms_ = now_ms;
+}
+
 void RealtimeSession::on_event(std::string_view text, int64_t now_ns) {
   if (closed_) return;
+  handle_event(text, now_ns);
+  sync_budget();
+}
+
+void RealtimeSession::handle_event(std::string_view text, int64_t now_ns) {
   last_event_ns_ = now_ns;
   if (static_cast<int64_t>(text.size()) > opt_.max_event_bytes)
     return error("invalid_request_error", "event_too_large",
@@ -153,11 +179,12 @@ void RealtimeSession::on_event(std::string_view text, int64_t now_ns) {
     cancel_requested_ = true;
     return sink_.cancel(response_);
   }
+  // Named in a short, cleaned excerpt: a client's input is never echoed at length.
   error("invalid_request_error", "unsupported_event",
-        "mmrt does not support the client event type '" + type +
-            "' (supported: session.update, input_audio_buffer.append / commit / clear, "
+        "mmrt does not support the client event type " + io::json_excerpt(*t) +
+            " (supported: session.update, input_audio_buffer.append / commit / clear, "
             "response.create, response.cancel)",
-        "type", eid);
+        "type", eid.size() <= 64 ? eid : "");
 }
 
 void RealtimeSession::session_update(const json& ev, const std::string& eid) {
@@ -228,6 +255,14 @@ void RealtimeSession::session_update(const json& ev, const std::string& eid) {
     else if (!integer(*it, 1, 4096, max_tokens))
       fail("max_response_output_tokens", "max_response_output_tokens must be 1..4096 or \"inf\"");
   }
+  for (const char* unsupported : {"tools", "tool_choice", "voice", "output_audio_format"})
+    if (auto it = S.find(unsupported);
+        it != S.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
+        !(std::string(unsupported) == "tool_choice" && *it == "none"))
+      fail(unsupported, std::string(unsupported) +
+                            " is not supported: mmrt's Realtime sessions answer with text, "
+                            "without tools (got " +
+                            io::json_excerpt(*it) + ")");
   if (auto it = S.find("temperature"); it != S.end() && !number(*it, 0, 2, temperature))
     fail("temperature", "temperature must be a number in [0, 2] (0: greedy)");
   if (auto it = S.find("mmrt"); it != S.end()) {
@@ -293,6 +328,21 @@ void RealtimeSession::append(const json& ev, const std::string& eid, int64_t now
     items_.clear();
     committed_ = 0;
     return error("invalid_request_error", "input_audio_buffer_too_long", msg, "audio", eid);
+  }
+  if (opt_.budget) {
+    // The server's budget, across sessions: charged before the samples are taken.
+    const int64_t to_ms = (buffered_samples() + n) * 1000 / rate_;
+    if (!opt_.budget->move(charged_ms_, to_ms)) {
+      char msg[240];
+      std::snprintf(msg, sizeof msg,
+                    "the server holds %.0f s of Realtime audio across its sessions, its limit "
+                    "(--realtime-max-total-audio): this append (%.1f s) was dropped, the buffer "
+                    "kept; commit or clear it, or retry later",
+                    static_cast<double>(opt_.budget->held_ms()) / 1000,
+                    static_cast<double>(n) / rate_);
+      return error("server_error", "server_audio_budget_exceeded", msg, "audio", eid);
+    }
+    charged_ms_ = to_ms;
   }
   std::vector<int16_t> s(static_cast<size_t>(n));
   for (size_t i = 0; i < s.size(); ++i)
@@ -442,6 +492,11 @@ void RealtimeSession::on_text(uint64_t ticket, const std::string& text) {
 }
 
 void RealtimeSession::on_done(uint64_t ticket, const engine::RequestResult& r, int64_t now_ns) {
+  handle_done(ticket, r, now_ns);
+  sync_budget();
+}
+
+void RealtimeSession::handle_done(uint64_t ticket, const engine::RequestResult& r, int64_t now_ns) {
   if (ticket == prefill_) {
     prefill_ = 0;
     if (!closed_) maybe_prefill();
@@ -513,6 +568,9 @@ void RealtimeSession::on_done(uint64_t ticket, const engine::RequestResult& r, i
 }
 
 void RealtimeSession::tick(int64_t now_ns) {
+  // A response in progress is the server's turn, not the client's idleness: the clock starts
+  // again when it ends.
+  if (response_ != 0 || prefill_ != 0) last_event_ns_ = std::max(last_event_ns_, now_ns);
   if (closed_ || now_ns - last_event_ns_ < opt_.idle_timeout_ms * 1'000'000) return;
   error("invalid_request_error", "session_idle_timeout",
         "no client event for " + std::to_string(opt_.idle_timeout_ms / 1000) +
@@ -531,6 +589,7 @@ void RealtimeSession::close() {
   std::vector<int16_t>().swap(open_);
   std::vector<RealtimeItem>().swap(items_);
   committed_ = 0;
+  sync_budget();
 }
 
 }  // namespace mmrt::server

@@ -17,6 +17,7 @@
 // WsUpgradable; the service implements WsEndpoint).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,15 +66,34 @@ class WsUpgradable {
 
 // ---- session --------------------------------------------------------------------------------
 
+// The audio all Realtime sessions of a server hold, against one budget (milliseconds of audio):
+// shared by the sessions (thread-safe), owned by the server.
+class AudioBudget {
+ public:
+  explicit AudioBudget(int64_t max_ms) : max_ms_(max_ms) {}
+  // Moves a session's holding from `from_ms` to `to_ms`; growing past the budget fails and
+  // changes nothing. Shrinking always succeeds.
+  bool move(int64_t from_ms, int64_t to_ms);
+  int64_t held_ms() const { return held_ms_.load(); }
+  int64_t max_ms() const { return max_ms_; }
+
+ private:
+  std::atomic<int64_t> held_ms_{0};
+  const int64_t max_ms_;
+};
+
 struct RealtimeOptions {
   std::string model_id = "mmrt";
   double max_buffer_seconds = 300;       // audio held (uncommitted + committed, not answered)
+  double max_total_seconds = 3600;       // ... by all sessions of the server together
   int64_t max_event_bytes = 15ll << 20;  // one client event (OpenAI: 15 MiB)
   int32_t default_max_tokens = 256;      // max_response_output_tokens "inf" or unset
   int32_t segment_silence_ms = 400;      // a pause this long closes an item (<= silence_duration)
   int32_t max_item_ms = 30000;           // an item never exceeds the model's audio window
   int64_t idle_timeout_ms = 600000;      // no client event for this long: error, then close
   std::string tenant = "default";
+  // The server's, across sessions, of max_total_seconds (the server makes it; null: none).
+  std::shared_ptr<AudioBudget> budget;
 };
 
 // What a submitted request is, for the server's books.
@@ -133,6 +153,10 @@ class RealtimeSession {
              const std::string& param, const std::string& event_id);
   void emit(nlohmann::ordered_json ev);
   nlohmann::ordered_json session_json() const;
+  void handle_event(std::string_view text, int64_t now_ns);
+  void handle_done(uint64_t ticket, const engine::RequestResult& r, int64_t now_ns);
+  // Charges the audio held now to the server's budget (after every event and answer).
+  void sync_budget();
   void session_update(const nlohmann::json& ev, const std::string& eid);
   void append(const nlohmann::json& ev, const std::string& eid, int64_t now_ns);
   void push_samples(std::span<const int16_t> s, int64_t now_ns);
@@ -153,6 +177,7 @@ class RealtimeSession {
   uint64_t counter_ = 0;
   int64_t last_event_ns_ = 0;
   bool closed_ = false;
+  int64_t charged_ms_ = 0;  // what this session holds in opt_.budget
 
   // Settings (session.update).
   std::string instructions_;

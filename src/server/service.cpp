@@ -39,6 +39,16 @@ ApiError shutting_down() {
   return ApiError(503, "unavailable_error", "the server is shutting down");
 }
 
+// 401 for a request without a valid API key (`had_key`: one was sent, and is not valid).
+HttpResponse unauthorized(bool had_key, Headers extra = {}) {
+  extra.emplace_back("WWW-Authenticate", "Bearer");
+  return api_error_response(ApiError(401, "authentication_error",
+                                     had_key ? "the API key is not valid"
+                                             : "an API key is required (Authorization: Bearer KEY)",
+                                     "", "invalid_api_key"),
+                            std::move(extra));
+}
+
 bool safe_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id)
@@ -78,6 +88,9 @@ Service::Service(ServerConfig cfg) : cfg_(std::move(cfg)), rng_(std::random_devi
   tenants_ = cfg_.api_keys_file.empty() ? std::make_unique<Tenants>()
                                         : Tenants::load(cfg_.api_keys_file, cfg_.engine.sla);
   intake_ = std::make_unique<Intake>(cfg_.intake);
+  // One budget for the audio all Realtime sessions hold (each session's options share it).
+  cfg_.realtime.budget =
+      std::make_shared<AudioBudget>(static_cast<int64_t>(cfg_.realtime.max_total_seconds * 1000));
 }
 
 Service::~Service() {
@@ -198,7 +211,7 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   if (path.rfind(pre, 0) == 0 && path.size() > pre.size() + post.size() &&
       path.compare(path.size() - post.size(), post.size(), post) == 0) {
     if (!only("GET")) return;
-    return trace(path.substr(pre.size(), path.size() - pre.size() - post.size()), ex);
+    return trace(req, path.substr(pre.size(), path.size() - pre.size() - post.size()), ex);
   }
   throw ApiError(404, "not_found_error", "no such endpoint: " + req.method + " " + path);
 }
@@ -209,13 +222,7 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
   if (!ready_)
     return ex->respond(api_error_response(ApiError(503, "unavailable_error", "Loading model")));
   const Tenant* tenant = tenants_->authenticate(req.header("authorization"));
-  if (!tenant)
-    return ex->respond(api_error_response(
-        ApiError(401, "authentication_error",
-                 req.header("authorization") ? "the API key is not valid"
-                                             : "an API key is required (Authorization: Bearer KEY)",
-                 "", "invalid_api_key"),
-        {{"WWW-Authenticate", "Bearer"}}));
+  if (!tenant) return ex->respond(unauthorized(req.header("authorization") != nullptr));
   double wait_s = 0;
   if (!tenants_->admit_rate(*tenant, now_ns(), wait_s)) {
     count_refusal(*metrics_, "rate_limit");
@@ -303,13 +310,7 @@ void Service::realtime(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     }
   }
   const Tenant* tenant = tenants_->authenticate(auth.empty() ? nullptr : &auth);
-  if (!tenant)
-    return ex->respond(api_error_response(
-        ApiError(401, "authentication_error",
-                 auth.empty() ? "an API key is required (Authorization: Bearer KEY)"
-                              : "the API key is not valid",
-                 "", "invalid_api_key"),
-        {{"WWW-Authenticate", "Bearer"}, {"Connection", "close"}}));
+  if (!tenant) return ex->respond(unauthorized(!auth.empty(), {{"Connection", "close"}}));
   if (!engine_->model_spec().takes(models::Modality::kAudio))
     throw bad_request("the model (" + engine_->model_spec().architecture +
                       ") takes no audio input: /v1/realtime needs an audio model");
@@ -338,16 +339,17 @@ void Service::done(const Call& c, const engine::RequestResult* r, double downloa
       calls_.erase(it);
     }
   }
-  if (r) remember_trace(c.id(), *r, download_s);
+  if (r) remember_trace(c.id(), c.tenant(), *r, download_s);
 }
 
-void Service::remember_trace(const std::string& id, const engine::RequestResult& r,
-                             double download_s) {
+void Service::remember_trace(const std::string& id, const std::string& tenant,
+                             const engine::RequestResult& r, double download_s) {
   if (cfg_.trace_keep == 0) return;
   // Only what a trace reads (no text or log-probabilities), built outside the lock and shared
   // by the trace file and the endpoint.
   auto t = std::make_shared<TraceRecord>();
   t->download_ns = static_cast<int64_t>(download_s * 1e9);
+  t->tenant = tenant;
   engine::RequestResult& k = t->result;
   k.id = r.id;
   k.outcome = r.outcome;
@@ -375,7 +377,10 @@ void Service::remember_trace(const std::string& id, const engine::RequestResult&
   }
 }
 
-void Service::trace(const std::string& id, const std::shared_ptr<Exchange>& ex) {
+void Service::trace(const HttpRequest& req, const std::string& id,
+                    const std::shared_ptr<Exchange>& ex) {
+  const Tenant* tenant = tenants_->authenticate(req.header("authorization"));
+  if (!tenant) return ex->respond(unauthorized(req.header("authorization") != nullptr));
   if (!safe_id(id)) throw bad_request("malformed request id", "id");
   std::shared_ptr<const TraceRecord> rec;
   {
@@ -383,6 +388,8 @@ void Service::trace(const std::string& id, const std::shared_ptr<Exchange>& ex) 
     auto it = traces_.find(id);
     if (it != traces_.end()) rec = it->second;
   }
+  // Another tenant's trace is answered as an unknown one.
+  if (rec && rec->tenant != tenant->name) rec.reset();
   if (!rec)
     throw ApiError(404, "not_found_error",
                    "no trace for request `" + id +

@@ -50,6 +50,7 @@ class Call : public std::enable_shared_from_this<Call> {
     ex_->post([self = shared_from_this()] { self->ping(); });
   }
   const std::string& id() const { return id_; }
+  const std::string& tenant() const { return tenant_.name; }
 
  private:
   void submit(ParsedRequest p);
@@ -119,14 +120,18 @@ class Service {
   bool intake(size_t bytes, std::function<void()> fn);
   void done(const Call& c, const engine::RequestResult* r, double download_s);
   // Keeps `r`'s timeline as the trace of `id` (/v1/requests/{id}/trace, --trace-dir).
-  void remember_trace(const std::string& id, const engine::RequestResult& r, double download_s);
+  // Keeps r's trace for GET /v1/requests/ID/trace, readable by `tenant` only.
+  void remember_trace(const std::string& id, const std::string& tenant,
+                      const engine::RequestResult& r, double download_s);
   std::string service_tier_of(const std::string& cls) const;
   void realtime_closed(uint64_t id);  // a Realtime session ended
 
  private:
   void route(HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   void completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep);
-  void trace(const std::string& id, const std::shared_ptr<Exchange>& ex);
+  // The trace of request `id`, to its own tenant (the API key's); 404 for anyone else, as for
+  // an unknown id (no existence oracle).
+  void trace(const HttpRequest& req, const std::string& id, const std::shared_ptr<Exchange>& ex);
   // GET /v1/realtime with Upgrade: websocket (realtime_session.h).
   void realtime(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   std::string new_id(const char* prefix);
@@ -149,6 +154,7 @@ class Service {
   struct TraceRecord {
     engine::RequestResult result;  // its timeline and counts
     int64_t download_ns = 0;
+    std::string tenant;  // who may read it
   };
   std::deque<std::string> trace_order_;
   std::unordered_map<std::string, std::shared_ptr<const TraceRecord>> traces_;

@@ -145,6 +145,23 @@ TEST(Admission, GoldThatCannotBeMetIsDowngradedToSilver) {
   EXPECT_EQ(adm.stats().downgraded, 1);
 }
 
+// A deadline of the request's own is refused when missed, whatever its class's rule (gold
+// would be downgraded).
+TEST(Admission, AMissedOwnDeadlineIsRefusedInAnyClass) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  v.waiting_.push_back(q.make(sla, "silver", 30000, 0));  // ~1.4 s of prefill ahead
+  Request* g = q.make(sla, "gold", 100, 0);
+  g->own_deadline = true;
+  std::string why;
+  EXPECT_FALSE(adm.admit(*g, v, 0, why));
+  EXPECT_EQ(g->sla_class, "gold");
+  EXPECT_EQ(adm.stats().downgraded, 0);
+}
+
 // Under slo a platinum arrival goes before waiting silver work (not queued ahead); under fcfs it
 // waits behind it.
 TEST(Admission, WhatCountsAsQueuedFollowsThePolicy) {

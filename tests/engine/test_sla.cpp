@@ -9,7 +9,9 @@
 
 #include "engine/batch_controller.h"
 #include "engine/cost_model.h"
+#include "engine/engine.h"
 #include "engine/policy.h"
+#include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sla.h"
 #include "fake_executor.h"
@@ -340,4 +342,34 @@ TEST(SlaConfig, DefaultsAndFileErrors) {
                FormatError);
   EXPECT_THROW(SlaConfig::from_json(R"({"classes":[{"name":"a"}],"default_class":"b"})", "x.json"),
                FormatError);
+}
+
+// An explicit deadline tightens the class's promise, never loosens it, and a miss of it is
+// refused whatever the class's rule; without a class (mmrt generate) it stands as given.
+TEST(SlaConfig, AnExplicitDeadlineOnlyTightens) {
+  SlaConfig sla = SlaConfig::defaults();
+  sla.classes.push_back({"batch", 0, 0, 0.5, OnMiss::kAccept});
+  constexpr int64_t kMs = 1'000'000, kHour = 3'600'000 * kMs;
+  auto promise = [&](const std::string& cls, int64_t deadline_ms) {
+    GenerateRequest g;
+    g.sla_class = cls;
+    g.ttft_deadline_ns = deadline_ms * kMs;
+    Request r;
+    r.arrival_ns = 1000;
+    apply_promise(r, g, sla);
+    return r;
+  };
+  Request silver_hour = promise("silver", kHour / kMs);
+  EXPECT_EQ(silver_hour.deadline_ns - 1000, 5000 * kMs) << "an hour escaped silver's 5 s";
+  EXPECT_TRUE(silver_hour.own_deadline);
+  Request gold_tight = promise("gold", 100);
+  EXPECT_EQ(gold_tight.deadline_ns - 1000, 100 * kMs);
+  EXPECT_EQ(gold_tight.sla_class, "gold");
+  Request batch_hour = promise("batch", kHour / kMs);
+  EXPECT_EQ(batch_hour.deadline_ns - 1000, 5000 * kMs) << "capped at the loosest class's";
+  Request batch_none = promise("batch", 0);
+  EXPECT_EQ(batch_none.deadline_ns, 0);
+  EXPECT_FALSE(batch_none.own_deadline);
+  Request no_class = promise("", kHour / kMs);
+  EXPECT_EQ(no_class.deadline_ns - 1000, kHour);
 }

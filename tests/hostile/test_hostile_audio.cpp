@@ -165,7 +165,8 @@ TEST_F(HostileAudio, TruncatedAndGarbageFilesAreFormatErrors) {
 TEST_F(HostileAudio, FilesGivenToTheWrongOptionAreNamed) {
   both_refuse(in_tmp("img.png"), "audio: unknown format: the file is a PNG image, not audio");
   expect_refused(generate(vl_model(), {"--image", in_tmp("ok.wav")}),
-                 "unrecognised image data (32044 bytes starting 52 49 46 46");
+                 "unrecognised image data: expected a JPEG, PNG or WebP file: the data is a WAV "
+                 "audio file");
   expect_refused(generate(audio_model(), {"--image", in_tmp("img.png")}), "takes no image input");
 }
 

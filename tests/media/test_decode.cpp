@@ -134,9 +134,35 @@ TEST(MediaDecode, ZeroSizeEmptyUnknownAndUnsupportedInputs) {
     decode_image(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
     ADD_FAILURE() << "no error";
   } catch (const FormatError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("unrecognised image data (27 bytes starting 68 65", 0),
-              0u)
-        << e.what();
+    EXPECT_EQ(std::string(e.what()), "unrecognised image data: expected a JPEG, PNG or WebP file");
+  }
+  // A video or audio file given as an image is named, and its bytes are never quoted.
+  std::string mp4(
+      "\0\0\0\x20"
+      "ftypisom"
+      "\0\0\x02\0"
+      "isomiso2mp41",
+      24);
+  try {
+    decode_image(std::span(reinterpret_cast<const uint8_t*>(mp4.data()), mp4.size()));
+    ADD_FAILURE() << "no error";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unrecognised image data: expected a JPEG, PNG or WebP file: the data is an "
+              "MP4/QuickTime video (send it as a video part)");
+  }
+  std::string heic(
+      "\0\0\0\x18"
+      "ftypheic"
+      "\0\0\0\0"
+      "mif1heic",
+      24);
+  try {
+    decode_image(std::span(reinterpret_cast<const uint8_t*>(heic.data()), heic.size()));
+    ADD_FAILURE() << "no error";
+  } catch (const Unimplemented& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unsupported image format HEIF/AVIF: mmrt decodes JPEG, PNG and WebP");
   }
 }
 

@@ -92,7 +92,7 @@ def _setup(ctx, Server):
         f.write(wav_bytes(2.0, 440))
     s.b64 = base64.b64encode(open(s.wav, "rb").read()).decode()
     s.srv = Server(ctx.mmrt, s.model, ctx.work, "--long-audio", "refuse", "--max-media-mb", "2",
-                   "--media-sandbox", "on")
+                   "--media-sandbox", "on", "--fetch-allow", "127.0.0.1")
     s.port = s.srv.port
     atexit.register(lambda: s.srv and s.srv.proc.poll() is None and s.srv.proc.kill())
     return s

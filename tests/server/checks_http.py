@@ -543,4 +543,30 @@ def tenants(port):
         codes.append(st)
     expect(codes[0] == 200 and 429 in codes, codes)
     expect(int(hd.get("retry-after", "0")) >= 1 or codes[-1] == 200, hd)
-    return f"cached tokens across tenants {got}; rate-limited codes {codes}"
+    # A trace is its tenant's: another key, or none, finds nothing (404 as for an unknown id,
+    # 401 without a key); its own tenant reads it.
+    st, _, b = hu.post(port, "/v1/chat/completions", chat("mine", max_tokens=1),
+                       headers=auth("sk-test-acme-1"))
+    expect(st == 200, b)
+    trace = b["mmrt"]["trace"]
+    st_own, _, _ = hu.request(port, "GET", trace, headers=auth("sk-test-acme-1"))
+    st_other, _, body_other = hu.request(port, "GET", trace, headers=auth("sk-test-beta-1"))
+    st_none, _, _ = hu.request(port, "GET", trace)
+    st_unknown, _, body_unknown = hu.request(port, "GET", "/v1/requests/chatcmpl-nope/trace",
+                                             headers=auth("sk-test-beta-1"))
+    expect((st_own, st_other, st_none, st_unknown) == (200, 404, 401, 404),
+           f"trace own {st_own}, other tenant {st_other}, no key {st_none}, unknown {st_unknown}")
+    expect(json.loads(body_other)["error"]["message"].split("`")[0] ==
+           json.loads(body_unknown)["error"]["message"].split("`")[0],
+           "another tenant's trace must read as an unknown one")
+    # A deadline is not a way around the tenant's classes: acme (gold, batch) with a deadline
+    # and no class is served in its default class, never in none.
+    st, _, b = hu.post(port, "/v1/chat/completions", chat("x", ttft_deadline_ms=60000),
+                       headers=auth("sk-test-acme-1"))
+    expect(st == 200 and b["mmrt"]["sla_class"] == "batch", f"{st} {b}")
+    st, _, b = hu.post(port, "/v1/chat/completions",
+                       chat("x", sla_class="platinum", ttft_deadline_ms=60000),
+                       headers=auth("sk-test-acme-1"))
+    expect_error(st, b, 403, contains="may not use SLA class 'platinum'")
+    return (f"cached tokens across tenants {got}; rate-limited codes {codes}; traces 200/404/401 "
+            "by tenant")

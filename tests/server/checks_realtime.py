@@ -262,6 +262,15 @@ def errors_and_bounds(ctx, Server):
         expect(e["error"]["code"] == code, f"{ev}: {e}")
         expect(e["error"]["message"], e)
     expect(e["error"]["event_id"] == "e1", e)
+    # An unknown type of 100 KB is named in a short excerpt, not echoed; tools are refused.
+    ws.send({"type": "x" * 100000})
+    e = ws.until("error")
+    expect(e["error"]["code"] == "unsupported_event" and len(e["error"]["message"]) < 400,
+           f"{len(e['error']['message'])} characters")
+    ws.send({"type": "session.update", "session": {"tools": [{"type": "function", "name": "f"}]}})
+    e = ws.until("error")
+    expect(e["error"]["code"] == "invalid_value" and "tools is not supported" in
+           e["error"]["message"], e)
     ws.send({"type": "session.update", "session": {"temperature": 0}})
     u = ws.until("session.updated")
     expect(u["session"]["temperature"] == 0, "the session goes on after the errors")
@@ -319,6 +328,48 @@ def disconnects(ctx, Server):
     return "no requests left, KV blocks back to idle"
 
 
+def server_audio_budget(ctx, Server):
+    """--realtime-max-total-audio bounds the audio of all sessions together: a second session's
+    append over it gets an error event and is dropped; once the first clears, it fits."""
+    s = setup(ctx, Server)
+    srv = Server(ctx.mmrt, s.model, ctx.work, "--realtime-max-total-audio", "5")
+    try:
+        second_of_pcm = s.pcm24[:24000 * 2]  # 1 s at 24 kHz, pcm16
+
+        def session():
+            ws = WsClient(srv.port)
+            ws.until("session.created")
+            ws.send({"type": "session.update", "session": {"turn_detection": None}})
+            ws.until("session.updated")
+            return ws
+
+        def append(ws, seconds):
+            for _ in range(seconds):
+                ws.send({"type": "input_audio_buffer.append",
+                         "audio": base64.b64encode(second_of_pcm).decode()})
+
+        a, b = session(), session()
+        append(a, 4)
+        append(b, 1)
+        b.send({"type": "input_audio_buffer.append",
+                "audio": base64.b64encode(second_of_pcm).decode(), "event_id": "over"})
+        e = b.until("error")
+        expect(e["error"]["code"] == "server_audio_budget_exceeded" and
+               e["error"]["event_id"] == "over", e)
+        a.send({"type": "input_audio_buffer.clear"})
+        a.until("input_audio_buffer.cleared")
+        b.send({"type": "input_audio_buffer.append",
+                "audio": base64.b64encode(second_of_pcm).decode(), "event_id": "fits"})
+        b.send({"type": "input_audio_buffer.commit"})
+        c = b.until("input_audio_buffer.committed")
+        expect(c, "the append after the clear was taken")
+        a.close()
+        b.close()
+        return "the second session's append refused at 5 s across sessions, taken after a clear"
+    finally:
+        srv.stop()
+
+
 def stop(ctx, Server):
     rc = _S.srv.stop()
     _S.srv = None
@@ -329,4 +380,5 @@ CHECKS = [("realtime: openai client, streamed == one-shot", openai_client_stream
           ("realtime: server_vad commits after the silence", server_vad_commits),
           ("realtime: error events, the session goes on", errors_and_bounds),
           ("realtime: disconnects free everything", disconnects),
+          ("realtime: one audio budget across sessions", server_audio_budget),
           ("realtime: server exits 0", stop)]

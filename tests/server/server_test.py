@@ -97,6 +97,7 @@ def main():
     hu.write_test_image(os.path.join(media_dir, "local.png"))
 
     import checks_audio
+    import checks_hostile
     import checks_http
     import checks_image_families
     import checks_load
@@ -104,7 +105,7 @@ def main():
     ctx = hu.Context(a.mmrt, model, image, a.work, traces, media_dir, a.streams)
     srv = Server(a.mmrt, model, a.work, "--sla-config", sla, "--trace-dir", traces,
                  "--max-body-mb", "4", "--read-timeout", "1", "--allowed-media-dir", media_dir,
-                 "--drain-timeout", "20", "--max-media-mb", "2",
+                 "--drain-timeout", "20", "--max-media-mb", "2", "--fetch-allow", "127.0.0.0/8",
                  "--media-fetch-timeout", "2")
     ctx.port = srv.port
     ctx.pid = srv.proc.pid
@@ -112,10 +113,12 @@ def main():
     try:
         groups = [("openai client", lambda: checks_http.openai_client(ctx))]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_http.CHECKS]
+        groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_hostile.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_load.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_video.CHECKS]
         groups += checks_audio.groups(ctx, Server)
         groups += checks_image_families.groups(ctx, Server, sla)
+        groups += checks_hostile.groups(ctx, Server)
         for name, fn in groups:
             if a.only and not any(o in name for o in a.only):
                 continue

@@ -83,9 +83,11 @@ TEST_F(ApiTest, ServiceTierAndClassesAndDeadlines) {
   // sla_class overrides service_tier.
   EXPECT_EQ(chat(with(R"("service_tier":"flex","sla_class":"platinum")")).request.sla_class,
             "platinum");
-  // A deadline alone: no class (its own promise); with a class: both.
+  // A deadline alone tightens the default class (it is no way out of a class); with a class:
+  // both.
   ParsedRequest p = chat(with(R"("ttft_deadline_ms":250)"));
-  EXPECT_EQ(p.request.sla_class, "");
+  EXPECT_EQ(p.request.sla_class, sla.default_class);
+  EXPECT_FALSE(p.class_chosen);
   EXPECT_EQ(p.request.ttft_deadline_ns, 250'000'000);
   p = chat(with(R"("ttft_deadline_ms":250,"sla_class":"gold")"));
   EXPECT_EQ(p.request.sla_class, "gold");

@@ -325,6 +325,49 @@ TEST(Realtime, TheBufferIsBoundedAndIdleSessionsClose) {
   EXPECT_EQ(f.last_error_code(), "session_idle_timeout");
 }
 
+// One budget across sessions: a second session's append over it is refused (an error event, the
+// append dropped, its buffer kept); audio given back (cleared, closed) makes room again.
+TEST(Realtime, OneAudioBudgetAcrossSessions) {
+  RealtimeOptions o;
+  o.budget = std::make_shared<AudioBudget>(1500);  // 1.5 s
+  Fixture a(o), b(o);
+  a.manual16k();
+  b.manual16k();
+  const auto second = bursts(16000, {1.0});
+  a.s.on_event(append_event(second), 0);
+  EXPECT_EQ(o.budget->held_ms(), 1000);
+  const auto half = bursts(16000, {0.5});
+  b.s.on_event(append_event(half), 0);
+  EXPECT_EQ(o.budget->held_ms(), 1500);
+  b.s.on_event(append_event(half), 0);
+  EXPECT_EQ(b.last_error_code(), "server_audio_budget_exceeded");
+  EXPECT_EQ(b.s.buffered_samples(), 8000) << "the buffer is kept";
+  EXPECT_EQ(o.budget->held_ms(), 1500);
+  a.ev({{"type", "input_audio_buffer.clear"}});
+  EXPECT_EQ(o.budget->held_ms(), 500);
+  b.s.on_event(append_event(half), 0);
+  EXPECT_EQ(b.s.buffered_samples(), 16000);
+  EXPECT_EQ(o.budget->held_ms(), 1000);
+  b.s.close();
+  EXPECT_EQ(o.budget->held_ms(), 0);
+}
+
+// The idle clock does not run while the server answers (a response in progress).
+TEST(Realtime, IdleTimeoutWaitsForTheResponse) {
+  RealtimeOptions o;
+  o.idle_timeout_ms = 1000;
+  Fixture f(o);
+  f.manual16k();
+  f.s.on_event(append_event(bursts(16000, {0.5})), 0);
+  f.ev({{"type", "input_audio_buffer.commit"}});
+  f.ev({{"type", "response.create"}});
+  ASSERT_TRUE(f.s.response_active());
+  f.s.tick(ns(5));
+  EXPECT_FALSE(f.sink.closed) << "closed in the middle of a response";
+  f.s.tick(ns(5.5));
+  EXPECT_FALSE(f.sink.closed);
+}
+
 TEST(Realtime, PcmWavHeader) {
   const std::vector<int16_t> s = {0, 1, -1, 32767, -32768};
   const auto w = media::encode_wav_pcm16(s, 24000);
