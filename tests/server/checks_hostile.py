@@ -116,9 +116,14 @@ CHECKS = [
 ]
 
 
-def memory_attacks(port, pid):
+def memory_attacks(port, pid, image):
     """Runs on a server with default limits (read timeout 30 s): each attack for a bounded time,
     resident memory sampled throughout, /health timed between."""
+    import base64
+    b64 = base64.b64encode(open(image, "rb").read()).decode()
+    image_chat = {"model": "tiny", "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64}},
+        {"type": "text", "text": "What is it?"}]}]}
     base = rss_mb(pid)
     peak = [base]
     stop = threading.Event()
@@ -153,8 +158,8 @@ def memory_attacks(port, pid):
                      f"<= {worst_health * 1e3:.0f} ms")
         expect(peak[0] - base < RSS_BOUND_MB,
                f"chunk extensions: resident memory grew {peak[0] - base:.0f} MB")
-        # A 62 MB body of small JSON values (parsed whole, one took 1.3 GB and 11 s), with an
-        # ordinary request beside it.
+        # A 62 MB body of small JSON values (parsed whole, one took 1.3 GB and 11 s and delayed
+        # an image request by 23 s), with an image request beside it.
         junk = (b'{"model":"tiny","messages":[{"role":"user","content":"x"}],"junk":[' +
                 b"1," * (31 << 20) + b"1]}")
         out = {}
@@ -166,14 +171,15 @@ def memory_attacks(port, pid):
         t.start()
         time.sleep(0.3)
         t0 = time.time()
-        st, _, b = hu.post(port, "/v1/chat/completions", chat("an ordinary request"))
+        st, _, b = hu.post(port, "/v1/chat/completions", image_chat)
         ordinary_s = time.time() - t0
         t.join()
-        expect(st == 200, f"the ordinary request beside the big body: {st} {b}")
+        expect(st == 200, f"the image request beside the big body: {st} {b}")
+        expect(ordinary_s < 5, f"the image request beside the big body took {ordinary_s:.1f} s")
         st_big, _, body_big = out["big"]
         expect(st_big == 400 and b"JSON values" in body_big,
                f"62 MB of JSON values: {st_big} {body_big[:200]!r}")
-        notes.append(f"62 MB JSON body: 400, peak +{peak[0] - base:.0f} MB so far, an ordinary "
+        notes.append(f"62 MB JSON body: 400, peak +{peak[0] - base:.0f} MB so far, an image "
                      f"request beside it served in {ordinary_s * 1e3:.0f} ms")
     finally:
         stop.set()
@@ -215,7 +221,7 @@ def groups(ctx, server_cls):
         return state["srv"]
 
     def memory():
-        return memory_attacks(server().port, server().proc.pid)
+        return memory_attacks(server().port, server().proc.pid, ctx.image)
 
     def oracle():
         try:
