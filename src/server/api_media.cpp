@@ -83,7 +83,15 @@ void add_url(const std::string& url, const UrlKind& kind, const std::string& pw,
     out.fetches.push_back({out.request.media.size(), url, param});
     add_item(out, kind.modality, {}, pw);
   } else if (url.rfind("file://", 0) == 0) {
-    add_item(out, kind.modality, read_local(url.substr(7), kind, opt, param), pw);
+    // An absolute path (file:///dir/x.png, or file://localhost/dir/x.png): a relative one
+    // would resolve against the server's working directory, which no client knows.
+    std::string path = url.substr(7);
+    if (path.rfind("localhost/", 0) == 0) path = path.substr(9);
+    if (path.empty() || path[0] != '/')
+      throw bad_request("a file:// URL names an absolute path (file:///dir/file), not " +
+                            ticked(url.substr(0, 80)),
+                        param);
+    add_item(out, kind.modality, read_local(path, kind, opt, param), pw);
   } else {
     throw bad_request(
         noun + " URLs must be data:, http://, https:// or file:// URLs, not " +

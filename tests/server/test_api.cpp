@@ -250,6 +250,15 @@ TEST_F(ApiTest, ImageUrls) {
   EXPECT_EQ(error_of(img("file://" + (dir / "b.png").string())).first, 403);
   EXPECT_EQ(error_of(img("file://" + (dir / "in" / ".." / "b.png").string())).first, 403);
   EXPECT_EQ(error_of(img("file://" + (dir / "in" / "missing.png").string())).first, 404);
+  // A relative path would resolve against the server's working directory: refused (400) even
+  // where it would land inside the allowed folder; file://localhost/... is the absolute form.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
+  const auto relative = error_of(img("file://in/a.png"));
+  fs::current_path(cwd);
+  EXPECT_EQ(relative.first, 400);
+  p = chat(img("file://localhost" + (dir / "in" / "a.png").string()));
+  EXPECT_EQ(p.request.media.size(), 1u);
   // Media count cap.
   opt.max_media_items = 1;
   std::string two = R"({"messages":[{"role":"user","content":[)"
