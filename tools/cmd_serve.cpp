@@ -49,6 +49,9 @@ int run_serve(Args& args) {
     cfg.fetch.allowed_hosts = split_list(*hosts, "allowed-media-hosts");
   if (auto blocks = args.get("fetch-allow")) cfg.fetch.allow = split_list(*blocks, "fetch-allow");
   cfg.api_keys_file = args.get_or("api-keys", "");
+  // With tenants, none may hold more than half the KV cache's tokens in flight by default.
+  cfg.engine.tenant_max_prompt_tokens =
+      args.get_int("tenant-max-tokens", cfg.api_keys_file.empty() ? 0 : -1, -1, int64_t{1} << 40);
   cfg.trace_dir = args.get_or("trace-dir", "");
   cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
   cfg.realtime.max_buffer_seconds = args.get_double("realtime-max-audio", 300, 1, 3600);
@@ -136,6 +139,10 @@ MMRT_COMMAND(
     "  --api-keys FILE         API keys (JSON): key -> tenant, its SLA classes, default\n"
     "                          class and request rate; 401 without a valid key, 403 for a\n"
     "                          class it may not use (default: open, one tenant)\n"
+    "  --tenant-max-tokens N   prompt tokens (text and media) one tenant's unfinished requests\n"
+    "                          may hold; over it 429 (default with --api-keys: half the KV\n"
+    "                          cache, -1; without: 0, none); a key's max_prompt_tokens_in_flight\n"
+    "                          overrides it\n"
     "SLA:\n"
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
     "  --policy fcfs|priority|slo[:plain]   scheduling policy (default slo); :plain turns off\n"

@@ -83,6 +83,42 @@ struct Engine::Impl : SchedulerView {
   }
   bool encoder_cached(const Hash128& key) const override { return enc->contains(key); }
 
+  // ---- the tenants' prompt tokens in flight (under books_mu) ----
+  std::unordered_map<std::string, int64_t> tenant_tokens;
+  int64_t half_kv_tokens = 0;  // set at load
+
+  // Charges s's prompt to its tenant; false with the reason when that passes the tenant's cap.
+  bool charge_tenant(Submission& s, std::string& why) {
+    Request& r = *s.req;
+    int64_t cap =
+        r.tenant_max_prompt_tokens ? r.tenant_max_prompt_tokens : cfg.tenant_max_prompt_tokens;
+    if (cap < 0) cap = half_kv_tokens;
+    if (cap <= 0) return true;
+    const int64_t need = r.num_tokens();
+    int64_t& held = tenant_tokens[r.tenant];
+    if (held > 0 && held + need > cap) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "tenant '%s' has %lld prompt tokens in flight, and this request's %lld would "
+                    "pass its cap of %lld: retry when some of its requests have finished",
+                    r.tenant.c_str(), static_cast<long long>(held), static_cast<long long>(need),
+                    static_cast<long long>(cap));
+      why = buf;
+      r.over_tenant_cap = true;
+      r.retry_after_ns = 1'000'000'000;
+      return false;
+    }
+    held += need;
+    s.tenant_tokens = need;
+    return true;
+  }
+  void release_tenant(Submission& s) {
+    if (s.tenant_tokens == 0) return;
+    auto it = tenant_tokens.find(s.req->tenant);
+    if (it != tenant_tokens.end() && (it->second -= s.tenant_tokens) <= 0) tenant_tokens.erase(it);
+    s.tenant_tokens = 0;
+  }
+
   // ---- ending a request ----
 
   // Its result, final event and removal. The caller holds no lock but books_mu. A caller holding
@@ -100,6 +136,7 @@ struct Engine::Impl : SchedulerView {
     if (code) r.error = *code;
     if ((r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped) && s.text)
       publish(s, s.text->finish());
+    release_tenant(s);
     RequestResult res = take_result(r);  // its logprobs were published above; r ends here
     if (with_books) snapshot();
     {
@@ -201,6 +238,11 @@ struct Engine::Impl : SchedulerView {
     if (r.media_pending && cfg.skip_cached_media) media_skipped += media->skip_cached(*s, *this);
     std::string why;
     if (cfg.admission_control && !admission->admit(r, *this, now, why)) {
+      complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
+               ErrorCode::kUnavailable);
+      return;
+    }
+    if (!charge_tenant(*s, why)) {
       complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
                ErrorCode::kUnavailable);
       return;
@@ -435,6 +477,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   m.exec = std::make_unique<ModelExecutor>(*m.backend, *m.model.runner, spec.embed_dim, cfg.kv);
   const kernels::KvCacheConfig& kvc = m.exec->kv_config();
   m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);
+  m.half_kv_tokens = static_cast<int64_t>(kvc.num_blocks) * kvc.block_size / 2;
   m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes);
   SchedulerConfig sc = cfg.scheduler;
   sc.position_rows = spec.position_rows;
@@ -516,6 +559,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
   start_clock(r, g.arrival_ns, g.read_ns, now_ns());
   r.tenant = g.tenant;
   r.tenant_salt = hash128("tenant:" + g.tenant);
+  r.tenant_max_prompt_tokens = g.tenant_max_prompt_tokens;
   r.sampling = g.sampling;
   r.stop_ids = m.model.spec.stop_ids;
   sub->handle = state;

@@ -56,7 +56,12 @@ struct EngineConfig {
   size_t prepare_inline_bytes = 4096;
   SlaConfig sla = SlaConfig::defaults();
   bool admission_control = true;  // refuse / downgrade requests predicted to miss their class
-  bool batch_controller = true;   // adapt the step budget to the tightest running TPOT target
+  // Prompt tokens (text and media together) a tenant's admitted, unfinished requests may hold:
+  // a request over it is refused at admission (429 over HTTP), so one tenant cannot fill the
+  // engine for the others. 0: no cap; -1: half the KV cache's tokens. A request may carry its
+  // tenant's own (GenerateRequest::tenant_max_prompt_tokens).
+  int64_t tenant_max_prompt_tokens = 0;
+  bool batch_controller = true;  // adapt the step budget to the tightest running TPOT target
   // Time one encode of a synthetic item at load and price media by it from the first request
   // (engine/encoder_calibration.h); off: the cost model's prior until image steps have run.
   // Costs one or two encodes at load (CLIP ViT-L on 2 cores: about 2 s).
@@ -84,6 +89,8 @@ struct GenerateRequest {
   // fetching media). A stamp in the future or before the read is taken as submit time.
   int64_t arrival_ns = 0, read_ns = 0;
   int64_t tpot_target_ns = 0;  // explicit TPOT target (overrides the class)
+  // Its tenant's cap on prompt tokens in flight (0: the engine's, EngineConfig).
+  int64_t tenant_max_prompt_tokens = 0;
 
   // Appends an image: its bytes to `media` (the messages must hold the matching image part).
   void add_image(std::vector<uint8_t> bytes) {

@@ -18,6 +18,7 @@ RequestResult take_result(Request& r) {
   res.sla_class = r.sla_class;
   res.predicted_ttft_ns = r.predicted_ttft_ns;
   res.retry_after_ns = r.retry_after_ns;
+  res.over_tenant_cap = r.over_tenant_cap;
   res.deadline_ns = r.deadline_ns;
   res.tpot_target_ns = r.tpot_target_ns;
   res.media_decode_ns = r.media_decode_ns;

@@ -49,6 +49,7 @@ struct RequestResult {
   std::string sla_class;          // the class it was served in (after any downgrade)
   int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none)
   int64_t retry_after_ns = 0;     // refused by admission: see Request::retry_after_ns (-1: never)
+  bool over_tenant_cap = false;   // refused: its tenant's prompt tokens in flight were at the cap
   int64_t deadline_ns = 0, tpot_target_ns = 0;  // absolute TTFT deadline, TPOT target
   // Of its media time: decoding the files and resampling audio (sums over its items).
   int64_t media_decode_ns = 0, media_resample_ns = 0;

@@ -62,7 +62,8 @@ struct Submission {
   std::vector<size_t> to_preprocess;
   Preprocessed preprocessed;  // written by the media stage, applied by apply()
   std::unique_ptr<OutputText> text;
-  size_t logprobs_sent = 0;  // entries of req->output_logprobs already in events
+  size_t logprobs_sent = 0;   // entries of req->output_logprobs already in events
+  int64_t tenant_tokens = 0;  // prompt tokens charged to its tenant's cap (the engine's books)
   bool cancel_requested = false;
 };
 

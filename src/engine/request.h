@@ -56,7 +56,9 @@ enum class RequestStatus : uint8_t { kWaiting, kRunning, kPreempted, kDone };
 struct Request {
   RequestId id = 0;
   std::string tenant;
-  Hash128 tenant_salt;  // mixed into every cache key of this request
+  int64_t tenant_max_prompt_tokens = 0;  // its tenant's cap in flight (0: the engine's)
+  bool over_tenant_cap = false;          // refused for that cap
+  Hash128 tenant_salt;                   // mixed into every cache key of this request
   std::vector<int32_t> prompt;
   std::vector<int32_t> positions;  // [position_rows, prompt.size()] or empty (text positions)
   int32_t rope_delta = 0;

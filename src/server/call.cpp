@@ -132,6 +132,7 @@ void Call::submit(ParsedRequest p) {
                 "error", "");
   }
   p.request.tenant = tenant_.name;
+  p.request.tenant_max_prompt_tokens = tenant_.max_prompt_tokens;
   p.request.arrival_ns = arrival_ns_;
   p.request.read_ns = read_ns_;
   engine::Engine* eng = svc_.engine();
@@ -324,8 +325,13 @@ void Call::on_done(const engine::StreamEvent& ev) {
     const ErrorCode code = ev.error.value_or(ErrorCode::kInternal);
     ApiError err = from_error_code(code, r.reason.empty() ? ev.reason : r.reason);
     std::string why = "invalid";
-    if (r.outcome == engine::Outcome::kRefused && code == ErrorCode::kUnavailable &&
-        r.predicted_ttft_ns > 0) {
+    if (r.outcome == engine::Outcome::kRefused && r.over_tenant_cap) {
+      // The tenant's own requests hold its share of the engine: it may retry when they end.
+      err = ApiError(429, "rate_limit_error", err.what(), "", "tenant_in_flight_limit");
+      err.retry_after_s = 1;
+      why = "tenant_limit";
+    } else if (r.outcome == engine::Outcome::kRefused && code == ErrorCode::kUnavailable &&
+               r.predicted_ttft_ns > 0) {
       // Admission: the class's promise cannot be kept now. The client may retry once the
       // queue ahead of it has drained (about the predicted excess), unless its own work alone
       // is over the class: then no retry helps, and it is told so (no Retry-After).

@@ -51,6 +51,10 @@ std::unique_ptr<Tenants> Tenants::from_json(const std::string& text, const std::
     if (!std::isfinite(tn.requests_per_second) || tn.requests_per_second < 0 ||
         tn.requests_per_second > 1e6)
       throw FormatError(where + ".requests_per_second must be in [0, 1e6]");
+    const double max_tokens = f.num_or("max_prompt_tokens_in_flight", 0);
+    if (!(max_tokens >= 0 && max_tokens <= 1e12) || max_tokens != std::floor(max_tokens))
+      throw FormatError(where + ".max_prompt_tokens_in_flight must be a whole number in [0, 1e12]");
+    tn.max_prompt_tokens = static_cast<int64_t>(max_tokens);
     // Keys of one tenant share its settings: the first entry's must equal the later ones'.
     auto it = by_name.find(name);
     size_t index = 0;
@@ -62,7 +66,8 @@ std::unique_ptr<Tenants> Tenants::from_json(const std::string& text, const std::
       index = it->second;
       const Tenant& a = t->tenants_[index];
       if (a.classes != tn.classes || a.default_class != tn.default_class ||
-          a.requests_per_second != tn.requests_per_second)
+          a.requests_per_second != tn.requests_per_second ||
+          a.max_prompt_tokens != tn.max_prompt_tokens)
         throw FormatError(where + ": tenant '" + name +
                           "' appears with different settings under another key");
     }

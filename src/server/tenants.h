@@ -24,6 +24,9 @@ struct Tenant {
   std::vector<std::string> classes;  // empty: every class
   std::string default_class;         // "": the SLA config's default
   double requests_per_second = 0;    // 0: no limit (bursts of up to max(1, rate) requests)
+  // Prompt tokens (text and media) its unfinished requests may hold (0: the server's
+  // --tenant-max-tokens); a request over it is refused with 429.
+  int64_t max_prompt_tokens = 0;
 };
 
 class Tenants {

@@ -504,6 +504,7 @@ KEYS = {"keys": [
     {"key": "sk-test-acme-1", "tenant": "acme", "classes": ["gold", "batch"]},
     {"key": "sk-test-beta-1", "tenant": "beta"},
     {"key": "sk-test-slow-1", "tenant": "slow", "requests_per_second": 1},
+    {"key": "sk-test-capped-1", "tenant": "capped", "max_prompt_tokens_in_flight": 64},
 ]}
 
 
@@ -568,5 +569,27 @@ def tenants(port):
                        chat("x", sla_class="platinum", ttft_deadline_ms=60000),
                        headers=auth("sk-test-acme-1"))
     expect_error(st, b, 403, contains="may not use SLA class 'platinum'")
+    # A tenant's prompt tokens in flight are capped (64 here): while its first request streams,
+    # a second one is refused with 429 and Retry-After; another tenant is served meanwhile, and
+    # the tenant again once its stream has ended.
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(hu.raw(port, "POST", "/v1/chat/completions",
+                     chat("first " * 20, max_tokens=400, ignore_eos=True, stream=True),
+                     headers=auth("sk-test-capped-1")))
+    head = b""
+    while b"data: " not in head:  # its first token: admitted and holding its prompt
+        head += s.recv(4096)
+    st2, hd2, b2 = hu.post(port, "/v1/chat/completions", chat("second " * 20, max_tokens=1),
+                           headers=auth("sk-test-capped-1"))
+    st_other, _, _ = hu.post(port, "/v1/chat/completions", chat("other", max_tokens=1),
+                             headers=auth("sk-test-beta-1"))
+    hu.read_response(s, head)
+    s.close()
+    st3, _, b3 = hu.post(port, "/v1/chat/completions", chat("third " * 20, max_tokens=1),
+                         headers=auth("sk-test-capped-1"))
+    expect_error(st2, b2, 429, contains="prompt tokens in flight")
+    expect(b2["error"]["code"] == "tenant_in_flight_limit" and hd2.get("retry-after") == "1",
+           f"{hd2} {b2}")
+    expect(st_other == 200 and st3 == 200, f"other tenant {st_other}, after the stream {st3}")
     return (f"cached tokens across tenants {got}; rate-limited codes {codes}; traces 200/404/401 "
-            "by tenant")
+            "by tenant; a tenant over its tokens in flight 429")

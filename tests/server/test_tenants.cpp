@@ -46,6 +46,11 @@ TEST(Tenants, KeysNameTenantsAndTheirClasses) {
   const Tenant* free = t->authenticate(&f);
   ASSERT_NE(free, nullptr);
   EXPECT_EQ(free->default_class, "gold");
+  EXPECT_EQ(free->max_prompt_tokens, 0) << "the server's default";
+  auto c =
+      load(R"({"keys":[{"key":"sk-cap-00001","tenant":"c","max_prompt_tokens_in_flight":64}]})");
+  const std::string ck = "Bearer sk-cap-00001";
+  EXPECT_EQ(c->authenticate(&ck)->max_prompt_tokens, 64);
   // A tenant whose classes exclude the configured default gets its first class.
   auto u = load(R"({"keys":[{"key":"sk-plat-0001","tenant":"p","classes":["platinum"]}]})");
   const std::string p = "Bearer sk-plat-0001";
@@ -73,6 +78,10 @@ TEST(Tenants, MalformedKeyFilesAreRefusedNamingTheField) {
         "requests_per_second");
   fails(R"({"keys":[{"key":"sk-00000001","tenant":"a"},{"key":"sk-00000001","tenant":"b"}]})",
         "twice");
+  fails(R"({"keys":[{"key":"sk-00000001","tenant":"a","max_prompt_tokens_in_flight":-5}]})",
+        "max_prompt_tokens_in_flight");
+  fails(R"({"keys":[{"key":"sk-00000001","tenant":"a","max_prompt_tokens_in_flight":1.5}]})",
+        "max_prompt_tokens_in_flight");
   fails(R"({"keys":[{"key":"sk-00000001","tenant":"a"},{"key":"sk-00000002","tenant":"a",)"
         R"("requests_per_second":3}]})",
         "different settings");
