@@ -10,12 +10,12 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/admission.h"
+#include "engine/tenant_ledger.h"
 #include "io/tokenizer.h"
 #include "models/registry.h"
 
@@ -83,41 +83,8 @@ struct Engine::Impl : SchedulerView {
   }
   bool encoder_cached(const Hash128& key) const override { return enc->contains(key); }
 
-  // ---- the tenants' prompt tokens in flight (under books_mu) ----
-  std::unordered_map<std::string, int64_t> tenant_tokens;
-  int64_t half_kv_tokens = 0;  // set at load
-
-  // Charges s's prompt to its tenant; false with the reason when that passes the tenant's cap.
-  bool charge_tenant(Submission& s, std::string& why) {
-    Request& r = *s.req;
-    int64_t cap =
-        r.tenant_max_prompt_tokens ? r.tenant_max_prompt_tokens : cfg.tenant_max_prompt_tokens;
-    if (cap < 0) cap = half_kv_tokens;
-    if (cap <= 0) return true;
-    const int64_t need = r.num_tokens();
-    int64_t& held = tenant_tokens[r.tenant];
-    if (held > 0 && held + need > cap) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "tenant '%s' has %lld prompt tokens in flight, and this request's %lld would "
-                    "pass its cap of %lld: retry when some of its requests have finished",
-                    r.tenant.c_str(), static_cast<long long>(held), static_cast<long long>(need),
-                    static_cast<long long>(cap));
-      why = buf;
-      r.over_tenant_cap = true;
-      r.retry_after_ns = 1'000'000'000;
-      return false;
-    }
-    held += need;
-    s.tenant_tokens = need;
-    return true;
-  }
-  void release_tenant(Submission& s) {
-    if (s.tenant_tokens == 0) return;
-    auto it = tenant_tokens.find(s.req->tenant);
-    if (it != tenant_tokens.end() && (it->second -= s.tenant_tokens) <= 0) tenant_tokens.erase(it);
-    s.tenant_tokens = 0;
-  }
+  TenantLedger tenants;    // prompt tokens in flight per tenant (under books_mu)
+  int64_t tenant_cap = 0;  // EngineConfig::tenant_max_prompt_tokens, resolved at load
 
   // ---- ending a request ----
 
@@ -136,7 +103,7 @@ struct Engine::Impl : SchedulerView {
     if (code) r.error = *code;
     if ((r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped) && s.text)
       publish(s, s.text->finish());
-    release_tenant(s);
+    if (s.tenant_tokens) tenants.release(r.tenant, std::exchange(s.tenant_tokens, 0));
     RequestResult res = take_result(r);  // its logprobs were published above; r ends here
     if (with_books) snapshot();
     {
@@ -237,16 +204,18 @@ struct Engine::Impl : SchedulerView {
     // Media a cache serves is not decoded; admission then expects only the rest of the work.
     if (r.media_pending && cfg.skip_cached_media) media_skipped += media->skip_cached(*s, *this);
     std::string why;
-    if (cfg.admission_control && !admission->admit(r, *this, now, why)) {
+    const int64_t cap = r.tenant_max_prompt_tokens ? r.tenant_max_prompt_tokens : tenant_cap;
+    bool ok = !cfg.admission_control || admission->admit(r, *this, now, why);
+    if (ok && !(ok = tenants.charge(r.tenant, r.num_tokens(), cap, why))) {
+      r.over_tenant_cap = true;
+      r.retry_after_ns = 1'000'000'000;
+    }
+    if (!ok) {
       complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
                ErrorCode::kUnavailable);
       return;
     }
-    if (!charge_tenant(*s, why)) {
-      complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
-               ErrorCode::kUnavailable);
-      return;
-    }
+    s->tenant_tokens = r.num_tokens();
     if (r.media_pending) {
       in_media.push_back(&r);
       media->submit(s, MediaStage::Phase::kPreprocess);
@@ -448,13 +417,7 @@ struct Engine::Impl : SchedulerView {
     s.in_media = in_media.size();
     s.running = sched->num_running();
     s.token_budget = sched->token_budget();
-    const AdmissionStats& a = admission->stats();
-    s.refused = a.refused;
-    s.downgraded = a.downgraded;
-    s.refused_late = a.refused_late;
-    s.refused_after_encode = a.refused_after_encode;
-    s.downgraded_late = a.downgraded_late;
-    s.displacing = a.displacing;
+    static_cast<AdmissionStats&>(s) = admission->stats();
     s.ttft_prediction = cost.ttft_error();
     s.cost_coefficients_ns = cost.coefficients_ns();
     s.media_sandbox = media->sandbox_stats();
@@ -477,7 +440,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   m.exec = std::make_unique<ModelExecutor>(*m.backend, *m.model.runner, spec.embed_dim, cfg.kv);
   const kernels::KvCacheConfig& kvc = m.exec->kv_config();
   m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);
-  m.half_kv_tokens = static_cast<int64_t>(kvc.num_blocks) * kvc.block_size / 2;
+  m.tenant_cap = cfg.tenant_max_prompt_tokens >= 0
+                     ? cfg.tenant_max_prompt_tokens
+                     : static_cast<int64_t>(kvc.num_blocks) * kvc.block_size / 2;
   m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes);
   SchedulerConfig sc = cfg.scheduler;
   sc.position_rows = spec.position_rows;

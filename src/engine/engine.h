@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/admission.h"
 #include "engine/batch_controller.h"
 #include "engine/cost_model.h"
 #include "engine/encoder_calibration.h"
@@ -98,7 +99,8 @@ struct GenerateRequest {
   }
 };
 
-struct EngineStats {
+// With admission's counts (refused, downgraded, refused_late, ..., admission.h).
+struct EngineStats : AdmissionStats {
   int64_t steps = 0, submitted = 0, finished = 0, preemptions = 0;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t encoder_hits = 0, encoder_misses = 0, encoder_runs = 0;
@@ -112,15 +114,6 @@ struct EngineStats {
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
   size_t waiting = 0, running = 0;
   size_t in_media = 0;  // of waiting: admitted, their media being decoded
-  int64_t refused = 0, downgraded = 0;
-  // Of `refused`: admitted requests refused later, before their first token (waiting or in
-  // prefill), when it could no longer come in time (the admission prediction was wrong); of
-  // those, the ones whose encoder had already run; of `downgraded`, those moved to a lower
-  // class that way.
-  int64_t refused_late = 0, refused_after_encode = 0, downgraded_late = 0;
-  // Of `refused` and `downgraded`: decided at arrival because admitting the request in its class
-  // would have made a request admitted before it late (promises kept).
-  int64_t displacing = 0;
   int32_t token_budget = 0;
   PredictionError ttft_prediction;
   sandbox::SandboxStats media_sandbox;

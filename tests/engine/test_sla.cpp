@@ -14,6 +14,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sla.h"
+#include "engine/tenant_ledger.h"
 #include "fake_executor.h"
 
 using namespace mmrt;
@@ -372,4 +373,27 @@ TEST(SlaConfig, AnExplicitDeadlineOnlyTightens) {
   EXPECT_FALSE(batch_none.own_deadline);
   Request no_class = promise("", kHour / kMs);
   EXPECT_EQ(no_class.deadline_ns - 1000, kHour);
+}
+
+// A tenant's prompt tokens in flight against its cap: a request over it is refused with the
+// numbers, one is always taken when the tenant holds nothing, other tenants are apart, and
+// what an ended request gives back makes room again.
+TEST(TenantLedger, CapsEachTenantApart) {
+  TenantLedger l;
+  std::string why;
+  EXPECT_TRUE(l.charge("a", 300, 100, why)) << "alone, a request over the cap still runs";
+  EXPECT_FALSE(l.charge("a", 1, 100, why));
+  EXPECT_EQ(why,
+            "tenant 'a' has 300 prompt tokens in flight, and this request's 1 would pass its cap "
+            "of 100: retry when some of its requests have finished");
+  EXPECT_TRUE(l.charge("b", 60, 100, why));
+  EXPECT_TRUE(l.charge("b", 40, 100, why));
+  EXPECT_FALSE(l.charge("b", 1, 100, why));
+  EXPECT_TRUE(l.charge("c", 1'000'000, 0, why)) << "no cap";
+  l.release("a", 300);
+  EXPECT_EQ(l.held("a"), 0);
+  EXPECT_TRUE(l.charge("a", 50, 100, why));
+  l.release("b", 40);
+  EXPECT_EQ(l.held("b"), 60);
+  EXPECT_TRUE(l.charge("b", 40, 100, why));
 }
