@@ -52,6 +52,8 @@ int run_serve(Args& args) {
   // With tenants, none may hold more than half the KV cache's tokens in flight by default.
   cfg.engine.tenant_max_prompt_tokens =
       args.get_int("tenant-max-tokens", cfg.api_keys_file.empty() ? 0 : -1, -1, int64_t{1} << 40);
+  cfg.tenant_max_media_bytes =
+      args.get_int("tenant-max-media-mb", cfg.api_keys_file.empty() ? 0 : 1024, 0, 1 << 20) << 20;
   cfg.trace_dir = args.get_or("trace-dir", "");
   cfg.trace_keep = static_cast<size_t>(args.get_int("trace-keep", 256, 0, 1 << 20));
   cfg.realtime.max_buffer_seconds = args.get_double("realtime-max-audio", 300, 1, 3600);
@@ -143,6 +145,9 @@ MMRT_COMMAND(
     "                          may hold; over it 429 (default with --api-keys: half the KV\n"
     "                          cache, -1; without: 0, none); a key's max_prompt_tokens_in_flight\n"
     "                          overrides it\n"
+    "  --tenant-max-media-mb N media bytes one tenant's requests in flight may hold (uploads,\n"
+    "                          and each URL at --max-media-mb until fetched); over it 429\n"
+    "                          (default with --api-keys: 1024; without: 0, none)\n"
     "SLA:\n"
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
     "  --policy fcfs|priority|slo[:plain]   scheduling policy (default slo); :plain turns off\n"

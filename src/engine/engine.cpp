@@ -83,7 +83,7 @@ struct Engine::Impl : SchedulerView {
   }
   bool encoder_cached(const Hash128& key) const override { return enc->contains(key); }
 
-  TenantLedger tenants;    // prompt tokens in flight per tenant (under books_mu)
+  TenantLedger tenants{"prompt tokens"};  // prompt tokens in flight per tenant (under books_mu)
   int64_t tenant_cap = 0;  // EngineConfig::tenant_max_prompt_tokens, resolved at load
 
   // ---- ending a request ----

@@ -8,12 +8,12 @@ bool TenantLedger::charge(const std::string& tenant, int64_t tokens, int64_t cap
                           std::string& why) {
   int64_t& held = held_[tenant];
   if (cap > 0 && held > 0 && held + tokens > cap) {
-    char buf[256];
+    char buf[320];
     std::snprintf(buf, sizeof buf,
-                  "tenant '%s' has %lld prompt tokens in flight, and this request's %lld would "
-                  "pass its cap of %lld: retry when some of its requests have finished",
-                  tenant.c_str(), static_cast<long long>(held), static_cast<long long>(tokens),
-                  static_cast<long long>(cap));
+                  "tenant '%.64s' has %lld %s in flight, and this request's %lld would pass its "
+                  "cap of %lld: retry when some of its requests have finished",
+                  tenant.c_str(), static_cast<long long>(held), unit_.c_str(),
+                  static_cast<long long>(tokens), static_cast<long long>(cap));
     why = buf;
     if (held == 0) held_.erase(tenant);
     return false;

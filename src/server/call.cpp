@@ -137,6 +137,18 @@ void Call::submit(ParsedRequest p) {
   p.request.read_ns = read_ns_;
   engine::Engine* eng = svc_.engine();
   if (!eng) return fail(ApiError(503, "unavailable_error", "Loading model"), "refused", "loading");
+  {
+    // Its media against its tenant's bytes in flight: uploads as decoded, each URL at the
+    // per-item cap until it has arrived (then as fetched: this runs again after the fetches).
+    int64_t bytes = static_cast<int64_t>(p.fetches.size() * svc_.cfg().api.max_media_bytes);
+    for (const auto& m : p.request.media) bytes += static_cast<int64_t>(m.bytes.size());
+    std::string why;
+    if (!svc_.hold_media(tenant_.name, media_held_, bytes, why)) {
+      ApiError err(429, "rate_limit_error", why, "", "tenant_in_flight_limit");
+      err.retry_after_s = 1;
+      return fail(err, "refused", "tenant_limit");
+    }
+  }
   // A media part the model cannot take is the client's mistake, named before any download
   // (the engine would refuse it too, as Unimplemented).
   const models::ModelSpec& spec = eng->model_spec();
@@ -437,6 +449,8 @@ void Call::finish(const engine::RequestResult* r, const std::string& outcome,
   rec.download_s = download_s_;
   rec.first_byte_ns = first_byte_ns_;
   svc_.metrics().observe(rec);
+  std::string unused;
+  svc_.hold_media(tenant_.name, media_held_, 0, unused);  // gives its media bytes back
   svc_.done(*this, r, download_s_);
   handle_.reset();
 }

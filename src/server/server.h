@@ -27,7 +27,10 @@ struct ServerConfig {
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds ping_interval{5000};  // SSE keep-alive comments while silent
   int64_t max_in_flight = 4096;                   // completion requests at once (503 beyond)
-  size_t inline_parse_bytes = 64 << 10;           // larger bodies are parsed off the I/O thread
+  // Media bytes one tenant's requests in flight may hold (uploads decoded, and each URL at the
+  // per-item cap until it has arrived); over it 429 (0: no cap).
+  int64_t tenant_max_media_bytes = 0;
+  size_t inline_parse_bytes = 64 << 10;  // larger bodies are parsed off the I/O thread
   IntakeOptions intake;       // ... in two lanes (large bodies apart), their queued bytes bounded
   std::string api_keys_file;  // "": open server (one tenant)
   std::string trace_dir;      // "": no files

@@ -342,6 +342,16 @@ void Service::done(const Call& c, const engine::RequestResult* r, double downloa
   if (r) remember_trace(c.id(), c.tenant(), *r, download_s);
 }
 
+bool Service::hold_media(const std::string& tenant, int64_t& held, int64_t bytes,
+                         std::string& why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (bytes > held && !media_held_.charge(tenant, bytes - held, cfg_.tenant_max_media_bytes, why))
+    return false;
+  if (bytes < held) media_held_.release(tenant, held - bytes);
+  held = bytes;
+  return true;
+}
+
 void Service::remember_trace(const std::string& id, const std::string& tenant,
                              const engine::RequestResult& r, double download_s) {
   if (cfg_.trace_keep == 0) return;

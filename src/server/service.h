@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/tenant_ledger.h"
 #include "server/fetcher.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -92,6 +93,7 @@ class Call : public std::enable_shared_from_this<Call> {
   int64_t first_byte_ns_ = 0;  // a stream's status line went out (0: not yet / not a stream)
   double download_s_ = 0;
   int64_t fetch_start_ns_ = 0;
+  int64_t media_held_ = 0;  // media bytes charged to its tenant (Service::hold_media)
   size_t fetches_left_ = 0;
   std::shared_ptr<std::atomic<bool>> fetch_cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
@@ -119,8 +121,12 @@ class Service {
   // bytes queued in intake would pass their bound (fn dropped: answer 503).
   bool intake(size_t bytes, std::function<void()> fn);
   void done(const Call& c, const engine::RequestResult* r, double download_s);
-  // Keeps `r`'s timeline as the trace of `id` (/v1/requests/{id}/trace, --trace-dir).
-  // Keeps r's trace for GET /v1/requests/ID/trace, readable by `tenant` only.
+  // Sets what a call of `tenant` holds of media bytes from `held` to `bytes`, against the
+  // tenant's cap (cfg().tenant_max_media_bytes); false with the reason (nothing changes) when
+  // growing to it would pass the cap.
+  bool hold_media(const std::string& tenant, int64_t& held, int64_t bytes, std::string& why);
+  // Keeps r's timeline as the trace of `id` (GET /v1/requests/ID/trace, --trace-dir), readable
+  // by `tenant` only.
   void remember_trace(const std::string& id, const std::string& tenant,
                       const engine::RequestResult& r, double download_s);
   std::string service_tier_of(const std::string& cls) const;
@@ -149,7 +155,8 @@ class Service {
   std::atomic<bool> cancelled_all_{false};
   std::atomic<int64_t> empty_since_ns_{0};  // draining: when the last call ended
 
-  std::mutex mu_;  // calls_, traces_, rng_
+  std::mutex mu_;  // calls_, traces_, rng_, media_held_
+  engine::TenantLedger media_held_{"bytes of media"};
   std::unordered_map<std::string, std::shared_ptr<Call>> calls_;
   struct TraceRecord {
     engine::RequestResult result;  // its timeline and counts

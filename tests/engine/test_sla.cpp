@@ -379,7 +379,7 @@ TEST(SlaConfig, AnExplicitDeadlineOnlyTightens) {
 // numbers, one is always taken when the tenant holds nothing, other tenants are apart, and
 // what an ended request gives back makes room again.
 TEST(TenantLedger, CapsEachTenantApart) {
-  TenantLedger l;
+  TenantLedger l("prompt tokens");
   std::string why;
   EXPECT_TRUE(l.charge("a", 300, 100, why)) << "alone, a request over the cap still runs";
   EXPECT_FALSE(l.charge("a", 1, 100, why));

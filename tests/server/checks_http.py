@@ -508,8 +508,8 @@ KEYS = {"keys": [
 ]}
 
 
-def tenants(port):
-    """A server started with --api-keys KEYS."""
+def tenants(port, image):
+    """A server started with --api-keys KEYS --tenant-max-media-mb 1."""
     auth = lambda k: {"Authorization": "Bearer " + k}  # noqa: E731
     st, hd, b = hu.post(port, "/v1/chat/completions", chat("x"))
     expect_error(st, b, 401, contains="API key is required")
@@ -591,5 +591,40 @@ def tenants(port):
     expect(b2["error"]["code"] == "tenant_in_flight_limit" and hd2.get("retry-after") == "1",
            f"{hd2} {b2}")
     expect(st_other == 200 and st3 == 200, f"other tenant {st_other}, after the stream {st3}")
+    # Media bytes in flight per tenant (1 MB here): while one of beta's requests waits for a slow
+    # media URL (held at the per-item cap, 32 MB, until it arrives), another with an image is
+    # refused; another tenant is served, and beta again once the first has ended.
+    b64 = base64.b64encode(open(image, "rb").read()).decode()
+
+    def with_image(data, **kw):
+        return {"model": "tiny", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}},
+            {"type": "text", "text": "What is it?"}]}], **kw}
+
+    img = ImageServer(image)
+    try:
+        import threading
+        first = {}
+        t = threading.Thread(target=lambda: first.update(r=hu.post(
+            port, "/v1/chat/completions",
+            image_request(img.url("/slow?d=2"), 1), headers=auth("sk-test-beta-1"))))
+        t.start()
+        while img.requests == 0:
+            time.sleep(0.01)
+        st4, hd4, b4 = hu.post(port, "/v1/chat/completions", with_image(b64, max_tokens=1),
+                               headers=auth("sk-test-beta-1"))
+        st_o, _, _ = hu.post(port, "/v1/chat/completions", with_image(b64, max_tokens=1),
+                             headers=auth("sk-test-acme-1"))
+        t.join()
+    finally:
+        img.close()
+    expect(first["r"][0] == 200, f"the slow URL request: {first['r']}")
+    expect(st_o == 200, f"another tenant meanwhile: {st_o}")
+    expect_error(st4, b4, 429, contains="bytes of media in flight")
+    expect(b4["error"]["code"] == "tenant_in_flight_limit" and hd4.get("retry-after") == "1",
+           f"{hd4} {b4}")
+    st5, _, b5 = hu.post(port, "/v1/chat/completions", with_image(b64, max_tokens=1),
+                         headers=auth("sk-test-beta-1"))
+    expect(st5 == 200, f"after the stream: {st5} {b5}")
     return (f"cached tokens across tenants {got}; rate-limited codes {codes}; traces 200/404/401 "
-            "by tenant; a tenant over its tokens in flight 429")
+            "by tenant; a tenant over its tokens or media bytes in flight 429")

@@ -136,9 +136,10 @@ def main():
             keys = os.path.join(a.work, "keys.json")
             with open(keys, "w") as f:
                 json.dump(checks_http.KEYS, f)
-            tsrv = Server(a.mmrt, model, a.work, "--sla-config", sla, "--api-keys", keys)
+            tsrv = Server(a.mmrt, model, a.work, "--sla-config", sla, "--api-keys", keys,
+                          "--tenant-max-media-mb", "1", "--fetch-allow", "127.0.0.1")
             try:
-                note = checks_http.tenants(tsrv.port)
+                note = checks_http.tenants(tsrv.port, image)
                 results.append((name, True, note))
                 print(f"ok   {name}: {note}", flush=True)
             except Exception as e:  # noqa: BLE001
