@@ -23,7 +23,8 @@ namespace {
 // Bounds of the load a run may ask for: every request of the trace is generated up front.
 constexpr double kMaxRate = 10000, kMaxDurationS = 86400, kMaxRequests = 100000;
 
-// `policy`: one entry of --policy (apply_policy_option: a name, optionally ":plain").
+// `policy`: one entry of --policy (apply_policy_option: a name, optionally ":plain" or, for
+// slo, ":reserve").
 obs::Report run_policy(const engine::EngineConfig& base, const std::string& policy,
                        const std::vector<TraceItem>& trace, int warmup, bool progress) {
   engine::EngineConfig cfg = base;
@@ -218,7 +219,8 @@ MMRT_COMMAND(
     "  --policy LIST           comma-separated: fcfs, priority, slo (default fcfs,slo); "
     "NAME:plain\n"
     "                          runs NAME without admission control or batch controller, as an\n"
-    "                          engine without SLA classes would (e.g. fcfs:plain,fcfs,slo)\n"
+    "                          engine without SLA classes would (e.g. fcfs:plain,fcfs,slo);\n"
+    "                          slo:reserve keeps room for heavier classes' inflow\n"
     "  --seed N                trace seed (default 1)\n"
     "  --max-tokens N          tokens generated per request (default 24)\n"
     "  --image-size N          side of the synthetic square images (default 224)\n"

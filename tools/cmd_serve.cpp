@@ -151,7 +151,9 @@ MMRT_COMMAND(
     "SLA:\n"
     "  --sla-config FILE       SLA classes (JSON, see docs/sla.md)\n"
     "  --policy fcfs|priority|slo[:plain]   scheduling policy (default slo); :plain turns off\n"
-    "                          admission control and the batch controller (a baseline)\n"
+    "                          admission control and the batch controller (a baseline);\n"
+    "                          slo:reserve admits lighter classes only with room for the\n"
+    "                          recent inflow of heavier ones (more platinum, fewer in all)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --media-threads N       media preprocessing lanes (default 1)\n"
     "  --step-tokens N         token budget per engine step (default 512)\n"

@@ -128,11 +128,15 @@ void set_compute(engine::EngineConfig& cfg, const ComputeOptions& o) {
 void apply_policy_option(const std::string& value, engine::EngineConfig& cfg) {
   const size_t colon = value.find(':');
   cfg.policy = value.substr(0, colon);
-  if (colon != std::string::npos) {
-    if (value.substr(colon + 1) != "plain")
-      throw InvalidArgument("--policy entry '" + value + "': the only modifier is ':plain'");
+  const std::string modifier = colon == std::string::npos ? "" : value.substr(colon + 1);
+  if (modifier == "plain") {
     cfg.admission_control = false;
     cfg.batch_controller = false;
+  } else if (modifier == "reserve" && cfg.policy == "slo") {
+    cfg.admission_reserve = true;
+  } else if (!modifier.empty()) {
+    throw InvalidArgument("--policy entry '" + value +
+                          "': the modifiers are ':plain' (any policy) and ':reserve' (slo)");
   }
   engine::make_policy(cfg.policy);  // validates the name
 }

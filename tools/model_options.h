@@ -80,8 +80,9 @@ std::unique_ptr<kernels::Backend> make_backend(const ComputeOptions& o);
 void set_compute(engine::EngineConfig& cfg, const ComputeOptions& o);
 
 // One --policy value: a policy name, optionally with ":plain" (no admission control and no batch
-// controller: what an engine without SLA classes does, admit everything at a fixed budget) set
-// on `cfg`. InvalidArgument naming `value` for another modifier or an unknown policy.
+// controller: what an engine without SLA classes does, admit everything at a fixed budget) or,
+// for slo, ":reserve" (EngineConfig::admission_reserve), set on `cfg`. InvalidArgument naming
+// `value` for another modifier or an unknown policy.
 void apply_policy_option(const std::string& value, engine::EngineConfig& cfg);
 
 }  // namespace mmrt::cli

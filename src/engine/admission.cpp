@@ -15,7 +15,25 @@ RunningLoad running_load(std::span<Request* const> running) {
   return l;
 }
 
-Admission::Admission(const SlaConfig& sla, const CostModel& cost) : sla_(sla), cost_(cost) {}
+Admission::Admission(const SlaConfig& sla, const CostModel& cost, bool reserve)
+    : sla_(sla), cost_(cost), reserve_(reserve) {}
+
+double Admission::inflow_share(const Request& r, int64_t now) {
+  while (!recent_.empty() && now - recent_.front().t_ns > kInflowWindowNs) recent_.pop_front();
+  double tokens = 0, patches = 0, items = 0;
+  for (const Admitted& a : recent_)
+    if (a.weight > r.weight) {
+      tokens += a.tokens;
+      patches += a.patches;
+      items += a.items;
+    }
+  if (tokens + patches <= 0 || first_admit_ns_ < 0) return 0;
+  const double window_ns =
+      std::max<double>(1e9, static_cast<double>(std::min(kInflowWindowNs, now - first_admit_ns_)));
+  // Marginal cost: whole steps would count the running decoders' share once more.
+  return std::max(0.0, cost_.predict_ns({tokens, 0, patches, 0, items}) - cost_.predict_ns({})) /
+         window_ns;
+}
 
 double Admission::step_guard_ns(const RunningLoad& load, int64_t budget) const {
   return cost_.predict_ns({static_cast<double>(std::max<int64_t>(0, budget - load.n_decode)),
@@ -105,7 +123,12 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // Media still to preprocess runs before any of that (on the media workers). Requests arriving
   // later that the policy serves first cannot take r's promise from it: admission refuses (or
   // downgrades) them when they would (displaced_by).
-  const double pred = (r.media_pending ? r.expected_media_ns : 0.0) + pred0;
+  // With the reservation, heavier classes arriving while r waits take a share rho of the
+  // engine's time at their recent rate, so r waits pred0 / (1 - rho) (a priority queue's
+  // waiting time); at rho >= 0.95 it never starts.
+  const double rho = reserve_ ? inflow_share(r, now) : 0.0;
+  const double pred =
+      rho < 0.95 ? (r.media_pending ? r.expected_media_ns : 0.0) + pred0 / (1 - rho) : 1e12;
   const int64_t elapsed = now - r.arrival_ns;
   r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
   // The learned bias scales what is predicted, not the time already spent.
@@ -114,7 +137,11 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // The decision keeps the margin expire_late keeps (one full step at the present load): a
   // request admitted without it was refused later by that check, after it had taken part of the
   // engine. The prediction itself stays the plain one (its error is tracked).
-  return {own, own_media.patches, own_media.items, queued,
+  return {own,
+          own_media.patches,
+          own_media.items,
+          queued,
+          rho,
           static_cast<int64_t>(step_guard_ns(load, budget))};
 }
 
@@ -127,7 +154,11 @@ std::string Admission::miss_reason(const Request& r, const Prediction& p) const 
       static_cast<double>(r.predicted_ttft_ns) * 1e-6, static_cast<double>(p.guard_ns) * 1e-6,
       r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
       static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued);
-  return buf;
+  std::string why = buf;
+  if (p.rho > 0)
+    why.insert(why.size() - 1, "; " + std::to_string(static_cast<int>(100 * std::min(p.rho, 1.0))) +
+                                   "% of the engine reserved for heavier classes");
+  return why;
 }
 
 bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
@@ -194,7 +225,12 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
   // Once per class r may be moved down to (a downgrade decides again in the lower class).
   for (size_t attempt = 0; attempt <= sla_.classes.size(); ++attempt) {
     const Prediction p = predict(r, v, now);
-    auto admitted = [] { return true; };
+    auto admitted = [&] {
+      if (!reserve_) return true;
+      if (first_admit_ns_ < 0) first_admit_ns_ = now;
+      recent_.push_back({now, r.weight, p.own, p.own_patches, p.own_items});
+      return true;
+    };
     const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns;
     int64_t late_by_ns = 0;
     const Request* victim = fits ? displaced_by(r, p, v, now, late_by_ns) : nullptr;

@@ -57,8 +57,11 @@ struct AdmissionStats {
 
 class Admission {
  public:
-  // `cost` is the engine's calibrated model (read here, fitted by the step loop).
-  Admission(const SlaConfig& sla, const CostModel& cost);
+  // `cost` is the engine's calibrated model (read here, fitted by the step loop). `reserve`:
+  // lighter classes are admitted only with room for the recent inflow of heavier ones (which
+  // slo serves first): more platinum served above capacity, fewer requests in all
+  // (docs/sla.md, "The inflow reservation").
+  Admission(const SlaConfig& sla, const CostModel& cost, bool reserve = false);
 
   // Decides r arriving now (r.deadline_ns == 0: always admitted). May downgrade r. Returns
   // false with the reason to refuse. Sets r.predicted_ttft_ns / r.model_ttft_ns.
@@ -92,15 +95,20 @@ class Admission {
   const AdmissionStats& stats() const { return stats_; }
 
   static constexpr size_t kBiasWindow = 64;
+  static constexpr int64_t kInflowWindowNs = 5'000'000'000;
 
  private:
   struct Prediction {
     double own, own_patches, own_items, queued;
+    double rho = 0;        // the reserved share of the engine (reserve only)
     int64_t guard_ns = 0;  // the decision's margin: one full step at the running load
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
   std::string miss_reason(const Request& r, const Prediction& p) const;
+  // The share of the engine's time the work of heavier classes admitted in the last
+  // kInflowWindowNs takes (their marginal prefill and encoder cost).
+  double inflow_share(const Request& r, int64_t now);
   // Adds a sample of actual (from arrival) / modelled TTFT to r's class bias.
   void learn(const Request& r, double actual_ns);
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
@@ -126,6 +134,13 @@ class Admission {
 
   const SlaConfig& sla_;
   const CostModel& cost_;
+  const bool reserve_;
+  struct Admitted {
+    int64_t t_ns;
+    double weight, tokens, patches, items;
+  };
+  std::deque<Admitted> recent_;  // reserve: admissions of the last kInflowWindowNs
+  int64_t first_admit_ns_ = -1;
   std::map<double, std::deque<double>> log_bias_;  // per class weight: log(actual / modelled)
   AdmissionStats stats_;
 };

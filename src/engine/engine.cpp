@@ -455,7 +455,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     b.max_budget = cfg.scheduler.token_budget;
     m.bc = std::make_unique<BatchController>(b);
   }
-  m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost);
+  m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost, cfg.admission_reserve);
   if (cfg.calibrate_encoder) {
     m.stats.encoder_calibration = calibrate_encoder(m.model, m.host->media_context());
     m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored

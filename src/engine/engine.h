@@ -57,6 +57,9 @@ struct EngineConfig {
   size_t prepare_inline_bytes = 4096;
   SlaConfig sla = SlaConfig::defaults();
   bool admission_control = true;  // refuse / downgrade requests predicted to miss their class
+  // Admit lighter classes only with room for the recent inflow of heavier ones (slo:reserve):
+  // more platinum served above capacity, fewer requests in all (docs/sla.md).
+  bool admission_reserve = false;
   // Prompt tokens (text and media together) a tenant's admitted, unfinished requests may hold:
   // a request over it is refused at admission (429 over HTTP), so one tenant cannot fill the
   // engine for the others. 0: no cap; -1: half the KV cache's tokens. A request may carry its

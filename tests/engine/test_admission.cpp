@@ -238,6 +238,35 @@ TEST(Admission, DisplacingDowngradesAndDecidesAgain) {
   EXPECT_EQ(adm.stats().downgraded, 2);
 }
 
+// With the reservation (slo:reserve) a silver request is admitted only with room for the recent
+// inflow of heavier classes: after a burst of platinum admissions, the same silver request that
+// fits without it is refused, the message naming the reserved share.
+TEST(Admission, TheReservationKeepsRoomForHeavierClasses) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Reqs q;
+  std::string why;
+  for (bool reserve : {false, true}) {
+    SCOPED_TRACE(reserve);
+    Admission adm(sla, cost, reserve);
+    View v("slo", &cost);
+    // 5 s of arrivals: 100 platinum requests of 500 tokens (2 s of marginal prefill work: 40 %
+    // of the engine).
+    for (int i = 0; i < 100; ++i) {
+      Request* p = q.make(sla, "platinum", 500, i * 50 * kMs);
+      ASSERT_TRUE(adm.admit(*p, v, i * 50 * kMs, why)) << why;
+    }
+    // A silver request behind 75,000 queued tokens (147 steps, ~3.45 s): it fits 5 s, but not
+    // once 40 % of the engine is set aside for the platinum inflow (3.45 s / 0.6 = 5.8 s).
+    v.waiting_.push_back(q.make(sla, "silver", 75000, 4999 * kMs));
+    Request* s = q.make(sla, "silver", 200, 5000 * kMs);
+    const bool admitted = adm.admit(*s, v, 5000 * kMs, why);
+    EXPECT_EQ(admitted, !reserve) << why;
+    if (reserve)
+      EXPECT_NE(why.find("% of the engine reserved for heavier classes"), std::string::npos) << why;
+  }
+}
+
 // A request still in media preprocessing (its prompt laid out from the media headers) is queued
 // ahead of later arrivals; the arrival's own media decode time is part of its prediction.
 TEST(Admission, PendingMediaCountsByItsEstimate) {
