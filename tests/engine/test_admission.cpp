@@ -180,6 +180,19 @@ TEST(Admission, WhatCountsAsQueuedFollowsThePolicy) {
   }
 }
 
+// A gold request of 16000 tokens admitted at 0 and waiting: 32 steps (~752 ms) + the one-step
+// margin, inside gold's 800 ms with nothing to spare for 1000 more tokens ahead of it.
+namespace {
+Request* queue_gold(Admission& adm, View& v, Reqs& q, const SlaConfig& sla) {
+  Request* gold = q.make(sla, "gold", 16000, 0);
+  std::string why;
+  EXPECT_TRUE(adm.admit(*gold, v, 0, why)) << why;
+  EXPECT_EQ(gold->sla_class, "gold");
+  v.waiting_.push_back(gold);
+  return gold;
+}
+}  // namespace
+
 // Promises kept: under slo a platinum arrival goes before a waiting gold request. It is refused
 // when its work would make that gold request late (one that is on time without it), and
 // admitted when it would not. Step law: a full 512-token step is ~23.5 ms.
@@ -190,11 +203,7 @@ TEST(Admission, RefusesWhatWouldMakeAnAdmittedRequestLate) {
   View v("slo", &cost);
   Reqs q;
   std::string why;
-  // 16000 tokens: 32 steps (~752 ms) + the one-step margin, inside gold's 800 ms.
-  Request* gold = q.make(sla, "gold", 16000, 0);
-  ASSERT_TRUE(adm.admit(*gold, v, 0, why)) << why;
-  ASSERT_EQ(gold->sla_class, "gold");
-  v.waiting_.push_back(gold);
+  Request* gold = queue_gold(adm, v, q, sla);
   // 1000 tokens ahead of it make 34 steps (~800 ms): gold would be late.
   Request* big = q.make(sla, "platinum", 1000, kMs);
   EXPECT_FALSE(adm.admit(*big, v, kMs, why));
@@ -227,9 +236,7 @@ TEST(Admission, DisplacingDowngradesAndDecidesAgain) {
   View v("slo", &cost);
   Reqs q;
   std::string why;
-  Request* gold = q.make(sla, "gold", 16000, 0);
-  ASSERT_TRUE(adm.admit(*gold, v, 0, why)) << why;
-  v.waiting_.push_back(gold);
+  queue_gold(adm, v, q, sla);
   Request* p = q.make(sla, "platinum", 1000, kMs);
   EXPECT_TRUE(adm.admit(*p, v, kMs, why)) << why;
   EXPECT_EQ(p->sla_class, "silver");
@@ -262,8 +269,9 @@ TEST(Admission, TheReservationKeepsRoomForHeavierClasses) {
     Request* s = q.make(sla, "silver", 200, 5000 * kMs);
     const bool admitted = adm.admit(*s, v, 5000 * kMs, why);
     EXPECT_EQ(admitted, !reserve) << why;
-    if (reserve)
+    if (reserve) {
       EXPECT_NE(why.find("% of the engine reserved for heavier classes"), std::string::npos) << why;
+    }
   }
 }
 
