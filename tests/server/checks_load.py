@@ -202,3 +202,38 @@ CHECKS = [
     ("concurrent SSE streams: all complete, /health answers, RSS steady", concurrent_streams),
     ("200 clients disconnecting mid-stream leave no KV blocks in use", disconnecting_clients),
 ]
+
+
+def stalled_reader(ctx):
+    """A client that stops reading its stream without closing: once 16 MB wait unsent, the server
+    drops the connection itself, and the request is cancelled at once, its KV blocks freed (a
+    connection the server dropped counts as lost, like one the client closed)."""
+    def cancelled_total():
+        try:
+            return hu.metric(ctx.port, "mmrt_request_outcome_total", outcome="cancelled")
+        except RuntimeError:  # no request cancelled yet: no sample
+            return 0
+
+    before = cancelled_total()
+    s = socket.create_connection(("127.0.0.1", ctx.port), timeout=120)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    body = {"messages": [{"role": "user", "content": "talk"}], "max_tokens": 30000,
+            "ignore_eos": True, "stream": True, "logprobs": True, "top_logprobs": 20}
+    t0 = time.time()
+    s.sendall(hu.raw(ctx.port, "POST", "/v1/chat/completions", body))
+    first = s.recv(4096)
+    expect(first.startswith(b"HTTP/1.1 200"), first[:80])
+    # Never read again; the server must give up on its own.
+    end = time.time() + 90
+    while time.time() < end and cancelled_total() == before:
+        time.sleep(0.1)
+    took = time.time() - t0
+    cancelled = cancelled_total() - before
+    expect(cancelled == 1, f"the stalled stream was not cancelled within {took:.0f} s")
+    expect(wait_idle(ctx.port), "idle after the dropped stream")
+    s.close()
+    return f"dropped by the server and cancelled {took:.1f} s after the request, KV freed"
+
+
+CHECKS.append(("a client that stops reading is dropped by the server and its request cancelled",
+               stalled_reader))
