@@ -29,6 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "server"))
+import http_util as hu  # noqa: E402
 from server_test import Server  # noqa: E402
 
 CLASSES = {"platinum": 300.0, "gold": 800.0, "silver": 5000.0}  # mmrt's default classes (ms)
@@ -99,36 +100,19 @@ async def one(port, cls, with_image, body, t_sched, out):
                 rec["error"] = b[:200].decode("latin-1")
             rec["retry_after"] = headers.get("retry-after")
             return
-        buf = b""
-        done = False
-        while not done:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.strip(), 16)
-            data = await reader.readexactly(size + 2)
-            if size == 0:
-                break
-            buf += data[:-2]
-            while b"\n\n" in buf:
-                ev, buf = buf.split(b"\n\n", 1)
-                for line in ev.split(b"\n"):
-                    if not line.startswith(b"data: "):
-                        continue
-                    payload = line[6:]
-                    if payload == b"[DONE]":
-                        done = True
-                        continue
-                    j = json.loads(payload)
-                    if "error" in j:
-                        rec["error"] = str(j["error"].get("message", ""))[:200]
-                        continue
-                    # The first chunk of the answer (the role delta the server writes with the
-                    # first token) ends TTFT: the first byte of content the client receives.
-                    if j.get("choices") and "ttft_ms" not in rec:
-                        rec["ttft_ms"] = (time.perf_counter() - t0) * 1e3
-                    if "mmrt" in j:
-                        rec["served_class"] = j["mmrt"].get("sla_class")
-                        rec["server_ttft_ms"] = j["mmrt"].get("ttft_ms")
-                        rec["mmrt"] = j["mmrt"]
+        async for payload in hu.sse_payloads(reader):
+            j = json.loads(payload)
+            if "error" in j:
+                rec["error"] = str(j["error"].get("message", ""))[:200]
+                continue
+            # The first chunk of the answer (the role delta the server writes with the first
+            # token) ends TTFT: the first byte of content the client receives.
+            if j.get("choices") and "ttft_ms" not in rec:
+                rec["ttft_ms"] = (time.perf_counter() - t0) * 1e3
+            if "mmrt" in j:
+                rec["served_class"] = j["mmrt"].get("sla_class")
+                rec["server_ttft_ms"] = j["mmrt"].get("ttft_ms")
+                rec["mmrt"] = j["mmrt"]
         rec["e2e_ms"] = (time.perf_counter() - t0) * 1e3
     except (OSError, asyncio.IncompleteReadError, ValueError) as e:
         rec["error"] = f"{type(e).__name__}: {e}"
@@ -173,10 +157,9 @@ def summarize(recs, duration):
     s["refusal_ms_p50"] = statistics.median([r["status_ms"] for r in refused]) if refused else None
     # Admitted, then refused before the first token (the admission's prediction was wrong): the
     # client waited for nothing and the engine spent work on it.
-    s["refused_late"] = sum("can no longer come within" in r.get("error", "") for r in refused)
-    s["refused_late_ms_p50"] = statistics.median(
-        [r["status_ms"] for r in refused if "can no longer come within" in r.get("error", "")]
-        or [0])
+    late_refusals = [r for r in refused if "can no longer come within" in r.get("error", "")]
+    s["refused_late"] = len(late_refusals)
+    s["refused_late_ms_p50"] = statistics.median([r["status_ms"] for r in late_refusals] or [0])
     # Per requested class, each judged against the class it was served in (a downgraded gold
     # request against silver's budget).
     late, per = 0, {}

@@ -35,6 +35,26 @@ double Admission::inflow_share(const Request& r, int64_t now) {
          window_ns;
 }
 
+namespace {
+
+// Its media's expected preprocessing time while it is still being preprocessed.
+double media_pending_ns(const Request& r) {
+  return r.media_pending ? r.expected_media_ns : 0.0;
+}
+
+const char* class_name(const Request& r) {
+  return r.sla_class.empty() ? "requested" : r.sla_class.c_str();
+}
+
+}  // namespace
+
+double Admission::work_ns(double own, const MediaWork& media, double queued,
+                          const MediaWork& queued_media, const RunningLoad& load,
+                          int64_t budget) const {
+  return cost_.predict_ttft_ns(own, media.patches, queued, queued_media.patches, load.n_decode,
+                               load.context, budget, media.items, queued_media.items);
+}
+
 double Admission::step_guard_ns(const RunningLoad& load, int64_t budget) const {
   return cost_.predict_ns({static_cast<double>(std::max<int64_t>(0, budget - load.n_decode)),
                            static_cast<double>(load.n_decode), 0, load.context});
@@ -95,40 +115,33 @@ void Admission::downgrade(Request& r, int to) {
 Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int64_t now) {
   // Work to do before r's first token: its own prompt past the cached prefix and its media not
   // in the encoder cache, plus the same for every request the policy serves first.
-  const double own = own_tokens(r, v);
-  const MediaWork own_media = uncached_media(r, v);
-  double queued = 0;
+  Prediction p;
+  p.own = own_tokens(r, v);
+  p.own_media = uncached_media(r, v);
   MediaWork queued_media;
-  auto add = [&](const MediaWork& w) {
-    queued_media.patches += w.patches;
-    queued_media.items += w.items;
-  };
   const Policy& policy = v.policy();
   for (const Request* q : v.running()) {
     if (!q->prefilled() && policy.serves_first(*q, r, now)) {
-      queued += static_cast<double>(q->num_tokens() - q->num_computed);
-      add(uncached_media(*q, v));
+      p.queued += static_cast<double>(q->num_tokens() - q->num_computed);
+      queued_media += uncached_media(*q, v);
     }
   }
-  const RunningLoad load = running_load(v.running());
   for (const Request* q : v.waiting()) {
     if (q == &r || !policy.serves_first(*q, r, now)) continue;
-    queued += own_tokens(*q, v);
-    add(uncached_media(*q, v));
+    p.queued += own_tokens(*q, v);
+    queued_media += uncached_media(*q, v);
   }
-  const int64_t budget = v.token_budget();  // as the batch controller set it
-  const double pred0 =
-      cost_.predict_ttft_ns(own, own_media.patches, queued, queued_media.patches, load.n_decode,
-                            load.context, budget, own_media.items, queued_media.items);
+  p.load = running_load(v.running());
+  p.budget = v.token_budget();  // as the batch controller set it
+  const double pred0 = work_ns(p.own, p.own_media, p.queued, queued_media, p.load, p.budget);
   // Media still to preprocess runs before any of that (on the media workers). Requests arriving
   // later that the policy serves first cannot take r's promise from it: admission refuses (or
   // downgrades) them when they would (displaced_by).
   // With the reservation, heavier classes arriving while r waits take a share rho of the
   // engine's time at their recent rate, so r waits pred0 / (1 - rho) (a priority queue's
   // waiting time); at rho >= 0.95 it never starts.
-  const double rho = reserve_ ? inflow_share(r, now) : 0.0;
-  const double pred =
-      rho < 0.95 ? (r.media_pending ? r.expected_media_ns : 0.0) + pred0 / (1 - rho) : 1e12;
+  p.rho = reserve_ ? inflow_share(r, now) : 0.0;
+  const double pred = p.rho < 0.95 ? media_pending_ns(r) + pred0 / (1 - p.rho) : 1e12;
   const int64_t elapsed = now - r.arrival_ns;
   r.model_ttft_ns = elapsed + static_cast<int64_t>(pred);
   // The learned bias scales what is predicted, not the time already spent.
@@ -137,12 +150,8 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // The decision keeps the margin expire_late keeps (one full step at the present load): a
   // request admitted without it was refused later by that check, after it had taken part of the
   // engine. The prediction itself stays the plain one (its error is tracked).
-  return {own,
-          own_media.patches,
-          own_media.items,
-          queued,
-          rho,
-          static_cast<int64_t>(step_guard_ns(load, budget))};
+  p.guard_ns = static_cast<int64_t>(step_guard_ns(p.load, p.budget));
+  return p;
 }
 
 std::string Admission::miss_reason(const Request& r, const Prediction& p) const {
@@ -152,8 +161,7 @@ std::string Admission::miss_reason(const Request& r, const Prediction& p) const 
       "predicted time to first token %.0f ms (+ %.0f ms margin) exceeds the %s class's %.0f ms "
       "(%.0f prompt tokens queued ahead)",
       static_cast<double>(r.predicted_ttft_ns) * 1e-6, static_cast<double>(p.guard_ns) * 1e-6,
-      r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-      static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued);
+      class_name(r), static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued);
   std::string why = buf;
   if (p.rho > 0)
     why.insert(why.size() - 1, "; " + std::to_string(static_cast<int>(100 * std::min(p.rho, 1.0))) +
@@ -185,37 +193,34 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
   order.push_back(const_cast<Request*>(&r));  // ordered, never written
   v.policy().order_waiting(order, now);
   if (order.back() == &r) return nullptr;  // served last: delays nobody
-  const RunningLoad load = running_load(v.running());
-  const int64_t budget = v.token_budget();
-  double tokens = 0;
+  double tokens = 0;  // the work ahead of the request at hand, r's included once past it
   MediaWork media;
   bool after_r = false;
   for (const Request* q : order) {
     const double own = q == &r ? p.own : own_tokens(*q, v);
-    const MediaWork w = q == &r ? MediaWork{p.own_patches, p.own_items} : uncached_media(*q, v);
+    const MediaWork w = q == &r ? p.own_media : uncached_media(*q, v);
     if (q == &r) {
       after_r = true;
     } else if (after_r && q->deadline_ns != 0 && q->output.empty()) {
-      const double media_ns = q->media_pending ? q->expected_media_ns : 0.0;
-      auto first_token = [&](double t, double pt, double it) {
-        const double need = media_ns +
-                            cost_.predict_ttft_ns(own, w.patches, t, pt, load.n_decode,
-                                                  load.context, budget, w.items, it) +
+      // Its first token, from now, with the work ahead of it (as expire_late and admission
+      // predict it: the margin, then the class's bias).
+      auto first_token = [&](double ahead, const MediaWork& ahead_media) {
+        const double need = media_pending_ns(*q) +
+                            work_ns(own, w, ahead, ahead_media, p.load, p.budget) +
                             static_cast<double>(p.guard_ns);
-        return static_cast<double>(q->arrival_ns) + static_cast<double>(now - q->arrival_ns) +
-               need * ttft_bias(q->weight);
+        return static_cast<double>(now) + need * ttft_bias(q->weight);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
-      const double with = first_token(tokens, media.patches, media.items);
-      if (with > deadline && first_token(tokens - p.own, media.patches - p.own_patches,
-                                         media.items - p.own_items) <= deadline) {
+      const double with = first_token(tokens, media);
+      if (with > deadline &&
+          first_token(tokens - p.own, {media.patches - p.own_media.patches,
+                                       media.items - p.own_media.items}) <= deadline) {
         late_by_ns = static_cast<int64_t>(with - deadline);
         return q;
       }
     }
     tokens += own;
-    media.patches += w.patches;
-    media.items += w.items;
+    media += w;
   }
   return nullptr;
 }
@@ -228,7 +233,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     auto admitted = [&] {
       if (!reserve_) return true;
       if (first_admit_ns_ < 0) first_admit_ns_ = now;
-      recent_.push_back({now, r.weight, p.own, p.own_patches, p.own_items});
+      recent_.push_back({now, r.weight, p.own, p.own_media.patches, p.own_media.items});
       return true;
     };
     const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns;
@@ -253,8 +258,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
                     "ms): the engine is full of promised work",
                     victim->sla_class.empty() ? "classed" : victim->sla_class.c_str(),
                     static_cast<double>(late_by_ns) * 1e-6,
-                    static_cast<double>(r.predicted_ttft_ns) * 1e-6,
-                    r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                    static_cast<double>(r.predicted_ttft_ns) * 1e-6, class_name(r),
                     static_cast<double>(budget_ns) * 1e-6);
       why = buf;
       // When the request it would delay has had its first token, as predicted now.
@@ -263,8 +267,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     }
     // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
     const double own_only =
-        ((r.media_pending ? r.expected_media_ns : 0.0) +
-         cost_.predict_ttft_ns(p.own, p.own_patches, 0, 0, 0, 0, v.token_budget(), p.own_items)) *
+        (media_pending_ns(r) + work_ns(p.own, p.own_media, 0, {}, RunningLoad{}, p.budget)) *
         ttft_bias(r.weight);
     r.retry_after_ns = own_only > static_cast<double>(budget_ns)
                            ? -1
@@ -275,8 +278,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
                     "its own work alone (%.0f prompt tokens, %.0f encoder patches) is predicted "
                     "at %.0f ms, over the %s class's %.0f ms to first token: this server cannot "
                     "serve it in that class",
-                    p.own, p.own_patches, own_only * 1e-6,
-                    r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
+                    p.own, p.own_media.patches, own_only * 1e-6, class_name(r),
                     static_cast<double>(budget_ns) * 1e-6);
       why = buf;
     } else if (now >= r.deadline_ns) {  // nothing the engine does can help: say where time went
@@ -284,8 +286,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
       std::snprintf(buf, sizeof buf,
                     "the %s class's %.0f ms to first token were spent before admission (%.0f ms "
                     "since the request's first byte arrived)",
-                    r.sla_class.empty() ? "requested" : r.sla_class.c_str(),
-                    static_cast<double>(budget_ns) * 1e-6,
+                    class_name(r), static_cast<double>(budget_ns) * 1e-6,
                     static_cast<double>(now - r.arrival_ns) * 1e-6);
       why = buf;
     } else {
@@ -319,10 +320,8 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
     // As admission predicts (the same form, with the class's learned bias, and the guard), but
     // with no work ahead: a request admitted in this pass is never refused in the same one.
-    const MediaWork media = uncached_media(*r, v);
-    const double need = cost_.predict_ttft_ns(own_tokens(*r, v), media.patches, 0, 0, load.n_decode,
-                                              load.context, budget, media.items) +
-                        guard;
+    const double need =
+        work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget) + guard;
     const double elapsed = static_cast<double>(now - r->arrival_ns);
     const double ttft = elapsed + need * ttft_bias(r->weight);
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
@@ -347,8 +346,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     std::snprintf(buf, sizeof buf,
                   "%.0f ms after arrival its first token can no longer come within the %s "
                   "class's %.0f ms",
-                  static_cast<double>(now - r->arrival_ns) * 1e-6,
-                  r->sla_class.empty() ? "requested" : r->sla_class.c_str(),
+                  static_cast<double>(now - r->arrival_ns) * 1e-6, class_name(*r),
                   static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6);
     refuse.push_back({r, buf});
     r->retry_after_ns = std::max<int64_t>(0, ttft - (r->deadline_ns - r->arrival_ns));

@@ -98,10 +98,23 @@ class Admission {
   static constexpr int64_t kInflowWindowNs = 5'000'000'000;
 
  private:
+  // Encoder work of a request's media not yet computed nor cached: patches and items.
+  struct MediaWork {
+    double patches = 0, items = 0;
+    MediaWork& operator+=(const MediaWork& o) {
+      patches += o.patches;
+      items += o.items;
+      return *this;
+    }
+  };
   struct Prediction {
-    double own, own_patches, own_items, queued;
+    double own = 0;  // r's prompt tokens still to compute
+    MediaWork own_media;
+    double queued = 0;     // prompt tokens served before r
     double rho = 0;        // the reserved share of the engine (reserve only)
     int64_t guard_ns = 0;  // the decision's margin: one full step at the running load
+    RunningLoad load;      // the running requests' load and the step budget it was made at
+    int64_t budget = 0;
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
@@ -121,12 +134,12 @@ class Admission {
   SlaConfig::MissAction on_miss(const Request& r, int64_t ttft_ns) const;
   // Moves r to class `to` (its promise, weight and deadline from arrival).
   void downgrade(Request& r, int to);
-  // Encoder work of q still ahead of its prefill and not in the encoder cache.
-  // Encoder work of q's media not yet computed nor cached: patches and items.
-  struct MediaWork {
-    double patches = 0, items = 0;
-  };
   MediaWork uncached_media(const Request& q, const SchedulerView& v) const;
+  // The model's time to the first token of a request with `own` prompt tokens and `media` of
+  // its own behind `queued` tokens and `queued_media`, at `load` and `budget` (no bias, no
+  // margin, no media preprocessing): the one formula every check predicts with.
+  double work_ns(double own, const MediaWork& media, double queued, const MediaWork& queued_media,
+                 const RunningLoad& load, int64_t budget) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
   // One full step at the running load: the margin both admission and the late check add, since
   // a scheduled prompt shares steps with the running requests (served first).

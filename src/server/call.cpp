@@ -32,6 +32,14 @@ int64_t unix_now() {
       .count();
 }
 
+// 429 for a tenant whose requests in flight hold its cap (prompt tokens or media bytes): it may
+// retry when some of them end.
+ApiError tenant_limit_error(const std::string& why) {
+  ApiError err(429, "rate_limit_error", why, "", "tenant_in_flight_limit");
+  err.retry_after_s = 1;
+  return err;
+}
+
 }  // namespace
 
 json Call::logprobs_json(std::span<const engine::TokenLogprobs> lp) {
@@ -144,9 +152,7 @@ void Call::submit(ParsedRequest p) {
     for (const auto& m : p.request.media) bytes += static_cast<int64_t>(m.bytes.size());
     std::string why;
     if (!svc_.hold_media(tenant_.name, media_held_, bytes, why)) {
-      ApiError err(429, "rate_limit_error", why, "", "tenant_in_flight_limit");
-      err.retry_after_s = 1;
-      return fail(err, "refused", "tenant_limit");
+      return fail(tenant_limit_error(why), "refused", "tenant_limit");
     }
   }
   // A media part the model cannot take is the client's mistake, named before any download
@@ -339,8 +345,7 @@ void Call::on_done(const engine::StreamEvent& ev) {
     std::string why = "invalid";
     if (r.outcome == engine::Outcome::kRefused && r.over_tenant_cap) {
       // The tenant's own requests hold its share of the engine: it may retry when they end.
-      err = ApiError(429, "rate_limit_error", err.what(), "", "tenant_in_flight_limit");
-      err.retry_after_s = 1;
+      err = tenant_limit_error(err.what());
       why = "tenant_limit";
     } else if (r.outcome == engine::Outcome::kRefused && code == ErrorCode::kUnavailable &&
                r.predicted_ttft_ns > 0) {

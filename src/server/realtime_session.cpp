@@ -130,9 +130,9 @@ bool AudioBudget::move(int64_t from_ms, int64_t to_ms) {
 void RealtimeSession::sync_budget() {
   if (!opt_.budget) return;
   const int64_t now_ms = closed_ ? 0 : buffered_samples() * 1000 / rate_;
-  // Growth was checked (and charged) by append; this settles what was freed, or grows by what
-  // rounding left.
-  if (opt_.budget->move(charged_ms_, now_ms) || now_ms < charged_ms_) charged_ms_ = now_ms;
+  // Growth was checked (and charged) by append; this settles what was freed (a shrink always
+  // succeeds), or grows by what rounding left when the budget allows.
+  if (opt_.budget->move(charged_ms_, now_ms)) charged_ms_ = now_ms;
 }
 
 void RealtimeSession::on_event(std::string_view text, int64_t now_ns) {

@@ -41,32 +41,20 @@ async def one_stream(port, i, max_tokens, drop_after=None):
             rest = await r.read(4096)
             w.close()
             return ("error", f"status {status}: {rest[:200]!r}")
-        n, buf, finish, tokens = 0, b"", None, 0
-        while True:
-            size = int((await r.readuntil(b"\r\n"))[:-2], 16)
-            data = await r.readexactly(size + 2)
-            if size == 0:
-                break
-            buf += data[:-2]
-            while b"\n\n" in buf:
-                ev, buf = buf.split(b"\n\n", 1)
-                if not ev.startswith(b"data: "):
-                    continue
-                p = ev[6:]
-                if p == b"[DONE]":
-                    continue
-                d = json.loads(p)
-                if "error" in d:
-                    w.close()
-                    return ("error", d["error"]["message"])
-                if d["choices"] and d["choices"][0].get("finish_reason"):
-                    finish = d["choices"][0]["finish_reason"]
-                if d.get("usage"):
-                    tokens = d["usage"]["completion_tokens"]
-                n += 1
-                if drop_after is not None and n >= drop_after:
-                    w.transport.abort()
-                    return ("dropped", n)
+        n, finish, tokens = 0, None, 0
+        async for p in hu.sse_payloads(r):
+            d = json.loads(p)
+            if "error" in d:
+                w.close()
+                return ("error", d["error"]["message"])
+            if d["choices"] and d["choices"][0].get("finish_reason"):
+                finish = d["choices"][0]["finish_reason"]
+            if d.get("usage"):
+                tokens = d["usage"]["completion_tokens"]
+            n += 1
+            if drop_after is not None and n >= drop_after:
+                w.transport.abort()
+                return ("dropped", n)
         w.close()
         if finish != "length" or tokens != max_tokens:
             return ("error", f"finish {finish}, {tokens} tokens")

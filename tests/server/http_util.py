@@ -81,6 +81,26 @@ def raw(port, method, path, body=None, headers=None):
     return req.encode() + data
 
 
+async def sse_payloads(reader):
+    """The `data:` payloads (bytes) of a chunked SSE response body, as they arrive (an asyncio
+    StreamReader positioned after the headers); ends at [DONE] or at the last chunk."""
+    buf = b""
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+        data = await reader.readexactly(size + 2)
+        if size == 0:
+            return
+        buf += data[:-2]
+        while b"\n\n" in buf:
+            ev, buf = buf.split(b"\n\n", 1)
+            for line in ev.split(b"\n"):
+                if not line.startswith(b"data: "):
+                    continue
+                if line[6:] == b"[DONE]":
+                    return
+                yield line[6:]
+
+
 def request(port, method, path, body=None, headers=None, timeout=60):
     """One request on a fresh connection; returns (status, headers, body bytes)."""
     try:
