@@ -11,7 +11,9 @@ chunk with the first token), its TTFT, and the class the server says it served.
 Reported per (policy, rate): sent, refused, served, served late as the client sees it (per class,
 judged against the class it was served in), refusal answer time (median, first byte to status
 line), goodput (served within their class per second; also weighted by the served class's weight,
-4 / 2 / 1), and the client-minus-server TTFT gap.
+4 / 2 / 1), the client-minus-server TTFT gap, and TPOT as the client sees it (last token minus
+first over the tokens between; p99 for platinum and gold, and how many served requests went over
+their served class's target).
 
 Usage: promise_sweep.py --mmrt BIN --model DIR [--rates 10,20,...] [--duration 30]
                         [--policies slo,fcfs,fcfs:plain] [--json OUT] [--serve-arg ARG ...]
@@ -33,6 +35,7 @@ import http_util as hu  # noqa: E402
 from server_test import Server  # noqa: E402
 
 CLASSES = {"platinum": 300.0, "gold": 800.0, "silver": 5000.0}  # mmrt's default classes (ms)
+TPOT = {"platinum": 50.0, "gold": 100.0, "silver": None}  # ... their TPOT targets (ms, a mean)
 WEIGHTS = {"platinum": 4.0, "gold": 2.0, "silver": 1.0}  # ... and their weights
 MIX = [("platinum", 0.2), ("gold", 0.3), ("silver", 0.5)]
 DRAIN_S = 30  # after the last arrival
@@ -59,7 +62,8 @@ def make_body(rng, image_url):
         content = [{"type": "image_url", "image_url": {"url": image_url}},
                    {"type": "text", "text": text}]
     body = {"messages": [{"role": "user", "content": content}], "max_tokens": 32,
-            "ignore_eos": True, "stream": True, "sla_class": cls}
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
+            "sla_class": cls}
     return cls, with_image, json.dumps(body).encode()
 
 
@@ -109,11 +113,19 @@ async def one(port, cls, with_image, body, t_sched, out):
             # token) ends TTFT: the first byte of content the client receives.
             if j.get("choices") and "ttft_ms" not in rec:
                 rec["ttft_ms"] = (time.perf_counter() - t0) * 1e3
+            # The chunk with the finish reason follows the last token at once.
+            if j.get("choices") and j["choices"][0].get("finish_reason"):
+                rec["last_token_ms"] = (time.perf_counter() - t0) * 1e3
+            if j.get("usage"):
+                rec["tokens"] = j["usage"]["completion_tokens"]
             if "mmrt" in j:
                 rec["served_class"] = j["mmrt"].get("sla_class")
                 rec["server_ttft_ms"] = j["mmrt"].get("ttft_ms")
                 rec["mmrt"] = j["mmrt"]
         rec["e2e_ms"] = (time.perf_counter() - t0) * 1e3
+        # TPOT as the client sees it: the mean time per token after the first.
+        if rec.get("tokens", 0) > 1 and "last_token_ms" in rec:
+            rec["tpot_ms"] = (rec["last_token_ms"] - rec["ttft_ms"]) / (rec["tokens"] - 1)
     except (OSError, asyncio.IncompleteReadError, ValueError) as e:
         rec["error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -166,7 +178,13 @@ def summarize(recs, duration):
     for c in CLASSES:
         got = [r for r in served if r["class"] == c]
         bad = [r for r in got if r["ttft_ms"] > CLASSES[r.get("served_class") or c]]
-        per[c] = {"served": len(got), "late": len(bad),
+        # TPOT over the served class's target (a mean per request, as mmrt verify judges it).
+        slow = [r for r in got if TPOT[r.get("served_class") or c] is not None and
+                r.get("tpot_ms", 0) > TPOT[r.get("served_class") or c]]
+        tpots = sorted(r["tpot_ms"] for r in got if "tpot_ms" in r)
+        per[c] = {"served": len(got), "late": len(bad), "tpot_over": len(slow),
+                  "tpot_p99_ms": round(tpots[min(len(tpots) - 1, int(0.99 * len(tpots)))], 1)
+                  if tpots else None,
                   "late_pct": round(100.0 * len(bad) / len(got), 2) if got else 0.0,
                   "ttft_p99_ms": (sorted(r["ttft_ms"] for r in got)[
                       min(len(got) - 1, int(0.99 * len(got)))] if got else None)}
@@ -239,8 +257,8 @@ def main():
             json.dump(results, f, indent=1)
     print("| rate | policy | sent | refused | refusal p50 ms | served | unfinished | "
           "late platinum % | late gold % | late silver % | goodput /s | weighted goodput /s | "
-          "client-server TTFT p50 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "client-server TTFT p50 ms | TPOT p99 platinum / gold ms | over TPOT |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in results:
         c = s["classes"]
         print(f"| {s['rate']:g} | {s['policy']} | {s['sent']} | {s['refused']} | "
@@ -248,7 +266,9 @@ def main():
               f"{c['platinum']['late_pct']} | "
               f"{c['gold']['late_pct']} | {c['silver']['late_pct']} | {s['goodput_rps']} | "
               f"{s['weighted_goodput']} | "
-              f"{s['client_minus_server_ttft_ms_p50']} |")
+              f"{s['client_minus_server_ttft_ms_p50']} | {c['platinum']['tpot_p99_ms']} / "
+              f"{c['gold']['tpot_p99_ms']} | "
+              f"{c['platinum']['tpot_over'] + c['gold']['tpot_over']} |")
 
 
 if __name__ == "__main__":

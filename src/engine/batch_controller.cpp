@@ -3,13 +3,40 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/request.h"
+
 namespace mmrt::engine {
 
-int32_t BatchController::next_budget(const CostModel& cost, int64_t target_ns, int64_t n_decode,
+int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
+                     const BatchControllerConfig& cfg) {
+  int64_t tightest = 0;
+  double due = 0;  // the earliest next-token due time, relative to now (0: no schedule yet)
+  bool scheduled = false;
+  for (const Request* r : running) {
+    const int64_t target = r->tpot_target_ns;
+    if (target <= 0) continue;
+    if (tightest == 0 || target < tightest) tightest = target;
+    const int64_t first = r->timeline.first(Event::kFirstToken);
+    // Prefilling (again, after a preemption) a request is not decoding: its prompt is the step.
+    if (first < 0 || !r->prefilled() || r->output.empty()) continue;
+    const double at = static_cast<double>(first - now) + cfg.mean_headroom *
+                                                             static_cast<double>(target) *
+                                                             static_cast<double>(r->output.size());
+    if (!scheduled || at < due) due = at;
+    scheduled = true;
+  }
+  if (tightest == 0) return 0;
+  const double t = static_cast<double>(tightest);
+  const double goal =
+      scheduled ? std::clamp(due, cfg.min_share * t, cfg.max_share * t) : cfg.headroom * t;
+  return std::max<int64_t>(1, static_cast<int64_t>(goal));
+}
+
+int32_t BatchController::next_budget(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
                                      double context_tokens) {
   const int64_t floor_budget = n_decode + cfg_.min_budget;
-  if (target_ns <= 0) return std::max<int32_t>(cfg_.max_budget, static_cast<int32_t>(floor_budget));
-  const double goal = static_cast<double>(target_ns) * cfg_.headroom * scale_;
+  if (goal_ns <= 0) return std::max<int32_t>(cfg_.max_budget, static_cast<int32_t>(floor_budget));
+  const double goal = static_cast<double>(goal_ns) * scale_;
   StepFeatures base{0, static_cast<double>(n_decode), 0, context_tokens};
   const double t0 = cost.predict_ns(base);
   StepFeatures one = base;
@@ -23,7 +50,7 @@ int32_t BatchController::next_budget(const CostModel& cost, int64_t target_ns, i
   return static_cast<int32_t>(budget);
 }
 
-void BatchController::observe(double step_ns, int64_t target_ns, const StepFeatures& step) {
+void BatchController::observe(double step_ns, int64_t goal_ns, const StepFeatures& step) {
   if (step.encoder_patches == 0 && step.decode_tokens > 0) {
     if (step.prefill_tokens == 0) {
       decode_step_ns_ = decode_step_ns_ > 0 ? 0.9 * decode_step_ns_ + 0.1 * step_ns : step_ns;
@@ -32,8 +59,8 @@ void BatchController::observe(double step_ns, int64_t target_ns, const StepFeatu
       prefill_ns_ = prefill_ns_ > 0 ? 0.7 * prefill_ns_ + 0.3 * per : per;
     }
   }
-  if (target_ns <= 0) return;
-  const double goal = static_cast<double>(target_ns) * cfg_.headroom;
+  if (goal_ns <= 0) return;
+  const double goal = static_cast<double>(goal_ns);
   // A step that left budget unused (not enough prefill waiting) is short for want of work, not
   // because the model over-predicts: only a slow step or a full one corrects. Otherwise a run of
   // decode-only steps winds the correction up to its bound, and the next slice overshoots.

@@ -1,9 +1,17 @@
-// Adapts the step token budget so the observed step time stays within the tightest TPOT target
-// among running requests: as much prefill per step as that target allows, no more (throughput is
-// traded for tail latency only as much as needed). Without a TPOT target: the maximum budget.
+// Adapts the step token budget so every running request keeps its TPOT target: as much prefill
+// per step as the decoding requests' schedules allow, no more (throughput is traded for tail
+// latency only as much as needed). Without a TPOT target: the maximum budget.
+//
+// A TPOT target bounds a request's mean time per output token (what a client measures: last
+// token minus first over the tokens between), not each step. So a request's token n is due
+// `mean_headroom` x n x target after its first token, and the next step may take until the
+// earliest such due time among the decoding requests: a request that ran ahead (short steps, no
+// prefill waiting) lends its slack to a longer, more efficient prefill step; one that fell behind
+// gets shorter steps until it has caught up.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "engine/cost_model.h"
 
@@ -12,17 +20,31 @@ namespace mmrt::engine {
 struct BatchControllerConfig {
   int32_t min_budget = 16;  // always at least this many tokens (plus every decode)
   int32_t max_budget = 2048;
-  double headroom = 0.8;  // aim for this fraction of the target
+  double headroom = 0.8;       // a step's goal with no schedule yet: this fraction of the target
+  double mean_headroom = 0.9;  // a request's tokens are due at this fraction of its target
+  // A step's goal stays within [min_share, max_share] x the tightest target: a request far
+  // behind does not stop prefill, and no step (no gap between two tokens of a stream) is longer
+  // than the target, however far ahead the requests are.
+  double min_share = 0.4, max_share = 1.0;
 };
+
+struct Request;
+
+// Time the next step may take (0: no running request has a TPOT target): the earliest due time
+// of the decoding requests' next tokens, from `now`, within the config's bounds.
+int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
+                     const BatchControllerConfig& cfg);
 
 class BatchController {
  public:
   explicit BatchController(const BatchControllerConfig& cfg = {}) : cfg_(cfg) {}
-  // Budget for the next step. target_ns: tightest TPOT among running requests (0: none).
-  int32_t next_budget(const CostModel& cost, int64_t target_ns, int64_t n_decode,
+  // Budget for the next step. goal_ns: the time it may take (step_goal_ns; 0: no limit).
+  int32_t next_budget(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
                       double context_tokens);
-  // Feedback from the step just run, of features `step` (corrects a biased cost model).
-  void observe(double step_ns, int64_t target_ns, const StepFeatures& step = {});
+  // Feedback from the step just run, of features `step`, against the goal it was given
+  // (corrects a biased cost model).
+  void observe(double step_ns, int64_t goal_ns, const StepFeatures& step = {});
+  const BatchControllerConfig& config() const { return cfg_; }
   double correction() const { return scale_; }
   // Measured cost of a prefill token (0: none measured yet): a floor under the cost model's.
   double prefill_ns_per_token() const { return prefill_ns_; }

@@ -320,13 +320,11 @@ struct Engine::Impl : SchedulerView {
       snapshot();
       return true;
     }
-    int64_t tpot_target = 0;
+    int64_t goal = 0;  // the time the step may take (the running requests' TPOT schedules)
     if (bc) {
-      for (const Request* r : sched->running())
-        if (r->tpot_target_ns > 0 && (tpot_target == 0 || r->tpot_target_ns < tpot_target))
-          tpot_target = r->tpot_target_ns;
+      goal = step_goal_ns(sched->running(), now_ns(), bc->config());
       const RunningLoad load = running_load(sched->running());
-      sched->set_token_budget(bc->next_budget(cost, tpot_target, load.n_decode, load.context));
+      sched->set_token_budget(bc->next_budget(cost, goal, load.n_decode, load.context));
     }
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);
@@ -367,7 +365,7 @@ struct Engine::Impl : SchedulerView {
     f.encoder_items = static_cast<double>(plan.encoder_jobs.size());
     for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
     cost.observe(f, static_cast<double>(out.step_ns));
-    if (bc) bc->observe(static_cast<double>(out.step_ns), tpot_target, f);
+    if (bc) bc->observe(static_cast<double>(out.step_ns), goal, f);
     const std::vector<Request*> changed = sched->update(plan, out, now_ns());
     for (Request* r : changed) after_token(*r);
     snapshot(1);

@@ -221,7 +221,7 @@ TEST(BatchController, ConvergesToTheTpotTarget) {
   auto law = [](double prefill, double decode) { return 2e6 + 1e5 * prefill + 5e5 * decode; };
   CostModel cost;
   BatchController bc({.min_budget = 4, .max_budget = 4096, .headroom = 0.8});
-  const int64_t target = 50'000'000;  // 50 ms TPOT
+  const int64_t target = 40'000'000;  // the step goal: 0.8 x a 50 ms TPOT
   const int64_t n_decode = 10;
   double last = 0;
   int32_t budget = 0;
@@ -232,11 +232,11 @@ TEST(BatchController, ConvergesToTheTpotTarget) {
     cost.observe({prefill, static_cast<double>(n_decode), 0, 0}, last);
     bc.observe(last, target, {prefill, static_cast<double>(n_decode), 0, 0});
   }
-  // Converges to the goal (headroom x target = 40 ms) within a token's cost either side.
-  EXPECT_LE(last, 0.8 * static_cast<double>(target) + 1e5);
-  EXPECT_GE(last, 0.8 * static_cast<double>(target) - 1e5)
+  // Converges to the goal within a token's cost either side.
+  EXPECT_LE(last, static_cast<double>(target) + 1e5);
+  EXPECT_GE(last, static_cast<double>(target) - 1e5)
       << "budget " << budget << " leaves throughput unused";
-  // No TPOT target: the maximum budget.
+  // No goal: the maximum budget.
   EXPECT_EQ(bc.next_budget(cost, 0, n_decode, 0), 4096);
 }
 
@@ -247,7 +247,7 @@ TEST(BatchController, ThePrefillCostItMeasuredOutlastsTheModelsForgetting) {
   auto law = [](double prefill, double decode) { return 2e7 + 5e5 * prefill + 5e5 * decode; };
   CostModel cost;
   BatchController bc({.min_budget = 4, .max_budget = 4096, .headroom = 0.8});
-  const int64_t target = 50'000'000;
+  const int64_t target = 40'000'000;  // the step goal: 0.8 x a 50 ms TPOT
   const double n_decode = 8;
   // As the engine calls it: a budget for each step, then the step's feedback.
   auto decode_only = [&] {
@@ -264,7 +264,7 @@ TEST(BatchController, ThePrefillCostItMeasuredOutlastsTheModelsForgetting) {
   EXPECT_NEAR(bc.prefill_ns_per_token(), 5e5, 1e3);
   for (int i = 0; i < 300; ++i) decode_only();  // decode-only again: the measured cost stays
   const int32_t budget = bc.next_budget(cost, target, static_cast<int64_t>(n_decode), 0);
-  EXPECT_LE(law(budget - n_decode, n_decode), 1.05 * 0.8 * static_cast<double>(target))
+  EXPECT_LE(law(budget - n_decode, n_decode), 1.05 * static_cast<double>(target))
       << "a budget of " << budget << " tokens overshoots the step time";
   EXPECT_GE(budget - n_decode, 20) << "no prefill left in the step";
 }
@@ -279,8 +279,8 @@ TEST(BatchController, ShrugsOffOneSlowStepAndFollowsASlowdown) {
     cost.observe({p, d, 0, 0}, law(p, d));
   }
   BatchController bc({.min_budget = 4, .max_budget = 4096, .headroom = 0.8});
-  const int64_t target = 50'000'000;
-  const double goal = 0.8 * static_cast<double>(target);
+  const int64_t target = 40'000'000;  // the step goal: 0.8 x a 50 ms TPOT
+  const double goal = static_cast<double>(target);
   const int64_t n_decode = 10;
   auto run = [&](double slowdown) {
     const int32_t budget = bc.next_budget(cost, target, n_decode, 0);
@@ -301,6 +301,43 @@ TEST(BatchController, ShrugsOffOneSlowStepAndFollowsASlowdown) {
   // And when the host recovers, the budget grows back.
   for (int i = 0; i < 40; ++i) t = run(1.0).second;
   EXPECT_NEAR(t, goal, 0.05 * goal);
+}
+
+// The step goal follows the decoding requests' token schedules (their TPOT is a mean): a
+// request ahead of its schedule lends its slack to the step, one behind shortens it.
+TEST(BatchController, StepGoalFollowsTheTokenSchedules) {
+  const BatchControllerConfig cfg{.headroom = 0.8, .mean_headroom = 0.9};
+  auto decoding = [](int64_t tpot, int64_t first_ns, size_t tokens) {
+    auto r = std::make_unique<Request>();
+    r->prompt.assign(8, 1);
+    r->num_computed = 8;
+    r->tpot_target_ns = tpot;
+    r->timeline.add(Event::kFirstToken, first_ns);
+    r->output.assign(tokens, 2);
+    return r;
+  };
+  const int64_t ms = 1'000'000, now = 1000 * ms;
+  // Token 4 of a 50 ms TPOT is due 4 x 45 ms after the first: 180 ms - 135 ms since = 45 ms.
+  auto ahead = decoding(50 * ms, now - 135 * ms, 4);
+  std::vector<Request*> run{ahead.get()};
+  EXPECT_EQ(step_goal_ns(run, now, cfg), 45 * ms);
+  // Behind: token 2 was due at 90 ms, 150 ms have passed; the goal is held at 0.4 x 50 ms.
+  auto behind = decoding(50 * ms, now - 150 * ms, 2);
+  run.push_back(behind.get());
+  EXPECT_EQ(step_goal_ns(run, now, cfg), 20 * ms);
+  // Far ahead: no step longer than the target itself (no gap in a stream over 50 ms).
+  auto far = decoding(50 * ms, now - 10 * ms, 20);
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{far.get()}, now, cfg), 50 * ms);
+  // A request still in its prefill has no schedule yet: the base goal (0.8 x its target).
+  auto prefill = decoding(100 * ms, -1, 0);
+  prefill->timeline = {};
+  prefill->num_computed = 3;
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{prefill.get()}, now, cfg), 80 * ms);
+  // ... and, beside a decoding request, bounds nothing but the range.
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{prefill.get(), far.get()}, now, cfg), 50 * ms);
+  // No TPOT target anywhere: no goal.
+  auto free = decoding(0, now - 10 * ms, 3);
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{free.get()}, now, cfg), 0);
 }
 
 // The rule admission applies on arrival and the engine again to a waiting request whose deadline
