@@ -3,6 +3,7 @@
 //
 //   build/release/bench/bench_linear                      # everything
 //   build/release/bench/bench_linear --benchmark_filter=decode
+//   build/release/bench/bench_linear --benchmark_filter=encoder   # bf16 vs int8 x int8 GEMMs
 //
 // Counters: GBs = weight bytes streamed per second, bw_frac = GBs / measured read bandwidth
 // (best whole pass, bw_GBs), GFLOPs = 2 * n * in * out per second. The *_best counters use the
@@ -153,6 +154,7 @@ void BM_prefill(benchmark::State& st) {
   LinearOptions opt;
   opt.path = LinearPath::kGemm;
   opt.f32_gemm = static_cast<GemmLibrary>(st.range(4));
+  if (st.range(5)) opt.int8_gemm = Int8Gemm::kQ8Row;
   bandwidth();
   const Tensor w = random_weights(out, in, 43);
   const PackedLinear p =
@@ -197,10 +199,19 @@ void row_length_args(benchmark::internal::Benchmark* b) {
 }
 void prefill_args(benchmark::internal::Benchmark* b) {
   for (auto [out, in] : kShapes) {
-    b->Args({out, in, 512, kBF16, 0});
-    b->Args({out, in, 512, kInt8, 0});
-    b->Args({out, in, 512, kF32, 1});
-    b->Args({out, in, 512, kF32, 2});
+    b->Args({out, in, 512, kBF16, 0, 0});
+    b->Args({out, in, 512, kInt8, 0, 0});
+    b->Args({out, in, 512, kF32, 1, 0});
+    b->Args({out, in, 512, kF32, 2, 0});
+  }
+}
+// The Qwen2-VL-2B vision tower's linears (embed 1280, MLP 5120) over a 448x448 image's 1024
+// patches: bf16, and int8 with x quantised per row (the encoders' int8 blocks).
+void encoder_args(benchmark::internal::Benchmark* b) {
+  constexpr int64_t kVit[][2] = {{3840, 1280}, {1280, 1280}, {5120, 1280}, {1280, 5120}};
+  for (auto [out, in] : kVit) {
+    b->Args({out, in, 1024, kBF16, 0, 0});
+    b->Args({out, in, 1024, kInt8, 0, 1});
   }
 }
 
@@ -226,8 +237,15 @@ BENCHMARK(BM_decode)
     ->MinTime(0.5);
 BENCHMARK(BM_prefill)
     ->Name("prefill")
-    ->ArgNames({"out", "in", "m", "fmt", "lib"})
+    ->ArgNames({"out", "in", "m", "fmt", "lib", "q8row"})
     ->Apply(prefill_args)
+    ->UseRealTime()
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_prefill)
+    ->Name("encoder")
+    ->ArgNames({"out", "in", "m", "fmt", "lib", "q8row"})
+    ->Apply(encoder_args)
     ->UseRealTime()
     ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);

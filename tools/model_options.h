@@ -20,6 +20,12 @@
   "  --int8-activations q8|float   int8 decode: x quantised per block of 64 and multiplied\n" \
   "                          as integers (q8, default; AVX512-VNNI CPUs) or strictly\n"       \
   "                          weight-only (float)\n"                                           \
+  "  --encoder-weights auto|bf16|int8   the media encoders' blocks: int8 weights (per\n"    \
+  "                          output channel) and int8 activations (per token) on\n"       \
+  "                          AVX512-VNNI, or bf16; auto (default): int8 where the CPU\n"   \
+  "                          has VNNI and the model is not f32. The patch embedding, the\n"\
+  "                          projector and the last --encoder-keep-last blocks stay bf16\n"\
+  "  --encoder-keep-last N   encoder blocks at the end kept in bf16 (default 3)\n"        \
   "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                          \
   "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
   "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"      \

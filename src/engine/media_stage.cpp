@@ -255,6 +255,7 @@ struct MediaStage::Impl {
   Hash128 key_of(const PendingMedia& m, const Request& r) const {
     Hasher h;
     h.update(processor.content_key(m.modality, m.bytes, m.options)).update(r.tenant_salt);
+    h.update(spec.encoder_precision);  // an int8 and a bf16 encoding are different entries
     return h.digest();
   }
 

@@ -108,10 +108,21 @@ enum class GemmLibrary : uint8_t { kAuto, kOneDnn, kOpenBlas };
 enum class Int8Activations : uint8_t { kQ8, kFloat };
 constexpr int64_t kQ8Block = 64;
 
+// What the GEMM path multiplies int8 weights with.
+//   kBF16  bf16(x) against the weights widened to bf16 (exact widening): weight-only int8,
+//          the speed of a bf16 GEMM (the language model's prefill).
+//   kQ8Row x quantised per row (per token): scale = max|x_row| / 127, q = round-half-even(
+//          x / scale) clamped to +-127 (a NaN or infinite row: scale NaN), multiplied as
+//          integers with exact int32 sums (oneDNN s8 x s8 on AVX512-VNNI, about twice the bf16
+//          GEMM's rate), then y = f32(sum) * scale_x * scale_w + b. The encoders' int8 layers.
+//          Where the CPU has no VNNI (int8_q8_available), as kBF16.
+enum class Int8Gemm : uint8_t { kBF16, kQ8Row };
+
 struct LinearOptions {
   LinearPath path = LinearPath::kAuto;
   GemmLibrary f32_gemm = GemmLibrary::kAuto;
   Int8Activations int8_x = Int8Activations::kQ8;
+  Int8Gemm int8_gemm = Int8Gemm::kBF16;
 };
 
 // Up to this many rows the matrix-vector kernels run (weights streamed once for all rows);
@@ -136,10 +147,11 @@ Tensor linear(const Backend& be, const Tensor& x, const PackedLinear& w,
 
 // What linear() will do for n rows with these weights (for logs, benches and tests).
 struct LinearPlan {
-  bool gemv = true;                // matrix-vector kernels (else GEMM)
-  std::string kernel;              // e.g. "avx512 gemv", "onednn bf16", "openblas f32"
-  bool x_rounded_to_bf16 = false;  // the kernel multiplies bf16(x) (bf16/int8 weights only)
-  bool x_quantised_q8 = false;     // the kernel multiplies x quantised per kQ8Block (int8 only)
+  bool gemv = true;                 // matrix-vector kernels (else GEMM)
+  std::string kernel;               // e.g. "avx512 gemv", "onednn bf16", "openblas f32"
+  bool x_rounded_to_bf16 = false;   // the kernel multiplies bf16(x) (bf16/int8 weights only)
+  bool x_quantised_q8 = false;      // the kernel multiplies x quantised per kQ8Block (int8 only)
+  bool x_quantised_q8_row = false;  // ... x quantised per row (Int8Gemm::kQ8Row, GEMM only)
 };
 LinearPlan linear_plan(const Backend& be, int64_t n, const PackedLinear& w,
                        const LinearOptions& opt = {});

@@ -1,9 +1,67 @@
 #include "models/encoder_block.h"
 
+#include <vector>
+
+#include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace mmrt::models {
+
+kernels::WeightFormat EncoderPrecision::block_format(int64_t i, int64_t depth) const {
+  return int8_block(i, depth) ? kernels::WeightFormat::kInt8 : fmt;
+}
+
+kernels::LinearOptions EncoderPrecision::block_options(int64_t i, int64_t depth) const {
+  kernels::LinearOptions o;
+  if (int8_block(i, depth)) {
+    o.int8_gemm = kernels::Int8Gemm::kQ8Row;
+    o.path = kernels::LinearPath::kGemm;
+  }
+  return o;
+}
+
+std::string EncoderPrecision::describe(int64_t depth) const {
+  const std::string f(kernels::weight_format_name(fmt));
+  const int64_t n = int8 ? std::max<int64_t>(0, depth - keep_last) : 0;
+  if (n == 0) return f;
+  return "int8 (blocks 0-" + std::to_string(n - 1) + "; the last " + std::to_string(depth - n) +
+         " and the projections " + f + ")";
+}
+
+EncoderPrecision encoder_precision(const kernels::Backend& be, std::string_view choice,
+                                   int64_t keep_last, kernels::WeightFormat lm_format) {
+  if (choice != "auto" && choice != "bf16" && choice != "int8")
+    throw InvalidArgument("encoder weights must be auto, bf16 or int8, got '" +
+                          std::string(choice.substr(0, 40)) + "'");
+  if (keep_last < 0) throw InvalidArgument("the encoder's kept blocks must be >= 0");
+  EncoderPrecision p;
+  p.fmt = lm_format == kernels::WeightFormat::kF32 ? kernels::WeightFormat::kF32
+                                                   : kernels::WeightFormat::kBF16;
+  p.keep_last = keep_last;
+  if (choice == "bf16") return p;
+  // Whether this backend's GEMM multiplies int8 by int8: asked of a small packed layer.
+  bool native = false;
+  if (be.has(kernels::Op::kLinear)) {
+    const Tensor w = Tensor::zeros(DType::kF32, {16, 64});
+    const kernels::PackedLinear probe =
+        kernels::PackedLinear::pack(be, w, nullptr, kernels::WeightFormat::kInt8);
+    kernels::LinearOptions o;
+    o.path = kernels::LinearPath::kGemm;
+    o.int8_gemm = kernels::Int8Gemm::kQ8Row;
+    native = kernels::linear_plan(be, 64, probe, o).x_quantised_q8_row;
+  }
+  if (choice == "int8") {
+    if (!native)
+      throw InvalidArgument(
+          "--encoder-weights int8: this backend has no int8 x int8 GEMM (the CPU needs "
+          "AVX512-VNNI); use bf16 or auto");
+    p.int8 = true;
+  } else {
+    p.int8 = native && lm_format != kernels::WeightFormat::kF32;
+  }
+  return p;
+}
 
 void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const EncoderStep& s) {
   const int64_t N = s.n, E = s.embed;
@@ -19,21 +77,21 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
   va.mask = kernels::MaskKind::kFull;
 
   kernels::layer_norm(be, s.x, b.ln1_w, b.ln1_b, s.eps, s.h, N, E);
-  kernels::linear(be, s.h, N, b.qkv, s.qkv);
+  kernels::linear(be, s.h, N, b.qkv, s.qkv, b.opt);
   if (s.rope) {
     kernels::apply_rope(be, *s.rope, s.qkv, s.heads, 3 * E);
     kernels::apply_rope(be, *s.rope, s.qkv + E, s.heads, 3 * E);
   }
   kernels::varlen_attention(be, va);
-  kernels::linear(be, s.attn, N, b.proj, s.h);
+  kernels::linear(be, s.attn, N, b.proj, s.h, b.opt);
   kernels::add(be, s.x, s.h, N * E);
   kernels::layer_norm(be, s.x, b.ln2_w, b.ln2_b, s.eps, s.h, N, E);
-  kernels::linear(be, s.h, N, b.fc1, s.act);
+  kernels::linear(be, s.h, N, b.fc1, s.act, b.opt);
   if (s.quick_gelu)
     kernels::quick_gelu(be, s.act, s.act, N * s.mlp);
   else
     kernels::gelu_erf(be, s.act, s.act, N * s.mlp);
-  kernels::linear(be, s.act, N, b.fc2, s.h);
+  kernels::linear(be, s.act, N, b.fc2, s.h, b.opt);
   kernels::add(be, s.x, s.h, N * E);
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 #include "kernels/backend.h"
@@ -14,12 +16,39 @@
 
 namespace mmrt::models {
 
+// How an encoder stores and multiplies its linear layers (LoadOptions::encoder_weights, resolved
+// by encoder_precision for a backend and a model). The SOP for quantised vision encoders: int8
+// blocks, except the last `keep_last`, the first patch embedding and the projector / merger,
+// which stay in `fmt`.
+struct EncoderPrecision {
+  kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;  // the 16-bit (or f32) layers
+  bool int8 = false;  // the other blocks: int8 weights per output channel, x int8 per row
+  int64_t keep_last = 3;
+  EncoderPrecision() = default;
+  // Every layer in `f` (int8 here is weight-only, as the language model's prefill).
+  EncoderPrecision(kernels::WeightFormat f) : fmt(f) {}  // NOLINT: implicit on purpose
+  bool int8_block(int64_t i, int64_t depth) const { return int8 && i < depth - keep_last; }
+  kernels::WeightFormat block_format(int64_t i, int64_t depth) const;
+  // kQ8Row GEMMs for an int8 block (on the GEMM path at any row count: one rounding rule).
+  kernels::LinearOptions block_options(int64_t i, int64_t depth) const;
+  // For logs and cache keys, e.g. "int8 (blocks 0-28; the last 3 and the projections bf16)".
+  std::string describe(int64_t depth) const;
+};
+
+// The precision `choice` ("auto", "bf16" or "int8", LoadOptions) means here: auto is int8 where
+// the backend multiplies int8 x int8 in its GEMM (AVX512-VNNI) and the language model is not f32,
+// else 16-bit; the 16-bit format is f32 for an f32 model, else bf16. InvalidArgument for an
+// explicit int8 the backend cannot run.
+EncoderPrecision encoder_precision(const kernels::Backend& be, std::string_view choice,
+                                   int64_t keep_last, kernels::WeightFormat lm_format);
+
 struct EncoderBlock {
   Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [embed], on the backend
   kernels::PackedLinear qkv;          // q|k|v [3 * embed, embed] + biases
   kernels::PackedLinear proj;         // [embed, embed] + bias
   kernels::PackedLinear fc1;          // [mlp, embed] + bias
   kernels::PackedLinear fc2;          // [embed, mlp] + bias
+  kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
 };
 
 // One step of a stack of blocks: the shapes, the attention segments and the buffers.

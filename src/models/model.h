@@ -75,6 +75,9 @@ struct ModelSpec {
   std::vector<Modality> modalities;  // media the model takes (empty: text only)
   int64_t embed_dim = 0;  // width of the rows media encoders produce (the decoder's hidden)
   Hash128 config_key;     // hash of config.json: part of every media content key
+  // How the media encoders compute (EncoderPrecision::describe, e.g. "bf16"): part of every
+  // media item's key in the engine, so an int8 and a bf16 encoding never share a cache entry.
+  std::string encoder_precision;
 
   bool takes(Modality m) const;
 };
@@ -250,6 +253,12 @@ struct LoadOptions {
   // kCopy: own huge-page memory (fastest decode); kViewIfPossible: read from the mapping.
   kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
   kernels::Int8Activations int8_activations = kernels::Int8Activations::kQ8;
+  // The media encoders' linear layers (models/encoder_block.h, EncoderPrecision): "auto" (int8
+  // blocks where the backend multiplies int8 by int8 and the model is not f32, else 16-bit),
+  // "bf16" or "int8"; the last `encoder_keep_last` blocks, the patch embedding and the
+  // projector stay 16-bit.
+  std::string encoder_weights = "auto";
+  int64_t encoder_keep_last = 3;
   // Audio longer than the model's window (Qwen2-Audio: 30 s): kSplit encodes it as consecutive
   // windows of one item, each exactly as the HF processor encodes a clip of that length; kRefuse
   // refuses it (InvalidArgument naming both durations). Never the HF processor's silent cut.

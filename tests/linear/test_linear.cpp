@@ -13,6 +13,8 @@
 //   int8 decode on Q8 blocks of x: |y - ref(q8 x, stored W)| <= 1e-5 * mag, and against f32 x
 //       |y - ref(f32 x, stored W)| <= 1.001 * bound + 1e-5 * mag, bound = |W| . (amax_block / 254)
 //       (each element of x moves by at most half its block's step when quantised).
+//   int8 GEMM on x quantised per row (Int8Gemm::kQ8Row): the same two checks with the row's
+//       quantisation (ref(q8row x, stored W), bound = |W| . (amax_row / 254)).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -45,7 +47,8 @@ struct Case {
   bool bias = false;
   std::vector<float> x, w, b;  // [n, in], [out, in], [out]
   // Reference outputs [n, out] (float64) and the torch quantisation of W.
-  std::vector<double> y_f32, y_bf16w, y_bf16, y_i8, y_i8_xbf16, y_i8_xq8, q8_bound, mag;
+  std::vector<double> y_f32, y_bf16w, y_bf16, y_i8, y_i8_xbf16, y_i8_xq8, q8_bound, y_i8_xrow,
+      row_bound, mag;
   std::vector<int8_t> q;     // [out, in]
   std::vector<float> scale;  // [out]
 };
@@ -129,7 +132,7 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     for (Case& c : cases_) {
       const size_t ny = static_cast<size_t>(c.n * c.out);
       for (auto* v : {&c.y_f32, &c.y_bf16w, &c.y_bf16, &c.y_i8, &c.y_i8_xbf16, &c.y_i8_xq8,
-                      &c.q8_bound, &c.mag})
+                      &c.q8_bound, &c.y_i8_xrow, &c.row_bound, &c.mag})
         read_into(f, *v, ny);
       read_into(f, c.q, static_cast<size_t>(c.out * c.in));
       read_into(f, c.scale, static_cast<size_t>(c.out));
@@ -176,9 +179,10 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
           ref = plan.x_rounded_to_bf16 ? &c.y_bf16 : &c.y_bf16w;
           break;
         case WeightFormat::kInt8:
-          ref = plan.x_quantised_q8      ? &c.y_i8_xq8
-                : plan.x_rounded_to_bf16 ? &c.y_i8_xbf16
-                                         : &c.y_i8;
+          ref = plan.x_quantised_q8       ? &c.y_i8_xq8
+                : plan.x_quantised_q8_row ? &c.y_i8_xrow
+                : plan.x_rounded_to_bf16  ? &c.y_i8_xbf16
+                                          : &c.y_i8;
           exact = &c.y_i8;
           break;
       }
@@ -190,6 +194,8 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
         if (plan.x_rounded_to_bf16) ok = ok && std::fabs(y[i] - (*exact)[i]) <= 1e-2 * c.mag[i];
         if (plan.x_quantised_q8)
           ok = ok && std::fabs(y[i] - (*exact)[i]) <= 1.001 * c.q8_bound[i] + 1e-5 * c.mag[i];
+        if (plan.x_quantised_q8_row)
+          ok = ok && std::fabs(y[i] - (*exact)[i]) <= 1.001 * c.row_bound[i] + 1e-5 * c.mag[i];
         if (!ok && ++bad <= 5)
           ADD_FAILURE() << what << " " << plan.kernel << " n=" << c.n << " in=" << c.in
                         << " out=" << c.out << " bias=" << c.bias << " [" << i / c.out << ","
@@ -233,6 +239,21 @@ TEST_P(LinearRef, GemmOpenBlasMatchesTorch) {
   opt.path = LinearPath::kGemm;
   opt.f32_gemm = GemmLibrary::kOpenBlas;
   check_all(opt, "gemm/openblas");
+}
+
+// The encoders' int8 GEMM: x quantised per row, integer products (VNNI; elsewhere, and for
+// other weight formats, the option changes nothing and the usual references apply).
+TEST_P(LinearRef, GemmInt8RowsMatchesTorch) {
+  LinearOptions opt;
+  opt.path = LinearPath::kGemm;
+  opt.int8_gemm = Int8Gemm::kQ8Row;
+  check_all(opt, "gemm/q8-row");
+  const bool vnni = std::string(std::get<0>(GetParam())) == "cpu-avx512bf16" &&
+                    int8_q8_available(Isa::kAvx512Bf16);
+  if (vnni && std::get<1>(GetParam()) == WeightFormat::kInt8)
+    EXPECT_TRUE(
+        linear_plan(*be_, 64, pack(cases_.back(), WeightFormat::kInt8), opt).x_quantised_q8_row)
+        << "a VNNI CPU must take the integer GEMM";
 }
 
 TEST_P(LinearRef, AutoPathMatchesTorch) {

@@ -153,6 +153,49 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
             1e-4);
 }
 
+// The int8 encoder blocks (EncoderPrecision: block 0 of 2 int8, x per row, integer sums; block
+// 1 and the projections f32) against the reference that applies the same quantisation. The
+// implementation's error must be an order of magnitude below the quantisation's own effect (the
+// same reference without it): equal up to float rounding, which can move a value across a
+// rounding boundary of the next quantisation now and then.
+TEST(Qwen2Vision, Int8BlocksMatchTheQuantisedReference) {
+  World w(DType::kF32);
+  const kernels::Backend& be = test::test_backend();
+  models::EncoderPrecision prec;
+  try {
+    prec = models::encoder_precision(be, "int8", 1, kernels::WeightFormat::kF32);
+  } catch (const InvalidArgument& e) {
+    GTEST_SKIP() << e.what();
+  }
+  ASSERT_TRUE(prec.int8);
+  EXPECT_EQ(prec.describe(2), "int8 (blocks 0-0; the last 1 and the projections f32)");
+  auto st = io::SafeTensors::open(w.dir.string());
+  auto vt = models::qwen2_vl::VisionTower::load(be, st, w.cfg, prec);
+  Tensor got = test::host(vt->forward(w.pixels, w.grids));
+  auto ref_of = [&](int blocks) {
+    fs::path out = w.dir / ("vision_q" + std::to_string(blocks) + ".bin");
+    shell(w.ref("vision", "--int8-blocks " + std::to_string(blocks) + " --out " + out.string()));
+    auto r = read_bytes(out);
+    EXPECT_EQ(r.size(), got.nbytes());
+    return r;
+  };
+  const auto quantised = ref_of(1), exact = ref_of(0);
+  const size_t n = static_cast<size_t>(got.numel());
+  const double impl =
+      rel_err(got.data<float>(), reinterpret_cast<const float*>(quantised.data()), n);
+  const double effect = rel_err(reinterpret_cast<const float*>(exact.data()),
+                                reinterpret_cast<const float*>(quantised.data()), n);
+  std::printf(
+      "int8 blocks: relative error %.2e against the quantised reference, %.2e the "
+      "quantisation's own effect\n",
+      impl, effect);
+  EXPECT_LE(impl, 1e-5) << "quantisation's own effect " << effect;
+  EXPECT_LE(impl, 0.1 * effect) << "mmrt's int8 blocks differ from the quantised reference by "
+                                << impl << ", the quantisation itself moves the output by "
+                                << effect;
+  EXPECT_GT(effect, 3e-5) << "block 0 was not quantised in the reference";
+}
+
 TEST(Qwen2Vision, RopeIndexMatchesReference) {
   World w(DType::kF32);
   auto p = models::qwen2_vl::expand_image_prompt(w.prompt_with_single_pads(), w.grids, w.cfg);

@@ -184,3 +184,37 @@ TEST_F(Registry, RunnerEncodesAsTheVisionTowerDoes) {
   EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
   EXPECT_GT(m.runner->encode_flops(prep), 0.0);
 }
+
+// The encoder precision a load option means here: auto is int8 only where the backend multiplies
+// int8 by int8 and the model is not f32; the media keys name it (ModelSpec::encoder_precision).
+TEST_F(Registry, EncoderPrecisionFollowsTheOptionTheBackendAndTheModel) {
+  const kernels::Backend& be = test::test_backend();
+  using WF = kernels::WeightFormat;
+  const EncoderPrecision f32 = encoder_precision(be, "auto", 3, WF::kF32);
+  EXPECT_FALSE(f32.int8) << "an f32 model keeps an exact encoder";
+  EXPECT_EQ(f32.fmt, WF::kF32);
+  EXPECT_FALSE(encoder_precision(be, "bf16", 3, WF::kBF16).int8);
+  EXPECT_THROW(encoder_precision(be, "fp4", 3, WF::kBF16), InvalidArgument);
+  EXPECT_THROW(encoder_precision(be, "auto", -1, WF::kBF16), InvalidArgument);
+  const EncoderPrecision autob = encoder_precision(be, "auto", 3, WF::kBF16);
+  bool native = true;
+  try {
+    encoder_precision(be, "int8", 3, WF::kBF16);
+  } catch (const InvalidArgument&) {
+    native = false;
+  }
+  EXPECT_EQ(autob.int8, native) << "auto is int8 exactly where int8 can run";
+  EXPECT_EQ(autob.fmt, WF::kBF16);
+  // Blocks 0..depth-4 in int8 on the integer GEMM, the last three and depth <= 3 not at all.
+  EncoderPrecision p;
+  p.int8 = true;
+  EXPECT_EQ(p.block_format(28, 32), WF::kInt8);
+  EXPECT_EQ(p.block_format(29, 32), WF::kBF16);
+  EXPECT_EQ(p.block_options(0, 32).int8_gemm, kernels::Int8Gemm::kQ8Row);
+  EXPECT_EQ(p.block_options(31, 32).int8_gemm, kernels::Int8Gemm::kBF16);
+  EXPECT_EQ(p.describe(3), "bf16");
+  EXPECT_EQ(p.describe(32), "int8 (blocks 0-28; the last 3 and the projections bf16)");
+  // A model loaded on its defaults says what its encoder runs.
+  const Model m = load_model(be, model());
+  EXPECT_EQ(m.spec.encoder_precision, "f32");
+}

@@ -14,6 +14,8 @@ OUT.bin, per case in order:
   float64 y_i8_xbf16 [n, out]  bf16(x) . (q * scale)^T + b           (int8 GEMM)
   float64 y_i8_xq8   [n, out]  q8(x) . (q * scale)^T + b             (int8 decode on Q8 blocks of x)
   float64 q8_bound   [n, out]  |q * scale| . (amax_block(x) / 254)^T  (bound on |y_i8_xq8 - y_i8|)
+  float64 y_i8_xrow  [n, out]  q8row(x) . (q * scale)^T + b          (int8 GEMM on x quantised per row)
+  float64 row_bound  [n, out]  |q * scale| . (amax_row(x) / 254)^T    (bound on |y_i8_xrow - y_i8|)
   float64 mag        [n, out]  |x| . |W|^T + |b|   (scale for the tolerances)
   int8    q          [out, in] symmetric per-row quantisation of W: scale = amax / 127 (float32),
                                q = round-half-even(W / scale) (float32 division), 0 for a zero row
@@ -44,6 +46,18 @@ def q8(x):
     deq = (q.double() * scale.double()).reshape(n, kp)[:, :k]
     amax_el = amax.expand(n, kp // Q8_BLOCK, Q8_BLOCK).reshape(n, kp)[:, :k].double()
     return deq, amax_el
+
+
+def q8_row(x):
+    """x [n, k] float32 quantised per row (Int8Gemm::kQ8Row): scale = amax_row / 127 (float32),
+    q = round-half-even(x / scale) (float32 division), clamped to +-127, 0 for a zero row.
+    Returns (dequantised x as float64 [n, k], amax of each element's row [n, k])."""
+    amax = x.abs().amax(dim=1, keepdim=True)
+    scale = amax / 127.0
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(x / safe).clamp(-127, 127)
+    q = torch.where(scale > 0, q, torch.zeros_like(q))
+    return q.double() * scale.double(), amax.expand_as(x).double()
 
 
 def main():
@@ -77,6 +91,7 @@ def main():
 
         xd, wd, bd = x.double(), w.double(), b.double()
         xq, amax_x = q8(x)
+        xr, amax_r = q8_row(x)
         outs = [
             xd @ wd.T + bd,
             xd @ bf(w).T + bd,
@@ -85,6 +100,8 @@ def main():
             bf(x) @ deq.T + bd,
             xq @ deq.T + bd,
             (amax_x / 254.0) @ deq.abs().T,
+            xr @ deq.T + bd,
+            (amax_r / 254.0) @ deq.abs().T,
             xd.abs() @ wd.abs().T + bd.abs(),
         ]
         for o in outs:

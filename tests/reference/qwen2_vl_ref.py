@@ -17,8 +17,10 @@ usage:
   qwen2_vl_ref.py generate --model DIR --ids 1,2,3 --max-new N     # greedy ids, JSON on stdout
   qwen2_vl_ref.py hidden   --model DIR --ids 1,2,3 --out FILE      # float32 [L+1, S, hidden]:
         the embeddings and the output of every decoder layer (for naming the failing layer)
-  qwen2_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE
-        # float32 [n_merged_tokens, hidden] image embeddings (pixels [N,1176], grid [n_img,3])
+  qwen2_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE [--int8-blocks N]
+        # float32 [n_merged_tokens, hidden] image embeddings (pixels [N,1176], grid [n_img,3]);
+        # --int8-blocks N: the first N blocks' linears quantised as mmrt's int8 encoder blocks
+        # (weights per output channel, x per row, integer sums; see int8_linear)
   qwen2_vl_ref.py positions --model DIR --ids ... --grid G.npy --out FILE
         # int64 [3, S] M-RoPE position ids followed by rope_delta (get_rope_index)
   With --pixels/--grid, `logits` and `generate` run the full multimodal model: the ids must
@@ -181,6 +183,26 @@ class Qwen2VLText:
         return (logits, torch.stack(states)) if collect else logits
 
 
+def quantise_rows(t):
+    """Symmetric int8 per row of a float32 matrix, as mmrt quantises weights (per output channel)
+    and the int8 encoders' activations (per token): scale = amax / 127 in float32, q =
+    round-half-even(t / scale) (float32 division) clamped to +-127, 0 for an all-zero row."""
+    amax = t.abs().amax(dim=1, keepdim=True)
+    scale = amax / 127.0
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.where(scale > 0, torch.round(t / safe).clamp(-127, 127), torch.zeros_like(t))
+    return q, scale
+
+
+def int8_linear(x, w, b):
+    """An int8 encoder block's linear: x and W quantised per row, the integer products summed
+    exactly (float64 holds them), then scaled by both scales, plus the bias."""
+    qx, sx = quantise_rows(x)
+    qw, sw = quantise_rows(w)
+    acc = qx.double() @ qw.double().T
+    return (acc * sx.double() * sw.double().T + b.double()).float()
+
+
 class Qwen2VLVision:
     def __init__(self, model_dir, weights):
         with open(os.path.join(model_dir, "config.json")) as f:
@@ -193,6 +215,7 @@ class Qwen2VLVision:
         self.hd = self.embed // self.n_heads
         self.merge = v.get("spatial_merge_size", 2)
         self.act = v.get("hidden_act", "quick_gelu")
+        self.int8_blocks = 0  # the first N blocks' linears in int8 (int8_linear)
 
     def rot_pos_emb(self, grid):
         pos_ids = []
@@ -231,8 +254,14 @@ class Qwen2VLVision:
         N = x.shape[0]
         for i in range(self.depth):
             p = f"visual.blocks.{i}."
+
+            def lin(t, name):
+                if i < self.int8_blocks:
+                    return int8_linear(t, w[p + name + ".weight"], w[p + name + ".bias"])
+                return t @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+
             h = self.layer_norm(x, w[p + "norm1.weight"], w[p + "norm1.bias"])
-            qkv = h @ w[p + "attn.qkv.weight"].T + w[p + "attn.qkv.bias"]
+            qkv = lin(h, "attn.qkv")
             q, k, v = qkv.reshape(N, 3, self.n_heads, self.hd).permute(1, 0, 2, 3).unbind(0)
             q = q * cos[:, None] + Qwen2VLText.rotate_half(q) * sin[:, None]
             k = k * cos[:, None] + Qwen2VLText.rotate_half(k) * sin[:, None]
@@ -242,11 +271,11 @@ class Qwen2VLVision:
             q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
             att = torch.softmax(q @ k.transpose(1, 2) / (self.hd ** 0.5) + mask, dim=-1)
             o = (att @ v).transpose(0, 1).reshape(N, -1)
-            x = x + o @ w[p + "attn.proj.weight"].T + w[p + "attn.proj.bias"]
+            x = x + lin(o, "attn.proj")
             h = self.layer_norm(x, w[p + "norm2.weight"], w[p + "norm2.bias"])
-            h = h @ w[p + "mlp.fc1.weight"].T + w[p + "mlp.fc1.bias"]
+            h = lin(h, "mlp.fc1")
             h = h * torch.sigmoid(1.702 * h) if self.act == "quick_gelu" else torch.nn.functional.gelu(h)
-            x = x + h @ w[p + "mlp.fc2.weight"].T + w[p + "mlp.fc2.bias"]
+            x = x + lin(h, "mlp.fc2")
         x = self.layer_norm(x, w["visual.merger.ln_q.weight"], w["visual.merger.ln_q.bias"])
         x = x.reshape(-1, self.embed * self.merge * self.merge)
         x = x @ w["visual.merger.mlp.0.weight"].T + w["visual.merger.mlp.0.bias"]
@@ -416,6 +445,8 @@ def main():
     ap.add_argument("--interval", choices=["f32", "f64"], default="f32")
     ap.add_argument("--out")
     ap.add_argument("--max-new", type=int, default=32)
+    ap.add_argument("--int8-blocks", type=int, default=0,
+                    help="vision: the first N blocks' linears as mmrt's int8 encoder blocks")
     a = ap.parse_args()
     ids_text = open(a.ids[1:]).read() if a.ids.startswith("@") else a.ids
     ids = parse_ids(ids_text)
@@ -438,6 +469,7 @@ def main():
         media = dict(video_pixels=vpixels, video_grid=vgrid)
         keep = np.load(a.video_keep).astype(np.int64).tolist() if a.video_keep else None
         if a.mode == "vision":
+            full.vision.int8_blocks = a.int8_blocks
             out = full.vision.forward(pixels, grid) if pixels is not None else full.vision.forward(vpixels, vgrid)
             out.numpy().astype(np.float32).tofile(a.out)
         elif a.mode == "logits":

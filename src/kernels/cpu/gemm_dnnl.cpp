@@ -33,16 +33,24 @@ struct Prim {
   std::string impl;
 };
 
-// Key: (bf16?, m, k, n, ldw, ldy).
-using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// Key: (type, m, k, n, ldw, ldy).
+using Key = std::tuple<GemmType, int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+const char* type_name(GemmType t) {
+  return t == GemmType::kBF16 ? "bf16" : t == GemmType::kS8 ? "s8" : "f32";
+}
 
 std::shared_ptr<const Prim> make_prim(const dnnl::engine& eng, const Key& key) {
-  const auto [bf, m, k, n, ldw, ldy] = key;
-  const auto dt = bf ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto [type, m, k, n, ldw, ldy] = key;
+  const auto dt = type == GemmType::kBF16 ? memory::data_type::bf16
+                  : type == GemmType::kS8 ? memory::data_type::s8
+                                          : memory::data_type::f32;
   auto p = std::make_shared<Prim>();
   p->src = memory::desc({m, k}, dt, memory::dims{k, 1});    // [m, k] row-major
   p->wei = memory::desc({k, n}, dt, memory::dims{1, ldw});  // W [n, k] read as Wᵀ
-  p->dst = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldy, 1});
+  p->dst =
+      memory::desc({m, n}, type == GemmType::kS8 ? memory::data_type::s32 : memory::data_type::f32,
+                   memory::dims{ldy, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->wei, p->dst), attr, eng);
@@ -57,8 +65,8 @@ std::shared_ptr<const Prim> prim_or_unimplemented(const dnnl::engine& eng, const
   try {
     return make_prim(eng, key);
   } catch (const dnnl::error& e) {
-    throw Unimplemented(std::string("oneDNN cannot run this ") +
-                        (std::get<0>(key) ? "bf16" : "f32") + " matmul here: " + e.what());
+    throw Unimplemented(std::string("oneDNN cannot run this ") + type_name(std::get<0>(key)) +
+                        " matmul here: " + e.what());
   }
 }
 
@@ -99,11 +107,11 @@ void gemm_libraries_single_threaded() {
   omp_set_num_threads(1);
 }
 
-void onednn_matmul(const CpuBackend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
-                   const void* w, int64_t n, int64_t ldw, float* y, int64_t ldy) {
+void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m, int64_t k,
+                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy) {
   gemm_libraries_single_threaded();
   GemmState& gs = be.gemm_state();
-  const auto prim = gs.get(Key{is_bf16, m, k, n, ldw, ldy});
+  const auto prim = gs.get(Key{type, m, k, n, ldw, ldy});
   ThreadState& ts = gs.threads.at(static_cast<size_t>(be.pool().thread_index()));
   if (!ts.stream) ts.stream = std::make_unique<dnnl::stream>(gs.engine);
   if (!ts.scratch || ts.scratch_bytes < prim->scratch_bytes) {
@@ -121,19 +129,29 @@ void onednn_matmul(const CpuBackend& be, bool is_bf16, const void* x, int64_t m,
   ts.stream->wait();
 }
 
+namespace {
+
+bool native(GemmType type) {
+  gemm_libraries_single_threaded();
+  try {
+    const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    const auto p = prim_or_unimplemented(eng, Key{type, 32, 64, 64, 64, 64});
+    // A reference implementation would run, but far too slowly to be worth choosing.
+    return p->impl.find("ref") == std::string::npos;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+// Properties of the CPU and the library, fixed for the process: computed once, never changed.
 bool onednn_bf16_supported() {
-  // A property of the CPU and the library, fixed for the process: computed once, never changed.
-  static const bool ok = [] {
-    gemm_libraries_single_threaded();
-    try {
-      const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-      const auto p = prim_or_unimplemented(eng, Key{true, 32, 64, 64, 64, 64});
-      // A reference implementation would run, but far too slowly to be worth choosing.
-      return p->impl.find("ref") == std::string::npos;
-    } catch (const Error&) {
-      return false;
-    }
-  }();
+  static const bool ok = native(GemmType::kBF16);
+  return ok;
+}
+bool onednn_s8_supported() {
+  static const bool ok = native(GemmType::kS8);
   return ok;
 }
 

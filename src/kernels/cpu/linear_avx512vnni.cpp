@@ -115,12 +115,43 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
   }
 }
 
+// x [n, k] f32 -> q [n, ldq] int8 and scale [n]: per row, scale = max|x_row| / 127 and
+// q = round-half-even(x / scale), clamped to +-127 (as prep_x per block, for the GEMM path).
+void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q, int64_t ldq,
+                   float* scale) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* xr = x + j * ldx;
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (int64_t i = 0; i < k; i += 16) {
+      const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, k - i)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, xr + i);
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    const float top = _mm512_reduce_max_ps(amax);
+    const float s = nan || !(top <= std::numeric_limits<float>::max())
+                        ? std::numeric_limits<float>::quiet_NaN()
+                        : top / 127.f;
+    scale[j] = s;
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < k; i += 16) {
+      const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, k - i)) - 1);
+      __m512i v = _mm512_setzero_si512();
+      if (s > 0.f) v = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_maskz_loadu_ps(m, xr + i), vs));
+      v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+      _mm512_mask_cvtsepi32_storeu_epi8(q + j * ldq + i, m, v);
+    }
+  }
+}
+
 }  // namespace
 
 void add_q8_kernels(LinearKernels& t) {
   if (!cpu_features().avx512vnni || !cpu_features().has_avx512()) return;
   t.gemv_i8_q8 = gemv_rows<Q8, kGroup>;
   t.prep_x_q8 = prep_x;
+  t.quantize_rows_q8 = quantize_rows;
 }
 
 }  // namespace mmrt::kernels::detail

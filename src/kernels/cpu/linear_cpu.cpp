@@ -307,6 +307,7 @@ LinearPlan linear_plan(const CpuBackend& be, int64_t n, const PackedLinear& w,
   p.gemv = false;
   p.kernel = c.name;
   p.x_rounded_to_bf16 = c.bf16;
+  p.x_quantised_q8_row = c.s8;
   return p;
 }
 

@@ -5,6 +5,8 @@
 // per-channel scale and bias (the epilogue). Weights are read once overall; x is shared.
 //   bf16 weights, AVX512-BF16: x rounded to bf16 once, oneDNN bf16 x bf16 -> f32 (brgemm).
 //   int8 weights, AVX512-BF16: each panel widened to bf16 first (exact: |q| <= 127).
+//   int8 weights, Int8Gemm::kQ8Row on AVX512-VNNI: x quantised per row once, oneDNN s8 x s8 ->
+//     s32 on the stored weights (no widening), the scales applied in the epilogue.
 //   f32 weights, or bf16/int8 without AVX512-BF16: f32 GEMM (oneDNN or OpenBLAS) with x exact,
 //     bf16/int8 panels widened to f32 first.
 // oneDNN primitives are cached per shape, so rows are padded to a multiple of 16 and run in
@@ -67,9 +69,26 @@ void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const flo
   }
 }
 
+// y[r, c] = f32(t[r, c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile.
+void epilogue_s8(const int32_t* t, int64_t ldt, int64_t rows, int64_t cols, const float* sx,
+                 const float* sw, const float* bias, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* tr = t + r * ldt;
+    float* yr = y + r * ldy;
+    const float s = sx[r];
+    if (bias)
+      for (int64_t c = 0; c < cols; ++c) yr[c] = static_cast<float>(tr[c]) * s * sw[c] + bias[c];
+    else
+      for (int64_t c = 0; c < cols; ++c) yr[c] = static_cast<float>(tr[c]) * s * sw[c];
+  }
+}
+
 }  // namespace
 
 GemmChoice gemm_choice(const PackedLinear& w, Isa cap, const LinearOptions& opt) {
+  if (w.format() == WeightFormat::kInt8 && opt.int8_gemm == Int8Gemm::kQ8Row &&
+      linear_kernels(cap).quantize_rows_q8 && onednn_s8_supported())
+    return {"onednn s8 (x q8 per row, vnni)", false, false, true};
   if (w.format() != WeightFormat::kF32 && linear_kernels(cap).native_bf16_gemm &&
       onednn_bf16_supported())
     return {"onednn bf16", true, false};
@@ -84,14 +103,30 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   const LinearKernels& ks = linear_kernels(be.isa());
   const GemmChoice c = gemm_choice(w, be.isa(), opt);
   const int64_t k = w.in(), n = w.out();
-  const bool widen =
-      w.format() == WeightFormat::kInt8 || (w.format() == WeightFormat::kBF16 && !c.bf16);
-  const size_t gemm_esz = c.bf16 ? 2 : 4;
+  const bool widen = !c.s8 && (w.format() == WeightFormat::kInt8 ||
+                               (w.format() == WeightFormat::kBF16 && !c.bf16));
+  const size_t gemm_esz = c.s8 ? 1 : c.bf16 ? 2 : 4;
 
   // The x operand: [mp, k] in the GEMM's type; rows past m are zero.
   const int64_t mp = c.openblas ? m : round_up(m, kRowPad);
   const void* a = x;
-  if (c.bf16 || mp != m) {
+  const float* x_scale = nullptr;  // [mp], s8 only
+  if (c.s8) {
+    const size_t qbytes = static_cast<size_t>(round_up(mp * k, 64));
+    auto* buf = static_cast<char*>(be.scratch(kSlotX, qbytes + static_cast<size_t>(mp) * 4));
+    auto* q = reinterpret_cast<int8_t*>(buf);
+    auto* sc = reinterpret_cast<float*>(buf + qbytes);
+    pool.parallel_for(mp, std::max<int64_t>(1, 16384 / k), [&](int64_t b, int64_t e) {
+      const int64_t real = std::clamp<int64_t>(m - b, 0, e - b);
+      if (real > 0) ks.quantize_rows_q8(x + b * k, k, real, k, q + b * k, k, sc + b);
+      for (int64_t r = b + real; r < e; ++r) {
+        std::memset(q + r * k, 0, static_cast<size_t>(k));
+        sc[r] = 0;
+      }
+    });
+    a = q;
+    x_scale = sc;
+  } else if (c.bf16 || mp != m) {
     void* buf = be.scratch(kSlotX, static_cast<size_t>(mp * k) * gemm_esz);
     pool.parallel_for(mp, std::max<int64_t>(1, 16384 / k), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
@@ -147,11 +182,17 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       }
       for (int64_t r0 = 0; r0 < mp; r0 += kMaxTileRows) {
         const int64_t rows = std::min(kMaxTileRows, mp - r0);
-        auto* t = static_cast<float*>(be.scratch(kSlotTile, static_cast<size_t>(rows * cols) * 4));
-        onednn_matmul(be, c.bf16,
+        void* t = be.scratch(kSlotTile, static_cast<size_t>(rows * cols) * 4);
+        const GemmType type = c.s8 ? GemmType::kS8 : c.bf16 ? GemmType::kBF16 : GemmType::kF32;
+        onednn_matmul(be, type,
                       static_cast<const char*>(a) + static_cast<size_t>(r0 * k) * gemm_esz, rows, k,
                       wp, cols, k, t, cols);  // t: [rows, cols]
-        epilogue(t, cols, std::min(rows, m - r0), cols, scale, bias, y + r0 * n + c0, n);
+        if (c.s8)
+          epilogue_s8(static_cast<const int32_t*>(t), cols, std::min(rows, m - r0), cols,
+                      x_scale + r0, scale, bias, y + r0 * n + c0, n);
+        else
+          epilogue(static_cast<const float*>(t), cols, std::min(rows, m - r0), cols, scale, bias,
+                   y + r0 * n + c0, n);
       }
     }
   });

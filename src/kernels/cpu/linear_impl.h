@@ -56,6 +56,9 @@ struct LinearKernels {
   // int8 weights against x quantised per kQ8Block (Int8Activations::kQ8); null where the CPU
   // lacks AVX512-VNNI. prep_x_q8 writes x [n, k] as n rows of q8_row_bytes(k) bytes each.
   GemvFn gemv_i8_q8 = nullptr;
+  // x [n, k] -> int8 [n, ldq] and one scale per row (Int8Gemm::kQ8Row); null without VNNI.
+  void (*quantize_rows_q8)(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q,
+                           int64_t ldq, float* scale) = nullptr;
   void (*prep_x_q8)(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq,
                     int64_t row_bytes) = nullptr;
 };
@@ -94,9 +97,10 @@ std::unique_ptr<GemmState, GemmStateDeleter> make_gemm_state(int threads);
 
 // The prefill path of linear() (n rows, any n >= 1) and its description for linear_plan().
 struct GemmChoice {
-  const char* name;       // "onednn bf16", "onednn f32", "openblas f32"
+  const char* name;       // "onednn bf16", "onednn f32", "openblas f32", "onednn s8 (x q8 row)"
   bool bf16 = false;      // bf16 x bf16 products (x rounded to bf16)
   bool openblas = false;  // OpenBLAS sgemm instead of oneDNN
+  bool s8 = false;        // int8 x int8 products, int32 sums (x quantised per row)
 };
 GemmChoice gemm_choice(const PackedLinear& w, Isa cap, const LinearOptions& opt);
 void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const CpuBackend& be,
@@ -104,13 +108,17 @@ void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const 
 
 // ---- GEMM back ends (single-threaded calls; linear_gemm.cpp threads them) ----
 // y[m, ldy] = x[m, k] . W[n, k]^T with W rows strided by ldw (in elements). x and W have the
-// same element type: f32 (is_bf16 = false) or bf16 bits (is_bf16 = true). No bias. Primitives
-// are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot run
-// the type. Runs on the calling pool thread with that thread's stream and scratch.
-void onednn_matmul(const CpuBackend& be, bool is_bf16, const void* x, int64_t m, int64_t k,
-                   const void* w, int64_t n, int64_t ldw, float* y, int64_t ldy);
-// Whether oneDNN runs bf16 matmul natively here (checked once by creating a primitive).
+// same element type: f32, bf16 bits or int8 (`type`); y is f32, or int32 for int8. No bias.
+// Primitives are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot
+// run the type. Runs on the calling pool thread with that thread's stream and scratch.
+enum class GemmType : uint8_t { kF32, kBF16, kS8 };
+// kS8: x and W int8, y int32 (exact sums).
+void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m, int64_t k,
+                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy);
+// Whether oneDNN runs bf16 (or s8 x s8 -> s32) matmul natively here (checked once each by
+// creating a primitive; a reference implementation does not count).
 bool onednn_bf16_supported();
+bool onednn_s8_supported();
 // f32 only: y[m, ldy] = x[m, k] . W[n, k]^T (OpenBLAS sgemm, one thread).
 void openblas_sgemm(const float* x, int64_t m, int64_t k, const float* w, int64_t n, int64_t ldw,
                     float* y, int64_t ldy);

@@ -49,7 +49,8 @@ double ClipTower::flops(int64_t n_crops) const {
 }
 
 std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io::SafeTensors& st,
-                                           const Config& cfg, kernels::WeightFormat fmt) {
+                                           const Config& cfg, const EncoderPrecision& prec) {
+  const kernels::WeightFormat fmt = prec.fmt;
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.vc = cfg.vision;
@@ -62,11 +63,11 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   // they can (the fused q|k|v is packed into memory of its own).
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
-  auto lin = [&](const std::string& base, bool bias = true) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f, bool bias = true) {
     Tensor w = get(base + ".weight");
-    if (!bias) return kernels::PackedLinear::pack(be, w, nullptr, fmt, kPlace);
+    if (!bias) return kernels::PackedLinear::pack(be, w, nullptr, f, kPlace);
     Tensor b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, fmt, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
   };
   const std::string vm = "vision_tower.vision_model.";
   Tensor pw = get(vm + "embeddings.patch_embedding.weight");  // [embed, C, p, p]
@@ -86,7 +87,9 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   m.pre_w = be.upload(get(vm + "pre_layrnorm.weight"));
   m.pre_b = be.upload(get(vm + "pre_layrnorm.bias"));
   m.layers.resize(static_cast<size_t>(cfg.vision_layers_used()));
+  const auto depth = static_cast<int64_t>(m.layers.size());  // the layers that run
   for (size_t i = 0; i < m.layers.size(); ++i) {
+    const kernels::WeightFormat f = prec.block_format(static_cast<int64_t>(i), depth);
     const std::string p = vm + "encoder.layers." + std::to_string(i) + ".";
     EncoderBlock& l = m.layers[i];
     l.ln1_w = be.upload(get(p + "layer_norm1.weight"));
@@ -101,13 +104,14 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     }
     const Tensor* ws[3] = {&w[0], &w[1], &w[2]};
     const Tensor* bs[3] = {&b[0], &b[1], &b[2]};
-    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, fmt);
-    l.proj = lin(p + "self_attn.out_proj");
-    l.fc1 = lin(p + "mlp.fc1");
-    l.fc2 = lin(p + "mlp.fc2");
+    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f);
+    l.proj = lin(p + "self_attn.out_proj", f);
+    l.fc1 = lin(p + "mlp.fc1", f);
+    l.fc2 = lin(p + "mlp.fc2", f);
+    l.opt = prec.block_options(static_cast<int64_t>(i), depth);
   }
-  m.proj1 = lin("multi_modal_projector.linear_1", cfg.multimodal_projector_bias);
-  m.proj2 = lin("multi_modal_projector.linear_2", cfg.multimodal_projector_bias);
+  m.proj1 = lin("multi_modal_projector.linear_1", fmt, cfg.multimodal_projector_bias);
+  m.proj2 = lin("multi_modal_projector.linear_2", fmt, cfg.multimodal_projector_bias);
   return std::unique_ptr<ClipTower>(new ClipTower(std::move(impl)));
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/tensor.h"
 #include "kernels/linear.h"
+#include "models/encoder_block.h"
 #include "models/llava/config.h"
 
 namespace mmrt::io {
@@ -29,7 +30,7 @@ class ClipTower {
  public:
   // Loads the vision tower and projector tensors (either naming) from a checked checkpoint.
   static std::unique_ptr<ClipTower> load(const kernels::Backend& be, const io::SafeTensors& st,
-                                         const Config& cfg, kernels::WeightFormat weight_format);
+                                         const Config& cfg, const EncoderPrecision& precision);
   ~ClipTower();
 
   // pixel_values [n_crops, 3, S, S] f32 -> [n_crops * tokens_per_crop(), text hidden] f32, the

@@ -119,7 +119,9 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   DecoderConfig dc = decoder_config(s.cfg, layout.naming);
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
-  auto tower = ClipTower::load(be, st, s.cfg, lm->weight_format());
+  const EncoderPrecision prec =
+      encoder_precision(be, opts.encoder_weights, opts.encoder_keep_last, lm->weight_format());
+  auto tower = ClipTower::load(be, st, s.cfg, prec);
   kernels::Buffer newline;
   if (s.cfg.next) {
     const Tensor nl = st.get(tensor_name(layout.naming, "image_newline"));
@@ -135,6 +137,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .context_length = context_length(s.cfg.text),
                                .modalities = {Modality::kImage},
                                .config_key = s.config_key});
+  m.spec.encoder_precision = prec.describe(s.cfg.vision_layers_used());
   m.processor = make_processor(s.cfg, s.pp, s.config_key, s.format);
   m.runner = std::make_unique<LlavaRunner>(be, std::move(st), std::move(lm), std::move(tower),
                                            s.cfg, std::move(newline));

@@ -25,6 +25,7 @@ struct Layer {
   kernels::PackedLinear out;          // [d_model, d_model] + bias
   kernels::PackedLinear fc1;          // [ffn, d_model] + bias
   kernels::PackedLinear fc2;          // [d_model, ffn] + bias
+  kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
 };
 
 // Bidirectional attention of R query rows over the first V key rows (V <= R) of a fused
@@ -105,7 +106,8 @@ int64_t AudioTower::out_hidden() const {
 }
 
 std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const io::SafeTensors& st,
-                                             const Config& cfg, kernels::WeightFormat fmt) {
+                                             const Config& cfg, const EncoderPrecision& prec) {
+  const kernels::WeightFormat fmt = prec.fmt;
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.be = &be;
@@ -114,9 +116,9 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
   // GEMMs over up to 1500 rows (compute-bound): the weights stay in the mapped checkpoint.
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& name) { return st.get(name); };
-  auto lin = [&](const std::string& base) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, fmt, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
   };
   // Conv1d weights [out, in, k] flattened to [out, in * k]: column c * 3 + k, the im2col order.
   auto conv = [&](const std::string& base) {
@@ -140,14 +142,16 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
     Tensor qb = get(p + "self_attn.q_proj.bias"), vb = get(p + "self_attn.v_proj.bias");
     const Tensor* ws[] = {&qw, &kw, &vw};
     const Tensor* bs[] = {&qb, nullptr, &vb};  // k_proj has no bias
-    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, fmt, kPlace);
-    l.out = lin(p + "self_attn.out_proj");
-    l.fc1 = lin(p + "fc1");
-    l.fc2 = lin(p + "fc2");
+    const kernels::WeightFormat f = prec.block_format(i, m.ac.encoder_layers);
+    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f, kPlace);
+    l.out = lin(p + "self_attn.out_proj", f);
+    l.fc1 = lin(p + "fc1", f);
+    l.fc2 = lin(p + "fc2", f);
+    l.opt = prec.block_options(i, m.ac.encoder_layers);
   }
   m.ln_w = be.upload(get("audio_tower.layer_norm.weight"));
   m.ln_b = be.upload(get("audio_tower.layer_norm.bias"));
-  m.projector = lin("multi_modal_projector.linear");
+  m.projector = lin("multi_modal_projector.linear", fmt);
   return std::unique_ptr<AudioTower>(new AudioTower(std::move(impl)));
 }
 
@@ -220,14 +224,14 @@ Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) con
   kernels::Buffer act(be, R * F);      // [R, ffn]
   for (const Layer& l : m.layers) {
     kernels::layer_norm(be, x.data(), l.ln1_w, l.ln1_b, kLayerNormEps, h.data(), R, D);
-    kernels::linear(be, h.data(), R, l.qkv, qkv.data());
+    kernels::linear(be, h.data(), R, l.qkv, qkv.data(), l.opt);
     key_masked_attention(be, qkv.data(), R, V, H, a.head_dim(), h.data());
-    kernels::linear(be, h.data(), R, l.out, tmp.data());
+    kernels::linear(be, h.data(), R, l.out, tmp.data(), l.opt);
     kernels::add(be, x.data(), tmp.data(), R * D);
     kernels::layer_norm(be, x.data(), l.ln2_w, l.ln2_b, kLayerNormEps, h.data(), R, D);
-    kernels::linear(be, h.data(), R, l.fc1, act.data());
+    kernels::linear(be, h.data(), R, l.fc1, act.data(), l.opt);
     kernels::gelu_erf(be, act.data(), act.data(), R * F);
-    kernels::linear(be, act.data(), R, l.fc2, tmp.data());
+    kernels::linear(be, act.data(), R, l.fc2, tmp.data(), l.opt);
     kernels::add(be, x.data(), tmp.data(), R * D);
   }
   // AvgPool1d(2, 2) over time, then the final LayerNorm, then the projector.

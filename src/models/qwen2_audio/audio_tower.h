@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/linear.h"
+#include "models/encoder_block.h"
 #include "models/qwen2_audio/config.h"
 
 namespace mmrt::io {
@@ -38,7 +39,7 @@ class AudioTower {
   // Loads audio_tower.* and multi_modal_projector.* from an opened checkpoint whose tensors were
   // already checked. Kernels run on `be`, which must outlive the tower.
   static std::unique_ptr<AudioTower> load(const kernels::Backend& be, const io::SafeTensors& st,
-                                          const Config& cfg, kernels::WeightFormat weight_format);
+                                          const Config& cfg, const EncoderPrecision& precision);
   ~AudioTower();
 
   // mel: one window [n_mels, n_frames] f32; valid_frames in [0, n_frames]. Returns the projected

@@ -102,7 +102,9 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   DecoderConfig dc = decoder_config(s.cfg);
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
-  auto tower = AudioTower::load(be, st, s.cfg, lm->weight_format());
+  const EncoderPrecision prec =
+      encoder_precision(be, opts.encoder_weights, opts.encoder_keep_last, lm->weight_format());
+  auto tower = AudioTower::load(be, st, s.cfg, prec);
   Model m;
   m.spec = decoder_model_spec(*lm, dir,
                               {.family = family().name,
@@ -111,6 +113,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .context_length = s.cfg.text.max_position_embeddings,
                                .modalities = {Modality::kAudio},
                                .config_key = s.config_key});
+  m.spec.encoder_precision = prec.describe(s.cfg.audio.encoder_layers);
   m.processor = make_processor(s.cfg, s.fe, s.config_key, opts.long_audio);
   m.runner = std::make_unique<Qwen2AudioRunner>(be, std::move(st), std::move(lm), std::move(tower),
                                                 s.cfg.audio);

@@ -176,7 +176,9 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   DecoderConfig dc = decoder_config(cfg, layout.naming);
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
-  auto vt = VisionTower::load(be, st, cfg, lm->weight_format());
+  const EncoderPrecision prec =
+      encoder_precision(be, opts.encoder_weights, opts.encoder_keep_last, lm->weight_format());
+  auto vt = VisionTower::load(be, st, cfg, prec);
 
   const ImageProcessorConfig pp = read_processor_config(dir, cfg);
 
@@ -188,6 +190,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .context_length = cfg.text.max_position_embeddings,
                                .modalities = {Modality::kImage, Modality::kVideo},
                                .config_key = config_key(dir)});
+  m.spec.encoder_precision = prec.describe(cfg.vision.depth);
   const ModelSpec& s = m.spec;
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
   m.runner = std::make_unique<Qwen2VLRunner>(be, std::move(st), std::move(lm), std::move(vt),
@@ -226,9 +229,10 @@ Inspection inspect(const std::string& dir) {
                      " (head_dim " + n(v.head_dim()) + "), mlp " + n(v.mlp_hidden()) + ", patch " +
                      n(v.patch_size) + ", temporal " + n(v.temporal_patch_size) + ", merge " +
                      n(v.spatial_merge_size) + ", out " + n(v.hidden_size)},
-      {"tokens", "bos " + n(cfg.text.bos_token_id) + ", eos " + n(cfg.text.eos_token_id) + ", vision_start " +
-                     n(cfg.vision_start_token_id) + ", vision_end " + n(cfg.vision_end_token_id) +
-                     ", image " + n(cfg.image_token_id) + ", video " + n(cfg.video_token_id)},
+      {"tokens", "bos " + n(cfg.text.bos_token_id) + ", eos " + n(cfg.text.eos_token_id) +
+                     ", vision_start " + n(cfg.vision_start_token_id) + ", vision_end " +
+                     n(cfg.vision_end_token_id) + ", image " + n(cfg.image_token_id) + ", video " +
+                     n(cfg.video_token_id)},
       {"naming", layout.naming == Naming::kOld ? "old (model.*, visual.*)"
                                                : "new (model.language_model.*, model.visual.*)"},
       {"lm_head", layout.tied ? "tied to embed_tokens" : "separate (untied)"},

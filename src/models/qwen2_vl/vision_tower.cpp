@@ -49,7 +49,7 @@ double VisionTower::flops(const GridThw& g) const {
 
 std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
                                                const io::SafeTensors& st, const Config& cfg,
-                                               kernels::WeightFormat fmt) {
+                                               const EncoderPrecision& prec) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.vc = cfg.vision;
@@ -63,9 +63,10 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   // stay in the mapped checkpoint: no load-time copy for no measurable gain.
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
-  auto lin = [&](const std::string& base) {
+  const kernels::WeightFormat fmt = prec.fmt;
+  auto lin = [&](const std::string& base, kernels::WeightFormat f) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, fmt, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
   };
   Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p]
   Tensor pw2 = pw.reshape({pw.dim(0), -1});           // [embed, C*T*p*p], same (c,t,y,x) order
@@ -78,15 +79,17 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
     b.ln1_b = be.upload(get(p + "norm1.bias"));
     b.ln2_w = be.upload(get(p + "norm2.weight"));
     b.ln2_b = be.upload(get(p + "norm2.bias"));
-    b.qkv = lin(p + "attn.qkv");
-    b.proj = lin(p + "attn.proj");
-    b.fc1 = lin(p + "mlp.fc1");
-    b.fc2 = lin(p + "mlp.fc2");
+    const kernels::WeightFormat f = prec.block_format(i, m.vc.depth);
+    b.qkv = lin(p + "attn.qkv", f);
+    b.proj = lin(p + "attn.proj", f);
+    b.fc1 = lin(p + "mlp.fc1", f);
+    b.fc2 = lin(p + "mlp.fc2", f);
+    b.opt = prec.block_options(i, m.vc.depth);
   }
   m.ln_q_w = be.upload(get("visual.merger.ln_q.weight"));
   m.ln_q_b = be.upload(get("visual.merger.ln_q.bias"));
-  m.mlp0 = lin("visual.merger.mlp.0");
-  m.mlp2 = lin("visual.merger.mlp.2");
+  m.mlp0 = lin("visual.merger.mlp.0", fmt);
+  m.mlp2 = lin("visual.merger.mlp.2", fmt);
   m.rope = kernels::make_vision_rope_table(static_cast<int32_t>(m.vc.head_dim()), 10000.0);
   return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
 }

@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "kernels/linear.h"
+#include "models/encoder_block.h"
 #include "models/qwen2_vl/config.h"
 
 namespace mmrt::io {
@@ -30,9 +31,10 @@ inline constexpr kernels::Op kVisionTowerOps[] = {
 class VisionTower {
  public:
   // Loads the visual.* tensors (either naming convention) from an opened checkpoint whose
-  // tensors were already checked. `weight_format` as for the language model.
+  // tensors were already checked, in `precision` (patch embedding and merger in its 16-bit
+  // format).
   static std::unique_ptr<VisionTower> load(const kernels::Backend& be, const io::SafeTensors& st,
-                                           const Config& cfg, kernels::WeightFormat weight_format);
+                                           const Config& cfg, const EncoderPrecision& precision);
   ~VisionTower();
 
   // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
