@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_audio_encoder.h"
+#include "bench_encoder_sensitivity.h"
 #include "bench_lm.h"
 #include "bench_workload.h"
 #include "cli.h"
@@ -163,10 +164,15 @@ int run_bench_model(Args& args) {
   const models::LoadOptions base = load_options(args);
   const engine::KvOptions kvo = kv_options(args);
   const ComputeOptions co = compute_options(args);
+  const bool sensitivity = args.flag("encoder-sensitivity");
   args.finish();
   const std::unique_ptr<kernels::Backend> bep = make_backend(co);
   const kernels::Backend& be = *bep;
   const media::HostContext host(co.host);
+  if (sensitivity) {
+    bench_encoder_sensitivity(be, host, dir, base, kvo, image_side > 0 ? image_side : 448);
+    return 0;
+  }
   // The host memory probe runs on the CPU backend (the compute one, or one of its own).
   std::unique_ptr<kernels::CpuBackend> own_cpu;
   if (!be.device().is_host()) own_cpu = std::make_unique<kernels::CpuBackend>(co.backend);
@@ -361,8 +367,14 @@ MMRT_COMMAND(
     "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
     "image saves on a second conversation turn.\n\n"
     "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default "
-    "1024)\n" MMRT_MODEL_OPTIONS_HELP,
-    {"no-int8", "map-weights"}, run_bench_model);
+    "1024)\n"
+    "  --encoder-sensitivity   instead: each encoder block alone in int8, then the blocks\n"
+    "                          --encoder-keep-last leaves, against the encoder in bf16: the\n"
+    "                          relative error of its output on an --image-side image and the\n"
+    "                          KL of the first token after a prompt with it (one load per\n"
+    "                          block: minutes on a 2B model), to choose --encoder-keep-last\n"
+    "                          for a checkpoint\n" MMRT_MODEL_OPTIONS_HELP,
+    {"no-int8", "map-weights", "encoder-sensitivity"}, run_bench_model);
 
 }  // namespace
 }  // namespace mmrt::cli

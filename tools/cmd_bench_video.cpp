@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "io/file.h"
 #include "io/tokenizer.h"
+#include "logprobs.h"
 #include "media/image.h"
 #include "model_options.h"
 #include "obs/report.h"
@@ -37,28 +38,6 @@ struct Variant {
   int64_t prompt_tokens = 0, video_tokens = 0, encoder_patches = 0;
   std::vector<std::vector<double>> logprobs;  // teacher-forced positions, log-softmax
 };
-
-std::vector<double> log_softmax(const float* x, int64_t n) {
-  double mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
-  const double lse = mx + std::log(sum);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<double>(x[i]) - lse;
-  return out;
-}
-
-size_t argmax(const std::vector<double>& v) {
-  return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-// KL(p || q) in nats from log-probabilities.
-double kl(const std::vector<double>& lp, const std::vector<double>& lq) {
-  double s = 0;
-  for (size_t i = 0; i < lp.size(); ++i) s += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return std::max(0.0, s);
-}
 
 std::vector<double> parse_list(const std::string& s, const std::string& what) {
   std::vector<double> v;

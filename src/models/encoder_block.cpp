@@ -23,14 +23,18 @@ kernels::LinearOptions EncoderPrecision::block_options(int64_t i, int64_t depth)
 
 std::string EncoderPrecision::describe(int64_t depth) const {
   const std::string f(kernels::weight_format_name(fmt));
-  const int64_t n = int8 ? std::max<int64_t>(0, depth - keep_last) : 0;
+  if (int8 && only_block >= 0 && only_block < depth)
+    return "int8 (block " + std::to_string(only_block) + " only; the rest " + f + ")";
+  const int64_t n = int8 && only_block < 0 ? std::max<int64_t>(0, depth - keep_last) : 0;
   if (n == 0) return f;
   return "int8 (blocks 0-" + std::to_string(n - 1) + "; the last " + std::to_string(depth - n) +
          " and the projections " + f + ")";
 }
 
-EncoderPrecision encoder_precision(const kernels::Backend& be, std::string_view choice,
-                                   int64_t keep_last, kernels::WeightFormat lm_format) {
+EncoderPrecision encoder_precision(const kernels::Backend& be, const LoadOptions& opts,
+                                   kernels::WeightFormat lm_format) {
+  const std::string_view choice = opts.encoder_weights;
+  const int64_t keep_last = opts.encoder_keep_last;
   if (choice != "auto" && choice != "bf16" && choice != "int8")
     throw InvalidArgument("encoder weights must be auto, bf16 or int8, got '" +
                           std::string(choice.substr(0, 40)) + "'");
@@ -39,6 +43,7 @@ EncoderPrecision encoder_precision(const kernels::Backend& be, std::string_view 
   p.fmt = lm_format == kernels::WeightFormat::kF32 ? kernels::WeightFormat::kF32
                                                    : kernels::WeightFormat::kBF16;
   p.keep_last = keep_last;
+  p.only_block = opts.encoder_int8_block;
   if (choice == "bf16") return p;
   // Whether this backend's GEMM multiplies int8 by int8: asked of a small packed layer.
   bool native = false;

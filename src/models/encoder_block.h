@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/linear.h"
 #include "kernels/rope.h"
+#include "models/model.h"
 
 namespace mmrt::models {
 
@@ -24,10 +25,13 @@ struct EncoderPrecision {
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;  // the 16-bit (or f32) layers
   bool int8 = false;  // the other blocks: int8 weights per output channel, x int8 per row
   int64_t keep_last = 3;
+  int64_t only_block = -1;  // >= 0: this block alone in int8 (the sensitivity report)
   EncoderPrecision() = default;
   // Every layer in `f` (int8 here is weight-only, as the language model's prefill).
   EncoderPrecision(kernels::WeightFormat f) : fmt(f) {}  // NOLINT: implicit on purpose
-  bool int8_block(int64_t i, int64_t depth) const { return int8 && i < depth - keep_last; }
+  bool int8_block(int64_t i, int64_t depth) const {
+    return int8 && (only_block >= 0 ? i == only_block : i < depth - keep_last);
+  }
   kernels::WeightFormat block_format(int64_t i, int64_t depth) const;
   // kQ8Row GEMMs for an int8 block (on the GEMM path at any row count: one rounding rule).
   kernels::LinearOptions block_options(int64_t i, int64_t depth) const;
@@ -35,12 +39,12 @@ struct EncoderPrecision {
   std::string describe(int64_t depth) const;
 };
 
-// The precision `choice` ("auto", "bf16" or "int8", LoadOptions) means here: auto is int8 where
+// What LoadOptions::encoder_weights ("auto", "bf16" or "int8") means here: auto is int8 where
 // the backend multiplies int8 x int8 in its GEMM (AVX512-VNNI) and the language model is not f32,
 // else 16-bit; the 16-bit format is f32 for an f32 model, else bf16. InvalidArgument for an
 // explicit int8 the backend cannot run.
-EncoderPrecision encoder_precision(const kernels::Backend& be, std::string_view choice,
-                                   int64_t keep_last, kernels::WeightFormat lm_format);
+EncoderPrecision encoder_precision(const kernels::Backend& be, const LoadOptions& o,
+                                   kernels::WeightFormat lm_format);
 
 struct EncoderBlock {
   Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [embed], on the backend

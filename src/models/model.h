@@ -78,6 +78,7 @@ struct ModelSpec {
   // How the media encoders compute (EncoderPrecision::describe, e.g. "bf16"): part of every
   // media item's key in the engine, so an int8 and a bf16 encoding never share a cache entry.
   std::string encoder_precision;
+  int64_t encoder_blocks = 0;  // transformer blocks of the media encoder (0: none)
 
   bool takes(Modality m) const;
 };
@@ -259,6 +260,7 @@ struct LoadOptions {
   // projector stay 16-bit.
   std::string encoder_weights = "auto";
   int64_t encoder_keep_last = 3;
+  int64_t encoder_int8_block = -1;  // diagnostics: >= 0, this block alone in int8
   // Audio longer than the model's window (Qwen2-Audio: 30 s): kSplit encodes it as consecutive
   // windows of one item, each exactly as the HF processor encodes a clip of that length; kRefuse
   // refuses it (InvalidArgument naming both durations). Never the HF processor's silent cut.

@@ -163,7 +163,10 @@ TEST(Qwen2Vision, Int8BlocksMatchTheQuantisedReference) {
   const kernels::Backend& be = test::test_backend();
   models::EncoderPrecision prec;
   try {
-    prec = models::encoder_precision(be, "int8", 1, kernels::WeightFormat::kF32);
+    models::LoadOptions lo;
+    lo.encoder_weights = "int8";
+    lo.encoder_keep_last = 1;
+    prec = models::encoder_precision(be, lo, kernels::WeightFormat::kF32);
   } catch (const InvalidArgument& e) {
     GTEST_SKIP() << e.what();
   }

@@ -190,16 +190,22 @@ TEST_F(Registry, RunnerEncodesAsTheVisionTowerDoes) {
 TEST_F(Registry, EncoderPrecisionFollowsTheOptionTheBackendAndTheModel) {
   const kernels::Backend& be = test::test_backend();
   using WF = kernels::WeightFormat;
-  const EncoderPrecision f32 = encoder_precision(be, "auto", 3, WF::kF32);
+  auto with = [](const char* choice, int64_t keep) {
+    LoadOptions o;
+    o.encoder_weights = choice;
+    o.encoder_keep_last = keep;
+    return o;
+  };
+  const EncoderPrecision f32 = encoder_precision(be, with("auto", 3), WF::kF32);
   EXPECT_FALSE(f32.int8) << "an f32 model keeps an exact encoder";
   EXPECT_EQ(f32.fmt, WF::kF32);
-  EXPECT_FALSE(encoder_precision(be, "bf16", 3, WF::kBF16).int8);
-  EXPECT_THROW(encoder_precision(be, "fp4", 3, WF::kBF16), InvalidArgument);
-  EXPECT_THROW(encoder_precision(be, "auto", -1, WF::kBF16), InvalidArgument);
-  const EncoderPrecision autob = encoder_precision(be, "auto", 3, WF::kBF16);
+  EXPECT_FALSE(encoder_precision(be, with("bf16", 3), WF::kBF16).int8);
+  EXPECT_THROW(encoder_precision(be, with("fp4", 3), WF::kBF16), InvalidArgument);
+  EXPECT_THROW(encoder_precision(be, with("auto", -1), WF::kBF16), InvalidArgument);
+  const EncoderPrecision autob = encoder_precision(be, with("auto", 3), WF::kBF16);
   bool native = true;
   try {
-    encoder_precision(be, "int8", 3, WF::kBF16);
+    encoder_precision(be, with("int8", 3), WF::kBF16);
   } catch (const InvalidArgument&) {
     native = false;
   }
@@ -214,7 +220,12 @@ TEST_F(Registry, EncoderPrecisionFollowsTheOptionTheBackendAndTheModel) {
   EXPECT_EQ(p.block_options(31, 32).int8_gemm, kernels::Int8Gemm::kBF16);
   EXPECT_EQ(p.describe(3), "bf16");
   EXPECT_EQ(p.describe(32), "int8 (blocks 0-28; the last 3 and the projections bf16)");
+  p.only_block = 5;  // the sensitivity report's loads
+  EXPECT_EQ(p.block_format(5, 32), WF::kInt8);
+  EXPECT_EQ(p.block_format(4, 32), WF::kBF16);
+  EXPECT_EQ(p.describe(32), "int8 (block 5 only; the rest bf16)");
   // A model loaded on its defaults says what its encoder runs.
   const Model m = load_model(be, model());
   EXPECT_EQ(m.spec.encoder_precision, "f32");
+  EXPECT_EQ(m.spec.encoder_blocks, 2);
 }

@@ -120,7 +120,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
   const EncoderPrecision prec =
-      encoder_precision(be, opts.encoder_weights, opts.encoder_keep_last, lm->weight_format());
+      encoder_precision(be, opts, lm->weight_format());
   auto tower = ClipTower::load(be, st, s.cfg, prec);
   kernels::Buffer newline;
   if (s.cfg.next) {
@@ -138,6 +138,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .modalities = {Modality::kImage},
                                .config_key = s.config_key});
   m.spec.encoder_precision = prec.describe(s.cfg.vision_layers_used());
+  m.spec.encoder_blocks = s.cfg.vision_layers_used();
   m.processor = make_processor(s.cfg, s.pp, s.config_key, s.format);
   m.runner = std::make_unique<LlavaRunner>(be, std::move(st), std::move(lm), std::move(tower),
                                            s.cfg, std::move(newline));

@@ -103,7 +103,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
   const EncoderPrecision prec =
-      encoder_precision(be, opts.encoder_weights, opts.encoder_keep_last, lm->weight_format());
+      encoder_precision(be, opts, lm->weight_format());
   auto tower = AudioTower::load(be, st, s.cfg, prec);
   Model m;
   m.spec = decoder_model_spec(*lm, dir,
@@ -114,6 +114,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .modalities = {Modality::kAudio},
                                .config_key = s.config_key});
   m.spec.encoder_precision = prec.describe(s.cfg.audio.encoder_layers);
+  m.spec.encoder_blocks = s.cfg.audio.encoder_layers;
   m.processor = make_processor(s.cfg, s.fe, s.config_key, opts.long_audio);
   m.runner = std::make_unique<Qwen2AudioRunner>(be, std::move(st), std::move(lm), std::move(tower),
                                                 s.cfg.audio);

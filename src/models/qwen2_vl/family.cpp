@@ -177,7 +177,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
   const EncoderPrecision prec =
-      encoder_precision(be, opts.encoder_weights, opts.encoder_keep_last, lm->weight_format());
+      encoder_precision(be, opts, lm->weight_format());
   auto vt = VisionTower::load(be, st, cfg, prec);
 
   const ImageProcessorConfig pp = read_processor_config(dir, cfg);
@@ -191,6 +191,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
                                .modalities = {Modality::kImage, Modality::kVideo},
                                .config_key = config_key(dir)});
   m.spec.encoder_precision = prec.describe(cfg.vision.depth);
+  m.spec.encoder_blocks = cfg.vision.depth;
   const ModelSpec& s = m.spec;
   m.processor = make_processor(cfg, pp, s.config_key, s.position_rows);
   m.runner = std::make_unique<Qwen2VLRunner>(be, std::move(st), std::move(lm), std::move(vt),
