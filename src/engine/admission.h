@@ -30,6 +30,7 @@ class SchedulerView {
   // Waiting for the scheduler, and admitted ones still in media preprocessing (queued ahead
   // of a later arrival as much as the scheduler's waiting requests are).
   virtual std::span<Request* const> waiting() const = 0;
+  // The step budget to plan the queue's prefill with (the engine's steady one).
   virtual int32_t token_budget() const = 0;
   virtual const Policy& policy() const = 0;
   // Prompt tokens the prefix cache would give r now.

@@ -32,8 +32,30 @@ int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
   return std::max<int64_t>(1, static_cast<int64_t>(goal));
 }
 
+int64_t steady_goal_ns(std::span<Request* const> running, const BatchControllerConfig& cfg) {
+  int64_t tightest = 0;
+  for (const Request* r : running)
+    if (r->tpot_target_ns > 0 && (tightest == 0 || r->tpot_target_ns < tightest))
+      tightest = r->tpot_target_ns;
+  return static_cast<int64_t>(cfg.mean_headroom * static_cast<double>(tightest));
+}
+
 int32_t BatchController::next_budget(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
                                      double context_tokens) {
+  const int32_t b = budget_for(cost, goal_ns, n_decode, context_tokens);
+  if (goal_ns > 0) last_budget_ = static_cast<double>(b);
+  return b;
+}
+
+int32_t BatchController::plan_step(const CostModel& cost, std::span<Request* const> running,
+                                   int64_t now, int64_t n_decode, double context_tokens) {
+  goal_ns_ = step_goal_ns(running, now, cfg_);
+  planning_ = budget_for(cost, steady_goal_ns(running, cfg_), n_decode, context_tokens);
+  return next_budget(cost, goal_ns_, n_decode, context_tokens);
+}
+
+int32_t BatchController::budget_for(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
+                                    double context_tokens) const {
   const int64_t floor_budget = n_decode + cfg_.min_budget;
   if (goal_ns <= 0) return std::max<int32_t>(cfg_.max_budget, static_cast<int32_t>(floor_budget));
   const double goal = static_cast<double>(goal_ns) * scale_;
@@ -46,7 +68,6 @@ int32_t BatchController::next_budget(const CostModel& cost, int64_t goal_ns, int
   int64_t budget = n_decode + static_cast<int64_t>(std::floor(std::max(0.0, prefill)));
   budget =
       std::clamp<int64_t>(budget, floor_budget, std::max<int64_t>(floor_budget, cfg_.max_budget));
-  last_budget_ = static_cast<double>(budget);
   return static_cast<int32_t>(budget);
 }
 

@@ -34,17 +34,32 @@ struct Request;
 // of the decoding requests' next tokens, from `now`, within the config's bounds.
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
                      const BatchControllerConfig& cfg);
+// The step time those schedules hold on average (mean_headroom x the tightest target; 0: none):
+// what admission plans the queue's prefill with, not the next step's goal, which swings with
+// who is ahead (a prediction made at one step's budget and checked at the next's would flip).
+int64_t steady_goal_ns(std::span<Request* const> running, const BatchControllerConfig& cfg);
 
 class BatchController {
  public:
-  explicit BatchController(const BatchControllerConfig& cfg = {}) : cfg_(cfg) {}
+  explicit BatchController(const BatchControllerConfig& cfg = {})
+      : cfg_(cfg), planning_(cfg.max_budget) {}
   // Budget for the next step. goal_ns: the time it may take (step_goal_ns; 0: no limit).
   int32_t next_budget(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
                       double context_tokens);
+  // The same budget for a goal, without being the next step's (admission's planning budget).
+  int32_t budget_for(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
+                     double context_tokens) const;
   // Feedback from the step just run, of features `step`, against the goal it was given
   // (corrects a biased cost model).
   void observe(double step_ns, int64_t goal_ns, const StepFeatures& step = {});
   const BatchControllerConfig& config() const { return cfg_; }
+  // The engine's call before each step: the budget for the step's goal (step_goal_ns of
+  // `running` at `now`, kept as goal_ns()), and the planning budget for steady_goal_ns (kept as
+  // planning_budget()).
+  int32_t plan_step(const CostModel& cost, std::span<Request* const> running, int64_t now,
+                    int64_t n_decode, double context_tokens);
+  int64_t goal_ns() const { return goal_ns_; }
+  int32_t planning_budget() const { return planning_; }
   double correction() const { return scale_; }
   // Measured cost of a prefill token (0: none measured yet): a floor under the cost model's.
   double prefill_ns_per_token() const { return prefill_ns_; }
@@ -59,6 +74,8 @@ class BatchController {
   // 83 ms against a 40 ms goal. These two figures keep what the last prefill steps showed.
   double decode_step_ns_ = 0, prefill_ns_ = 0;
   double last_budget_ = 0;  // tokens, as next_budget() last gave it (with a TPOT target)
+  int64_t goal_ns_ = 0;     // plan_step's last goal
+  int32_t planning_ = 0;    // plan_step's last planning budget
 };
 
 }  // namespace mmrt::engine

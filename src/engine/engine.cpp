@@ -76,7 +76,9 @@ struct Engine::Impl : SchedulerView {
     waiting_view.insert(waiting_view.end(), in_media.begin(), in_media.end());
     return waiting_view;
   }
-  int32_t token_budget() const override { return sched->token_budget(); }
+  int32_t token_budget() const override {
+    return bc ? bc->planning_budget() : sched->token_budget();
+  }
   const Policy& policy() const override { return sched->policy(); }
   int64_t cached_prefix_tokens(const Request& r) const override {
     return kv->cached_prefix_tokens(r);
@@ -320,11 +322,10 @@ struct Engine::Impl : SchedulerView {
       snapshot();
       return true;
     }
-    int64_t goal = 0;  // the time the step may take (the running requests' TPOT schedules)
-    if (bc) {
-      goal = step_goal_ns(sched->running(), now_ns(), bc->config());
-      const RunningLoad load = running_load(sched->running());
-      sched->set_token_budget(bc->next_budget(cost, goal, load.n_decode, load.context));
+    if (bc) {  // the step's budget from the running requests' TPOT schedules
+      const RunningLoad l = running_load(sched->running());
+      sched->set_token_budget(
+          bc->plan_step(cost, sched->running(), now_ns(), l.n_decode, l.context));
     }
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);
@@ -365,7 +366,7 @@ struct Engine::Impl : SchedulerView {
     f.encoder_items = static_cast<double>(plan.encoder_jobs.size());
     for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
     cost.observe(f, static_cast<double>(out.step_ns));
-    if (bc) bc->observe(static_cast<double>(out.step_ns), goal, f);
+    if (bc) bc->observe(static_cast<double>(out.step_ns), bc->goal_ns(), f);
     const std::vector<Request*> changed = sched->update(plan, out, now_ns());
     for (Request* r : changed) after_token(*r);
     snapshot(1);

@@ -338,6 +338,20 @@ TEST(BatchController, StepGoalFollowsTheTokenSchedules) {
   // No TPOT target anywhere: no goal.
   auto free = decoding(0, now - 10 * ms, 3);
   EXPECT_EQ(step_goal_ns(std::vector<Request*>{free.get()}, now, cfg), 0);
+
+  // Admission plans with the steady goal (0.9 x 50 ms), whoever is ahead or behind: the step's
+  // budget swings with the schedules, the planning budget does not.
+  CostModel cost;
+  BatchController bc(cfg);
+  const std::vector<Request*> behind_run{behind.get()}, far_run{far.get()};
+  const int32_t small = bc.plan_step(cost, behind_run, now, 1, 0);
+  const int32_t plan_behind = bc.planning_budget();
+  EXPECT_EQ(bc.goal_ns(), 20 * ms);
+  const int32_t large = bc.plan_step(cost, far_run, now, 1, 0);
+  EXPECT_EQ(bc.goal_ns(), 50 * ms);
+  EXPECT_LT(small, large);
+  EXPECT_EQ(bc.planning_budget(), plan_behind);
+  EXPECT_EQ(plan_behind, bc.budget_for(cost, 45 * ms, 1, 0));
 }
 
 // The rule admission applies on arrival and the engine again to a waiting request whose deadline
