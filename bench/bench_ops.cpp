@@ -192,10 +192,11 @@ BENCHMARK(BM_PrefillAttention)
     ->ArgsProduct({{512}, {0, 1}, {1, 0}})
     ->UseRealTime();
 
-// Vision tower: bidirectional attention over one 1024-patch image, 16 heads of 80 (Qwen2-VL).
+// Vision tower: bidirectional attention over one 1024-patch image, 16 heads of 80 (Qwen2-VL);
+// bf16 = 1: the 16-bit encoders' bf16 products (VarlenAttentionArgs::bf16).
 void BM_VisionAttention(benchmark::State& st) {
   const int32_t n = int32_t(st.range(0)), heads = 16, hd = 80;
-  const Backend& tp = backend(threads_arg(st, 1));
+  const Backend& tp = backend(threads_arg(st, 2));
   const int64_t stride = 3 * heads * hd;
   auto qkv = random_vec(size_t(n) * stride, 10);
   std::vector<float> out(size_t(n) * heads * hd);
@@ -211,7 +212,8 @@ void BM_VisionAttention(benchmark::State& st) {
                            .n_heads = heads,
                            .n_kv_heads = heads,
                            .head_dim = hd,
-                           .mask = MaskKind::kFull};
+                           .mask = MaskKind::kFull,
+                           .bf16 = st.range(1) != 0};
   for (auto _ : st) {
     varlen_attention(tp, args);
     benchmark::DoNotOptimize(out.data());
@@ -220,9 +222,8 @@ void BM_VisionAttention(benchmark::State& st) {
   st.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_VisionAttention)
-    ->ArgNames({"n", "threads"})
-    ->Args({1024, 1})
-    ->Args({1024, 0})
+    ->ArgNames({"n", "bf16", "threads"})
+    ->ArgsProduct({{1024, 4096}, {0, 1}, {1, 0}})
     ->UseRealTime();
 
 }  // namespace

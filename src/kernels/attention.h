@@ -72,6 +72,10 @@ struct VarlenAttentionArgs {
   MaskKind mask = MaskKind::kFull;                    // kFull: bidirectional within each segment
   float scale = 0.0f;                                 // 0: head_dim^-0.5
   int32_t kv_splits = 0;                              // as in PagedAttentionArgs
+  // The backend may round q (scaled), k, the probabilities and v to bf16 and sum the products
+  // in f32 (the CPU: kFull masks, n_heads == n_kv_heads, AVX512-BF16; ~2x the f32 kernel). The
+  // 16-bit encoders ask for it; f32 models keep the exact kernel.
+  bool bf16 = false;
 };
 
 // Attention within each segment [cu_seqlens[i], cu_seqlens[i+1]) of contiguous q/k/v; e.g. the

@@ -80,6 +80,7 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
   va.n_heads = va.n_kv_heads = s.heads;
   va.head_dim = static_cast<int32_t>(E / s.heads);
   va.mask = kernels::MaskKind::kFull;
+  va.bf16 = b.bf16_attention;
 
   kernels::layer_norm(be, s.x, b.ln1_w, b.ln1_b, s.eps, s.h, N, E);
   kernels::linear(be, s.h, N, b.qkv, s.qkv, b.opt);

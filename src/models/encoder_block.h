@@ -37,6 +37,8 @@ struct EncoderPrecision {
   kernels::LinearOptions block_options(int64_t i, int64_t depth) const;
   // For logs and cache keys, e.g. "int8 (blocks 0-28; the last 3 and the projections bf16)".
   std::string describe(int64_t depth) const;
+  // Attention in bf16 products where the backend has them: every encoder but an f32 one.
+  bool bf16_attention() const { return fmt != kernels::WeightFormat::kF32; }
 };
 
 // What LoadOptions::encoder_weights ("auto", "bf16" or "int8") means here: auto is int8 where
@@ -53,6 +55,7 @@ struct EncoderBlock {
   kernels::PackedLinear fc1;          // [mlp, embed] + bias
   kernels::PackedLinear fc2;          // [embed, mlp] + bias
   kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
+  bool bf16_attention = false;        // VarlenAttentionArgs::bf16 (a 16-bit encoder)
 };
 
 // One step of a stack of blocks: the shapes, the attention segments and the buffers.

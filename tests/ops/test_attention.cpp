@@ -88,6 +88,13 @@ const std::vector<AttnSpec>& varlen_specs() {
         {79, 79, MaskKind::kFull},
         {64, 64, MaskKind::kFull}}},
       {"varlen_causal_gqa2", 4, 2, 64, 2.0f, {{33, 33}, {70, 70}}},
+      // A ViT's shape: segments longer than a query tile and not a multiple of the key padding.
+      {"varlen_full_vit",
+       2,
+       2,
+       80,
+       1.0f,
+       {{300, 300, MaskKind::kFull}, {130, 130, MaskKind::kFull}}},
   };
   return s;
 }
@@ -221,7 +228,7 @@ std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, con
 
 // Runs varlen_attention with q, k, v as views into one fused [n, (nh + 2 nkv) * hd] buffer.
 std::vector<float> run_varlen(const kernels::Backend& be, const AttnSpec& sp, const Data& d,
-                              int32_t kv_splits) {
+                              int32_t kv_splits, bool bf16 = false) {
   const int64_t qrow = int64_t(sp.nh) * sp.hd, kvrow = int64_t(sp.nkv) * sp.hd;
   const int64_t stride = qrow + 2 * kvrow;
   std::vector<float> qkv(size_t(d.total_q) * size_t(stride));
@@ -246,7 +253,8 @@ std::vector<float> run_varlen(const kernels::Backend& be, const AttnSpec& sp, co
                         .n_kv_heads = sp.nkv,
                         .head_dim = sp.hd,
                         .mask = sp.seqs[0].kind,
-                        .kv_splits = kv_splits};
+                        .kv_splits = kv_splits,
+                        .bf16 = bf16};
   varlen_attention(be, a);
   return out.host();
 }
@@ -317,6 +325,34 @@ TEST_P(AttnDevice, PagedAndContiguousAreIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Device, AttnDevice, ::testing::ValuesIn(kDevices), isa_param_name);
+
+// The encoders' attention in bf16 products (VarlenAttentionArgs::bf16; the CPU's GEMM path on
+// AVX512-BF16): against the float64 reference on the f32 inputs, within the rounding of q, k,
+// the probabilities and v to bf16 (8 bits each: |err| <= 1e-2 + 1e-2 |ref| on these unit-scale
+// values). It must round (differ from the exact kernel), and asked of a causal mask or where the
+// CPU has no AVX512-BF16 it must be the exact kernel.
+TEST(Attention, VarlenBf16WithinItsRounding) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const kernels::CpuBackend bf(kernels::BackendOptions{.threads = 2, .max_isa = Isa::kAvx512Bf16});
+  const kernels::CpuBackend avx512(kernels::BackendOptions{.threads = 2, .max_isa = Isa::kAvx512});
+  for (const auto& sp : varlen_specs()) {
+    const Data d = make_data(sp, spec_seed(sp));
+    const RefCase& c = RefSuite::get().at(case_name(sp, false));
+    const auto exact = run_varlen(bf, sp, d, 0, false);
+    const auto out = run_varlen(bf, sp, d, 0, true);
+    if (sp.seqs[0].kind != MaskKind::kFull) {
+      EXPECT_EQ(std::memcmp(out.data(), exact.data(), out.size() * 4), 0) << sp.name;
+      continue;
+    }
+    expect_close(out.data(), c.out.f.data(), out.size(), 1e-2, 1e-2, sp.name + " bf16");
+    EXPECT_NE(std::memcmp(out.data(), exact.data(), out.size() * 4), 0)
+        << sp.name << ": the bf16 path did not run";
+    const auto capped = run_varlen(avx512, sp, d, 0, true);
+    EXPECT_EQ(
+        std::memcmp(capped.data(), run_varlen(avx512, sp, d, 0, false).data(), out.size() * 4), 0)
+        << sp.name << ": without AVX512-BF16 the exact kernel";
+  }
+}
 
 // The CPU backend's threads split the work; the result must not depend on how.
 class AttnIsa : public IsaFixture {};

@@ -293,6 +293,9 @@ void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& a) {
     throw InvalidArgument("varlen_attention: a row stride is smaller than its row");
   if (n_tokens == 0) return;
   if (!a.q || !a.k || !a.v || !a.out) throw InvalidArgument("varlen_attention: null pointer");
+  if (detail::varlen_attention_gemm(be, a, q_stride, k_stride, v_stride, out_stride,
+                                    default_scale(a.scale, hd)))
+    return;
 
   // Pack K transposed per (segment, kv head): [n_chunks, hd, kAttnChunk], zero padded.
   const size_t n_seqs = a.cu_seqlens.size() - 1;

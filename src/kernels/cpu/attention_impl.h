@@ -67,6 +67,14 @@ struct AttnFns {
   void (*run_bf16)(const AttnProblem&, const AttnItem&);  // bf16 keys/values (paged only)
 };
 
+// Encoder attention as bf16 GEMMs (attention_gemm.cpp): false (nothing done) where it does not
+// apply (VarlenAttentionArgs::bf16 unset, a causal mask, grouped heads, no AVX512-BF16).
+bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, int64_t q_stride,
+                           int64_t k_stride, int64_t v_stride, int64_t out_stride, float scale);
+// Rows [rows, lenp] of scores: P = bf16(exp(s - max)) over the first len, zeros to lenp (a
+// multiple of 16); sums = the rows' sums of the rounded P. AVX512-BF16 only.
+void softmax_rows_bf16(const float* s, int rows, int len, int lenp, uint16_t* p, float* sums);
+
 const AttnFns& attn_fns_scalar();
 const AttnFns& attn_fns_avx2();
 const AttnFns& attn_fns_avx512();

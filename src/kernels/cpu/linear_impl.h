@@ -112,9 +112,10 @@ void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const 
 // Primitives are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot
 // run the type. Runs on the calling pool thread with that thread's stream and scratch.
 enum class GemmType : uint8_t { kF32, kBF16, kS8 };
-// kS8: x and W int8, y int32 (exact sums).
+// kS8: x and W int8, y int32 (exact sums). w_kn: W is stored [k, n] instead (rows of n, ldw
+// apart): y = x . W.
 void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m, int64_t k,
-                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy);
+                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy, bool w_kn = false);
 // Whether oneDNN runs bf16 (or s8 x s8 -> s32) matmul natively here (checked once each by
 // creating a primitive; a reference implementation does not count).
 bool onednn_bf16_supported();

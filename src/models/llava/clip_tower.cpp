@@ -109,6 +109,7 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     l.fc1 = lin(p + "mlp.fc1", f);
     l.fc2 = lin(p + "mlp.fc2", f);
     l.opt = prec.block_options(static_cast<int64_t>(i), depth);
+    l.bf16_attention = prec.bf16_attention();
   }
   m.proj1 = lin("multi_modal_projector.linear_1", fmt, cfg.multimodal_projector_bias);
   m.proj2 = lin("multi_modal_projector.linear_2", fmt, cfg.multimodal_projector_bias);
