@@ -194,6 +194,34 @@ TEST_P(LlavaModel, EncoderLogitsAndGreedyTokensMatchReference) {
   EXPECT_EQ(got, greedy);
 }
 
+// CLIP's int8 blocks (EncoderPrecision: layer 0 of the 2 the tower runs in int8, x per row,
+// integer sums; the rest f32) against the reference that quantises the same way, and an order of
+// magnitude closer to it than the quantisation's own effect (the reference without it).
+TEST(LlavaTower, Int8LayersMatchTheQuantisedReference) {
+  World w("llava", DType::kF32, "new", "int8");
+  LoadOptions lo;
+  lo.encoder_weights = "int8";
+  lo.encoder_keep_last = 1;
+  Model m;
+  try {
+    m = load_model(test::test_backend(), w.model(), lo);
+  } catch (const InvalidArgument& e) {
+    GTEST_SKIP() << e.what();  // no integer GEMM on this CPU
+  }
+  ASSERT_EQ(m.spec.encoder_blocks, 2);
+  EXPECT_EQ(m.spec.encoder_precision, "int8 (blocks 0-0; the last 1 and the projections f32)");
+  const Item it = prepare(w, *m.processor, "square.png");
+  const Tensor got = test::host(m.runner->encode(it.media));
+  const std::string args = "tower --model " + w.model() + it.args();
+  const Diff impl = diff(got, ref_tensor(w, args + " --int8-layers 1"));
+  const Diff effect = diff(ref_tensor(w, args), ref_tensor(w, args + " --int8-layers 1"));
+  report("llava int8 layer 0 against the quantised reference", impl);
+  report("llava int8 layer 0: the quantisation's own effect", effect);
+  EXPECT_LE(impl.rel(), 1e-5);
+  EXPECT_LE(impl.rel(), 0.1 * effect.rel());
+  EXPECT_GT(effect.rel(), 3e-5) << "layer 0 was not quantised in the reference";
+}
+
 INSTANTIATE_TEST_SUITE_P(Checkpoints, LlavaModel,
                          ::testing::Values(Case{"llava-next", DType::kF32, "old"},
                                            Case{"llava-next", DType::kBF16, "old"},

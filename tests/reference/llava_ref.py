@@ -167,6 +167,27 @@ def linear(x, w, name):
     return y if b is None else y + b
 
 
+def quantise_rows(t):
+    """Symmetric int8 per row (last dimension), as mmrt quantises weights (per output channel)
+    and the int8 encoder blocks' activations (per token): scale = amax / 127 in float32, q =
+    round-half-even(t / scale) (float32 division) clamped to +-127, 0 for an all-zero row."""
+    amax = t.abs().amax(dim=-1, keepdim=True)
+    scale = amax / 127.0
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.where(scale > 0, torch.round(t / safe).clamp(-127, 127), torch.zeros_like(t))
+    return q, scale
+
+
+def int8_linear(x, w, name):
+    """An int8 encoder block's linear: x and W quantised per row, the integer products summed
+    exactly (float64), then scaled by both scales, plus the bias."""
+    qx, sx = quantise_rows(x)
+    qw, sw = quantise_rows(w[name + ".weight"])
+    y = (qx.double() @ qw.double().T) * sx.double() * sw.double().T
+    b = w.get(name + ".bias")
+    return (y if b is None else y + b.double()).float()
+
+
 # ---- anyres geometry ----------------------------------------------------------------------------
 
 def select_best_resolution(original_size, possible_resolutions):
@@ -230,6 +251,7 @@ class ClipVision:
         self.n_layers = v["num_hidden_layers"]
         self.eps = v["layer_norm_eps"]
         self.act = ACTIVATIONS[v["hidden_act"]]
+        self.int8_layers = 0  # the first N layers' linears as mmrt's int8 blocks (int8_linear)
 
     def ln(self, x, name):
         return F.layer_norm(x, (self.d,), self.w[name + ".weight"], self.w[name + ".bias"],
@@ -250,6 +272,7 @@ class ClipVision:
     def layer(self, i, x):
         p = f"encoder.layers.{i}."
         w = self.w
+        linear = int8_linear if i < self.int8_layers else globals()["linear"]
         n, S, _ = x.shape
         h = self.ln(x, p + "layer_norm1")
         q, k, vv = (linear(h, w, p + f"self_attn.{t}_proj").view(n, S, self.n_heads, self.hd)
@@ -595,6 +618,8 @@ def main():
     ap.add_argument("--raw-content", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--max-new", type=int, default=32)
+    ap.add_argument("--int8-layers", type=int, default=0,
+                    help="tower: the first N CLIP layers' linears as mmrt's int8 encoder blocks")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -614,6 +639,7 @@ def main():
         print()
         return
     m = Llava(a.model)
+    m.clip.int8_layers = a.int8_layers
     if a.mode == "tower":
         if len(a.pixels) != 1:
             raise ValueError("tower takes exactly one --pixels")
