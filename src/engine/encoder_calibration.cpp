@@ -14,7 +14,6 @@ namespace {
 
 constexpr int kImageSide = 336;
 constexpr double kAudioSeconds = 5.0;
-constexpr double kRepeatBelowSeconds = 0.5;
 
 std::vector<uint8_t> synthetic_image() {
   std::vector<uint8_t> px(static_cast<size_t>(kImageSide) * kImageSide * 3);
@@ -60,7 +59,7 @@ EncoderCalibration calibrate_encoder(const models::Model& model, const media::Me
       return sw.seconds();
     };
     c.seconds = timed();
-    if (c.seconds < kRepeatBelowSeconds) c.seconds = std::min(c.seconds, timed());
+    c.seconds = std::min(c.seconds, timed());
     c.units = item.encoder_cost;
     c.ns_per_unit = c.seconds * 1e9 / static_cast<double>(c.units);
   } catch (const std::exception& e) {
