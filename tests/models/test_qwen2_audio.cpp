@@ -109,13 +109,10 @@ struct World {
   }
 };
 
-std::unique_ptr<qwen2_audio::AudioTower> load_tower(const World& w, kernels::WeightFormat f) {
+std::unique_ptr<qwen2_audio::AudioTower> load_tower(const World& w,
+                                                    const models::EncoderPrecision& f) {
   const io::SafeTensors st = io::SafeTensors::open(w.model());
   return qwen2_audio::AudioTower::load(test::test_backend(), st, w.cfg, f);
-}
-
-kernels::WeightFormat format_of(DType d) {
-  return d == DType::kF32 ? kernels::WeightFormat::kF32 : kernels::WeightFormat::kBF16;
 }
 
 // A reference mode that writes an .npy (`--out` appended), read back.
@@ -130,9 +127,11 @@ std::string tower_args(const World& w, const World::Clip& c) {
          w.frames_arg(c.item);
 }
 
-// The tower on every window of a clip (rows concatenated) vs the reference.
-Diff tower_diff(const World& w, DType dtype, const World::Clip& c) {
-  auto tower = load_tower(w, format_of(dtype));
+// The tower on every window of a clip (rows concatenated) vs the reference (`ref_extra`: more
+// arguments to its tower mode).
+Diff tower_diff(const World& w, const models::EncoderPrecision& prec, const World::Clip& c,
+                const std::string& ref_extra = "") {
+  auto tower = load_tower(w, prec);
   const int64_t H = w.cfg.text.hidden_size, per_window = w.fe.feature_size * w.fe.n_frames();
   Tensor got = Tensor::empty(DType::kF32, {c.item.n_tokens, H});
   int64_t row = 0;
@@ -146,7 +145,7 @@ Diff tower_diff(const World& w, DType dtype, const World::Clip& c) {
     row += t.dim(0);
   }
   EXPECT_EQ(row, c.item.n_tokens);
-  return diff(got, ref_tensor(w, tower_args(w, c)));
+  return diff(got, ref_tensor(w, tower_args(w, c) + ref_extra));
 }
 
 }  // namespace
@@ -162,7 +161,7 @@ TEST(Qwen2Audio, TowerMatchesReferenceF32) {
       const std::string what = "tower f32, " + std::to_string(c.item.dims[2]) + " frames, " +
                                "head_dim " + std::to_string(w.cfg.audio.head_dim());
       SCOPED_TRACE(what);
-      const Diff d = tower_diff(w, DType::kF32, c);
+      const Diff d = tower_diff(w, kernels::WeightFormat::kF32, c);
       report(what.c_str(), d);
       EXPECT_LE(d.rel(), 1e-4);
     }
@@ -171,9 +170,34 @@ TEST(Qwen2Audio, TowerMatchesReferenceF32) {
 
 TEST(Qwen2Audio, TowerMatchesReferenceBF16) {
   World w(DType::kBF16, "tower16");
-  const Diff d = tower_diff(w, DType::kBF16, w.clip(40000, 4));
+  const Diff d = tower_diff(w, kernels::WeightFormat::kBF16, w.clip(40000, 4));
   report("tower bf16, 250 frames", d);
   EXPECT_LE(d.rel(), 4e-2);
+}
+
+// The int8 blocks (layer 0 of 2 in int8, x per row, integer sums; the rest f32) against the
+// reference that quantises the same way, and an order of magnitude closer to it than the
+// quantisation's own effect (the reference without it).
+TEST(Qwen2Audio, TowerInt8LayersMatchTheQuantisedReference) {
+  World w(DType::kF32, "tower8");
+  models::LoadOptions lo;
+  lo.encoder_weights = "int8";
+  lo.encoder_keep_last = 1;
+  models::EncoderPrecision prec;
+  try {
+    prec = models::encoder_precision(test::test_backend(), lo, kernels::WeightFormat::kF32);
+  } catch (const InvalidArgument& e) {
+    GTEST_SKIP() << e.what();  // no integer GEMM on this CPU
+  }
+  const World::Clip c = w.clip(40000, 4);
+  const Diff impl = tower_diff(w, prec, c, " --int8-layers 1");
+  const Diff effect =
+      diff(ref_tensor(w, tower_args(w, c)), ref_tensor(w, tower_args(w, c) + " --int8-layers 1"));
+  report("audio int8 layer 0 against the quantised reference", impl);
+  report("audio int8 layer 0: the quantisation's own effect", effect);
+  EXPECT_LE(impl.rel(), 1e-5);
+  EXPECT_LE(impl.rel(), 0.1 * effect.rel());
+  EXPECT_GT(effect.rel(), 3e-5) << "layer 0 was not quantised in the reference";
 }
 
 // HF masks keys >= (L - 1) // 2 + 1 for every query, computes the padded queries anyway and

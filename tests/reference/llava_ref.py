@@ -73,6 +73,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from int8_ref import int8_linear  # noqa: E402
 from qwen2_vl_ref import parse_ids, read_safetensors  # noqa: E402
 
 # ---- HF config class defaults -------------------------------------------------------------------
@@ -167,25 +168,9 @@ def linear(x, w, name):
     return y if b is None else y + b
 
 
-def quantise_rows(t):
-    """Symmetric int8 per row (last dimension), as mmrt quantises weights (per output channel)
-    and the int8 encoder blocks' activations (per token): scale = amax / 127 in float32, q =
-    round-half-even(t / scale) (float32 division) clamped to +-127, 0 for an all-zero row."""
-    amax = t.abs().amax(dim=-1, keepdim=True)
-    scale = amax / 127.0
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = torch.where(scale > 0, torch.round(t / safe).clamp(-127, 127), torch.zeros_like(t))
-    return q, scale
-
-
-def int8_linear(x, w, name):
-    """An int8 encoder block's linear: x and W quantised per row, the integer products summed
-    exactly (float64), then scaled by both scales, plus the bias."""
-    qx, sx = quantise_rows(x)
-    qw, sw = quantise_rows(w[name + ".weight"])
-    y = (qx.double() @ qw.double().T) * sx.double() * sw.double().T
-    b = w.get(name + ".bias")
-    return (y if b is None else y + b.double()).float()
+def int8_linear_named(x, w, name):
+    """linear() as an int8 encoder block computes it (int8_ref.int8_linear)."""
+    return int8_linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
 
 # ---- anyres geometry ----------------------------------------------------------------------------
@@ -272,7 +257,7 @@ class ClipVision:
     def layer(self, i, x):
         p = f"encoder.layers.{i}."
         w = self.w
-        linear = int8_linear if i < self.int8_layers else globals()["linear"]
+        linear = int8_linear_named if i < self.int8_layers else globals()["linear"]
         n, S, _ = x.shape
         h = self.ln(x, p + "layer_norm1")
         q, k, vv = (linear(h, w, p + f"self_attn.{t}_proj").view(n, S, self.n_heads, self.hd)

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from int8_ref import int8_linear  # noqa: E402
 from qwen2_vl_ref import Qwen2VLText, parse_ids, read_safetensors  # noqa: E402
 
 # Qwen2AudioProcessor.default_chat_template (processing_qwen2_audio.py).
@@ -108,28 +109,34 @@ class Qwen2AudioEncoderRef:
         self.n_heads = a["encoder_attention_heads"]
         self.hd = self.d // self.n_heads
         self.max_pos = a["max_source_positions"]
+        self.int8_layers = 0  # the first N layers' linears as mmrt's int8 blocks (int8_ref)
 
     def ln(self, x, base):
         return F.layer_norm(x, (self.d,), self.w[base + ".weight"], self.w[base + ".bias"], eps=1e-5)
 
+    def lin(self, i, x, name, bias=True):
+        w = self.w
+        b = w[name + ".bias"] if bias else None
+        if i < self.int8_layers:
+            return int8_linear(x, w[name + ".weight"], b)
+        return x @ w[name + ".weight"].T + (0 if b is None else b)
+
     def attention(self, i, x, mask):
         p = f"audio_tower.layers.{i}.self_attn."
-        w = self.w
         B, S, _ = x.shape
-        q = (x @ w[p + "q_proj.weight"].T + w[p + "q_proj.bias"]) * self.hd ** -0.5
-        k = x @ w[p + "k_proj.weight"].T
-        v = x @ w[p + "v_proj.weight"].T + w[p + "v_proj.bias"]
+        q = self.lin(i, x, p + "q_proj") * self.hd ** -0.5
+        k = self.lin(i, x, p + "k_proj", bias=False)
+        v = self.lin(i, x, p + "v_proj")
         q, k, v = (t.view(B, S, self.n_heads, self.hd).transpose(1, 2) for t in (q, k, v))
         att = torch.softmax(q @ k.transpose(2, 3) + mask, dim=-1)
         o = (att @ v).transpose(1, 2).reshape(B, S, self.d)
-        return o @ w[p + "out_proj.weight"].T + w[p + "out_proj.bias"]
+        return self.lin(i, o, p + "out_proj")
 
     def layer(self, i, x, mask):
         p = f"audio_tower.layers.{i}."
-        w = self.w
         x = x + self.attention(i, self.ln(x, p + "self_attn_layer_norm"), mask)
-        h = F.gelu(self.ln(x, p + "final_layer_norm") @ w[p + "fc1.weight"].T + w[p + "fc1.bias"])
-        return x + h @ w[p + "fc2.weight"].T + w[p + "fc2.bias"]
+        h = F.gelu(self.lin(i, self.ln(x, p + "final_layer_norm"), p + "fc1"))
+        return x + self.lin(i, h, p + "fc2")
 
     def window(self, mel, frames, all_rows=False):
         """mel [n_mels, n_frames] -> projected rows [tokens(frames) or all pooled, hidden]."""
@@ -323,6 +330,8 @@ def main():
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--max-new", type=int, default=32)
+    ap.add_argument("--int8-layers", type=int, default=0,
+                    help="tower: the first N layers' linears as mmrt's int8 encoder blocks")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -350,6 +359,7 @@ def main():
         json.dump(frames, sys.stdout)
         return
     m = Qwen2AudioRef(a.model)
+    m.tower.int8_layers = a.int8_layers
     mel = torch.from_numpy(np.load(a.mel).astype(np.float32)) if a.mel else None
     frames = parse_ids(a.frames)
     if a.mode == "tower":

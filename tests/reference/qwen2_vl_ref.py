@@ -44,6 +44,8 @@ import sys
 import numpy as np
 import torch
 
+from int8_ref import int8_linear
+
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I32": np.int32,
           "I64": np.int64, "I8": np.int8, "U8": np.uint8}
 
@@ -181,26 +183,6 @@ class Qwen2VLText:
         x = self.rms_norm(x, self.w["model.norm.weight"])
         logits = x @ self.lm_head.T
         return (logits, torch.stack(states)) if collect else logits
-
-
-def quantise_rows(t):
-    """Symmetric int8 per row of a float32 matrix, as mmrt quantises weights (per output channel)
-    and the int8 encoders' activations (per token): scale = amax / 127 in float32, q =
-    round-half-even(t / scale) (float32 division) clamped to +-127, 0 for an all-zero row."""
-    amax = t.abs().amax(dim=1, keepdim=True)
-    scale = amax / 127.0
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = torch.where(scale > 0, torch.round(t / safe).clamp(-127, 127), torch.zeros_like(t))
-    return q, scale
-
-
-def int8_linear(x, w, b):
-    """An int8 encoder block's linear: x and W quantised per row, the integer products summed
-    exactly (float64 holds them), then scaled by both scales, plus the bias."""
-    qx, sx = quantise_rows(x)
-    qw, sw = quantise_rows(w)
-    acc = qx.double() @ qw.double().T
-    return (acc * sx.double() * sw.double().T + b.double()).float()
 
 
 class Qwen2VLVision:
