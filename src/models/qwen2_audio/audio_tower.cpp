@@ -26,18 +26,21 @@ struct Layer {
   kernels::PackedLinear fc1;          // [ffn, d_model] + bias
   kernels::PackedLinear fc2;          // [d_model, ffn] + bias
   kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
+  bool bf16_attention = false;        // VarlenAttentionArgs::bf16 (a 16-bit encoder)
 };
 
 // Bidirectional attention of R query rows over the first V key rows (V <= R) of a fused
 // qkv buffer [R, 3 * H * hd]: out [R, H * hd]. The kernel takes equal query and key segments
 // with head_dim a multiple of 16, so when R > V or head_dim is not such a multiple the heads are
 // zero-padded to a multiple of 16 (the dot products and the first hd output dims unchanged) and
-// the V keys repeated under every V-row block of queries, one segment per block.
+// the V keys repeated under every V-row block of queries, one segment per block. bf16: the
+// products in bf16 where the backend has them (VarlenAttentionArgs::bf16).
 void key_masked_attention(const kernels::Backend& be, const float* qkv, int64_t R, int64_t V,
-                          int64_t H, int64_t hd, float* out) {
+                          int64_t H, int64_t hd, float* out, bool bf16) {
   const int64_t E = H * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   kernels::VarlenAttentionArgs va;
+  va.bf16 = bf16;
   va.n_heads = va.n_kv_heads = static_cast<int32_t>(H);
   va.mask = kernels::MaskKind::kFull;
   va.scale = scale;
@@ -148,6 +151,7 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
     l.fc1 = lin(p + "fc1", f);
     l.fc2 = lin(p + "fc2", f);
     l.opt = prec.block_options(i, m.ac.encoder_layers);
+    l.bf16_attention = prec.bf16_attention();
   }
   m.ln_w = be.upload(get("audio_tower.layer_norm.weight"));
   m.ln_b = be.upload(get("audio_tower.layer_norm.bias"));
@@ -225,7 +229,7 @@ Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) con
   for (const Layer& l : m.layers) {
     kernels::layer_norm(be, x.data(), l.ln1_w, l.ln1_b, kLayerNormEps, h.data(), R, D);
     kernels::linear(be, h.data(), R, l.qkv, qkv.data(), l.opt);
-    key_masked_attention(be, qkv.data(), R, V, H, a.head_dim(), h.data());
+    key_masked_attention(be, qkv.data(), R, V, H, a.head_dim(), h.data(), l.bf16_attention);
     kernels::linear(be, h.data(), R, l.out, tmp.data(), l.opt);
     kernels::add(be, x.data(), tmp.data(), R * D);
     kernels::layer_norm(be, x.data(), l.ln2_w, l.ln2_b, kLayerNormEps, h.data(), R, D);
