@@ -23,6 +23,16 @@ namespace {
 // Bounds of the load a run may ask for: every request of the trace is generated up front.
 constexpr double kMaxRate = 10000, kMaxDurationS = 86400, kMaxRequests = 100000;
 
+// The first few requests that did not finish, and why (a run that refuses everything says so).
+void show_unfinished(const std::vector<engine::RequestResult>& results) {
+  int shown = 0;
+  for (const auto& r : results)
+    if (r.outcome != engine::Outcome::kFinished && r.outcome != engine::Outcome::kStopped &&
+        shown++ < 3)
+      std::fprintf(stderr, "[mmrt bench] a request ended %s: %s\n", engine::outcome_name(r.outcome),
+                   r.reason.substr(0, 300).c_str());
+}
+
 // `policy`: one entry of --policy (apply_policy_option: a name, optionally ":plain" or, for
 // slo, ":reserve").
 obs::Report run_policy(const engine::EngineConfig& base, const std::string& policy,
@@ -77,6 +87,7 @@ obs::Report run_policy(const engine::EngineConfig& base, const std::string& poli
   }
   report_progress(true);
   if (progress) std::fprintf(stderr, "\n");
+  show_unfinished(results);
   int64_t t_end = t0;
   for (const auto& r : results) t_end = std::max(t_end, r.timeline.last(engine::Event::kFinished));
   double duration =
@@ -89,12 +100,7 @@ obs::Report run_url(const std::string& url, const engine::SlaConfig& sla,
                     const std::vector<TraceItem>& trace, int warmup, bool progress) {
   std::vector<engine::RequestResult> results = run_http_trace(url, trace, warmup, progress);
   std::vector<std::string> requested;
-  int shown = 0;
-  for (const auto& r : results)
-    if (r.outcome != engine::Outcome::kFinished && r.outcome != engine::Outcome::kStopped &&
-        shown++ < 3)
-      std::fprintf(stderr, "[mmrt bench] a request ended %s: %s\n", engine::outcome_name(r.outcome),
-                   r.reason.substr(0, 300).c_str());
+  show_unfinished(results);
   int64_t start = INT64_MAX, end = 0;
   for (size_t i = 0; i < trace.size(); ++i) {
     requested.push_back(trace[i].sla_class);
