@@ -7,15 +7,28 @@
 
 namespace mmrt::engine {
 
+namespace {
+
+// The tightest TPOT target among `running` (0: none has one).
+int64_t tightest_target(std::span<Request* const> running) {
+  int64_t tightest = 0;
+  for (const Request* r : running)
+    if (r->tpot_target_ns > 0 && (tightest == 0 || r->tpot_target_ns < tightest))
+      tightest = r->tpot_target_ns;
+  return tightest;
+}
+
+}  // namespace
+
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
                      const BatchControllerConfig& cfg) {
-  int64_t tightest = 0;
+  const int64_t tightest = tightest_target(running);
+  if (tightest == 0) return 0;
   double due = 0;  // the earliest next-token due time, relative to now (0: no schedule yet)
   bool scheduled = false;
   for (const Request* r : running) {
     const int64_t target = r->tpot_target_ns;
     if (target <= 0) continue;
-    if (tightest == 0 || target < tightest) tightest = target;
     const int64_t first = r->timeline.first(Event::kFirstToken);
     // Prefilling (again, after a preemption) a request is not decoding: its prompt is the step.
     if (first < 0 || !r->prefilled() || r->output.empty()) continue;
@@ -25,7 +38,6 @@ int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
     if (!scheduled || at < due) due = at;
     scheduled = true;
   }
-  if (tightest == 0) return 0;
   const double t = static_cast<double>(tightest);
   const double goal =
       scheduled ? std::clamp(due, cfg.min_share * t, cfg.max_share * t) : cfg.headroom * t;
@@ -33,11 +45,7 @@ int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
 }
 
 int64_t steady_goal_ns(std::span<Request* const> running, const BatchControllerConfig& cfg) {
-  int64_t tightest = 0;
-  for (const Request* r : running)
-    if (r->tpot_target_ns > 0 && (tightest == 0 || r->tpot_target_ns < tightest))
-      tightest = r->tpot_target_ns;
-  return static_cast<int64_t>(cfg.mean_headroom * static_cast<double>(tightest));
+  return static_cast<int64_t>(cfg.mean_headroom * static_cast<double>(tightest_target(running)));
 }
 
 int32_t BatchController::next_budget(const CostModel& cost, int64_t goal_ns, int64_t n_decode,

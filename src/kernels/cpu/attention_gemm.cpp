@@ -5,14 +5,14 @@
 // few hundred KiB). The f32 kernel (attention_kernel.h) reaches ~310 GFLOP/s on 2 threads on a
 // 1024-patch image; this one ~2x that (bench_ops VisionAttention).
 //
-// Keys are padded to a multiple of kPadK (zero K rows and V columns, masked out of the softmax),
+// Keys are padded to a multiple of kPadK (zero K and V rows, masked out of the softmax),
 // query tiles to kTileQ rows, so a oneDNN primitive serves every segment of the same padded length.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/convert.h"
-#include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/linear_impl.h"
@@ -32,8 +32,9 @@ int64_t round_up(int64_t v, int64_t m) {
 
 bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, int64_t q_stride,
                            int64_t k_stride, int64_t v_stride, int64_t out_stride, float scale) {
+  // The backend's variant is never above what the CPU has: kAvx512Bf16 means AVX512-BF16.
   if (!a.bf16 || a.mask != MaskKind::kFull || a.n_heads != a.n_kv_heads ||
-      !cpu_features().has_avx512bf16() || be.isa() != Isa::kAvx512Bf16 || !onednn_bf16_supported())
+      be.isa() != Isa::kAvx512Bf16 || !onednn_bf16_supported())
     return false;
   const int64_t hd = a.head_dim, H = a.n_heads;
   const size_t n_seqs = a.cu_seqlens.size() - 1;
@@ -67,6 +68,7 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
     first_item[i + 1] =
         first_item[i] + H * ((a.cu_seqlens[i + 1] - a.cu_seqlens[i] + kTileQ - 1) / kTileQ);
   tp.parallel_for(first_item[n_seqs], 1, [&](int64_t b, int64_t e) {
+    std::vector<float> qrow(static_cast<size_t>(hd));  // one query row, scaled
     for (int64_t it = b; it < e; ++it) {
       const size_t s = static_cast<size_t>(
           std::upper_bound(first_item.begin(), first_item.end(), it) - first_item.begin() - 1);
@@ -84,7 +86,6 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
       auto* pb = reinterpret_cast<uint16_t*>(sc + kTileQ * lenp);
       auto* ob = reinterpret_cast<float*>(pb + kTileQ * lenp);
       float* sums = ob + kTileQ * hd;
-      std::vector<float> qrow(static_cast<size_t>(hd));
       for (int64_t r = 0; r < kTileQ; ++r) {
         if (r >= rows) {
           std::memset(qb + r * hd, 0, static_cast<size_t>(hd) * 2);
