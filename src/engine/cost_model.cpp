@@ -7,82 +7,107 @@ namespace mmrt::engine {
 
 namespace {
 // Feature scales keep the regression well conditioned (values of order 1).
-constexpr std::array<double, 6> kScale{1.0, 100.0, 10.0, 1000.0, 10000.0, 1.0};
-constexpr double kPrior = 100.0;                    // initial covariance per coefficient
-constexpr double kMaxCovarianceTrace = 6 * kPrior;  // anti-windup bound
-constexpr double kMinStepMs = 0.1;                  // no step is predicted faster
+constexpr double kPrefillScale = 100, kDecodeScale = 10, kContextScale = 10000;
+constexpr double kPatchScale = 1000, kItemScale = 1;
+constexpr double kPrior = 100.0;    // initial covariance per coefficient
+constexpr double kMinStepMs = 0.1;  // no step is predicted faster
 }  // namespace
+
+template <size_t N>
+double CostModel::Fit<N>::predict(const std::array<double, N>& x) const {
+  double ms = 0;
+  for (size_t i = 0; i < N; ++i) ms += theta[i] * x[i];
+  return ms;
+}
+
+template <size_t N>
+void CostModel::Fit<N>::update(const std::array<double, N>& x, double y, double forgetting) {
+  std::array<double, N> Px{};
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = 0; j < N; ++j) Px[i] += P[i][j] * x[j];
+  double denom = forgetting;
+  for (size_t i = 0; i < N; ++i) denom += x[i] * Px[i];
+  const double err = y - predict(x);
+  // No coefficient is clamped here: over collinear features (decode count and context grow
+  // together in a latency-bound engine) the fit may put a negative cost on one feature and
+  // offset it on another, which is right on the steps the engine runs; clamping the negative
+  // part at prediction broke that compensation and over-predicted those steps 4-5x
+  // (tests: CostModel.StaysAccurateOnCollinearNoisySteps). Predictions are clamped instead.
+  for (size_t i = 0; i < N; ++i) theta[i] += Px[i] / denom * err;
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = 0; j < N; ++j) P[i][j] = (P[i][j] - Px[i] * Px[j] / denom) / forgetting;
+  // Anti-windup: forgetting inflates P by 1/forgetting per step in directions the steps do not
+  // excite; bounded at the prior's size, one unusual step cannot swing the fit.
+  double trace = 0;
+  for (size_t i = 0; i < N; ++i) trace += P[i][i];
+  const double bound = kPrior * static_cast<double>(N);
+  if (trace > bound)
+    for (auto& row : P)
+      for (double& v : row) v *= bound / trace;
+}
 
 CostModel::CostModel(double forgetting) : forgetting_(forgetting) {
   // Prior (ms per scaled unit): 2 ms per step, 5 ms per 100 prefill tokens, 1 ms per 10
-  // decodes, 10 ms per 1000 patches, 1 ms per 10k context tokens, 1 ms per encoder item.
-  theta_ = {2.0, 5.0, 1.0, 10.0, 1.0, 1.0};
-  patch_ref_ = theta_[3];
-  for (auto& row : P_) row.fill(0.0);
-  for (size_t i = 0; i < kN; ++i) P_[i][i] = kPrior;
+  // decodes, 1 ms per 10k context tokens; 10 ms per 1000 patches, 1 ms per encoder item.
+  model_.theta = {2.0, 5.0, 1.0, 1.0};
+  encoder_.theta = {10.0, 1.0};
+  for (size_t i = 0; i < 4; ++i) model_.P[i][i] = kPrior;
+  for (size_t i = 0; i < 2; ++i) encoder_.P[i][i] = kPrior;
+  patch_ref_ = encoder_.theta[0];
 }
 
 void CostModel::set_encoder_cost(double ns_per_unit) {
   if (std::isfinite(ns_per_unit) && ns_per_unit > 0)
-    theta_[3] = patch_ref_ = ns_per_unit * kScale[3] * 1e-6;
+    encoder_.theta[0] = patch_ref_ = ns_per_unit * kPatchScale * 1e-6;
 }
 
-std::array<double, CostModel::kN> CostModel::features(const StepFeatures& f) {
-  return {1.0,
-          f.prefill_tokens / kScale[1],
-          f.decode_tokens / kScale[2],
-          f.encoder_patches / kScale[3],
-          f.context_tokens / kScale[4],
-          f.encoder_items / kScale[5]};
+std::array<double, 4> CostModel::model_features(const StepFeatures& f) {
+  return {1.0, f.prefill_tokens / kPrefillScale, f.decode_tokens / kDecodeScale,
+          f.context_tokens / kContextScale};
+}
+
+std::array<double, 2> CostModel::encoder_features(const StepFeatures& f) {
+  return {f.encoder_patches / kPatchScale, f.encoder_items / kItemScale};
+}
+
+double CostModel::encoder_ms(const StepFeatures& f) const {
+  return std::max(0.0, encoder_.predict(encoder_features(f)));
 }
 
 double CostModel::predict_ns(const StepFeatures& f) const {
-  auto x = features(f);
-  double ms = 0;
-  for (size_t i = 0; i < kN; ++i) ms += theta_[i] * x[i];
-  return std::max(ms, kMinStepMs) * 1e6;
+  return std::max(model_.predict(model_features(f)) + encoder_ms(f), kMinStepMs) * 1e6;
 }
 
-void CostModel::observe(const StepFeatures& f, double step_ns) {
-  auto x = features(f);
-  double y = step_ns * 1e-6;
-  std::array<double, kN> Px{};
-  for (size_t i = 0; i < kN; ++i)
-    for (size_t j = 0; j < kN; ++j) Px[i] += P_[i][j] * x[j];
-  double denom = forgetting_;
-  for (size_t i = 0; i < kN; ++i) denom += x[i] * Px[i];
-  double pred = 0;
-  for (size_t i = 0; i < kN; ++i) pred += theta_[i] * x[i];
-  // No coefficient is clamped: over collinear features (decode count and context grow together
-  // in a latency-bound engine) the fit may put a negative cost on one feature and offset it on
-  // another, which is right on the steps the engine runs; clamping the negative part at
-  // prediction broke that compensation and over-predicted those steps 4-5x
-  // (tests: CostModel.StaysAccurateOnCollinearNoisySteps). Predictions are clamped instead.
-  for (size_t i = 0; i < kN; ++i) theta_[i] += Px[i] / denom * (y - pred);
-  // The encoder terms stay in bounds (a projection after the update): a run of tiny images,
-  // whose steps barely excite the per-patch direction, cannot drive it to an absurd price.
-  theta_[3] = std::clamp(theta_[3], patch_ref_ / kEncoderBand, patch_ref_ * kEncoderBand);
-  theta_[5] = std::clamp(theta_[5], 0.0, kMaxItemMs);
-  for (size_t i = 0; i < kN; ++i)
-    for (size_t j = 0; j < kN; ++j) P_[i][j] = (P_[i][j] - Px[i] * Px[j] / denom) / forgetting_;
-  // Anti-windup: forgetting inflates P by 1/forgetting per step in directions the steps do not
-  // excite; bounded at the prior's size, one unusual step cannot swing the fit.
-  double trace = 0;
-  for (size_t i = 0; i < kN; ++i) trace += P_[i][i];
-  if (trace > kMaxCovarianceTrace)
-    for (auto& row : P_)
-      for (double& v : row) v *= kMaxCovarianceTrace / trace;
+void CostModel::observe(const StepFeatures& f, double step_ns, double encoder_ns) {
+  if (!std::isfinite(step_ns) || step_ns <= 0) return;
+  const double step_ms = step_ns * 1e-6;
+  const bool encodes = f.encoder_patches > 0 || f.encoder_items > 0;
+  double enc_ms = 0;
+  if (encodes) {
+    if (std::isfinite(encoder_ns) && encoder_ns >= 0) {
+      enc_ms = std::min(encoder_ns * 1e-6, step_ms);
+      encoder_.update(encoder_features(f), enc_ms, forgetting_);
+      // The encoder terms stay in bounds (a projection after the update): a run of tiny images,
+      // whose steps barely excite the per-patch direction, cannot drive it to an absurd price.
+      encoder_.theta[0] =
+          std::clamp(encoder_.theta[0], patch_ref_ / kEncoderBand, patch_ref_ * kEncoderBand);
+      encoder_.theta[1] = std::clamp(encoder_.theta[1], 0.0, kMaxItemMs);
+    } else {
+      enc_ms = std::min(encoder_ms(f), step_ms);
+    }
+  }
+  model_.update(model_features(f), step_ms - enc_ms, forgetting_);
   ++n_obs_;
 }
 
 double CostModel::encoder_item_ns() const {
-  return theta_[5] * 1e6 / kScale[5];
+  return encoder_.theta[1] * 1e6 / kItemScale;
 }
 
 std::array<double, 5> CostModel::coefficients_ns() const {
-  std::array<double, 5> c{};
-  for (size_t i = 0; i < 5; ++i) c[i] = theta_[i] * 1e6 / kScale[i];
-  return c;
+  return {model_.theta[0] * 1e6, model_.theta[1] * 1e6 / kPrefillScale,
+          model_.theta[2] * 1e6 / kDecodeScale, encoder_.theta[0] * 1e6 / kPatchScale,
+          model_.theta[3] * 1e6 / kContextScale};
 }
 
 double CostModel::predict_ttft_ns(double prefill_tokens, double patches,
@@ -94,9 +119,8 @@ double CostModel::predict_ttft_ns(double prefill_tokens, double patches,
   const double steps = std::max(1.0, std::ceil(total / cap));
   StepFeatures full{std::min(cap, total), static_cast<double>(n_decode), 0, context_tokens};
   double t = steps * predict_ns(full);
-  StepFeatures enc{0, 0, queued_patches + patches, 0, queued_items + items};
-  // Encoder work on top of the steps (never negative: coefficients are fitted unconstrained).
-  t += std::max(0.0, predict_ns(enc) - predict_ns({}));
+  // Encoder work on top of the steps.
+  t += encoder_ms({0, 0, queued_patches + patches, 0, queued_items + items}) * 1e6;
   return t;
 }
 

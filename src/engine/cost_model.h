@@ -1,14 +1,19 @@
 // Step-time cost model for admission control and the batch controller:
-//   t_step ≈ c0 + c1·prefill_tokens + c2·decode_tokens + c3·encoder_patches + c4·context_tokens
-//            + c5·encoder_items
+//   t_step ≈ c0 + c1·prefill_tokens + c2·decode_tokens + c4·context_tokens      (the model)
+//          + c3·encoder_patches + c5·encoder_items                               (its encoders)
 // calibrated online from observed step times (recursive least squares with forgetting; the
 // covariance is bounded so unexcited directions cannot wind up), and a TTFT predictor built on
-// it. A coefficient may come out negative where features move together (the fit is right on the
-// steps the engine runs, not per feature); predictions are clamped. The two encoder terms are
-// the exception: an item's fixed cost (launch, patch embedding of a tiny image) is its own term,
-// and both are kept in bounds (per patch within a factor kEncoderBand of the measured or prior
-// cost, per item in [0, kMaxItemMs]), so that a run of tiny images cannot make a normal image's
-// price absurd for every tenant. Prediction errors are tracked and reported.
+// it. The two lines are fitted apart: the executor times each encoder job, so the encoder terms
+// learn from the encoders' own time and the model's from the rest of the step. Fitted together
+// they could not be told apart where every prefill carries an image of one size (image-only
+// traffic: prompt tokens and patches move as one), and the fit swung to absurd prices (a 123-token
+// image request predicted at 1.9 s against 35 ms, every request refused, and no step ever ran
+// again to correct it). A model coefficient may come out negative where features move together
+// (the fit is right on the steps the engine runs, not per feature); predictions are clamped. The
+// encoder terms are kept in bounds: an item's fixed cost (launch, patch embedding of a tiny
+// image) is its own term, per patch within a factor kEncoderBand of the measured or prior cost,
+// per item in [0, kMaxItemMs], so that a run of tiny images cannot make a normal image's price
+// absurd for every tenant. Prediction errors are tracked and reported.
 #pragma once
 
 #include <array>
@@ -41,7 +46,9 @@ class CostModel {
   void set_encoder_cost(double ns_per_unit);
 
   double predict_ns(const StepFeatures& f) const;
-  void observe(const StepFeatures& f, double step_ns);
+  // One step's time, `encoder_ns` of it in its encoder jobs (< 0: not measured; the encoders'
+  // share is then taken as predicted).
+  void observe(const StepFeatures& f, double step_ns, double encoder_ns = -1);
   int64_t observations() const { return n_obs_; }
   // Per unit of each feature (c0 per step), as fitted (may be negative, see above); the five of
   // the formula's first line (encoder items: encoder_item_ns()).
@@ -60,11 +67,20 @@ class CostModel {
   PredictionError ttft_error() const;
 
  private:
-  static constexpr size_t kN = 6;
-  static std::array<double, kN> features(const StepFeatures& f);
+  // Recursive least squares over N scaled features (values of order 1), in ms.
+  template <size_t N>
+  struct Fit {
+    std::array<double, N> theta{};
+    std::array<std::array<double, N>, N> P{};
+    double predict(const std::array<double, N>& x) const;
+    void update(const std::array<double, N>& x, double y, double forgetting);
+  };
+  static std::array<double, 4> model_features(const StepFeatures& f);
+  static std::array<double, 2> encoder_features(const StepFeatures& f);
+  double encoder_ms(const StepFeatures& f) const;
   double forgetting_;
-  std::array<double, kN> theta_;  // in ms per scaled feature
-  std::array<std::array<double, kN>, kN> P_;
+  Fit<4> model_;          // per step, per prefill token, per decode token, per context token
+  Fit<2> encoder_;        // per encoder patch, per encoder item
   double patch_ref_ = 0;  // the per-patch cost the encoder term is kept near (ms per 1000)
   int64_t n_obs_ = 0;
   std::vector<double> errors_;  // signed relative errors

@@ -359,13 +359,8 @@ struct Engine::Impl : SchedulerView {
     }
     books.lock();
     encoder_runs += static_cast<int64_t>(plan.encoder_jobs.size());
-    StepFeatures f;
-    f.prefill_tokens = static_cast<double>(plan.num_prefill_tokens);
-    f.decode_tokens = static_cast<double>(plan.num_decode_tokens);
-    f.encoder_patches = static_cast<double>(plan.encoder_patches);
-    f.encoder_items = static_cast<double>(plan.encoder_jobs.size());
-    for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
-    cost.observe(f, static_cast<double>(out.step_ns));
+    const StepFeatures f = step_features(plan);
+    cost.observe(f, static_cast<double>(out.step_ns), encoder_ns(out));
     if (bc) bc->observe(static_cast<double>(out.step_ns), bc->goal_ns(), f);
     const std::vector<Request*> changed = sched->update(plan, out, now_ns());
     for (Request* r : changed) after_token(*r);

@@ -329,4 +329,20 @@ void Scheduler::finish(Request* r, Outcome outcome, int64_t now_ns, const std::s
   r->timeline.add(Event::kFinished, now_ns, static_cast<int64_t>(outcome));
 }
 
+StepFeatures step_features(const StepPlan& plan) {
+  StepFeatures f;
+  f.prefill_tokens = static_cast<double>(plan.num_prefill_tokens);
+  f.decode_tokens = static_cast<double>(plan.num_decode_tokens);
+  f.encoder_patches = static_cast<double>(plan.encoder_patches);
+  f.encoder_items = static_cast<double>(plan.encoder_jobs.size());
+  for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
+  return f;
+}
+
+double encoder_ns(const StepOutput& out) {
+  double ns = 0;
+  for (const EncoderTiming& t : out.encoder) ns += static_cast<double>(t.end_ns - t.start_ns);
+  return ns;
+}
+
 }  // namespace mmrt::engine

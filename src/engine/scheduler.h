@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/cost_model.h"
 #include "engine/encoder_cache.h"
 #include "engine/kv_manager.h"
 #include "engine/policy.h"
@@ -86,5 +87,12 @@ class Scheduler {
   std::vector<Hash128> pinned_;                    // pinned by the last plan, until update()
   int64_t preemptions_ = 0;
 };
+
+// The cost model's view of a plan: its prefill and decode tokens, the context they attend, its
+// encoder jobs and their patches.
+StepFeatures step_features(const StepPlan& plan);
+
+// The time a step spent in its encoder jobs (they run one after another).
+double encoder_ns(const StepOutput& out);
 
 }  // namespace mmrt::engine

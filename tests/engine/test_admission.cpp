@@ -21,6 +21,10 @@ constexpr int64_t kMs = 1'000'000;
 double law(const StepFeatures& f) {
   return 3e6 + 40e3 * f.prefill_tokens + 200e3 * f.decode_tokens + 20e3 * f.encoder_patches;
 }
+// Its encoder jobs' share, as the executor times it.
+double encoder_share(const StepFeatures& f) {
+  return 20e3 * f.encoder_patches;
+}
 
 CostModel trained() {
   CostModel c;
@@ -28,7 +32,7 @@ CostModel trained() {
   for (int i = 0; i < 600; ++i) {
     StepFeatures f{static_cast<double>(rng() % 512), static_cast<double>(rng() % 16),
                    static_cast<double>((rng() % 4) * 256), 0};
-    c.observe(f, law(f));
+    c.observe(f, law(f), encoder_share(f));
   }
   return c;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "engine/cost_model.h"
 #include "engine/media_cost.h"
@@ -54,7 +55,7 @@ TEST(CostModel, TinyImageStepsCannotPoisonThePatchCost) {
   cost.set_encoder_cost(20e3);  // 20 us per patch, measured at load
   for (int i = 0; i < 500; ++i) {
     StepFeatures f{16, 0, 4, 0, 1};  // a tiny image: 4 patches, 8 ms of fixed encoder cost
-    cost.observe(f, 2 * kMs + 16 * 40e3 + 8 * kMs + 4 * 20e3);
+    cost.observe(f, 2 * kMs + 16 * 40e3 + 8 * kMs + 4 * 20e3, 8 * kMs + 4 * 20e3);
   }
   const double patch = cost.coefficients_ns()[3];
   EXPECT_GE(patch, 20e3 / CostModel::kEncoderBand);
@@ -66,6 +67,46 @@ TEST(CostModel, TinyImageStepsCannotPoisonThePatchCost) {
   const double image = cost.predict_ttft_ns(100, 5000, 0, 0, 0, 0, 512, 1) - base;
   EXPECT_LT(image, CostModel::kEncoderBand * 5000 * 20e3 + CostModel::kMaxItemMs * kMs);
   EXPECT_GT(image, 5000 * 20e3 / CostModel::kEncoderBand);
+}
+
+// Image-only traffic: every prefill carries one image of one size, so prompt tokens and patches
+// move together and a joint fit cannot tell them apart. The steps below are those the small
+// checkpoint ran on the first six requests of `mmrt bench --workload image` (their encoder
+// share estimated from its load-time measurement, the first cold): the joint fit put 13.8 ms on
+// each prompt token and -33 ms on each decode, predicted a 123-token image request at 1.9 s
+// against ~40 ms, and every later request was refused (no step ran again to correct it). With
+// the encoders' time measured apart, the prices stay sane.
+TEST(CostModel, ImageOnlyTrafficKeepsSanePrices) {
+  struct Seen {
+    double prefill, decode, context, step_ms, encoder_ms;
+  };
+  std::vector<Seen> steps;
+  // Three pairs of requests: the first of each pair prefills alone, the second alongside the
+  // first's decode; then both decode (~23 steps of 2.5 ms) and the second alone once more.
+  const Seen pairs[3][2] = {{{123, 0, 123, 68.6, 30}, {115, 1, 255, 45.2, 12}},
+                            {{117, 0, 133, 39.0, 12}, {114, 1, 264, 38.0, 12}},
+                            {{113, 0, 129, 39.1, 12}, {110, 1, 256, 37.2, 12}}};
+  for (const auto& pair : pairs) {
+    steps.push_back(pair[0]);
+    steps.push_back(pair[1]);
+    for (int i = 0; i < 23; ++i) steps.push_back({0, 2, 257.0 + 2 * i, 2.5, 0});
+    steps.push_back({0, 1, 154, 2.2, 0});
+  }
+  CostModel cost;
+  cost.set_encoder_cost(47e3);  // measured at load: 47 us per patch
+  for (const Seen& s : steps) {
+    const bool image = s.prefill > 0;
+    StepFeatures f{s.prefill, s.decode, image ? 256.0 : 0.0, s.context, image ? 1.0 : 0.0};
+    cost.observe(f, s.step_ms * kMs, s.encoder_ms * kMs);
+  }
+  const double own = cost.predict_ttft_ns(123, 256, 0, 0, 0, 0, 512, 1);
+  EXPECT_GT(own, 20 * kMs) << "an image request's own work (~40 ms)";
+  EXPECT_LT(own, 80 * kMs) << "an image request's own work (~40 ms)";
+  const auto c = cost.coefficients_ns();
+  EXPECT_GT(c[1], 0) << "per prompt token";
+  EXPECT_LT(c[1], 1 * kMs) << "per prompt token";
+  const double text = cost.predict_ttft_ns(160, 0, 0, 0, 4, 1000, 512);
+  EXPECT_LT(text, 100 * kMs) << "a text request of 160 tokens, alongside 4 decoders";
 }
 
 }  // namespace

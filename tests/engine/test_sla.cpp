@@ -152,7 +152,7 @@ TEST(Admission, CostModelPredictionDrivesTheDecision) {
   for (int i = 0; i < 400; ++i) {
     StepFeatures f{static_cast<double>(rng() % 512), static_cast<double>(rng() % 16),
                    static_cast<double>((rng() % 4) * 256), 0};
-    cost.observe(f, law(f));
+    cost.observe(f, law(f), 20e3 * f.encoder_patches);  // the encoder's share, as timed
   }
   StepFeatures probe{300, 8, 256, 0};
   EXPECT_NEAR(cost.predict_ns(probe), law(probe), 0.02 * law(probe));
@@ -189,7 +189,7 @@ TEST(CostModel, MeasuredEncoderCostPricesMediaFromTheStart) {
   // The online fit goes on from the measurement: steps at 2 ms per patch move it there.
   for (int i = 0; i < 200; ++i) {
     StepFeatures f{64, 0, static_cast<double>(256 * (1 + i % 4)), 0};
-    cost.observe(f, 2e6 + 40e3 * 64 + 2e6 * f.encoder_patches);
+    cost.observe(f, 2e6 + 40e3 * 64 + 2e6 * f.encoder_patches, 2e6 * f.encoder_patches);
   }
   EXPECT_NEAR(cost.coefficients_ns()[3], 2e6, 0.05 * 2e6);
 }
