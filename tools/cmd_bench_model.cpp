@@ -213,10 +213,14 @@ int run_bench_model(Args& args) {
     const double kv_mib = static_cast<double>(kc.num_blocks) * 2.0 * kc.n_layers * kc.block_size *
                           kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype) / (1 << 20);
     std::string what(kernels::weight_format_name(lm->weight_format()));
-    if (lm->weight_format() == kernels::WeightFormat::kInt8)
-      what += o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available(isa)
-                  ? " (decode on q8 blocks of x)"
-                  : " (weight-only, x float)";
+    if (lm->weight_format() == kernels::WeightFormat::kInt8) {
+      const bool q8 = kernels::int8_q8_available(isa);
+      what += o.int8_activations == kernels::Int8Activations::kQ8 && q8
+                  ? " (decode on q8 blocks of x"
+                  : " (decode weight-only, x float";
+      what += o.int8_prefill == kernels::Int8Gemm::kQ8Row && q8 ? "; prefill on x per token)"
+                                                                : "; prefill against bf16(x))";
+    }
     std::printf(
         "== language model, %s weights (%.2f GB streamed per decode step, loaded in %.2f s)\n",
         what.c_str(), static_cast<double>(lm->weight_bytes()) / 1e9, load_s);

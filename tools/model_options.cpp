@@ -24,6 +24,9 @@ models::LoadOptions load_options(Args& args) {
   o.int8_activations = args.get_choice<kernels::Int8Activations>(
       "int8-activations", "q8",
       {{"q8", kernels::Int8Activations::kQ8}, {"float", kernels::Int8Activations::kFloat}});
+  o.int8_prefill = args.get_choice<kernels::Int8Gemm>(
+      "int8-prefill", "bf16",
+      {{"bf16", kernels::Int8Gemm::kBF16}, {"q8", kernels::Int8Gemm::kQ8Row}});
   o.encoder_weights = args.get_choice<std::string>(
       "encoder-weights", "auto", {{"auto", "auto"}, {"bf16", "bf16"}, {"int8", "int8"}});
   o.encoder_keep_last = args.get_int("encoder-keep-last", 3, 0, 1000);

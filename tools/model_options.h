@@ -20,6 +20,10 @@
   "  --int8-activations q8|float   int8 decode: x quantised per block of 64 and multiplied\n" \
   "                          as integers (q8, default; AVX512-VNNI CPUs) or strictly\n"       \
   "                          weight-only (float)\n"                                           \
+  "  --int8-prefill bf16|q8  int8 prefill (prompt chunks): weight-only against bf16(x)\n"    \
+  "                          (bf16, default), or x quantised per token and multiplied as\n"  \
+  "                          integers on AVX512-VNNI (q8: ~1.7x the GEMM rate; coarser\n"     \
+  "                          than decode's blocks of 64: check your checkpoint's logits)\n"   \
   "  --encoder-weights auto|bf16|int8   the media encoders' blocks: int8 weights (per\n"    \
   "                          output channel) and int8 activations (per token) on\n"       \
   "                          AVX512-VNNI, or bf16; auto (default): int8 where the CPU\n"   \
@@ -49,7 +53,7 @@
 
 namespace mmrt::cli {
 
-// Reads --weights, --map-weights, --int8-activations, --long-audio.
+// Reads --weights, --map-weights, --int8-activations, --int8-prefill, --long-audio.
 models::LoadOptions load_options(Args& args);
 // Reads --long-audio split|refuse (default split).
 models::LoadOptions::LongAudio long_audio_option(Args& args);

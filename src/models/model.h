@@ -254,6 +254,10 @@ struct LoadOptions {
   // kCopy: own huge-page memory (fastest decode); kViewIfPossible: read from the mapping.
   kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
   kernels::Int8Activations int8_activations = kernels::Int8Activations::kQ8;
+  // The language model's int8 prefill (the GEMM path): weight-only against bf16(x) (kBF16), or x
+  // quantised per token and multiplied as integers on AVX512-VNNI (kQ8Row, ~1.7x the GEMM rate;
+  // kernels/linear.h). Decode is unaffected (int8_activations).
+  kernels::Int8Gemm int8_prefill = kernels::Int8Gemm::kBF16;
   // The media encoders' linear layers (models/encoder_block.h, EncoderPrecision): "auto" (int8
   // blocks where the backend multiplies int8 by int8 and the model is not f32, else 16-bit),
   // "bf16" or "int8"; the last `encoder_keep_last` blocks, the patch embedding and the

@@ -44,6 +44,7 @@ struct TestModelOptions {
   std::optional<kernels::WeightFormat> weight_format;
   kernels::WeightPlacement weight_placement = kernels::WeightPlacement::kCopy;
   kernels::Int8Activations int8_activations = kernels::Int8Activations::kQ8;
+  kernels::Int8Gemm int8_prefill = kernels::Int8Gemm::kBF16;
   DType kv_dtype = DType::kBF16;
   int32_t kv_block_size = 16;
   int32_t kv_blocks = 256;
@@ -55,7 +56,8 @@ using TestModel = models::Session;
 inline std::unique_ptr<TestModel> load_test_model(const std::string& dir,
                                                   const TestModelOptions& o = {}) {
   return models::Session::load(
-      test_backend(), dir, {o.weight_format, o.weight_placement, o.int8_activations},
+      test_backend(), dir,
+      {o.weight_format, o.weight_placement, o.int8_activations, o.int8_prefill},
       {.dtype = o.kv_dtype, .block_size = o.kv_block_size, .blocks = o.kv_blocks});
 }
 

@@ -227,6 +227,74 @@ TEST(Qwen2Text, Int8DecodeLogitsMatchReference) {
   }
 }
 
+// int8 weights with --int8-prefill q8 on a 64-token prompt chunk: every decoder linear runs
+// the GEMM path on x quantised per token. Against the reference that quantises the same way
+// (int8_ref.py) every layer's output agrees up to float rounding (the implementation is exact;
+// float rounding can move a value across a rounding boundary of the next quantisation now and
+// then); the quantisation's own effect (the reference without it) is an order of magnitude
+// larger, and reported with its effect on the last-token logits.
+TEST(Qwen2Text, Int8PrefillQ8RowsMatchTheQuantisedReference) {
+  const auto* cpu = dynamic_cast<const kernels::CpuBackend*>(&test::test_backend());
+  if (!cpu || !kernels::int8_q8_available(cpu->isa()))
+    GTEST_SKIP() << "no AVX512-VNNI: --int8-prefill q8 runs the bf16 GEMM";
+  auto f = make_model(DType::kF32, false, "q8row");
+  auto prompt = random_prompt(64, f.tok_size, 5);
+  test::TestModelOptions o = opts_for(DType::kF32);
+  o.weight_format = kernels::WeightFormat::kInt8;
+  o.int8_prefill = kernels::Int8Gemm::kQ8Row;
+  auto model = test::load_test_model(f.dir.string(), o);
+  Tensor hidden;
+  model->runner().capture_hidden_states(&hidden);
+  std::vector<int32_t> blocks{3, 1, 0, 2};
+  models::SeqStep s;
+  s.tokens = prompt;
+  s.block_table = blocks;
+  s.want_logits = true;
+  Tensor logits = test::host(model->forward({&s, 1}));
+  const int64_t L = hidden.dim(0), N = hidden.dim(1), H = hidden.dim(2);
+  auto ref_hidden = [&](bool int8) {
+    fs::path out = f.dir / (int8 ? "ref_q8.bin" : "ref_f32.bin");
+    run(ref_cmd("hidden", f.dir, prompt) + (int8 ? " --int8-decoder" : "") + " --out " +
+        out.string());
+    auto r = read_f32(out);
+    EXPECT_EQ(r.size(), static_cast<size_t>(L * N * H));
+    return r;
+  };
+  const auto quantised = ref_hidden(true), exact = ref_hidden(false);
+  // Relative to the largest value, layer by layer (layer 0: the embeddings, not quantised).
+  auto rel = [&](const float* a, const float* b, int64_t l) {
+    double m = 0, e = 0;
+    for (int64_t i = l * N * H; i < (l + 1) * N * H; ++i) {
+      m = std::max(m, std::fabs(static_cast<double>(b[i])));
+      e = std::max(e, std::fabs(static_cast<double>(a[i]) - b[i]));
+    }
+    return e / m;
+  };
+  for (int64_t l = 1; l < L; ++l) {
+    const double impl = rel(hidden.data<float>(), quantised.data(), l);
+    const double effect = rel(exact.data(), quantised.data(), l);
+    std::printf(
+        "decoder layer %lld: %.2e against the quantised reference, %.2e the "
+        "quantisation's own effect\n",
+        static_cast<long long>(l - 1), impl, effect);
+    EXPECT_LE(impl, 1e-4) << "layer " << l - 1;
+    EXPECT_LE(impl, 0.1 * effect) << "layer " << l - 1;
+  }
+  fs::path lf = f.dir / "ref_logits.bin";
+  run(ref_cmd("logits", f.dir, prompt) + " --out " + lf.string());
+  const auto ref = read_f32(lf);
+  const int64_t V = logits.dim(1);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(64 * V));
+  double max_ref = 0, max_err = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    const double want = ref[static_cast<size_t>(63 * V + i)];
+    max_ref = std::max(max_ref, std::fabs(want));
+    max_err = std::max(max_err, std::fabs(want - logits.data<float>()[i]));
+  }
+  std::printf("last-token logits against the f32 model: %.2e of the largest\n", max_err / max_ref);
+  EXPECT_LE(max_err / max_ref, 2e-2) << "the tolerance of the int8 decode logits";
+}
+
 TEST(Qwen2Text, F32GreedyTokensMatchReference) {
   auto f = make_model(DType::kF32, true, "greedy32");
   check_greedy(f);

@@ -21,6 +21,8 @@ usage:
         # float32 [n_merged_tokens, hidden] image embeddings (pixels [N,1176], grid [n_img,3]);
         # --int8-blocks N: the first N blocks' linears quantised as mmrt's int8 encoder blocks
         # (weights per output channel, x per row, integer sums; see int8_linear)
+  qwen2_vl_ref.py hidden|logits ... --int8-decoder   # the decoder layers' linears the same way
+        # (mmrt's --weights int8 --int8-prefill q8 on a prompt chunk of more than 8 tokens)
   qwen2_vl_ref.py positions --model DIR --ids ... --grid G.npy --out FILE
         # int64 [3, S] M-RoPE position ids followed by rope_delta (get_rope_index)
   With --pixels/--grid, `logits` and `generate` run the full multimodal model: the ids must
@@ -114,6 +116,13 @@ class Qwen2VLText:
         self.mrope_section = rs.get("mrope_section")
         lm = self.w.get("lm_head.weight")
         self.lm_head = lm if lm is not None else self.w["model.embed_tokens.weight"]
+        self.int8 = False  # the decoder layers' linears as mmrt's int8 prefill (int8_linear)
+
+    def linear(self, x, name, bias=True):
+        w, b = self.w[name + ".weight"], self.w[name + ".bias"] if bias else None
+        if self.int8:
+            return int8_linear(x, w, b)
+        return x @ w.T + b if bias else x @ w.T
 
     def rms_norm(self, x, weight):
         var = x.pow(2).mean(-1, keepdim=True)
@@ -148,9 +157,9 @@ class Qwen2VLText:
         w = self.w
         S = x.shape[0]
         h = self.rms_norm(x, w[p + "input_layernorm.weight"])
-        q = h @ w[p + "self_attn.q_proj.weight"].T + w[p + "self_attn.q_proj.bias"]
-        k = h @ w[p + "self_attn.k_proj.weight"].T + w[p + "self_attn.k_proj.bias"]
-        v = h @ w[p + "self_attn.v_proj.weight"].T + w[p + "self_attn.v_proj.bias"]
+        q = self.linear(h, p + "self_attn.q_proj")
+        k = self.linear(h, p + "self_attn.k_proj")
+        v = self.linear(h, p + "self_attn.v_proj")
         q = q.view(S, self.n_heads, self.head_dim).transpose(0, 1)
         k = k.view(S, self.n_kv, self.head_dim).transpose(0, 1)
         v = v.view(S, self.n_kv, self.head_dim).transpose(0, 1)
@@ -162,11 +171,11 @@ class Qwen2VLText:
         mask = torch.full((S, S), float("-inf")).triu(1)
         attn = torch.softmax(scores + mask, dim=-1, dtype=torch.float32)
         o = (attn @ v).transpose(0, 1).reshape(S, self.hidden)
-        x = x + o @ w[p + "self_attn.o_proj.weight"].T
+        x = x + self.linear(o, p + "self_attn.o_proj", bias=False)
         h = self.rms_norm(x, w[p + "post_attention_layernorm.weight"])
-        gate = h @ w[p + "mlp.gate_proj.weight"].T
-        up = h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+        gate = self.linear(h, p + "mlp.gate_proj", bias=False)
+        up = self.linear(h, p + "mlp.up_proj", bias=False)
+        x = x + self.linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj", bias=False)
         return x
 
     def forward(self, ids, position_ids=None, inputs_embeds=None, collect=False):
@@ -429,6 +438,9 @@ def main():
     ap.add_argument("--max-new", type=int, default=32)
     ap.add_argument("--int8-blocks", type=int, default=0,
                     help="vision: the first N blocks' linears as mmrt's int8 encoder blocks")
+    ap.add_argument("--int8-decoder", action="store_true",
+                    help="text logits/hidden: the decoder layers' linears as mmrt's int8 prefill "
+                         "(--int8-prefill q8: weights per output channel, x per token)")
     a = ap.parse_args()
     ids_text = open(a.ids[1:]).read() if a.ids.startswith("@") else a.ids
     ids = parse_ids(ids_text)
@@ -464,6 +476,7 @@ def main():
             print()
         return
     m = Qwen2VLText(a.model)
+    m.int8 = a.int8_decoder
     if a.mode == "logits":
         m.forward(ids).numpy().astype(np.float32).tofile(a.out)
     elif a.mode == "hidden":

@@ -187,6 +187,7 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
   const kernels::WeightPlacement place = opts.weight_placement;
   Tensor lm = cfg.tied_embeddings ? m.embed_tokens : get("lm_head.weight");
   m.lin.int8_x = opts.int8_activations;
+  m.lin.int8_gemm = opts.int8_prefill;
   m.lm_head = kernels::PackedLinear::pack(be, lm, nullptr, m.fmt, place);
 
   m.layers.resize(static_cast<size_t>(cfg.num_layers));
