@@ -159,6 +159,18 @@ int run_generate(Args& args) {
             te = tl.last(engine::Event::kFinished), tm = tl.first(engine::Event::kMediaDecoded);
     int64_t n = static_cast<int64_t>(r.tokens.size());
     double prefill_s = tf > 0 ? static_cast<double>(tf - (tm > 0 ? tm : t0)) * 1e-9 : 0;
+    // The encoders' share of the time to the first token (jobs that ran, not cache hits).
+    int64_t encoder_ns = 0, enc_start = 0;
+    for (const auto& e : tl.entries()) {
+      if (e.event == engine::Event::kEncoderStart) enc_start = e.t_ns;
+      if (e.event == engine::Event::kEncoderEnd && enc_start > 0 && e.value < (int64_t{1} << 32))
+        encoder_ns += e.t_ns - enc_start;
+    }
+    std::string media;
+    if (tm > 0) media += ", media " + std::to_string(static_cast<int>(ms(tm - t0))) + " ms";
+    if (encoder_ns > 0)
+      media += ", encoder " + std::to_string(static_cast<int>(ms(encoder_ns))) + " ms";
+    prefill_s = std::max(0.0, prefill_s - static_cast<double>(encoder_ns) * 1e-9);  // the model's
     double decode_s = tf > 0 && te > tf ? static_cast<double>(te - tf) * 1e-9 : 0;
     std::fprintf(
         stderr,
@@ -166,9 +178,7 @@ int run_generate(Args& args) {
         "token "
         "%.1f ms, prefill %.1f tok/s, decode %lld tokens at %.1f tok/s\n",
         i, engine::outcome_name(r.outcome), static_cast<long long>(r.prompt_tokens),
-        static_cast<long long>(r.cached_prompt_tokens),
-        tm > 0 ? (", media " + std::to_string(static_cast<int>(ms(tm - t0))) + " ms").c_str() : "",
-        tf > 0 ? ms(tf - t0) : 0.0,
+        static_cast<long long>(r.cached_prompt_tokens), media.c_str(), tf > 0 ? ms(tf - t0) : 0.0,
         prefill_s > 0 ? static_cast<double>(r.prompt_tokens - r.cached_prompt_tokens) / prefill_s
                       : 0.0,
         static_cast<long long>(n > 0 ? n - 1 : 0),

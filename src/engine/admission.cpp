@@ -55,9 +55,18 @@ double Admission::work_ns(double own, const MediaWork& media, double queued,
                                load.context, budget, media.items, queued_media.items);
 }
 
-double Admission::step_guard_ns(const RunningLoad& load, int64_t budget) const {
-  return cost_.predict_ns({static_cast<double>(std::max<int64_t>(0, budget - load.n_decode)),
-                           static_cast<double>(load.n_decode), 0, load.context});
+double Admission::step_guard_ns(const RunningLoad& load, int64_t budget,
+                                bool others_prefill) const {
+  const int64_t prefill = others_prefill ? std::max<int64_t>(0, budget - load.n_decode) : 0;
+  return cost_.predict_ns(
+      {static_cast<double>(prefill), static_cast<double>(load.n_decode), 0, load.context});
+}
+
+int64_t Admission::prompts_besides(const Request* r, const SchedulerView& v) {
+  int64_t n = 0;
+  for (const Request* q : v.running()) n += q != r && !q->prefilled();
+  for (const Request* q : v.waiting()) n += q != r;
+  return n;
 }
 
 Admission::MediaWork Admission::uncached_media(const Request& q, const SchedulerView& v) const {
@@ -150,7 +159,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // The decision keeps the margin expire_late keeps (one full step at the present load): a
   // request admitted without it was refused later by that check, after it had taken part of the
   // engine. The prediction itself stays the plain one (its error is tracked).
-  p.guard_ns = static_cast<int64_t>(step_guard_ns(p.load, p.budget));
+  p.guard_ns = static_cast<int64_t>(step_guard_ns(p.load, p.budget, prompts_besides(&r, v) > 0));
   return p;
 }
 
@@ -308,11 +317,13 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
   std::vector<Late> late;
   const RunningLoad load = running_load(v.running());
   const int64_t budget = v.token_budget();
-  // One full step at the present load, the margin every check below adds: once scheduled, a
-  // prompt shares steps with the running requests (served first), so a request found feasible
+  // The step in flight at the present load, the margin every check below adds: once scheduled,
+  // a prompt shares steps with the running requests (served first), so a request found feasible
   // with nothing to spare got its first token a few ms late; it is refused (or downgraded) a step
-  // earlier instead.
-  const double guard = step_guard_ns(load, budget);
+  // earlier instead. A full step where other prompts are in progress, else a decode step.
+  const double full_guard = step_guard_ns(load, budget, true);
+  const double decode_guard = step_guard_ns(load, budget, false);
+  const int64_t prompts = prompts_besides(nullptr, v);
   auto check = [&](Request* r) {
     // A request whose media is being preprocessed belongs to the media stage until it returns;
     // it is checked once it reaches the scheduler.
@@ -320,6 +331,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
     // As admission predicts (the same form, with the class's learned bias, and the guard), but
     // with no work ahead: a request admitted in this pass is never refused in the same one.
+    const double guard = prompts > 1 ? full_guard : decode_guard;  // r's own prompt is one
     const double need =
         work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget) + guard;
     const double elapsed = static_cast<double>(now - r->arrival_ns);

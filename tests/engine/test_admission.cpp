@@ -103,6 +103,33 @@ TEST(Admission, AdmitsWhatFitsAndRefusesWhatCannot) {
   EXPECT_EQ(d->predicted_ttft_ns, 0) << "best effort: no prediction made";
 }
 
+// The decision's margin is the step that may be in flight: a full step of the budget only where
+// other prompts are in progress. A request that fits its class alone on an idle engine is
+// admitted, not refused for a step that is not running (seen: a lone image request refused on an
+// idle 2b-shape server, its 3.3 s of work + a 1.8 s full step over silver's 5 s).
+TEST(Admission, TheMarginIsTheStepInFlight) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  // 6000 tokens alone: 12 full steps of ~23.5 ms = ~282 ms, inside platinum's 300 ms only
+  // without a full step's margin.
+  Request* lone = q.make(sla, "platinum", 6000, 0);
+  ASSERT_TRUE(adm.admit(*lone, v, 0, why)) << why;
+  const double full_step = law({512, 0, 0, 0});
+  EXPECT_LT(static_cast<double>(lone->predicted_ttft_ns) + full_step, 330.0 * kMs);
+  EXPECT_GT(static_cast<double>(lone->predicted_ttft_ns) + full_step, 300.0 * kMs)
+      << "the test's request must need the smaller margin";
+  // The same with another prompt waiting (behind it in fcfs order, so not queued ahead): a
+  // full step may be in flight when it arrives, and the margin says so.
+  v.waiting_.push_back(q.make(sla, "silver", 100, 1));
+  Request* busy = q.make(sla, "platinum", 6000, 0);
+  EXPECT_FALSE(adm.admit(*busy, v, 0, why));
+  EXPECT_NE(why.find("margin"), std::string::npos) << why;
+}
+
 // Before its media is fetched: a shell of no work of its own is refused only when the queue
 // alone breaks a refusing class's promise; nothing is recorded.
 TEST(Admission, PrecheckRefusesOnTheQueueAloneAndRecordsNothing) {
