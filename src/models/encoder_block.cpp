@@ -82,7 +82,13 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
   va.mask = kernels::MaskKind::kFull;
   va.bf16 = b.bf16_attention;
 
-  kernels::layer_norm(be, s.x, b.ln1_w, b.ln1_b, s.eps, s.h, N, E);
+  auto norm = [&](const Tensor& w, const Tensor& bias) {
+    if (b.rms_norm)
+      kernels::rms_norm(be, s.x, w, s.eps, s.h, N, E);
+    else
+      kernels::layer_norm(be, s.x, w, bias, s.eps, s.h, N, E);
+  };
+  norm(b.ln1_w, b.ln1_b);
   kernels::linear(be, s.h, N, b.qkv, s.qkv, b.opt);
   if (s.rope) {
     kernels::apply_rope(be, *s.rope, s.qkv, s.heads, 3 * E);
@@ -91,12 +97,18 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
   kernels::varlen_attention(be, va);
   kernels::linear(be, s.attn, N, b.proj, s.h, b.opt);
   kernels::add(be, s.x, s.h, N * E);
-  kernels::layer_norm(be, s.x, b.ln2_w, b.ln2_b, s.eps, s.h, N, E);
-  kernels::linear(be, s.h, N, b.fc1, s.act, b.opt);
-  if (s.quick_gelu)
-    kernels::quick_gelu(be, s.act, s.act, N * s.mlp);
-  else
-    kernels::gelu_erf(be, s.act, s.act, N * s.mlp);
+  norm(b.ln2_w, b.ln2_b);
+  if (b.gated_silu) {
+    if (!s.gate_up) throw InternalError("encoder block: a gated MLP needs EncoderStep::gate_up");
+    kernels::linear(be, s.h, N, b.fc1, s.gate_up, b.opt);
+    kernels::silu_mul_fused(be, s.gate_up, s.act, N, s.mlp);
+  } else {
+    kernels::linear(be, s.h, N, b.fc1, s.act, b.opt);
+    if (s.quick_gelu)
+      kernels::quick_gelu(be, s.act, s.act, N * s.mlp);
+    else
+      kernels::gelu_erf(be, s.act, s.act, N * s.mlp);
+  }
   kernels::linear(be, s.act, N, b.fc2, s.h, b.opt);
   kernels::add(be, s.x, s.h, N * E);
 }

@@ -1,6 +1,9 @@
-// The pre-norm transformer encoder layer two vision towers share (CLIP's and the Qwen2-VL ViT):
-//   x += proj(attention(LN1(x)))      bidirectional within each segment, optional rotary on q, k
-//   x += fc2(act(fc1(LN2(x))))        act: quick_gelu or exact GELU
+// The pre-norm transformer encoder layer the vision towers share (CLIP's, the Qwen2-VL and
+// Qwen2.5-VL ViTs):
+//   x += proj(attention(N1(x)))      bidirectional within each segment, optional rotary on q, k
+//   x += fc2(act(fc1(N2(x))))        act: quick_gelu or exact GELU
+//   x += fc2(silu(gate) * up)        gated (Qwen2.5-VL): fc1 = gate|up, fc2 = down
+// N: LayerNorm with bias, or RMSNorm (Qwen2.5-VL).
 // on the backend's ops only, over activation memory the caller owns (the backend's).
 #pragma once
 
@@ -49,13 +52,15 @@ EncoderPrecision encoder_precision(const kernels::Backend& be, const LoadOptions
                                    kernels::WeightFormat lm_format);
 
 struct EncoderBlock {
-  Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [embed], on the backend
+  Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [embed], on the backend (no biases: RMSNorm)
   kernels::PackedLinear qkv;          // q|k|v [3 * embed, embed] + biases
   kernels::PackedLinear proj;         // [embed, embed] + bias
-  kernels::PackedLinear fc1;          // [mlp, embed] + bias
+  kernels::PackedLinear fc1;          // [mlp, embed] + bias; gated: [2 * mlp, embed] gate|up
   kernels::PackedLinear fc2;          // [embed, mlp] + bias
   kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
   bool bf16_attention = false;        // VarlenAttentionArgs::bf16 (a 16-bit encoder)
+  bool rms_norm = false;              // RMSNorm (weights only), else LayerNorm
+  bool gated_silu = false;            // fc2(silu(gate) * up), else fc2(act(fc1(x)))
 };
 
 // One step of a stack of blocks: the shapes, the attention segments and the buffers.
@@ -71,6 +76,7 @@ struct EncoderStep {
   float* qkv = nullptr;                       // [n, 3 * embed] scratch
   float* attn = nullptr;                      // [n, embed] scratch
   float* act = nullptr;                       // [n, mlp] scratch
+  float* gate_up = nullptr;                   // [n, 2 * mlp] scratch (gated blocks only)
 };
 
 void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const EncoderStep& s);

@@ -138,6 +138,9 @@ struct PreparedMedia {
   // to samples at the file's rate) and resampling (audio). The rest of its time went to
   // preprocessing proper (resize and normalise, the log-mel).
   int64_t decode_ns = 0, resample_ns = 0;
+  // A sampled video: the seconds one temporal patch of frames spans (Qwen2.5-VL's
+  // second_per_grid_t: temporal_patch_size / the sampling fps); 0 otherwise.
+  double slice_seconds = 0;
 };
 
 struct MediaSpan {

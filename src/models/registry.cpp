@@ -7,6 +7,7 @@
 #include "io/json_fields.h"
 #include "models/fuyu/family.h"
 #include "models/llava/family.h"
+#include "models/qwen2_5_vl/family.h"
 #include "models/qwen2_audio/family.h"
 #include "models/qwen2_vl/family.h"
 
@@ -17,10 +18,10 @@ namespace mmrt::models {
 namespace {
 
 // Adding a family: its folder, and one line here.
-const std::array<const ModelFamily*, 5>& table() {
-  static const std::array<const ModelFamily*, 5> t{&qwen2_vl::family(), &qwen2_audio::family(),
-                                                   &llava::next_family(), &llava::family(),
-                                                   &fuyu::family()};
+const std::array<const ModelFamily*, 6>& table() {
+  static const std::array<const ModelFamily*, 6> t{
+      &qwen2_vl::family(), &qwen2_5_vl::family(),  &qwen2_audio::family(),
+      &llava::next_family(), &llava::family(), &fuyu::family()};
   return t;
 }
 

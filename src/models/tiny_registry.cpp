@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "models/fuyu/tiny_checkpoint.h"
 #include "models/llava/tiny_checkpoint.h"
+#include "models/qwen2_5_vl/tiny_checkpoint.h"
 #include "models/qwen2_audio/tiny_checkpoint.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 
@@ -27,6 +28,7 @@ struct Writer {
 // One line per family, as in registry.cpp.
 constexpr Writer kWriters[] = {
     {"qwen2-vl", &qwen2_vl::make_tiny_model},
+    {"qwen2.5-vl", &qwen2_5_vl::make_tiny_model},
     {"qwen2-audio", &qwen2_audio::make_tiny_model},
     {"llava-next", &llava_next},
     {"llava", &llava_15},

@@ -289,14 +289,17 @@ TEST(Qwen2VLVideoRef, RopePositionsMatchReference) {
     SCOPED_TRACE(c["items"].dump());
     const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
     const Tensor expanded = npy(r, c["expanded"]);
-    auto check = [&](const std::string& tag, double tps) {
+    auto check = [&](const std::string& tag, int64_t tps) {
       SCOPED_TRACE(tag);
       std::vector<MediaGrid> items;
       for (const json& it : c["items"]) {
         const bool video = it["kind"] == "video";
-        const double interval = tps > 0 ? it["second_per_grid"].get<double>() * tps : 1.0;
-        items.push_back({video ? Modality::kVideo : Modality::kImage, grid_of(it["grid"]),
-                         video ? interval : 1.0});
+        MediaGrid item{video ? Modality::kVideo : Modality::kImage, grid_of(it["grid"])};
+        if (video && tps > 0) {
+          item.second_per_grid = static_cast<float>(it["second_per_grid"].get<double>());
+          item.tokens_per_second = tps;
+        }
+        items.push_back(item);
       }
       const MultimodalPrompt p = expand_media_prompt(ids, items, cfg);
       const int64_t S = expanded.numel();
@@ -308,21 +311,21 @@ TEST(Qwen2VLVideoRef, RopePositionsMatchReference) {
       for (int64_t i = 0; i < 3 * S; ++i)
         ASSERT_EQ(p.positions[size_t(i)], w[i]) << "row " << i / S << " token " << i % S;
       EXPECT_EQ(p.rope_delta, w[3 * S]);
-      if (tps > 0) {  // HF's float32 product, for the record
-        const Tensor hf = npy(r, c["qwen25_tps" + std::to_string(int(tps)) + "_f32"]);
+      if (tps > 0) {  // the same product in double, for the record
+        const Tensor f64 = npy(r, c["qwen25_tps" + std::to_string(tps) + "_f64"]);
         int64_t d = 0;
-        for (int64_t i = 0; i < 3 * S + 1; ++i) d += hf.data<int64_t>()[i] != w[i];
+        for (int64_t i = 0; i < 3 * S + 1; ++i) d += f64.data<int64_t>()[i] != w[i];
         f32_rows += d;
         f32_cases += d > 0;
       }
     };
     check("qwen2", 0);
-    check("qwen25_tps2_f64", 2);
-    check("qwen25_tps4_f64", 4);
+    check("qwen25_tps2_f32", 2);
+    check("qwen25_tps4_f32", 4);
   }
   std::printf(
-      "[   INFO   ] Qwen2.5-VL time index: HF's float32 product differs from the double "
-      "one in %lld positions of %lld of the %zu x 2 prompts\n",
+      "[   INFO   ] Qwen2.5-VL time index, as HF computes it (float32): the same product in "
+      "double would differ in %lld positions of %lld of the %zu x 2 prompts\n",
       (long long)f32_rows, (long long)f32_cases, r.manifest["rope"].size());
 }
 

@@ -338,8 +338,8 @@ TEST(Qwen2VLVideoPrompt, PlaceholderAndItemMismatchesAreNamed) {
   EXPECT_EQ(p.positions[v0 + 4] - p.positions[v0], 1);
   EXPECT_EQ(p.positions[v0 + 8] - p.positions[v0], 2);
   EXPECT_EQ(p.positions[S - 2], p.positions[v0] + 3);  // vision_end: max(2, 1, 1) + 1
-  // Qwen2.5-VL's interval: t * 2.5 truncated.
-  const MediaGrid scaled[] = {image, {Modality::kVideo, {3, 4, 4}, 2.5}};
+  // Qwen2.5-VL's interval: t * 1.25 s per slice * 2 positions per second, truncated.
+  const MediaGrid scaled[] = {image, {Modality::kVideo, {3, 4, 4}, 1.25f, 2}};
   const MultimodalPrompt q = expand_media_prompt(ids, scaled, cfg);
   EXPECT_EQ(q.positions[v0 + 4] - q.positions[v0], 2);
   EXPECT_EQ(q.positions[v0 + 8] - q.positions[v0], 5);
@@ -386,16 +386,20 @@ TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
   user.content[0].kind = ContentPart::Kind::kImage;
   EXPECT_CONTAINS(invalid_argument([&] { render_chat({user}, {}); }), "right after a video");
 
-  for (const double interval : {1.0, 2.5}) {
-    SCOPED_TRACE(interval);
+  struct Interval {
+    float second_per_grid;
+    int64_t tokens_per_second;
+  };
+  for (const Interval iv : {Interval{1.0f, 1}, Interval{1.25f, 2}}) {
+    SCOPED_TRACE(iv.second_per_grid);
     const std::vector<int32_t> one_ids{1, vs, vid, ve, 3};
     const std::vector<int32_t> seg_ids{1, vs, vid, vid, vid, ve, 3};
     // 7 slices of 6x4 merged tokens: larger in time than in space, so the text after follows
     // the temporal extent; as segments of 2 + 4 + 1 slices.
-    const MediaGrid whole[] = {{Modality::kVideo, {7, 12, 8}, interval}};
-    const MediaGrid segs[] = {{Modality::kVideo, {2, 12, 8}, interval},
-                              {Modality::kVideo, {4, 12, 8}, interval},
-                              {Modality::kVideo, {1, 12, 8}, interval}};
+    const MediaGrid whole[] = {{Modality::kVideo, {7, 12, 8}, iv.second_per_grid, iv.tokens_per_second}};
+    const MediaGrid segs[] = {{Modality::kVideo, {2, 12, 8}, iv.second_per_grid, iv.tokens_per_second},
+                              {Modality::kVideo, {4, 12, 8}, iv.second_per_grid, iv.tokens_per_second},
+                              {Modality::kVideo, {1, 12, 8}, iv.second_per_grid, iv.tokens_per_second}};
     const MultimodalPrompt a = expand_media_prompt(one_ids, whole, cfg);
     const MultimodalPrompt b = expand_media_prompt(seg_ids, segs, cfg);
     EXPECT_EQ(a.ids, b.ids);
@@ -407,10 +411,10 @@ TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
     // in segment 0 (0), 1 (50 - 48 = 2; 100 - 48 = 52) and 2 (150 - 144 = 6).
     const int32_t keep_whole[] = {0, 50, 100, 150};
     const int32_t keep0[] = {0}, keep1[] = {2, 52}, keep2[] = {6};
-    const MediaGrid pw[] = {{Modality::kVideo, {7, 12, 8}, interval, keep_whole}};
-    const MediaGrid ps[] = {{Modality::kVideo, {2, 12, 8}, interval, keep0},
-                            {Modality::kVideo, {4, 12, 8}, interval, keep1},
-                            {Modality::kVideo, {1, 12, 8}, interval, keep2}};
+    const MediaGrid pw[] = {{Modality::kVideo, {7, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep_whole}};
+    const MediaGrid ps[] = {{Modality::kVideo, {2, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep0},
+                            {Modality::kVideo, {4, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep1},
+                            {Modality::kVideo, {1, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep2}};
     const MultimodalPrompt c = expand_media_prompt(one_ids, pw, cfg);
     const MultimodalPrompt d = expand_media_prompt(seg_ids, ps, cfg);
     EXPECT_EQ(c.ids, d.ids);
@@ -419,15 +423,15 @@ TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
   }
   // Segments that are not adjacent are two videos: the second starts after the first's extent.
   const std::vector<int32_t> two_ids{1, vs, vid, ve, vs, vid, ve, 3};
-  const MediaGrid two[] = {{Modality::kVideo, {2, 12, 8}, 1.0},
-                           {Modality::kVideo, {2, 12, 8}, 1.0}};
+  const MediaGrid two[] = {{Modality::kVideo, {2, 12, 8}},
+                           {Modality::kVideo, {2, 12, 8}}};
   const MultimodalPrompt t = expand_media_prompt(two_ids, two, cfg);
   const size_t v1 = static_cast<size_t>(t.items[1].begin);
   EXPECT_EQ(t.positions[v1], t.positions[v1 - 2] + 2);  // after vision_end, vision_start
   // A segment of another frame size is refused, naming both.
   const std::vector<int32_t> seg2{1, vs, vid, vid, ve, 3};
-  const MediaGrid bad[] = {{Modality::kVideo, {2, 12, 8}, 1.0},
-                           {Modality::kVideo, {2, 12, 10}, 1.0}};
+  const MediaGrid bad[] = {{Modality::kVideo, {2, 12, 8}},
+                           {Modality::kVideo, {2, 12, 10}}};
   EXPECT_CONTAINS(invalid_argument([&] { expand_media_prompt(seg2, bad, cfg); }),
                   "video item 1 continues item 0 but its frames are 168x140 px, not 168x112");
 }

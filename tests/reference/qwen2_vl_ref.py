@@ -357,11 +357,14 @@ class Qwen2VLFull:
     and those of <|video_pad|> by the video features (Qwen2VLForConditionalGeneration.forward:
     each kind through the vision tower on its own, masked_scatter in order)."""
 
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, vision_class=None):
         self.text = Qwen2VLText(model_dir)
-        self.vision = Qwen2VLVision(model_dir, self.text.w)
+        self.vision = (vision_class or Qwen2VLVision)(model_dir, self.text.w)
         with open(os.path.join(model_dir, "config.json")) as f:
             self.cfg = json.load(f)
+        # Qwen2.5-VL: second_per_grid_ts (one per video) and tokens_per_second for get_rope_index
+        self.second_per_grid = None
+        self.tokens_per_second = 2
 
     def media_features(self, pixels, grid, video_pixels=None, video_grid=None):
         img = self.vision.forward(pixels, grid) if pixels is not None else None
@@ -384,7 +387,8 @@ class Qwen2VLFull:
         afterwards, so the kept ones keep the positions of the full prompt."""
         feats = self.media_features(pixels, grid, video_pixels, video_grid)
         emb = self.embed(ids, feats)
-        pos, delta = get_rope_index(self.cfg, ids, grid, video_grid)
+        pos, delta = get_rope_index(self.cfg, ids, grid, video_grid, self.second_per_grid,
+                                    self.tokens_per_second)
         ids = list(ids)
         if video_keep is not None:
             vt = self.cfg.get("video_token_id", 151656)

@@ -56,24 +56,26 @@ void parse_rope(const json& rs, const std::string& field, const std::string& ori
 
 }  // namespace
 
-Config parse_config(const std::string& json_text, const std::string& origin) {
+Config parse_text_and_tokens(const std::string& json_text, const std::string& origin,
+                             const std::string& architecture, const std::string& model_type) {
   const json root = io::parse_json_object(json_text, origin);
   Config cfg;
   io::JsonFields top(&root, nullptr, "", origin);
   const io::ConfigIdentity id = io::config_identity(root, origin);
   std::string arch = id.architecture;
   cfg.model_type = id.model_type;
-  if (arch.empty() && cfg.model_type == "qwen2_vl") arch = "Qwen2VLForConditionalGeneration";
+  if (arch.empty() && cfg.model_type == model_type) arch = architecture;
   if (arch.empty())
-    throw FormatError(origin + ": missing \"architectures\" (and model_type is not qwen2_vl)");
-  if (arch != "Qwen2VLForConditionalGeneration")
-    throw FormatError(origin + ": unsupported architecture \"" + arch +
-                      "\" (expected Qwen2VLForConditionalGeneration)");
+    throw FormatError(origin + ": missing \"architectures\" (and model_type is not " + model_type +
+                      ")");
+  if (arch != architecture)
+    throw FormatError(origin + ": unsupported architecture \"" + arch + "\" (expected " +
+                      architecture + ")");
   cfg.architecture = arch;
-  if (cfg.model_type.empty()) cfg.model_type = "qwen2_vl";
-  if (cfg.model_type != "qwen2_vl")
-    throw FormatError(origin + ": field \"model_type\" is \"" + cfg.model_type +
-                      "\", expected \"qwen2_vl\"");
+  if (cfg.model_type.empty()) cfg.model_type = model_type;
+  if (cfg.model_type != model_type)
+    throw FormatError(origin + ": field \"model_type\" is \"" + cfg.model_type + "\", expected \"" +
+                      model_type + "\"");
   cfg.torch_dtype = top.str_or("torch_dtype", top.str_or("dtype", "bfloat16"));
 
   // Text fields: "text_config" first (newer layout), then the top level (original layout).
@@ -102,6 +104,13 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
 
   if (!root.contains("vision_config") || !root["vision_config"].is_object())
     throw FormatError(origin + ": missing \"vision_config\" object");
+  return cfg;
+}
+
+Config parse_config(const std::string& json_text, const std::string& origin) {
+  Config cfg =
+      parse_text_and_tokens(json_text, origin, "Qwen2VLForConditionalGeneration", "qwen2_vl");
+  const json root = json::parse(json_text);
   io::JsonFields vis(&root["vision_config"], nullptr, "vision_config.", origin);
   VisionConfig& v = cfg.vision;
   v.depth = vis.req_int("depth");
@@ -121,16 +130,12 @@ Config load_config(const std::string& config_json_path) {
   return parse_config(io::read_text_file(config_json_path), config_json_path);
 }
 
-void Config::validate(const std::string& origin) const {
+void validate_text_and_tokens(const Config& c, const std::string& origin) {
+  const TextConfig& text = c.text;
   auto fail = [&](const std::string& field, const std::string& what) {
     throw FormatError(origin + ": " + field + " " + what);
   };
-  // Sizes drive allocations (tensor tables, KV geometry, position tables): each is bounded, far
-  // above any released model, before anything is allocated from it.
-  auto positive = [&](const char* field, int64_t v, int64_t max) {
-    check_size(origin, field, v, max);
-  };
-  constexpr int64_t kMaxWidth = int64_t{1} << 17, kMaxCount = 4096;
+  constexpr int64_t kMaxWidth = int64_t{1} << 17;
   validate_text_fields(text, origin, "");
   if (text.head_dim() % 2 != 0)
     fail("hidden_size", "gives an odd head_dim " + std::to_string(text.head_dim()));
@@ -147,6 +152,28 @@ void Config::validate(const std::string& origin) const {
       fail("rope_scaling.mrope_section", "sums to " + std::to_string(sum) + " but head_dim/2 is " +
                                              std::to_string(text.head_dim() / 2));
   }
+  const std::pair<const char*, int64_t> ids[] = {{"vision_start_token_id", c.vision_start_token_id},
+                                                 {"vision_end_token_id", c.vision_end_token_id},
+                                                 {"vision_token_id", c.vision_token_id},
+                                                 {"image_token_id", c.image_token_id},
+                                                 {"video_token_id", c.video_token_id}};
+  for (const auto& [field, id] : ids)
+    if (id < 0 || id >= text.vocab_size)
+      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
+                      std::to_string(text.vocab_size) + ")");
+}
+
+void Config::validate(const std::string& origin) const {
+  validate_text_and_tokens(*this, origin);
+  auto fail = [&](const std::string& field, const std::string& what) {
+    throw FormatError(origin + ": " + field + " " + what);
+  };
+  // Sizes drive allocations (tensor tables, KV geometry, position tables): each is bounded, far
+  // above any released model, before anything is allocated from it.
+  auto positive = [&](const char* field, int64_t v, int64_t max) {
+    check_size(origin, field, v, max);
+  };
+  constexpr int64_t kMaxWidth = int64_t{1} << 17, kMaxCount = 4096;
   positive("vision_config.depth", vision.depth, kMaxCount);
   positive("vision_config.embed_dim", vision.embed_dim, kMaxWidth);
   positive("vision_config.num_heads", vision.num_heads, kMaxCount);
@@ -169,15 +196,6 @@ void Config::validate(const std::string& origin) const {
   if (vision.hidden_act != "quick_gelu")
     fail("vision_config.hidden_act",
          "is \"" + vision.hidden_act + "\"; only \"quick_gelu\" is supported");
-  const std::pair<const char*, int64_t> ids[] = {{"vision_start_token_id", vision_start_token_id},
-                                                 {"vision_end_token_id", vision_end_token_id},
-                                                 {"vision_token_id", vision_token_id},
-                                                 {"image_token_id", image_token_id},
-                                                 {"video_token_id", video_token_id}};
-  for (const auto& [field, id] : ids)
-    if (id < 0 || id >= text.vocab_size)
-      fail(field, std::to_string(id) + " is outside the vocabulary [0, " +
-                      std::to_string(text.vocab_size) + ")");
 }
 
 std::string config_to_json(const Config& c) {

@@ -70,6 +70,12 @@ struct Config {
 // naming `origin` and the field.
 Config parse_config(const std::string& json_text, const std::string& origin);
 Config load_config(const std::string& config_json_path);
+// What Qwen2.5-VL shares (models/qwen2_5_vl): the identity, checked against `architecture` and
+// `model_type`, the text model and the token ids; vision_config must be an object but is not
+// read. And their checks (Config::validate runs them, then the vision tower's).
+Config parse_text_and_tokens(const std::string& json_text, const std::string& origin,
+                             const std::string& architecture, const std::string& model_type);
+void validate_text_and_tokens(const Config& cfg, const std::string& origin);
 // config.json exactly as Hugging Face writes it for Qwen2-VL (top-level text fields).
 std::string config_to_json(const Config& cfg);
 

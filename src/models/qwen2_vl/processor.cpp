@@ -16,7 +16,7 @@ namespace {
 
 std::vector<MediaGrid> image_items(std::span<const GridThw> grids) {
   std::vector<MediaGrid> items;
-  for (const GridThw& g : grids) items.push_back({Modality::kImage, g, 1.0});
+  for (const GridThw& g : grids) items.push_back({Modality::kImage, g});
   return items;
 }
 
@@ -119,9 +119,10 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
     if (i + n > S)
       throw InvalidArgument("media item " + std::to_string(k - 1) + " needs " + std::to_string(n) +
                             " pad tokens, the prompt ends after " + std::to_string(S - i));
-    // Qwen2-VL: the raw slice index; Qwen2.5-VL: seconds * tokens_per_second, in double.
+    // Qwen2-VL: the raw slice index; Qwen2.5-VL: seconds * tokens_per_second (MediaGrid).
     auto tpos = [&](int64_t t) {
-      return static_cast<int64_t>(static_cast<double>(t) * item.t_interval);
+      const float s = static_cast<float>(t) * item.second_per_grid;
+      return static_cast<int64_t>(s * static_cast<float>(item.tokens_per_second));
     };
     // A continuing video (its pads right after the previous video's, as render_chat writes a
     // ContentPart::continues): its slices follow that video's, one grid in time.
@@ -129,7 +130,8 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
     int64_t base = next, t0 = 0;
     if (continues) {
       const MediaGrid& prev = items[k - 2];
-      if (prev.grid[1] != g[1] || prev.grid[2] != g[2] || prev.t_interval != item.t_interval)
+      if (prev.grid[1] != g[1] || prev.grid[2] != g[2] || prev.second_per_grid != item.second_per_grid ||
+          prev.tokens_per_second != item.tokens_per_second)
         throw InvalidArgument("video item " + std::to_string(k - 1) + " continues item " +
                               std::to_string(k - 2) + " but its frames are " +
                               std::to_string(g[1] * cfg.vision.patch_size) + "x" +
@@ -171,8 +173,8 @@ namespace {
 class Qwen2VLProcessor final : public Processor {
  public:
   Qwen2VLProcessor(const Config& cfg, const ImageProcessorConfig& pp, const Hash128& config_key,
-                   int32_t rows, const VideoSamplingConfig& video)
-      : cfg_(cfg), pp_(pp), video_(video), rows_(rows) {
+                   int32_t rows, const VideoSamplingConfig& video, int64_t tokens_per_second)
+      : cfg_(cfg), pp_(pp), video_(video), rows_(rows), tokens_per_second_(tokens_per_second) {
     video_.validate();
     // The settings every media key depends on: the model's config and the preprocessing.
     Hasher h;
@@ -247,6 +249,9 @@ class Qwen2VLProcessor final : public Processor {
       p.n_tokens = in.n_tokens();
       p.encoder_cost = in.grid[0] * in.grid[1] * in.grid[2];
       p.decode_ns = static_cast<int64_t>(in.decode_ms * 1e6);
+      // HF's second_per_grid_ts: temporal_patch_size / the fps the frames were sampled at.
+      if (in.sample_fps > 0)
+        p.slice_seconds = static_cast<double>(pp_.temporal_patch_size) / in.sample_fps;
       if (prunes(m, opts)) prune(p, opts.video_prune_threshold);
       return p;
     }
@@ -270,7 +275,14 @@ class Qwen2VLProcessor final : public Processor {
       if (p.dims.size() != 3)
         throw InvalidArgument(std::string("qwen2-vl: a prepared ") + modality_name(p.modality) +
                               " must carry its (t, h, w) grid");
-      items.push_back({p.modality, {p.dims[0], p.dims[1], p.dims[2]}, 1.0, p.kept_tokens});
+      MediaGrid item{p.modality, {p.dims[0], p.dims[1], p.dims[2]}, 1.0f, 1, p.kept_tokens};
+      if (tokens_per_second_ > 0 && p.modality == Modality::kVideo) {
+        if (!(p.slice_seconds > 0))
+          throw InvalidArgument("qwen2.5-vl: a prepared video must carry the seconds a slice spans");
+        item.second_per_grid = static_cast<float>(p.slice_seconds);
+        item.tokens_per_second = tokens_per_second_;
+      }
+      items.push_back(item);
     }
     MultimodalPrompt mp = expand_media_prompt(ids, items, cfg_);
     ExpandedPrompt e;
@@ -356,6 +368,7 @@ class Qwen2VLProcessor final : public Processor {
   ImageProcessorConfig pp_;
   VideoSamplingConfig video_;
   int32_t rows_;
+  int64_t tokens_per_second_;  // > 0: Qwen2.5-VL's time-scaled video positions
   Hash128 settings_;
 };
 
@@ -363,8 +376,10 @@ class Qwen2VLProcessor final : public Processor {
 
 std::unique_ptr<Processor> make_processor(const Config& cfg, const ImageProcessorConfig& pp,
                                           const Hash128& config_key, int32_t position_rows,
-                                          const VideoSamplingConfig& video) {
-  return std::make_unique<Qwen2VLProcessor>(cfg, pp, config_key, position_rows, video);
+                                          const VideoSamplingConfig& video,
+                                          int64_t tokens_per_second) {
+  return std::make_unique<Qwen2VLProcessor>(cfg, pp, config_key, position_rows, video,
+                                            tokens_per_second);
 }
 
 }  // namespace mmrt::models::qwen2_vl

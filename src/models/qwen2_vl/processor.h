@@ -29,15 +29,18 @@ struct MultimodalPrompt {
 };
 
 // One media item of a prompt: an image (<|image_pad|>) or a video (<|video_pad|>) and its patch
-// grid. The temporal position of slice t is int64(t * t_interval) (computed in double): 1 for
-// Qwen2-VL (the raw slice index); Qwen2.5-VL's second_per_grid_t * tokens_per_second.
+// grid. The temporal position of slice t is int64(f32(f32(t * second_per_grid) *
+// tokens_per_second)), in float32 as HF's get_rope_index computes it: t itself for Qwen2-VL (1,
+// 1); for a Qwen2.5-VL video, the seconds one slice spans (temporal_patch_size / the sampling
+// fps) and vision_config.tokens_per_second, so that time, not the slice count, places it.
 // `kept` (video token pruning): the indices of the tokens kept among the grid's, strictly
 // increasing; each keeps its own (t, h, w) position and the text after the item is placed as if
 // none were dropped. Empty: every token.
 struct MediaGrid {
   Modality modality = Modality::kImage;
   GridThw grid{1, 0, 0};
-  double t_interval = 1.0;
+  float second_per_grid = 1.0f;
+  int64_t tokens_per_second = 1;
   std::span<const int32_t> kept = {};
 };
 
@@ -55,12 +58,18 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
 void rope_index(std::span<const int32_t> ids, std::span<const GridThw> grids, const Config& cfg,
                 std::vector<int32_t>& positions, int32_t& rope_delta);
 
+// preprocessor_config.json of the checkpoint in `dir` (the class defaults when absent), checked
+// against cfg.vision's patch, merge and temporal sizes (FormatError naming both).
+ImageProcessorConfig read_processor_config(const std::string& dir, const Config& cfg);
+
 // The grid of an image of the given source size: smart_resize, then patches.
 GridThw image_grid(int64_t height, int64_t width, const ImageProcessorConfig& pp);
 
 // The Processor of a loaded checkpoint: images, and videos sampled with `video`.
+// `tokens_per_second` > 0 (Qwen2.5-VL): a video's temporal positions follow time (MediaGrid).
 std::unique_ptr<Processor> make_processor(const Config& cfg, const ImageProcessorConfig& pp,
                                           const Hash128& config_key, int32_t position_rows,
-                                          const VideoSamplingConfig& video = {});
+                                          const VideoSamplingConfig& video = {},
+                                          int64_t tokens_per_second = 0);
 
 }  // namespace mmrt::models::qwen2_vl

@@ -143,17 +143,21 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   // Tokenizer first: its special-token ids go into config.json.
   tiny::TokenizerOptions to;
   to.path = opts.tokenizer_path;
-  to.vocab_size = opts.size == TinySize::kTiny ? 1000 : 8000;
+  // A real-shape preset takes the real vocabulary (its special tokens at their real ids).
+  const bool real_vocab =
+      opts.family ? opts.family->base.text.vocab_size > 100000 : opts.size == TinySize::k2BShape;
+  to.vocab_size = opts.size == TinySize::kTiny && !opts.family ? 1000 : 8000;
+  if (opts.family && opts.family->base.text.hidden_size < 128) to.vocab_size = 1000;
   to.specials = special_tokens();
-  if (opts.size == TinySize::k2BShape) to.special_first_id = 151643;
+  if (real_vocab) to.special_first_id = 151643;
   const tiny::Tokenizer tok = tiny::make_tokenizer(to);
 
   TinyResult res;
   Config& c = res.config;
-  c = tiny_base_config(opts.size);
+  c = opts.family ? opts.family->base : tiny_base_config(opts.size);
   if (opts.tied) c.text.tie_word_embeddings = *opts.tied;
   c.torch_dtype = opts.dtype == DType::kBF16 ? "bfloat16" : "float32";
-  if (opts.size == TinySize::k2BShape) {
+  if (real_vocab) {
     if (tok.facts.size > c.text.vocab_size)
       throw InvalidArgument(tok.origin + ": " + std::to_string(tok.facts.size) +
                             " tokens do not fit the 2b-shape vocabulary of " +
@@ -170,10 +174,11 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   c.vision_token_id = id("<|vision_pad|>");
   c.image_token_id = id("<|image_pad|>");
   c.video_token_id = id("<|video_pad|>");
-  c.validate("make-tiny-model config");
+  if (!opts.family) c.validate("make-tiny-model config");
   res.tokenizer_size = tok.facts.size;
 
-  tiny::write_file(dir / "config.json", config_to_json(c));
+  tiny::write_file(dir / "config.json",
+                   opts.family ? opts.family->config_json(c) : config_to_json(c));
   tiny::write_file(dir / "tokenizer.json", tok.text);
   tiny::write_file(
       dir / "tokenizer_config.json",
@@ -186,7 +191,10 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
 
   // Weights, produced while writing.
   std::vector<tiny::TensorSpec> tensors;
-  for (const ExpectedTensor& e : expected_tensors(c, c.text.tie_word_embeddings))
+  const std::vector<ExpectedTensor> expected =
+      opts.family ? opts.family->tensors(c, c.text.tie_word_embeddings)
+                  : expected_tensors(c, c.text.tie_word_embeddings);
+  for (const ExpectedTensor& e : expected)
     tensors.push_back({e.name, tensor_name(opts.naming, e.name), e.shape, is_norm_param(e.name)});
   const tiny::WrittenWeights w = tiny::write_random_weights(
       out_dir, tensors, {opts.seed, opts.dtype, opts.max_shard_bytes, opts.pool, opts.progress});

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "models/checkpoint.h"
 #include "models/model.h"
 #include "models/qwen2_vl/config.h"
 
@@ -40,6 +42,16 @@ struct TinyOptions {
   uint64_t max_shard_bytes = 2'000'000'000;  // HF "2GB": the 2b-shape model becomes 3 shards
   ThreadPool* pool = nullptr;                // fills tensors in parallel (nullptr: serially)
   bool progress = false;                     // progress lines on stderr
+  // A family built on Qwen2-VL's files (Qwen2.5-VL: the same tokenizer, chat template, processor
+  // and text model): its preset (`size` is then ignored), and from the config with the
+  // vocabulary and token ids filled in, its config.json (checked) and its tensors (canonical
+  // names, lm_head omitted when tied). Unset: Qwen2-VL's.
+  struct Family {
+    Config base;
+    std::function<std::string(const Config&)> config_json;
+    std::function<std::vector<ExpectedTensor>(const Config&, bool tied)> tensors;
+  };
+  std::optional<Family> family;
 };
 
 struct TinyResult {

@@ -14,6 +14,7 @@
 #include "kernels/linear.h"
 #include "models/encoder_block.h"
 #include "models/qwen2_vl/config.h"
+#include "models/qwen2_vl/vision_runner.h"
 
 namespace mmrt::io {
 class SafeTensors;
@@ -28,7 +29,7 @@ inline constexpr kernels::Op kVisionTowerOps[] = {
     kernels::Op::kAdd,       kernels::Op::kRopeAngles,
     kernels::Op::kApplyRope, kernels::Op::kVarlenAttention};
 
-class VisionTower {
+class VisionTower final : public GridEncoder {
  public:
   // Loads the visual.* tensors (either naming convention) from an opened checkpoint whose
   // tensors were already checked, in `precision` (patch embedding and merger in its 16-bit
@@ -39,12 +40,12 @@ class VisionTower {
 
   // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
   // concatenated) -> image embeddings [sum_i t_i*h_i*w_i / merge², out_hidden] f32.
-  Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids);
+  Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) override;
 
   int64_t patch_dim() const;  // C * T * p * p (1176)
   int64_t out_hidden() const;
   // Floating-point operations of forward() for one image of this grid (for GFLOP/s reports).
-  double flops(const GridThw& grid) const;
+  double flops(const GridThw& grid) const override;
 
  private:
   struct Impl;

@@ -1,0 +1,215 @@
+#include "models/qwen2_5_vl/vision_tower.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "kernels/layout.h"
+#include "kernels/ops.h"
+#include "kernels/rope.h"
+#include "kernels/scratch.h"
+
+namespace mmrt::models::qwen2_5_vl {
+
+WindowOrder window_order(std::span<const GridThw> grids, const VisionConfig& vc) {
+  const int64_t ms = vc.spatial_merge_size, unit = ms * ms, win = vc.window_tokens();
+  WindowOrder o;
+  o.cu_window.push_back(0);
+  o.cu_frame.push_back(0);
+  int64_t base = 0;  // merged tokens of the grids before this one
+  for (const GridThw& g : grids) {
+    const int64_t gh = g[1] / ms, gw = g[2] / ms;
+    const int64_t nwh = (gh + win - 1) / win, nww = (gw + win - 1) / win;
+    for (int64_t t = 0; t < g[0]; ++t) {
+      for (int64_t wy = 0; wy < nwh; ++wy)
+        for (int64_t wx = 0; wx < nww; ++wx) {
+          const int64_t y1 = std::min(gh, (wy + 1) * win), x1 = std::min(gw, (wx + 1) * win);
+          for (int64_t y = wy * win; y < y1; ++y)
+            for (int64_t x = wx * win; x < x1; ++x)
+              o.index.push_back(static_cast<int32_t>(base + (t * gh + y) * gw + x));
+          o.cu_window.push_back(static_cast<int32_t>(o.index.size() * unit));
+        }
+      o.cu_frame.push_back(static_cast<int32_t>(o.index.size() * unit));
+    }
+    base += g[0] * gh * gw;
+  }
+  return o;
+}
+
+struct VisionTower::Impl {
+  VisionConfig vc;
+  const kernels::Backend* be = nullptr;
+  kernels::PackedLinear patch_embed;  // [embed, C*T*p*p]
+  std::vector<EncoderBlock> blocks;
+  Tensor ln_q_w;               // [embed]
+  kernels::PackedLinear mlp0;  // [4 * embed, 4 * embed] + bias
+  kernels::PackedLinear mlp2;  // [out_hidden, 4 * embed] + bias
+  kernels::RopeTable rope;
+};
+
+VisionTower::VisionTower(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VisionTower::~VisionTower() = default;
+
+int64_t VisionTower::patch_dim() const {
+  const auto& v = impl_->vc;
+  return v.in_chans * v.temporal_patch_size * v.patch_size * v.patch_size;
+}
+
+double VisionTower::flops(const GridThw& g) const {
+  const auto& v = impl_->vc;
+  const double n = static_cast<double>(g[0] * g[1] * g[2]);
+  const double e = static_cast<double>(v.hidden_size), i = static_cast<double>(v.intermediate_size);
+  // Attention: 4 * e per (query, key) pair of a segment.
+  const WindowOrder o = window_order({&g, 1}, v);
+  auto pairs = [](const std::vector<int32_t>& cu) {
+    double s = 0;
+    for (size_t k = 1; k < cu.size(); ++k) s += static_cast<double>(cu[k] - cu[k - 1]) * (cu[k] - cu[k - 1]);
+    return s;
+  };
+  const double window_pairs = pairs(o.cu_window), frame_pairs = pairs(o.cu_frame);
+  double total = 2 * n * e * static_cast<double>(patch_dim());
+  for (int64_t b = 0; b < v.depth; ++b)
+    total += 2 * n * (4 * e * e + 3 * e * i) +
+             4 * e * (v.full_attention(b) ? frame_pairs : window_pairs);
+  const double unit = static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  const double merged = n / unit, me = e * unit;
+  return total + 2 * merged * (me * me + me * static_cast<double>(v.out_hidden_size));
+}
+
+std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
+                                               const io::SafeTensors& st, const Config& cfg,
+                                               const EncoderPrecision& prec) {
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.vc = cfg.vision;
+  m.be = &be;
+  const qwen2_vl::Naming naming = qwen2_vl::detect_naming(st.names(), st.path());
+  // Compute-bound GEMMs over hundreds of patch rows: the weights stay in the mapped checkpoint.
+  constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
+  auto get = [&](const std::string& c) { return st.get(qwen2_vl::tensor_name(naming, c)); };
+  const kernels::WeightFormat fmt = prec.fmt;
+  auto lin = [&](const std::string& base, kernels::WeightFormat f) {
+    Tensor w = get(base + ".weight"), b = get(base + ".bias");
+    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
+  };
+  Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p], no bias
+  m.patch_embed = kernels::PackedLinear::pack(be, pw.reshape({pw.dim(0), -1}), nullptr, fmt, kPlace);
+  m.blocks.resize(static_cast<size_t>(m.vc.depth));
+  for (int64_t i = 0; i < m.vc.depth; ++i) {
+    const std::string p = "visual.blocks." + std::to_string(i) + ".";
+    EncoderBlock& b = m.blocks[static_cast<size_t>(i)];
+    b.rms_norm = true;
+    b.gated_silu = true;
+    b.ln1_w = be.upload(get(p + "norm1.weight"));
+    b.ln2_w = be.upload(get(p + "norm2.weight"));
+    const kernels::WeightFormat f = prec.block_format(i, m.vc.depth);
+    b.qkv = lin(p + "attn.qkv", f);
+    b.proj = lin(p + "attn.proj", f);
+    Tensor gw = get(p + "mlp.gate_proj.weight"), gb = get(p + "mlp.gate_proj.bias");
+    Tensor uw = get(p + "mlp.up_proj.weight"), ub = get(p + "mlp.up_proj.bias");
+    const Tensor* ws[] = {&gw, &uw};
+    const Tensor* bs[] = {&gb, &ub};
+    b.fc1 = kernels::PackedLinear::pack_concat(be, ws, bs, f, kPlace);
+    b.fc2 = lin(p + "mlp.down_proj", f);
+    b.opt = prec.block_options(i, m.vc.depth);
+    b.bf16_attention = prec.bf16_attention();
+  }
+  m.ln_q_w = be.upload(get("visual.merger.ln_q.weight"));
+  m.mlp0 = lin("visual.merger.mlp.0", fmt);
+  m.mlp2 = lin("visual.merger.mlp.2", fmt);
+  m.rope = kernels::make_vision_rope_table(static_cast<int32_t>(m.vc.head_dim()), 10000.0);
+  return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
+}
+
+Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
+  Impl& m = *impl_;
+  const kernels::Backend& be = *m.be;
+  const auto& vc = m.vc;
+  const int64_t E = vc.hidden_size, ms = vc.spatial_merge_size, unit = ms * ms;
+  const int64_t I = vc.intermediate_size, D = patch_dim();
+  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 ||
+      pixel_values.dim(1) != D)
+    throw InvalidArgument("vision tower: pixel_values must be f32 [n_patches, " +
+                          std::to_string(D) + "], got " + pixel_values.describe());
+  int64_t N = 0;
+  for (const auto& g : grids) {
+    if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[1] % ms || g[2] % ms)
+      throw InvalidArgument("vision tower: grid_thw (" + std::to_string(g[0]) + ", " +
+                            std::to_string(g[1]) + ", " + std::to_string(g[2]) +
+                            ") must be positive with h, w multiples of " + std::to_string(ms));
+    N += g[0] * g[1] * g[2];
+  }
+  if (N != pixel_values.dim(0))
+    throw InvalidArgument("vision tower: grid_thw covers " + std::to_string(N) +
+                          " patches but pixel_values has " + std::to_string(pixel_values.dim(0)) +
+                          " rows");
+  const WindowOrder order = window_order(grids, vc);
+  const int64_t M = N / unit;
+  // Positions (row, col) per patch in merge-block order, as Qwen2-VL's.
+  std::vector<int32_t> pos(static_cast<size_t>(2 * N));  // [2, N]
+  int64_t r = 0;
+  for (const auto& g : grids)
+    for (int64_t t = 0; t < g[0]; ++t)
+      for (int64_t bh = 0; bh < g[1] / ms; ++bh)
+        for (int64_t bw = 0; bw < g[2] / ms; ++bw)
+          for (int64_t mh = 0; mh < ms; ++mh)
+            for (int64_t mw = 0; mw < ms; ++mw, ++r) {
+              pos[static_cast<size_t>(r)] = static_cast<int32_t>(bh * ms + mh);
+              pos[static_cast<size_t>(N + r)] = static_cast<int32_t>(bw * ms + mw);
+            }
+  // Window order: merged token index[j]'s patch rows (and positions) move to rows j*unit...
+  const Tensor src = pixel_values.contiguous();
+  Tensor px = Tensor::empty(DType::kF32, {N, D});  // host, reordered
+  std::vector<int32_t> wpos(static_cast<size_t>(2 * N));
+  const size_t row_bytes = static_cast<size_t>(unit * D) * sizeof(float);
+  for (int64_t j = 0; j < M; ++j) {
+    const int64_t k = order.index[static_cast<size_t>(j)];
+    std::memcpy(px.data<float>() + j * unit * D, src.data<float>() + k * unit * D, row_bytes);
+    for (int64_t u = 0; u < unit; ++u)
+      for (int64_t a = 0; a < 2; ++a)
+        wpos[static_cast<size_t>(a * N + j * unit + u)] = pos[static_cast<size_t>(a * N + k * unit + u)];
+  }
+  Tensor dpx = be.upload(px);
+  kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]
+  kernels::Buffer qkv(be, N * 3 * E);          // [N, 3 * embed]
+  kernels::Buffer attn(be, N * E);
+  kernels::Buffer act(be, N * I), gate_up(be, N * 2 * I);
+  kernels::linear(be, dpx.data<float>(), N, m.patch_embed, x.data());
+  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, wpos.data(), N);
+  EncoderStep step{.n = N,
+                   .embed = E,
+                   .mlp = I,
+                   .heads = static_cast<int32_t>(vc.num_heads),
+                   .eps = 1e-6f,
+                   .quick_gelu = false,
+                   .cu_seqlens = {},
+                   .rope = &angles,
+                   .x = x.data(),
+                   .h = h.data(),
+                   .qkv = qkv.data(),
+                   .attn = attn.data(),
+                   .act = act.data(),
+                   .gate_up = gate_up.data()};
+  for (int64_t b = 0; b < vc.depth; ++b) {
+    step.cu_seqlens = vc.full_attention(b) ? order.cu_frame : order.cu_window;
+    run_encoder_block(be, m.blocks[static_cast<size_t>(b)], step);
+  }
+  // Merger: RMSNorm per patch, then each merged token's 4 consecutive rows as one vector.
+  kernels::rms_norm(be, x.data(), m.ln_q_w, 1e-6f, h.data(), N, E);
+  const int64_t ME = E * unit;
+  kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
+  kernels::linear(be, h.data(), M, m.mlp0, mid.data());
+  kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
+  kernels::Buffer merged(be, M * vc.out_hidden_size);
+  kernels::linear(be, mid.data(), M, m.mlp2, merged.data());
+  // Back to the image's order: window position j holds merged token index[j].
+  const int64_t O = vc.out_hidden_size;
+  Tensor out = be.empty(DType::kF32, {M, O});
+  for (int64_t j = 0; j < M; ++j)
+    kernels::copy2d(be, out.data<float>() + order.index[static_cast<size_t>(j)] * O, O,
+                    merged.data() + j * O, O, 1, O);
+  return out;
+}
+
+}  // namespace mmrt::models::qwen2_5_vl

@@ -1,0 +1,54 @@
+// Qwen2.5-VL tensor table (HF modeling_qwen2_5_vl.py module layout).
+#include "models/qwen2_5_vl/weights_spec.h"
+
+namespace mmrt::models::qwen2_5_vl {
+
+std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied) {
+  const VisionConfig& v = cfg.vision;
+  std::vector<ExpectedTensor> out;
+  DecoderConfig d = qwen2_vl::decoder_config(cfg.qwen2, qwen2_vl::Naming::kOld);
+  d.tied_embeddings = tied;
+  for (const DecoderTensor& t : decoder_tensors(d)) out.push_back({t.canonical_name, t.shape});
+  auto add = [&](std::string name, Shape shape) {
+    out.push_back({std::move(name), std::move(shape)});
+  };
+  const int64_t E = v.hidden_size, I = v.intermediate_size;
+  const int64_t merged = E * v.spatial_merge_size * v.spatial_merge_size;  // 2x2 tokens -> one
+  add("visual.patch_embed.proj.weight",
+      {E, v.in_chans, v.temporal_patch_size, v.patch_size, v.patch_size});
+  for (int64_t b = 0; b < v.depth; ++b) {
+    const std::string p = "visual.blocks." + std::to_string(b) + ".";
+    add(p + "norm1.weight", {E});
+    add(p + "norm2.weight", {E});
+    add(p + "attn.qkv.weight", {3 * E, E});
+    add(p + "attn.qkv.bias", {3 * E});
+    add(p + "attn.proj.weight", {E, E});
+    add(p + "attn.proj.bias", {E});
+    add(p + "mlp.gate_proj.weight", {I, E});
+    add(p + "mlp.gate_proj.bias", {I});
+    add(p + "mlp.up_proj.weight", {I, E});
+    add(p + "mlp.up_proj.bias", {I});
+    add(p + "mlp.down_proj.weight", {E, I});
+    add(p + "mlp.down_proj.bias", {E});
+  }
+  add("visual.merger.ln_q.weight", {E});
+  add("visual.merger.mlp.0.weight", {merged, merged});
+  add("visual.merger.mlp.0.bias", {merged});
+  add("visual.merger.mlp.2.weight", {v.out_hidden_size, merged});
+  add("visual.merger.mlp.2.bias", {v.out_hidden_size});
+  return out;
+}
+
+qwen2_vl::Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg) {
+  qwen2_vl::Layout l;
+  l.naming = qwen2_vl::detect_naming(st.names(), st.path());
+  l.tied = !st.contains("lm_head.weight");
+  std::vector<ExpectedTensor> expected = expected_tensors(cfg, l.tied);
+  for (ExpectedTensor& e : expected) e.name = qwen2_vl::tensor_name(l.naming, e.name);
+  check_checkpoint_tensors(st, expected,
+                           std::string(l.naming == qwen2_vl::Naming::kOld ? "old" : "new") +
+                               "-style names, " + (l.tied ? "tied" : "untied") + " lm_head");
+  return l;
+}
+
+}  // namespace mmrt::models::qwen2_5_vl
