@@ -19,9 +19,9 @@ namespace {
 
 // Adding a family: its folder, and one line here.
 const std::array<const ModelFamily*, 6>& table() {
-  static const std::array<const ModelFamily*, 6> t{
-      &qwen2_vl::family(), &qwen2_5_vl::family(),  &qwen2_audio::family(),
-      &llava::next_family(), &llava::family(), &fuyu::family()};
+  static const std::array<const ModelFamily*, 6> t{&qwen2_vl::family(),    &qwen2_5_vl::family(),
+                                                   &qwen2_audio::family(), &llava::next_family(),
+                                                   &llava::family(),       &fuyu::family()};
   return t;
 }
 

@@ -396,10 +396,12 @@ TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
     const std::vector<int32_t> seg_ids{1, vs, vid, vid, vid, ve, 3};
     // 7 slices of 6x4 merged tokens: larger in time than in space, so the text after follows
     // the temporal extent; as segments of 2 + 4 + 1 slices.
-    const MediaGrid whole[] = {{Modality::kVideo, {7, 12, 8}, iv.second_per_grid, iv.tokens_per_second}};
-    const MediaGrid segs[] = {{Modality::kVideo, {2, 12, 8}, iv.second_per_grid, iv.tokens_per_second},
-                              {Modality::kVideo, {4, 12, 8}, iv.second_per_grid, iv.tokens_per_second},
-                              {Modality::kVideo, {1, 12, 8}, iv.second_per_grid, iv.tokens_per_second}};
+    const MediaGrid whole[] = {
+        {Modality::kVideo, {7, 12, 8}, iv.second_per_grid, iv.tokens_per_second}};
+    const MediaGrid segs[] = {
+        {Modality::kVideo, {2, 12, 8}, iv.second_per_grid, iv.tokens_per_second},
+        {Modality::kVideo, {4, 12, 8}, iv.second_per_grid, iv.tokens_per_second},
+        {Modality::kVideo, {1, 12, 8}, iv.second_per_grid, iv.tokens_per_second}};
     const MultimodalPrompt a = expand_media_prompt(one_ids, whole, cfg);
     const MultimodalPrompt b = expand_media_prompt(seg_ids, segs, cfg);
     EXPECT_EQ(a.ids, b.ids);
@@ -411,10 +413,12 @@ TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
     // in segment 0 (0), 1 (50 - 48 = 2; 100 - 48 = 52) and 2 (150 - 144 = 6).
     const int32_t keep_whole[] = {0, 50, 100, 150};
     const int32_t keep0[] = {0}, keep1[] = {2, 52}, keep2[] = {6};
-    const MediaGrid pw[] = {{Modality::kVideo, {7, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep_whole}};
-    const MediaGrid ps[] = {{Modality::kVideo, {2, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep0},
-                            {Modality::kVideo, {4, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep1},
-                            {Modality::kVideo, {1, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep2}};
+    const MediaGrid pw[] = {
+        {Modality::kVideo, {7, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep_whole}};
+    const MediaGrid ps[] = {
+        {Modality::kVideo, {2, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep0},
+        {Modality::kVideo, {4, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep1},
+        {Modality::kVideo, {1, 12, 8}, iv.second_per_grid, iv.tokens_per_second, keep2}};
     const MultimodalPrompt c = expand_media_prompt(one_ids, pw, cfg);
     const MultimodalPrompt d = expand_media_prompt(seg_ids, ps, cfg);
     EXPECT_EQ(c.ids, d.ids);
@@ -423,15 +427,13 @@ TEST(Qwen2VLVideoPrompt, ContinuingSegmentsArePlacedAsOneVideo) {
   }
   // Segments that are not adjacent are two videos: the second starts after the first's extent.
   const std::vector<int32_t> two_ids{1, vs, vid, ve, vs, vid, ve, 3};
-  const MediaGrid two[] = {{Modality::kVideo, {2, 12, 8}},
-                           {Modality::kVideo, {2, 12, 8}}};
+  const MediaGrid two[] = {{Modality::kVideo, {2, 12, 8}}, {Modality::kVideo, {2, 12, 8}}};
   const MultimodalPrompt t = expand_media_prompt(two_ids, two, cfg);
   const size_t v1 = static_cast<size_t>(t.items[1].begin);
   EXPECT_EQ(t.positions[v1], t.positions[v1 - 2] + 2);  // after vision_end, vision_start
   // A segment of another frame size is refused, naming both.
   const std::vector<int32_t> seg2{1, vs, vid, vid, ve, 3};
-  const MediaGrid bad[] = {{Modality::kVideo, {2, 12, 8}},
-                           {Modality::kVideo, {2, 12, 10}}};
+  const MediaGrid bad[] = {{Modality::kVideo, {2, 12, 8}}, {Modality::kVideo, {2, 12, 10}}};
   EXPECT_CONTAINS(invalid_argument([&] { expand_media_prompt(seg2, bad, cfg); }),
                   "video item 1 continues item 0 but its frames are 168x140 px, not 168x112");
 }

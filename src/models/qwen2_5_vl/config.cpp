@@ -95,8 +95,8 @@ void Config::validate(const std::string& origin) const {
                             std::to_string(v.spatial_merge_size * v.patch_size) + ")");
   for (int64_t b : v.fullatt_block_indexes)
     if (b < 0 || b >= v.depth)
-      fail("fullatt_block_indexes", "holds " + std::to_string(b) + ", outside the " +
-                                        std::to_string(v.depth) + " blocks");
+      fail("fullatt_block_indexes",
+           "holds " + std::to_string(b) + ", outside the " + std::to_string(v.depth) + " blocks");
   if (v.out_hidden_size != qwen2.text.hidden_size)
     fail("out_hidden_size", std::to_string(v.out_hidden_size) +
                                 " (merger output) differs from text hidden_size " +

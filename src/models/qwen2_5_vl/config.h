@@ -22,7 +22,7 @@ struct VisionConfig {
   int64_t patch_size = 14;
   int64_t spatial_merge_size = 2;
   int64_t temporal_patch_size = 2;
-  int64_t window_size = 112;     // pixels per side of an attention window
+  int64_t window_size = 112;      // pixels per side of an attention window
   int64_t tokens_per_second = 2;  // M-RoPE's time scale for video
   std::vector<int64_t> fullatt_block_indexes{7, 15, 23, 31};
   std::string hidden_act = "silu";

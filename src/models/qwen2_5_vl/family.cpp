@@ -73,9 +73,8 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
 
 std::unique_ptr<Processor> load_processor(const std::string& dir) {
   const Config cfg = read_config(dir);
-  return processor_of(
-      cfg, dir, config_key(dir),
-      qwen2_vl::decoder_config(cfg.qwen2, qwen2_vl::Naming::kOld).position_rows());
+  return processor_of(cfg, dir, config_key(dir),
+                      qwen2_vl::decoder_config(cfg.qwen2, qwen2_vl::Naming::kOld).position_rows());
 }
 
 std::string join(const std::vector<int64_t>& v) {

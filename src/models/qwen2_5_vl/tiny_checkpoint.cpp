@@ -89,21 +89,20 @@ TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& 
   q.pool = o.pool;
   q.progress = o.progress;
   // The vision config rides along with the Qwen2-VL config the writer fills in.
-  q.family = qwen2_vl::TinyOptions::Family{
-      .base = base.qwen2,
-      .config_json =
-          [base](const qwen2_vl::Config& filled) {
-            Config c = base;
-            c.qwen2 = filled;
-            c.validate("make-tiny-model config");
-            return config_to_json(c);
-          },
-      .tensors =
-          [base](const qwen2_vl::Config& filled, bool tied) {
-            Config c = base;
-            c.qwen2 = filled;
-            return expected_tensors(c, tied);
-          }};
+  q.family = qwen2_vl::TinyOptions::Family{.base = base.qwen2,
+                                           .config_json =
+                                               [base](const qwen2_vl::Config& filled) {
+                                                 Config c = base;
+                                                 c.qwen2 = filled;
+                                                 c.validate("make-tiny-model config");
+                                                 return config_to_json(c);
+                                               },
+                                           .tensors =
+                                               [base](const qwen2_vl::Config& filled, bool tied) {
+                                                 Config c = base;
+                                                 c.qwen2 = filled;
+                                                 return expected_tensors(c, tied);
+                                               }};
   const qwen2_vl::TinyResult t = qwen2_vl::make_tiny_checkpoint(dir, q);
   TinyModelResult r;
   r.summary = std::string("qwen2.5-vl, ") + (o.size.empty() ? "tiny" : o.size) + ", " +

@@ -64,7 +64,8 @@ double VisionTower::flops(const GridThw& g) const {
   const WindowOrder o = window_order({&g, 1}, v);
   auto pairs = [](const std::vector<int32_t>& cu) {
     double s = 0;
-    for (size_t k = 1; k < cu.size(); ++k) s += static_cast<double>(cu[k] - cu[k - 1]) * (cu[k] - cu[k - 1]);
+    for (size_t k = 1; k < cu.size(); ++k)
+      s += static_cast<double>(cu[k] - cu[k - 1]) * (cu[k] - cu[k - 1]);
     return s;
   };
   const double window_pairs = pairs(o.cu_window), frame_pairs = pairs(o.cu_frame);
@@ -94,7 +95,8 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
     return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
   };
   Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p], no bias
-  m.patch_embed = kernels::PackedLinear::pack(be, pw.reshape({pw.dim(0), -1}), nullptr, fmt, kPlace);
+  m.patch_embed =
+      kernels::PackedLinear::pack(be, pw.reshape({pw.dim(0), -1}), nullptr, fmt, kPlace);
   m.blocks.resize(static_cast<size_t>(m.vc.depth));
   for (int64_t i = 0; i < m.vc.depth; ++i) {
     const std::string p = "visual.blocks." + std::to_string(i) + ".";
@@ -128,8 +130,7 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   const auto& vc = m.vc;
   const int64_t E = vc.hidden_size, ms = vc.spatial_merge_size, unit = ms * ms;
   const int64_t I = vc.intermediate_size, D = patch_dim();
-  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 ||
-      pixel_values.dim(1) != D)
+  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 || pixel_values.dim(1) != D)
     throw InvalidArgument("vision tower: pixel_values must be f32 [n_patches, " +
                           std::to_string(D) + "], got " + pixel_values.describe());
   int64_t N = 0;
@@ -168,7 +169,8 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
     std::memcpy(px.data<float>() + j * unit * D, src.data<float>() + k * unit * D, row_bytes);
     for (int64_t u = 0; u < unit; ++u)
       for (int64_t a = 0; a < 2; ++a)
-        wpos[static_cast<size_t>(a * N + j * unit + u)] = pos[static_cast<size_t>(a * N + k * unit + u)];
+        wpos[static_cast<size_t>(a * N + j * unit + u)] =
+            pos[static_cast<size_t>(a * N + k * unit + u)];
   }
   Tensor dpx = be.upload(px);
   kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]

@@ -28,9 +28,11 @@ using qwen2_vl::GridThw;
 
 // Every op the vision tower runs.
 inline constexpr kernels::Op kVisionTowerOps[] = {
-    kernels::Op::kRmsNorm,    kernels::Op::kLinear,    kernels::Op::kSiluMul,
-    kernels::Op::kGeluErf,    kernels::Op::kAdd,       kernels::Op::kRopeAngles,
-    kernels::Op::kApplyRope,  kernels::Op::kVarlenAttention, kernels::Op::kCopy2d};
+    kernels::Op::kRmsNorm,   kernels::Op::kLinear,
+    kernels::Op::kSiluMul,   kernels::Op::kGeluErf,
+    kernels::Op::kAdd,       kernels::Op::kRopeAngles,
+    kernels::Op::kApplyRope, kernels::Op::kVarlenAttention,
+    kernels::Op::kCopy2d};
 
 // HF get_window_index for a batch of grids (their merged tokens in merge-block order, images
 // one after another): `index[j]` is the merged token at window position j (windows of

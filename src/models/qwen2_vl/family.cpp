@@ -58,8 +58,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   DecoderConfig dc = decoder_config(cfg, layout.naming);
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
-  const EncoderPrecision prec =
-      encoder_precision(be, opts, lm->weight_format());
+  const EncoderPrecision prec = encoder_precision(be, opts, lm->weight_format());
   auto vt = VisionTower::load(be, st, cfg, prec);
 
   const ImageProcessorConfig pp = read_processor_config(dir, cfg);

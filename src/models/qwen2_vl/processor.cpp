@@ -130,7 +130,8 @@ void rope_index(std::span<const int32_t> ids, std::span<const MediaGrid> items, 
     int64_t base = next, t0 = 0;
     if (continues) {
       const MediaGrid& prev = items[k - 2];
-      if (prev.grid[1] != g[1] || prev.grid[2] != g[2] || prev.second_per_grid != item.second_per_grid ||
+      if (prev.grid[1] != g[1] || prev.grid[2] != g[2] ||
+          prev.second_per_grid != item.second_per_grid ||
           prev.tokens_per_second != item.tokens_per_second)
         throw InvalidArgument("video item " + std::to_string(k - 1) + " continues item " +
                               std::to_string(k - 2) + " but its frames are " +
@@ -278,7 +279,8 @@ class Qwen2VLProcessor final : public Processor {
       MediaGrid item{p.modality, {p.dims[0], p.dims[1], p.dims[2]}, 1.0f, 1, p.kept_tokens};
       if (tokens_per_second_ > 0 && p.modality == Modality::kVideo) {
         if (!(p.slice_seconds > 0))
-          throw InvalidArgument("qwen2.5-vl: a prepared video must carry the seconds a slice spans");
+          throw InvalidArgument(
+              "qwen2.5-vl: a prepared video must carry the seconds a slice spans");
         item.second_per_grid = static_cast<float>(p.slice_seconds);
         item.tokens_per_second = tokens_per_second_;
       }

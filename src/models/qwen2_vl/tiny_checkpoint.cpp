@@ -183,8 +183,9 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   tiny::write_file(
       dir / "tokenizer_config.json",
       tiny::tokenizer_config_json(tok.facts, special_tokens(), kChatTemplate, kModelMaxLength));
-  tiny::write_file(dir / "generation_config.json",
-                   tiny::generation_config_json(c.text.bos_token_id, c.text.eos_token_id, endoftext));
+  tiny::write_file(
+      dir / "generation_config.json",
+      tiny::generation_config_json(c.text.bos_token_id, c.text.eos_token_id, endoftext));
   tiny::write_file(dir / "preprocessor_config.json", preprocessor_config_json(c));
   res.files = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                "preprocessor_config.json"};

@@ -43,8 +43,8 @@ class VisionRunner final : public DecoderRunner {
   GridThw grid_of(const PreparedMedia& item) const {
     if ((item.modality != Modality::kImage && item.modality != Modality::kVideo) ||
         item.dims.size() != 3)
-      throw InvalidArgument(
-          family_ + ": the encoder takes an image or a video with its (t, h, w) grid");
+      throw InvalidArgument(family_ +
+                            ": the encoder takes an image or a video with its (t, h, w) grid");
     return {item.dims[0], item.dims[1], item.dims[2]};
   }
   // The exact temporal tier: every 2-frame slice is encoded on its own (attention, window and
