@@ -5,6 +5,7 @@
 // concurrency levels with a repeated-image second turn.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -157,6 +158,19 @@ int run_bench_model(Args& args) {
   int steps = static_cast<int>(args.get_int("steps", 16, 1, 100000));
   bool do_int8 = !args.flag("no-int8");
   int image_side = static_cast<int>(args.get_int("image-side", 448, 0, 8192));
+  // --image-size WxH: the encoder figure on a non-square image (e.g. 1920x1080).
+  int image_w = image_side, image_h = image_side;
+  if (const std::string size = args.get_or("image-size", ""); !size.empty()) {
+    const size_t x = size.find('x');
+    char* end = nullptr;
+    const long w = x == std::string::npos ? 0 : std::strtol(size.c_str(), &end, 10);
+    const long h = w > 0 ? std::strtol(size.c_str() + x + 1, &end, 10) : 0;
+    if (w < 1 || h < 1 || w > 8192 || h > 8192 || (end && *end))
+      throw InvalidArgument("--image-size must be WxH with sides in [1, 8192], got '" + size +
+                            "'");
+    image_w = static_cast<int>(w);
+    image_h = static_cast<int>(h);
+  }
   const std::vector<double> audio_seconds =
       parse_audio_seconds(args.get_or("audio-seconds", "5,10,30"));
   std::string conc = args.get_or("concurrency", "");
@@ -260,9 +274,9 @@ int run_bench_model(Args& args) {
     }
   }
 
-  if (image_side > 0 && first->spec().takes(models::Modality::kImage)) {
+  if (image_w > 0 && first->spec().takes(models::Modality::kImage)) {
     // The first model's encoder on a synthetic image, preprocessed as a request's would be.
-    const auto png = synthetic_png(image_side, image_side, 3);
+    const auto png = synthetic_png(image_w, image_h, 3);
     const media::MediaContext mctx = host.media_context();
     const models::PreparedMedia item =
         first->processor().preprocess(models::Modality::kImage, png, mctx);
@@ -274,9 +288,11 @@ int run_bench_model(Args& args) {
       best = std::min(best, sw.seconds());
     }
     std::printf(
-        "== vision encoder, %dx%d image (%lld patches, %lld tokens): %.1f ms, %.1f GFLOP/s\n",
-        image_side, image_side, static_cast<long long>(item.encoder_cost),
+        "== vision encoder, %dx%d image (%lld patches, %lld tokens): %.1f ms (%.3f ms per "
+        "patch), %.1f GFLOP/s\n",
+        image_w, image_h, static_cast<long long>(item.encoder_cost),
         static_cast<long long>(item.n_tokens), best * 1e3,
+        best * 1e3 / static_cast<double>(std::max<int64_t>(1, item.encoder_cost)),
         first->runner().encode_flops(item) / best / 1e9);
   }
   if (!audio_seconds.empty() && first->spec().takes(models::Modality::kAudio))
@@ -370,6 +386,7 @@ MMRT_COMMAND(
     "(warm-up once, then the median of 3 to 15 repetitions); and with\n"
     "--concurrency, engine throughput at those concurrency levels plus the time a repeated\n"
     "image saves on a second conversation turn.\n\n"
+    "  --image-size WxH        the vision encoder on a WxH image instead (e.g. 1920x1080)\n"
     "  --bandwidth-mb N        buffer streamed by the bandwidth probe (default "
     "1024)\n"
     "  --encoder-sensitivity   instead: each encoder block alone in int8, then the blocks\n"
