@@ -120,7 +120,7 @@ class Qwen2VLText:
 
     def linear(self, x, name, bias=True):
         w, b = self.w[name + ".weight"], self.w[name + ".bias"] if bias else None
-        if self.int8:
+        if getattr(self, "int8", False):  # (qwen2_audio_ref's text model shares layer())
             return int8_linear(x, w, b)
         return x @ w.T + b if bias else x @ w.T
 

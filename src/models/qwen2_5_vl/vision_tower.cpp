@@ -1,6 +1,5 @@
 #include "models/qwen2_5_vl/vision_tower.h"
 
-#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -160,24 +159,22 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
               pos[static_cast<size_t>(N + r)] = static_cast<int32_t>(bw * ms + mw);
             }
   // Window order: merged token index[j]'s patch rows (and positions) move to rows j*unit...
-  const Tensor src = pixel_values.contiguous();
-  Tensor px = Tensor::empty(DType::kF32, {N, D});  // host, reordered
+  const Tensor src = be.upload(pixel_values.contiguous());  // the one copy to the backend
+  kernels::Buffer px(be, N * D);                            // reordered
   std::vector<int32_t> wpos(static_cast<size_t>(2 * N));
-  const size_t row_bytes = static_cast<size_t>(unit * D) * sizeof(float);
   for (int64_t j = 0; j < M; ++j) {
     const int64_t k = order.index[static_cast<size_t>(j)];
-    std::memcpy(px.data<float>() + j * unit * D, src.data<float>() + k * unit * D, row_bytes);
+    kernels::copy2d(be, px.data() + j * unit * D, D, src.data<float>() + k * unit * D, D, unit, D);
     for (int64_t u = 0; u < unit; ++u)
       for (int64_t a = 0; a < 2; ++a)
         wpos[static_cast<size_t>(a * N + j * unit + u)] =
             pos[static_cast<size_t>(a * N + k * unit + u)];
   }
-  Tensor dpx = be.upload(px);
   kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]
   kernels::Buffer qkv(be, N * 3 * E);          // [N, 3 * embed]
   kernels::Buffer attn(be, N * E);
   kernels::Buffer act(be, N * I), gate_up(be, N * 2 * I);
-  kernels::linear(be, dpx.data<float>(), N, m.patch_embed, x.data());
+  kernels::linear(be, px.data(), N, m.patch_embed, x.data());
   kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, wpos.data(), N);
   EncoderStep step{.n = N,
                    .embed = E,
