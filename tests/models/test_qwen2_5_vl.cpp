@@ -20,6 +20,7 @@
 #include "models/qwen2_5_vl/tiny_checkpoint.h"
 #include "models/qwen2_5_vl/vision_tower.h"
 #include "models/qwen2_vl/processor.h"
+#include "models/registry.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -229,4 +230,59 @@ TEST(Qwen25VL, ImageTextLogitsAndGreedyMatchReference) {
       nlohmann::json::parse(shell(w.ref("generate", "--ids " + join(p.ids) + " --max-new 16")))
           .get<std::vector<int32_t>>();
   EXPECT_EQ(got, want);
+}
+
+// A video's temporal positions follow time: the same clip sampled at 2 and at 1 fps gets a
+// slice every 1 s and every 2 s (second_per_grid = 2 / fps), so its t positions step by 2 and by
+// 4 (tokens_per_second 2), as HF's get_rope_index gives them (the reference, at each clip's
+// second_per_grid); Qwen2-VL's would be the slice index at both.
+TEST(Qwen25VL, VideoPositionsFollowTimeAtTwoFps) {
+  if (std::system("ffmpeg -version > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "the ffmpeg CLI (libx264) is needed to make the clip";
+  World w;
+  const fs::path clip = w.dir / "clip.mp4";
+  ASSERT_EQ(std::system(("ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i "
+                         "testsrc2=s=64x48:r=10:d=4 -c:v libx264 -preset veryfast -qp 0 "
+                         "-pix_fmt yuv420p -threads 1 " +
+                         clip.string())
+                            .c_str()),
+            0);
+  std::ifstream f(clip, std::ios::binary);
+  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(f),
+                                   std::istreambuf_iterator<char>()};
+  const auto proc = models::load_processor(w.dir.string());
+  const auto& c = w.cfg.qwen2;
+  const std::vector<int32_t> ids{5, static_cast<int32_t>(c.vision_start_token_id),
+                                 static_cast<int32_t>(c.video_token_id),
+                                 static_cast<int32_t>(c.vision_end_token_id), 7};
+  std::vector<int64_t> steps;
+  for (double fps : {2.0, 1.0}) {
+    SCOPED_TRACE(fps);
+    models::MediaOptions o;
+    o.video_fps = fps;
+    const models::PreparedMedia item = proc->preprocess(models::Modality::kVideo, bytes, {}, o);
+    ASSERT_GT(item.slice_seconds, 0);
+    const models::ExpandedPrompt e = proc->expand(ids, {&item, 1});
+    const int64_t S = static_cast<int64_t>(e.ids.size());
+    const int64_t per = item.dims[1] * item.dims[2] / 4;  // tokens per slice
+    steps.push_back(e.positions[static_cast<size_t>(2 + per)] - e.positions[2]);
+    // The reference's get_rope_index at this clip's second_per_grid.
+    const std::vector<int64_t> grid = item.dims;
+    write_npy(w.grid_npy, "<i8", {1, 3}, grid.data(), 24);
+    fs::path out = w.dir / "pos.bin";
+    char spg[64];
+    std::snprintf(spg, sizeof spg, "%.17g", item.slice_seconds);
+    shell(std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
+          "/tests/reference/qwen2_vl_ref.py positions --model " + w.dir.string() + " --ids " +
+          join(e.ids) + " --video-grid " + w.grid_npy.string() + " --second-per-grid " + spg +
+          " --tokens-per-second 2 --out " + out.string());
+    const auto raw = read_bytes(out);
+    ASSERT_EQ(raw.size(), static_cast<size_t>(3 * S + 1) * 8);
+    const int64_t* r = reinterpret_cast<const int64_t*>(raw.data());
+    for (int64_t i = 0; i < 3 * S; ++i)
+      ASSERT_EQ(e.positions[static_cast<size_t>(i)], r[i]) << "row " << i / S << " token " << i % S;
+    EXPECT_EQ(e.rope_delta, r[3 * S]);
+  }
+  EXPECT_EQ(steps[0], 2) << "2 fps: a slice per second, 2 positions per second";
+  EXPECT_EQ(steps[1], 4) << "1 fps: a slice per 2 s";
 }
