@@ -12,8 +12,9 @@ merger; the merged tokens back in the image's order. Attention here is a dense m
 block: the independent formulation of what mmrt runs as segments.
 
 usage:
-  qwen2_5_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE
-        # float32 [n_merged_tokens, out_hidden_size]
+  qwen2_5_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE [--int8-blocks N]
+        # float32 [n_merged_tokens, out_hidden_size]; --int8-blocks N: the first N blocks'
+        # linears quantised as mmrt's int8 encoder blocks (int8_ref.int8_linear)
   qwen2_5_vl_ref.py windows  --model DIR --grid G.npy --out FILE
         # int64: window_index (merged tokens), then cu_window_seqlens (deduplicated), then the
         # count of each (the two lengths last)
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from int8_ref import int8_linear  # noqa: E402
 from qwen2_vl_ref import Qwen2VLFull, Qwen2VLText, Qwen2VLVision, parse_ids  # noqa: E402
 
 
@@ -53,6 +55,7 @@ class Qwen25VLVision:
         self.patch = v.get("patch_size", 14)
         self.window_size = v.get("window_size", 112)
         self.fullatt = set(v.get("fullatt_block_indexes", [7, 15, 23, 31]))
+        self.int8_blocks = 0  # the first N blocks' linears as mmrt's int8 encoder blocks
 
     def rot_pos_emb(self, grid):
         # Qwen2-VL's (the same VisionRotaryEmbedding and position ids)
@@ -107,6 +110,8 @@ class Qwen25VLVision:
             p = f"visual.blocks.{i}."
 
             def lin(t, name):
+                if i < self.int8_blocks:
+                    return int8_linear(t, w[p + name + ".weight"], w[p + name + ".bias"])
                 return t @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
             h = rms_norm(x, w[p + "norm1.weight"])
@@ -142,6 +147,8 @@ def main():
     ap.add_argument("--second-per-grid", help="one per video, comma separated (default 1.0 each)")
     ap.add_argument("--out")
     ap.add_argument("--max-new", type=int, default=16)
+    ap.add_argument("--int8-blocks", type=int, default=0,
+                    help="vision: the first N blocks' linears as mmrt's int8 encoder blocks")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -155,6 +162,7 @@ def main():
         np.concatenate([idx.numpy(), cu.numpy(), [len(idx), len(cu)]]).astype(np.int64).tofile(a.out)
         return
     if a.mode == "vision":
+        full.vision.int8_blocks = a.int8_blocks
         full.vision.forward(pixels, grid).numpy().astype(np.float32).tofile(a.out)
         return
     full.tokens_per_second = full.cfg["vision_config"].get("tokens_per_second", 4)
