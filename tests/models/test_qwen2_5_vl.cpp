@@ -88,12 +88,13 @@ struct World {
   Tensor pixels;
   fs::path pix_npy, grid_npy;
 
-  World() {
+  explicit World(DType dtype = DType::kF32, const char* naming = "old") {
     dir = fs::temp_directory_path() / ("mmrt_q25_" + std::to_string(::getpid()));
     fs::remove_all(dir);
     models::TinyModelOptions o;
     o.size = "tiny";
-    o.dtype = DType::kF32;
+    o.dtype = dtype;
+    o.naming = naming;
     o.seed = 5;
     models::qwen2_5_vl::make_tiny_model(dir.string(), o);
     cfg = models::qwen2_5_vl::load_config((dir / "config.json").string());
@@ -336,4 +337,56 @@ TEST(Qwen25VL, VideoPositionsFollowTimeAtTwoFps) {
   }
   EXPECT_EQ(steps[0], 2) << "2 fps: a slice per second, 2 positions per second";
   EXPECT_EQ(steps[1], 4) << "1 fps: a slice per 2 s";
+}
+
+// A bf16 checkpoint with the new tensor names (model.visual.*, model.language_model.*): the
+// tower and the last-token logits of a chunked image prompt within the bf16 tolerance of the
+// other families' tests (4e-2 of the largest value; the reference computes in f32 on the same
+// bf16 weights).
+TEST(Qwen25VL, Bf16NewNamingWithinTolerance) {
+  World w(DType::kBF16, "new");
+  const std::vector<GridThw> grids(w.grids.begin(), w.grids.begin() + 2);
+  int64_t rows = 0;
+  for (auto& g : grids) rows += g[0] * g[1] * g[2];
+  Tensor pixels = Tensor::empty(DType::kF32, {rows, 1176});
+  std::memcpy(pixels.raw(), w.pixels.raw(), pixels.nbytes());
+  write_npy(w.pix_npy, "<f4", {rows, 1176}, pixels.raw(), pixels.nbytes());
+  std::vector<int64_t> g;
+  for (auto& x : grids) g.insert(g.end(), x.begin(), x.end());
+  write_npy(w.grid_npy, "<i8", {2, 3}, g.data(), g.size() * 8);
+  auto st = io::SafeTensors::open(w.dir.string());
+  auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
+                                                  kernels::WeightFormat::kBF16);
+  Tensor feats = vt->forward(pixels, grids);
+  Tensor got = test::host(feats);
+  fs::path vout = w.dir / "vision.bin";
+  shell(w.ref("vision", "--out " + vout.string()));
+  auto vref = read_bytes(vout);
+  ASSERT_EQ(vref.size(), got.nbytes());
+  const double tower = rel_err(got.data<float>(), reinterpret_cast<const float*>(vref.data()),
+                               static_cast<size_t>(got.numel()));
+  EXPECT_LE(tower, 4e-2);
+
+  test::TestModelOptions lo;
+  lo.kv_blocks = 64;
+  auto lm = test::load_test_model(w.dir.string(), lo);
+  auto p = models::qwen2_vl::expand_image_prompt(w.prompt(2), grids, w.cfg.qwen2);
+  std::vector<int32_t> embed_rows;
+  for (const auto& im : p.items)
+    for (int64_t k = 0; k < im.n_tokens; ++k)
+      embed_rows.push_back(static_cast<int32_t>(im.begin + k));
+  std::vector<int32_t> blocks{3, 1, 2, 0, 5, 4, 7, 6};
+  const int64_t S = static_cast<int64_t>(p.ids.size());
+  const Tensor logits =
+      test::chunked_prefill(*lm, p.ids, embed_rows, feats, 7, blocks, p.positions, 3);
+  fs::path out = w.dir / "logits.bin";
+  shell(w.ref("logits", "--ids " + join(p.ids) + " --out " + out.string()));
+  auto ref = read_bytes(out);
+  const int64_t V = logits.dim(1);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(S * V * 4));
+  const double last =
+      rel_err(logits.data<float>(), reinterpret_cast<const float*>(ref.data()) + (S - 1) * V,
+              static_cast<size_t>(V));
+  std::printf("bf16: tower %.2e, last-token logits %.2e of the largest value\n", tower, last);
+  EXPECT_LE(last, 4e-2);
 }
