@@ -103,6 +103,7 @@ class LayoutMemo {
     shell.n_tokens = item.n_tokens;
     shell.encoder_cost = item.encoder_cost;
     shell.kept_tokens = item.kept_tokens;
+    shell.slice_seconds = item.slice_seconds;
     std::lock_guard<std::mutex> lk(mu_);
     if (auto it = index_.find(key); it != index_.end()) erase(it);
     ints_ += shell.kept_tokens.size() + shell.dims.size();
@@ -236,6 +237,7 @@ struct MediaStage::Impl {
           p.dims = e.dims;
           p.n_tokens = e.n_tokens;
           p.encoder_cost = e.encoder_cost;
+          p.slice_seconds = e.slice_seconds;
         }
         shells.push_back(std::move(p));
       }
@@ -371,7 +373,8 @@ void MediaStage::apply(Submission& s) const {
     MediaItem& m = r.media.at(k);
     as_estimated = as_estimated && items[j].dims == m.prepared.dims &&
                    items[j].n_tokens == m.n_tokens && items[j].encoder_cost == m.encoder_cost &&
-                   items[j].kept_tokens == m.prepared.kept_tokens;
+                   items[j].kept_tokens == m.prepared.kept_tokens &&
+                   items[j].slice_seconds == m.prepared.slice_seconds;
     r.media_decode_ns += items[j].decode_ns;
     r.media_resample_ns += items[j].resample_ns;
     if (!s.media[k].estimate.exact) impl_->layouts.put(m.key, items[j]);

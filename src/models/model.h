@@ -98,6 +98,7 @@ struct MediaEstimate {
   // Preprocessing will produce exactly these dims, token count, cost and feature bytes (an
   // image's header tells all; a video's or an audio file's may not).
   bool exact = false;
+  double slice_seconds = 0;  // as PreparedMedia::slice_seconds (a sampled video's)
 };
 
 // Per-item settings a request may choose (plain data, part of the item's content key).

@@ -389,6 +389,10 @@ struct MediaSandbox::Impl {
     // Durations are only reported: a hostile worker's values cannot exceed what it was given.
     m.decode_ns = std::clamp<int64_t>(r.decode_ns, 0, int64_t{1} << 50);
     m.resample_ns = std::clamp<int64_t>(r.resample_ns, 0, int64_t{1} << 50);
+    // A video slice's duration places its tokens in time: a finite, non-negative number of
+    // seconds (a day at most), or the item is refused.
+    if (!(r.slice_seconds >= 0 && r.slice_seconds <= 86400)) throw bad("has a bad slice duration");
+    m.slice_seconds = r.slice_seconds;
     const models::MediaEstimate& e = job.estimate;
     if (e.exact &&
         (m.dims != e.dims || m.n_tokens != e.n_tokens || m.encoder_cost != e.encoder_cost ||

@@ -14,7 +14,7 @@
 namespace mmrt::sandbox::wire {
 
 constexpr uint32_t kMagic = 0x746d6d6d;  // "mmmt"
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 constexpr int kWorkerFd = 3;  // where the worker finds its socket
 constexpr size_t kMaxForget = 8;
 constexpr size_t kMessageBytes = 1024;
@@ -54,6 +54,7 @@ struct Reply {
   int64_t dims[kMaxDims] = {};
   int64_t n_tokens = 0, encoder_cost = 0;
   int64_t decode_ns = 0, resample_ns = 0;  // as PreparedMedia's (the worker's own clock)
+  double slice_seconds = 0;                // PreparedMedia::slice_seconds (a sampled video)
   uint64_t output_bytes = 0;               // features written at the start of the output buffer
   // PreparedMedia::kept_tokens: n_kept int32 indices right after the features (0: none pruned).
   uint64_t n_kept = 0;

@@ -309,6 +309,7 @@ class Worker {
       r.encoder_cost = p.encoder_cost;
       r.decode_ns = p.decode_ns;
       r.resample_ns = p.resample_ns;
+      r.slice_seconds = p.slice_seconds;
       r.output_bytes = t.nbytes();
     } catch (const Error& e) {
       std::string m = e.what();

@@ -1,7 +1,7 @@
-// The engine with a tiny Qwen2-VL checkpoint and video input (clips made with the ffmpeg CLI
-// from lavfi sources): video requests batched, chunked and preempted beside images and text give
-// the tokens each gives alone; a repeated clip hits the encoder and prefix caches without being
-// decoded again; a static clip's slices are encoded once with the same tokens as without the
+// The engine with tiny Qwen2-VL and Qwen2.5-VL checkpoints and video input (clips made with the
+// ffmpeg CLI from lavfi sources): video requests batched, chunked and preempted beside images and
+// text give the tokens each gives alone; a repeated clip hits the encoder and prefix caches without
+// being decoded again; a static clip's slices are encoded once with the same tokens as without the
 // reuse; a damaged clip fails alone; a model without video input refuses a video clearly.
 #include <gtest/gtest.h>
 
@@ -44,15 +44,20 @@ $F -f lavfi -i testsrc2=s=112x84:r=2:d=4 -vf trim=end_frame=4 $L half0.mp4
 $F -f lavfi -i testsrc2=s=112x84:r=2:d=4 -vf trim=start_frame=4,setpts=PTS-STARTPTS $L half1.mp4
 )sh";
 
-class EngineVideo : public ::testing::Test {
+// Both Qwen vision-language families: the same processor and runner, Qwen2.5-VL with its own
+// tower and time-scaled video positions (streamed segments must continue one time axis).
+class EngineVideo : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("mmrt_engine_video_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
-    models::TinyModelOptions o;
-    o.dtype = DType::kF32;
-    o.seed = 9;
-    models::make_tiny_model(models::family_named("qwen2-vl"), dir_.string(), o);
+    fs::create_directories(dir_);
+    for (const char* arch : {"qwen2-vl", "qwen2.5-vl"}) {
+      models::TinyModelOptions o;
+      o.dtype = DType::kF32;
+      o.seed = 9;
+      models::make_tiny_model(models::family_named(arch), (dir_ / arch).string(), o);
+    }
     std::ofstream(dir_ / "make.sh") << kMakeClips;
     ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && bash make.sh").c_str()), 0);
   }
@@ -62,8 +67,8 @@ class EngineVideo : public ::testing::Test {
     std::ifstream f(dir_ / name, std::ios::binary);
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
   }
-  static EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) {
-    return test::engine_config(dir_.string(), budget, kv_blocks, prefix);
+  EngineConfig config(int32_t budget, int32_t kv_blocks, bool prefix = true) const {
+    return test::engine_config((dir_ / GetParam()).string(), budget, kv_blocks, prefix);
   }
   // Media named *.png are images, the rest videos (pruned at `prune`, the approximate tier).
   static GenerateRequest req(const std::vector<std::string>& media, const std::string& text,
@@ -108,7 +113,7 @@ class EngineVideo : public ::testing::Test {
 };
 fs::path EngineVideo::dir_;
 
-TEST_F(EngineVideo, BatchedChunkedPreemptedAndCachedMatchAlone) {
+TEST_P(EngineVideo, BatchedChunkedPreemptedAndCachedMatchAlone) {
   // Long enough answers that every request is still decoding when the last one's media is
   // ready, however slow the build (under ASan, 8-token answers ended one by one: no preemption).
   std::vector<GenerateRequest> w;
@@ -124,7 +129,7 @@ TEST_F(EngineVideo, BatchedChunkedPreemptedAndCachedMatchAlone) {
   EXPECT_EQ(s.kv_blocks_used, 0);
 }
 
-TEST_F(EngineVideo, RepeatedClipHitsBothCachesWithoutDecoding) {
+TEST_P(EngineVideo, RepeatedClipHitsBothCachesWithoutDecoding) {
   auto eng = Engine::create(config(512, 256, true));
   RequestResult first = eng->submit(req({"moving.mp4"}, "What is this?", 4)).wait();
   ASSERT_EQ(first.outcome, Outcome::kFinished) << first.reason;
@@ -140,7 +145,7 @@ TEST_F(EngineVideo, RepeatedClipHitsBothCachesWithoutDecoding) {
       << "the clip's KV was not reused";
 }
 
-TEST_F(EngineVideo, StaticSlicesEncodedOnceGiveTheSameTokens) {
+TEST_P(EngineVideo, StaticSlicesEncodedOnceGiveTheSameTokens) {
   auto run = [&](bool reuse) {
     EngineConfig c = config(512, 256, false);
     c.model.video_slice_reuse = reuse;
@@ -155,7 +160,7 @@ TEST_F(EngineVideo, StaticSlicesEncodedOnceGiveTheSameTokens) {
 // The approximate tier: a pruned clip prefills fewer tokens; pruned and unpruned requests for
 // the same clip (different cache keys) batched, chunked and preempted give what each gives
 // alone; the same clip at the same threshold again hits the encoder cache.
-TEST_F(EngineVideo, PrunedClipsKeepTheirOwnCacheEntriesAndMatchAlone) {
+TEST_P(EngineVideo, PrunedClipsKeepTheirOwnCacheEntriesAndMatchAlone) {
   auto eng = Engine::create(config(512, 256, true));
   RequestResult full = eng->submit(req({"box.mp4"}, "Where is the box?", 4)).wait();
   RequestResult pruned = eng->submit(req({"box.mp4"}, "Where is the box?", 4, 2.0)).wait();
@@ -196,7 +201,7 @@ TEST_F(EngineVideo, PrunedClipsKeepTheirOwnCacheEntriesAndMatchAlone) {
 // Streaming as a growing request: a clip's segments, each continuing the one before, answer
 // exactly as the whole clip; sent as they arrive (a 1-token request per segment), each segment
 // is decoded and encoded once, and the question reuses the KV of the whole video.
-TEST_F(EngineVideo, StreamedSegmentsAnswerAsTheWholeClip) {
+TEST_P(EngineVideo, StreamedSegmentsAnswerAsTheWholeClip) {
   const std::string q = "What happens in this video?";
   RequestResult whole =
       Engine::create(config(512, 256, true))->submit(req({"whole.mp4"}, q, 6)).wait();
@@ -224,7 +229,7 @@ TEST_F(EngineVideo, StreamedSegmentsAnswerAsTheWholeClip) {
   EXPECT_GE(asked.cached_prompt_tokens, 4 * 140) << "the video's KV was not reused";
 }
 
-TEST_F(EngineVideo, DamagedClipFailsAloneAndOthersAreServed) {
+TEST_P(EngineVideo, DamagedClipFailsAloneAndOthersAreServed) {
   auto eng = Engine::create(config(64, 512, true));
   GenerateRequest bad = req({"moving.mp4"}, "x", 4);
   bad.media[0].bytes.resize(bad.media[0].bytes.size() / 3);  // the index is at the end
@@ -245,8 +250,8 @@ TEST_F(EngineVideo, DamagedClipFailsAloneAndOthersAreServed) {
   EXPECT_EQ(eng->stats().kv_blocks_used, 0);
 }
 
-TEST_F(EngineVideo, AModelWithoutVideoInputRefusesItByName) {
-  const fs::path audio_dir = dir_ / "audio_model";
+TEST_P(EngineVideo, AModelWithoutVideoInputRefusesItByName) {
+  const fs::path audio_dir = dir_ / (std::string("audio_model_") + GetParam());
   models::TinyModelOptions o;
   o.dtype = DType::kF32;
   models::make_tiny_model(models::family_named("qwen2-audio"), audio_dir.string(), o);
@@ -256,5 +261,11 @@ TEST_F(EngineVideo, AModelWithoutVideoInputRefusesItByName) {
   EXPECT_NE(r.outcome, Outcome::kFinished);
   EXPECT_NE(r.reason.find("video"), std::string::npos) << r.reason;
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineVideo, ::testing::Values("qwen2-vl", "qwen2.5-vl"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "qwen2-vl" ? std::string("Qwen2VL")
+                                                                        : std::string("Qwen25VL");
+                         });
 
 }  // namespace

@@ -215,13 +215,15 @@ class Qwen2VLProcessor final : public Processor {
       const VideoPlan plan = plan_video(media::probe_video(bytes), pp_, sampling(opts));
       const GridThw& g = plan.grid;
       const int64_t patches = g[0] * g[1] * g[2];
-      return {{g[0], g[1], g[2]},
-              plan.n_tokens(ms),
-              patches,
-              plan.info.frames * plan.info.width * plan.info.height,
-              patches * row * static_cast<int64_t>(sizeof(float)),
-              // Pruning keeps what the pixels decide: the counts are upper bounds.
-              !prunes(m, opts)};
+      MediaEstimate e{{g[0], g[1], g[2]},
+                      plan.n_tokens(ms),
+                      patches,
+                      plan.info.frames * plan.info.width * plan.info.height,
+                      patches * row * static_cast<int64_t>(sizeof(float)),
+                      // Pruning keeps what the pixels decide: the counts are upper bounds.
+                      !prunes(m, opts)};
+      e.slice_seconds = slice_seconds(plan.sample_fps);
+      return e;
     }
     const media::ImageInfo info = media::probe_image(bytes);
     const GridThw g = image_grid(info.height, info.width, pp_);
@@ -250,9 +252,7 @@ class Qwen2VLProcessor final : public Processor {
       p.n_tokens = in.n_tokens();
       p.encoder_cost = in.grid[0] * in.grid[1] * in.grid[2];
       p.decode_ns = static_cast<int64_t>(in.decode_ms * 1e6);
-      // HF's second_per_grid_ts: temporal_patch_size / the fps the frames were sampled at.
-      if (in.sample_fps > 0)
-        p.slice_seconds = static_cast<double>(pp_.temporal_patch_size) / in.sample_fps;
+      p.slice_seconds = slice_seconds(in.sample_fps);
       if (prunes(m, opts)) prune(p, opts.video_prune_threshold);
       return p;
     }
@@ -341,6 +341,10 @@ class Qwen2VLProcessor final : public Processor {
                               " is above the server's " + std::to_string(c.cap) + c.why);
     v.validate();
     return v;
+  }
+  // HF's second_per_grid_t: temporal_patch_size / the fps the frames were sampled at.
+  double slice_seconds(double sample_fps) const {
+    return sample_fps > 0 ? static_cast<double>(pp_.temporal_patch_size) / sample_fps : 0;
   }
   static bool prunes(Modality m, const MediaOptions& opts) {
     return m == Modality::kVideo && opts.video_prune_threshold > 0;
