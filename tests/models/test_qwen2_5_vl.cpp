@@ -8,13 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "batch_runner.h"
 #include "core/error.h"
+#include "io/npy.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "models/encoder_block.h"
@@ -23,6 +22,7 @@
 #include "models/qwen2_5_vl/vision_tower.h"
 #include "models/qwen2_vl/processor.h"
 #include "models/registry.h"
+#include "ref_test_util.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -31,52 +31,16 @@ using models::qwen2_vl::GridThw;
 
 namespace {
 
-void write_npy(const fs::path& p, const char* descr, const std::vector<int64_t>& shape,
-               const void* data, size_t bytes) {
-  std::string sh = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    sh += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
-  sh += ")";
-  std::string header =
-      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + sh + ", }";
-  while ((10 + header.size() + 1) % 64) header += ' ';
-  header += '\n';
-  std::ofstream f(p, std::ios::binary);
-  f.write("\x93NUMPY\x01\x00", 8);
-  uint16_t len = static_cast<uint16_t>(header.size());
-  f.write(reinterpret_cast<const char*>(&len), 2);
-  f << header;
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+// The grids as image_grid_thw: int64 [n, 3].
+Tensor grid_tensor(const std::vector<GridThw>& grids) {
+  Tensor t = Tensor::empty(DType::kI64, {static_cast<int64_t>(grids.size()), 3});
+  for (size_t i = 0; i < grids.size(); ++i)
+    for (size_t j = 0; j < 3; ++j) t.data<int64_t>()[3 * i + j] = grids[i][j];
+  return t;
 }
 
-std::vector<char> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-std::string shell(const std::string& cmd) {
-  fs::path out = fs::temp_directory_path() / ("mmrt_q25ref_" + std::to_string(::getpid()));
-  EXPECT_EQ(std::system((cmd + " > " + out.string()).c_str()), 0) << cmd;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  fs::remove(out);
-  return ss.str();
-}
-
-double rel_err(const float* got, const float* want, size_t n) {
-  double mr = 0, me = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mr = std::max(mr, std::fabs(static_cast<double>(want[i])));
-    me = std::max(me, std::fabs(static_cast<double>(want[i]) - got[i]));
-  }
-  return me / mr;
-}
-
-std::string join(const std::vector<int32_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
+double rel_err(const float* got, const void* want, size_t n) {
+  return test::diff(got, static_cast<const float*>(want), static_cast<int64_t>(n)).rel();
 }
 
 struct World {
@@ -106,10 +70,8 @@ struct World {
     for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<float>()[i] = d(rng);
     pix_npy = dir / "pixels.npy";
     grid_npy = dir / "grid.npy";
-    write_npy(pix_npy, "<f4", {n, 1176}, pixels.raw(), pixels.nbytes());
-    std::vector<int64_t> g;
-    for (auto& x : grids) g.insert(g.end(), x.begin(), x.end());
-    write_npy(grid_npy, "<i8", {static_cast<int64_t>(grids.size()), 3}, g.data(), g.size() * 8);
+    io::write_npy(pix_npy.string(), pixels);
+    io::write_npy(grid_npy.string(), grid_tensor(grids));
   }
   ~World() { fs::remove_all(dir); }
 
@@ -145,8 +107,8 @@ TEST(Qwen25VL, WindowOrderMatchesReference) {
   World w;
   const auto o = models::qwen2_5_vl::window_order(w.grids, w.cfg.vision);
   fs::path out = w.dir / "windows.bin";
-  shell(w.ref("windows", "--out " + out.string()));
-  const auto raw = read_bytes(out);
+  test::shell_out(w.ref("windows", "--out " + out.string()));
+  const auto raw = test::file_bytes(out);
   const int64_t* r = reinterpret_cast<const int64_t*>(raw.data());
   const size_t n = raw.size() / 8;
   ASSERT_GE(n, 2u);
@@ -169,8 +131,8 @@ TEST(Qwen25VL, VisionTowerMatchesReference) {
   EXPECT_EQ(got.dim(0), w.pixels.dim(0) / 4);
   EXPECT_EQ(got.dim(1), w.cfg.vision.out_hidden_size);
   fs::path out = w.dir / "vision.bin";
-  shell(w.ref("vision", "--out " + out.string()));
-  auto ref = read_bytes(out);
+  test::shell_out(w.ref("vision", "--out " + out.string()));
+  auto ref = test::file_bytes(out);
   ASSERT_EQ(ref.size(), got.nbytes());
   EXPECT_LE(rel_err(got.data<float>(), reinterpret_cast<const float*>(ref.data()),
                     static_cast<size_t>(got.numel())),
@@ -202,8 +164,9 @@ TEST(Qwen25VL, Int8BlocksMatchTheQuantisedReference) {
   Tensor got = test::host(vt->forward(w.pixels, w.grids));
   auto ref_of = [&](int blocks) {
     fs::path out = w.dir / ("vision_q" + std::to_string(blocks) + ".bin");
-    shell(w.ref("vision", "--int8-blocks " + std::to_string(blocks) + " --out " + out.string()));
-    auto r = read_bytes(out);
+    test::shell_out(
+        w.ref("vision", "--int8-blocks " + std::to_string(blocks) + " --out " + out.string()));
+    auto r = test::file_bytes(out);
     EXPECT_EQ(r.size(), got.nbytes());
     return r;
   };
@@ -234,10 +197,8 @@ TEST(Qwen25VL, ImageTextLogitsAndGreedyMatchReference) {
   for (auto& g : grids) rows += g[0] * g[1] * g[2];
   Tensor pixels = Tensor::empty(DType::kF32, {rows, 1176});
   std::memcpy(pixels.raw(), w.pixels.raw(), pixels.nbytes());
-  write_npy(w.pix_npy, "<f4", {rows, 1176}, pixels.raw(), pixels.nbytes());
-  std::vector<int64_t> g;
-  for (auto& x : grids) g.insert(g.end(), x.begin(), x.end());
-  write_npy(w.grid_npy, "<i8", {3, 3}, g.data(), g.size() * 8);
+  io::write_npy(w.pix_npy.string(), pixels);
+  io::write_npy(w.grid_npy.string(), grid_tensor(grids));
 
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
@@ -265,8 +226,8 @@ TEST(Qwen25VL, ImageTextLogitsAndGreedyMatchReference) {
     const Tensor logits =
         test::chunked_prefill(*lm, p.ids, r.embed_rows, feats, 7, blocks, p.positions, 3);
     fs::path out = w.dir / "logits.bin";
-    shell(w.ref("logits", "--ids " + join(p.ids) + " --out " + out.string()));
-    auto ref = read_bytes(out);
+    test::shell_out(w.ref("logits", "--ids " + test::csv(p.ids) + " --out " + out.string()));
+    auto ref = test::file_bytes(out);
     const int64_t V = logits.dim(1);
     ASSERT_EQ(ref.size(), static_cast<size_t>(S * V * 4));
     EXPECT_LE(
@@ -278,9 +239,9 @@ TEST(Qwen25VL, ImageTextLogitsAndGreedyMatchReference) {
   engine::BatchRunnerOptions bo;
   bo.step_token_budget = 9;
   auto got = engine::run_text_batch(*lm, tok, {r}, bo)[0].tokens;
-  auto want =
-      nlohmann::json::parse(shell(w.ref("generate", "--ids " + join(p.ids) + " --max-new 16")))
-          .get<std::vector<int32_t>>();
+  auto want = nlohmann::json::parse(
+                  test::shell_out(w.ref("generate", "--ids " + test::csv(p.ids) + " --max-new 16")))
+                  .get<std::vector<int32_t>>();
   EXPECT_EQ(got, want);
 }
 
@@ -299,9 +260,7 @@ TEST(Qwen25VL, VideoPositionsFollowTimeAtTwoFps) {
                          clip.string())
                             .c_str()),
             0);
-  std::ifstream f(clip, std::ios::binary);
-  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(f),
-                                   std::istreambuf_iterator<char>()};
+  const std::vector<uint8_t> bytes = test::file_bytes(clip);
   const auto proc = models::load_processor(w.dir.string());
   const auto& c = w.cfg.qwen2;
   const std::vector<int32_t> ids{5, static_cast<int32_t>(c.vision_start_token_id),
@@ -319,16 +278,15 @@ TEST(Qwen25VL, VideoPositionsFollowTimeAtTwoFps) {
     const int64_t per = item.dims[1] * item.dims[2] / 4;  // tokens per slice
     steps.push_back(e.positions[static_cast<size_t>(2 + per)] - e.positions[2]);
     // The reference's get_rope_index at this clip's second_per_grid.
-    const std::vector<int64_t> grid = item.dims;
-    write_npy(w.grid_npy, "<i8", {1, 3}, grid.data(), 24);
+    io::write_npy(w.grid_npy.string(), grid_tensor({{item.dims[0], item.dims[1], item.dims[2]}}));
     fs::path out = w.dir / "pos.bin";
     char spg[64];
     std::snprintf(spg, sizeof spg, "%.17g", item.slice_seconds);
-    shell(std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
-          "/tests/reference/qwen2_vl_ref.py positions --model " + w.dir.string() + " --ids " +
-          join(e.ids) + " --video-grid " + w.grid_npy.string() + " --second-per-grid " + spg +
-          " --tokens-per-second 2 --out " + out.string());
-    const auto raw = read_bytes(out);
+    test::shell_out(std::string(MMRT_REF_PYTHON) + " " + MMRT_SOURCE_DIR +
+                    "/tests/reference/qwen2_vl_ref.py positions --model " + w.dir.string() +
+                    " --ids " + test::csv(e.ids) + " --video-grid " + w.grid_npy.string() +
+                    " --second-per-grid " + spg + " --tokens-per-second 2 --out " + out.string());
+    const auto raw = test::file_bytes(out);
     ASSERT_EQ(raw.size(), static_cast<size_t>(3 * S + 1) * 8);
     const int64_t* r = reinterpret_cast<const int64_t*>(raw.data());
     for (int64_t i = 0; i < 3 * S; ++i)
@@ -350,18 +308,16 @@ TEST(Qwen25VL, Bf16NewNamingWithinTolerance) {
   for (auto& g : grids) rows += g[0] * g[1] * g[2];
   Tensor pixels = Tensor::empty(DType::kF32, {rows, 1176});
   std::memcpy(pixels.raw(), w.pixels.raw(), pixels.nbytes());
-  write_npy(w.pix_npy, "<f4", {rows, 1176}, pixels.raw(), pixels.nbytes());
-  std::vector<int64_t> g;
-  for (auto& x : grids) g.insert(g.end(), x.begin(), x.end());
-  write_npy(w.grid_npy, "<i8", {2, 3}, g.data(), g.size() * 8);
+  io::write_npy(w.pix_npy.string(), pixels);
+  io::write_npy(w.grid_npy.string(), grid_tensor(grids));
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
                                                   kernels::WeightFormat::kBF16);
   Tensor feats = vt->forward(pixels, grids);
   Tensor got = test::host(feats);
   fs::path vout = w.dir / "vision.bin";
-  shell(w.ref("vision", "--out " + vout.string()));
-  auto vref = read_bytes(vout);
+  test::shell_out(w.ref("vision", "--out " + vout.string()));
+  auto vref = test::file_bytes(vout);
   ASSERT_EQ(vref.size(), got.nbytes());
   const double tower = rel_err(got.data<float>(), reinterpret_cast<const float*>(vref.data()),
                                static_cast<size_t>(got.numel()));
@@ -380,8 +336,8 @@ TEST(Qwen25VL, Bf16NewNamingWithinTolerance) {
   const Tensor logits =
       test::chunked_prefill(*lm, p.ids, embed_rows, feats, 7, blocks, p.positions, 3);
   fs::path out = w.dir / "logits.bin";
-  shell(w.ref("logits", "--ids " + join(p.ids) + " --out " + out.string()));
-  auto ref = read_bytes(out);
+  test::shell_out(w.ref("logits", "--ids " + test::csv(p.ids) + " --out " + out.string()));
+  auto ref = test::file_bytes(out);
   const int64_t V = logits.dim(1);
   ASSERT_EQ(ref.size(), static_cast<size_t>(S * V * 4));
   const double last =
