@@ -346,3 +346,64 @@ TEST(Qwen25VL, Bf16NewNamingWithinTolerance) {
   std::printf("bf16: tower %.2e, last-token logits %.2e of the largest value\n", tower, last);
   EXPECT_LE(last, 4e-2);
 }
+
+// A video (the 2-slice 8x16 grid) in a prompt: the tower over both slices (windows and frames
+// per slice), the time-scaled positions, and the last-token logits of a chunked prefill against
+// the reference's full model at two slice durations (1 s and 2 s: other positions, other
+// logits, both matched).
+TEST(Qwen25VL, VideoPromptLogitsMatchReferenceAtTwoSliceDurations) {
+  World w;
+  const std::vector<GridThw> grids{w.grids.back()};  // {2, 8, 16}
+  const int64_t rows = grids[0][0] * grids[0][1] * grids[0][2];
+  Tensor pixels = Tensor::empty(DType::kF32, {rows, 1176});
+  std::memcpy(pixels.raw(), w.pixels.data<float>() + (w.pixels.dim(0) - rows) * 1176,
+              pixels.nbytes());
+  const fs::path vpix = w.dir / "video_pixels.npy", vgrid = w.dir / "video_grid.npy";
+  io::write_npy(vpix.string(), pixels);
+  io::write_npy(vgrid.string(), grid_tensor(grids));
+  auto st = io::SafeTensors::open(w.dir.string());
+  auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
+                                                  kernels::WeightFormat::kF32);
+  Tensor feats = vt->forward(pixels, grids);
+  test::TestModelOptions lo;
+  lo.kv_dtype = DType::kF32;
+  lo.kv_blocks = 64;
+  auto lm = test::load_test_model(w.dir.string(), lo);
+  const auto& c = w.cfg.qwen2;
+  const std::vector<int32_t> ids{11,
+                                 12,
+                                 static_cast<int32_t>(c.vision_start_token_id),
+                                 static_cast<int32_t>(c.video_token_id),
+                                 static_cast<int32_t>(c.vision_end_token_id),
+                                 13,
+                                 14,
+                                 15};
+  std::vector<std::vector<float>> lasts;
+  for (const float seconds : {1.0f, 2.0f}) {
+    SCOPED_TRACE(seconds);
+    models::qwen2_vl::MediaGrid item{models::Modality::kVideo, grids[0], seconds,
+                                     w.cfg.vision.tokens_per_second};
+    const auto p = models::qwen2_vl::expand_media_prompt(ids, {&item, 1}, c);
+    std::vector<int32_t> embed_rows;
+    for (int64_t k = 0; k < p.items[0].n_tokens; ++k)
+      embed_rows.push_back(static_cast<int32_t>(p.items[0].begin + k));
+    std::vector<int32_t> blocks{3, 1, 2, 0, 5, 4};
+    const int64_t S = static_cast<int64_t>(p.ids.size());
+    const Tensor logits =
+        test::chunked_prefill(*lm, p.ids, embed_rows, feats, 7, blocks, p.positions, 3);
+    const fs::path out = w.dir / "video_logits.bin";
+    char spg[32];
+    std::snprintf(spg, sizeof spg, "%g", seconds);
+    test::run_ref("qwen2_5_vl_ref.py", "logits --model " + w.dir.string() + " --ids " +
+                                           test::csv(p.ids) + " --video-pixels " + vpix.string() +
+                                           " --video-grid " + vgrid.string() +
+                                           " --second-per-grid " + spg + " --out " + out.string());
+    const auto ref = test::file_bytes(out);
+    const int64_t V = logits.dim(1);
+    ASSERT_EQ(ref.size(), static_cast<size_t>(S * V * 4));
+    const float* want = reinterpret_cast<const float*>(ref.data()) + (S - 1) * V;
+    EXPECT_LE(rel_err(logits.data<float>(), want, static_cast<size_t>(V)), 1e-4);
+    lasts.emplace_back(logits.data<float>(), logits.data<float>() + V);
+  }
+  EXPECT_NE(lasts[0], lasts[1]) << "the slice duration did not move the positions";
+}
