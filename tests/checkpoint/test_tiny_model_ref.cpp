@@ -5,6 +5,7 @@
 
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "models/qwen2_5_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "test_util.h"
 
@@ -47,6 +48,30 @@ TEST(TinyModelReference, EveryLayoutPassesTheIndependentCheck) {
     o.max_shard_bytes = l.shard;
     o.pool = &pool;
     models::qwen2_vl::make_tiny_checkpoint(dir.path().string(), o);
+    std::string out;
+    EXPECT_EQ(python_check(dir.path(), l.args, &out), 0) << out;
+  }
+}
+
+// Qwen2.5-VL's checkpoints (Qwen2-VL's files, its own vision tensors and config) pass the same
+// independent check, in both namings, tied and untied, bf16 and f32.
+TEST(TinyModelReference, Qwen25VLLayoutsPassTheIndependentCheck) {
+  struct Layout {
+    const char* naming;
+    bool tied;
+    DType dtype;
+    const char* args;
+  };
+  for (const Layout& l :
+       {Layout{"old", false, DType::kBF16, "--naming old --tied no --dtype bf16"},
+        Layout{"new", true, DType::kF32, "--naming new --tied yes --dtype f32"}}) {
+    SCOPED_TRACE(l.args);
+    TempDir dir("tiny25");
+    models::TinyModelOptions o;
+    o.naming = l.naming;
+    o.tied = l.tied;
+    o.dtype = l.dtype;
+    models::qwen2_5_vl::make_tiny_model(dir.path().string(), o);
     std::string out;
     EXPECT_EQ(python_check(dir.path(), l.args, &out), 0) << out;
   }

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Independent check of a Qwen2-VL checkpoint folder written by `mmrt make-tiny-model`.
+"""Independent check of a Qwen2-VL or Qwen2.5-VL checkpoint folder written by `mmrt make-tiny-model`.
 
 usage: check_checkpoint.py DIR [--naming old|new] [--tied yes|no] [--dtype bf16|f32]
 
 Reads the safetensors header(s) with the json module (single file or index + shards) and
 compares every tensor name, shape and dtype against a list written here by hand from Hugging
-Face's Qwen2VLForConditionalGeneration module layout (shape formulas from config.json). Loads
+Face's Qwen2VLForConditionalGeneration module layout, or Qwen2_5_VLForConditionalGeneration's
+vision tower (RMSNorm without biases, gate/up/down MLP with biases, out_hidden_size) for a
+Qwen2.5-VL config (shape formulas from config.json). Loads
 every tensor with numpy (bf16 widened to f32 by a 16-bit shift) and checks the values are finite, norm weights are 1, norm biases
 are 0 and random tensors look like N(0, 0.02). Also checks the side files (tokenizer ids match
 config.json, the chat template renders the documented prompt with jinja2, tokenizer_config /
@@ -26,6 +28,31 @@ def fail(msg):
     problems.append(msg)
 
 
+def qwen25_vision_names(vc):
+    """Qwen2_5_VisionTransformerPretrainedModel's parameters (modeling_qwen2_5_vl.py)."""
+    D, I, O = vc["hidden_size"], vc["intermediate_size"], vc["out_hidden_size"]
+    ctx = D * vc["spatial_merge_size"] ** 2
+    out = {"visual.patch_embed.proj.weight": (D, vc.get("in_chans", 3), vc["temporal_patch_size"],
+                                              vc["patch_size"], vc["patch_size"])}
+    for i in range(vc["depth"]):
+        p = f"visual.blocks.{i}."
+        out[p + "norm1.weight"] = (D,)  # Qwen2RMSNorm: no bias
+        out[p + "norm2.weight"] = (D,)
+        out[p + "attn.qkv.weight"] = (3 * D, D)
+        out[p + "attn.qkv.bias"] = (3 * D,)
+        out[p + "attn.proj.weight"] = (D, D)
+        out[p + "attn.proj.bias"] = (D,)
+        for n, shape in (("gate_proj", (I, D)), ("up_proj", (I, D)), ("down_proj", (D, I))):
+            out[p + "mlp." + n + ".weight"] = shape
+            out[p + "mlp." + n + ".bias"] = (shape[0],)
+    out["visual.merger.ln_q.weight"] = (D,)
+    out["visual.merger.mlp.0.weight"] = (ctx, ctx)
+    out["visual.merger.mlp.0.bias"] = (ctx,)
+    out["visual.merger.mlp.2.weight"] = (O, ctx)
+    out["visual.merger.mlp.2.bias"] = (O,)
+    return out
+
+
 def hf_names(cfg, tied):
     """Qwen2-VL parameter names (original checkpoint spelling) -> shape, from config.json."""
     H = cfg["hidden_size"]
@@ -35,8 +62,8 @@ def hf_names(cfg, tied):
     inter = cfg["intermediate_size"]
     V = cfg["vocab_size"]
     vc = cfg["vision_config"]
-    E = vc["embed_dim"]
-    mlp = int(E * vc["mlp_ratio"])
+    E = vc.get("embed_dim", vc["hidden_size"])
+    mlp = int(E * vc.get("mlp_ratio", 4))
     ms = vc["spatial_merge_size"]
     ctx = E * ms * ms
     out = {"model.embed_tokens.weight": (V, H), "model.norm.weight": (H,)}
@@ -56,6 +83,9 @@ def hf_names(cfg, tied):
         out[p + "post_attention_layernorm.weight"] = (H,)
     if not tied:
         out["lm_head.weight"] = (V, H)
+    if cfg.get("model_type") == "qwen2_5_vl":
+        out.update(qwen25_vision_names(vc))
+        return out
     # Conv3d(in_chans, embed_dim, kernel=(temporal, patch, patch), bias=False)
     out["visual.patch_embed.proj.weight"] = (E, vc.get("in_chans", 3), vc["temporal_patch_size"],
                                              vc["patch_size"], vc["patch_size"])
@@ -112,15 +142,25 @@ def main():
     d = args[0]
     opts = dict(zip(args[1::2], args[2::2]))
     cfg = json.load(open(os.path.join(d, "config.json")))
-    if cfg.get("architectures") != ["Qwen2VLForConditionalGeneration"]:
+    qwen25 = cfg.get("model_type") == "qwen2_5_vl"
+    want_arch = "Qwen2_5_VLForConditionalGeneration" if qwen25 else "Qwen2VLForConditionalGeneration"
+    if cfg.get("architectures") != [want_arch]:
         fail(f"config.json architectures is {cfg.get('architectures')}")
     if cfg.get("rope_scaling", {}).get("type") != "mrope":
         fail("config.json rope_scaling.type is not mrope")
     hd = cfg["hidden_size"] // cfg["num_attention_heads"]
     if sum(cfg["rope_scaling"]["mrope_section"]) * 2 != hd:
         fail("mrope_section does not sum to head_dim/2")
-    if cfg["vision_config"]["hidden_size"] != cfg["hidden_size"]:
-        fail("vision_config.hidden_size != hidden_size")
+    out_key = "out_hidden_size" if qwen25 else "hidden_size"
+    if cfg["vision_config"][out_key] != cfg["hidden_size"]:
+        fail(f"vision_config.{out_key} != hidden_size")
+    if qwen25:
+        vc = cfg["vision_config"]
+        for k in ("window_size", "fullatt_block_indexes", "tokens_per_second", "intermediate_size"):
+            if k not in vc:
+                fail(f"vision_config has no {k}")
+        if any(not 0 <= b < vc["depth"] for b in vc.get("fullatt_block_indexes", [])):
+            fail("vision_config.fullatt_block_indexes outside the depth")
 
     # Shards.
     index_path = os.path.join(d, "model.safetensors.index.json")
