@@ -81,6 +81,19 @@ struct World {
            " --pixels " + pix_npy.string() + " --grid " + grid_npy.string() + " " + extra;
   }
 
+  // The first n grids as images (their pixels are the first rows), written for the reference
+  // in place of the whole set.
+  std::pair<std::vector<GridThw>, Tensor> first_images(size_t n) const {
+    const std::vector<GridThw> g(grids.begin(), grids.begin() + static_cast<std::ptrdiff_t>(n));
+    int64_t rows = 0;
+    for (auto& x : g) rows += x[0] * x[1] * x[2];
+    Tensor px = Tensor::empty(DType::kF32, {rows, 1176});
+    std::memcpy(px.raw(), pixels.raw(), px.nbytes());
+    io::write_npy(pix_npy.string(), px);
+    io::write_npy(grid_npy.string(), grid_tensor(g));
+    return {g, px};
+  }
+
   // Text around one <|vision_start|><|image_pad|><|vision_end|> per image (the video-like
   // grid as an image of 2 slices is not a real image: the first three grids only).
   std::vector<int32_t> prompt(size_t n_images) const {
@@ -191,14 +204,7 @@ TEST(Qwen25VL, Int8BlocksMatchTheQuantisedReference) {
 
 TEST(Qwen25VL, ImageTextLogitsAndGreedyMatchReference) {
   World w;
-  // Three images (the first three grids): their pixels are the first rows.
-  const std::vector<GridThw> grids(w.grids.begin(), w.grids.begin() + 3);
-  int64_t rows = 0;
-  for (auto& g : grids) rows += g[0] * g[1] * g[2];
-  Tensor pixels = Tensor::empty(DType::kF32, {rows, 1176});
-  std::memcpy(pixels.raw(), w.pixels.raw(), pixels.nbytes());
-  io::write_npy(w.pix_npy.string(), pixels);
-  io::write_npy(w.grid_npy.string(), grid_tensor(grids));
+  const auto [grids, pixels] = w.first_images(3);
 
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
@@ -303,13 +309,7 @@ TEST(Qwen25VL, VideoPositionsFollowTimeAtTwoFps) {
 // bf16 weights).
 TEST(Qwen25VL, Bf16NewNamingWithinTolerance) {
   World w(DType::kBF16, "new");
-  const std::vector<GridThw> grids(w.grids.begin(), w.grids.begin() + 2);
-  int64_t rows = 0;
-  for (auto& g : grids) rows += g[0] * g[1] * g[2];
-  Tensor pixels = Tensor::empty(DType::kF32, {rows, 1176});
-  std::memcpy(pixels.raw(), w.pixels.raw(), pixels.nbytes());
-  io::write_npy(w.pix_npy.string(), pixels);
-  io::write_npy(w.grid_npy.string(), grid_tensor(grids));
+  const auto [grids, pixels] = w.first_images(2);
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
                                                   kernels::WeightFormat::kBF16);

@@ -73,50 +73,25 @@ Config tiny_base_config(const std::string& size) {
 }
 
 TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& o) {
-  const Config base = tiny_base_config(o.size.empty() ? "tiny" : o.size);
-  qwen2_vl::TinyOptions q;
-  q.seed = o.seed;
-  q.dtype = o.dtype;
-  q.tokenizer_path = o.tokenizer_path;
-  if (o.naming.empty() || o.naming == "old")
-    q.naming = qwen2_vl::Naming::kOld;
-  else if (o.naming == "new")
-    q.naming = qwen2_vl::Naming::kNew;
-  else
-    throw InvalidArgument("qwen2.5-vl: --naming must be old or new, got '" + o.naming + "'");
-  q.tied = o.tied;
-  q.max_shard_bytes = o.max_shard_bytes;
-  q.pool = o.pool;
-  q.progress = o.progress;
+  TinyModelOptions opts = o;
+  if (opts.size.empty()) opts.size = "tiny";
+  const Config base = tiny_base_config(opts.size);
   // The vision config rides along with the Qwen2-VL config the writer fills in.
-  q.family = qwen2_vl::TinyOptions::Family{.base = base.qwen2,
-                                           .config_json =
-                                               [base](const qwen2_vl::Config& filled) {
-                                                 Config c = base;
-                                                 c.qwen2 = filled;
-                                                 c.validate("make-tiny-model config");
-                                                 return config_to_json(c);
-                                               },
-                                           .tensors =
-                                               [base](const qwen2_vl::Config& filled, bool tied) {
-                                                 Config c = base;
-                                                 c.qwen2 = filled;
-                                                 return expected_tensors(c, tied);
-                                               }};
-  const qwen2_vl::TinyResult t = qwen2_vl::make_tiny_checkpoint(dir, q);
-  TinyModelResult r;
-  r.summary = std::string("qwen2.5-vl, ") + (o.size.empty() ? "tiny" : o.size) + ", " +
-              (q.dtype == DType::kBF16 ? "bf16" : "f32") + ", " +
-              (q.naming == qwen2_vl::Naming::kOld ? "old" : "new") + " names, " +
-              (t.config.text.tie_word_embeddings ? "tied" : "untied") + " lm_head";
-  r.files = t.files;
-  r.n_tensors = t.n_tensors;
-  r.n_params = t.n_params;
-  r.n_bytes = t.n_bytes;
-  r.tokenizer_size = t.tokenizer_size;
-  r.vocab_size = t.config.text.vocab_size;
-  r.seconds = t.seconds;
-  return r;
+  qwen2_vl::TinyOptions::Family family{.base = base.qwen2,
+                                       .config_json =
+                                           [base](const qwen2_vl::Config& filled) {
+                                             Config c = base;
+                                             c.qwen2 = filled;
+                                             c.validate("make-tiny-model config");
+                                             return config_to_json(c);
+                                           },
+                                       .tensors =
+                                           [base](const qwen2_vl::Config& filled, bool tied) {
+                                             Config c = base;
+                                             c.qwen2 = filled;
+                                             return expected_tensors(c, tied);
+                                           }};
+  return qwen2_vl::make_tiny_model(dir, opts, std::move(family), "qwen2.5-vl");
 }
 
 }  // namespace mmrt::models::qwen2_5_vl

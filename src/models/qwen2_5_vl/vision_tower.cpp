@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "kernels/rope.h"
 #include "kernels/scratch.h"
+#include "models/qwen2_vl/vision_tower.h"
 
 namespace mmrt::models::qwen2_5_vl {
 
@@ -129,35 +130,10 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   const auto& vc = m.vc;
   const int64_t E = vc.hidden_size, ms = vc.spatial_merge_size, unit = ms * ms;
   const int64_t I = vc.intermediate_size, D = patch_dim();
-  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 || pixel_values.dim(1) != D)
-    throw InvalidArgument("vision tower: pixel_values must be f32 [n_patches, " +
-                          std::to_string(D) + "], got " + pixel_values.describe());
-  int64_t N = 0;
-  for (const auto& g : grids) {
-    if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[1] % ms || g[2] % ms)
-      throw InvalidArgument("vision tower: grid_thw (" + std::to_string(g[0]) + ", " +
-                            std::to_string(g[1]) + ", " + std::to_string(g[2]) +
-                            ") must be positive with h, w multiples of " + std::to_string(ms));
-    N += g[0] * g[1] * g[2];
-  }
-  if (N != pixel_values.dim(0))
-    throw InvalidArgument("vision tower: grid_thw covers " + std::to_string(N) +
-                          " patches but pixel_values has " + std::to_string(pixel_values.dim(0)) +
-                          " rows");
-  const WindowOrder order = window_order(grids, vc);
-  const int64_t M = N / unit;
   // Positions (row, col) per patch in merge-block order, as Qwen2-VL's.
-  std::vector<int32_t> pos(static_cast<size_t>(2 * N));  // [2, N]
-  int64_t r = 0;
-  for (const auto& g : grids)
-    for (int64_t t = 0; t < g[0]; ++t)
-      for (int64_t bh = 0; bh < g[1] / ms; ++bh)
-        for (int64_t bw = 0; bw < g[2] / ms; ++bw)
-          for (int64_t mh = 0; mh < ms; ++mh)
-            for (int64_t mw = 0; mw < ms; ++mw, ++r) {
-              pos[static_cast<size_t>(r)] = static_cast<int32_t>(bh * ms + mh);
-              pos[static_cast<size_t>(N + r)] = static_cast<int32_t>(bw * ms + mw);
-            }
+  const qwen2_vl::PatchGrid pg = qwen2_vl::patch_grid(pixel_values, grids, D, ms);
+  const int64_t N = pg.n, M = N / unit;
+  const WindowOrder order = window_order(grids, vc);
   // Window order: merged token index[j]'s patch rows (and positions) move to rows j*unit...
   const Tensor src = be.upload(pixel_values.contiguous());  // the one copy to the backend
   kernels::Buffer px(be, N * D);                            // reordered
@@ -168,7 +144,7 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
     for (int64_t u = 0; u < unit; ++u)
       for (int64_t a = 0; a < 2; ++a)
         wpos[static_cast<size_t>(a * N + j * unit + u)] =
-            pos[static_cast<size_t>(a * N + k * unit + u)];
+            pg.positions[static_cast<size_t>(a * N + k * unit + u)];
   }
   kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]
   kernels::Buffer qkv(be, N * 3 * E);          // [N, 3 * embed]

@@ -5,10 +5,7 @@ namespace mmrt::models::qwen2_5_vl {
 
 std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied) {
   const VisionConfig& v = cfg.vision;
-  std::vector<ExpectedTensor> out;
-  DecoderConfig d = qwen2_vl::decoder_config(cfg.qwen2, qwen2_vl::Naming::kOld);
-  d.tied_embeddings = tied;
-  for (const DecoderTensor& t : decoder_tensors(d)) out.push_back({t.canonical_name, t.shape});
+  std::vector<ExpectedTensor> out = qwen2_vl::text_tensors(cfg.qwen2, tied);
   auto add = [&](std::string name, Shape shape) {
     out.push_back({std::move(name), std::move(shape)});
   };
@@ -40,15 +37,7 @@ std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied) {
 }
 
 qwen2_vl::Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg) {
-  qwen2_vl::Layout l;
-  l.naming = qwen2_vl::detect_naming(st.names(), st.path());
-  l.tied = !st.contains("lm_head.weight");
-  std::vector<ExpectedTensor> expected = expected_tensors(cfg, l.tied);
-  for (ExpectedTensor& e : expected) e.name = qwen2_vl::tensor_name(l.naming, e.name);
-  check_checkpoint_tensors(st, expected,
-                           std::string(l.naming == qwen2_vl::Naming::kOld ? "old" : "new") +
-                               "-style names, " + (l.tied ? "tied" : "untied") + " lm_head");
-  return l;
+  return qwen2_vl::check_checkpoint(st, [&](bool tied) { return expected_tensors(cfg, tied); });
 }
 
 }  // namespace mmrt::models::qwen2_5_vl

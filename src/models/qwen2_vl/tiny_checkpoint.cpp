@@ -89,6 +89,7 @@ Config tiny_base_config(TinySize size) {
   c.text.rope_theta = 1e6;
   c.text.rms_norm_eps = 1e-6;
   c.text.max_position_embeddings = 32768;
+  c.text.vocab_size = 0;  // the tokenizer's (rounded up); the 2b shape takes the real one
   switch (size) {
     case TinySize::kTiny:
       c.text.hidden_size = 64;
@@ -140,27 +141,26 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
   tiny::check_dtype(opts.dtype);
   const fs::path dir = tiny::create_output_dir(out_dir);
 
-  // Tokenizer first: its special-token ids go into config.json.
+  TinyResult res;
+  Config& c = res.config;
+  c = opts.family ? opts.family->base : tiny_base_config(opts.size);
+  // Tokenizer first: its special-token ids go into config.json. A preset with a vocabulary of
+  // its own (a real shape) keeps it, its special tokens at their real ids; the others take the
+  // tokenizer's (1000 tokens for a unit-test width, else 8000).
+  const bool real_vocab = c.text.vocab_size > 0;
   tiny::TokenizerOptions to;
   to.path = opts.tokenizer_path;
-  // A real-shape preset takes the real vocabulary (its special tokens at their real ids).
-  const bool real_vocab =
-      opts.family ? opts.family->base.text.vocab_size > 100000 : opts.size == TinySize::k2BShape;
-  to.vocab_size = opts.size == TinySize::kTiny && !opts.family ? 1000 : 8000;
-  if (opts.family && opts.family->base.text.hidden_size < 128) to.vocab_size = 1000;
+  to.vocab_size = c.text.hidden_size < 128 ? 1000 : 8000;
   to.specials = special_tokens();
   if (real_vocab) to.special_first_id = 151643;
   const tiny::Tokenizer tok = tiny::make_tokenizer(to);
 
-  TinyResult res;
-  Config& c = res.config;
-  c = opts.family ? opts.family->base : tiny_base_config(opts.size);
   if (opts.tied) c.text.tie_word_embeddings = *opts.tied;
   c.torch_dtype = opts.dtype == DType::kBF16 ? "bfloat16" : "float32";
   if (real_vocab) {
     if (tok.facts.size > c.text.vocab_size)
       throw InvalidArgument(tok.origin + ": " + std::to_string(tok.facts.size) +
-                            " tokens do not fit the 2b-shape vocabulary of " +
+                            " tokens do not fit the preset's vocabulary of " +
                             std::to_string(c.text.vocab_size));
   } else {
     c.text.vocab_size = tiny::round_up(tok.facts.size, 64);
@@ -209,8 +209,14 @@ TinyResult make_tiny_checkpoint(const std::string& out_dir, const TinyOptions& o
 
 // make-tiny-model --arch qwen2-vl: the family's writer behind the common options.
 TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& o) {
+  return make_tiny_model(dir, o, std::nullopt, "qwen2-vl");
+}
+
+TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& o,
+                                std::optional<TinyOptions::Family> family, const char* name) {
   TinyOptions q;
-  q.size = parse_tiny_size(o.size);
+  if (!family) q.size = parse_tiny_size(o.size);
+  q.family = std::move(family);
   q.seed = o.seed;
   q.dtype = o.dtype;
   q.tokenizer_path = o.tokenizer_path;
@@ -219,14 +225,15 @@ TinyModelResult make_tiny_model(const std::string& dir, const TinyModelOptions& 
   else if (o.naming == "new")
     q.naming = Naming::kNew;
   else
-    throw InvalidArgument("qwen2-vl: --naming must be old or new, got '" + o.naming + "'");
+    throw InvalidArgument(std::string(name) + ": --naming must be old or new, got '" + o.naming +
+                          "'");
   q.tied = o.tied;
   q.max_shard_bytes = o.max_shard_bytes;
   q.pool = o.pool;
   q.progress = o.progress;
   const TinyResult t = make_tiny_checkpoint(dir, q);
   TinyModelResult r;
-  r.summary = std::string("qwen2-vl, ") + tiny_size_name(q.size) + ", " +
+  r.summary = std::string(name) + ", " + (q.family ? o.size : tiny_size_name(q.size)) + ", " +
               (q.dtype == DType::kBF16 ? "bf16" : "f32") + ", " +
               (q.naming == Naming::kOld ? "old" : "new") + " names, " +
               (t.config.text.tie_word_embeddings ? "tied" : "untied") + " lm_head";

@@ -64,7 +64,8 @@ struct TinyResult {
   double seconds = 0;          // wall time of the whole generation
 };
 
-// The preset's dimensions (vocabulary and token ids are filled in from the tokenizer later).
+// The preset's dimensions (token ids are filled in from the tokenizer later; a vocabulary of 0
+// is the tokenizer's, rounded up).
 Config tiny_base_config(TinySize size);
 
 // Weights: seeded, reproducible for a given (seed, canonical tensor name) whatever the naming or
@@ -78,5 +79,9 @@ const std::vector<std::string>& special_tokens();
 
 // make-tiny-model's entry (models/tiny_registry.h): the common options mapped to this family's.
 TinyModelResult make_tiny_model(const std::string& out_dir, const TinyModelOptions& opts);
+// The same for a family on these files (TinyOptions::family; `opts.size` names its preset in
+// the summary), `name` in the summary and errors.
+TinyModelResult make_tiny_model(const std::string& out_dir, const TinyModelOptions& opts,
+                                std::optional<TinyOptions::Family> family, const char* name);
 
 }  // namespace mmrt::models::qwen2_vl

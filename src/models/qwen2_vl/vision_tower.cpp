@@ -24,6 +24,44 @@ struct VisionTower::Impl {
   bool quick_gelu = true;
 };
 
+PatchGrid patch_grid(const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim,
+                     int64_t merge) {
+  const int64_t ms = merge;
+  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 ||
+      pixel_values.dim(1) != patch_dim)
+    throw InvalidArgument("vision tower: pixel_values must be f32 [n_patches, " +
+                          std::to_string(patch_dim) + "], got " + pixel_values.describe());
+  PatchGrid p;
+  for (const auto& g : grids) {
+    if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[1] % ms || g[2] % ms)
+      throw InvalidArgument("vision tower: grid_thw (" + std::to_string(g[0]) + ", " +
+                            std::to_string(g[1]) + ", " + std::to_string(g[2]) +
+                            ") must be positive with h, w multiples of " + std::to_string(ms));
+    p.n += g[0] * g[1] * g[2];
+  }
+  const int64_t N = p.n;
+  if (N != pixel_values.dim(0))
+    throw InvalidArgument("vision tower: grid_thw covers " + std::to_string(N) +
+                          " patches but pixel_values has " + std::to_string(pixel_values.dim(0)) +
+                          " rows");
+  p.positions.resize(static_cast<size_t>(2 * N));
+  p.frames.push_back(0);
+  int64_t r = 0;
+  for (const auto& g : grids) {
+    for (int64_t t = 0; t < g[0]; ++t) {
+      for (int64_t bh = 0; bh < g[1] / ms; ++bh)
+        for (int64_t bw = 0; bw < g[2] / ms; ++bw)
+          for (int64_t mh = 0; mh < ms; ++mh)
+            for (int64_t mw = 0; mw < ms; ++mw, ++r) {
+              p.positions[static_cast<size_t>(r)] = static_cast<int32_t>(bh * ms + mh);
+              p.positions[static_cast<size_t>(N + r)] = static_cast<int32_t>(bw * ms + mw);
+            }
+      p.frames.push_back(static_cast<int32_t>(r));
+    }
+  }
+  return p;
+}
+
 VisionTower::VisionTower(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 VisionTower::~VisionTower() = default;
 
@@ -101,45 +139,16 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
   const auto& vc = m.vc;
   const int64_t E = vc.embed_dim, nh = vc.num_heads, ms = vc.spatial_merge_size;
   const int64_t mlp = vc.mlp_hidden();
-  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 2 ||
-      pixel_values.dim(1) != patch_dim())
-    throw InvalidArgument("vision tower: pixel_values must be f32 [n_patches, " +
-                          std::to_string(patch_dim()) + "], got " + pixel_values.describe());
   // Positions (row, col) per patch in merge-block order, and one segment per frame.
-  int64_t N = 0;
-  for (const auto& g : grids) {
-    if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[1] % ms || g[2] % ms)
-      throw InvalidArgument("vision tower: grid_thw (" + std::to_string(g[0]) + ", " +
-                            std::to_string(g[1]) + ", " + std::to_string(g[2]) +
-                            ") must be positive with h, w multiples of " + std::to_string(ms));
-    N += g[0] * g[1] * g[2];
-  }
-  if (N != pixel_values.dim(0))
-    throw InvalidArgument("vision tower: grid_thw covers " + std::to_string(N) +
-                          " patches but pixel_values has " + std::to_string(pixel_values.dim(0)) +
-                          " rows");
-  std::vector<int32_t> pos(static_cast<size_t>(2 * N));  // [2, N]: row, col
-  std::vector<int32_t> cu{0};
-  int64_t r = 0;
-  for (const auto& g : grids) {
-    for (int64_t t = 0; t < g[0]; ++t) {
-      for (int64_t bh = 0; bh < g[1] / ms; ++bh)
-        for (int64_t bw = 0; bw < g[2] / ms; ++bw)
-          for (int64_t mh = 0; mh < ms; ++mh)
-            for (int64_t mw = 0; mw < ms; ++mw, ++r) {
-              pos[static_cast<size_t>(r)] = static_cast<int32_t>(bh * ms + mh);
-              pos[static_cast<size_t>(N + r)] = static_cast<int32_t>(bw * ms + mw);
-            }
-      cu.push_back(static_cast<int32_t>(r));
-    }
-  }
+  const PatchGrid pg = patch_grid(pixel_values, grids, patch_dim(), ms);
+  const int64_t N = pg.n;
   Tensor px = be.upload(pixel_values.contiguous());  // the one copy of the features (a device)
   kernels::Buffer x(be, N * E), h(be, N * E);        // [N, embed]
   kernels::Buffer qkv(be, N * 3 * E);                // [N, 3 * embed]
   kernels::Buffer attn(be, N * E);
   kernels::Buffer act(be, N * mlp);  // [N, mlp]
   kernels::linear(be, px.data<float>(), N, m.patch_embed, x.data());
-  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, pos.data(), N);
+  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, pg.positions.data(), N);
 
   const float eps = 1e-6f;
   const EncoderStep step{.n = N,
@@ -148,7 +157,7 @@ Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw>
                          .heads = static_cast<int32_t>(nh),
                          .eps = eps,
                          .quick_gelu = m.quick_gelu,
-                         .cu_seqlens = cu,
+                         .cu_seqlens = pg.frames,
                          .rope = &angles,
                          .x = x.data(),
                          .h = h.data(),

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/linear.h"
@@ -28,6 +29,17 @@ inline constexpr kernels::Op kVisionTowerOps[] = {
     kernels::Op::kQuickGelu, kernels::Op::kGeluErf,
     kernels::Op::kAdd,       kernels::Op::kRopeAngles,
     kernels::Op::kApplyRope, kernels::Op::kVarlenAttention};
+
+// What both Qwen vision towers (Qwen2-VL's, Qwen2.5-VL's) check and derive of a batch of grids.
+struct PatchGrid {
+  int64_t n = 0;                   // patches
+  std::vector<int32_t> positions;  // [2, n]: each patch's row, then column (merge-block order)
+  std::vector<int32_t> frames;     // one attention segment per frame (temporal slice)
+};
+// Checks pixel_values (f32 [patches, patch_dim]) against `grids` (positive, h and w multiples
+// of `merge`); InvalidArgument naming what disagrees.
+PatchGrid patch_grid(const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim,
+                     int64_t merge);
 
 class VisionTower final : public GridEncoder {
  public:

@@ -25,12 +25,17 @@ DecoderConfig decoder_config(const Config& cfg, Naming naming) {
   return d;
 }
 
-std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied) {
-  const VisionConfig& v = cfg.vision;
+std::vector<ExpectedTensor> text_tensors(const Config& cfg, bool tied) {
   std::vector<ExpectedTensor> out;
   DecoderConfig d = decoder_config(cfg, Naming::kOld);
   d.tied_embeddings = tied;
   for (const DecoderTensor& t : decoder_tensors(d)) out.push_back({t.canonical_name, t.shape});
+  return out;
+}
+
+std::vector<ExpectedTensor> expected_tensors(const Config& cfg, bool tied) {
+  const VisionConfig& v = cfg.vision;
+  std::vector<ExpectedTensor> out = text_tensors(cfg, tied);
   auto add = [&](std::string name, Shape shape) {
     out.push_back({std::move(name), std::move(shape)});
   };
@@ -69,10 +74,15 @@ bool is_norm_param(const std::string& n) {
 }
 
 Layout check_checkpoint(const io::SafeTensors& st, const Config& cfg) {
+  return check_checkpoint(st, [&](bool tied) { return expected_tensors(cfg, tied); });
+}
+
+Layout check_checkpoint(const io::SafeTensors& st,
+                        const std::function<std::vector<ExpectedTensor>(bool tied)>& expected_of) {
   Layout l;
   l.naming = detect_naming(st.names(), st.path());
   l.tied = !st.contains("lm_head.weight");
-  std::vector<ExpectedTensor> expected = expected_tensors(cfg, l.tied);
+  std::vector<ExpectedTensor> expected = expected_of(l.tied);
   for (ExpectedTensor& e : expected) e.name = tensor_name(l.naming, e.name);
   check_checkpoint_tensors(st, expected,
                            std::string(l.naming == Naming::kOld ? "old" : "new") +
