@@ -84,6 +84,7 @@ async def one(port, cls, with_image, body, t_sched, out):
     try:
         t0 = time.perf_counter()  # the first byte goes out now
         rec["lag_ms"] = (t0 - t_sched) * 1e3
+        rec["sent_s"] = t0  # made relative to the run's start below
         writer.write(request_bytes(body))
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
@@ -153,6 +154,8 @@ async def open_loop(port, rate, duration, seed, image_url):
         t.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     for r in out:
+        if "sent_s" in r:
+            r["sent_s"] = round(r["sent_s"] - start, 4)
         if "ttft_ms" not in r and "error" not in r and r["status"] in (0, 200):
             r["error"] = "unfinished"
     return out
@@ -210,6 +213,27 @@ def summarize(recs, duration):
     return s
 
 
+def engine_work(port):
+    """The engine's own account of the run, from /metrics: steps, tokens prefilled and generated,
+    preemptions, and requests ended by outcome (work spent on a request that ends refused or
+    cancelled is work no client got)."""
+    st, _, body = hu.request(port, "GET", "/metrics")
+    if st != 200:
+        return {}
+    out = {}
+    for fam in hu.parse_prometheus(body.decode()).values():
+        for n, lab, v in fam["samples"]:
+            if n in ("mmrt_engine_steps_total", "mmrt_num_preemptions_total",
+                     "mmrt_prompt_tokens_total", "mmrt_prompt_tokens_cached_total",
+                     "mmrt_generation_tokens_total"):
+                key = n[len("mmrt_"):-len("_total")]
+                out[key] = out.get(key, 0) + int(v)
+            elif n == "mmrt_request_outcome_total":
+                key = "ended_" + lab.get("outcome", "?")
+                out[key] = out.get(key, 0) + int(v)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mmrt", required=True)
@@ -234,6 +258,7 @@ def main():
                          "--max-connections", "100000", *a.serve_arg)
             try:
                 recs = asyncio.run(open_loop(srv.port, rate, a.duration, a.seed, image_url))
+                work_done = engine_work(srv.port)
             finally:
                 srv.stop()
             if a.records:
@@ -241,7 +266,7 @@ def main():
                     for r in recs:
                         f.write(json.dumps({"policy": policy, "rate": rate, **r}) + "\n")
             s = summarize(recs, a.duration)
-            s.update({"policy": policy, "rate": rate})
+            s.update({"policy": policy, "rate": rate, "engine": work_done})
             results.append(s)
             print(f"rate {rate:g} {policy}: sent {s['sent']}, refused {s['refused']} "
                   f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
@@ -250,8 +275,8 @@ def main():
                   f"(after {s['refused_late_ms_p50']:.0f} ms p50), goodput {s['goodput_rps']}/s (weighted "
                   f"{s['weighted_goodput']}), client-"
                   f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
-                  f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}", file=sys.stderr,
-                  flush=True)
+                  f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}; engine "
+                  f"{work_done}", file=sys.stderr, flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

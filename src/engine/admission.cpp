@@ -100,6 +100,9 @@ void Admission::observe_first_token(const Request& r, int64_t first_token_ns) {
 }
 
 void Admission::learn(const Request& r, double actual) {
+  // The time it waited for work admitted after it and served first is not the model's error
+  // (nothing is left to learn from when that accounts for all of it).
+  actual -= static_cast<double>(r.overtaken_ns);
   if (r.model_ttft_ns <= 0 || actual <= 0) return;
   auto& log_bias = log_bias_[r.weight];
   log_bias.push_back(
@@ -187,20 +190,43 @@ bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::s
   return false;
 }
 
-const Request* Admission::displaced_by(const Request& r, const Prediction& p,
-                                       const SchedulerView& v, int64_t now,
-                                       int64_t& late_by_ns) const {
-  // Every prompt not yet prefilled (running its prefill, or waiting), r among them, in the
-  // order the scheduler gives them step budget (the policy's order for prompts). Each one's
-  // first token is predicted from the work ahead of it, with and without r's.
+std::vector<Request*> Admission::prompt_order(const Request& r, const SchedulerView& v,
+                                              int64_t now) {
   std::vector<Request*> order;
   order.reserve(v.running().size() + v.waiting().size() + 1);
   for (Request* q : v.running())
     if (!q->prefilled()) order.push_back(q);
   for (Request* q : v.waiting())
     if (q != &r) order.push_back(q);
-  order.push_back(const_cast<Request*>(&r));  // ordered, never written
+  order.push_back(const_cast<Request*>(&r));  // ordered; the caller decides what it writes
   v.policy().order_waiting(order, now);
+  return order;
+}
+
+void Admission::note_overtaking(const Request& r, const Prediction& p, const SchedulerView& v,
+                                int64_t now) const {
+  const std::vector<Request*> order = prompt_order(r, v, now);
+  if (order.back() == &r) return;
+  // r's marginal work: its prompt in steps that run anyway, and its encoder jobs.
+  const double work = cost_.predict_ns({p.own, 0, p.own_media.patches, 0, p.own_media.items}) -
+                      cost_.predict_ns({});
+  bool after_r = false;
+  for (Request* q : order) {
+    if (q == &r) {
+      after_r = true;
+    } else if (after_r && q->output.empty()) {
+      q->overtaken_ns += static_cast<int64_t>(std::max(0.0, work));
+    }
+  }
+}
+
+const Request* Admission::displaced_by(const Request& r, const Prediction& p,
+                                       const SchedulerView& v, int64_t now,
+                                       int64_t& late_by_ns) const {
+  // Every prompt not yet prefilled (running its prefill, or waiting), r among them, in the
+  // order the scheduler gives them step budget (the policy's order for prompts). Each one's
+  // first token is predicted from the work ahead of it, with and without r's.
+  const std::vector<Request*> order = prompt_order(r, v, now);
   if (order.back() == &r) return nullptr;  // served last: delays nobody
   double tokens = 0;  // the work ahead of the request at hand, r's included once past it
   MediaWork media;
@@ -240,6 +266,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
   for (size_t attempt = 0; attempt <= sla_.classes.size(); ++attempt) {
     const Prediction p = predict(r, v, now);
     auto admitted = [&] {
+      note_overtaking(r, p, v, now);
       if (!reserve_) return true;
       if (first_admit_ns_ < 0) first_admit_ns_ = now;
       recent_.push_back({now, r.weight, p.own, p.own_media.patches, p.own_media.items});
