@@ -335,7 +335,8 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
   return false;
 }
 
-std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, int64_t now) {
+std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, int64_t now,
+                                                       int64_t since_ns) {
   struct Late {
     Request* r;
     int64_t ttft;        // predicted, from arrival
@@ -356,6 +357,8 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     // it is checked once it reaches the scheduler.
     if (r->deadline_ns == 0 || !r->output.empty() || r->media_pending) return;
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
+    const int64_t queued = r->timeline.last(Event::kQueued);
+    if (queued > since_ns && queued < now) return;
     // As admission predicts (the same form, with the class's learned bias, and the guard), but
     // with no work ahead: a request admitted in this pass is never refused in the same one.
     const double guard = prompts > 1 ? full_guard : decode_guard;  // r's own prompt is one
@@ -363,6 +366,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
         work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget) + guard;
     const double elapsed = static_cast<double>(now - r->arrival_ns);
     const double ttft = elapsed + need * ttft_bias(r->weight);
+    r->own_need_ns = static_cast<int64_t>(ttft - elapsed);
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
       late.push_back({r, static_cast<int64_t>(ttft), elapsed + need - guard});
   };

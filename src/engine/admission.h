@@ -84,7 +84,10 @@ class Admission {
     Request* r;
     std::string reason;
   };
-  std::vector<Refusal> expire_late(const SchedulerView& v, int64_t now);
+  // A request queued after `since_ns` (the last check) and before `now` was admitted off the
+  // step loop against the books of the step that just ended: that decision stands until the
+  // next check.
+  std::vector<Refusal> expire_late(const SchedulerView& v, int64_t now, int64_t since_ns = 0);
 
   // The first token of an admitted request came: learns its class's bias.
   void observe_first_token(const Request& r, int64_t first_token_ns);

@@ -47,20 +47,20 @@ struct Engine::Impl : SchedulerView {
 
   // The books: the scheduler and its managers, the cost model, the batch controller, admission
   // and what follows. The step loop holds this lock except while it waits for work and while a
-  // step executes (the executor reads only the plain-data plan), so admission of a request with
-  // media runs on the prepare thread as soon as it is prepared, against the books as they are,
-  // and its media preprocessing overlaps the step in flight. Taken before `mu`.
+  // step executes (the executor reads only the plain-data plan), so a request is admitted (or
+  // refused) on the thread that prepared it as soon as it is prepared, against the books as they
+  // are, and its media preprocessing overlaps the step in flight. Taken before `mu`.
   std::mutex books_mu;
   std::vector<Request*> in_media;  // admitted, media being preprocessed
   mutable std::vector<Request*> waiting_view;
   int64_t encoder_runs = 0, media_skipped = 0, media_redecoded = 0;
+  int64_t last_late_check = 0;  // when the step loop last ran admission's late check
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable cv, idle_cv;
   bool stopping = false;
-  std::deque<Submission*> prepared;  // from the media stage: for admission
-  std::deque<Submission*> ready;     // preprocessed: for the scheduler
-  std::deque<Submission*> admitted;  // admitted off the step loop, nothing to decode
+  std::deque<Submission*> ready;  // preprocessed: for the scheduler
+  bool added = false;             // a request reached the scheduler off the step loop (wakes it)
   std::vector<std::pair<Submission*, MediaStage::Failure>> failed;
   std::vector<RequestId> cancels;
   std::unordered_map<RequestId, std::unique_ptr<Submission>> entries;  // every one in flight
@@ -154,10 +154,11 @@ struct Engine::Impl : SchedulerView {
 
   // ---- the media stage's results (its threads, or submit()'s for a short text request) ----
   void on_stage(Submission* s, MediaStage::Phase phase, std::optional<MediaStage::Failure> f) {
-    if (!f && phase == MediaStage::Phase::kPrepare && s->req->media_pending) {
-      // Decided now, not at the end of the step in flight: its media work starts at once.
+    if (!f && phase == MediaStage::Phase::kPrepare) {
+      // Decided now, not at the end of the step in flight: a refusal is answered at once, media
+      // work starts at once.
       std::lock_guard<std::mutex> books(books_mu);
-      admit_prepared(s, now_ns(), /*on_step_loop=*/false);
+      admit_prepared(s, now_ns());
       return;
     }
     {
@@ -165,7 +166,7 @@ struct Engine::Impl : SchedulerView {
       if (f)
         failed.emplace_back(s, *f);
       else
-        (phase == MediaStage::Phase::kPrepare ? prepared : ready).push_back(s);
+        ready.push_back(s);
     }
     cv.notify_all();
   }
@@ -198,9 +199,9 @@ struct Engine::Impl : SchedulerView {
     media->submit(s, MediaStage::Phase::kPreprocess);
   }
 
-  // A prepared request (under books_mu): admitted to the scheduler (off the step loop: through
-  // `admitted`, the scheduler is the loop's), or to media preprocessing, or ended.
-  void admit_prepared(Submission* s, int64_t now, bool on_step_loop) {
+  // A prepared request (under books_mu, which guards the scheduler's queues; the step in flight
+  // reads only its plan): admitted to the scheduler, or to media preprocessing, or ended.
+  void admit_prepared(Submission* s, int64_t now) {
     Request& r = *s->req;
     if (end_if_cancelled(*s)) return;
     // Media a cache serves is not decoded; admission then expects only the rest of the work.
@@ -221,12 +222,11 @@ struct Engine::Impl : SchedulerView {
     if (r.media_pending) {
       in_media.push_back(&r);
       media->submit(s, MediaStage::Phase::kPreprocess);
-    } else if (on_step_loop) {
+    } else {
       sched->add(&r, now);
-    } else {  // every media item came from a cache
       {
         std::lock_guard<std::mutex> lk(mu);
-        admitted.push_back(s);
+        added = true;
       }
       cv.notify_all();
     }
@@ -247,11 +247,7 @@ struct Engine::Impl : SchedulerView {
     }
   }
 
-  void take_intake(int64_t now, std::vector<Submission*>& prep, std::vector<Submission*>& rdy,
-                   std::vector<Submission*>& adm) {
-    for (Submission* s : adm)
-      if (!end_if_cancelled(*s)) sched->add(s->req.get(), now);
-    for (Submission* s : prep) admit_prepared(s, now, /*on_step_loop=*/true);
+  void take_intake(int64_t now, std::vector<Submission*>& rdy) {
     for (Submission* s : rdy) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
       if (end_if_cancelled(*s)) continue;
@@ -288,22 +284,23 @@ struct Engine::Impl : SchedulerView {
 
   // One iteration of the step loop; false when the engine stops.
   bool step_once() {
-    std::vector<Submission*> prep, rdy, adm;
+    std::vector<Submission*> rdy;
     std::vector<RequestId> new_cancels;
     std::vector<std::pair<Submission*, MediaStage::Failure>> fails;
+    bool idle = false;  // read under books_mu: other threads add to the scheduler under it
+    {
+      std::lock_guard<std::mutex> books(books_mu);
+      idle = sched->idle();
+    }
     {
       std::unique_lock<std::mutex> lk(mu);
       cv.wait(lk, [&] {
-        return stopping || !prepared.empty() || !ready.empty() || !admitted.empty() ||
-               !cancels.empty() || !failed.empty() || !sched->idle();
+        return stopping || !ready.empty() || added || !cancels.empty() || !failed.empty() || !idle;
       });
       if (stopping) return false;
-      prep.assign(prepared.begin(), prepared.end());
-      prepared.clear();
+      added = false;
       rdy.assign(ready.begin(), ready.end());
       ready.clear();
-      adm.assign(admitted.begin(), admitted.end());
-      admitted.clear();
       new_cancels.swap(cancels);
       fails.swap(failed);
     }
@@ -313,11 +310,12 @@ struct Engine::Impl : SchedulerView {
       complete(*s, f.outcome, with_code(f.code, f.message), f.code);
     }
     const int64_t now = now_ns();
-    take_intake(now, prep, rdy, adm);
+    take_intake(now, rdy);
     take_cancels(new_cancels);
     if (cfg.admission_control)
-      for (const auto& late : admission->expire_late(*this, now))
+      for (const auto& late : admission->expire_late(*this, now, last_late_check))
         end(late.r, Outcome::kRefused, ErrorCode::kUnavailable, late.reason);
+    last_late_check = now;
     if (sched->idle()) {
       snapshot();
       return true;
