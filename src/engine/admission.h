@@ -91,9 +91,9 @@ class Admission {
 
   // The first token of an admitted request came: learns its class's bias.
   void observe_first_token(const Request& r, int64_t first_token_ns);
-  // The class bias for a weight: geometric mean of actual / modelled TTFT over the last
-  // kBiasWindow first tokens (and late decisions, at the least their first token would have
-  // taken), clamped to 0.25-4x; 1 before 8 samples.
+  // The class bias for a weight: the least-squares slope of actual on modelled TTFT over the
+  // last kBiasWindow first tokens (and late decisions, at the least their first token would
+  // have taken), clamped to 0.25-4x; 1 before 8 samples.
   double ttft_bias(double weight) const;
 
   const AdmissionStats& stats() const { return stats_; }
@@ -131,10 +131,6 @@ class Admission {
   // Every prompt not yet prefilled (running its prefill, or waiting), r among them, in the
   // order the scheduler gives them step budget (the policy's order for prompts).
   static std::vector<Request*> prompt_order(const Request& r, const SchedulerView& v, int64_t now);
-  // r is admitted: every request it is served before gets r's marginal work added to its
-  // overtaken_ns (what its class bias must not learn as the model's error).
-  void note_overtaking(const Request& r, const Prediction& p, const SchedulerView& v,
-                       int64_t now) const;
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
   // it without r): the first such in the policy's order, or nullptr. `late_by_ns` is set to how
   // far past its deadline its first token would come.
@@ -171,7 +167,8 @@ class Admission {
   };
   std::deque<Admitted> recent_;  // reserve: admissions of the last kInflowWindowNs
   int64_t first_admit_ns_ = -1;
-  std::map<double, std::deque<double>> log_bias_;  // per class weight: log(actual / modelled)
+  // Per class weight: (modelled, actual) TTFT of its last kBiasWindow first tokens.
+  std::map<double, std::deque<std::pair<double, double>>> bias_samples_;
   AdmissionStats stats_;
 };
 

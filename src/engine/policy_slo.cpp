@@ -61,8 +61,7 @@ class SloPolicy : public Policy {
         r.deadline_ns ? static_cast<double>(r.deadline_ns) : std::numeric_limits<double>::max() / 4;
     const double guard =
         ctx_.cost ? ctx_.cost->predict_ns({static_cast<double>(ctx_.step_tokens)}) : 0.0;
-    const double slack = deadline - static_cast<double>(now) -
-                         std::max(own_work_ns(r) + guard, static_cast<double>(r.own_need_ns));
+    const double slack = deadline - static_cast<double>(now) - own_work_ns(r) - guard;
     if (slack >= 0 && slack < 2 * guard) {
       // A prompt whose prefill has begun finishes first: refused late, its computed tokens
       // would be work no client gets.

@@ -77,14 +77,6 @@ struct Request {
   double weight = 1.0;            // the class weight (slo policy)
   int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none made)
   int64_t model_ttft_ns = 0;      // ... before the per-class bias correction
-  // The modelled work of requests admitted after it that the policy serves before it (slo
-  // ordering): time its first token waits that its own prediction rightly left out (admission
-  // keeps that wait within its deadline). The class bias learns from the rest.
-  int64_t overtaken_ns = 0;
-  // Its own remaining time to the first token at the present load, with the step margin and its
-  // class's bias, as the late check last found it (0: not yet): the slo policy's slack uses it,
-  // so a prompt turns urgent before that check would refuse it.
-  int64_t own_need_ns = 0;
   // Refused by admission: when a retry could be admitted (the predicted excess over its class:
   // the queue ahead must drain that much), or -1 when never on this server (its own work alone
   // is predicted over the class's budget).

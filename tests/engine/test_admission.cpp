@@ -388,47 +388,27 @@ TEST(Admission, LearnsThePerClassBias) {
               2.0 * static_cast<double>(r->model_ttft_ns), 2.0);
 }
 
-// Under slo a silver request's slack is the room platinum arrivals are served in: its first
-// token waits for their work too, as admission intended (it refuses a platinum request that would
-// make the silver late). That wait is not the model's error, and the silver class's bias must
-// not learn it: it did, as 3.7x after the first eight silver requests of a burst (each admitted
-// at ~400 ms, overtaken for 2.6 s), and silver was refused for seconds on a server with room.
-TEST(Admission, TheBiasLearnsTheModelsErrorNotTheOvertaking) {
+// The bias is the least-squares slope of actual on modelled TTFT: a burst's first silver
+// requests, modelled at 0.4 s and served at 3 s (heavier classes overtook them in their slack),
+// do not hold the bias far above what predictions near the deadline need. The mean of log
+// ratios it replaced gave 1.96x here (and 3.7x in the promise sweep), the slope 1.18x.
+TEST(Admission, TheBiasWeighsPredictionsNearTheDeadline) {
   const SlaConfig sla = SlaConfig::defaults();
   const CostModel cost = trained();
   Admission adm(sla, cost);
-  View v("slo", &cost);
   Reqs q;
-  std::string why;
-  for (int i = 0; i < 8; ++i) {
-    Request* silver = q.make(sla, "silver", 200, 0);
-    ASSERT_TRUE(adm.admit(*silver, v, 0, why)) << why;
-    v.waiting_.push_back(silver);
-    // Five platinum prompts arrive and are served first.
-    double their_work = 0;
-    for (int k = 0; k < 5; ++k) {
-      Request* p = q.make(sla, "platinum", 300, kMs);
-      ASSERT_TRUE(adm.admit(*p, v, kMs, why)) << why;
-      their_work += cost.predict_ns({300, 0, 0, 0}) - cost.predict_ns({});
-    }
-    EXPECT_NEAR(static_cast<double>(silver->overtaken_ns), their_work, 1e3);
-    // Its first token came after their work and its own modelled time.
-    adm.observe_first_token(*silver, silver->model_ttft_ns + static_cast<int64_t>(their_work));
-    v.waiting_.clear();
-  }
-  EXPECT_NEAR(adm.ttft_bias(1.0), 1.0, 1e-6);
-  // fcfs serves nobody before an earlier arrival: a slow first token there is the model's error.
-  Admission fadm(sla, cost);
-  View fv("fcfs", &cost);
-  for (int i = 0; i < 8; ++i) {
-    Request* silver = q.make(sla, "silver", 200, 0);
-    ASSERT_TRUE(fadm.admit(*silver, fv, 0, why)) << why;
-    fv.waiting_.push_back(silver);
-    Request* p = q.make(sla, "platinum", 300, kMs);
-    ASSERT_TRUE(fadm.admit(*p, fv, kMs, why)) << why;
-    EXPECT_EQ(silver->overtaken_ns, 0);
-    fadm.observe_first_token(*silver, 3 * silver->model_ttft_ns);
-    fv.waiting_.clear();
-  }
-  EXPECT_NEAR(fadm.ttft_bias(1.0), 3.0, 1e-6);
+  auto sample = [&](double model_ms, double actual_ms) {
+    Request* r = q.make(sla, "silver", 200, 0);
+    r->model_ttft_ns = static_cast<int64_t>(model_ms * kMs);
+    adm.observe_first_token(*r, static_cast<int64_t>(actual_ms * kMs));
+  };
+  for (int i = 0; i < 8; ++i) sample(400, 3000);
+  for (int i = 0; i < 20; ++i) sample(3500, 4000);
+  const double expect =
+      (8 * 3000.0 * 400 + 20 * 4000.0 * 3500) / (8 * 400.0 * 400 + 20 * 3500.0 * 3500);
+  EXPECT_NEAR(adm.ttft_bias(1.0), expect, 1e-9);
+  EXPECT_LT(adm.ttft_bias(1.0), 1.2);
+  // The window forgets: 64 later samples at 0.9x replace them all.
+  for (int i = 0; i < 64; ++i) sample(3000, 2700);
+  EXPECT_NEAR(adm.ttft_bias(1.0), 0.9, 1e-9);
 }

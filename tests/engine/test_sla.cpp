@@ -107,23 +107,6 @@ TEST(SloPolicy, AStartedPromptFinishesFirstWhenUrgent) {
   EXPECT_EQ(ids(w), (std::vector<RequestId>{2, 1}));
 }
 
-// The slack counts the request's own remaining time as the late check last found it (at the
-// running load, over several steps) when that is more than one step of its own tokens: the
-// prompt turns urgent before that check would refuse it.
-TEST(SloPolicy, SlackUsesTheLateChecksEstimate) {
-  CostModel cost;
-  auto p = make_policy("slo", {&cost, 10'000'000'000});
-  const int64_t now = 1'000'000'000;
-  auto a = make(1, 0, now + 2'000'000'000, 1.0);  // slack ~2 s / 1
-  auto b = make(2, 0, now + 1'000'000'000, 1.0);  // slack ~1 s / 1: first
-  std::vector<Request*> w{a.get(), b.get()};
-  p->order_waiting(w, now);
-  EXPECT_EQ(ids(w), (std::vector<RequestId>{2, 1}));
-  a->own_need_ns = 1'900'000'000;  // the late check found 1.9 s of its own work left
-  p->order_waiting(w, now);
-  EXPECT_EQ(ids(w), (std::vector<RequestId>{1, 2}));
-}
-
 // The stated bound: with the slo policy a waiting request is admitted within max_starvation of
 // its arrival plus the time to admit those already starving ahead of it, even when a stream of
 // more urgent, heavier requests would otherwise pass it forever.
