@@ -1,9 +1,15 @@
 // `mmrt serve`: the OpenAI-compatible HTTP server.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "cli.h"
+#include "cluster/etcd.h"
+#include "cluster/registration.h"
 #include "core/error.h"
 #include "model_options.h"
 #include "server/server.h"
@@ -71,6 +77,11 @@ int run_serve(Args& args) {
   cfg.engine.backend.nice = static_cast<int>(args.get_int("compute-nice", kComputeNice, 0, 19));
   cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
   cfg.engine.media_threads = static_cast<int>(args.get_int("media-threads", 1, 1, 64));
+  cluster::RegistrationOptions reg;
+  reg.etcd = args.get_or("cluster-etcd", "");
+  reg.prefix = args.get_or("cluster-prefix", reg.prefix);
+  reg.ttl_s = args.get_int("cluster-ttl", reg.ttl_s, 1, 3600);
+  std::string advertise = args.get_or("advertise-url", "");
   args.finish();
   if (!sla_file.empty()) cfg.engine.sla = engine::SlaConfig::load(sla_file);
   if (!cfg.api.allowed_media_dir.empty() &&
@@ -78,7 +89,43 @@ int run_serve(Args& args) {
     throw InvalidArgument("--allowed-media-dir " + cfg.api.allowed_media_dir +
                           " is not a directory");
   // Bodies carry base64 media (4/3 of the bytes): the body cap must let the media cap through.
-  return server::run_server(std::move(cfg));
+  if (reg.etcd.empty()) return server::run_server(std::move(cfg));
+  // A cluster worker: registered once the model is loaded, out of service while its lease
+  // has lapsed.
+  if (cfg.api.model_id.empty()) cfg.api.model_id = server::default_model_id(cfg.engine.model_dir);
+  cluster::WorkerInfo self;
+  self.model = cfg.api.model_id;
+  self.capacity = cfg.max_in_flight;
+  for (const auto& c : cfg.engine.sla.classes) self.classes.push_back(c.name);
+  cluster::EtcdClient check(reg.etcd);  // the URL's form, before the model loads
+  std::mutex mu;
+  std::unique_ptr<cluster::Registration> registration;
+  cfg.on_state = [&, host = cfg.http.host](int port, bool ready) {
+    if (!ready) {
+      if (advertise.empty()) {
+        if (host == "0.0.0.0" || host == "::")
+          throw InvalidArgument("--advertise-url is needed with --host " + host);
+        advertise = "http://" + host + ":" + std::to_string(port);
+      }
+      self.url = advertise;
+      self.id = advertise.substr(7) + "-" + std::to_string(getpid());
+      return;
+    }
+    auto r = std::make_unique<cluster::Registration>(reg, self, [](const std::string& line) {
+      std::fprintf(stderr, "[mmrt] %s\n", line.c_str());
+    });
+    std::lock_guard<std::mutex> lk(mu);
+    registration = std::move(r);
+  };
+  cfg.out_of_service = [&]() -> std::string {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!registration || registration->serving()) return "";
+    return "this worker is out of the cluster: " + registration->reason();
+  };
+  const int rc = server::run_server(std::move(cfg));
+  std::lock_guard<std::mutex> lk(mu);
+  registration.reset();  // leaves the cluster (its lease revoked)
+  return rc;
 }
 
 MMRT_COMMAND(
@@ -154,6 +201,15 @@ MMRT_COMMAND(
     "                          admission control and the batch controller (a baseline);\n"
     "                          slo:reserve admits lighter classes only with room for the\n"
     "                          recent inflow of heavier ones (more platinum, fewer in all)\n"
+    "cluster (docs/scale-out.md):\n"
+    "  --cluster-etcd URL      register in the cluster whose etcd answers at URL\n"
+    "                          (http://host:port) once the model is loaded; `mmrt router`\n"
+    "                          sends requests here while the registration's lease lives\n"
+    "  --cluster-prefix P      the key prefix workers register under (default /mmrt/workers/)\n"
+    "  --cluster-ttl S         the lease's TTL in s, renewed every S/2 (default 3): a worker\n"
+    "                          whose lease etcd dropped answers 503 until it is back in\n"
+    "  --advertise-url URL     where the router reaches this worker (default\n"
+    "                          http://HOST:PORT as listening)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --media-threads N       media preprocessing lanes (default 1)\n"
     "  --step-tokens N         token budget per engine step (default 512)\n"

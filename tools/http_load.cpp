@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "core/base64.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "verify/load.h"
@@ -29,7 +30,7 @@ std::string body_of(const TraceItem& it) {
         parts.push_back(
             {{"type", "image_url"},
              {"image_url",
-              {{"url", "data:image/png;base64," + verify::base64(bytes.data(), bytes.size())}}}});
+              {{"url", "data:image/png;base64," + base64_encode(bytes.data(), bytes.size())}}}});
       }
     }
     msgs.push_back({{"role", m.role}, {"content", parts}});

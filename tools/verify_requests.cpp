@@ -6,6 +6,7 @@
 #include <random>
 
 #include "bench_workload.h"
+#include "core/base64.h"
 #include "core/error.h"
 #include "io/file.h"
 #include "verify/load.h"
@@ -95,10 +96,10 @@ std::string VerifyRequests::data_url(const verify::Planned& p) {
     const std::string& path = files_.at(src).at(static_cast<size_t>(p.image_index));
     const auto bytes = io::read_file_bytes(
         path, {.what = "workload image", .max_bytes = kMaxImageBytes, .option = nullptr});
-    url = "data:" + mime_of(path) + ";base64," + verify::base64(bytes.data(), bytes.size());
+    url = "data:" + mime_of(path) + ";base64," + base64_encode(bytes.data(), bytes.size());
   } else {
     const auto png = synthetic_png(p.image_w, p.image_h, p.seed);
-    url = "data:image/png;base64," + verify::base64(png.data(), png.size());
+    url = "data:image/png;base64," + base64_encode(png.data(), png.size());
   }
   if (urls_.size() >= kUrlCache) urls_.clear();
   return urls_[key] = url;

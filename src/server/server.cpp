@@ -14,9 +14,7 @@
 namespace mmrt::server {
 
 int run_server(ServerConfig cfg) {
-  if (cfg.api.model_id.empty())
-    cfg.api.model_id = std::filesystem::path(cfg.engine.model_dir).filename().string();
-  if (cfg.api.model_id.empty()) cfg.api.model_id = "mmrt";
+  if (cfg.api.model_id.empty()) cfg.api.model_id = default_model_id(cfg.engine.model_dir);
   if (cfg.api.tiers.empty()) cfg.api.tiers = default_tiers();
   // Tiers naming classes the config does not have are dropped (a custom SLA config).
   for (auto it = cfg.api.tiers.begin(); it != cfg.api.tiers.end();)
@@ -90,6 +88,13 @@ int run_server(ServerConfig cfg) {
   svc.release_engine().reset();
   std::fprintf(stderr, "[mmrt] stopped\n");
   return 0;
+}
+
+std::string default_model_id(const std::string& model_dir) {
+  std::filesystem::path p(model_dir);
+  if (p.filename().empty()) p = p.parent_path();  // "dir/"
+  const std::string id = p.filename().string();
+  return id.empty() ? "mmrt" : id;
 }
 
 }  // namespace mmrt::server

@@ -39,7 +39,13 @@ struct ServerConfig {
   RealtimeOptions realtime;   // GET /v1/realtime sessions (model_id and tenant set per session)
   // Called once the server listens (with its port) and once the model is loaded (ready).
   std::function<void(int port, bool ready)> on_state;
+  // "" while the server may take requests; otherwise why not (e.g. it lost its cluster lease):
+  // /health and new completion requests answer 503 with it. Called on an I/O thread.
+  std::function<std::string()> out_of_service;
 };
+
+// The model's name in the API when none is configured: the checkpoint directory's name.
+std::string default_model_id(const std::string& model_dir);
 
 // Runs the server until a signal ends it; returns the process exit code (0 after a graceful
 // shutdown, 1 when the model failed to load). Throws when it cannot listen.

@@ -164,6 +164,8 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
     if (draining_)
       return ex->respond(json_response(
           503, R"({"error":{"code":503,"message":"Shutting down","type":"unavailable_error"}})"));
+    if (std::string why = cfg_.out_of_service ? cfg_.out_of_service() : ""; !why.empty())
+      return ex->respond(api_error_response(ApiError(503, "unavailable_error", why)));
     return ex->respond(json_response(200, R"({"status":"ok"})"));
   }
   if (path == "/metrics") {
@@ -221,6 +223,8 @@ void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, E
   if (draining_) return ex->respond(api_error_response(shutting_down(), {{"Connection", "close"}}));
   if (!ready_)
     return ex->respond(api_error_response(ApiError(503, "unavailable_error", "Loading model")));
+  if (std::string why = cfg_.out_of_service ? cfg_.out_of_service() : ""; !why.empty())
+    return ex->respond(api_error_response(ApiError(503, "unavailable_error", why)));
   const Tenant* tenant = tenants_->authenticate(req.header("authorization"));
   if (!tenant) return ex->respond(unauthorized(req.header("authorization") != nullptr));
   double wait_s = 0;

@@ -42,7 +42,4 @@ std::vector<Observed> run_open_loop(const std::vector<double>& times_s,
                                     const std::function<std::string(size_t)>& body_of,
                                     const LoadOptions& opts, int64_t start_ns = 0);
 
-// Standard base64 (for data URLs).
-std::string base64(const uint8_t* p, size_t n);
-
 }  // namespace mmrt::verify

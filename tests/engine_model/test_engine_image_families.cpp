@@ -153,8 +153,9 @@ TEST_P(EngineImageFamily, CorruptImageFailsAloneAndCancelFreesItsKv) {
   // A model that takes images only refuses the video; Qwen2.5-VL takes videos, and a PNG is not
   // one.
   EXPECT_NE(rv.outcome, Outcome::kFinished) << "a PNG passed for a video";
-  if (std::string(GetParam()) != "qwen2.5-vl")
+  if (std::string(GetParam()) != "qwen2.5-vl") {
     EXPECT_NE(rv.reason.find("video"), std::string::npos) << rv.reason;
+  }
   ASSERT_TRUE(hc.next().has_value());  // the image's request is under way
   hc.cancel();
   EXPECT_EQ(hc.wait().outcome, Outcome::kCancelled);

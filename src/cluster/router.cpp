@@ -1,0 +1,498 @@
+#include "cluster/router.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "cluster/etcd.h"
+#include "cluster/routing.h"
+#include "cluster/worker_info.h"
+#include "core/clock.h"
+#include "core/error.h"
+
+namespace mmrt::cluster {
+
+using nlohmann::json;
+using server::Exchange;
+using server::Headers;
+using server::HttpRequest;
+using server::HttpResponse;
+
+namespace {
+
+HttpResponse error_response(int status, const std::string& type, const std::string& msg) {
+  HttpResponse r;
+  r.status = status;
+  r.body = json{{"error", {{"message", msg}, {"type", type}, {"code", status}}}}.dump();
+  return r;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Headers that belong to one connection, not to the request or answer relayed.
+bool hop_by_hop(const std::string& name) {
+  static const std::set<std::string> kNames = {
+      "connection", "keep-alive", "transfer-encoding", "te",   "trailer", "upgrade",
+      "host",       "content-length", "expect",        "date", "server"};
+  return kNames.count(name) > 0;
+}
+
+constexpr size_t kMaxBufferedAnswer = 64 << 20;  // a whole (not streamed) answer
+
+// One try of one request on one worker.
+struct Attempt {
+  std::shared_ptr<Exchange> ex;
+  std::shared_ptr<std::atomic<bool>> gone;
+  const std::atomic<bool>* abort_all = nullptr;
+  std::string worker_id;
+  bool may_pass_on = false;  // another worker is left to try
+  int status = 0;
+  Headers headers;
+  std::string content_type;
+  bool decided = false, passing_on = false, streaming = false, overflow = false;
+  std::string body;  // buffered (a whole answer, or a refusal held back)
+
+  HttpResponse response_head() const {
+    HttpResponse r;
+    r.status = status;
+    r.content_type = content_type.empty() ? "application/json" : content_type;
+    r.headers = headers;
+    r.headers.emplace_back("x-mmrt-worker", worker_id);
+    return r;
+  }
+};
+
+size_t on_header(char* p, size_t size, size_t n, void* user) {
+  auto& a = *static_cast<Attempt*>(user);
+  std::string line(p, size * n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (line.rfind("HTTP/", 0) == 0) {  // a status line (again after a 100 Continue)
+    const size_t sp = line.find(' ');
+    a.status = sp == std::string::npos ? 0 : std::atoi(line.c_str() + sp + 1);
+    a.headers.clear();
+    a.content_type.clear();
+    return size * n;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) return size * n;
+  std::string name = lower(line.substr(0, colon)), value = line.substr(colon + 1);
+  value.erase(0, value.find_first_not_of(" \t"));
+  if (name == "content-type")
+    a.content_type = value;
+  else if (!hop_by_hop(name))
+    a.headers.emplace_back(std::move(name), std::move(value));
+  return size * n;
+}
+
+size_t on_body(char* p, size_t size, size_t n, void* user) {
+  auto& a = *static_cast<Attempt*>(user);
+  if (a.gone->load() || a.abort_all->load()) return 0;
+  if (!a.decided) {
+    a.decided = true;
+    a.passing_on = a.may_pass_on && (a.status == 429 || a.status == 503);
+    a.streaming = !a.passing_on && a.status == 200 &&
+                  a.content_type.rfind("text/event-stream", 0) == 0;
+    if (a.streaming) a.ex->post([ex = a.ex, head = a.response_head()]() mutable {
+      if (!ex->aborted()) ex->begin_stream(std::move(head));
+    });
+  }
+  if (a.streaming) {
+    a.ex->post([ex = a.ex, chunk = std::string(p, size * n)]() mutable {
+      if (!ex->aborted()) ex->write(std::move(chunk));
+    });
+  } else {
+    if (a.body.size() + size * n > kMaxBufferedAnswer) {
+      a.overflow = true;
+      return 0;
+    }
+    a.body.append(p, size * n);
+  }
+  return size * n;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto& a = *static_cast<Attempt*>(user);
+  return a.gone->load() || a.abort_all->load() ? 1 : 0;
+}
+
+}  // namespace
+
+class Router {
+ public:
+  explicit Router(RouterConfig cfg) : cfg_(std::move(cfg)) {}
+  ~Router() { stop_polling(); }
+
+  void start_polling() {
+    poller_ = std::thread([this] { poll_loop(); });
+  }
+  void stop_polling() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (poller_.joinable()) poller_.join();
+  }
+
+  void handle(HttpRequest req, const std::shared_ptr<Exchange>& ex);
+
+  // Waits for the requests in flight; past `limit` aborts them and waits for their threads.
+  void drain(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!done_cv_.wait_for(lk, limit, [&] { return in_flight_ == 0; })) {
+      abort_all_ = true;
+      done_cv_.wait(lk, [&] { return in_flight_ == 0; });
+    }
+  }
+  void set_draining() { draining_ = true; }
+
+ private:
+  void poll_loop();
+  void proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
+             const std::shared_ptr<std::atomic<bool>>& gone);
+  void health(const std::shared_ptr<Exchange>& ex);
+  void metrics(const std::shared_ptr<Exchange>& ex);
+  void log_once(const std::string& key, const std::string& line) {
+    if (logged_.insert(key + "\n" + line).second)
+      std::fprintf(stderr, "mmrt router: %s\n", line.c_str());
+  }
+
+  RouterConfig cfg_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  bool stop_ = false;
+  std::vector<WorkerInfo> workers_;  // serving cfg_.model, by id
+  bool etcd_ok_ = false, ever_read_ = false;
+  int64_t etcd_ok_ns_ = 0;
+  std::string etcd_error_;
+  int64_t in_flight_ = 0;
+  std::atomic<bool> abort_all_{false}, draining_{false};
+  std::atomic<int64_t> served_{0}, refused_{0}, failed_{0}, no_worker_{0}, passed_on_{0},
+      saturated_{0};
+  std::set<std::string> logged_;  // poller thread only
+  std::thread poller_;
+};
+
+void Router::poll_loop() {
+  EtcdClient etcd(cfg_.etcd, std::chrono::milliseconds(1000));
+  for (;;) {
+    try {
+      std::vector<WorkerInfo> next;
+      for (const KeyValue& kv : etcd.get_prefix(cfg_.prefix)) {
+        WorkerInfo w;
+        try {
+          w = parse_worker_info(kv.value);
+        } catch (const std::exception& e) {
+          log_once(kv.key, "ignoring " + kv.key + ": " + e.what());
+          continue;
+        }
+        if (w.model != cfg_.model) {
+          log_once(kv.key, "ignoring worker " + w.id + " at " + w.url + ": it serves '" +
+                               w.model + "', this router '" + cfg_.model + "'");
+          continue;
+        }
+        next.push_back(std::move(w));
+      }
+      std::sort(next.begin(), next.end(),
+                [](const WorkerInfo& a, const WorkerInfo& b) { return a.id < b.id; });
+      std::lock_guard<std::mutex> lk(mu_);
+      std::set<std::string> before, after;
+      for (const auto& w : workers_) before.insert(w.id);
+      for (const auto& w : next) after.insert(w.id);
+      for (const auto& id : after)
+        if (!before.count(id)) std::fprintf(stderr, "mmrt router: worker %s joined\n", id.c_str());
+      for (const auto& id : before)
+        if (!after.count(id)) std::fprintf(stderr, "mmrt router: worker %s left\n", id.c_str());
+      if (!etcd_ok_ && ever_read_)
+        std::fprintf(stderr, "mmrt router: etcd at %s answers again\n", cfg_.etcd.c_str());
+      workers_ = std::move(next);
+      etcd_ok_ = ever_read_ = true;
+      etcd_ok_ns_ = now_ns();
+      etcd_error_.clear();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (etcd_ok_ || etcd_error_.empty())
+        std::fprintf(stderr, "mmrt router: %s; routing on the last view (%zu workers)\n",
+                     e.what(), workers_.size());
+      etcd_ok_ = false;
+      etcd_error_ = e.what();
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    if (cv_.wait_for(lk, cfg_.poll, [&] { return stop_; })) return;
+  }
+}
+
+void Router::health(const std::shared_ptr<Exchange>& ex) {
+  json j;
+  int status = 200;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    json ws = json::array();
+    for (const auto& w : workers_) ws.push_back({{"id", w.id}, {"url", w.url}});
+    json e = {{"ok", etcd_ok_}, {"endpoint", cfg_.etcd}};
+    if (!etcd_ok_) {
+      e["error"] = etcd_error_.empty() ? "not read yet" : etcd_error_;
+      if (ever_read_) e["last_view_age_ms"] = (now_ns() - etcd_ok_ns_) / 1'000'000;
+    }
+    j = {{"status", "ok"}, {"model", cfg_.model}, {"workers", ws}, {"etcd", e}};
+    if (workers_.empty()) {
+      status = 503;
+      j["status"] = "no worker serving '" + cfg_.model + "' is registered";
+    } else if (!etcd_ok_) {
+      j["status"] = "degraded: etcd unreachable, routing on the last view of the workers";
+    }
+    if (draining_) {
+      status = 503;
+      j["status"] = "shutting down";
+    }
+  }
+  HttpResponse r;
+  r.status = status;
+  r.body = j.dump();
+  ex->respond(std::move(r));
+}
+
+void Router::metrics(const std::shared_ptr<Exchange>& ex) {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, double v,
+                    const std::string& labels = "") {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    out += std::string(name) + labels + " " + std::to_string(v) + "\n";
+  };
+  size_t workers = 0;
+  bool ok = false;
+  double age = 0;
+  int64_t in_flight = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    workers = workers_.size();
+    ok = etcd_ok_;
+    age = ever_read_ ? static_cast<double>(now_ns() - etcd_ok_ns_) * 1e-9 : 0;
+    in_flight = in_flight_;
+  }
+  metric("mmrt_router_workers", "gauge", "Workers serving the router's model.",
+         static_cast<double>(workers));
+  metric("mmrt_router_etcd_up", "gauge", "1 when the last read of etcd succeeded.", ok ? 1 : 0);
+  metric("mmrt_router_view_age_seconds", "gauge", "Age of the view of the workers.", age);
+  metric("mmrt_router_requests_in_flight", "gauge", "Requests being relayed.",
+         static_cast<double>(in_flight));
+  metric("mmrt_router_passed_on_total", "counter",
+         "Tries passed to the next worker (a refusal, or no connection).",
+         static_cast<double>(passed_on_.load()));
+  out += "# HELP mmrt_router_requests_total Requests, by outcome.\n"
+         "# TYPE mmrt_router_requests_total counter\n";
+  const std::pair<const char*, int64_t> outcomes[] = {
+      {"served", served_.load()},       {"refused", refused_.load()},
+      {"failed", failed_.load()},       {"no_worker", no_worker_.load()},
+      {"saturated", saturated_.load()}};
+  for (const auto& [name, v] : outcomes)
+    out += std::string("mmrt_router_requests_total{outcome=\"") + name + "\"} " +
+           std::to_string(v) + "\n";
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = std::move(out);
+  ex->respond(std::move(r));
+}
+
+void Router::handle(HttpRequest req, const std::shared_ptr<Exchange>& ex) {
+  const std::string path = req.path();
+  if (path == "/health" && req.method == "GET") return health(ex);
+  if (path == "/metrics" && req.method == "GET") return metrics(ex);
+  if (path == "/v1/models" && req.method == "GET") {
+    HttpResponse r;
+    r.body = json{{"object", "list"},
+                  {"data", json::array({{{"id", cfg_.model},
+                                         {"object", "model"},
+                                         {"owned_by", "mmrt"}}})}}
+                 .dump();
+    return ex->respond(std::move(r));
+  }
+  if (path != "/v1/chat/completions" && path != "/v1/completions")
+    return ex->respond(
+        error_response(404, "not_found_error", "no such endpoint: " + req.method + " " + path));
+  if (req.method != "POST")
+    return ex->respond(error_response(405, "invalid_request_error",
+                                      "method " + req.method + " is not allowed on " + path));
+  if (draining_)
+    return ex->respond(error_response(503, "unavailable_error", "the router is shutting down"));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (in_flight_ >= cfg_.max_in_flight) {
+      ++saturated_;
+      return ex->respond(error_response(
+          503, "unavailable_error",
+          "the router is saturated: " + std::to_string(in_flight_) +
+              " requests in flight (--max-requests)"));
+    }
+    ++in_flight_;
+  }
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  ex->on_abort([gone] { *gone = true; });
+  // One thread per request relayed (bounded by max_in_flight): it blocks on the worker.
+  std::thread([this, req = std::move(req), ex, gone] {
+    try {
+      proxy(req, ex, gone);
+    } catch (const std::exception& e) {
+      ++failed_;
+      ex->post([ex, msg = std::string(e.what())] {
+        if (!ex->aborted()) ex->respond(error_response(500, "server_error", msg));
+      });
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    --in_flight_;
+    done_cv_.notify_all();
+  }).detach();
+}
+
+void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
+                   const std::shared_ptr<std::atomic<bool>>& gone) {
+  std::vector<WorkerInfo> workers;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    workers = workers_;
+  }
+  const std::string* auth = req.header("authorization");
+  const std::vector<size_t> order =
+      rendezvous_order(affinity_key(req.path(), req.body, auth ? *auth : ""), workers);
+  if (order.empty()) {
+    ++no_worker_;
+    return ex->post([ex, model = cfg_.model] {
+      if (!ex->aborted())
+        ex->respond(error_response(503, "unavailable_error",
+                                   "no worker serving '" + model + "' is registered"));
+    });
+  }
+  CURL* c = curl_easy_init();
+  if (!c) throw ResourceExhausted("cannot create an HTTP client for the worker");
+  curl_slist* headers = nullptr;
+  for (const auto& [name, value] : req.headers)
+    if (!hop_by_hop(name)) headers = curl_slist_append(headers, (name + ": " + value).c_str());
+  headers = curl_slist_append(headers, "Expect:");
+  std::unique_ptr<Attempt> refusal;  // the last refusal held back
+  std::string errors;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const WorkerInfo& w = workers[order[k]];
+    auto a = std::make_unique<Attempt>();
+    a->ex = ex;
+    a->gone = gone;
+    a->abort_all = &abort_all_;
+    a->worker_id = w.id;
+    a->may_pass_on = k + 1 < order.size();
+    const std::string url = w.url + req.target;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg_.connect_timeout.count()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, a.get());
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, a.get());
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, a.get());
+    const CURLcode rc = curl_easy_perform(c);
+    if (gone->load()) break;  // the client left: the closed connection cancels it on the worker
+    if (rc == CURLE_OK && !a->decided) on_body(nullptr, 0, 0, a.get());  // an empty body
+    if (rc == CURLE_OK && a->passing_on) {
+      ++passed_on_;
+      refusal = std::move(a);
+      continue;
+    }
+    if (rc != CURLE_OK && !a->streaming) {
+      // Nothing of the answer reached the client: the next worker may take it.
+      errors += (errors.empty() ? "" : "; ") + w.id + ": " + curl_easy_strerror(rc) +
+                (a->overflow ? " (answer over 64 MiB)" : "");
+      if (a->may_pass_on) ++passed_on_;
+      continue;
+    }
+    if (a->streaming) {
+      const bool ok = rc == CURLE_OK;
+      ok ? ++served_ : ++failed_;
+      ex->post([ex, ok, id = w.id] {
+        if (ex->aborted()) return;
+        if (!ok)
+          ex->write("data: " +
+                    json{{"error",
+                          {{"message", "worker " + id + " failed in the middle of the stream"},
+                           {"type", "server_error"}}}}
+                        .dump() +
+                    "\n\n");
+        ex->end_stream();
+      });
+    } else {
+      (a->status >= 200 && a->status < 300) ? ++served_
+      : (a->status == 429 || a->status == 503) ? ++refused_
+                                                : ++failed_;
+      HttpResponse r = a->response_head();
+      r.body = std::move(a->body);
+      ex->post([ex, r = std::move(r)]() mutable {
+        if (!ex->aborted()) ex->respond(std::move(r));
+      });
+    }
+    refusal.reset();
+    errors = "done";
+    break;
+  }
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(c);
+  if (gone->load() || errors == "done") return;
+  if (refusal) {  // every worker refused: the last refusal, as it came
+    ++refused_;
+    HttpResponse r = refusal->response_head();
+    r.body = std::move(refusal->body);
+    return ex->post([ex, r = std::move(r)]() mutable {
+      if (!ex->aborted()) ex->respond(std::move(r));
+    });
+  }
+  ++failed_;
+  ex->post([ex, errors] {
+    if (!ex->aborted())
+      ex->respond(error_response(503, "unavailable_error", "no worker could be reached: " + errors));
+  });
+}
+
+int run_router(RouterConfig cfg) {
+  if (cfg.model.empty()) throw InvalidArgument("the router needs the model id it serves");
+  EtcdClient check(cfg.etcd);  // the endpoint's form, before anything starts
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  Router router(cfg);
+  server::HttpServer http(cfg.http, [&router](HttpRequest req, std::shared_ptr<Exchange> ex) {
+    router.handle(std::move(req), ex);
+  });
+  std::thread drainer;
+  http.on_signal([&](int) {
+    if (drainer.joinable()) return;
+    router.set_draining();
+    http.stop_accepting();
+    drainer = std::thread([&] {
+      router.drain(cfg.drain_timeout);
+      http.stop();
+    });
+  });
+  router.start_polling();
+  std::fprintf(stderr, "mmrt router: listening on http://%s:%d, workers from etcd at %s under %s\n",
+               cfg.http.host.c_str(), http.port(), cfg.etcd.c_str(), cfg.prefix.c_str());
+  if (cfg.on_listen) cfg.on_listen(http.port());
+  http.run();
+  if (drainer.joinable()) drainer.join();
+  router.drain(std::chrono::milliseconds(0));
+  router.stop_polling();
+  return 0;
+}
+
+}  // namespace mmrt::cluster

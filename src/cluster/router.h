@@ -1,0 +1,37 @@
+// `mmrt router`: the OpenAI API of `mmrt serve` in front of the workers registered in etcd
+// (docs/scale-out.md). It reads the workers under the cluster's prefix every `poll` and keeps
+// those serving its model (a bad value, or a worker of another model, is ignored with a log
+// line); when etcd cannot be reached it keeps serving from its last view and says so in /health
+// and /metrics. A completion request goes to the first worker in rendezvous order for its
+// affinity key (cluster/routing.h) that takes it: a worker's 429 or 503, or a connection that
+// fails before any byte of the answer, passes the request to the next worker; when none takes
+// it the client gets the last refusal (429 with its reason and Retry-After) at once. Answers,
+// streamed or whole, are relayed as they come, with `x-mmrt-worker` naming the worker; a client
+// that goes away cancels the request on its worker (the connection to it is closed).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "server/http.h"
+
+namespace mmrt::cluster {
+
+struct RouterConfig {
+  std::string etcd;                       // http://host:port
+  std::string prefix = "/mmrt/workers/";  // where workers register
+  std::string model;                      // the model id it serves (workers of others: unused)
+  server::HttpOptions http;
+  std::chrono::milliseconds poll{200};
+  std::chrono::milliseconds connect_timeout{1000};  // to a worker
+  std::chrono::milliseconds drain_timeout{10000};   // at SIGTERM: requests in flight finish
+  int64_t max_in_flight = 1024;                     // requests relayed at once (503 beyond)
+  std::function<void(int port)> on_listen;
+};
+
+// Runs until SIGINT / SIGTERM; returns the exit code.
+int run_router(RouterConfig cfg);
+
+}  // namespace mmrt::cluster

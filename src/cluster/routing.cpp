@@ -1,0 +1,53 @@
+#include "cluster/routing.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/hash.h"
+
+namespace mmrt::cluster {
+
+using nlohmann::json;
+
+namespace {
+constexpr size_t kRawPrefix = 4096;
+constexpr size_t kPromptPrefix = 2048;
+}  // namespace
+
+uint64_t affinity_key(std::string_view path, std::string_view body, std::string_view tenant) {
+  Hasher h;
+  h.update(tenant).update(std::string_view("\0", 1)).update(path);
+  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    h.update(body.substr(0, kRawPrefix));
+    return h.digest().lo;
+  }
+  if (auto m = j.find("model"); m != j.end() && m->is_string())
+    h.update(m->get_ref<const std::string&>());
+  if (auto msgs = j.find("messages"); msgs != j.end() && msgs->is_array()) {
+    for (const json& msg : *msgs) {
+      h.update(msg.dump());
+      if (msg.is_object() && msg.value("role", std::string()) == "user") break;
+    }
+  } else if (auto p = j.find("prompt"); p != j.end()) {
+    const std::string s = p->dump();
+    h.update(std::string_view(s).substr(0, kPromptPrefix));
+  }
+  return h.digest().lo;
+}
+
+std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers) {
+  std::vector<std::pair<uint64_t, size_t>> scored;
+  scored.reserve(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i)
+    scored.push_back({hash128(workers[i].id, key).lo, i});
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<size_t> out;
+  out.reserve(scored.size());
+  for (const auto& s : scored) out.push_back(s.second);
+  return out;
+}
+
+}  // namespace mmrt::cluster

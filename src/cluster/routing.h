@@ -1,0 +1,26 @@
+// How the router picks a worker for a request (plain functions: unit-tested apart from any
+// process). A request's affinity key names the conversation it belongs to: the tenant, the model
+// and, for a chat, its messages up to and including the first user message (its system prompt,
+// first question and first images: the prefix every later turn repeats); for a completion, the
+// start of its prompt. Workers are tried in rendezvous order for that key (highest
+// hash(key, worker id) first): every turn of a conversation goes where its prefix and images are
+// cached, keys spread evenly, and a worker leaving moves only its own keys.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "cluster/worker_info.h"
+
+namespace mmrt::cluster {
+
+// `path` /v1/chat/completions or /v1/completions; `tenant` the Authorization header ("" none).
+// A body that is not JSON hashes as its first 4 KiB (the worker will refuse it anyway).
+uint64_t affinity_key(std::string_view path, std::string_view body, std::string_view tenant);
+
+// Indices of `workers`, in the order to try them for `key`.
+std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers);
+
+}  // namespace mmrt::cluster

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""The cluster end to end (docs/scale-out.md): a real etcd, two `mmrt serve --cluster-etcd`
+workers on the tiny checkpoint and `mmrt router`, all on loopback, each in its own process.
+
+Checks: the router's answers equal a worker's own (whole and streamed); every turn of a
+conversation lands on one worker and conversations spread over both, with a prefix-cache hit
+rate above round-robin's; a request every worker refuses is refused by the router with the
+worker's reason at once; malformed etcd values and a worker of another model are not used; a
+worker frozen past its lease is dropped and rejoins when it wakes; a worker killed with -9 is
+dropped within its TTL and the others serve on; with etcd killed the router routes on its last
+view and says so in /health and /metrics.
+Usage: cluster_test.py --mmrt BIN --work DIR"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "server"))
+import http_util as hu  # noqa: E402
+from server_test import Server  # noqa: E402
+
+TTL = 2  # the workers' lease, s
+MODEL = "tiny"
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def until(what, fn, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Etcd:
+    def __init__(self, work):
+        exe = shutil.which("etcd") or "/usr/bin/etcd"
+        if not os.path.exists(exe):
+            raise RuntimeError("etcd is not installed (Debian etcd-server; scripts/setup.sh)")
+        self.port, peer = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        data = os.path.join(work, "etcd-data")
+        shutil.rmtree(data, ignore_errors=True)
+        self.log = open(os.path.join(work, "etcd.log"), "w")
+        self.proc = subprocess.Popen(
+            [exe, "--name", "t", "--data-dir", data, "--listen-client-urls", self.url,
+             "--advertise-client-urls", self.url, "--listen-peer-urls",
+             f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
+             f"http://127.0.0.1:{peer}", "--initial-cluster", f"t=http://127.0.0.1:{peer}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        until("etcd", lambda: self.call("/v3/kv/range", {"key": b64("x")})[0] == 200, 30)
+
+    def call(self, path, body):
+        try:
+            st, _, b = hu.request(self.port, "POST", path, json.dumps(body).encode(),
+                                  {"Content-Type": "application/json"}, timeout=5)
+            return st, json.loads(b or b"{}")
+        except (OSError, ValueError):
+            return 0, {}
+
+    def put(self, key, value):
+        st, _ = self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)})
+        assert st == 200, st
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+class Router:
+    def __init__(self, mmrt, work, etcd_url):
+        self.log_path = os.path.join(work, "router.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([mmrt, "router", "--etcd", etcd_url, "--served-model-name",
+                                      MODEL, "--port", "0", "--poll-ms", "100"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = until("the router to listen", self.find_port, 30)
+
+    def find_port(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("the router exited: " + open(self.log_path).read())
+        for line in open(self.log_path):
+            if "listening on http://" in line:
+                return int(line.split("http://")[1].split()[0].split(",")[0].rsplit(":", 1)[1])
+        return None
+
+    def health(self):
+        st, _, b = hu.request(self.port, "GET", "/health")
+        return st, json.loads(b)
+
+    def workers(self):
+        return sorted(w["id"] for w in self.health()[1].get("workers", []))
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+
+def chat(messages, **kw):
+    return json.dumps({"model": MODEL, "messages": messages, "max_tokens": 6, "temperature": 0,
+                       **kw}).encode()
+
+
+def post(port, body):
+    st, hd, b = hu.request(port, "POST", "/v1/chat/completions", body,
+                           {"Content-Type": "application/json"}, timeout=60)
+    return st, {k.lower(): v for k, v in hd.items()} if isinstance(hd, dict) else hd, b
+
+
+def header(hd, name):
+    if isinstance(hd, dict):
+        return hd.get(name)
+    for k, v in hd:
+        if k.lower() == name:
+            return v
+    return None
+
+
+def prefix_hits(ports):
+    q = sum(hu.metric(p, "mmrt_prefix_cache_queries_total") for p in ports)
+    h = sum(hu.metric(p, "mmrt_prefix_cache_hits_total") for p in ports)
+    return q, h
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mmrt", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    model = os.path.join(a.work, MODEL)
+    if not os.path.exists(os.path.join(model, "config.json")):
+        subprocess.run([a.mmrt, "make-tiny-model", "--arch", "qwen2-vl", "--out", model],
+                       check=True, stdout=subprocess.DEVNULL)
+    etcd = Etcd(a.work)
+    workers, router = [], None
+    try:
+        for _ in range(2):
+            workers.append(Server(a.mmrt, model, a.work, "--cluster-etcd", etcd.url,
+                                  "--cluster-ttl", str(TTL), "--served-model-name", MODEL))
+        router = Router(a.mmrt, a.work, etcd.url)
+        ids = until("both workers at the router", lambda: len(router.workers()) == 2 and
+                    router.workers(), 15)
+        st, h = router.health()
+        check(st == 200 and h["etcd"]["ok"], f"/health: 2 workers, etcd answers ({ids})")
+
+        # The same answer as a worker's own, whole and streamed.
+        conv = [{"role": "user", "content": "Tell me about routers."}]
+        st, hd, b = post(router.port, chat(conv))
+        via = json.loads(b)["choices"][0]["message"]["content"] if st == 200 else None
+        direct = [json.loads(post(w.port, chat(conv))[2])["choices"][0]["message"]["content"]
+                  for w in workers]
+        check(st == 200 and via == direct[0] == direct[1],
+              f"greedy answer through the router equals each worker's ({via!r})")
+        check(header(hd, "x-mmrt-worker") in ids, "x-mmrt-worker names a registered worker")
+        st, hd, b = post(router.port, chat(conv, stream=True))
+        events = hu.sse_events(b) if st == 200 else []
+        text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events
+                       if isinstance(e, dict) and e.get("choices"))
+        check(st == 200 and text == via and b.rstrip().endswith(b"data: [DONE]"),
+              "streamed through the router: the same text, ends with [DONE]")
+
+        # Affinity: every turn of a conversation on one worker; a better prefix-cache hit rate
+        # than round-robin over the same workers.
+        def conversation(i, send):
+            msgs = [{"role": "system", "content": f"You are assistant number {i}. " * 8},
+                    {"role": "user", "content": f"Question {i}: what is a cache? " * 4}]
+            where = []
+            for turn in range(3):
+                st, hd, b = send(turn, chat(msgs))
+                if st != 200:
+                    return None
+                where.append(header(hd, "x-mmrt-worker"))
+                msgs += [{"role": "assistant",
+                          "content": json.loads(b)["choices"][0]["message"]["content"]},
+                         {"role": "user", "content": f"And turn {turn + 1}?"}]
+            return where
+        ports = [w.port for w in workers]
+        q0, h0 = prefix_hits(ports)
+        placed = [conversation(i, lambda t, body: post(router.port, body)) for i in range(12)]
+        q1, h1 = prefix_hits(ports)
+        rr = [conversation(100 + i, lambda t, body, i=i: post(ports[(i + t) % 2], body))
+              for i in range(12)]
+        q2, h2 = prefix_hits(ports)
+        sticky = all(p and len(set(p)) == 1 for p in placed)
+        spread = len({p[0] for p in placed if p}) == 2
+        routed_rate, rr_rate = (h1 - h0) / max(1, q1 - q0), (h2 - h1) / max(1, q2 - q1)
+        check(sticky and spread, "each of 12 conversations stays on one worker; both are used")
+        check(all(rr) and routed_rate > rr_rate,
+              f"prefix-cache hit rate through the router {routed_rate:.1%} > round-robin "
+              f"{rr_rate:.1%} (3 turns, 12 conversations)")
+
+        # Refused by every worker: the router answers with the refusal at once.
+        t0 = time.perf_counter()
+        st, hd, b = post(router.port, chat(conv, ttft_deadline_ms=0.001))
+        ms = (time.perf_counter() - t0) * 1e3
+        err = json.loads(b).get("error", {}) if b else {}
+        check(st == 429 and "cannot serve it" in err.get("message", ""),
+              f"a request no worker can serve in time: 429 with the worker's reason ({ms:.0f} ms)")
+        check(hu.metric(router.port, "mmrt_router_passed_on_total") >= 1,
+              "the router tried the next worker before refusing")
+
+        # Bad values and a worker of another model are not used.
+        etcd.put("/mmrt/workers/garbage", "{not json")
+        etcd.put("/mmrt/workers/other", json.dumps({"id": "other", "url": "http://127.0.0.1:1",
+                                                    "model": "another-model"}))
+        time.sleep(0.5)
+        log = open(router.log_path).read()
+        check(router.workers() == ids and "ignoring /mmrt/workers/garbage" in log and
+              "serves 'another-model'" in log,
+              "a malformed value and a worker of another model: ignored, with a log line")
+
+        # Frozen past its lease: dropped; served by the other; back when it wakes.
+        frozen = workers[0]
+        os.kill(frozen.proc.pid, signal.SIGSTOP)
+        t0 = time.time()
+        until("the frozen worker to be dropped", lambda: len(router.workers()) == 1, TTL + 5)
+        dropped_s = time.time() - t0
+        ok = all(post(router.port, chat([{"role": "user", "content": f"while frozen {i}"}]))[0]
+                 == 200 for i in range(4))
+        os.kill(frozen.proc.pid, signal.SIGCONT)
+        until("the woken worker to rejoin", lambda: len(router.workers()) == 2, TTL + 10)
+        check(ok, f"SIGSTOP past the lease: dropped after {dropped_s:.1f} s (TTL {TTL} s), the "
+              "other worker serves, it rejoins after SIGCONT")
+
+        # kill -9: dropped within its TTL, the other serves on.
+        victim = workers[1]
+        victim.proc.kill()
+        victim.proc.wait()
+        t0 = time.time()
+        until("the killed worker to be dropped", lambda: len(router.workers()) == 1, TTL + 5)
+        dropped_s = time.time() - t0
+        sts = [post(router.port, chat([{"role": "user", "content": f"after kill {i}"}]))[0]
+               for i in range(4)]
+        check(dropped_s <= TTL + 1 and sts == [200] * 4,
+              f"kill -9: dropped after {dropped_s:.1f} s, requests served by the other worker")
+
+        # etcd gone: routing on the last view, said so.
+        etcd.kill()
+        time.sleep(0.5)
+        st, h = router.health()
+        served = post(router.port, chat([{"role": "user", "content": "etcd is gone"}]))[0]
+        check(st == 200 and not h["etcd"]["ok"] and "last view" in h["status"] and served == 200
+              and hu.metric(router.port, "mmrt_router_etcd_up") == 0,
+              "etcd killed: the router serves from its last view, /health and /metrics say so")
+    finally:
+        if router:
+            router.stop()
+        for w in workers:
+            if w.proc.poll() is None:
+                w.stop()
+        if etcd.proc.poll() is None:
+            etcd.kill()
+    if failures:
+        print(f"{len(failures)} failed", file=sys.stderr)
+        sys.exit(1)
+    print("all cluster checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+// The cluster module's plain parts: what a worker announces (parsed from untrusted etcd values),
+// how the router orders workers for a request, and etcd's prefix ranges.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "cluster/etcd.h"
+#include "cluster/routing.h"
+#include "cluster/worker_info.h"
+#include "core/error.h"
+
+using namespace mmrt;
+using namespace mmrt::cluster;
+
+TEST(WorkerInfo, RoundTripsAndChecksEveryField) {
+  WorkerInfo w{"127.0.0.1:8001-42", "http://127.0.0.1:8001", "both", "tiny", {"platinum", "gold"},
+               4096};
+  const WorkerInfo back = parse_worker_info(to_json(w));
+  EXPECT_EQ(back.id, w.id);
+  EXPECT_EQ(back.url, w.url);
+  EXPECT_EQ(back.model, w.model);
+  EXPECT_EQ(back.classes, w.classes);
+  EXPECT_EQ(back.capacity, 4096);
+  // Unknown fields are ignored (a newer worker may say more).
+  EXPECT_EQ(parse_worker_info(R"({"id":"a","url":"http://h:1","model":"m","gpu":"h200"})").id, "a");
+  const std::map<std::string, std::string> bad = {
+      {"not json", "not a JSON object"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"url":"http://h:1","model":"m"})", "'id' is missing"},
+      {R"({"id":"","url":"http://h:1","model":"m"})", "'id' is empty"},
+      {R"({"id":"a","url":"https://h:1","model":"m"})", "'url' is not http"},
+      {R"({"id":"a","url":"http://h:1\r\nX: y","model":"m"})", "'url' is not http"},
+      {R"({"id":"a","url":"http://h:1","model":7})", "'model' is not a string"},
+      {R"({"id":"a","url":"http://h:1","model":"m","role":"encode"})", "unknown role"},
+      {R"({"id":"a","url":"http://h:1","model":"m","classes":"gold"})", "'classes' is not a list"},
+      {R"({"id":"a","url":"http://h:1","model":"m","capacity":-1})", "'capacity' is not a count"},
+      {R"({"id":"a","url":"http://h:1","model":"m","capacity":1.5})", "'capacity' is not a count"},
+  };
+  for (const auto& [text, why] : bad) {
+    try {
+      parse_worker_info(text);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << text << ": " << e.what();
+    }
+  }
+  EXPECT_THROW(parse_worker_info(std::string(20000, ' ')), FormatError);
+  EXPECT_THROW(parse_worker_info(R"({"id":")" + std::string(300, 'x') +
+                                 R"(","url":"http://h:1","model":"m"})"),
+               FormatError);
+}
+
+namespace {
+std::string chat(const std::string& system, const std::string& first,
+                 const std::string& later = "") {
+  std::string m = R"({"model":"tiny","messages":[{"role":"system","content":")" + system +
+                  R"("},{"role":"user","content":")" + first + "\"}";
+  if (!later.empty())
+    m += R"(,{"role":"assistant","content":"ok"},{"role":"user","content":")" + later + "\"}";
+  return m + R"(],"max_tokens":4})";
+}
+}  // namespace
+
+TEST(Routing, EveryTurnOfAConversationHasOneKey) {
+  const std::string p = "/v1/chat/completions";
+  const uint64_t turn1 = affinity_key(p, chat("be brief", "describe the image"), "Bearer k");
+  EXPECT_EQ(turn1, affinity_key(p, chat("be brief", "describe the image", "and now?"), "Bearer k"));
+  EXPECT_NE(turn1, affinity_key(p, chat("be brief", "another question"), "Bearer k"));
+  EXPECT_NE(turn1, affinity_key(p, chat("be long", "describe the image"), "Bearer k"));
+  // Tenants' caches are apart (their keys are salted): so are their keys.
+  EXPECT_NE(turn1, affinity_key(p, chat("be brief", "describe the image"), "Bearer other"));
+  EXPECT_NE(turn1, affinity_key("/v1/completions", chat("be brief", "describe the image"),
+                                "Bearer k"));
+  // Not JSON: the body's start, never an exception.
+  EXPECT_EQ(affinity_key(p, "{{{", ""), affinity_key(p, "{{{", ""));
+  // A completion: its prompt's start.
+  const std::string head(3000, 'a');
+  EXPECT_EQ(affinity_key("/v1/completions", R"({"prompt":")" + head + "b\"}", ""),
+            affinity_key("/v1/completions", R"({"prompt":")" + head + "c\"}", ""));
+}
+
+TEST(Routing, RendezvousSpreadsKeysAndMovesOnlyALeaversKeys) {
+  std::vector<WorkerInfo> ws;
+  for (int i = 0; i < 4; ++i) ws.push_back({"w" + std::to_string(i), "http://h:1", "both", "m"});
+  std::vector<int> first(4, 0);
+  std::vector<size_t> before(1000);
+  for (uint64_t k = 0; k < 1000; ++k) {
+    const std::vector<size_t> order = rendezvous_order(k * 0x9e3779b97f4a7c15ull, ws);
+    ASSERT_EQ(order.size(), 4u);
+    before[k] = order[0];
+    ++first[order[0]];
+  }
+  for (int n : first) EXPECT_GT(n, 180) << "1000 keys over 4 workers";
+  // w2 leaves: only its keys move, each to its own second choice.
+  std::vector<WorkerInfo> three = {ws[0], ws[1], ws[3]};
+  for (uint64_t k = 0; k < 1000; ++k) {
+    const uint64_t key = k * 0x9e3779b97f4a7c15ull;
+    const std::string now = three[rendezvous_order(key, three)[0]].id;
+    if (before[k] != 2)
+      EXPECT_EQ(now, ws[before[k]].id) << k;
+    else
+      EXPECT_EQ(now, ws[rendezvous_order(key, ws)[1]].id) << k;
+  }
+  EXPECT_TRUE(rendezvous_order(1, {}).empty());
+}
+
+TEST(Etcd, PrefixRangeEnd) {
+  EXPECT_EQ(prefix_range_end("/mmrt/workers/"), "/mmrt/workers0");
+  EXPECT_EQ(prefix_range_end(std::string("a\xff", 2)), "b");
+  EXPECT_EQ(prefix_range_end(std::string("\xff\xff", 2)), std::string(1, '\0'));
+  EXPECT_THROW(EtcdClient("localhost:2379"), InvalidArgument);
+}
