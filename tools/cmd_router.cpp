@@ -19,9 +19,10 @@ int run_router(Args& args) {
   cfg.http.max_connections = static_cast<int>(args.get_int("max-connections", 4096, 1, 1 << 20));
   cfg.max_in_flight = args.get_int("max-requests", 1024, 1, 1 << 16);
   cfg.poll = std::chrono::milliseconds(args.get_int("poll-ms", 200, 10, 60000));
-  cfg.connect_timeout = std::chrono::milliseconds(args.get_int("connect-timeout-ms", 1000, 1, 60000));
-  cfg.drain_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(args.get_double("drain-timeout", 10, 0, 3600) * 1000));
+  cfg.connect_timeout =
+      std::chrono::milliseconds(args.get_int("connect-timeout-ms", 1000, 1, 60000));
+  cfg.drain_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(args.get_double("drain-timeout", 10, 0, 3600) * 1000));
   args.finish();
   return cluster::run_router(std::move(cfg));
 }

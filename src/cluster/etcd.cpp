@@ -47,8 +47,8 @@ std::string decode(const json& j, const char* name) {
   if (it == j.end() || it->is_null()) return "";
   if (!it->is_string()) throw FormatError(std::string("etcd answered a non-string '") + name + "'");
   try {
-    const std::vector<uint8_t> b = server::decode_base64(it->get_ref<const std::string&>(),
-                                                         kMaxAnswerBytes, name);
+    const std::vector<uint8_t> b =
+        server::decode_base64(it->get_ref<const std::string&>(), kMaxAnswerBytes, name);
     return std::string(b.begin(), b.end());
   } catch (const std::exception&) {
     throw FormatError(std::string("etcd answered '") + name + "' that is not base64");
@@ -103,12 +103,12 @@ json call(CURL* c, long timeout_ms, const std::string& endpoint, const std::stri
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   json j = json::parse(answer, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    throw FormatError("etcd at " + endpoint + " (" + path + ") answered " +
-                      std::to_string(status) + " with something that is not a JSON object");
+    throw FormatError("etcd at " + endpoint + " (" + path + ") answered " + std::to_string(status) +
+                      " with something that is not a JSON object");
   if (status != 200) {
     std::string msg = j.value("message", j.value("error", std::string("no message")));
-    throw Unavailable("etcd at " + endpoint + " (" + path + ") answered " +
-                      std::to_string(status) + ": " + msg);
+    throw Unavailable("etcd at " + endpoint + " (" + path + ") answered " + std::to_string(status) +
+                      ": " + msg);
   }
   return j;
 }
@@ -149,9 +149,9 @@ void EtcdClient::put(const std::string& key, const std::string& value, int64_t l
 }
 
 std::vector<KeyValue> EtcdClient::get_prefix(const std::string& prefix) {
-  const json j =
-      call(impl_->curl, impl_->timeout_ms, endpoint_, "/v3/kv/range",
-           {{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_range_end(prefix))}});
+  const json j = call(
+      impl_->curl, impl_->timeout_ms, endpoint_, "/v3/kv/range",
+      {{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_range_end(prefix))}});
   std::vector<KeyValue> out;
   auto it = j.find("kvs");
   if (it == j.end() || it->is_null()) return out;

@@ -21,7 +21,7 @@
 namespace mmrt::cluster {
 
 struct RegistrationOptions {
-  std::string etcd;                      // http://host:port
+  std::string etcd;                       // http://host:port
   std::string prefix = "/mmrt/workers/";  // the router watches the same prefix
   int64_t ttl_s = 3;
   std::chrono::milliseconds retry{250};

@@ -14,9 +14,11 @@
 
 #include "cluster/etcd.h"
 #include "cluster/routing.h"
+#include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace mmrt::cluster {
 
@@ -42,9 +44,10 @@ std::string lower(std::string s) {
 
 // Headers that belong to one connection, not to the request or answer relayed.
 bool hop_by_hop(const std::string& name) {
-  static const std::set<std::string> kNames = {
-      "connection", "keep-alive", "transfer-encoding", "te",   "trailer", "upgrade",
-      "host",       "content-length", "expect",        "date", "server"};
+  static const std::set<std::string> kNames = {"connection", "keep-alive",     "transfer-encoding",
+                                               "te",         "trailer",        "upgrade",
+                                               "host",       "content-length", "expect",
+                                               "date",       "server"};
   return kNames.count(name) > 0;
 }
 
@@ -56,7 +59,9 @@ struct Attempt {
   std::shared_ptr<std::atomic<bool>> gone;
   const std::atomic<bool>* abort_all = nullptr;
   std::string worker_id;
-  bool may_pass_on = false;  // another worker is left to try
+  bool may_pass_on = false;      // another worker is left to try
+  StreamRelay* relay = nullptr;  // the request's stream, across its workers
+  bool* begun = nullptr;         // the client's stream has begun (by this worker or an earlier)
   int status = 0;
   Headers headers;
   std::string content_type;
@@ -101,16 +106,21 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
   if (!a.decided) {
     a.decided = true;
     a.passing_on = a.may_pass_on && (a.status == 429 || a.status == 503);
-    a.streaming = !a.passing_on && a.status == 200 &&
-                  a.content_type.rfind("text/event-stream", 0) == 0;
-    if (a.streaming) a.ex->post([ex = a.ex, head = a.response_head()]() mutable {
-      if (!ex->aborted()) ex->begin_stream(std::move(head));
-    });
+    a.streaming =
+        !a.passing_on && a.status == 200 && a.content_type.rfind("text/event-stream", 0) == 0;
+    if (a.streaming && !*a.begun) {
+      *a.begun = true;
+      a.ex->post([ex = a.ex, head = a.response_head()]() mutable {
+        if (!ex->aborted()) ex->begin_stream(std::move(head));
+      });
+    }
   }
   if (a.streaming) {
-    a.ex->post([ex = a.ex, chunk = std::string(p, size * n)]() mutable {
-      if (!ex->aborted()) ex->write(std::move(chunk));
-    });
+    std::string out = a.relay->feed(std::string_view(p, size * n));
+    if (!out.empty())
+      a.ex->post([ex = a.ex, out = std::move(out)]() mutable {
+        if (!ex->aborted()) ex->write(std::move(out));
+      });
   } else {
     if (a.body.size() + size * n > kMaxBufferedAnswer) {
       a.overflow = true;
@@ -179,7 +189,7 @@ class Router {
   int64_t in_flight_ = 0;
   std::atomic<bool> abort_all_{false}, draining_{false};
   std::atomic<int64_t> served_{0}, refused_{0}, failed_{0}, no_worker_{0}, passed_on_{0},
-      saturated_{0};
+      saturated_{0}, resumed_{0};
   std::set<std::string> logged_;  // poller thread only
   std::thread poller_;
 };
@@ -198,8 +208,8 @@ void Router::poll_loop() {
           continue;
         }
         if (w.model != cfg_.model) {
-          log_once(kv.key, "ignoring worker " + w.id + " at " + w.url + ": it serves '" +
-                               w.model + "', this router '" + cfg_.model + "'");
+          log_once(kv.key, "ignoring worker " + w.id + " at " + w.url + ": it serves '" + w.model +
+                               "', this router '" + cfg_.model + "'");
           continue;
         }
         next.push_back(std::move(w));
@@ -223,8 +233,8 @@ void Router::poll_loop() {
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lk(mu_);
       if (etcd_ok_ || etcd_error_.empty())
-        std::fprintf(stderr, "mmrt router: %s; routing on the last view (%zu workers)\n",
-                     e.what(), workers_.size());
+        std::fprintf(stderr, "mmrt router: %s; routing on the last view (%zu workers)\n", e.what(),
+                     workers_.size());
       etcd_ok_ = false;
       etcd_error_ = e.what();
     }
@@ -290,12 +300,17 @@ void Router::metrics(const std::shared_ptr<Exchange>& ex) {
   metric("mmrt_router_passed_on_total", "counter",
          "Tries passed to the next worker (a refusal, or no connection).",
          static_cast<double>(passed_on_.load()));
-  out += "# HELP mmrt_router_requests_total Requests, by outcome.\n"
-         "# TYPE mmrt_router_requests_total counter\n";
-  const std::pair<const char*, int64_t> outcomes[] = {
-      {"served", served_.load()},       {"refused", refused_.load()},
-      {"failed", failed_.load()},       {"no_worker", no_worker_.load()},
-      {"saturated", saturated_.load()}};
+  metric("mmrt_router_resumed_total", "counter",
+         "Streams resumed on another worker after a failure mid-stream.",
+         static_cast<double>(resumed_.load()));
+  out +=
+      "# HELP mmrt_router_requests_total Requests, by outcome.\n"
+      "# TYPE mmrt_router_requests_total counter\n";
+  const std::pair<const char*, int64_t> outcomes[] = {{"served", served_.load()},
+                                                      {"refused", refused_.load()},
+                                                      {"failed", failed_.load()},
+                                                      {"no_worker", no_worker_.load()},
+                                                      {"saturated", saturated_.load()}};
   for (const auto& [name, v] : outcomes)
     out += std::string("mmrt_router_requests_total{outcome=\"") + name + "\"} " +
            std::to_string(v) + "\n";
@@ -312,9 +327,8 @@ void Router::handle(HttpRequest req, const std::shared_ptr<Exchange>& ex) {
   if (path == "/v1/models" && req.method == "GET") {
     HttpResponse r;
     r.body = json{{"object", "list"},
-                  {"data", json::array({{{"id", cfg_.model},
-                                         {"object", "model"},
-                                         {"owned_by", "mmrt"}}})}}
+                  {"data",
+                   json::array({{{"id", cfg_.model}, {"object", "model"}, {"owned_by", "mmrt"}}})}}
                  .dump();
     return ex->respond(std::move(r));
   }
@@ -330,10 +344,9 @@ void Router::handle(HttpRequest req, const std::shared_ptr<Exchange>& ex) {
     std::lock_guard<std::mutex> lk(mu_);
     if (in_flight_ >= cfg_.max_in_flight) {
       ++saturated_;
-      return ex->respond(error_response(
-          503, "unavailable_error",
-          "the router is saturated: " + std::to_string(in_flight_) +
-              " requests in flight (--max-requests)"));
+      return ex->respond(error_response(503, "unavailable_error",
+                                        "the router is saturated: " + std::to_string(in_flight_) +
+                                            " requests in flight (--max-requests)"));
     }
     ++in_flight_;
   }
@@ -373,6 +386,23 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                                    "no worker serving '" + model + "' is registered"));
     });
   }
+  // A streamed answer can be resumed on another worker by replaying the request if it is
+  // deterministic: greedy, or sampled with a seed (the sampler is a pure function of logits,
+  // settings, seed and draw index). A sampled request without one gets one here.
+  std::string body = req.body;
+  bool replayable = false;
+  if (json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+      j.is_object() && j.value("stream", false) == true && j.value("n", 1) == 1) {
+    replayable = true;
+    const auto t = j.find("temperature");
+    const bool greedy = t != j.end() && t->is_number() && t->get<double>() == 0;
+    if (!greedy && !j.contains("seed")) {
+      j["seed"] = static_cast<int64_t>(hash128(req.body, static_cast<uint64_t>(now_ns())).lo >> 1);
+      body = j.dump();
+    }
+  }
+  StreamRelay relay;
+  bool begun = false;
   CURL* c = curl_easy_init();
   if (!c) throw ResourceExhausted("cannot create an HTTP client for the worker");
   curl_slist* headers = nullptr;
@@ -389,14 +419,16 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     a->abort_all = &abort_all_;
     a->worker_id = w.id;
     a->may_pass_on = k + 1 < order.size();
+    a->relay = &relay;
+    a->begun = &begun;
     const std::string url = w.url + req.target;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROXY, "");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg_.connect_timeout.count()));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, a.get());
@@ -411,6 +443,20 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     if (rc == CURLE_OK && a->passing_on) {
       ++passed_on_;
       refusal = std::move(a);
+      continue;
+    }
+    if (begun && rc != CURLE_OK && replayable && a->may_pass_on && !relay.done()) {
+      // The worker failed mid-stream: the next one replays the request; the relay drops what
+      // the client already has.
+      if (a->streaming) relay.replay();
+      ++passed_on_;
+      ++resumed_;
+      errors += (errors.empty() ? "" : "; ") + w.id + ": " + curl_easy_strerror(rc);
+      continue;
+    }
+    if (begun && !a->streaming) {  // a replay this worker did not take: the next, or the end
+      errors += (errors.empty() ? "" : "; ") + w.id + ": " +
+                (rc == CURLE_OK ? "answered " + std::to_string(a->status) : curl_easy_strerror(rc));
       continue;
     }
     if (rc != CURLE_OK && !a->streaming) {
@@ -435,9 +481,9 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
         ex->end_stream();
       });
     } else {
-      (a->status >= 200 && a->status < 300) ? ++served_
+      (a->status >= 200 && a->status < 300)    ? ++served_
       : (a->status == 429 || a->status == 503) ? ++refused_
-                                                : ++failed_;
+                                               : ++failed_;
       HttpResponse r = a->response_head();
       r.body = std::move(a->body);
       ex->post([ex, r = std::move(r)]() mutable {
@@ -451,6 +497,19 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   curl_slist_free_all(headers);
   curl_easy_cleanup(c);
   if (gone->load() || errors == "done") return;
+  if (begun) {  // a stream no worker could resume
+    ++failed_;
+    return ex->post([ex, errors] {
+      if (ex->aborted()) return;
+      ex->write("data: " +
+                json{{"error",
+                      {{"message", "no worker could resume the stream: " + errors},
+                       {"type", "server_error"}}}}
+                    .dump() +
+                "\n\n");
+      ex->end_stream();
+    });
+  }
   if (refusal) {  // every worker refused: the last refusal, as it came
     ++refused_;
     HttpResponse r = refusal->response_head();
@@ -462,7 +521,8 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   ++failed_;
   ex->post([ex, errors] {
     if (!ex->aborted())
-      ex->respond(error_response(503, "unavailable_error", "no worker could be reached: " + errors));
+      ex->respond(
+          error_response(503, "unavailable_error", "no worker could be reached: " + errors));
   });
 }
 

@@ -39,8 +39,7 @@ uint64_t affinity_key(std::string_view path, std::string_view body, std::string_
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers) {
   std::vector<std::pair<uint64_t, size_t>> scored;
   scored.reserve(workers.size());
-  for (size_t i = 0; i < workers.size(); ++i)
-    scored.push_back({hash128(workers[i].id, key).lo, i});
+  for (size_t i = 0; i < workers.size(); ++i) scored.push_back({hash128(workers[i].id, key).lo, i});
   std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });

@@ -29,8 +29,8 @@ std::string text(const json& j, const char* name, bool required) {
 }  // namespace
 
 std::string to_json(const WorkerInfo& w) {
-  return json{{"id", w.id},         {"url", w.url},         {"role", w.role},
-              {"model", w.model},   {"classes", w.classes}, {"capacity", w.capacity}}
+  return json{{"id", w.id},       {"url", w.url},         {"role", w.role},
+              {"model", w.model}, {"classes", w.classes}, {"capacity", w.capacity}}
       .dump();
 }
 

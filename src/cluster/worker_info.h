@@ -12,12 +12,12 @@
 namespace mmrt::cluster {
 
 struct WorkerInfo {
-  std::string id;            // unique per worker process (etcd key suffix)
-  std::string url;           // http://host:port the router sends requests to
-  std::string role = "both";  // "both": prefill and decode, encoders colocated
-  std::string model;         // the model id it serves (/v1/models)
+  std::string id;                    // unique per worker process (etcd key suffix)
+  std::string url;                   // http://host:port the router sends requests to
+  std::string role = "both";         // "both": prefill and decode, encoders colocated
+  std::string model;                 // the model id it serves (/v1/models)
   std::vector<std::string> classes;  // its SLA classes
-  int64_t capacity = 0;      // requests it takes at once
+  int64_t capacity = 0;              // requests it takes at once
 };
 
 std::string to_json(const WorkerInfo& w);

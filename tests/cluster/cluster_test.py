@@ -250,11 +250,40 @@ def main():
         check(ok, f"SIGSTOP past the lease: dropped after {dropped_s:.1f} s (TTL {TTL} s), the "
               "other worker serves, it rejoins after SIGCONT")
 
-        # kill -9: dropped within its TTL, the other serves on.
-        victim = workers[1]
+        # kill -9 mid-stream: the stream completes on the other worker (the router replays the
+        # request there and drops what the client already has), the dead worker is dropped
+        # within its TTL, and the other serves on.
+        long = chat([{"role": "user", "content": "Tell me a long story."}], stream=True,
+                    max_tokens=1000, ignore_eos=True, temperature=0)
+        st, hd, b = post(router.port, long)
+        reference = "".join(e["choices"][0]["delta"].get("content") or ""
+                            for e in hu.sse_events(b) if isinstance(e, dict) and e.get("choices"))
+        serving = header(hd, "x-mmrt-worker")
+        victim = next(w for w in workers if serving and serving.startswith(f"127.0.0.1:{w.port}-"))
+        sock = socket.create_connection(("127.0.0.1", router.port), timeout=60)
+        sock.sendall(hu.raw(router.port, "POST", "/v1/chat/completions", long))
+        buf = b""
+        while buf.count(b"data: ") < 3:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
         victim.proc.kill()
         victim.proc.wait()
         t0 = time.time()
+        st2, _, b2, _ = hu.read_response(sock, buf)
+        sock.close()
+        events = hu.sse_events(b2)
+        text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events
+                       if isinstance(e, dict) and e.get("choices"))
+        roles = sum(1 for e in events if isinstance(e, dict) and e.get("choices") and
+                    "role" in e["choices"][0]["delta"])
+        ids = {e.get("id") for e in events if isinstance(e, dict) and e.get("id")}
+        check(st == 200 and st2 == 200 and len(reference) > 100 and text == reference and
+              roles == 1 and len(ids) == 1 and events[-1] == "[DONE]" and
+              hu.metric(router.port, "mmrt_router_resumed_total") >= 1,
+              f"kill -9 mid-stream: the stream completes on the other worker, text equal to an "
+              f"undisturbed run ({len(reference)} chars), one id, one role chunk, one [DONE]")
         until("the killed worker to be dropped", lambda: len(router.workers()) == 1, TTL + 5)
         dropped_s = time.time() - t0
         sts = [post(router.port, chat([{"role": "user", "content": f"after kill {i}"}]))[0]

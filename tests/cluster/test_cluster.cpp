@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cluster/etcd.h"
 #include "cluster/routing.h"
+#include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
 #include "core/error.h"
 
@@ -14,8 +19,8 @@ using namespace mmrt;
 using namespace mmrt::cluster;
 
 TEST(WorkerInfo, RoundTripsAndChecksEveryField) {
-  WorkerInfo w{"127.0.0.1:8001-42", "http://127.0.0.1:8001", "both", "tiny", {"platinum", "gold"},
-               4096};
+  WorkerInfo w{
+      "127.0.0.1:8001-42", "http://127.0.0.1:8001", "both", "tiny", {"platinum", "gold"}, 4096};
   const WorkerInfo back = parse_worker_info(to_json(w));
   EXPECT_EQ(back.id, w.id);
   EXPECT_EQ(back.url, w.url);
@@ -70,8 +75,8 @@ TEST(Routing, EveryTurnOfAConversationHasOneKey) {
   EXPECT_NE(turn1, affinity_key(p, chat("be long", "describe the image"), "Bearer k"));
   // Tenants' caches are apart (their keys are salted): so are their keys.
   EXPECT_NE(turn1, affinity_key(p, chat("be brief", "describe the image"), "Bearer other"));
-  EXPECT_NE(turn1, affinity_key("/v1/completions", chat("be brief", "describe the image"),
-                                "Bearer k"));
+  EXPECT_NE(turn1,
+            affinity_key("/v1/completions", chat("be brief", "describe the image"), "Bearer k"));
   // Not JSON: the body's start, never an exception.
   EXPECT_EQ(affinity_key(p, "{{{", ""), affinity_key(p, "{{{", ""));
   // A completion: its prompt's start.
@@ -110,4 +115,85 @@ TEST(Etcd, PrefixRangeEnd) {
   EXPECT_EQ(prefix_range_end(std::string("a\xff", 2)), "b");
   EXPECT_EQ(prefix_range_end(std::string("\xff\xff", 2)), std::string(1, '\0'));
   EXPECT_THROW(EtcdClient("localhost:2379"), InvalidArgument);
+}
+
+namespace {
+// An OpenAI-style stream of `words` (role chunk, one content chunk per word, finish, usage,
+// [DONE]) under `id`.
+std::string stream_of(const std::vector<std::string>& words, const std::string& id) {
+  auto ev = [&](const std::string& choice) {
+    return "data: {\"id\":\"" + id + "\",\"object\":\"chat.completion.chunk\",\"choices\":[" +
+           choice + "]}\n\n";
+  };
+  std::string s =
+      ev(R"({"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null})");
+  for (const auto& w : words)
+    s += ev(R"({"index":0,"delta":{"content":")" + w + R"("},"finish_reason":null})");
+  s += ev(R"({"index":0,"delta":{},"finish_reason":"length"})");
+  s += "data: {\"id\":\"" + id +
+       "\",\"choices\":[],\"usage\":{\"completion_tokens\":" + std::to_string(words.size()) +
+       "}}\n\n";
+  return s + "data: [DONE]\n\n";
+}
+
+// The content and ids a client reads from a relayed stream.
+std::pair<std::string, std::set<std::string>> read_stream(const std::string& s, int& roles) {
+  std::string text;
+  std::set<std::string> ids;
+  size_t at = 0;
+  while ((at = s.find("data: ", at)) != std::string::npos) {
+    const size_t end = s.find("\n\n", at);
+    const std::string p = s.substr(at + 6, end - at - 6);
+    at = end;
+    if (p == "[DONE]") continue;
+    const auto j = nlohmann::json::parse(p);
+    ids.insert(j.value("id", std::string()));
+    if (!j["choices"].empty()) {
+      const auto& d = j["choices"][0]["delta"];
+      if (d.contains("role")) ++roles;
+      if (d.contains("content")) text += d["content"].get<std::string>();
+    }
+  }
+  return {text, ids};
+}
+}  // namespace
+
+// A worker fails mid-stream; the same request replayed on another worker (other chunk
+// boundaries, another id) continues it: the client reads the undisturbed text once, under one id,
+// with one role chunk and one [DONE].
+TEST(StreamRelay, AReplayContinuesTheStreamWithoutLossOrRepeat) {
+  const std::vector<std::string> words = {"The", " cache",      " holds", " the",   " prefix",
+                                          ".",   " Ro\xc3\xa9", "uters",  " route", "!"};
+  std::string whole;
+  for (const auto& w : words) whole += w;
+  const std::string first = stream_of(words, "chatcmpl-a"), second = stream_of(words, "chatcmpl-b");
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    StreamRelay relay;
+    std::string out;
+    // The first worker dies after a random number of bytes, in random pieces.
+    const size_t cut = rng() % first.size();
+    for (size_t at = 0; at < cut;) {
+      const size_t n = std::min<size_t>(1 + rng() % 40, cut - at);
+      out += relay.feed(std::string_view(first).substr(at, n));
+      at += n;
+    }
+    if (!relay.done()) {
+      relay.replay();
+      for (size_t at = 0; at < second.size();) {
+        const size_t n = std::min<size_t>(1 + rng() % 40, second.size() - at);
+        out += relay.feed(std::string_view(second).substr(at, n));
+        at += n;
+      }
+    }
+    int roles = 0;
+    const auto [text, ids] = read_stream(out, roles);
+    ASSERT_EQ(text, whole) << "cut at " << cut;
+    EXPECT_LE(ids.size(), 1u) << "cut at " << cut;
+    EXPECT_LE(roles, 1) << "cut at " << cut;
+    EXPECT_EQ(relay.sent(), whole);
+    size_t dones = 0;
+    for (size_t at = 0; (at = out.find("[DONE]", at)) != std::string::npos; ++at) ++dones;
+    EXPECT_EQ(dones, 1u);
+  }
 }
