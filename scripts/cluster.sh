@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A cluster on one machine (docs/scale-out.md): etcd, N `mmrt serve` workers registered in it
-# and `mmrt router` in front, on loopback.
+# A cluster on one machine (docs/scale-out.md): etcd, NATS, N `mmrt serve` workers registered
+# in etcd and publishing their load on NATS, and `mmrt router` in front, on loopback.
 #   scripts/cluster.sh up [N (default 2)] [MODEL_DIR (default build/bench/small)]
 #   scripts/cluster.sh down
-# env: ROUTER_PORT (8080), WORKER_PORT (first worker's port, 8001), ETCD_PORT (2379),
+# env: ROUTER_PORT (8080), WORKER_PORT (first worker's port, 8001), ETCD_PORT (2379), NATS_PORT (4222),
 #      SERVE_ARGS (extra `mmrt serve` arguments). Logs and pids: build/cluster/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,8 @@ ROUTER_PORT=${ROUTER_PORT:-8080}
 WORKER_PORT=${WORKER_PORT:-8001}
 ETCD_PORT=${ETCD_PORT:-2379}
 ETCD_URL="http://127.0.0.1:$ETCD_PORT"
+NATS_PORT=${NATS_PORT:-4222}
+NATS_URL="nats://127.0.0.1:$NATS_PORT"
 
 wait_http() {  # URL SECONDS WHAT
   for _ in $(seq 1 $(($2 * 10))); do
@@ -25,7 +27,7 @@ wait_http() {  # URL SECONDS WHAT
 
 down() {
   [[ -d $D ]] || return 0
-  for f in "$D"/router.pid "$D"/worker*.pid "$D"/etcd.pid; do
+  for f in "$D"/router.pid "$D"/worker*.pid "$D"/etcd.pid "$D"/nats.pid; do
     [[ -f $f ]] || continue
     kill "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
@@ -37,6 +39,7 @@ up() {
   local n=${1:-2} model=${2:-build/bench/small}
   [[ -x $B ]] || { echo "cluster: build first (make build)" >&2; exit 1; }
   command -v etcd >/dev/null || { echo "cluster: etcd is missing (scripts/setup.sh)" >&2; exit 1; }
+  command -v nats-server >/dev/null || { echo "cluster: nats-server is missing (scripts/setup.sh)" >&2; exit 1; }
   if [[ ! -f $model/config.json ]]; then
     "$B" make-tiny-model --arch qwen2-vl --size small --out "$model" >/dev/null
   fi
@@ -49,14 +52,17 @@ up() {
     --initial-cluster "mmrt=http://127.0.0.1:$((ETCD_PORT + 1))" >"$D/etcd.log" 2>&1 &
   echo $! >"$D/etcd.pid"
   wait_http "$ETCD_URL/health" 20 etcd
+  nats-server -a 127.0.0.1 -p "$NATS_PORT" >"$D/nats.log" 2>&1 &
+  echo $! >"$D/nats.pid"
   for i in $(seq 1 "$n"); do
     local port=$((WORKER_PORT + i - 1))
     # shellcheck disable=SC2086
-    "$B" serve --model "$model" --port "$port" --cluster-etcd "$ETCD_URL" ${SERVE_ARGS:-} \
+    "$B" serve --model "$model" --port "$port" --cluster-etcd "$ETCD_URL" \
+      --cluster-nats "$NATS_URL" ${SERVE_ARGS:-} \
       >"$D/worker$i.log" 2>&1 &
     echo $! >"$D/worker$i.pid"
   done
-  "$B" router --etcd "$ETCD_URL" --served-model-name "$(basename "$model")" \
+  "$B" router --etcd "$ETCD_URL" --nats "$NATS_URL" --served-model-name "$(basename "$model")" \
     --port "$ROUTER_PORT" >"$D/router.log" 2>&1 &
   echo $! >"$D/router.pid"
   for i in $(seq 1 "$n"); do wait_http "http://127.0.0.1:$((WORKER_PORT + i - 1))/health" 120 "worker $i"; done

@@ -15,7 +15,7 @@ PKGS=(
   python3-opencv python3-torchaudio python3-soundfile python3-scipy espeak-ng alsa-utils
   python3-torchvision python3-av
   chromium
-  etcd-server
+  etcd-server nats-server libnats-dev
 
 )
 

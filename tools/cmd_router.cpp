@@ -23,6 +23,9 @@ int run_router(Args& args) {
       std::chrono::milliseconds(args.get_int("connect-timeout-ms", 1000, 1, 60000));
   cfg.drain_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(args.get_double("drain-timeout", 10, 0, 3600) * 1000));
+  cfg.nats = args.get_or("nats", "");
+  cfg.balance_abs = args.get_int("balance-abs", cfg.balance_abs, 0, 1 << 20);
+  cfg.balance_rel = args.get_double("balance-rel", cfg.balance_rel, 1, 1000);
   args.finish();
   return cluster::run_router(std::move(cfg));
 }
@@ -44,6 +47,11 @@ MMRT_COMMAND(
     "  --served-model-name ID  the model this router serves; workers of other models are not\n"
     "                          used (a log line says so)\n"
     "  --cluster-prefix P      the key prefix workers register under (default /mmrt/workers/)\n"
+    "  --nats URL              read the workers' load gauges (`mmrt serve --cluster-nats`) from\n"
+    "                          NATS (nats://host:port): a request leaves its affinity worker\n"
+    "                          for the least loaded one when the first carries more than\n"
+    "                          --balance-abs N (8) more requests and over --balance-rel X (2)\n"
+    "                          times its load\n"
     "  --host ADDR             address to listen on (default 127.0.0.1)\n"
     "  --port N                port (default 8080; 0: any free port)\n"
     "  --http-threads N        event-loop threads (default 2)\n"

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cluster/etcd.h"
+#include "cluster/load_gauges.h"
 #include "cluster/registration.h"
 #include "core/error.h"
 #include "model_options.h"
@@ -82,6 +83,7 @@ int run_serve(Args& args) {
   reg.prefix = args.get_or("cluster-prefix", reg.prefix);
   reg.ttl_s = args.get_int("cluster-ttl", reg.ttl_s, 1, 3600);
   std::string advertise = args.get_or("advertise-url", "");
+  const std::string nats = args.get_or("cluster-nats", "");
   args.finish();
   if (!sla_file.empty()) cfg.engine.sla = engine::SlaConfig::load(sla_file);
   if (!cfg.api.allowed_media_dir.empty() &&
@@ -98,8 +100,12 @@ int run_serve(Args& args) {
   self.capacity = cfg.max_in_flight;
   for (const auto& c : cfg.engine.sla.classes) self.classes.push_back(c.name);
   cluster::EtcdClient check(reg.etcd);  // the URL's form, before the model loads
+  if (!nats.empty() && reg.etcd.empty())
+    throw InvalidArgument(
+        "--cluster-nats needs --cluster-etcd (the router knows workers from etcd)");
   std::mutex mu;
   std::unique_ptr<cluster::Registration> registration;
+  std::unique_ptr<cluster::GaugePublisher> gauges;
   cfg.on_state = [&, host = cfg.http.host](int port, bool ready) {
     if (!ready) {
       if (advertise.empty()) {
@@ -114,8 +120,21 @@ int run_serve(Args& args) {
     auto r = std::make_unique<cluster::Registration>(reg, self, [](const std::string& line) {
       std::fprintf(stderr, "[mmrt] %s\n", line.c_str());
     });
+    std::unique_ptr<cluster::GaugePublisher> g;
+    if (!nats.empty()) g = std::make_unique<cluster::GaugePublisher>(nats, self.id);
     std::lock_guard<std::mutex> lk(mu);
     registration = std::move(r);
+    gauges = std::move(g);
+  };
+  cfg.on_stats = [&](const engine::EngineStats& s, int64_t in_flight) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!gauges) return;
+    cluster::LoadGauge g;
+    g.waiting = static_cast<int64_t>(s.waiting);
+    g.running = static_cast<int64_t>(s.running);
+    g.in_flight = in_flight;
+    g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
+    gauges->set(g);
   };
   cfg.out_of_service = [&]() -> std::string {
     std::lock_guard<std::mutex> lk(mu);
@@ -124,6 +143,7 @@ int run_serve(Args& args) {
   };
   const int rc = server::run_server(std::move(cfg));
   std::lock_guard<std::mutex> lk(mu);
+  gauges.reset();
   registration.reset();  // leaves the cluster (its lease revoked)
   return rc;
 }
@@ -208,6 +228,9 @@ MMRT_COMMAND(
     "  --cluster-prefix P      the key prefix workers register under (default /mmrt/workers/)\n"
     "  --cluster-ttl S         the lease's TTL in s, renewed every S/2 (default 3): a worker\n"
     "                          whose lease etcd dropped answers 503 until it is back in\n"
+    "  --cluster-nats URL      publish this worker's load (queue, running, requests in\n"
+    "                          flight, KV use) every 250 ms on NATS (nats://host:port), where\n"
+    "                          the router reads it\n"
     "  --advertise-url URL     where the router reaches this worker (default\n"
     "                          http://HOST:PORT as listening)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP

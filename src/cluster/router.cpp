@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/etcd.h"
+#include "cluster/load_gauges.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
@@ -141,10 +142,19 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 class Router {
  public:
   explicit Router(RouterConfig cfg) : cfg_(std::move(cfg)) {}
-  ~Router() { stop_polling(); }
+  ~Router() {
+    gauges_.reset();
+    stop_polling();
+  }
 
   void start_polling() {
     poller_ = std::thread([this] { poll_loop(); });
+    if (!cfg_.nats.empty())
+      gauges_ = std::make_unique<GaugeBoard>(cfg_.nats, [this](const std::string& id) {
+        std::lock_guard<std::mutex> lk(mu_);
+        return std::any_of(workers_.begin(), workers_.end(),
+                           [&](const WorkerInfo& w) { return w.id == id; });
+      });
   }
   void stop_polling() {
     {
@@ -191,6 +201,8 @@ class Router {
   std::atomic<int64_t> served_{0}, refused_{0}, failed_{0}, no_worker_{0}, passed_on_{0},
       saturated_{0}, resumed_{0};
   std::set<std::string> logged_;  // poller thread only
+  std::unique_ptr<GaugeBoard> gauges_;
+  std::atomic<int64_t> load_overrides_{0};
   std::thread poller_;
 };
 
@@ -256,6 +268,14 @@ void Router::health(const std::shared_ptr<Exchange>& ex) {
       if (ever_read_) e["last_view_age_ms"] = (now_ns() - etcd_ok_ns_) / 1'000'000;
     }
     j = {{"status", "ok"}, {"model", cfg_.model}, {"workers", ws}, {"etcd", e}};
+    if (gauges_) {
+      json loads = json::object();
+      for (const auto& w : workers_)
+        if (auto g = gauges_->get(w.id, 1000))
+          loads[w.id] = {
+              {"running", g->running}, {"waiting", g->waiting}, {"kv_usage", g->kv_usage}};
+      j["nats"] = {{"ok", gauges_->connected()}, {"endpoint", cfg_.nats}, {"loads", loads}};
+    }
     if (workers_.empty()) {
       status = 503;
       j["status"] = "no worker serving '" + cfg_.model + "' is registered";
@@ -300,6 +320,17 @@ void Router::metrics(const std::shared_ptr<Exchange>& ex) {
   metric("mmrt_router_passed_on_total", "counter",
          "Tries passed to the next worker (a refusal, or no connection).",
          static_cast<double>(passed_on_.load()));
+  if (gauges_) {
+    metric("mmrt_router_nats_up", "gauge", "1 while connected to NATS.", gauges_->connected());
+    metric("mmrt_router_gauge_gaps_total", "counter", "Load gauges missed (sequence gaps).",
+           static_cast<double>(gauges_->gaps()));
+    metric("mmrt_router_gauges_ignored_total", "counter",
+           "Load gauges ignored (malformed, unknown worker, stale).",
+           static_cast<double>(gauges_->ignored()));
+    metric("mmrt_router_load_overrides_total", "counter",
+           "Requests sent off their affinity worker for its load.",
+           static_cast<double>(load_overrides_.load()));
+  }
   metric("mmrt_router_resumed_total", "counter",
          "Streams resumed on another worker after a failure mid-stream.",
          static_cast<double>(resumed_.load()));
@@ -376,8 +407,14 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     workers = workers_;
   }
   const std::string* auth = req.header("authorization");
-  const std::vector<size_t> order =
+  std::vector<size_t> order =
       rendezvous_order(affinity_key(req.path(), req.body, auth ? *auth : ""), workers);
+  if (gauges_) {
+    std::vector<int64_t> load(workers.size(), -1);
+    for (size_t i = 0; i < workers.size(); ++i)
+      if (auto g = gauges_->get(workers[i].id, 1000)) load[i] = g->running + g->waiting;
+    if (balance_order(order, load, cfg_.balance_abs, cfg_.balance_rel)) ++load_overrides_;
+  }
   if (order.empty()) {
     ++no_worker_;
     return ex->post([ex, model = cfg_.model] {

@@ -7,7 +7,9 @@
 // fails before any byte of the answer, passes the request to the next worker; when none takes
 // it the client gets the last refusal (429 with its reason and Retry-After) at once. Answers,
 // streamed or whole, are relayed as they come, with `x-mmrt-worker` naming the worker; a client
-// that goes away cancels the request on its worker (the connection to it is closed).
+// that goes away cancels the request on its worker (the connection to it is closed). With NATS,
+// the workers' load gauges (cluster/load_gauges.h) move a request off its affinity worker when
+// that one is far busier than another.
 #pragma once
 
 #include <chrono>
@@ -28,6 +30,9 @@ struct RouterConfig {
   std::chrono::milliseconds connect_timeout{1000};  // to a worker
   std::chrono::milliseconds drain_timeout{10000};   // at SIGTERM: requests in flight finish
   int64_t max_in_flight = 1024;                     // requests relayed at once (503 beyond)
+  std::string nats;  // nats://host:port of the workers' load gauges ("": affinity order only)
+  int64_t balance_abs = 8;  // the load override's thresholds (routing.h, balance_order)
+  double balance_rel = 2.0;
   std::function<void(int port)> on_listen;
 };
 

@@ -49,4 +49,19 @@ std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>
   return out;
 }
 
+bool balance_order(std::vector<size_t>& order, const std::vector<int64_t>& load, int64_t abs,
+                   double rel) {
+  if (order.size() < 2 || load[order[0]] < 0) return false;
+  size_t best = 0;
+  for (size_t k = 1; k < order.size(); ++k)
+    if (load[order[k]] >= 0 && load[order[k]] < load[order[best]]) best = k;
+  const int64_t first = load[order[0]], least = load[order[best]];
+  if (best == 0 || first - least <= abs ||
+      static_cast<double>(first) <= rel * static_cast<double>(least))
+    return false;
+  std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(best),
+              order.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  return true;
+}
+
 }  // namespace mmrt::cluster

@@ -23,4 +23,12 @@ uint64_t affinity_key(std::string_view path, std::string_view body, std::string_
 // Indices of `workers`, in the order to try them for `key`.
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers);
 
+// The load override (sgl-router's rule, with thresholds for CPU-sized workers): when the first
+// worker in `order` carries `abs` more requests (running + waiting) than the least loaded one
+// and over `rel` times its load, that one moves to the front. `load[i]` is worker i's load,
+// -1 when unknown (no fresh gauge): unknown workers are neither moved nor compared. True when
+// it moved one.
+bool balance_order(std::vector<size_t>& order, const std::vector<int64_t>& load, int64_t abs,
+                   double rel);
+
 }  // namespace mmrt::cluster

@@ -42,6 +42,9 @@ struct ServerConfig {
   // "" while the server may take requests; otherwise why not (e.g. it lost its cluster lease):
   // /health and new completion requests answer 503 with it. Called on an I/O thread.
   std::function<std::string()> out_of_service;
+  // Every 250 ms once the model is loaded: the engine's stats and the completion requests in
+  // flight (e.g. for load gauges). Called on an I/O thread: must not block.
+  std::function<void(const engine::EngineStats&, int64_t in_flight)> on_stats;
 };
 
 // The model's name in the API when none is configured: the checkpoint directory's name.

@@ -428,6 +428,9 @@ void Service::tick() {
         if (auto r = w.lock()) rts.push_back(std::move(r));
     }
     for (auto& r : rts) r->post_tick();
+    if (cfg_.on_stats)
+      if (engine::Engine* e = engine())
+        cfg_.on_stats(e->stats(), static_cast<int64_t>(calls.size()));
     return;
   }
   const int64_t now = now_ns();

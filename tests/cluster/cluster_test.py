@@ -90,16 +90,51 @@ class Etcd:
         self.proc.wait()
 
 
+class Nats:
+    def __init__(self, work, port=None):
+        exe = shutil.which("nats-server") or "/usr/sbin/nats-server"
+        if not os.path.exists(exe):
+            raise RuntimeError("nats-server is not installed (Debian nats-server; scripts/setup.sh)")
+        self.port = port or free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(work, "nats.log"), "a")
+        self.proc = subprocess.Popen([exe, "-a", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        until("nats", self.answers, 20)
+
+    def answers(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                return s.recv(4096).startswith(b"INFO")
+        except OSError:
+            return False
+
+    def publish(self, subject, payload):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.recv(4096)  # INFO
+            data = payload.encode()
+            s.sendall(b"CONNECT {\"verbose\":false}\r\nPUB " + subject.encode() + b" " +
+                      str(len(data)).encode() + b"\r\n" + data + b"\r\nPING\r\n")
+            buf = b""
+            while b"PONG" not in buf:
+                buf += s.recv(4096)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
 def b64(s):
     return base64.b64encode(s.encode()).decode()
 
 
 class Router:
-    def __init__(self, mmrt, work, etcd_url):
+    def __init__(self, mmrt, work, etcd_url, nats_url=None):
         self.log_path = os.path.join(work, "router.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([mmrt, "router", "--etcd", etcd_url, "--served-model-name",
-                                      MODEL, "--port", "0", "--poll-ms", "100"],
+                                      MODEL, "--port", "0", "--poll-ms", "100"] +
+                                     (["--nats", nats_url] if nats_url else []),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.port = until("the router to listen", self.find_port, 30)
 
@@ -160,16 +195,59 @@ def main():
         subprocess.run([a.mmrt, "make-tiny-model", "--arch", "qwen2-vl", "--out", model],
                        check=True, stdout=subprocess.DEVNULL)
     etcd = Etcd(a.work)
+    nats = Nats(a.work)
     workers, router = [], None
     try:
         for _ in range(2):
             workers.append(Server(a.mmrt, model, a.work, "--cluster-etcd", etcd.url,
-                                  "--cluster-ttl", str(TTL), "--served-model-name", MODEL))
-        router = Router(a.mmrt, a.work, etcd.url)
+                                  "--cluster-ttl", str(TTL), "--served-model-name", MODEL,
+                                  "--cluster-nats", nats.url))
+        router = Router(a.mmrt, a.work, etcd.url, nats.url)
         ids = until("both workers at the router", lambda: len(router.workers()) == 2 and
                     router.workers(), 15)
         st, h = router.health()
         check(st == 200 and h["etcd"]["ok"], f"/health: 2 workers, etcd answers ({ids})")
+        loads = lambda: router.health()[1].get("nats", {}).get("loads", {})  # noqa: E731
+        until("both workers' load gauges", lambda: sorted(loads()) == ids, 5)
+        check(router.health()[1]["nats"]["ok"], "NATS: both workers' load gauges reach the router")
+
+        # Forged and malformed gauges are ignored, with a log line.
+        nats.publish("mmrt.load.ghost", json.dumps({"id": "ghost", "seq": 1, "waiting": 0,
+                                                    "running": 0, "in_flight": 0,
+                                                    "kv_usage": 0}))
+        nats.publish("mmrt.load." + ids[0], "{not json")
+        nats.publish("mmrt.load." + ids[0], json.dumps({"id": ids[1], "seq": 10**9, "waiting": 99,
+                                                        "running": 99, "in_flight": 0,
+                                                        "kv_usage": 0}))
+        time.sleep(0.3)
+        log = open(router.log_path).read()
+        check(hu.metric(router.port, "mmrt_router_gauges_ignored_total") >= 3 and
+              "no worker 'ghost' is registered" in log and "not a JSON object" in log and
+              "is not its subject's" in log and loads().get(ids[1], {}).get("running", 0) < 99,
+              "NATS: a gauge of an unknown worker, a malformed one and one under another "
+              "worker's subject are ignored, with log lines")
+
+        # A far busier affinity worker: the request goes to the other.
+        conv_b = [{"role": "user", "content": "Which worker am I on?"}]
+        busy_id = header(post(router.port, chat(conv_b))[1], "x-mmrt-worker")
+        busy = next(w for w in workers if busy_id.startswith(f"127.0.0.1:{w.port}-"))
+        hold = []
+        for i in range(12):
+            sk = socket.create_connection(("127.0.0.1", busy.port), timeout=60)
+            sk.sendall(hu.raw(busy.port, "POST", "/v1/chat/completions", chat(
+                [{"role": "user", "content": f"hold {i}"}], stream=True, max_tokens=4000,
+                ignore_eos=True)))
+            hold.append(sk)
+        until("the busy worker's gauge", lambda: loads().get(busy_id, {}).get("running", 0) >= 10, 5)
+        moved = header(post(router.port, chat(conv_b))[1], "x-mmrt-worker")
+        for sk in hold:
+            sk.close()
+        # Closed connections cancel their requests: the load goes.
+        until("the held streams to be cancelled",
+              lambda: loads().get(busy_id, {}).get("running", 99) <= 1, 10)
+        check(moved != busy_id and hu.metric(router.port, "mmrt_router_load_overrides_total") >= 1,
+              f"NATS: with 12 streams on its affinity worker, a conversation's turn goes to the "
+              f"other worker ({moved})")
 
         # The same answer as a worker's own, whole and streamed.
         conv = [{"role": "user", "content": "Tell me about routers."}]
@@ -291,6 +369,15 @@ def main():
         check(dropped_s <= TTL + 1 and sts == [200] * 4,
               f"kill -9: dropped after {dropped_s:.1f} s, requests served by the other worker")
 
+        # NATS restarted: the gauges come back without restarting anyone.
+        nats.kill()
+        until("the router to see NATS gone", lambda: not router.health()[1]["nats"]["ok"], 5)
+        nats = Nats(a.work, nats.port)
+        until("the gauges after the restart",
+              lambda: router.health()[1]["nats"]["ok"] and len(loads()) == len(router.workers()),
+              10)
+        check(True, "NATS restarted: the router reconnects and the gauges resume")
+
         # etcd gone: routing on the last view, said so.
         etcd.kill()
         time.sleep(0.5)
@@ -307,6 +394,8 @@ def main():
                 w.stop()
         if etcd.proc.poll() is None:
             etcd.kill()
+        if nats.proc.poll() is None:
+            nats.kill()
     if failures:
         print(f"{len(failures)} failed", file=sys.stderr)
         sys.exit(1)

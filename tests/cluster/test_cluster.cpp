@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster/etcd.h"
+#include "cluster/load_gauges.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
@@ -196,4 +197,37 @@ TEST(StreamRelay, AReplayContinuesTheStreamWithoutLossOrRepeat) {
     for (size_t at = 0; (at = out.find("[DONE]", at)) != std::string::npos; ++at) ++dones;
     EXPECT_EQ(dones, 1u);
   }
+}
+
+// The load override moves the least loaded worker to the front only when the first carries
+// over `abs` more requests and over `rel` times its load; workers without a fresh gauge are
+// left where they are.
+TEST(Routing, TheLoadOverrideNeedsALargeImbalance) {
+  std::vector<size_t> order = {2, 0, 1};
+  EXPECT_FALSE(balance_order(order, {10, 9, 18}, 8, 2.0)) << "9 more, but not over 2x";
+  EXPECT_FALSE(balance_order(order, {5, 4, 12}, 8, 2.0)) << "8 more: not over the absolute bound";
+  EXPECT_EQ(order, (std::vector<size_t>{2, 0, 1}));
+  EXPECT_TRUE(balance_order(order, {10, 9, 18}, 8, 1.0));
+  EXPECT_EQ(order, (std::vector<size_t>{1, 2, 0})) << "the least loaded first, the rest in order";
+  order = {2, 0, 1};
+  EXPECT_FALSE(balance_order(order, {-1, -1, 40}, 8, 2.0)) << "nobody else is known";
+  EXPECT_FALSE(balance_order(order, {0, 0, -1}, 8, 2.0)) << "the first is not known";
+  EXPECT_TRUE(balance_order(order, {-1, 1, 40}, 8, 2.0));
+  EXPECT_EQ(order, (std::vector<size_t>{1, 2, 0}));
+}
+
+TEST(LoadGauge, RoundTripsAndRefusesBadPayloads) {
+  LoadGauge g{"w-1", 7, 3, 4, 9, 0.25};
+  const LoadGauge back = parse_load_gauge(to_json(g));
+  EXPECT_EQ(back.id, "w-1");
+  EXPECT_EQ(back.seq, 7);
+  EXPECT_EQ(back.running, 4);
+  EXPECT_DOUBLE_EQ(back.kv_usage, 0.25);
+  for (const char* bad :
+       {"", "[]", R"({"seq":1,"waiting":0,"running":0,"in_flight":0,"kv_usage":0})",
+        R"({"id":"w","seq":-1,"waiting":0,"running":0,"in_flight":0,"kv_usage":0})",
+        R"({"id":"w","seq":1,"waiting":0,"running":0,"in_flight":0,"kv_usage":2})",
+        R"({"id":"w","seq":1,"waiting":"0","running":0,"in_flight":0,"kv_usage":0})"})
+    EXPECT_THROW(parse_load_gauge(bad), FormatError) << bad;
+  EXPECT_THROW(parse_load_gauge(std::string(5000, ' ')), FormatError);
 }

@@ -1,0 +1,222 @@
+#include "cluster/load_gauges.h"
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/clock.h"
+#include "core/error.h"
+
+namespace mmrt::cluster {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxGaugeBytes = 4096;
+
+natsConnection* connect(const std::string& url, const std::string& what) {
+  natsOptions* opts = nullptr;
+  natsConnection* nc = nullptr;
+  natsStatus s = natsOptions_Create(&opts);
+  if (s == NATS_OK) s = natsOptions_SetURL(opts, url.c_str());
+  if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // forever
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 1000);
+  // Not up yet: keep trying in the background (the gauges start when it answers).
+  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
+  if (s == NATS_OK) s = natsConnection_Connect(&nc, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED)
+    throw Unavailable("NATS at " + url + " (" + what + "): " + natsStatus_GetText(s));
+  return nc;
+}
+
+int64_t count(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
+    throw FormatError(std::string("load gauge: '") + name + "' is not a count");
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+std::string to_json(const LoadGauge& g) {
+  return json{{"id", g.id},
+              {"seq", g.seq},
+              {"waiting", g.waiting},
+              {"running", g.running},
+              {"in_flight", g.in_flight},
+              {"kv_usage", g.kv_usage}}
+      .dump();
+}
+
+LoadGauge parse_load_gauge(std::string_view s) {
+  if (s.size() > kMaxGaugeBytes) throw FormatError("load gauge: over 4 KiB");
+  const json j = json::parse(s.begin(), s.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw FormatError("load gauge: not a JSON object");
+  LoadGauge g;
+  auto id = j.find("id");
+  if (id == j.end() || !id->is_string() || id->get_ref<const std::string&>().empty() ||
+      id->get_ref<const std::string&>().size() > 256)
+    throw FormatError("load gauge: 'id' is not a short string");
+  g.id = id->get<std::string>();
+  g.seq = count(j, "seq");
+  g.waiting = count(j, "waiting");
+  g.running = count(j, "running");
+  g.in_flight = count(j, "in_flight");
+  auto kv = j.find("kv_usage");
+  if (kv == j.end() || !kv->is_number() || kv->get<double>() < 0 || kv->get<double>() > 1)
+    throw FormatError("load gauge: 'kv_usage' is not in 0-1");
+  g.kv_usage = kv->get<double>();
+  return g;
+}
+
+// ---- publisher ----
+
+struct GaugePublisher::Impl {
+  natsConnection* nc = nullptr;
+  std::string subject, id;
+  int64_t period_ms = 250;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::optional<LoadGauge> latest;
+  std::thread thread;
+};
+
+GaugePublisher::GaugePublisher(const std::string& url, std::string id, int64_t period_ms)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.nc = connect(url, "publishing load gauges");
+  m.id = std::move(id);
+  m.subject = kLoadSubject + m.id;
+  m.period_ms = period_ms;
+  m.thread = std::thread([&m] {
+    int64_t seq = 0;
+    std::unique_lock<std::mutex> lk(m.mu);
+    while (!m.cv.wait_for(lk, std::chrono::milliseconds(m.period_ms), [&] { return m.stop; })) {
+      if (!m.latest) continue;
+      LoadGauge g = *m.latest;
+      g.id = m.id;
+      g.seq = ++seq;
+      lk.unlock();
+      // Buffered while disconnected (libnats' reconnect buffer), dropped past it: a gauge is
+      // superseded by the next one anyway.
+      natsConnection_PublishString(m.nc, m.subject.c_str(), to_json(g).c_str());
+      lk.lock();
+    }
+  });
+}
+
+GaugePublisher::~GaugePublisher() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  impl_->thread.join();
+  natsConnection_Destroy(impl_->nc);
+}
+
+void GaugePublisher::set(const LoadGauge& g) {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->latest = g;
+}
+
+// ---- board ----
+
+struct GaugeBoard::Impl {
+  natsConnection* nc = nullptr;
+  natsSubscription* sub = nullptr;
+  std::function<bool(const std::string&)> known;
+  mutable std::mutex mu;
+  struct Entry {
+    LoadGauge g;
+    int64_t at_ns = 0;
+  };
+  std::map<std::string, Entry> latest;
+  std::set<std::string> logged;
+  std::atomic<int64_t> gaps{0}, ignored{0};
+
+  void ignore(const std::string& key, const std::string& why) {
+    ++ignored;
+    std::lock_guard<std::mutex> lk(mu);
+    if (logged.size() < 1024 && logged.insert(key + "\n" + why).second)
+      std::fprintf(stderr, "mmrt router: ignoring a load gauge (%s): %s\n", key.c_str(),
+                   why.c_str());
+  }
+
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+    auto& m = *static_cast<Impl*>(closure);
+    const std::string subject = natsMsg_GetSubject(msg);
+    const std::string_view data(natsMsg_GetData(msg),
+                                static_cast<size_t>(natsMsg_GetDataLength(msg)));
+    LoadGauge g;
+    try {
+      g = parse_load_gauge(data);
+    } catch (const std::exception& e) {
+      m.ignore(subject, e.what());
+      natsMsg_Destroy(msg);
+      return;
+    }
+    natsMsg_Destroy(msg);
+    if (subject != kLoadSubject + g.id)
+      return m.ignore(subject, "its id '" + g.id + "' is not its subject's");
+    if (!m.known(g.id)) return m.ignore(subject, "no worker '" + g.id + "' is registered");
+    std::lock_guard<std::mutex> lk(m.mu);
+    Entry& e = m.latest[g.id];
+    // A restarted worker starts again at 1 (it has a new id: ids carry the process id).
+    if (e.at_ns != 0 && g.seq <= e.g.seq) {
+      ++m.ignored;
+      return;
+    }
+    if (e.at_ns != 0 && g.seq > e.g.seq + 1) m.gaps += g.seq - e.g.seq - 1;
+    e = {std::move(g), now_ns()};
+  }
+};
+
+GaugeBoard::GaugeBoard(const std::string& url, std::function<bool(const std::string&)> known)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->known = std::move(known);
+  impl_->nc = connect(url, "reading load gauges");
+  const std::string all = std::string(kLoadSubject) + ">";
+  const natsStatus s =
+      natsConnection_Subscribe(&impl_->sub, impl_->nc, all.c_str(), Impl::on_msg, impl_.get());
+  if (s != NATS_OK) {
+    natsConnection_Destroy(impl_->nc);
+    throw Unavailable("NATS at " + url + ": cannot subscribe to " + all + ": " +
+                      natsStatus_GetText(s));
+  }
+}
+
+GaugeBoard::~GaugeBoard() {
+  natsSubscription_Unsubscribe(impl_->sub);
+  natsSubscription_Destroy(impl_->sub);
+  natsConnection_Destroy(impl_->nc);
+}
+
+std::optional<LoadGauge> GaugeBoard::get(const std::string& id, int64_t max_age_ms) const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  auto it = impl_->latest.find(id);
+  if (it == impl_->latest.end() || now_ns() - it->second.at_ns > max_age_ms * 1'000'000)
+    return std::nullopt;
+  return it->second.g;
+}
+
+bool GaugeBoard::connected() const {
+  return natsConnection_Status(impl_->nc) == NATS_CONN_STATUS_CONNECTED;
+}
+int64_t GaugeBoard::gaps() const {
+  return impl_->gaps.load();
+}
+int64_t GaugeBoard::ignored() const {
+  return impl_->ignored.load();
+}
+
+}  // namespace mmrt::cluster
