@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""The cluster end to end (docs/scale-out.md): a real etcd, two `mmrt serve --cluster-etcd`
-workers on the tiny checkpoint and `mmrt router`, all on loopback, each in its own process.
+"""The cluster end to end (docs/scale-out.md): a real etcd, a real NATS, two (for a while
+three) `mmrt serve --cluster-etcd --cluster-nats` workers on the tiny checkpoint and
+`mmrt router`, all on loopback, each in its own process.
 
-Checks: the router's answers equal a worker's own (whole and streamed); every turn of a
-conversation lands on one worker and conversations spread over both, with a prefix-cache hit
-rate above round-robin's; a request every worker refuses is refused by the router with the
-worker's reason at once; malformed etcd values and a worker of another model are not used; a
-worker frozen past its lease is dropped and rejoins when it wakes; a worker killed with -9 is
-dropped within its TTL and the others serve on; with etcd killed the router routes on its last
-view and says so in /health and /metrics.
+Checks: load gauges reach the router, forged or malformed ones are ignored, a far busier
+affinity worker is passed over; the router's answers equal a worker's own (whole and
+streamed); every turn of a conversation lands on one worker and conversations spread over
+both, with a prefix-cache hit rate above round-robin's; a request every worker refuses is
+refused by the router with the worker's reason at once; malformed etcd values and a worker of
+another model are not used; a cut router-worker link passes the request on at once, a cut
+worker-etcd link drops the worker from the view until it registers again; a worker frozen past
+its lease is dropped and rejoins when it wakes; a worker killed with -9 mid-stream: the stream
+completes on the other worker, text equal to an undisturbed run; NATS restarted; with etcd
+killed the router routes on its last view and says so in /health and /metrics.
 Usage: cluster_test.py --mmrt BIN --work DIR"""
 import argparse
 import base64
@@ -19,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -122,6 +127,74 @@ class Nats:
     def kill(self):
         self.proc.kill()
         self.proc.wait()
+
+
+class CutProxy:
+    """A TCP proxy on loopback standing for a network link (netem is not in this kernel): it
+    forwards to `target` until cut() (open connections are closed, new ones refused), and again
+    after restore()."""
+
+    def __init__(self, target=None):
+        self.target = target
+        self.port = free_port()
+        self.conns = []
+        self.lock = threading.Lock()
+        self.listener = None
+        self.restore()
+
+    def restore(self):
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", self.port))
+        self.listener.listen(64)
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def cut(self):
+        try:  # wakes the accept() blocked on it (close alone would leave it listening)
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                c.close()
+            self.conns = []
+
+    def _accept(self, listener):
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def b64(s):
@@ -314,6 +387,39 @@ def main():
         check(router.workers() == ids and "ignoring /mmrt/workers/garbage" in log and
               "serves 'another-model'" in log,
               "a malformed value and a worker of another model: ignored, with a log line")
+
+        # Cut links (a proxy stands for each: netem is not in this kernel). A third worker is
+        # reached by the router through one proxy and reaches etcd through another.
+        to_worker, to_etcd = CutProxy(), CutProxy(etcd.port)
+        third = Server(a.mmrt, model, a.work, "--cluster-etcd", f"http://127.0.0.1:{to_etcd.port}",
+                       "--cluster-ttl", str(TTL), "--served-model-name", MODEL,
+                       "--advertise-url", f"http://127.0.0.1:{to_worker.port}")
+        to_worker.target = third.port
+        until("the third worker at the router", lambda: len(router.workers()) == 3, 10)
+        third_id = next(i for i in router.workers() if i not in ids)
+        conv3 = next(c for c in ([{"role": "user", "content": f"link test {i}"}] for i in range(64))
+                     if header(post(router.port, chat(c))[1], "x-mmrt-worker") == third_id)
+        to_worker.cut()
+        st, hd, _ = post(router.port, chat(conv3))
+        passed = st == 200 and header(hd, "x-mmrt-worker") != third_id
+        to_worker.restore()
+        back = header(post(router.port, chat(conv3))[1], "x-mmrt-worker") == third_id
+        check(passed and back, "router-worker link cut: the conversation is served by another "
+              "worker at once; restored: back on its own")
+        to_etcd.cut()
+        t0 = time.time()
+        until("the cut-off worker to leave the router's view", lambda: len(router.workers()) == 2,
+              TTL + 5)
+        left_s = time.time() - t0
+        still = hu.request(third.port, "GET", "/health")[0] == 200
+        to_etcd.restore()
+        until("the cut-off worker to rejoin", lambda: len(router.workers()) == 3, TTL + 10)
+        log = open(third.log_path).read()
+        check(still and "lease lapsed" in log,
+              f"worker-etcd link cut: dropped from the router's view after {left_s:.1f} s, kept "
+              "serving what reached it; restored: told its lease was gone, registered again")
+        third.stop()
+        until("the third worker to leave", lambda: len(router.workers()) == 2, TTL + 5)
 
         # Frozen past its lease: dropped; served by the other; back when it wakes.
         frozen = workers[0]
