@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/attempt.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
 #include "cluster/routing.h"
@@ -38,105 +39,6 @@ HttpResponse error_response(int status, const std::string& type, const std::stri
   return r;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// Headers that belong to one connection, not to the request or answer relayed.
-bool hop_by_hop(const std::string& name) {
-  static const std::set<std::string> kNames = {"connection", "keep-alive",     "transfer-encoding",
-                                               "te",         "trailer",        "upgrade",
-                                               "host",       "content-length", "expect",
-                                               "date",       "server"};
-  return kNames.count(name) > 0;
-}
-
-constexpr size_t kMaxBufferedAnswer = 64 << 20;  // a whole (not streamed) answer
-
-// One try of one request on one worker.
-struct Attempt {
-  std::shared_ptr<Exchange> ex;
-  std::shared_ptr<std::atomic<bool>> gone;
-  const std::atomic<bool>* abort_all = nullptr;
-  std::string worker_id;
-  bool may_pass_on = false;      // another worker is left to try
-  StreamRelay* relay = nullptr;  // the request's stream, across its workers
-  bool* begun = nullptr;         // the client's stream has begun (by this worker or an earlier)
-  int status = 0;
-  Headers headers;
-  std::string content_type;
-  bool decided = false, passing_on = false, streaming = false, overflow = false;
-  std::string body;  // buffered (a whole answer, or a refusal held back)
-
-  HttpResponse response_head() const {
-    HttpResponse r;
-    r.status = status;
-    r.content_type = content_type.empty() ? "application/json" : content_type;
-    r.headers = headers;
-    r.headers.emplace_back("x-mmrt-worker", worker_id);
-    return r;
-  }
-};
-
-size_t on_header(char* p, size_t size, size_t n, void* user) {
-  auto& a = *static_cast<Attempt*>(user);
-  std::string line(p, size * n);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  if (line.rfind("HTTP/", 0) == 0) {  // a status line (again after a 100 Continue)
-    const size_t sp = line.find(' ');
-    a.status = sp == std::string::npos ? 0 : std::atoi(line.c_str() + sp + 1);
-    a.headers.clear();
-    a.content_type.clear();
-    return size * n;
-  }
-  const size_t colon = line.find(':');
-  if (colon == std::string::npos) return size * n;
-  std::string name = lower(line.substr(0, colon)), value = line.substr(colon + 1);
-  value.erase(0, value.find_first_not_of(" \t"));
-  if (name == "content-type")
-    a.content_type = value;
-  else if (!hop_by_hop(name))
-    a.headers.emplace_back(std::move(name), std::move(value));
-  return size * n;
-}
-
-size_t on_body(char* p, size_t size, size_t n, void* user) {
-  auto& a = *static_cast<Attempt*>(user);
-  if (a.gone->load() || a.abort_all->load()) return 0;
-  if (!a.decided) {
-    a.decided = true;
-    a.passing_on = a.may_pass_on && (a.status == 429 || a.status == 503);
-    a.streaming =
-        !a.passing_on && a.status == 200 && a.content_type.rfind("text/event-stream", 0) == 0;
-    if (a.streaming && !*a.begun) {
-      *a.begun = true;
-      a.ex->post([ex = a.ex, head = a.response_head()]() mutable {
-        if (!ex->aborted()) ex->begin_stream(std::move(head));
-      });
-    }
-  }
-  if (a.streaming) {
-    std::string out = a.relay->feed(std::string_view(p, size * n));
-    if (!out.empty())
-      a.ex->post([ex = a.ex, out = std::move(out)]() mutable {
-        if (!ex->aborted()) ex->write(std::move(out));
-      });
-  } else {
-    if (a.body.size() + size * n > kMaxBufferedAnswer) {
-      a.overflow = true;
-      return 0;
-    }
-    a.body.append(p, size * n);
-  }
-  return size * n;
-}
-
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto& a = *static_cast<Attempt*>(user);
-  return a.gone->load() || a.abort_all->load() ? 1 : 0;
-}
-
 }  // namespace
 
 class Router {
@@ -145,6 +47,7 @@ class Router {
   ~Router() {
     gauges_.reset();
     stop_polling();
+    for (CURL* c : handles_) curl_easy_cleanup(c);
   }
 
   void start_polling() {
@@ -202,6 +105,7 @@ class Router {
       saturated_{0}, resumed_{0};
   std::set<std::string> logged_;  // poller thread only
   std::unique_ptr<GaugeBoard> gauges_;
+  std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};
   std::thread poller_;
 };
@@ -440,8 +344,17 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   }
   StreamRelay relay;
   bool begun = false;
-  CURL* c = curl_easy_init();
-  if (!c) throw ResourceExhausted("cannot create an HTTP client for the worker");
+  // A handle from the pool keeps its connections to the workers open between requests.
+  CURL* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!handles_.empty()) {
+      c = handles_.back();
+      handles_.pop_back();
+    }
+  }
+  if (!c && !(c = curl_easy_init()))
+    throw ResourceExhausted("cannot create an HTTP client for the worker");
   curl_slist* headers = nullptr;
   for (const auto& [name, value] : req.headers)
     if (!hop_by_hop(name)) headers = curl_slist_append(headers, (name + ": " + value).c_str());
@@ -532,7 +445,10 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     break;
   }
   curl_slist_free_all(headers);
-  curl_easy_cleanup(c);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    handles_.push_back(c);
+  }
   if (gone->load() || errors == "done") return;
   if (begun) {  // a stream no worker could resume
     ++failed_;
