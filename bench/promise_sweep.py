@@ -244,39 +244,45 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--serve-arg", action="append", default=[])
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seeds", help="comma list: every rate and policy once per seed (seeds "
+                    "interleaved with policies, so each pair of policies meets the same traces "
+                    "and the same stretch of machine noise); a summary of goodput per seed and "
+                    "its mean follows the table")
     ap.add_argument("--records", help="write every request's record (JSON lines) here")
     a = ap.parse_args()
     image_url = png_448x336()
     rates = [float(x) for x in a.rates.split(",")]
     results = []
     work = tempfile.mkdtemp(prefix="promise_")
-    for rate in rates:
-        for policy in a.policies.split(","):
-            # The server tests' process wrapper: starts `mmrt serve`, waits for /health, stops it
-            # with SIGTERM (its log: WORK/serveN.log).
-            srv = Server(a.mmrt, a.model, work, "--policy", policy, "--max-requests", "100000",
-                         "--max-connections", "100000", *a.serve_arg)
-            try:
-                recs = asyncio.run(open_loop(srv.port, rate, a.duration, a.seed, image_url))
-                work_done = engine_work(srv.port)
-            finally:
-                srv.stop()
-            if a.records:
-                with open(a.records, "a") as f:
-                    for r in recs:
-                        f.write(json.dumps({"policy": policy, "rate": rate, **r}) + "\n")
-            s = summarize(recs, a.duration)
-            s.update({"policy": policy, "rate": rate, "engine": work_done})
-            results.append(s)
-            print(f"rate {rate:g} {policy}: sent {s['sent']}, refused {s['refused']} "
-                  f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
-                  f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
-                  f"{s['classes']['gold']['late_pct']} %), refused late {s['refused_late']} "
-                  f"(after {s['refused_late_ms_p50']:.0f} ms p50), goodput {s['goodput_rps']}/s (weighted "
-                  f"{s['weighted_goodput']}), client-"
-                  f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
-                  f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}; engine "
-                  f"{work_done}", file=sys.stderr, flush=True)
+    seeds = [int(x) for x in a.seeds.split(",")] if a.seeds else [a.seed]
+    runs = [(r, sd, p) for r in rates for sd in seeds for p in a.policies.split(",")]
+    for rate, seed, policy in runs:
+        # The server tests' process wrapper: starts `mmrt serve`, waits for /health, stops it
+        # with SIGTERM (its log: WORK/serveN.log).
+        srv = Server(a.mmrt, a.model, work, "--policy", policy, "--max-requests", "100000",
+                     "--max-connections", "100000", *a.serve_arg)
+        try:
+            recs = asyncio.run(open_loop(srv.port, rate, a.duration, seed, image_url))
+            work_done = engine_work(srv.port)
+        finally:
+            srv.stop()
+        if a.records:
+            with open(a.records, "a") as f:
+                for r in recs:
+                    f.write(json.dumps({"policy": policy, "rate": rate, "seed": seed, **r}) +
+                            "\n")
+        s = summarize(recs, a.duration)
+        s.update({"policy": policy, "rate": rate, "seed": seed, "engine": work_done})
+        results.append(s)
+        print(f"rate {rate:g} seed {seed} {policy}: sent {s['sent']}, refused {s['refused']} "
+              f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
+              f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
+              f"{s['classes']['gold']['late_pct']} %), refused late {s['refused_late']} "
+              f"(after {s['refused_late_ms_p50']:.0f} ms p50), goodput {s['goodput_rps']}/s (weighted "
+              f"{s['weighted_goodput']}), client-"
+              f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
+              f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}; engine "
+              f"{work_done}", file=sys.stderr, flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
@@ -294,6 +300,17 @@ def main():
               f"{s['client_minus_server_ttft_ms_p50']} | {c['platinum']['tpot_p99_ms']} / "
               f"{c['gold']['tpot_p99_ms']} | "
               f"{c['platinum']['tpot_over'] + c['gold']['tpot_over']} |")
+    if len(seeds) > 1:
+        print("\n| rate | policy | goodput /s per seed | mean | weighted per seed | mean |")
+        print("|---|---|---|---|---|---|")
+        for rate in rates:
+            for policy in a.policies.split(","):
+                g = [s["goodput_rps"] for s in results if s["rate"] == rate and s["policy"] == policy]
+                w = [s["weighted_goodput"] for s in results
+                     if s["rate"] == rate and s["policy"] == policy]
+                print(f"| {rate:g} | {policy} | {' / '.join(map(str, g))} | "
+                      f"{statistics.mean(g):.2f} | {' / '.join(map(str, w))} | "
+                      f"{statistics.mean(w):.2f} |")
 
 
 if __name__ == "__main__":
