@@ -1,6 +1,7 @@
 #include "cluster/attempt.h"
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -49,8 +50,26 @@ size_t on_header(char* p, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+namespace {
+
+size_t relay_body(char* p, size_t size, size_t n, Attempt& a);
+
+}  // namespace
+
 size_t on_body(char* p, size_t size, size_t n, void* user) {
-  auto& a = *static_cast<Attempt*>(user);
+  // No exception may cross libcurl (C): one ends this try as a failed transfer.
+  try {
+    return relay_body(p, size, n, *static_cast<Attempt*>(user));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mmrt router: relaying worker %s's answer: %s\n",
+                 static_cast<Attempt*>(user)->worker_id.c_str(), e.what());
+    return 0;
+  }
+}
+
+namespace {
+
+size_t relay_body(char* p, size_t size, size_t n, Attempt& a) {
   if (a.gone->load() || a.abort_all->load()) return 0;
   if (!a.decided) {
     a.decided = true;
@@ -79,6 +98,8 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
   }
   return size * n;
 }
+
+}  // namespace
 
 int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto& a = *static_cast<Attempt*>(user);

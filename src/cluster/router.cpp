@@ -399,6 +399,8 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       // The worker failed mid-stream: the next one replays the request; the relay drops what
       // the client already has.
       if (a->streaming) relay.replay();
+      std::fprintf(stderr, "mmrt router: worker %s failed mid-stream (%s): resuming on the next\n",
+                   w.id.c_str(), curl_easy_strerror(rc));
       ++passed_on_;
       ++resumed_;
       errors += (errors.empty() ? "" : "; ") + w.id + ": " + curl_easy_strerror(rc);
@@ -418,6 +420,9 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     }
     if (a->streaming) {
       const bool ok = rc == CURLE_OK;
+      if (!ok)
+        std::fprintf(stderr, "mmrt router: worker %s failed mid-stream (%s), no worker left\n",
+                     w.id.c_str(), curl_easy_strerror(rc));
       ok ? ++served_ : ++failed_;
       ex->post([ex, ok, id = w.id] {
         if (ex->aborted()) return;

@@ -6,6 +6,16 @@ namespace mmrt::cluster {
 
 using nlohmann::json;
 
+namespace {
+
+// Never throws: a string cut inside a UTF-8 character (a replay that differs from the answer it
+// continues) gets U+FFFD for the broken bytes.
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
 std::string StreamRelay::feed(std::string_view bytes) {
   pending_.append(bytes);
   std::string out;
@@ -44,7 +54,7 @@ std::string StreamRelay::event(std::string_view block) {
   }
   auto choices = j.find("choices");
   if (choices == j.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object())
-    return "data: " + j.dump() + "\n\n";  // usage, errors, mmrt's own chunk
+    return "data: " + dump(j) + "\n\n";  // usage, errors, mmrt's own chunk
   json& c = (*choices)[0];
   json* delta = c.contains("delta") && c["delta"].is_object() ? &c["delta"] : nullptr;
   json* text = c.contains("text") && c["text"].is_string() ? &c["text"] : nullptr;  // completions
@@ -62,7 +72,7 @@ std::string StreamRelay::event(std::string_view block) {
   if (replaying_ && s.empty() && !finish) return "";  // nothing the client lacks
   if (content) *content = s;
   sent_ += s;
-  return "data: " + j.dump() + "\n\n";
+  return "data: " + dump(j) + "\n\n";
 }
 
 }  // namespace mmrt::cluster

@@ -231,3 +231,15 @@ TEST(LoadGauge, RoundTripsAndRefusesBadPayloads) {
     EXPECT_THROW(parse_load_gauge(bad), FormatError) << bad;
   EXPECT_THROW(parse_load_gauge(std::string(5000, ' ')), FormatError);
 }
+
+// A replay that differs from the answer it continues (a worker whose numerics differ) may cut a
+// UTF-8 character where the client's text ends: the relay never throws, and what it forwards is
+// still JSON (the broken bytes as U+FFFD).
+TEST(StreamRelay, AReplayThatDiffersNeverBreaksTheStream) {
+  StreamRelay relay;
+  std::string out = relay.feed(stream_of({"ab", "c"}, "chatcmpl-a").substr(0, 200));
+  relay.replay();
+  ASSERT_NO_THROW(out += relay.feed(stream_of({"a\xc3\xa9", "\xe2\x82\xac!"}, "chatcmpl-b")));
+  int roles = 0;
+  EXPECT_NO_THROW(read_stream(out, roles));
+}
