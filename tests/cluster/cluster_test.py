@@ -269,7 +269,7 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
     etcd = Etcd(a.work)
     nats = Nats(a.work)
-    workers, router = [], None
+    workers, router, extra = [], None, []
     try:
         for _ in range(2):
             workers.append(Server(a.mmrt, model, a.work, "--cluster-etcd", etcd.url,
@@ -394,6 +394,7 @@ def main():
         third = Server(a.mmrt, model, a.work, "--cluster-etcd", f"http://127.0.0.1:{to_etcd.port}",
                        "--cluster-ttl", str(TTL), "--served-model-name", MODEL,
                        "--advertise-url", f"http://127.0.0.1:{to_worker.port}")
+        extra.append(third)  # stopped in `finally` too, should a check below raise
         to_worker.target = third.port
         until("the third worker at the router", lambda: len(router.workers()) == 3, 10)
         third_id = next(i for i in router.workers() if i not in ids)
@@ -495,7 +496,7 @@ def main():
     finally:
         if router:
             router.stop()
-        for w in workers:
+        for w in workers + extra:
             if w.proc.poll() is None:
                 w.stop()
         if etcd.proc.poll() is None:
