@@ -17,7 +17,6 @@ import random
 import socket
 import statistics
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,10 +100,7 @@ def main():
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--turns", type=int, default=3)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="cluster_affinity_")
-    name = os.path.basename(os.path.normpath(a.model))
-    ct.MODEL = name
-    etcd = ct.Etcd(work)
+    work, name, etcd = ct.bench_setup(a.model, "cluster_affinity_")
     workers, router = [], None
     try:
         for _ in range(2):

@@ -17,7 +17,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,10 +68,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--kill-after", type=int, default=50)
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="cluster_failover_")
-    name = os.path.basename(os.path.normpath(a.model))
-    ct.MODEL = name
-    etcd = ct.Etcd(work)
+    work, name, etcd = ct.bench_setup(a.model, "cluster_failover_")
     args = ("--cluster-etcd", etcd.url, "--cluster-ttl", str(TTL), "--served-model-name", name)
     workers = [Server(a.mmrt, a.model, work, *args) for _ in range(2)]
     router = ct.Router(a.mmrt, work, etcd.url)

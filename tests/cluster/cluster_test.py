@@ -231,6 +231,16 @@ class Router:
         return self.proc.wait(30)
 
 
+def bench_setup(model, prefix):
+    """The benchmarks' common start (bench/cluster_*.py, bench/router_overhead.py): a work
+    folder, the model's served name (its folder's) and a running etcd."""
+    global MODEL
+    import tempfile
+    work = tempfile.mkdtemp(prefix=prefix)
+    MODEL = os.path.basename(os.path.normpath(model))
+    return work, MODEL, Etcd(work)
+
+
 def chat(messages, **kw):
     return json.dumps({"model": MODEL, "messages": messages, "max_tokens": 6, "temperature": 0,
                        **kw}).encode()
