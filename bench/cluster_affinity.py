@@ -116,11 +116,7 @@ def main():
         run("round-robin", lambda c, t, m: turn(ports[(c + t) % 2], m), ports,
             a.conversations, a.turns, 2000)
     finally:
-        if router:
-            router.stop()
-        for w in workers:
-            w.stop()
-        etcd.kill()
+        ct.stop_cluster(router, workers, etcd)
 
 
 if __name__ == "__main__":

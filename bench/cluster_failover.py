@@ -23,7 +23,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "server"))
 import cluster_test as ct  # noqa: E402
-import http_util as hu  # noqa: E402
 from server_test import Server  # noqa: E402
 
 TTL = 2
@@ -113,10 +112,7 @@ def main():
               f"text equal to the undisturbed run {exact}/{a.trials}, dead worker out of the "
               f"router's view after {statistics.median(drops):.1f} s (TTL {TTL} s)", flush=True)
     finally:
-        router.stop()
-        for w in workers:
-            w.stop()
-        etcd.kill()
+        ct.stop_cluster(router, workers, etcd)
 
 
 if __name__ == "__main__":

@@ -78,11 +78,7 @@ def main():
               f"(p90 {sorted(direct)[int(0.9 * len(direct))]:.2f} / "
               f"{sorted(routed)[int(0.9 * len(routed))]:.2f} ms)")
     finally:
-        if router:
-            router.stop()
-        if worker:
-            worker.stop()
-        etcd.kill()
+        ct.stop_cluster(router, [worker] if worker else [], etcd)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ int run_serve(Args& args) {
   self.model = cfg.api.model_id;
   self.capacity = cfg.max_in_flight;
   for (const auto& c : cfg.engine.sla.classes) self.classes.push_back(c.name);
-  cluster::EtcdClient check(reg.etcd);  // the URL's form, before the model loads
+  cluster::check_etcd_endpoint(reg.etcd);  // before the model loads
   if (!nats.empty() && reg.etcd.empty())
     throw InvalidArgument(
         "--cluster-nats needs --cluster-etcd (the router knows workers from etcd)");

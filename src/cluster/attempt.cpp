@@ -52,23 +52,6 @@ size_t on_header(char* p, size_t size, size_t n, void* user) {
 
 namespace {
 
-size_t relay_body(char* p, size_t size, size_t n, Attempt& a);
-
-}  // namespace
-
-size_t on_body(char* p, size_t size, size_t n, void* user) {
-  // No exception may cross libcurl (C): one ends this try as a failed transfer.
-  try {
-    return relay_body(p, size, n, *static_cast<Attempt*>(user));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mmrt router: relaying worker %s's answer: %s\n",
-                 static_cast<Attempt*>(user)->worker_id.c_str(), e.what());
-    return 0;
-  }
-}
-
-namespace {
-
 size_t relay_body(char* p, size_t size, size_t n, Attempt& a) {
   if (a.gone->load() || a.abort_all->load()) return 0;
   if (!a.decided) {
@@ -100,6 +83,17 @@ size_t relay_body(char* p, size_t size, size_t n, Attempt& a) {
 }
 
 }  // namespace
+
+size_t on_body(char* p, size_t size, size_t n, void* user) {
+  // No exception may cross libcurl (C): one ends this try as a failed transfer.
+  try {
+    return relay_body(p, size, n, *static_cast<Attempt*>(user));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mmrt router: relaying worker %s's answer: %s\n",
+                 static_cast<Attempt*>(user)->worker_id.c_str(), e.what());
+    return 0;
+  }
+}
 
 int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto& a = *static_cast<Attempt*>(user);

@@ -64,8 +64,7 @@ struct EtcdClient::Impl {
 
 EtcdClient::EtcdClient(std::string endpoint, std::chrono::milliseconds timeout)
     : endpoint_(std::move(endpoint)), impl_(std::make_unique<Impl>()) {
-  if (endpoint_.rfind("http://", 0) != 0)
-    throw InvalidArgument("etcd endpoint must be http://host:port, got '" + endpoint_ + "'");
+  check_etcd_endpoint(endpoint_);
   while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
   curl_global_init(CURL_GLOBAL_DEFAULT);
   impl_->curl = curl_easy_init();
@@ -167,6 +166,11 @@ std::vector<KeyValue> EtcdClient::get_prefix(const std::string& prefix) {
 void EtcdClient::remove(const std::string& key) {
   call(impl_->curl, impl_->timeout_ms, endpoint_, "/v3/kv/deleterange",
        {{"key", base64_encode(key)}});
+}
+
+void check_etcd_endpoint(const std::string& endpoint) {
+  if (endpoint.rfind("http://", 0) != 0)
+    throw InvalidArgument("etcd endpoint must be http://host:port, got '" + endpoint + "'");
 }
 
 std::string prefix_range_end(const std::string& prefix) {

@@ -47,6 +47,10 @@ class EtcdClient {
   std::unique_ptr<Impl> impl_;
 };
 
+// InvalidArgument unless `endpoint` has the form EtcdClient takes (http://host:port): callers
+// check it before they start anything that will talk to etcd.
+void check_etcd_endpoint(const std::string& endpoint);
+
 // The end of the key range that holds exactly the keys starting with `prefix` (etcd's
 // range_end: the prefix with its last byte incremented, carries dropped; "\0" for everything).
 std::string prefix_range_end(const std::string& prefix);

@@ -10,7 +10,7 @@ Registration::Registration(RegistrationOptions opt, WorkerInfo self,
                            std::function<void(const std::string&)> log)
     : opt_(std::move(opt)), self_(std::move(self)), log_(std::move(log)) {
   if (opt_.ttl_s < 1) throw InvalidArgument("the cluster lease TTL must be at least 1 s");
-  EtcdClient probe(opt_.etcd);  // checks the endpoint's form before a thread starts
+  check_etcd_endpoint(opt_.etcd);  // before a thread starts
   thread_ = std::thread([this] { run(); });
 }
 

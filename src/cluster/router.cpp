@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "server/service.h"
 
 namespace mmrt::cluster {
 
@@ -32,11 +33,14 @@ using server::HttpResponse;
 
 namespace {
 
+// The server's error answers (same shape and headers as a worker's own).
 HttpResponse error_response(int status, const std::string& type, const std::string& msg) {
-  HttpResponse r;
-  r.status = status;
-  r.body = json{{"error", {{"message", msg}, {"type", type}, {"code", status}}}}.dump();
-  return r;
+  return server::api_error_response(server::ApiError(status, type, msg));
+}
+
+// The event that ends a stream in error, as a worker writes it.
+std::string stream_error(const std::string& msg) {
+  return "data: " + server::error_body(server::ApiError(500, "server_error", msg)) + "\n\n";
 }
 
 }  // namespace
@@ -107,6 +111,7 @@ class Router {
   std::unique_ptr<GaugeBoard> gauges_;
   std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};
+  std::atomic<int64_t> seeds_{0};  // seeds given to sampled streams (one salt each)
   std::thread poller_;
 };
 
@@ -311,8 +316,9 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     workers = workers_;
   }
   const std::string* auth = req.header("authorization");
+  const json parsed = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   std::vector<size_t> order =
-      rendezvous_order(affinity_key(req.path(), req.body, auth ? *auth : ""), workers);
+      rendezvous_order(affinity_key(req.path(), parsed, req.body, auth ? *auth : ""), workers);
   if (gauges_) {
     std::vector<int64_t> load(workers.size(), -1);
     for (size_t i = 0; i < workers.size(); ++i)
@@ -330,16 +336,21 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   // A streamed answer can be resumed on another worker by replaying the request if it is
   // deterministic: greedy, or sampled with a seed (the sampler is a pure function of logits,
   // settings, seed and draw index). A sampled request without one gets one here.
-  std::string body = req.body;
-  bool replayable = false;
-  if (json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-      j.is_object() && j.value("stream", false) == true && j.value("n", 1) == 1) {
-    replayable = true;
-    const auto t = j.find("temperature");
-    const bool greedy = t != j.end() && t->is_number() && t->get<double>() == 0;
-    if (!greedy && !j.contains("seed")) {
-      j["seed"] = static_cast<int64_t>(hash128(req.body, static_cast<uint64_t>(now_ns())).lo >> 1);
-      body = j.dump();
+  const std::string* body = &req.body;
+  std::string seeded;  // the body with a seed of the router's, when it needs one
+  const bool replayable =
+      parsed.is_object() && parsed.value("stream", false) == true && parsed.value("n", 1) == 1;
+  if (replayable && !parsed.contains("seed")) {
+    const auto t = parsed.find("temperature");
+    if (!(t != parsed.end() && t->is_number() && t->get<double>() == 0)) {
+      // Spliced in after the object's opening brace (the object has a "stream" member, so a
+      // comma follows): the body's bytes, media included, are not written again.
+      const int64_t salt[2] = {now_ns(), ++seeds_};
+      const size_t brace = req.body.find('{');
+      seeded = req.body.substr(0, brace + 1) +
+               "\"seed\":" + std::to_string(hash128(salt, sizeof salt).lo >> 1) + "," +
+               req.body.substr(brace + 1);
+      body = &seeded;
     }
   }
   StreamRelay relay;
@@ -377,8 +388,8 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROXY, "");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg_.connect_timeout.count()));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, a.get());
@@ -426,13 +437,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       ok ? ++served_ : ++failed_;
       ex->post([ex, ok, id = w.id] {
         if (ex->aborted()) return;
-        if (!ok)
-          ex->write("data: " +
-                    json{{"error",
-                          {{"message", "worker " + id + " failed in the middle of the stream"},
-                           {"type", "server_error"}}}}
-                        .dump() +
-                    "\n\n");
+        if (!ok) ex->write(stream_error("worker " + id + " failed in the middle of the stream"));
         ex->end_stream();
       });
     } else {
@@ -459,12 +464,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     ++failed_;
     return ex->post([ex, errors] {
       if (ex->aborted()) return;
-      ex->write("data: " +
-                json{{"error",
-                      {{"message", "no worker could resume the stream: " + errors},
-                       {"type", "server_error"}}}}
-                    .dump() +
-                "\n\n");
+      ex->write(stream_error("no worker could resume the stream: " + errors));
       ex->end_stream();
     });
   }
@@ -486,7 +486,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
 
 int run_router(RouterConfig cfg) {
   if (cfg.model.empty()) throw InvalidArgument("the router needs the model id it serves");
-  EtcdClient check(cfg.etcd);  // the endpoint's form, before anything starts
+  check_etcd_endpoint(cfg.etcd);  // before anything starts
   curl_global_init(CURL_GLOBAL_DEFAULT);
   Router router(cfg);
   server::HttpServer http(cfg.http, [&router](HttpRequest req, std::shared_ptr<Exchange> ex) {

@@ -15,9 +15,13 @@ constexpr size_t kPromptPrefix = 2048;
 }  // namespace
 
 uint64_t affinity_key(std::string_view path, std::string_view body, std::string_view tenant) {
+  return affinity_key(path, json::parse(body.begin(), body.end(), nullptr, false), body, tenant);
+}
+
+uint64_t affinity_key(std::string_view path, const json& j, std::string_view body,
+                      std::string_view tenant) {
   Hasher h;
   h.update(tenant).update(std::string_view("\0", 1)).update(path);
-  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     h.update(body.substr(0, kRawPrefix));
     return h.digest().lo;

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,9 @@ namespace mmrt::cluster {
 // `path` /v1/chat/completions or /v1/completions; `tenant` the Authorization header ("" none).
 // A body that is not JSON hashes as its first 4 KiB (the worker will refuse it anyway).
 uint64_t affinity_key(std::string_view path, std::string_view body, std::string_view tenant);
+// The same with the body already parsed (`parsed` discarded when it is not JSON).
+uint64_t affinity_key(std::string_view path, const nlohmann::json& parsed, std::string_view body,
+                      std::string_view tenant);
 
 // Indices of `workers`, in the order to try them for `key`.
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers);

@@ -193,26 +193,20 @@ bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::s
   return false;
 }
 
-std::vector<Request*> Admission::prompt_order(const Request& r, const SchedulerView& v,
-                                              int64_t now) {
-  std::vector<Request*> order;
-  order.reserve(v.running().size() + v.waiting().size() + 1);
-  for (Request* q : v.running())
-    if (!q->prefilled()) order.push_back(q);
-  for (Request* q : v.waiting())
-    if (q != &r) order.push_back(q);
-  order.push_back(const_cast<Request*>(&r));  // ordered; the caller decides what it writes
-  v.policy().order_waiting(order, now);
-  return order;
-}
-
 const Request* Admission::displaced_by(const Request& r, const Prediction& p,
                                        const SchedulerView& v, int64_t now,
                                        int64_t& late_by_ns) const {
   // Every prompt not yet prefilled (running its prefill, or waiting), r among them, in the
   // order the scheduler gives them step budget (the policy's order for prompts). Each one's
   // first token is predicted from the work ahead of it, with and without r's.
-  const std::vector<Request*> order = prompt_order(r, v, now);
+  std::vector<Request*> order;
+  order.reserve(v.running().size() + v.waiting().size() + 1);
+  for (Request* q : v.running())
+    if (!q->prefilled()) order.push_back(q);
+  for (Request* q : v.waiting())
+    if (q != &r) order.push_back(q);
+  order.push_back(const_cast<Request*>(&r));  // ordered, never written
+  v.policy().order_waiting(order, now);
   if (order.back() == &r) return nullptr;  // served last: delays nobody
   double tokens = 0;  // the work ahead of the request at hand, r's included once past it
   MediaWork media;

@@ -128,9 +128,6 @@ class Admission {
   double inflow_share(const Request& r, int64_t now);
   // Adds a sample of actual (from arrival) / modelled TTFT to r's class bias.
   void learn(const Request& r, double actual_ns);
-  // Every prompt not yet prefilled (running its prefill, or waiting), r among them, in the
-  // order the scheduler gives them step budget (the policy's order for prompts).
-  static std::vector<Request*> prompt_order(const Request& r, const SchedulerView& v, int64_t now);
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
   // it without r): the first such in the policy's order, or nullptr. `late_by_ns` is set to how
   // far past its deadline its first token would come.

@@ -241,6 +241,18 @@ def bench_setup(model, prefix):
     return work, MODEL, Etcd(work)
 
 
+def stop_cluster(router, workers, *daemons):
+    """Stops whatever of a cluster still runs: the router, the workers, then etcd / NATS."""
+    if router:
+        router.stop()
+    for w in workers:
+        if w.proc.poll() is None:
+            w.stop()
+    for d in daemons:
+        if d.proc.poll() is None:
+            d.kill()
+
+
 def chat(messages, **kw):
     return json.dumps({"model": MODEL, "messages": messages, "max_tokens": 6, "temperature": 0,
                        **kw}).encode()
@@ -504,15 +516,7 @@ def main():
               and hu.metric(router.port, "mmrt_router_etcd_up") == 0,
               "etcd killed: the router serves from its last view, /health and /metrics say so")
     finally:
-        if router:
-            router.stop()
-        for w in workers + extra:
-            if w.proc.poll() is None:
-                w.stop()
-        if etcd.proc.poll() is None:
-            etcd.kill()
-        if nats.proc.poll() is None:
-            nats.kill()
+        stop_cluster(router, workers + extra, etcd, nats)
     if failures:
         print(f"{len(failures)} failed", file=sys.stderr)
         sys.exit(1)

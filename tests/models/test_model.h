@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/kv_cache.h"
 #include "kernels/registry.h"
+#include "models/encoder_block.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/session.h"
@@ -33,6 +34,21 @@ inline Device test_device() {
 inline const kernels::Backend& test_backend() {
   static const std::unique_ptr<kernels::Backend> b = kernels::create_backend(test_device());
   return *b;
+}
+
+// The encoder precision the int8 tower tests run: every block int8 but the last `keep_last`,
+// f32 otherwise; nullopt with the reason in `why` where the backend has no integer GEMM (the
+// test then skips).
+inline std::optional<models::EncoderPrecision> int8_encoder(int keep_last, std::string& why) {
+  models::LoadOptions lo;
+  lo.encoder_weights = "int8";
+  lo.encoder_keep_last = keep_last;
+  try {
+    return models::encoder_precision(test_backend(), lo, kernels::WeightFormat::kF32);
+  } catch (const InvalidArgument& e) {
+    why = e.what();
+    return std::nullopt;
+  }
 }
 
 // `t` in host memory (itself when it is already there), for comparing with a reference.

@@ -163,15 +163,10 @@ TEST(Qwen25VL, VisionTowerMatchesReference) {
 TEST(Qwen25VL, Int8BlocksMatchTheQuantisedReference) {
   World w;
   const kernels::Backend& be = test::test_backend();
-  models::EncoderPrecision prec;
-  try {
-    models::LoadOptions lo;
-    lo.encoder_weights = "int8";
-    lo.encoder_keep_last = 1;
-    prec = models::encoder_precision(be, lo, kernels::WeightFormat::kF32);
-  } catch (const InvalidArgument& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const std::optional<models::EncoderPrecision> int8 = test::int8_encoder(1, why);
+  if (!int8) GTEST_SKIP() << why;
+  const models::EncoderPrecision& prec = *int8;
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_5_vl::VisionTower::load(be, st, w.cfg, prec);
   Tensor got = test::host(vt->forward(w.pixels, w.grids));

@@ -180,15 +180,10 @@ TEST(Qwen2Audio, TowerMatchesReferenceBF16) {
 // quantisation's own effect (the reference without it).
 TEST(Qwen2Audio, TowerInt8LayersMatchTheQuantisedReference) {
   World w(DType::kF32, "tower8");
-  models::LoadOptions lo;
-  lo.encoder_weights = "int8";
-  lo.encoder_keep_last = 1;
-  models::EncoderPrecision prec;
-  try {
-    prec = models::encoder_precision(test::test_backend(), lo, kernels::WeightFormat::kF32);
-  } catch (const InvalidArgument& e) {
-    GTEST_SKIP() << e.what();  // no integer GEMM on this CPU
-  }
+  std::string why;
+  const std::optional<models::EncoderPrecision> int8 = test::int8_encoder(1, why);
+  if (!int8) GTEST_SKIP() << why;  // no integer GEMM on this CPU
+  const models::EncoderPrecision& prec = *int8;
   const World::Clip c = w.clip(40000, 4);
   const Diff impl = tower_diff(w, prec, c, " --int8-layers 1");
   const Diff effect =

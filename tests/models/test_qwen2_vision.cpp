@@ -161,15 +161,10 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
 TEST(Qwen2Vision, Int8BlocksMatchTheQuantisedReference) {
   World w(DType::kF32);
   const kernels::Backend& be = test::test_backend();
-  models::EncoderPrecision prec;
-  try {
-    models::LoadOptions lo;
-    lo.encoder_weights = "int8";
-    lo.encoder_keep_last = 1;
-    prec = models::encoder_precision(be, lo, kernels::WeightFormat::kF32);
-  } catch (const InvalidArgument& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const std::optional<models::EncoderPrecision> int8 = test::int8_encoder(1, why);
+  if (!int8) GTEST_SKIP() << why;
+  const models::EncoderPrecision& prec = *int8;
   ASSERT_TRUE(prec.int8);
   EXPECT_EQ(prec.describe(2), "int8 (blocks 0-0; the last 1 and the projections f32)");
   auto st = io::SafeTensors::open(w.dir.string());
