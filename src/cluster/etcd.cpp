@@ -6,6 +6,7 @@
 
 #include "core/base64.h"
 #include "core/error.h"
+#include "io/json_fields.h"
 #include "server/api.h"
 
 namespace mmrt::cluster {
@@ -100,7 +101,7 @@ json call(CURL* c, long timeout_ms, const std::string& endpoint, const std::stri
     throw Unavailable("etcd at " + endpoint + " (" + path + "): " + curl_easy_strerror(rc));
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  json j = json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  json j = io::parse_json_or_discard(answer);
   if (j.is_discarded() || !j.is_object())
     throw FormatError("etcd at " + endpoint + " (" + path + ") answered " + std::to_string(status) +
                       " with something that is not a JSON object");

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -58,7 +59,7 @@ std::string to_json(const LoadGauge& g) {
 
 LoadGauge parse_load_gauge(std::string_view s) {
   if (s.size() > kMaxGaugeBytes) throw FormatError("load gauge: over 4 KiB");
-  const json j = json::parse(s.begin(), s.end(), nullptr, /*allow_exceptions=*/false);
+  const json j = io::parse_json_or_discard(s);
   if (j.is_discarded() || !j.is_object()) throw FormatError("load gauge: not a JSON object");
   LoadGauge g;
   auto id = j.find("id");

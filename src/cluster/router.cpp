@@ -316,7 +316,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     workers = workers_;
   }
   const std::string* auth = req.header("authorization");
-  const json parsed = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  const json parsed = parse_body(req.body);
   std::vector<size_t> order =
       rendezvous_order(affinity_key(req.path(), parsed, req.body, auth ? *auth : ""), workers);
   if (gauges_) {

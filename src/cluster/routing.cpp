@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hash.h"
+#include "io/json_fields.h"
+#include "server/api.h"
 
 namespace mmrt::cluster {
 
@@ -14,8 +16,12 @@ constexpr size_t kRawPrefix = 4096;
 constexpr size_t kPromptPrefix = 2048;
 }  // namespace
 
+json parse_body(std::string_view body) {
+  return io::parse_json_or_discard(body, server::kMaxBodyJsonValues);
+}
+
 uint64_t affinity_key(std::string_view path, std::string_view body, std::string_view tenant) {
-  return affinity_key(path, json::parse(body.begin(), body.end(), nullptr, false), body, tenant);
+  return affinity_key(path, parse_body(body), body, tenant);
 }
 
 uint64_t affinity_key(std::string_view path, const json& j, std::string_view body,

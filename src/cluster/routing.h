@@ -17,6 +17,11 @@
 
 namespace mmrt::cluster {
 
+// A request body parsed as the server parses one (io::parse_json's depth bound and the API's
+// bound on values, kMaxBodyJsonValues), discarded when it is not JSON or over a bound: the
+// worker then answers it with the reason.
+nlohmann::json parse_body(std::string_view body);
+
 // `path` /v1/chat/completions or /v1/completions; `tenant` the Authorization header ("" none).
 // A body that is not JSON hashes as its first 4 KiB (the worker will refuse it anyway).
 uint64_t affinity_key(std::string_view path, std::string_view body, std::string_view tenant);

@@ -1,4 +1,5 @@
 #include "cluster/stream_relay.h"
+#include "io/json_fields.h"
 
 #include <nlohmann/json.hpp>
 
@@ -44,7 +45,7 @@ std::string StreamRelay::event(std::string_view block) {
     done_ = true;
     return whole;
   }
-  json j = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  json j = io::parse_json_or_discard(payload);
   if (j.is_discarded() || !j.is_object()) return whole;  // not ours to judge: relayed as is
   if (auto it = j.find("id"); it != j.end() && it->is_string()) {
     if (id_.empty())

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -38,7 +39,7 @@ WorkerInfo parse_worker_info(std::string_view s) {
   if (s.size() > kMaxValueBytes)
     throw FormatError("worker info: " + std::to_string(s.size()) + " bytes, over the " +
                       std::to_string(kMaxValueBytes) + " allowed");
-  const json j = json::parse(s.begin(), s.end(), nullptr, /*allow_exceptions=*/false);
+  const json j = io::parse_json_or_discard(s);
   if (j.is_discarded() || !j.is_object()) throw FormatError("worker info: not a JSON object");
   WorkerInfo w;
   w.id = text(j, "id", true);

@@ -61,6 +61,14 @@ json parse_json(std::string_view text, const std::string& origin, size_t max_val
   }
 }
 
+json parse_json_or_discard(std::string_view text, size_t max_values) {
+  try {
+    return parse_json(text, "", max_values);
+  } catch (const FormatError&) {
+    return json(json::value_t::discarded);
+  }
+}
+
 json parse_json_object(std::string_view text, const std::string& origin) {
   json root = parse_json(text, origin);
   if (!root.is_object()) throw FormatError(origin + ": top level is not a JSON object");

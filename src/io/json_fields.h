@@ -25,6 +25,10 @@ inline constexpr int kMaxJsonDepth = 128;
 // array and object counts), before they are all built: parsed JSON takes ~16-100 bytes per
 // value against ~2 in the text ("1,"), so a body of small values would take 10-50x its size.
 nlohmann::json parse_json(std::string_view text, const std::string& origin, size_t max_values = 0);
+// parse_json for text from another process that a caller may pass over when it is bad (the
+// cluster's etcd values, load gauges, relayed requests): the value, or a discarded one
+// (is_discarded()) instead of FormatError. The same depth and value bounds apply.
+nlohmann::json parse_json_or_discard(std::string_view text, size_t max_values = 0);
 // FormatError naming `origin` when `text` nests deeper than kMaxJsonDepth.
 void check_json_depth(std::string_view text, const std::string& origin);
 // parse_json, and FormatError unless the top level is an object.

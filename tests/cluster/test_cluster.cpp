@@ -243,3 +243,19 @@ TEST(StreamRelay, AReplayThatDiffersNeverBreaksTheStream) {
   int roles = 0;
   EXPECT_NO_THROW(read_stream(out, roles));
 }
+
+// Text from other processes is parsed within the project's JSON bounds (depth, values): a
+// nesting bomb in an etcd value, a gauge or a request body is "not JSON", never a deep
+// recursion in the router.
+TEST(Routing, HostileJsonIsNotJson) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');  // valid JSON
+  EXPECT_TRUE(parse_body(deep).is_discarded());
+  std::string many = "[";
+  for (int i = 0; i < 300000; ++i) many += "1,";
+  many += "1]";
+  EXPECT_TRUE(parse_body(many).is_discarded()) << "over the API's bound on values";
+  EXPECT_EQ(affinity_key("/v1/chat/completions", deep, ""),
+            affinity_key("/v1/chat/completions", deep, ""));
+  EXPECT_THROW(parse_worker_info(std::string(9000, '[')), FormatError);
+  EXPECT_THROW(parse_load_gauge(std::string(4000, '[')), FormatError);
+}
