@@ -8,9 +8,11 @@
 #include <string>
 
 #include "cli.h"
+#include "cluster/encode_worker.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
 #include "cluster/registration.h"
+#include "cluster/remote_encoder.h"
 #include "core/error.h"
 #include "model_options.h"
 #include "server/server.h"
@@ -74,7 +76,8 @@ int run_serve(Args& args) {
   cfg.engine.scheduler.token_budget = step_tokens_option(args);
   cfg.engine.model = load_options(args);
   cfg.engine.kv = kv_options(args);
-  set_compute(cfg.engine, compute_options(args));
+  const ComputeOptions compute = compute_options(args);
+  set_compute(cfg.engine, compute);
   cfg.engine.backend.nice = static_cast<int>(args.get_int("compute-nice", kComputeNice, 0, 19));
   cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
   cfg.engine.media_threads = static_cast<int>(args.get_int("media-threads", 1, 1, 64));
@@ -84,7 +87,52 @@ int run_serve(Args& args) {
   reg.ttl_s = args.get_int("cluster-ttl", reg.ttl_s, 1, 3600);
   std::string advertise = args.get_or("advertise-url", "");
   const std::string nats = args.get_or("cluster-nats", "");
+  const std::string role = args.get_or("role", "both");
+  const std::string remote = args.get_or("remote-encoders", "");
+  const auto remote_timeout = seconds_option(args, "remote-encode-timeout", 30, 0.1, 3600);
+  const int64_t encode_queue = args.get_int("encode-queue", 64, 1, 1 << 20);
+  const int transfer_port = static_cast<int>(args.get_int("transfer-port", 0, 0, 65535));
+  const std::string fault = args.get_or("test-fault", "");
   args.finish();
+  if (role != "both" && role != "encode")
+    throw InvalidArgument("--role " + role + ": both (the default) or encode");
+  if (cfg.api.model_id.empty()) cfg.api.model_id = server::default_model_id(cfg.engine.model_dir);
+  if (role == "encode") {
+    if (!remote.empty()) throw InvalidArgument("--remote-encoders is for workers of role both");
+    cluster::EncodeWorkerConfig ec;
+    ec.model_dir = cfg.engine.model_dir;
+    ec.model_id = cfg.api.model_id;
+    ec.device = compute.device;
+    ec.backend = compute.backend;
+    ec.host = compute.host;
+    ec.model = cfg.engine.model;
+    ec.sandbox = cfg.engine.media_sandbox;
+    ec.http = cfg.http;
+    ec.transfer.port = transfer_port;
+    ec.max_queue = encode_queue;
+    ec.registration = reg;
+    ec.advertise_url = advertise;
+    ec.fault = fault;
+    return cluster::run_encode_worker(std::move(ec));
+  }
+  if (!fault.empty()) throw InvalidArgument("--test-fault is for --role encode");
+  std::shared_ptr<cluster::RemoteEncoderPool> encoders;
+  if (!remote.empty()) {
+    cluster::RemoteEncoderOptions ro;
+    ro.model = cfg.api.model_id;
+    ro.timeout = remote_timeout;
+    if (remote == "auto") {
+      if (reg.etcd.empty())
+        throw InvalidArgument("--remote-encoders auto finds them in etcd: give --cluster-etcd");
+      ro.etcd = reg.etcd;
+      ro.prefix = reg.prefix;
+    } else {
+      ro.urls = split_list(remote, "remote-encoders");
+    }
+    encoders = std::make_shared<cluster::RemoteEncoderPool>(ro);
+    cfg.engine.remote_encoder = encoders;
+    cfg.extra_metrics = [encoders] { return encoders->metrics(); };
+  }
   if (!sla_file.empty()) cfg.engine.sla = engine::SlaConfig::load(sla_file);
   if (!cfg.api.allowed_media_dir.empty() &&
       !std::filesystem::is_directory(cfg.api.allowed_media_dir))
@@ -94,7 +142,6 @@ int run_serve(Args& args) {
   if (reg.etcd.empty()) return server::run_server(std::move(cfg));
   // A cluster worker: registered once the model is loaded, out of service while its lease
   // has lapsed.
-  if (cfg.api.model_id.empty()) cfg.api.model_id = server::default_model_id(cfg.engine.model_dir);
   cluster::WorkerInfo self;
   self.model = cfg.api.model_id;
   self.capacity = cfg.max_in_flight;
@@ -233,6 +280,16 @@ MMRT_COMMAND(
     "                          the router reads it\n"
     "  --advertise-url URL     where the router reaches this worker (default\n"
     "                          http://HOST:PORT as listening)\n"
+    "  --role both|encode      both (default): serve requests; encode: an encode worker that\n"
+    "                          only decodes media and runs the encoders for the others\n"
+    "                          (POST /v1/encode; registered with role encode; no KV cache)\n"
+    "  --remote-encoders auto|URL[,URL...]  encode admitted requests' media on encode\n"
+    "                          workers (auto: those of this model in --cluster-etcd), their\n"
+    "                          output read over TCP into the encoder cache; encoded here when\n"
+    "                          none answers in time or one fails (counted in /metrics)\n"
+    "  --remote-encode-timeout S   one item's encode and transfer at most (default 30)\n"
+    "  --encode-queue N        an encode worker's items waiting at most (default 64; 503)\n"
+    "  --transfer-port N       an encode worker's transfer port (default 0: any free one)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --media-threads N       media preprocessing lanes (default 1)\n"
     "  --step-tokens N         token budget per engine step (default 512)\n"

@@ -119,24 +119,9 @@ void Router::poll_loop() {
   EtcdClient etcd(cfg_.etcd, std::chrono::milliseconds(1000));
   for (;;) {
     try {
-      std::vector<WorkerInfo> next;
-      for (const KeyValue& kv : etcd.get_prefix(cfg_.prefix)) {
-        WorkerInfo w;
-        try {
-          w = parse_worker_info(kv.value);
-        } catch (const std::exception& e) {
-          log_once(kv.key, "ignoring " + kv.key + ": " + e.what());
-          continue;
-        }
-        if (w.model != cfg_.model) {
-          log_once(kv.key, "ignoring worker " + w.id + " at " + w.url + ": it serves '" + w.model +
-                               "', this router '" + cfg_.model + "'");
-          continue;
-        }
-        next.push_back(std::move(w));
-      }
-      std::sort(next.begin(), next.end(),
-                [](const WorkerInfo& a, const WorkerInfo& b) { return a.id < b.id; });
+      std::vector<WorkerInfo> next = list_workers(
+          etcd, cfg_.prefix, "both", cfg_.model,
+          [this](const std::string& key, const std::string& why) { log_once(key, why); });
       std::lock_guard<std::mutex> lk(mu_);
       std::set<std::string> before, after;
       for (const auto& w : workers_) before.insert(w.id);

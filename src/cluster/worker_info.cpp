@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
+#include "cluster/etcd.h"
 #include "core/error.h"
 #include "io/json_fields.h"
 
@@ -51,7 +54,8 @@ WorkerInfo parse_worker_info(std::string_view s) {
   if (w.url.rfind("http://", 0) != 0 || w.url.size() <= 7 ||
       w.url.find_first_of(" \r\n\t") != std::string::npos)
     throw FormatError("worker info: 'url' is not http://host:port");
-  if (w.role != "both") throw FormatError("worker info: unknown role '" + w.role + "'");
+  if (w.role != "both" && w.role != "encode")
+    throw FormatError("worker info: unknown role '" + w.role + "'");
   if (auto it = j.find("classes"); it != j.end()) {
     if (!it->is_array() || it->size() > kMaxClasses)
       throw FormatError("worker info: 'classes' is not a list of at most 64 names");
@@ -67,6 +71,31 @@ WorkerInfo parse_worker_info(std::string_view s) {
     w.capacity = it->get<int64_t>();
   }
   return w;
+}
+
+std::vector<WorkerInfo> list_workers(
+    EtcdClient& etcd, const std::string& prefix, const std::string& role, const std::string& model,
+    const std::function<void(const std::string& key, const std::string& why)>& ignored) {
+  std::vector<WorkerInfo> out;
+  for (const KeyValue& kv : etcd.get_prefix(prefix)) {
+    WorkerInfo w;
+    try {
+      w = parse_worker_info(kv.value);
+    } catch (const std::exception& e) {
+      ignored(kv.key, "ignoring " + kv.key + ": " + e.what());
+      continue;
+    }
+    if (w.role != role) continue;
+    if (w.model != model) {
+      ignored(kv.key, "ignoring worker " + w.id + " at " + w.url + ": it serves '" + w.model +
+                          "', this one '" + model + "'");
+      continue;
+    }
+    out.push_back(std::move(w));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const WorkerInfo& a, const WorkerInfo& b) { return a.id < b.id; });
+  return out;
 }
 
 }  // namespace mmrt::cluster

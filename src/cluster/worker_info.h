@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,9 +13,11 @@
 namespace mmrt::cluster {
 
 struct WorkerInfo {
-  std::string id;                    // unique per worker process (etcd key suffix)
-  std::string url;                   // http://host:port the router sends requests to
-  std::string role = "both";         // "both": prefill and decode, encoders colocated
+  std::string id;   // unique per worker process (etcd key suffix)
+  std::string url;  // http://host:port the router sends requests to
+  // "both": prefill and decode, encoders colocated (takes completion requests); "encode": media
+  // preprocessing and encoders only (cluster/encode_worker.h), used by the other workers.
+  std::string role = "both";
   std::string model;                 // the model id it serves (/v1/models)
   std::vector<std::string> classes;  // its SLA classes
   int64_t capacity = 0;              // requests it takes at once
@@ -24,5 +27,13 @@ std::string to_json(const WorkerInfo& w);
 // FormatError naming the field for anything else than what to_json writes (unknown fields are
 // ignored: a newer worker may say more).
 WorkerInfo parse_worker_info(std::string_view json);
+
+class EtcdClient;
+// The workers under `prefix` of `role` serving `model`, by id. A value that does not parse, or
+// a worker of that role serving another model, is passed over: `ignored(key, why)` says why
+// (a caller logs it once per key).
+std::vector<WorkerInfo> list_workers(
+    EtcdClient& etcd, const std::string& prefix, const std::string& role, const std::string& model,
+    const std::function<void(const std::string& key, const std::string& why)>& ignored);
 
 }  // namespace mmrt::cluster

@@ -413,6 +413,7 @@ struct Engine::Impl : SchedulerView {
     s.ttft_prediction = cost.ttft_error();
     s.cost_coefficients_ns = cost.coefficients_ns();
     s.media_sandbox = media->sandbox_stats();
+    s.remote_encode = media->remote_stats();
   }
 };
 
@@ -461,6 +462,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   mc.sandbox = cfg.media_sandbox;
   mc.sandbox.model_dir = cfg.model_dir;
   mc.sandbox.isa = m.host->isa();
+  mc.remote = cfg.remote_encoder;
   Impl* raw = impl.get();
   m.media = std::make_unique<MediaStage>(
       spec, *m.model.processor, *m.tok, mc,

@@ -51,6 +51,9 @@ struct EngineConfig {
   // Media decoding in confined worker processes (off here; the CLI and the server turn it on).
   // model_dir and the kernel variant cap are filled in from this config.
   sandbox::MediaSandboxConfig media_sandbox;
+  // Media items encoded elsewhere (an encode worker, engine/remote_encoder.h) when it can; null:
+  // always here.
+  std::shared_ptr<RemoteEncoder> remote_encoder;
   // A text request whose messages hold at most this many bytes is prepared (template, tokens)
   // on the submitting thread; longer ones and any with media on the media stage's own thread, so
   // an event-loop caller never tokenises a long prompt.
@@ -120,6 +123,7 @@ struct EngineStats : AdmissionStats {
   int32_t token_budget = 0;
   PredictionError ttft_prediction;
   sandbox::SandboxStats media_sandbox;
+  RemoteEncodeStats remote_encode;
   std::array<double, 5> cost_coefficients_ns{};
   EncoderCalibration encoder_calibration;  // EngineConfig::calibrate_encoder's measurement
 };

@@ -29,8 +29,10 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   for (const EncoderJob& job : plan.encoder_jobs) {
     EncoderTiming t;
     t.start_ns = now_ns();
-    // [n_tokens, embed_dim] in the backend's memory, where the store keeps it too.
-    Tensor feats = runner_.encode(job.input);
+    // [n_tokens, embed_dim] in the backend's memory, where the store keeps it too; an output
+    // computed elsewhere (an encode worker) is copied there once.
+    Tensor feats =
+        job.input.encoded_elsewhere() ? be_.upload(job.input.encoded) : runner_.encode(job.input);
     if (feats.dim(0) != job.input.n_tokens || feats.dim(1) != H)
       throw InternalError("encoder produced " + feats.describe() + " for an item of " +
                           std::to_string(job.input.n_tokens) + " tokens x " + std::to_string(H));

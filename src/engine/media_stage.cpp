@@ -142,6 +142,7 @@ struct MediaStage::Impl {
   std::unique_ptr<sandbox::MediaSandbox> sandbox;  // when cfg.sandbox.enabled
   std::unique_ptr<Workers> prepare_workers, media_workers;
   LayoutMemo layouts;  // written by apply() (the step loop), read by prepare()
+  std::atomic<int64_t> remote_encoded{0}, remote_declined{0}, remote_failed{0};
 
   Impl(const models::ModelSpec& s, const models::Processor& p, const io::Tokenizer& t,
        const MediaStageConfig& c, Done d)
@@ -288,13 +289,18 @@ struct MediaStage::Impl {
   // touched: the step loop reads admitted requests while their media is preprocessed (its queue
   // model); it applies the result (apply()).
   void preprocess(Submission& s, int lane) {
-    Stopwatch sw;
     Preprocessed& out = s.preprocessed;
-    int64_t pixels = 0;
+    int64_t pixels = 0, local = 0, local_ns = 0;
     try {
       for (const size_t k : s.to_preprocess) {
+        if (auto p = encode_remotely(s, k)) {
+          out.items.push_back(std::move(*p));
+          continue;
+        }
+        Stopwatch sw;
         const PendingMedia& m = s.media.at(k);
         pixels += m.estimate.source_pixels;
+        ++local;
         if (sandbox) {
           sandbox::Job job;
           job.modality = m.modality;
@@ -306,14 +312,44 @@ struct MediaStage::Impl {
         } else {
           out.items.push_back(processor.preprocess(m.modality, m.bytes, cfg.media, m.options));
         }
+        local_ns += static_cast<int64_t>(sw.millis() * 1e6);
       }
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());
     }
     // The headers' pixel count, read at prepare (0 for audio: no pixels, no estimate).
-    if (pixels > 0)
-      media_cost.observe(static_cast<int64_t>(s.to_preprocess.size()), pixels, sw.millis() * 1e6);
+    if (pixels > 0) media_cost.observe(local, pixels, static_cast<double>(local_ns));
     out.done_ns = now_ns();
+  }
+
+  // Item k of `s` from the remote encoder, checked against the item's layout; std::nullopt when
+  // there is none, it declines or fails (the item is then decoded here).
+  std::optional<models::PreparedMedia> encode_remotely(const Submission& s, size_t k) {
+    if (!cfg.remote) return std::nullopt;
+    const PendingMedia& m = s.media.at(k);
+    const MediaItem& item = s.req->media.at(k);  // its key and layout: set before admission
+    RemoteEncodeItem ask{m.modality,         m.bytes,       m.options,
+                         item.key,           s.req->tenant, spec.encoder_identity(),
+                         s.req->deadline_ns, item.n_tokens, spec.embed_dim};
+    try {
+      std::optional<models::PreparedMedia> p = cfg.remote->encode(ask);
+      if (!p) {
+        ++remote_declined;
+        return std::nullopt;
+      }
+      const Tensor& e = p->encoded;
+      if (e.rank() != 2 || e.dtype() != DType::kF32 || !e.on_host() || e.dim(0) != p->n_tokens ||
+          e.dim(1) != spec.embed_dim || p->modality != m.modality ||
+          (m.layout_exact && (p->n_tokens != item.n_tokens || p->dims != item.prepared.dims)))
+        throw FormatError("the remote encoder answered " + e.describe() + " for a " +
+                          models::modality_name(m.modality) + " item of " +
+                          count(item.n_tokens, "tokens") + " x " + std::to_string(spec.embed_dim));
+      ++remote_encoded;
+      return p;
+    } catch (const std::exception&) {
+      ++remote_failed;  // the remote encoder logs its own failures
+      return std::nullopt;
+    }
   }
 
   // Its media is bad (the request fails) or the request is wrong, unsupported or cannot fit (it
@@ -371,14 +407,17 @@ void MediaStage::apply(Submission& s) const {
   for (size_t j = 0; j < items.size(); ++j) {
     const size_t k = s.to_preprocess[j];
     MediaItem& m = r.media.at(k);
+    const bool elsewhere = items[j].encoded_elsewhere();  // no encoder work left here
     as_estimated = as_estimated && items[j].dims == m.prepared.dims &&
-                   items[j].n_tokens == m.n_tokens && items[j].encoder_cost == m.encoder_cost &&
+                   items[j].n_tokens == m.n_tokens &&
+                   (elsewhere || items[j].encoder_cost == m.encoder_cost) &&
                    items[j].kept_tokens == m.prepared.kept_tokens &&
                    items[j].slice_seconds == m.prepared.slice_seconds;
     r.media_decode_ns += items[j].decode_ns;
     r.media_resample_ns += items[j].resample_ns;
     if (!s.media[k].estimate.exact) impl_->layouts.put(m.key, items[j]);
     m.prepared = std::move(items[j]);
+    if (elsewhere) m.encoder_cost = m.prepared.encoder_cost = 0;
     m.features_skipped = false;
     s.media[k].bytes = {};  // decoded: the file is no longer needed
   }
@@ -443,6 +482,10 @@ int64_t MediaStage::unskip(Submission& s) const {
 
 sandbox::SandboxStats MediaStage::sandbox_stats() const {
   return impl_->sandbox ? impl_->sandbox->stats() : sandbox::SandboxStats{};
+}
+
+RemoteEncodeStats MediaStage::remote_stats() const {
+  return {impl_->remote_encoded.load(), impl_->remote_declined.load(), impl_->remote_failed.load()};
 }
 
 }  // namespace mmrt::engine

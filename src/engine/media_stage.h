@@ -21,6 +21,7 @@
 #include "engine/handle.h"
 #include "engine/media_cost.h"
 #include "engine/output_text.h"
+#include "engine/remote_encoder.h"
 #include "engine/request.h"
 #include "io/tokenizer.h"
 #include "media/image.h"
@@ -74,6 +75,9 @@ struct MediaStageConfig {
   // enabled: each preprocessing thread hands its items to a confined worker process instead
   // of decoding in this one (one lane per thread).
   sandbox::MediaSandboxConfig sandbox;
+  // Set: admitted items are encoded elsewhere when it can (engine/remote_encoder.h), here when
+  // it cannot.
+  std::shared_ptr<RemoteEncoder> remote;
 };
 
 class MediaStage {
@@ -116,6 +120,7 @@ class MediaStage {
   int64_t unskip(Submission& s) const;
   // The media sandbox's counters (all zero when it is off).
   sandbox::SandboxStats sandbox_stats() const;
+  RemoteEncodeStats remote_stats() const;
 
  private:
   struct Impl;

@@ -99,6 +99,10 @@ bool ModelSpec::takes(Modality m) const {
   return std::find(modalities.begin(), modalities.end(), m) != modalities.end();
 }
 
+std::string ModelSpec::encoder_identity() const {
+  return config_key.hex() + "/" + encoder_precision;
+}
+
 ExpandedPrompt expand_placeholders_1d(
     std::span<const int32_t> ids, int32_t placeholder, std::span<const PreparedMedia> media,
     const std::string& placeholder_name, const std::string& items_name,

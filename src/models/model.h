@@ -81,6 +81,9 @@ struct ModelSpec {
   int64_t encoder_blocks = 0;  // transformer blocks of the media encoder (0: none)
 
   bool takes(Modality m) const;
+  // config.json's hash and the encoder precision: two processes whose identities are equal
+  // compute the same encoder output from the same media file (an encode worker checks it).
+  std::string encoder_identity() const;
 };
 
 // ---- processor --------------------------------------------------------------------------------
@@ -142,6 +145,11 @@ struct PreparedMedia {
   // A sampled video: the seconds one temporal patch of frames spans (Qwen2.5-VL's
   // second_per_grid_t: temporal_patch_size / the sampling fps); 0 otherwise.
   double slice_seconds = 0;
+  // The encoder's output when it was computed elsewhere (an encode worker, engine/
+  // remote_encoder.h): f32 [n_tokens, embed_dim] on the host, `features` then empty. The engine
+  // stores it as it would the output of encode().
+  Tensor encoded;
+  bool encoded_elsewhere() const { return encoded.rank() > 0; }
 };
 
 struct MediaSpan {

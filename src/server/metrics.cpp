@@ -212,6 +212,14 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
         static_cast<double>(s.media_sandbox.items), "counter");
   gauge("mmrt_media_sandbox_workers_lost_total", "Sandbox workers killed or crashed.",
         static_cast<double>(s.media_sandbox.workers_lost), "counter");
+  gauge("mmrt_media_remote_encoded_total", "Media items encoded by an encode worker.",
+        static_cast<double>(s.remote_encode.encoded), "counter");
+  gauge("mmrt_media_remote_declined_total",
+        "Media items encoded here because no encode worker was in reach.",
+        static_cast<double>(s.remote_encode.declined), "counter");
+  gauge("mmrt_media_remote_failed_total",
+        "Media items encoded here because the encode worker failed or answered wrongly.",
+        static_cast<double>(s.remote_encode.failed), "counter");
 
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<std::string> classes = order_;

@@ -45,6 +45,8 @@ struct ServerConfig {
   // Every 250 ms once the model is loaded: the engine's stats and the completion requests in
   // flight (e.g. for load gauges). Called on an I/O thread: must not block.
   std::function<void(const engine::EngineStats&, int64_t in_flight)> on_stats;
+  // More Prometheus text for /metrics (e.g. the remote encoder's). Called on an I/O thread.
+  std::function<std::string()> extra_metrics;
 };
 
 // The model's name in the API when none is configured: the checkpoint directory's name.

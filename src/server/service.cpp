@@ -180,6 +180,7 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = metrics_->render(s, in_flight, http_ ? http_->connections() : 0);
+    if (cfg_.extra_metrics) r.body += cfg_.extra_metrics();
     return ex->respond(std::move(r));
   }
   if (path == "/v1/models") {
