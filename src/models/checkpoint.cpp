@@ -1,8 +1,10 @@
 #include "models/checkpoint.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "core/error.h"
@@ -88,6 +90,30 @@ std::optional<CheckpointFile> read_preprocessor_config(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
   return CheckpointFile{path, io::read_text_file(path)};
+}
+
+Hash128 weights_fingerprint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors" && e.is_regular_file(ec)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  Hasher h;
+  constexpr uint64_t kSamples = 16, kSample = 4096;
+  std::vector<char> buf(kSample);
+  for (const fs::path& f : files) {
+    const uint64_t size = fs::file_size(f, ec);
+    h.update(f.filename().string()).update_pod(size);
+    std::ifstream in(f, std::ios::binary);
+    for (uint64_t i = 0; in && size > 0 && i < kSamples; ++i) {
+      const uint64_t at = size > kSample ? (size - kSample) / (kSamples - 1) * i : 0;
+      in.seekg(static_cast<std::streamoff>(at));
+      in.read(buf.data(), static_cast<std::streamsize>(std::min(kSample, size)));
+      h.update(buf.data(), static_cast<size_t>(in.gcount()));
+    }
+  }
+  return h.digest();
 }
 
 }  // namespace mmrt::models

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hash.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -33,6 +34,12 @@ std::optional<CheckpointFile> read_preprocessor_config(const std::string& dir);
 
 // The checkpoint's tokenizer.json (NotFound when it has none).
 io::Tokenizer load_tokenizer(const std::string& dir);
+
+// A cheap fingerprint of a checkpoint's weights: every *.safetensors file's name and size and
+// 16 samples of 4 KiB spread over its bytes (64 KiB read per file). Two checkpoints of one
+// config.json with different weights (another seed, a fine-tune) differ in it; it is not a
+// proof of equality. Files that cannot be read leave their name and size in it.
+Hash128 weights_fingerprint(const std::string& dir);
 // FormatError when `tok` has ids the model has no embedding row for (id >= vocab_size): every
 // request producing one would fail.
 void check_tokenizer(const io::Tokenizer& tok, int64_t vocab_size, const std::string& dir);

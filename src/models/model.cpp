@@ -100,7 +100,7 @@ bool ModelSpec::takes(Modality m) const {
 }
 
 std::string ModelSpec::encoder_identity() const {
-  return config_key.hex() + "/" + encoder_precision;
+  return config_key.hex() + "/" + weights_key.hex() + "/" + encoder_precision;
 }
 
 ExpandedPrompt expand_placeholders_1d(

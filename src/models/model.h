@@ -75,14 +75,16 @@ struct ModelSpec {
   std::vector<Modality> modalities;  // media the model takes (empty: text only)
   int64_t embed_dim = 0;  // width of the rows media encoders produce (the decoder's hidden)
   Hash128 config_key;     // hash of config.json: part of every media content key
+  Hash128 weights_key;    // models/checkpoint.h's weights_fingerprint (set by load_model)
   // How the media encoders compute (EncoderPrecision::describe, e.g. "bf16"): part of every
   // media item's key in the engine, so an int8 and a bf16 encoding never share a cache entry.
   std::string encoder_precision;
   int64_t encoder_blocks = 0;  // transformer blocks of the media encoder (0: none)
 
   bool takes(Modality m) const;
-  // config.json's hash and the encoder precision: two processes whose identities are equal
-  // compute the same encoder output from the same media file (an encode worker checks it).
+  // config.json's hash, the weights' fingerprint and the encoder precision: two processes whose
+  // identities are equal compute the same encoder output from the same media file (an encode
+  // worker checks it).
   std::string encoder_identity() const;
 };
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/json_fields.h"
+#include "models/checkpoint.h"
 #include "models/fuyu/family.h"
 #include "models/llava/family.h"
 #include "models/qwen2_5_vl/family.h"
@@ -79,7 +80,9 @@ std::unique_ptr<Processor> load_processor(const std::string& dir) {
 Model load_model(const ModelFamily& family, const kernels::Backend& be, const std::string& dir,
                  const LoadOptions& opts) {
   be.require(family.ops, std::string("a ") + family.name + " model");
-  return family.load(be, dir, opts);
+  Model m = family.load(be, dir, opts);
+  m.spec.weights_key = weights_fingerprint(dir);
+  return m;
 }
 
 Model load_model(const kernels::Backend& be, const std::string& dir, const LoadOptions& opts) {
