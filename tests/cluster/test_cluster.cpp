@@ -38,7 +38,7 @@ TEST(WorkerInfo, RoundTripsAndChecksEveryField) {
       {R"({"id":"a","url":"https://h:1","model":"m"})", "'url' is not http"},
       {R"({"id":"a","url":"http://h:1\r\nX: y","model":"m"})", "'url' is not http"},
       {R"({"id":"a","url":"http://h:1","model":7})", "'model' is not a string"},
-      {R"({"id":"a","url":"http://h:1","model":"m","role":"encode"})", "unknown role"},
+      {R"({"id":"a","url":"http://h:1","model":"m","role":"prefill"})", "unknown role"},
       {R"({"id":"a","url":"http://h:1","model":"m","classes":"gold"})", "'classes' is not a list"},
       {R"({"id":"a","url":"http://h:1","model":"m","capacity":-1})", "'capacity' is not a count"},
       {R"({"id":"a","url":"http://h:1","model":"m","capacity":1.5})", "'capacity' is not a count"},
