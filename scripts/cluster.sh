@@ -4,7 +4,9 @@
 #   scripts/cluster.sh up [N (default 2)] [MODEL_DIR (default build/bench/small)]
 #   scripts/cluster.sh down
 # env: ROUTER_PORT (8080), WORKER_PORT (first worker's port, 8001), ETCD_PORT (2379), NATS_PORT (4222),
-#      SERVE_ARGS (extra `mmrt serve` arguments). Logs and pids: build/cluster/.
+#      SERVE_ARGS (extra `mmrt serve` arguments), ENCODE_WORKERS (0: with E > 0, E encode workers
+#      `mmrt serve --role encode` on ports 8101.. and the workers use them, --remote-encoders
+#      auto). Logs and pids: build/cluster/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/release/tools/mmrt
@@ -27,7 +29,7 @@ wait_http() {  # URL SECONDS WHAT
 
 down() {
   [[ -d $D ]] || return 0
-  for f in "$D"/router.pid "$D"/worker*.pid "$D"/etcd.pid "$D"/nats.pid; do
+  for f in "$D"/router.pid "$D"/worker*.pid "$D"/encoder*.pid "$D"/etcd.pid "$D"/nats.pid; do
     [[ -f $f ]] || continue
     kill "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
@@ -54,11 +56,18 @@ up() {
   wait_http "$ETCD_URL/health" 20 etcd
   nats-server -a 127.0.0.1 -p "$NATS_PORT" >"$D/nats.log" 2>&1 &
   echo $! >"$D/nats.pid"
+  local e=${ENCODE_WORKERS:-0} remote=""
+  for i in $(seq 1 "$e"); do
+    "$B" serve --model "$model" --role encode --port $((8100 + i)) --cluster-etcd "$ETCD_URL" \
+      >"$D/encoder$i.log" 2>&1 &
+    echo $! >"$D/encoder$i.pid"
+    remote="--remote-encoders auto"
+  done
   for i in $(seq 1 "$n"); do
     local port=$((WORKER_PORT + i - 1))
     # shellcheck disable=SC2086
     "$B" serve --model "$model" --port "$port" --cluster-etcd "$ETCD_URL" \
-      --cluster-nats "$NATS_URL" ${SERVE_ARGS:-} \
+      --cluster-nats "$NATS_URL" $remote ${SERVE_ARGS:-} \
       >"$D/worker$i.log" 2>&1 &
     echo $! >"$D/worker$i.pid"
   done
@@ -66,8 +75,9 @@ up() {
     --port "$ROUTER_PORT" >"$D/router.log" 2>&1 &
   echo $! >"$D/router.pid"
   for i in $(seq 1 "$n"); do wait_http "http://127.0.0.1:$((WORKER_PORT + i - 1))/health" 120 "worker $i"; done
+  for i in $(seq 1 "$e"); do wait_http "http://127.0.0.1:$((8100 + i))/health" 120 "encode worker $i"; done
   wait_http "http://127.0.0.1:$ROUTER_PORT/health" 10 router
-  echo "cluster: router on http://127.0.0.1:$ROUTER_PORT, $n workers, etcd at $ETCD_URL"
+  echo "cluster: router on http://127.0.0.1:$ROUTER_PORT, $n workers, $e encode workers, etcd at $ETCD_URL"
   curl -s "http://127.0.0.1:$ROUTER_PORT/health"
   echo
 }
