@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cluster/encode_protocol.h"
+#include "cluster/remote_encoder.h"
 #include "cluster/transfer.h"
 #include "cluster/worker_info.h"
 #include "core/clock.h"
@@ -221,4 +222,41 @@ TEST(WorkerInfo, AnEncodeWorkerHasItsRole) {
   EXPECT_EQ(parse_worker_info(to_json(w)).role, "encode");
   w.role = "decode";
   EXPECT_THROW(parse_worker_info(to_json(w)), FormatError);
+}
+
+TEST(RemoteEncoderPool, AnUnreachableOrSilentEncodeWorkerFailsWithinItsTimeout) {
+  EXPECT_THROW(RemoteEncoderPool(RemoteEncoderOptions{}), InvalidArgument);  // none to ask
+  RemoteEncoderOptions bad;
+  bad.urls = {"127.0.0.1:9000"};
+  EXPECT_THROW(RemoteEncoderPool{bad}, InvalidArgument);
+  const std::vector<uint8_t> file(100, 7);
+  engine::RemoteEncodeItem item;
+  item.bytes = file;
+  item.estimated_tokens = 4;
+  item.width = 8;
+  // Nothing listens there: refused at connect, passed on, then failed.
+  RemoteEncoderOptions gone;
+  gone.urls = {"http://127.0.0.1:1"};
+  RemoteEncoderPool pool(gone);
+  EXPECT_THROW(pool.encode(item), Unavailable);
+  // A listener that never answers: the item's timeout ends it.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  RemoteEncoderOptions silent;
+  silent.urls = {"http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port))};
+  silent.timeout = milliseconds(300);
+  RemoteEncoderPool slow(silent);
+  const int64_t t0 = now_ns();
+  EXPECT_THROW(slow.encode(item), Unavailable);
+  const double waited_ms = static_cast<double>(now_ns() - t0) * 1e-6;
+  EXPECT_GE(waited_ms, 250);
+  EXPECT_LT(waited_ms, 3000);
+  EXPECT_NE(slow.metrics().find("mmrt_remote_encode_sent_total 1"), std::string::npos);
+  ::close(fd);
 }
