@@ -6,10 +6,12 @@ longest gap between two events: the replay's recompute of prompt and tokens on t
 worker), the whole answer's time, and compares the text with an undisturbed run of the same
 request (tokens lost or repeated: 0 expected); the router's view drops the dead worker within
 its lease. Repeated N times, a fresh worker replacing the killed one each time.
-The text matches only where both workers compute the request bit-identically: on the bf16
-`small` checkpoint the killed worker had the prompt in its prefix cache and the other computes
-it cold, and greedy tokens diverge (see docs/scale-out.md). A fast model may put several tokens
-in one event: --kill-after counts events.
+The other worker continues from the tokens the client has (cluster/stream_relay.h): the answer
+holds T tokens (usage), none lost or repeated, and its text up to the failure is the undisturbed
+run's. After it, the text matches only where both workers compute bit-identically: on the bf16
+`small` checkpoint the other worker prefills what the first decoded, and greedy tokens may
+diverge (see docs/scale-out.md). A fast model may put several tokens in one event:
+--kill-after counts events.
 Usage: bench/cluster_failover.py --mmrt BIN [--model DIR] [--trials N] [--tokens T] [--kill-after K]"""
 import argparse
 import http.client
@@ -35,7 +37,7 @@ def stream(port, body, kill=None, after=0):
     conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
     resp = conn.getresponse()
     worker = resp.getheader("x-mmrt-worker")
-    times, texts = [], []
+    times, texts, usage = [], [], None
     while True:
         line = resp.readline()
         if not line:
@@ -50,13 +52,15 @@ def stream(port, body, kill=None, after=0):
         if "error" in j:
             print("stream error:", j["error"].get("message"), file=sys.stderr, flush=True)
             break
+        if j.get("usage"):
+            usage = j["usage"]["completion_tokens"]
         if j.get("choices"):
             texts.append(j["choices"][0].get("delta", {}).get("content") or "")
         if kill and len(times) == after:
             kill(worker)
             kill = None
     conn.close()
-    return texts, times, worker
+    return texts, times, worker, usage
 
 
 def main():
@@ -75,12 +79,12 @@ def main():
         ct.until("both workers", lambda: len(router.workers()) == 2, 15)
         body = json.dumps({"messages": [{"role": "user", "content": "Tell me a long story."}],
                            "stream": True, "max_tokens": a.tokens, "ignore_eos": True,
-                           "temperature": 0}).encode()
-        ref, ref_times, _ = stream(router.port, body)
+                           "temperature": 0, "stream_options": {"include_usage": True}}).encode()
+        ref, ref_times, _, _ = stream(router.port, body)
         ref_gap = max(b - a_ for a_, b in zip(ref_times, ref_times[1:]))
         print(f"model {name}, {a.tokens} tokens, undisturbed: {ref_times[-1] * 1e3:.0f} ms, longest "
               f"gap between events {ref_gap * 1e3:.1f} ms", flush=True)
-        stalls, totals, drops, exact = [], [], [], 0
+        stalls, totals, drops, exact, whole, before_ok = [], [], [], 0, 0, 0
         for trial in range(a.trials):
             killed = {}
 
@@ -90,7 +94,10 @@ def main():
                 w.proc.wait()
                 killed["w"], killed["t"] = w, time.time()
 
-            texts, times, _ = stream(router.port, body, kill, a.kill_after)
+            texts, times, _, usage = stream(router.port, body, kill, a.kill_after)
+            whole += usage == a.tokens
+            sent = "".join(texts[:a.kill_after - 1])  # the events before the kill (role first)
+            before_ok += "".join(ref).startswith(sent)
             gaps = [b - a_ for a_, b in zip(times, times[1:])]
             stalls.append(max(gaps) * 1e3)
             totals.append(times[-1] * 1e3)
@@ -100,7 +107,8 @@ def main():
                 n = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
                          min(len(got), len(want)))
                 print(f"  trial {trial}: {len(times)} events, {len(got)} of {len(want)} characters, "
-                      f"first difference at {n}", file=sys.stderr, flush=True)
+                      f"first difference at {n}, resumed after character {len(sent)}",
+                      file=sys.stderr, flush=True)
             ct.until("the dead worker to leave", lambda: len(router.workers()) == 1, TTL + 5)
             drops.append(time.time() - killed["t"])
             workers.remove(killed["w"])
@@ -109,8 +117,10 @@ def main():
         print(f"{a.trials} failovers (kill -9 after {a.kill_after} events): stall median "
               f"{statistics.median(stalls):.0f} ms (max {max(stalls):.0f}), answer "
               f"{statistics.median(totals):.0f} ms against {ref_times[-1] * 1e3:.0f} undisturbed, "
-              f"text equal to the undisturbed run {exact}/{a.trials}, dead worker out of the "
-              f"router's view after {statistics.median(drops):.1f} s (TTL {TTL} s)", flush=True)
+              f"answers of {a.tokens} tokens {whole}/{a.trials}, text before the failure equal "
+              f"to the undisturbed run's {before_ok}/{a.trials}, whole text equal "
+              f"{exact}/{a.trials}, dead worker out of the router's view after "
+              f"{statistics.median(drops):.1f} s (TTL {TTL} s)", flush=True)
     finally:
         ct.stop_cluster(router, workers, etcd)
 

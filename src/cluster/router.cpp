@@ -111,7 +111,6 @@ class Router {
   std::unique_ptr<GaugeBoard> gauges_;
   std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};
-  std::atomic<int64_t> seeds_{0};  // seeds given to sampled streams (one salt each)
   std::thread poller_;
 };
 
@@ -318,27 +317,21 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                                    "no worker serving '" + model + "' is registered"));
     });
   }
-  // A streamed answer can be resumed on another worker by replaying the request if it is
-  // deterministic: greedy, or sampled with a seed (the sampler is a pure function of logits,
-  // settings, seed and draw index). A sampled request without one gets one here.
+  // A streamed answer can be resumed on another worker: every worker is asked for its tokens'
+  // ids (mmrt_stream_ids), and after a failure the next one continues from those the client
+  // has (mmrt_resume_ids; cluster/stream_relay.h). A client resuming a stream itself is not
+  // resumed again.
   const std::string* body = &req.body;
-  std::string seeded;  // the body with a seed of the router's, when it needs one
-  const bool replayable =
-      parsed.is_object() && parsed.value("stream", false) == true && parsed.value("n", 1) == 1;
-  if (replayable && !parsed.contains("seed")) {
-    const auto t = parsed.find("temperature");
-    if (!(t != parsed.end() && t->is_number() && t->get<double>() == 0)) {
-      // Spliced in after the object's opening brace (the object has a "stream" member, so a
-      // comma follows): the body's bytes, media included, are not written again.
-      const int64_t salt[2] = {now_ns(), ++seeds_};
-      const size_t brace = req.body.find('{');
-      seeded = req.body.substr(0, brace + 1) +
-               "\"seed\":" + std::to_string(hash128(salt, sizeof salt).lo >> 1) + "," +
-               req.body.substr(brace + 1);
-      body = &seeded;
-    }
+  std::string with_ids, resumed;  // the body as sent: asking for ids; continuing from them
+  const bool resumable = parsed.is_object() && parsed.value("stream", false) == true &&
+                         parsed.value("n", 1) == 1 && !parsed.contains("mmrt_resume_ids");
+  const bool client_ids = resumable && parsed.contains("mmrt_stream_ids");
+  if (resumable && !client_ids) {
+    with_ids = splice_member(req.body, "mmrt_stream_ids", "true");
+    body = &with_ids;
   }
-  StreamRelay relay;
+  const std::string& stream_body = *body;
+  StreamRelay relay(client_ids);
   bool begun = false;
   // A handle from the pool keeps its connections to the workers open between requests.
   CURL* c = nullptr;
@@ -391,10 +384,11 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       refusal = std::move(a);
       continue;
     }
-    if (begun && rc != CURLE_OK && replayable && a->may_pass_on && !relay.done()) {
-      // The worker failed mid-stream: the next one replays the request; the relay drops what
-      // the client already has.
-      if (a->streaming) relay.replay();
+    if (begun && rc != CURLE_OK && resumable && a->may_pass_on && !relay.done()) {
+      // The worker failed mid-stream: the next one continues from the tokens the client has.
+      relay.resume();
+      resumed = splice_member(stream_body, "mmrt_resume_ids", json(relay.ids()).dump());
+      body = &resumed;
       std::fprintf(stderr, "mmrt router: worker %s failed mid-stream (%s): resuming on the next\n",
                    w.id.c_str(), curl_easy_strerror(rc));
       ++passed_on_;
@@ -402,7 +396,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       errors += (errors.empty() ? "" : "; ") + w.id + ": " + curl_easy_strerror(rc);
       continue;
     }
-    if (begun && !a->streaming) {  // a replay this worker did not take: the next, or the end
+    if (begun && !a->streaming) {  // a resumption this worker did not take: the next, or the end
       errors += (errors.empty() ? "" : "; ") + w.id + ": " +
                 (rc == CURLE_OK ? "answered " + std::to_string(a->status) : curl_easy_strerror(rc));
       continue;

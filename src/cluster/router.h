@@ -7,7 +7,9 @@
 // fails before any byte of the answer, passes the request to the next worker; when none takes
 // it the client gets the last refusal (429 with its reason and Retry-After) at once. Answers,
 // streamed or whole, are relayed as they come, with `x-mmrt-worker` naming the worker; a client
-// that goes away cancels the request on its worker (the connection to it is closed). With NATS,
+// that goes away cancels the request on its worker (the connection to it is closed); a stream
+// whose worker fails mid-way continues on the next from the tokens the client has
+// (cluster/stream_relay.h). With NATS,
 // the workers' load gauges (cluster/load_gauges.h) move a request off its affinity worker when
 // that one is far busier than another.
 #pragma once

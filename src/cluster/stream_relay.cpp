@@ -1,7 +1,8 @@
 #include "cluster/stream_relay.h"
-#include "io/json_fields.h"
 
 #include <nlohmann/json.hpp>
+
+#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -9,13 +10,18 @@ using nlohmann::json;
 
 namespace {
 
-// Never throws: a string cut inside a UTF-8 character (a replay that differs from the answer it
-// continues) gets U+FFFD for the broken bytes.
+// Never throws: a string cut inside a UTF-8 character gets U+FFFD for the broken bytes.
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
+
+std::string splice_member(const std::string& body, std::string_view name, std::string_view value) {
+  const size_t brace = body.find('{');
+  return body.substr(0, brace + 1) + "\"" + std::string(name) + "\":" + std::string(value) + "," +
+         body.substr(brace + 1);
+}
 
 std::string StreamRelay::feed(std::string_view bytes) {
   pending_.append(bytes);
@@ -31,15 +37,15 @@ std::string StreamRelay::feed(std::string_view bytes) {
   return out;
 }
 
-void StreamRelay::replay() {
+void StreamRelay::resume() {
   pending_.clear();
-  replaying_ = true;
-  skip_ = sent_.size();
+  resuming_ = true;
+  resumed_ = static_cast<int64_t>(ids_.size());
 }
 
 std::string StreamRelay::event(std::string_view block) {
   const std::string whole = std::string(block) + "\n\n";
-  if (block.rfind("data: ", 0) != 0) return replaying_ ? "" : whole;  // comments (pings)
+  if (block.rfind("data: ", 0) != 0) return resuming_ ? "" : whole;  // comments (pings)
   const std::string_view payload = block.substr(6);
   if (payload == "[DONE]") {
     done_ = true;
@@ -53,6 +59,19 @@ std::string StreamRelay::event(std::string_view block) {
     else
       *it = id_;
   }
+  if (auto it = j.find("mmrt_ids"); it != j.end()) {
+    if (it->is_array())
+      for (const json& t : *it)
+        if (t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX)
+          ids_.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    if (!keep_ids_) j.erase(it);
+  }
+  if (auto u = j.find("usage"); resumed_ > 0 && u != j.end() && u->is_object()) {
+    // The new worker counts what it generated; the client's answer holds the resumed tokens too.
+    for (const char* k : {"completion_tokens", "total_tokens"})
+      if (auto v = u->find(k); v != u->end() && v->is_number_integer())
+        *v = v->get<int64_t>() + resumed_;
+  }
   auto choices = j.find("choices");
   if (choices == j.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object())
     return "data: " + dump(j) + "\n\n";  // usage, errors, mmrt's own chunk
@@ -63,15 +82,14 @@ std::string StreamRelay::event(std::string_view block) {
                       ? &(*delta)["content"]
                       : text;
   const bool finish = c.contains("finish_reason") && !c["finish_reason"].is_null();
-  if (replaying_ && delta) delta->erase("role");  // the client has its role chunk
-  std::string s = content ? content->get<std::string>() : "";
-  if (skip_ > 0) {
-    const size_t drop = std::min(skip_, s.size());
-    s.erase(0, drop);
-    skip_ -= drop;
+  bool role = delta && delta->contains("role");
+  if (role && role_sent_) {
+    delta->erase("role");  // the client has its role chunk
+    role = false;
   }
-  if (replaying_ && s.empty() && !finish) return "";  // nothing the client lacks
-  if (content) *content = s;
+  role_sent_ = role_sent_ || role;
+  const std::string s = content ? content->get<std::string>() : "";
+  if (resuming_ && s.empty() && !finish && !role) return "";  // nothing the client lacks
   sent_ += s;
   return "data: " + dump(j) + "\n\n";
 }

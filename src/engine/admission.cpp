@@ -216,7 +216,7 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
     const MediaWork w = q == &r ? p.own_media : uncached_media(*q, v);
     if (q == &r) {
       after_r = true;
-    } else if (after_r && q->deadline_ns != 0 && q->output.empty()) {
+    } else if (after_r && q->deadline_ns != 0 && q->generated() == 0) {
       // Its first token, from now, with the work ahead of it (as expire_late and admission
       // predict it: the margin, then the class's bias).
       auto first_token = [&](double ahead, const MediaWork& ahead_media) {
@@ -334,7 +334,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
   auto check = [&](Request* r) {
     // A request whose media is being preprocessed belongs to the media stage until it returns;
     // it is checked once it reaches the scheduler.
-    if (r->deadline_ns == 0 || !r->output.empty() || r->media_pending) return;
+    if (r->deadline_ns == 0 || r->generated() > 0 || r->media_pending) return;
     if (r->status == RequestStatus::kRunning && r->prefilled()) return;
     const int64_t queued = r->timeline.last(Event::kQueued);
     if (queued > since_ns && queued < now) return;

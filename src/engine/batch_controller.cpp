@@ -31,10 +31,10 @@ int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
     if (target <= 0) continue;
     const int64_t first = r->timeline.first(Event::kFirstToken);
     // Prefilling (again, after a preemption) a request is not decoding: its prompt is the step.
-    if (first < 0 || !r->prefilled() || r->output.empty()) continue;
+    if (first < 0 || !r->prefilled() || r->generated() == 0) continue;
     const double at = static_cast<double>(first - now) + cfg.mean_headroom *
                                                              static_cast<double>(target) *
-                                                             static_cast<double>(r->output.size());
+                                                             static_cast<double>(r->generated());
     if (!scheduled || at < due) due = at;
     scheduled = true;
   }

@@ -137,7 +137,7 @@ struct Engine::Impl : SchedulerView {
   // Newly complete text goes to the handle; so does the first token even without text of its
   // own (a byte of a character, a special token): a stream's first byte leaves with it.
   void publish(Submission& s, const std::string& text) {
-    if (text.empty() && s.req->output.size() != 1) return;
+    if (text.empty() && s.req->generated() != 1) return;
     {
       std::lock_guard<std::mutex> lk(s.handle->mu);
       s.handle->result.text += text;  // the whole text, for wait()
@@ -149,7 +149,10 @@ struct Engine::Impl : SchedulerView {
       lp.assign(all.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent), all.end());
       s.logprobs_sent = all.size();
     }
-    s.handle->push_text(text, std::move(lp));
+    const std::vector<int32_t>& out = s.req->output;
+    std::vector<int32_t> ids(out.begin() + static_cast<std::ptrdiff_t>(s.ids_sent), out.end());
+    s.ids_sent = out.size();
+    s.handle->push_text(text, std::move(lp), std::move(ids));
   }
 
   // ---- the media stage's results (its threads, or submit()'s for a short text request) ----
@@ -369,7 +372,7 @@ struct Engine::Impl : SchedulerView {
   // A request got a token or finished in the last step: learning, text, stop strings, the end.
   void after_token(Request& r) {
     Submission& s = *entry_of(&r);
-    if (r.predicted_ttft_ns > 0 && r.timeline.count(Event::kToken) == 0 && r.output.size() <= 1) {
+    if (r.predicted_ttft_ns > 0 && r.timeline.count(Event::kToken) == 0 && r.generated() <= 1) {
       const int64_t first = r.timeline.first(Event::kFirstToken);
       admission->observe_first_token(r, first);
       cost.record_ttft(static_cast<double>(r.predicted_ttft_ns),
@@ -531,6 +534,9 @@ RequestHandle Engine::submit(GenerateRequest g) {
     apply_promise(r, g, m.cfg.sla);
     r.sampling.validate();
     s->text = std::make_unique<OutputText>(*m.tok, r.sampling.stop);
+    r.resume(std::move(g.resume_ids), m.model.spec.vocab_size);
+    s->text->prime(r.output);
+    s->ids_sent = r.output.size();
     s->messages = std::move(g.messages);
     s->prompt_ids = std::move(g.prompt_ids);
     s->prompt_text = std::move(g.prompt_text);

@@ -98,6 +98,11 @@ struct GenerateRequest {
   int64_t tpot_target_ns = 0;  // explicit TPOT target (overrides the class)
   // Its tenant's cap on prompt tokens in flight (0: the engine's, EngineConfig).
   int64_t tenant_max_prompt_tokens = 0;
+  // The output a worker that failed mid-stream had already delivered (its token ids, from the
+  // stream's events): this request continues from them (Request::resume; sampling as if it had
+  // generated them, so a greedy or seeded stream goes on as it would have). Events carry only
+  // what follows.
+  std::vector<int32_t> resume_ids;
 
   // Appends an image: its bytes to `media` (the messages must hold the matching image part).
   void add_image(std::vector<uint8_t> bytes) {

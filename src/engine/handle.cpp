@@ -7,7 +7,7 @@ namespace mmrt::engine {
 RequestResult take_result(Request& r) {
   RequestResult res;
   res.id = r.id;
-  res.tokens = r.output;
+  res.tokens.assign(r.output.begin() + r.resumed, r.output.end());  // generated here
   res.logprobs = std::move(r.output_logprobs);
   res.outcome = r.outcome;
   if (r.outcome == Outcome::kRefused || r.outcome == Outcome::kFailed) res.error = r.error;
@@ -37,13 +37,15 @@ void CancelLink::detach() {
   cancel_ = nullptr;
 }
 
-void RequestHandle::State::push_text(const std::string& text, std::vector<TokenLogprobs> logprobs) {
+void RequestHandle::State::push_text(const std::string& text, std::vector<TokenLogprobs> logprobs,
+                                     std::vector<int32_t> token_ids) {
   std::function<void()> fn;
   {
     std::lock_guard<std::mutex> lk(mu);
     StreamEvent e;
     e.text = text;
     e.logprobs = std::move(logprobs);
+    e.token_ids = std::move(token_ids);
     events.push_back(std::move(e));
     fn = notify;
   }

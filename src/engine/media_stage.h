@@ -64,6 +64,7 @@ struct Submission {
   Preprocessed preprocessed;  // written by the media stage, applied by apply()
   std::unique_ptr<OutputText> text;
   size_t logprobs_sent = 0;   // entries of req->output_logprobs already in events
+  size_t ids_sent = 0;        // entries of req->output already in events (or resumed)
   int64_t tenant_tokens = 0;  // prompt tokens charged to its tenant's cap (the engine's books)
   bool cancel_requested = false;
 };

@@ -18,6 +18,10 @@ std::string OutputText::push(int32_t id) {
   return stops_.push(piece);
 }
 
+void OutputText::prime(std::span<const int32_t> ids) {
+  for (int32_t id : ids) push(id);
+}
+
 std::string OutputText::finish() {
   std::string out;
   if (!stops_.finished()) out = stops_.push(detok_.flush());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "engine/engine.h"
 
 namespace mmrt::engine {
@@ -22,6 +23,20 @@ const char* outcome_name(Outcome o) {
       return "failed";
   }
   return "?";
+}
+
+void Request::resume(std::vector<int32_t> ids, int64_t vocab) {
+  if (ids.empty()) return;
+  if (static_cast<int64_t>(ids.size()) >= sampling.max_tokens)
+    throw InvalidArgument("resume_ids holds " + std::to_string(ids.size()) +
+                          " tokens: nothing left to generate within max_tokens " +
+                          std::to_string(sampling.max_tokens));
+  for (int32_t t : ids)
+    if (t < 0 || t >= vocab)
+      throw InvalidArgument("resume_ids: token id " + std::to_string(t) + " is outside [0, " +
+                            std::to_string(vocab) + ")");
+  output = std::move(ids);
+  resumed = static_cast<int64_t>(output.size());
 }
 
 void start_clock(Request& r, int64_t arrival_ns, int64_t read_ns, int64_t now) {

@@ -94,6 +94,10 @@ struct Request {
   int64_t num_computed = 0;     // tokens whose K/V is in the cache
   int64_t num_cached_hit = 0;   // of those, tokens taken from the prefix cache at admission
   std::vector<int32_t> output;  // generated tokens (stop token excluded)
+  // Of `output`, the first tokens came with the request (a stream resumed here after its worker
+  // failed, GenerateRequest::resume_ids): prefilled with the prompt, counted in max_tokens and
+  // the draw index, never emitted again. Its first token here is output[resumed].
+  int64_t resumed = 0;
   std::vector<TokenLogprobs> output_logprobs;  // one per output token when sampling.logprobs >= 0
   int32_t num_preemptions = 0;
   Outcome outcome = Outcome::kNone;
@@ -113,8 +117,15 @@ struct Request {
     return static_cast<int32_t>(i + rope_delta);
   }
   bool finished() const { return status == RequestStatus::kDone; }
-  // The whole prompt is in the KV cache: each step now decodes one token.
-  bool prefilled() const { return num_computed >= static_cast<int64_t>(prompt.size()); }
+  // Tokens generated here (not resumed).
+  int64_t generated() const { return static_cast<int64_t>(output.size()) - resumed; }
+  // Tokens to prefill before the first decode: the prompt and the resumed output.
+  int64_t prefill_tokens() const { return static_cast<int64_t>(prompt.size()) + resumed; }
+  // The whole prompt (and resumed output) is in the KV cache: each step now decodes one token.
+  bool prefilled() const { return num_computed >= prefill_tokens(); }
+  // Makes `ids` the output already delivered (a resumed stream). InvalidArgument for an id
+  // outside [0, vocab) or when they leave nothing to generate within max_tokens.
+  void resume(std::vector<int32_t> ids, int64_t vocab);
 };
 
 }  // namespace mmrt::engine

@@ -209,7 +209,7 @@ void Scheduler::describe_chunks(StepPlan& plan, const std::vector<Request*>& req
   for (size_t k = 0; k < plan.chunks.size(); ++k) {
     ScheduledChunk& c = plan.chunks[k];
     const Request& r = *reqs[k];
-    c.prefill = c.start < static_cast<int64_t>(r.prompt.size());
+    c.prefill = c.start < r.prefill_tokens();
     c.tokens.resize(static_cast<size_t>(c.n));
     for (int64_t i = 0; i < c.n; ++i) c.tokens[static_cast<size_t>(i)] = r.token_at(c.start + i);
     c.rope_delta = r.rope_delta;
@@ -288,7 +288,7 @@ std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& 
                 std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end();
     stop |= std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) !=
             sp.stop_token_ids.end();
-    r->timeline.add(r->output.empty() && r->timeline.count(Event::kFirstToken) == 0
+    r->timeline.add(r->generated() == 0 && r->timeline.count(Event::kFirstToken) == 0
                         ? Event::kFirstToken
                         : Event::kToken,
                     now_ns, tok);

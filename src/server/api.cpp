@@ -392,6 +392,24 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
   return out;
 }
 
+// mmrt's stream resumption (docs/scale-out.md): `mmrt_stream_ids` puts each chunk's token ids in
+// it (`mmrt_ids`), `mmrt_resume_ids` continues a stream from the ids it had delivered.
+void parse_resumption(const Fields& f, ParsedRequest& out) {
+  out.stream_ids = f.boolean("mmrt_stream_ids").value_or(false);
+  if (out.stream_ids && !out.stream)
+    throw bad_request("`mmrt_stream_ids` is only allowed when `stream` is true", "mmrt_stream_ids");
+  const json* r = f.get("mmrt_resume_ids");
+  if (!r) return;
+  if (!r->is_array() || r->size() >= static_cast<size_t>(out.request.sampling.max_tokens))
+    throw bad_request("`mmrt_resume_ids` must be a list of fewer token ids than max_tokens",
+                      "mmrt_resume_ids");
+  for (const json& t : *r) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+      throw bad_request("`mmrt_resume_ids` entries must be token ids", "mmrt_resume_ids");
+    out.request.resume_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+}
+
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt) {
   json o;
   try {
@@ -417,6 +435,7 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiO
   }
   out.user = f.string("user").value_or("");
   parse_sampling(f, opt, out.request.sampling);
+  parse_resumption(f, out);
   parse_logprobs(f, endpoint, out.request.sampling);
   parse_sla(f, opt, out);
   if (endpoint == Endpoint::kChat) {

@@ -71,6 +71,7 @@ struct ParsedRequest {
   // the caller names it when the model does not take the item's modality.
   std::vector<std::string> media_parts;
   bool stream = false, include_usage = false;
+  bool stream_ids = false;  // mmrt_stream_ids: chunks carry their tokens' ids (mmrt_ids)
   std::string requested_class;  // the class asked for ("" only when the config has none)
   bool class_chosen = false;    // named (sla_class, service_tier)
   std::string user;

@@ -123,6 +123,7 @@ void Call::submit(ParsedRequest p) {
   stream_ = p.stream;
   include_usage_ = p.include_usage;
   logprobs_ = p.request.sampling.logprobs >= 0;
+  stream_ids_ = p.stream_ids;
   if (!p.class_chosen && !tenant_.default_class.empty())
     p.request.sla_class = tenant_.default_class;
   requested_class_ = p.request.sla_class;
@@ -259,6 +260,8 @@ void Call::drain() {
       if (stream_) start_stream();
       text += ev.text;
       for (auto& t : ev.logprobs) pending_logprobs_.push_back(std::move(t));
+      if (stream_ids_)
+        pending_ids_.insert(pending_ids_.end(), ev.token_ids.begin(), ev.token_ids.end());
       continue;
     }
     on_text(text);
@@ -302,11 +305,17 @@ json Call::chunk(const std::string& text, const char* finish) const {
 void Call::on_text(const std::string& text) {
   if (!stream_ || text.empty() || ended_) return;  // whole responses take the text at the end
   start_stream();
-  if (logprobs_) {
+  if (logprobs_ || stream_ids_) {
     json c = chunk(text, nullptr);
-    c["choices"][0]["logprobs"] = logprobs_json(pending_logprobs_);
-    logprobs_streamed_ += pending_logprobs_.size();
-    pending_logprobs_.clear();
+    if (logprobs_) {
+      c["choices"][0]["logprobs"] = logprobs_json(pending_logprobs_);
+      logprobs_streamed_ += pending_logprobs_.size();
+      pending_logprobs_.clear();
+    }
+    if (stream_ids_) {
+      c["mmrt_ids"] = pending_ids_;  // the tokens whose text this chunk completes
+      pending_ids_.clear();
+    }
     ex_->write("data: " + dump(c) + "\n\n");
     last_write_ns_ = now_ns();
     return;

@@ -85,6 +85,8 @@ class Call : public std::enable_shared_from_this<Call> {
   // running text offset.
   bool logprobs_ = false;
   std::vector<engine::TokenLogprobs> pending_logprobs_;
+  bool stream_ids_ = false;          // chunks carry their tokens' ids (mmrt_stream_ids)
+  std::vector<int32_t> pending_ids_;
   size_t logprobs_streamed_ = 0;
   int64_t text_offset_ = 0;
   std::optional<engine::RequestHandle> handle_;

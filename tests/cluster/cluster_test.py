@@ -457,11 +457,12 @@ def main():
         check(ok, f"SIGSTOP past the lease: dropped after {dropped_s:.1f} s (TTL {TTL} s), the "
               "other worker serves, it rejoins after SIGCONT")
 
-        # kill -9 mid-stream: the stream completes on the other worker (the router replays the
-        # request there and drops what the client already has), the dead worker is dropped
-        # within its TTL, and the other serves on.
+        # kill -9 mid-stream: the stream completes on the other worker (it continues from the
+        # token ids the client has), the dead worker is dropped within its TTL, and the other
+        # serves on.
         long = chat([{"role": "user", "content": "Tell me a long story."}], stream=True,
-                    max_tokens=1000, ignore_eos=True, temperature=0)
+                    max_tokens=1000, ignore_eos=True, temperature=0,
+                    stream_options={"include_usage": True})
         st, hd, b = post(router.port, long)
         reference = "".join(e["choices"][0]["delta"].get("content") or ""
                             for e in hu.sse_events(b) if isinstance(e, dict) and e.get("choices"))
@@ -486,11 +487,15 @@ def main():
         roles = sum(1 for e in events if isinstance(e, dict) and e.get("choices") and
                     "role" in e["choices"][0]["delta"])
         ids = {e.get("id") for e in events if isinstance(e, dict) and e.get("id")}
+        usage = [e["usage"] for e in events if isinstance(e, dict) and e.get("usage")]
+        leaked = any("mmrt_ids" in e for e in events if isinstance(e, dict))
         check(st == 200 and st2 == 200 and len(reference) > 100 and text == reference and
-              roles == 1 and len(ids) == 1 and events[-1] == "[DONE]" and
+              roles == 1 and len(ids) == 1 and events[-1] == "[DONE]" and not leaked and
+              len(usage) == 1 and usage[0]["completion_tokens"] == 1000 and
               hu.metric(router.port, "mmrt_router_resumed_total") >= 1,
-              f"kill -9 mid-stream: the stream completes on the other worker, text equal to an "
-              f"undisturbed run ({len(reference)} chars), one id, one role chunk, one [DONE]")
+              f"kill -9 mid-stream: the stream completes on the other worker from the tokens "
+              f"the client has, text equal to an undisturbed run ({len(reference)} chars), one "
+              f"id, one role chunk, one [DONE], usage {usage}, no token ids leaked")
         until("the killed worker to be dropped", lambda: len(router.workers()) == 1, TTL + 5)
         dropped_s = time.time() - t0
         sts = [post(router.port, chat([{"role": "user", "content": f"after kill {i}"}]))[0]

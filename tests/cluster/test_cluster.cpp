@@ -119,28 +119,38 @@ TEST(Etcd, PrefixRangeEnd) {
 }
 
 namespace {
-// An OpenAI-style stream of `words` (role chunk, one content chunk per word, finish, usage,
-// [DONE]) under `id`.
-std::string stream_of(const std::vector<std::string>& words, const std::string& id) {
-  auto ev = [&](const std::string& choice) {
+// An OpenAI-style stream of words[from..] (role chunk, one content chunk per word with its token
+// id, the word's index, in mmrt_ids, finish, usage, [DONE]) under `id`: what a worker resuming
+// from `from` tokens sends.
+std::string stream_of(const std::vector<std::string>& words, const std::string& id,
+                      size_t from = 0) {
+  auto ev = [&](const std::string& choice, const std::string& extra = "") {
     return "data: {\"id\":\"" + id + "\",\"object\":\"chat.completion.chunk\",\"choices\":[" +
-           choice + "]}\n\n";
+           choice + "]" + extra + "}\n\n";
   };
   std::string s =
       ev(R"({"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null})");
-  for (const auto& w : words)
-    s += ev(R"({"index":0,"delta":{"content":")" + w + R"("},"finish_reason":null})");
+  for (size_t k = from; k < words.size(); ++k)
+    s += ev(R"({"index":0,"delta":{"content":")" + words[k] + R"("},"finish_reason":null})",
+            ",\"mmrt_ids\":[" + std::to_string(k) + "]");
   s += ev(R"({"index":0,"delta":{},"finish_reason":"length"})");
   s += "data: {\"id\":\"" + id +
-       "\",\"choices\":[],\"usage\":{\"completion_tokens\":" + std::to_string(words.size()) +
+       "\",\"choices\":[],\"usage\":{\"completion_tokens\":" + std::to_string(words.size() - from) +
        "}}\n\n";
   return s + "data: [DONE]\n\n";
 }
 
-// The content and ids a client reads from a relayed stream.
-std::pair<std::string, std::set<std::string>> read_stream(const std::string& s, int& roles) {
+// What a client reads from a relayed stream: content, ids, role chunks, the usage's completion
+// tokens, and whether any chunk still holds mmrt_ids.
+struct Read {
   std::string text;
   std::set<std::string> ids;
+  int roles = 0;
+  int64_t completion_tokens = -1;
+  bool token_ids = false;
+};
+Read read_stream(const std::string& s) {
+  Read r;
   size_t at = 0;
   while ((at = s.find("data: ", at)) != std::string::npos) {
     const size_t end = s.find("\n\n", at);
@@ -148,31 +158,32 @@ std::pair<std::string, std::set<std::string>> read_stream(const std::string& s, 
     at = end;
     if (p == "[DONE]") continue;
     const auto j = nlohmann::json::parse(p);
-    ids.insert(j.value("id", std::string()));
+    r.ids.insert(j.value("id", std::string()));
+    r.token_ids = r.token_ids || j.contains("mmrt_ids");
+    if (j.contains("usage")) r.completion_tokens = j["usage"]["completion_tokens"];
     if (!j["choices"].empty()) {
       const auto& d = j["choices"][0]["delta"];
-      if (d.contains("role")) ++roles;
-      if (d.contains("content")) text += d["content"].get<std::string>();
+      if (d.contains("role")) ++r.roles;
+      if (d.contains("content")) r.text += d["content"].get<std::string>();
     }
   }
-  return {text, ids};
+  return r;
 }
 }  // namespace
 
-// A worker fails mid-stream; the same request replayed on another worker (other chunk
-// boundaries, another id) continues it: the client reads the undisturbed text once, under one id,
-// with one role chunk and one [DONE].
-TEST(StreamRelay, AReplayContinuesTheStreamWithoutLossOrRepeat) {
+// A worker fails mid-stream, after any number of bytes; another continues from the token ids the
+// relay saw (its own chunk boundaries, another id): the client reads the text once, under one
+// id, with one role chunk, one [DONE], no mmrt_ids, and usage counting every token.
+TEST(StreamRelay, AResumedStreamContinuesWithoutLossOrRepeat) {
   const std::vector<std::string> words = {"The", " cache",      " holds", " the",   " prefix",
                                           ".",   " Ro\xc3\xa9", "uters",  " route", "!"};
   std::string whole;
   for (const auto& w : words) whole += w;
-  const std::string first = stream_of(words, "chatcmpl-a"), second = stream_of(words, "chatcmpl-b");
+  const std::string first = stream_of(words, "chatcmpl-a");
   std::mt19937 rng(5);
   for (int trial = 0; trial < 200; ++trial) {
     StreamRelay relay;
     std::string out;
-    // The first worker dies after a random number of bytes, in random pieces.
     const size_t cut = rng() % first.size();
     for (size_t at = 0; at < cut;) {
       const size_t n = std::min<size_t>(1 + rng() % 40, cut - at);
@@ -180,19 +191,24 @@ TEST(StreamRelay, AReplayContinuesTheStreamWithoutLossOrRepeat) {
       at += n;
     }
     if (!relay.done()) {
-      relay.replay();
+      relay.resume();
+      const std::vector<int32_t> had = relay.ids();
+      for (size_t k = 0; k < had.size(); ++k) ASSERT_EQ(had[k], static_cast<int32_t>(k));
+      const std::string second = stream_of(words, "chatcmpl-b", had.size());
       for (size_t at = 0; at < second.size();) {
         const size_t n = std::min<size_t>(1 + rng() % 40, second.size() - at);
         out += relay.feed(std::string_view(second).substr(at, n));
         at += n;
       }
     }
-    int roles = 0;
-    const auto [text, ids] = read_stream(out, roles);
-    ASSERT_EQ(text, whole) << "cut at " << cut;
-    EXPECT_LE(ids.size(), 1u) << "cut at " << cut;
-    EXPECT_LE(roles, 1) << "cut at " << cut;
+    const Read r = read_stream(out);
+    ASSERT_EQ(r.text, whole) << "cut at " << cut;
+    EXPECT_EQ(r.ids.size(), 1u) << "cut at " << cut;
+    EXPECT_EQ(r.roles, 1) << "cut at " << cut;
+    EXPECT_FALSE(r.token_ids) << "cut at " << cut;
+    EXPECT_EQ(r.completion_tokens, static_cast<int64_t>(words.size())) << "cut at " << cut;
     EXPECT_EQ(relay.sent(), whole);
+    EXPECT_EQ(relay.ids().size(), words.size());
     size_t dones = 0;
     for (size_t at = 0; (at = out.find("[DONE]", at)) != std::string::npos; ++at) ++dones;
     EXPECT_EQ(dones, 1u);
@@ -232,16 +248,16 @@ TEST(LoadGauge, RoundTripsAndRefusesBadPayloads) {
   EXPECT_THROW(parse_load_gauge(std::string(5000, ' ')), FormatError);
 }
 
-// A replay that differs from the answer it continues (a worker whose numerics differ) may cut a
-// UTF-8 character where the client's text ends: the relay never throws, and what it forwards is
-// still JSON (the broken bytes as U+FFFD).
-TEST(StreamRelay, AReplayThatDiffersNeverBreaksTheStream) {
-  StreamRelay relay;
-  std::string out = relay.feed(stream_of({"ab", "c"}, "chatcmpl-a").substr(0, 200));
-  relay.replay();
-  ASSERT_NO_THROW(out += relay.feed(stream_of({"a\xc3\xa9", "\xe2\x82\xac!"}, "chatcmpl-b")));
-  int roles = 0;
-  EXPECT_NO_THROW(read_stream(out, roles));
+// A client that asked for the ids itself keeps them; the splice writes a member in front.
+TEST(StreamRelay, IdsTheClientAskedForStayAndMembersSpliceInFront) {
+  StreamRelay relay(/*keep_ids=*/true);
+  const Read r = read_stream(relay.feed(stream_of({"a", "b"}, "chatcmpl-a")));
+  EXPECT_TRUE(r.token_ids);
+  EXPECT_EQ(relay.ids(), (std::vector<int32_t>{0, 1}));
+  const std::string body = R"({"stream":true,"messages":[]})";
+  const auto j = nlohmann::json::parse(splice_member(body, "mmrt_resume_ids", "[1,2]"));
+  EXPECT_EQ(j["mmrt_resume_ids"], nlohmann::json::array({1, 2}));
+  EXPECT_EQ(j["stream"], true);
 }
 
 // Text from other processes is parsed within the project's JSON bounds (depth, values): a

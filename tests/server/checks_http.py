@@ -359,6 +359,49 @@ def slow_body(ctx):
     return f"http_read {read_ms:.0f} ms, TTFT {ttft_ms:.0f} ms, client {client_s * 1e3:.0f} ms"
 
 
+def resume_stream(ctx):
+    """mmrt_stream_ids puts each chunk's token ids in it (mmrt_ids); mmrt_resume_ids continues a
+    stream from the ids an earlier one delivered: the continuation is the rest of an undisturbed
+    greedy run, its ids the rest of its ids, its usage the tokens generated here."""
+    def run(**kw):
+        body = chat("Tell me a story about caches.", max_tokens=40, ignore_eos=True,
+                    temperature=0, stream=True, mmrt_stream_ids=True,
+                    stream_options={"include_usage": True}, **kw)
+        st, _, raw = hu.request(ctx.port, "POST", "/v1/chat/completions",
+                                json.dumps(body).encode(), {"Content-Type": "application/json"})
+        expect(st == 200, f"{st} {raw[:300]}")
+        chunks, usage = [], None
+        for e in hu.sse_events(raw):
+            if isinstance(e, dict) and e.get("usage"):
+                usage = e["usage"]["completion_tokens"]
+            if isinstance(e, dict) and e.get("choices"):
+                chunks.append((e["choices"][0]["delta"].get("content") or "", e.get("mmrt_ids", [])))
+        return chunks, usage
+
+    full, usage = run()
+    ids = [t for _, c in full for t in c]
+    expect(usage == 40 and 20 <= len(ids) <= 40, f"usage {usage}, {len(ids)} ids in chunks")
+    j, head = 0, []
+    while len(head) < 12:
+        head += full[j][1]
+        j += 1
+    rest, usage2 = run(mmrt_resume_ids=head)
+    want = "".join(t for t, _ in full[j:])
+    got = "".join(t for t, _ in rest)
+    expect(got == want and len(want) > 0, f"continuation {got!r}, undisturbed {want!r}")
+    expect([t for _, c in rest for t in c] == ids[len(head):], "the continuation's ids")
+    expect(usage2 == 40 - len(head), f"usage {usage2} after resuming {len(head)} tokens")
+    for bad, param in [({"mmrt_resume_ids": list(range(4))}, "mmrt_resume_ids"),
+                       ({"mmrt_resume_ids": [-1]}, "mmrt_resume_ids"),
+                       ({"mmrt_stream_ids": True, "stream": False}, "mmrt_stream_ids")]:
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("x", **bad))
+        expect_error(st, b, 400, param=param)
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions",
+                       chat("x", max_tokens=8, mmrt_resume_ids=[2**31 - 1]))
+    expect_error(st, b, 400, contains="outside")
+    return f"resumed after {len(head)} of 40 tokens"
+
+
 CHECKS = [
     ("malformed JSON and deep nesting: 400", malformed_json),
     ("wrong types and unsupported fields: 400 naming the field", wrong_types),
@@ -371,6 +414,7 @@ CHECKS = [
     ("a corrupt image is refused, the server goes on", corrupt_image),
     ("/metrics is valid Prometheus text with every family", metrics_text),
     ("per-request traces (endpoint and --trace-dir)", traces),
+    ("a stream resumed from its token ids continues an undisturbed run", resume_stream),
 ]
 
 
