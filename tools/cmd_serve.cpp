@@ -91,6 +91,7 @@ int run_serve(Args& args) {
   const std::string remote = args.get_or("remote-encoders", "");
   const auto remote_timeout = seconds_option(args, "remote-encode-timeout", 30, 0.1, 3600);
   const int64_t encode_queue = args.get_int("encode-queue", 64, 1, 1 << 20);
+  const int64_t encode_cache_mb = args.get_int("encode-cache-mb", 256, 0, 1 << 20);
   const int transfer_port = static_cast<int>(args.get_int("transfer-port", 0, 0, 65535));
   const std::string fault = args.get_or("test-fault", "");
   args.finish();
@@ -110,6 +111,7 @@ int run_serve(Args& args) {
     ec.http = cfg.http;
     ec.transfer.port = transfer_port;
     ec.max_queue = encode_queue;
+    ec.cache_bytes = static_cast<uint64_t>(encode_cache_mb) << 20;
     ec.registration = reg;
     ec.advertise_url = advertise;
     ec.fault = fault;
@@ -289,6 +291,8 @@ MMRT_COMMAND(
     "                          none answers in time or one fails (counted in /metrics)\n"
     "  --remote-encode-timeout S   one item's encode and transfer at most (default 30)\n"
     "  --encode-queue N        an encode worker's items waiting at most (default 64; 503)\n"
+    "  --encode-cache-mb N     an encode worker keeps encoded items (per tenant) for later\n"
+    "                          askers, in MiB (default 256; 0: none)\n"
     "  --transfer-port N       an encode worker's transfer port (default 0: any free one)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --media-threads N       media preprocessing lanes (default 1)\n"

@@ -5,8 +5,9 @@
 // sandbox when it is on), encoded on the compute backend, its output registered with the
 // worker's transfer agent (cluster/transfer.h) and described in the answer; the asking worker
 // reads it from there. Items are encoded one at a time in arrival order; past `max_queue`
-// waiting it answers 503 (the asking worker then encodes the item itself). /metrics counts
-// items, failures, the time each stage took and the agent's bytes.
+// waiting it answers 503 (the asking worker then encodes the item itself). Encoded items are
+// kept (per tenant, `cache_bytes`) for whichever worker asks for the same item again. /metrics
+// counts items, failures, the time each stage took and the agent's bytes.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +36,9 @@ struct EncodeWorkerConfig {
   server::HttpOptions http;
   TransferAgentOptions transfer;  // its host: http.host
   int64_t max_queue = 64;
-  RegistrationOptions registration;  // etcd "": not registered (reached by URL only)
-  std::string advertise_url;         // "": http://host:port of the listener
+  uint64_t cache_bytes = uint64_t{256} << 20;  // encoded items kept for later askers (0: none)
+  RegistrationOptions registration;            // etcd "": not registered (reached by URL only)
+  std::string advertise_url;                   // "": http://host:port of the listener
   // Tests: "exit-before-transfer" kills the process (SIGKILL) when a reader asks for an item's
   // output, after the item was encoded and described: an encode worker dying mid-handoff.
   std::string fault;

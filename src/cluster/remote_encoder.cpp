@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -161,6 +162,7 @@ RemoteEncoderPool::RemoteEncoderPool(RemoteEncoderOptions opt) : impl_(std::make
     if (u.rfind("http://", 0) != 0 || u.size() <= 7)
       throw InvalidArgument("encode worker URL '" + u + "' is not http://host:port");
   if (!m.opt.etcd.empty()) check_etcd_endpoint(m.opt.etcd);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   m.view = m.fixed();
   if (!m.opt.etcd.empty()) m.poller = std::thread([&m] { m.poll_loop(); });
 }
@@ -196,7 +198,10 @@ std::optional<models::PreparedMedia> RemoteEncoderPool::encode(
   const int64_t deadline = t0 + m.opt.timeout.count() * 1000000;
   ++m.sent;
   std::string errors;
-  for (size_t k : rendezvous_order(item.key.lo, workers)) {
+  std::vector<size_t> order = rendezvous_order(item.group.lo, workers);
+  std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(item.slot % order.size()),
+              order.end());
+  for (size_t k : order) {
     const WorkerInfo& w = workers[k];
     Posted p = m.post(w, item, deadline);
     if (p.status == 200) {

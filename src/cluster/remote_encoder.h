@@ -1,7 +1,9 @@
 // A worker's way to its encode workers (engine/remote_encoder.h's RemoteEncoder for
 // `mmrt serve --remote-encoders`): the encode workers of its model found in etcd (role
 // "encode", read every `poll`) or given by URL. An item goes to the encode workers in
-// rendezvous order of its content key (the same image to the same encoder), `POST /v1/encode`
+// rendezvous order of its request's group (the first item's content key), rotated by its slot
+// (a request's items spread over the encode workers; the same request to the same ones, whose
+// caches then hold its items), `POST /v1/encode`
 // (cluster/encode_protocol.h), and its output is read from the encode worker's transfer agent
 // (cluster/transfer.h) into host memory. A refused or unreachable encode worker passes the item
 // to the next; an item that would miss its request's deadline by the recent round trips is not

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -291,10 +292,24 @@ struct MediaStage::Impl {
   void preprocess(Submission& s, int lane) {
     Preprocessed& out = s.preprocessed;
     int64_t pixels = 0, local = 0, local_ns = 0;
+    // With a remote encoder a request's items go out at once, each to the encode worker its key
+    // picks, and are encoded side by side; one that does not come back is decoded here.
+    const size_t n = s.to_preprocess.size();
+    std::vector<std::optional<models::PreparedMedia>> remote(n);
+    if (cfg.remote) {
+      std::vector<std::future<std::optional<models::PreparedMedia>>> more;
+      for (size_t j = 1; j < n; ++j)
+        more.push_back(std::async(std::launch::async, [this, &s, j] {
+          return encode_remotely(s, s.to_preprocess[j], j);
+        }));
+      if (n > 0) remote[0] = encode_remotely(s, s.to_preprocess[0], 0);
+      for (size_t j = 1; j < n; ++j) remote[j] = more[j - 1].get();
+    }
     try {
-      for (const size_t k : s.to_preprocess) {
-        if (auto p = encode_remotely(s, k)) {
-          out.items.push_back(std::move(*p));
+      for (size_t j = 0; j < n; ++j) {
+        const size_t k = s.to_preprocess[j];
+        if (remote[j]) {
+          out.items.push_back(std::move(*remote[j]));
           continue;
         }
         Stopwatch sw;
@@ -324,13 +339,21 @@ struct MediaStage::Impl {
 
   // Item k of `s` from the remote encoder, checked against the item's layout; std::nullopt when
   // there is none, it declines or fails (the item is then decoded here).
-  std::optional<models::PreparedMedia> encode_remotely(const Submission& s, size_t k) {
+  std::optional<models::PreparedMedia> encode_remotely(const Submission& s, size_t k, size_t slot) {
     if (!cfg.remote) return std::nullopt;
     const PendingMedia& m = s.media.at(k);
     const MediaItem& item = s.req->media.at(k);  // its key and layout: set before admission
-    RemoteEncodeItem ask{m.modality,         m.bytes,       m.options,
-                         item.key,           s.req->tenant, spec.encoder_identity(),
-                         s.req->deadline_ns, item.n_tokens, spec.embed_dim};
+    RemoteEncodeItem ask{m.modality,
+                         m.bytes,
+                         m.options,
+                         item.key,
+                         s.req->tenant,
+                         spec.encoder_identity(),
+                         s.req->deadline_ns,
+                         item.n_tokens,
+                         spec.embed_dim,
+                         s.req->media.at(s.to_preprocess.at(0)).key,
+                         slot};
     try {
       std::optional<models::PreparedMedia> p = cfg.remote->encode(ask);
       if (!p) {

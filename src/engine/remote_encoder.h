@@ -28,6 +28,11 @@ struct RemoteEncodeItem {
   int64_t deadline_ns = 0;  // the request's first-token deadline (now_ns() clock; 0: none)
   int64_t estimated_tokens = 0;  // the header's token count (an upper bound for pruned video)
   int64_t width = 0;             // the encoder rows' width (ModelSpec::embed_dim)
+  // The items a request sends at once share a group (the first one's key) and have their slot
+  // in it: slot j goes to the j-th encode worker after the group's first, so they are encoded
+  // side by side on different workers, and the same request finds the same workers again.
+  Hash128 group;
+  size_t slot = 0;
 };
 
 // What the media stage did with its remote encoder (all zero without one).

@@ -7,7 +7,8 @@ process on loopback.
 Checks, for every image family (Qwen2-VL, Qwen2.5-VL, LLaVA-NeXT, LLaVA-1.5, Fuyu) and
 Qwen2-Audio: a greedy reply with a media item equal to the plain server's, the item encoded by
 the encode worker (its counters and the bytes its transfer agent sent: rows x width x 4) and
-none encoded locally. On Qwen2-VL: an encode worker killed between encoding and the transfer
+none encoded locally. With two encode workers: a request's two images encoded side by side,
+and answered from the encode workers' cache when another worker asks for them. On Qwen2-VL: an encode worker killed between encoding and the transfer
 (SIGKILL when the worker reads the output) -> the item is encoded locally, the reply equal;
 an encode worker of another checkpoint under the same name answers 409 and is not used; a
 damaged image gets the plain server's 400; with no encode worker left in etcd the worker
@@ -108,6 +109,43 @@ def family(mmrt, work, etcd, arch):
         stop_cluster(None, procs)
 
 
+def sharing(mmrt, work, etcd):
+    """Two encode workers, two workers using them: a request's two images are encoded side by
+    side (each where its key sends it); the same request on the other worker is answered from
+    the encode workers' cache."""
+    model = tiny(mmrt, work, "qwen2-vl")
+    prefix = "/enc/sharing/"
+    procs = []
+    try:
+        encs = [encode_worker(mmrt, model, work, etcd, prefix) for _ in range(2)]
+        procs += encs
+        pds = []
+        for _ in range(2):
+            w = Server(mmrt, model, work, "--served-model-name", "m", "--cluster-etcd", etcd.url,
+                       "--cluster-prefix", prefix, "--remote-encoders", "auto")
+            procs.append(w)
+            until("both encode workers in view",
+                  lambda: hu.metric(w.port, "mmrt_remote_encode_workers") == 2, 15)
+            pds.append(w)
+        plain = Server(mmrt, model, work, "--served-model-name", "m")
+        procs.append(plain)
+        body = ask(media_part("qwen2-vl", work, (100, 80)))
+        body["messages"][0]["content"].insert(1, media_part("qwen2-vl", work, (80, 100)))
+        _, want = reply(plain.port, body)
+        st1, got1 = reply(pds[0].port, body)
+        per = sorted(hu.metric(e.port, "mmrt_encode_items_total") for e in encs)
+        check(st1 == 200 and got1 == want and remote(pds[0].port, "encoded") == 2 and per == [1, 1],
+              f"two images of one request encoded remotely side by side (per encode worker: "
+              f"{[hu.metric(e.port, 'mmrt_encode_items_total') for e in encs]}), reply equal")
+        st2, got2 = reply(pds[1].port, body)
+        hits = sum(hu.metric(e.port, "mmrt_encode_cache_hits_total") for e in encs)
+        check(st2 == 200 and got2 == want and hits == 2 and remote(pds[1].port, "encoded") == 2,
+              "the same request on another worker: both images from the encode workers' cache, "
+              "reply equal")
+    finally:
+        stop_cluster(None, procs)
+
+
 def faults(mmrt, work, etcd):
     model = tiny(mmrt, work, "qwen2-vl")
     body = ask(media_part("qwen2-vl", work))
@@ -180,6 +218,7 @@ def main():
     try:
         for arch in FAMILIES:
             family(a.mmrt, a.work, etcd, arch)
+        sharing(a.mmrt, a.work, etcd)
         faults(a.mmrt, a.work, etcd)
     finally:
         etcd.kill()
