@@ -10,8 +10,9 @@ the encode worker (its counters and the bytes its transfer agent sent: rows x wi
 none encoded locally. With two encode workers: a request's two images encoded side by side,
 and answered from the encode workers' cache when another worker asks for them. On Qwen2-VL: an encode worker killed between encoding and the transfer
 (SIGKILL when the worker reads the output) -> the item is encoded locally, the reply equal;
-an encode worker of another checkpoint under the same name answers 409 and is not used; a
-damaged image gets the plain server's 400; with no encode worker left in etcd the worker
+an encode worker of another checkpoint under the same name answers 409 and is not used; the
+link to an encode worker cut (a TCP proxy) and restored; a damaged image gets the plain
+server's 422; with no encode worker left in etcd the worker
 encodes locally (declined).
 Usage: encode_test.py --mmrt BIN --work DIR"""
 import argparse
@@ -27,7 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "server"))
 sys.path.insert(0, HERE)
 import http_util as hu  # noqa: E402
 from checks_audio import wav_bytes  # noqa: E402
-from cluster_test import Etcd, check, failures, stop_cluster, until  # noqa: E402
+from cluster_test import CutProxy, Etcd, check, failures, stop_cluster, until  # noqa: E402
 from server_test import Server  # noqa: E402
 
 N = 8  # tokens per greedy reply
@@ -192,6 +193,28 @@ def faults(mmrt, work, etcd):
               "an encode worker of another checkpoint answers 409 and is not used "
               f"({st} {remote(pd.port, 'failed')} {remote(pd.port, 'declined')} "
               f"{hu.metric(other.port, 'mmrt_encode_items_total')})")
+
+        # The link to an encode worker cut, then restored (a TCP proxy stands for it): encoded
+        # locally while it is cut, remotely again after.
+        linked = encode_worker(mmrt, model, work, etcd, "/enc/link/")
+        procs.append(linked)
+        proxy = CutProxy(linked.port)
+        pd2 = Server(mmrt, model, work, "--served-model-name", "m", "--remote-encoders",
+                     f"http://127.0.0.1:{proxy.port}", "--remote-encode-timeout", "2")
+        procs.append(pd2)
+        got, want, counts = [], [], []
+        for i, size in enumerate([(70, 50), (50, 70), (60, 60)]):
+            if i == 1:
+                proxy.cut()
+            if i == 2:
+                proxy.restore()
+            b = ask(media_part("qwen2-vl", work, size))
+            want.append(reply(plain.port, b)[1])
+            got.append(reply(pd2.port, b)[1])
+            counts.append((remote(pd2.port, "encoded"), remote(pd2.port, "failed")))
+        check(got == want and counts == [(1, 0), (1, 1), (2, 1)],
+              f"the link to the encode worker cut: encoded locally, remotely again once it is "
+              f"restored, replies equal (encoded, failed after each: {counts})")
 
         # A damaged image: the plain server's answer.
         png = open(os.path.join(work, "enc_image_150x100.png"), "rb").read()
