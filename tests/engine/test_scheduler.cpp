@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 
+#include "core/error.h"
 #include "engine/encoder_cache.h"
 #include "engine/kv_manager.h"
 #include "engine/scheduler.h"
@@ -475,4 +476,42 @@ TEST(Scheduler, AReservationNeverEvictsWhatTheSameStepReads) {
   EXPECT_EQ(a->outcome, Outcome::kFinished);
   EXPECT_EQ(b->outcome, Outcome::kFinished);
   EXPECT_EQ(h.exec.encoder_runs, 3);
+}
+
+// A stream resumed from the tokens another worker delivered (Request::resume): its prompt and
+// those tokens are prefilled (in chunks when the budget is small), sampling continues at their
+// draw index, and it ends with the undisturbed run's tokens, the resumed ones never sampled
+// again; its first token here is its first generated one.
+TEST(Scheduler, AResumedRequestContinuesTheUndisturbedRun) {
+  const std::vector<int32_t> prompt = tokens(37, 11);
+  Harness whole(64, 16, 256);
+  Request* r = whole.submit(prompt, 20);
+  whole.run();
+  ASSERT_EQ(r->output.size(), 20u);
+  for (int32_t budget : {256, 16}) {
+    for (size_t k : {1, 7, 19}) {
+      Harness h(64, 16, budget);
+      auto q = std::make_unique<Request>();
+      q->id = 1;
+      q->tenant = "t0";
+      q->tenant_salt = hash128("t0");
+      q->prompt = prompt;
+      q->sampling.max_tokens = 20;
+      q->sampling.ignore_eos = true;
+      q->resume(std::vector<int32_t>(r->output.begin(), r->output.begin() + k), 1000);
+      EXPECT_EQ(q->generated(), 0);
+      EXPECT_EQ(q->prefill_tokens(), static_cast<int64_t>(prompt.size() + k));
+      h.sched.add(q.get(), ++h.now);
+      h.run();
+      EXPECT_EQ(q->output, r->output) << "budget " << budget << ", resumed after " << k;
+      EXPECT_EQ(q->generated(), static_cast<int64_t>(20 - k));
+      EXPECT_EQ(q->timeline.count(Event::kFirstToken), 1);
+    }
+  }
+  Request bad;
+  bad.sampling.max_tokens = 4;
+  EXPECT_THROW(bad.resume({1, 2, 3, 4}, 1000), InvalidArgument) << "nothing left to generate";
+  EXPECT_THROW(bad.resume({1, 1000}, 1000), InvalidArgument) << "outside the vocabulary";
+  EXPECT_THROW(bad.resume({-1}, 1000), InvalidArgument);
+  EXPECT_EQ(bad.resumed, 0);
 }
