@@ -11,6 +11,7 @@
 #include "cluster/encode_worker.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
+#include "cluster/media_events.h"
 #include "cluster/registration.h"
 #include "cluster/remote_encoder.h"
 #include "core/error.h"
@@ -155,6 +156,14 @@ int run_serve(Args& args) {
   std::mutex mu;
   std::unique_ptr<cluster::Registration> registration;
   std::unique_ptr<cluster::GaugePublisher> gauges;
+  // The encoder cache's changes, from the engine's start, published once the worker has an id.
+  std::unique_ptr<cluster::MediaPublisher> media;
+  if (!nats.empty()) {
+    media = std::make_unique<cluster::MediaPublisher>(nats);
+    cfg.engine.on_media_cache = [p = media.get()](bool stored, const Hash128& file) {
+      p->on_change(stored, file);
+    };
+  }
   cfg.on_state = [&, host = cfg.http.host](int port, bool ready) {
     if (!ready) {
       if (advertise.empty()) {
@@ -171,6 +180,7 @@ int run_serve(Args& args) {
     });
     std::unique_ptr<cluster::GaugePublisher> g;
     if (!nats.empty()) g = std::make_unique<cluster::GaugePublisher>(nats, self.id);
+    if (media) media->start(self.id);
     std::lock_guard<std::mutex> lk(mu);
     registration = std::move(r);
     gauges = std::move(g);
@@ -194,6 +204,7 @@ int run_serve(Args& args) {
   std::lock_guard<std::mutex> lk(mu);
   gauges.reset();
   registration.reset();  // leaves the cluster (its lease revoked)
+  media.reset();
   return rc;
 }
 
@@ -278,8 +289,9 @@ MMRT_COMMAND(
     "  --cluster-ttl S         the lease's TTL in s, renewed every S/2 (default 3): a worker\n"
     "                          whose lease etcd dropped answers 503 until it is back in\n"
     "  --cluster-nats URL      publish this worker's load (queue, running, requests in\n"
-    "                          flight, KV use) every 250 ms on NATS (nats://host:port), where\n"
-    "                          the router reads it\n"
+    "                          flight, KV use) every 250 ms and its encoder cache's changes\n"
+    "                          (which media files it holds) on NATS (nats://host:port), where\n"
+    "                          the router reads them\n"
     "  --advertise-url URL     where the router reaches this worker (default\n"
     "                          http://HOST:PORT as listening)\n"
     "  --role both|encode      both (default): serve requests; encode: an encode worker that\n"

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cluster/nats_link.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "io/json_fields.h"
@@ -19,24 +20,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxGaugeBytes = 4096;
-
-natsConnection* connect(const std::string& url, const std::string& what) {
-  natsOptions* opts = nullptr;
-  natsConnection* nc = nullptr;
-  natsStatus s = natsOptions_Create(&opts);
-  if (s == NATS_OK) s = natsOptions_SetURL(opts, url.c_str());
-  if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // forever
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
-  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 1000);
-  // Not up yet: keep trying in the background (the gauges start when it answers).
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(opts, true, nullptr, nullptr);
-  if (s == NATS_OK) s = natsConnection_Connect(&nc, opts);
-  natsOptions_Destroy(opts);
-  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED)
-    throw Unavailable("NATS at " + url + " (" + what + "): " + natsStatus_GetText(s));
-  return nc;
-}
 
 int64_t count(const json& j, const char* name) {
   auto it = j.find(name);
@@ -94,7 +77,7 @@ struct GaugePublisher::Impl {
 GaugePublisher::GaugePublisher(const std::string& url, std::string id, int64_t period_ms)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.nc = connect(url, "publishing load gauges");
+  m.nc = nats_connect(url, "publishing load gauges");
   m.id = std::move(id);
   m.subject = kLoadSubject + m.id;
   m.period_ms = period_ms;
@@ -185,7 +168,7 @@ struct GaugeBoard::Impl {
 GaugeBoard::GaugeBoard(const std::string& url, std::function<bool(const std::string&)> known)
     : impl_(std::make_unique<Impl>()) {
   impl_->known = std::move(known);
-  impl_->nc = connect(url, "reading load gauges");
+  impl_->nc = nats_connect(url, "reading load gauges");
   const std::string all = std::string(kLoadSubject) + ">";
   const natsStatus s =
       natsConnection_Subscribe(&impl_->sub, impl_->nc, all.c_str(), Impl::on_msg, impl_.get());

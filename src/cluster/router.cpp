@@ -15,6 +15,7 @@
 #include "cluster/attempt.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
+#include "cluster/media_events.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
@@ -49,6 +50,7 @@ class Router {
  public:
   explicit Router(RouterConfig cfg) : cfg_(std::move(cfg)) {}
   ~Router() {
+    media_.reset();
     gauges_.reset();
     stop_polling();
     for (CURL* c : handles_) curl_easy_cleanup(c);
@@ -56,12 +58,14 @@ class Router {
 
   void start_polling() {
     poller_ = std::thread([this] { poll_loop(); });
-    if (!cfg_.nats.empty())
-      gauges_ = std::make_unique<GaugeBoard>(cfg_.nats, [this](const std::string& id) {
-        std::lock_guard<std::mutex> lk(mu_);
-        return std::any_of(workers_.begin(), workers_.end(),
-                           [&](const WorkerInfo& w) { return w.id == id; });
-      });
+    if (cfg_.nats.empty()) return;
+    auto known = [this](const std::string& id) {
+      std::lock_guard<std::mutex> lk(mu_);
+      return std::any_of(workers_.begin(), workers_.end(),
+                         [&](const WorkerInfo& w) { return w.id == id; });
+    };
+    gauges_ = std::make_unique<GaugeBoard>(cfg_.nats, known);
+    media_ = std::make_unique<MediaBoard>(cfg_.nats, known);
   }
   void stop_polling() {
     {
@@ -109,6 +113,8 @@ class Router {
       saturated_{0}, resumed_{0};
   std::set<std::string> logged_;  // poller thread only
   std::unique_ptr<GaugeBoard> gauges_;
+  std::unique_ptr<MediaBoard> media_;  // with gauges_
+  std::atomic<int64_t> media_moves_{0};
   std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};
   std::thread poller_;
@@ -220,6 +226,16 @@ void Router::metrics(const std::shared_ptr<Exchange>& ex) {
     metric("mmrt_router_gauges_ignored_total", "counter",
            "Load gauges ignored (malformed, unknown worker, stale).",
            static_cast<double>(gauges_->ignored()));
+    metric("mmrt_router_media_moves_total", "counter",
+           "Requests sent first to a worker holding their media's encoder output (not their "
+           "affinity worker).",
+           static_cast<double>(media_moves_.load()));
+    metric("mmrt_router_media_resyncs_total", "counter",
+           "Encoder-cache snapshots taken from workers (first sight, or events lost).",
+           static_cast<double>(media_->resyncs()));
+    metric("mmrt_router_media_events_ignored_total", "counter",
+           "Encoder-cache events ignored (malformed, forged, of unknown workers, already applied).",
+           static_cast<double>(media_->ignored()));
     metric("mmrt_router_load_overrides_total", "counter",
            "Requests sent off their affinity worker for its load.",
            static_cast<double>(load_overrides_.load()));
@@ -303,6 +319,13 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   const json parsed = parse_body(req.body);
   std::vector<size_t> order =
       rendezvous_order(affinity_key(req.path(), parsed, req.body, auth ? *auth : ""), workers);
+  if (media_) {  // a worker that has the request's images encoded goes first
+    const std::vector<Hash128> files = media_files(parsed);
+    std::vector<int64_t> held(workers.size(), 0);
+    for (size_t i = 0; i < workers.size() && !files.empty(); ++i)
+      held[i] = media_->holds(workers[i].id, files);
+    if (media_order(order, held)) ++media_moves_;
+  }
   if (gauges_) {
     std::vector<int64_t> load(workers.size(), -1);
     for (size_t i = 0; i < workers.size(); ++i)

@@ -46,6 +46,52 @@ uint64_t affinity_key(std::string_view path, const json& j, std::string_view bod
   return h.digest().lo;
 }
 
+std::vector<Hash128> media_files(const json& j, uint64_t max_bytes) {
+  constexpr size_t kMaxFiles = 16;
+  std::vector<Hash128> out;
+  auto add = [&](const json& v, bool data_url) {
+    if (out.size() >= kMaxFiles || !v.is_string()) return;
+    std::string_view s = v.get_ref<const std::string&>();
+    if (data_url) {
+      const size_t at = s.find(";base64,");
+      if (s.rfind("data:", 0) != 0 || at == std::string_view::npos) return;
+      s.remove_prefix(at + 8);
+    }
+    try {
+      const std::vector<uint8_t> bytes = server::decode_base64(s, max_bytes, "media");
+      out.push_back(hash128(bytes.data(), bytes.size()));
+    } catch (const std::exception&) {
+    }
+  };
+  auto msgs = j.is_object() ? j.find("messages") : j.end();
+  if (msgs == j.end() || !msgs->is_array()) return out;
+  for (const json& msg : *msgs) {
+    auto content = msg.is_object() ? msg.find("content") : msg.end();
+    if (content == msg.end() || !content->is_array()) continue;
+    for (const json& part : *content) {
+      if (!part.is_object()) continue;
+      for (const char* kind : {"image_url", "video_url", "audio_url"})
+        if (auto p = part.find(kind); p != part.end() && p->is_object() && p->contains("url"))
+          add((*p)["url"], true);
+      if (auto a = part.find("input_audio");
+          a != part.end() && a->is_object() && a->contains("data"))
+        add((*a)["data"], false);
+    }
+  }
+  return out;
+}
+
+bool media_order(std::vector<size_t>& order, const std::vector<int64_t>& held) {
+  if (order.empty()) return false;
+  size_t best = 0;
+  for (size_t k = 1; k < order.size(); ++k)
+    if (held[order[k]] > held[order[best]]) best = k;
+  if (best == 0) return false;
+  std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(best),
+              order.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  return true;
+}
+
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers) {
   std::vector<std::pair<uint64_t, size_t>> scored;
   scored.reserve(workers.size());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cluster/worker_info.h"
+#include "core/hash.h"
 
 namespace mmrt::cluster {
 
@@ -28,6 +29,17 @@ uint64_t affinity_key(std::string_view path, std::string_view body, std::string_
 // The same with the body already parsed (`parsed` discarded when it is not JSON).
 uint64_t affinity_key(std::string_view path, const nlohmann::json& parsed, std::string_view body,
                       std::string_view tenant);
+
+// The hashes of the media files a request carries inline (data: URLs of image_url, video_url and
+// audio_url parts, input_audio data), as the engine hashes them for its encoder cache's
+// listener (the decoded bytes): at most 16, each at most `max_bytes`; a part that does not
+// decode is passed over (the worker will say what is wrong with it).
+std::vector<Hash128> media_files(const nlohmann::json& parsed, uint64_t max_bytes = 64 << 20);
+
+// Media affinity: the first worker in `order` holding the most of a request's media files
+// (`held[i]`: how many worker i's encoder cache holds) moves to the front when the front holds
+// fewer. True when it moved one.
+bool media_order(std::vector<size_t>& order, const std::vector<int64_t>& held);
 
 // Indices of `workers`, in the order to try them for `key`.
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers);

@@ -1,7 +1,7 @@
 #include "core/hash.h"
 
-#include <cstdio>
 #include <xxhash.h>
+#include <cstdio>
 
 #include "core/error.h"
 
@@ -14,6 +14,24 @@ std::string Hash128::hex() const {
   return buf;
 }
 
+bool Hash128::from_hex(std::string_view s, Hash128& out) {
+  if (s.size() != 32) return false;
+  uint64_t part[2] = {0, 0};
+  for (size_t i = 0; i < 32; ++i) {
+    const char c = s[i];
+    uint64_t d;
+    if (c >= '0' && c <= '9')
+      d = static_cast<uint64_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      d = static_cast<uint64_t>(c - 'a' + 10);
+    else
+      return false;
+    part[i / 16] = part[i / 16] << 4 | d;
+  }
+  out = {part[1], part[0]};  // hi first in the text
+  return true;
+}
+
 Hash128 hash128(const void* data, size_t n, uint64_t seed) {
   XXH128_hash_t h = XXH3_128bits_withSeed(data, n, seed);
   return {h.low64, h.high64};
@@ -23,7 +41,9 @@ Hasher::Hasher() : state_(XXH3_createState()) {
   if (!state_) throw ResourceExhausted("out of memory creating a hash state");
   XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
 }
-Hasher::~Hasher() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+Hasher::~Hasher() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
 
 Hasher& Hasher::update(const void* data, size_t n) {
   XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, n);

@@ -5,7 +5,21 @@
 
 namespace mmrt::engine {
 
-EncoderCache::EncoderCache(uint64_t byte_budget) : budget_(byte_budget) {}
+EncoderCache::EncoderCache(uint64_t byte_budget, MediaCacheListener listener)
+    : budget_(byte_budget), listener_(std::move(listener)) {}
+
+void EncoderCache::forget(std::unordered_map<Hash128, Entry, Hash128Hasher>::iterator it) {
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  const Hash128 media = it->second.media;
+  map_.erase(it);
+  if (media == Hash128{}) return;
+  auto r = media_refs_.find(media);
+  if (r != media_refs_.end() && --r->second == 0) {
+    media_refs_.erase(r);
+    if (listener_) listener_(false, media);
+  }
+}
 
 bool EncoderCache::lookup(const Hash128& key) {
   const bool hit = contains(key);
@@ -13,7 +27,8 @@ bool EncoderCache::lookup(const Hash128& key) {
   return hit;
 }
 
-bool EncoderCache::reserve(const Hash128& key, uint64_t bytes, std::vector<Hash128>& evicted) {
+bool EncoderCache::reserve(const Hash128& key, uint64_t bytes, std::vector<Hash128>& evicted,
+                           const Hash128& media) {
   if (contains(key)) {
     touch(key);
     return true;
@@ -29,22 +44,23 @@ bool EncoderCache::reserve(const Hash128& key, uint64_t bytes, std::vector<Hash1
   }
   // Evict unpinned entries, least recently used first, until it fits.
   for (auto it = lru_.begin(); bytes_ + bytes > budget_ && it != lru_.end();) {
-    Entry& e = map_.at(*it);
-    if (e.pins > 0) {
+    auto entry = map_.find(*it);
+    if (entry->second.pins > 0) {
       ++it;
       continue;
     }
-    bytes_ -= e.bytes;
-    evicted.push_back(*it);
-    map_.erase(*it);
-    it = lru_.erase(it);
+    ++it;  // forget() erases the current position
+    evicted.push_back(entry->first);
+    forget(entry);
     ++stats_.evictions;
   }
   Entry e;
   e.bytes = bytes;
   e.lru = lru_.insert(lru_.end(), key);
+  e.media = media;
   bytes_ += bytes;
   map_.emplace(key, e);
+  if (media != Hash128{} && ++media_refs_[media] == 1 && listener_) listener_(true, media);
   return true;
 }
 
@@ -55,10 +71,7 @@ void EncoderCache::touch(const Hash128& key) {
 
 void EncoderCache::erase(const Hash128& key) {
   auto it = map_.find(key);
-  if (it == map_.end()) return;
-  bytes_ -= it->second.bytes;
-  lru_.erase(it->second.lru);
-  map_.erase(it);
+  if (it != map_.end()) forget(it);
 }
 
 void EncoderCache::pin(const Hash128& key) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <unordered_map>
 #include <vector>
@@ -20,9 +21,15 @@ struct EncoderCacheStats {
   int64_t hits = 0, misses = 0, evictions = 0, rejected = 0;
 };
 
+// What the encoder cache holds, told to a listener as it changes (e.g. published to a cluster's
+// router): `media` hashes the item's file alone (no tenant, model or settings: what a router can
+// compute from a request), stored when the first entry of that file arrives, removed when the
+// last one goes. Called on the step loop: it must not block.
+using MediaCacheListener = std::function<void(bool stored, const Hash128& media)>;
+
 class EncoderCache {
  public:
-  explicit EncoderCache(uint64_t byte_budget);
+  explicit EncoderCache(uint64_t byte_budget, MediaCacheListener listener = nullptr);
 
   bool contains(const Hash128& key) const { return map_.count(key) > 0; }
   // Counts a hit or a miss (for the hit rate) and returns contains(key).
@@ -30,7 +37,9 @@ class EncoderCache {
   // Makes room for an entry of `bytes` by evicting unpinned entries, least recently used first
   // (their keys are appended to `evicted`: the executor frees them), and records it. A
   // transaction: when it cannot fit even then, nothing changes and it returns false.
-  bool reserve(const Hash128& key, uint64_t bytes, std::vector<Hash128>& evicted);
+  // `media`: the item's file hash for the listener (zero: none).
+  bool reserve(const Hash128& key, uint64_t bytes, std::vector<Hash128>& evicted,
+               const Hash128& media = {});
   void touch(const Hash128& key);  // most recently used (no-op for an absent key)
   void erase(const Hash128& key);  // forgets an unpinned entry (a failed step's reservation)
   void record_miss() { ++stats_.misses; }  // an item that needed an encoder run
@@ -48,9 +57,13 @@ class EncoderCache {
     uint64_t bytes = 0;
     int32_t pins = 0;
     std::list<Hash128>::iterator lru;
+    Hash128 media;
   };
+  void forget(std::unordered_map<Hash128, Entry, Hash128Hasher>::iterator it);
   uint64_t budget_, bytes_ = 0;
-  std::list<Hash128> lru_;  // front = least recently used
+  MediaCacheListener listener_;
+  std::unordered_map<Hash128, int32_t, Hash128Hasher> media_refs_;  // entries per file
+  std::list<Hash128> lru_;                                          // front = least recently used
   std::unordered_map<Hash128, Entry, Hash128Hasher> map_;
   EncoderCacheStats stats_;
 };

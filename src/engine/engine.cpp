@@ -439,7 +439,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   m.tenant_cap = cfg.tenant_max_prompt_tokens >= 0
                      ? cfg.tenant_max_prompt_tokens
                      : static_cast<int64_t>(kvc.num_blocks) * kvc.block_size / 2;
-  m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes);
+  m.enc = std::make_unique<EncoderCache>(cfg.encoder_cache_bytes, cfg.on_media_cache);
   SchedulerConfig sc = cfg.scheduler;
   sc.position_rows = spec.position_rows;
   sc.encoder_row_bytes = static_cast<uint64_t>(spec.embed_dim) * 2;  // stored as f16

@@ -54,6 +54,9 @@ struct EngineConfig {
   // Media items encoded elsewhere (an encode worker, engine/remote_encoder.h) when it can; null:
   // always here.
   std::shared_ptr<RemoteEncoder> remote_encoder;
+  // Told what the encoder cache holds as it changes (engine/encoder_cache.h), e.g. to publish it
+  // to a cluster's router. Called on the step loop: it must not block.
+  MediaCacheListener on_media_cache;
   // A text request whose messages hold at most this many bytes is prepared (template, tokens)
   // on the submitting thread; longer ones and any with media on the media stage's own thread, so
   // an event-loop caller never tokenises a long prompt.

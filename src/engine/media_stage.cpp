@@ -247,6 +247,8 @@ struct MediaStage::Impl {
       throw MediaFailure(err.code(), err.what());
     }
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
+    for (size_t k = 0; k < r.media.size(); ++k)
+      r.media[k].file_hash = hash128(s.media[k].bytes.data(), s.media[k].bytes.size());
     s.to_preprocess.clear();
     for (size_t k = 0; k < s.media.size(); ++k) s.to_preprocess.push_back(k);
     expect_media(s, media_cost);
@@ -449,13 +451,18 @@ void MediaStage::apply(Submission& s) const {
     std::vector<Hash128> keys;
     std::vector<models::PreparedMedia> all;
     std::vector<bool> skipped;
+    std::vector<Hash128> files;
     for (MediaItem& m : r.media) {
       keys.push_back(m.key);
       all.push_back(std::move(m.prepared));
       skipped.push_back(m.features_skipped);
+      files.push_back(m.file_hash);
     }
     impl_->lay_out(r, s.unexpanded, std::move(all), keys);
-    for (size_t k = 0; k < r.media.size(); ++k) r.media[k].features_skipped = skipped[k];
+    for (size_t k = 0; k < r.media.size(); ++k) {
+      r.media[k].features_skipped = skipped[k];
+      r.media[k].file_hash = files[k];
+    }
   }
   impl_->check_fits(r);  // again: the estimate may not have been exact
   r.media_pending = false;

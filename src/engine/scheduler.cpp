@@ -81,7 +81,7 @@ int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_
     if (fits) {
       EncoderJob job{r->id, i, m.key, m.prepared, true};
       const uint64_t bytes = static_cast<uint64_t>(m.n_tokens) * cfg_.encoder_row_bytes;
-      job.keep = enc_.reserve(m.key, bytes, plan.encoder_frees);
+      job.keep = enc_.reserve(m.key, bytes, plan.encoder_frees, m.file_hash);
       if (job.keep) {
         enc_.pin(m.key);
         pinned_.push_back(m.key);

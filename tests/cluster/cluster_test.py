@@ -322,6 +322,44 @@ def main():
               "NATS: a gauge of an unknown worker, a malformed one and one under another "
               "worker's subject are ignored, with log lines")
 
+        # Encoder-cache events: an image encoded on one worker (asked directly, not through the
+        # router) draws other conversations about it there, whatever their affinity.
+        png = os.path.join(a.work, "shared_image.png")
+        hu.write_test_image(png, size=(110, 70))
+        img = {"type": "image_url", "image_url": {
+            "url": "data:image/png;base64," + base64.b64encode(open(png, "rb").read()).decode()}}
+        holder = workers[0]
+        holder_id = next(i for i in ids if i.startswith(f"127.0.0.1:{holder.port}-"))
+        about = lambda q: chat([{"role": "user", "content": [img, {"type": "text", "text": q}]}])  # noqa: E731,E501
+        post(holder.port, about("What is this?"))
+        until("the router's snapshot of the holder's encoder cache",
+              lambda: hu.metric(router.port, "mmrt_router_media_resyncs_total") >= 1, 5)
+        landed = [header(post(router.port, about(f"Question {i} about it"))[1], "x-mmrt-worker")
+                  for i in range(8)]
+        moves = hu.metric(router.port, "mmrt_router_media_moves_total")
+        check(landed == [holder_id] * 8 and moves >= 1,
+              f"NATS encoder-cache events: 8 conversations about an image one worker encoded all "
+              f"go there ({moves:.0f} moved off their affinity worker)")
+        # A forged batch with a gap makes the router take a snapshot: its forged entry does not
+        # stick; a malformed batch and one under another worker's subject are ignored.
+        resyncs = hu.metric(router.port, "mmrt_router_media_resyncs_total")
+        ignored = hu.metric(router.port, "mmrt_router_media_events_ignored_total")
+        nats.publish("mmrt.media." + holder_id, json.dumps({
+            "id": holder_id, "snapshot": False, "first": 10**6, "last": 10**6,
+            "ops": ["+" + "ab" * 16]}))
+        nats.publish("mmrt.media." + holder_id, "{not json")
+        nats.publish("mmrt.media." + ids[1 - ids.index(holder_id)], json.dumps({
+            "id": holder_id, "snapshot": False, "first": 1, "last": 1, "ops": ["-" + "cd" * 16]}))
+        until("the resync", lambda: hu.metric(router.port, "mmrt_router_media_resyncs_total")
+              > resyncs, 5)
+        again = [header(post(router.port, about(f"Later question {i}"))[1], "x-mmrt-worker")
+                 for i in range(4)]
+        check(again == [holder_id] * 4 and
+              hu.metric(router.port, "mmrt_router_media_events_ignored_total") >= ignored + 2,
+              "NATS encoder-cache events: a forged batch with a gap makes the router resync from "
+              "the worker (the image still routes there); malformed and misaddressed batches are "
+              "ignored")
+
         # A far busier affinity worker: the request goes to the other.
         conv_b = [{"role": "user", "content": "Which worker am I on?"}]
         busy_id = header(post(router.port, chat(conv_b))[1], "x-mmrt-worker")

@@ -1,0 +1,349 @@
+#include "cluster/media_events.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <unordered_set>
+
+#include "cluster/nats_link.h"
+#include "core/error.h"
+#include "io/json_fields.h"
+
+namespace mmrt::cluster {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxOps = 65536;
+
+uint64_t number(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_number_unsigned())
+    throw FormatError(std::string("media events: '") + name + "' is not a count");
+  return it->get<uint64_t>();
+}
+
+}  // namespace
+
+std::string to_json(const MediaEvents& e) {
+  json ops = json::array();
+  for (const auto& [stored, h] : e.ops) ops.push_back((stored ? "+" : "-") + h.hex());
+  return json{{"id", e.id},
+              {"snapshot", e.snapshot},
+              {"first", e.first},
+              {"last", e.last},
+              {"ops", std::move(ops)}}
+      .dump();
+}
+
+MediaEvents parse_media_events(std::string_view s) {
+  if (s.size() > kMaxOps * 40 + 1024) throw FormatError("media events: too large");
+  const json j = io::parse_json_or_discard(s, kMaxOps + 64);
+  if (j.is_discarded() || !j.is_object()) throw FormatError("media events: not a JSON object");
+  MediaEvents e;
+  auto id = j.find("id");
+  if (id == j.end() || !id->is_string() || id->get_ref<const std::string&>().empty() ||
+      id->get_ref<const std::string&>().size() > 256)
+    throw FormatError("media events: 'id' is not a short string");
+  e.id = id->get<std::string>();
+  auto snap = j.find("snapshot");
+  if (snap == j.end() || !snap->is_boolean())
+    throw FormatError("media events: 'snapshot' is not a boolean");
+  e.snapshot = snap->get<bool>();
+  e.first = number(j, "first");
+  e.last = number(j, "last");
+  auto ops = j.find("ops");
+  if (ops == j.end() || !ops->is_array() || ops->size() > kMaxOps)
+    throw FormatError("media events: 'ops' is not a list of at most 65536 entries");
+  for (const json& o : *ops) {
+    Hash128 h;
+    if (!o.is_string() || o.get_ref<const std::string&>().size() != 33 ||
+        (o.get_ref<const std::string&>()[0] != '+' && o.get_ref<const std::string&>()[0] != '-') ||
+        !Hash128::from_hex(std::string_view(o.get_ref<const std::string&>()).substr(1), h))
+      throw FormatError("media events: an entry is not +/- and 32 hex digits");
+    const bool stored = o.get_ref<const std::string&>()[0] == '+';
+    if (e.snapshot && !stored) throw FormatError("media events: a snapshot removes nothing");
+    e.ops.emplace_back(stored, h);
+  }
+  if (!e.snapshot && (e.ops.empty() || e.first == 0 || e.last != e.first + e.ops.size() - 1))
+    throw FormatError("media events: 'first' and 'last' do not number its entries");
+  return e;
+}
+
+// ---- publisher ----
+
+struct MediaPublisher::Impl {
+  natsConnection* nc = nullptr;
+  natsSubscription* snapshots = nullptr;
+  std::string id, subject;
+  int64_t period_ms = 100;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  uint64_t seq = 0;                                 // the last change's number
+  uint64_t sent = 0;                                // the last change published
+  std::vector<std::pair<bool, Hash128>> pending;    // changes sent+1..seq
+  std::unordered_set<Hash128, Hash128Hasher> held;  // the set as of seq
+  std::thread thread;
+
+  static void on_snapshot(natsConnection* nc, natsSubscription*, natsMsg* msg, void* closure) {
+    auto& m = *static_cast<Impl*>(closure);
+    MediaEvents e;
+    e.id = m.id;
+    e.snapshot = true;
+    {
+      std::lock_guard<std::mutex> lk(m.mu);
+      e.first = e.last = m.seq;
+      for (const Hash128& h : m.held) e.ops.emplace_back(true, h);
+    }
+    if (const char* reply = natsMsg_GetReply(msg))
+      natsConnection_PublishString(nc, reply, to_json(e).c_str());
+    natsMsg_Destroy(msg);
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lk(mu);
+    while (!cv.wait_for(lk, std::chrono::milliseconds(period_ms), [&] { return stop; })) {
+      if (pending.empty()) continue;
+      MediaEvents e;
+      e.id = id;
+      e.first = sent + 1;
+      e.last = seq;
+      e.ops.swap(pending);
+      sent = seq;
+      lk.unlock();
+      // A batch lost while NATS is away shows the router a gap: it asks for a snapshot.
+      for (size_t at = 0; at < e.ops.size(); at += kMaxOps) {
+        MediaEvents part = e;
+        part.ops.assign(
+            e.ops.begin() + static_cast<std::ptrdiff_t>(at),
+            e.ops.begin() + static_cast<std::ptrdiff_t>(std::min(e.ops.size(), at + kMaxOps)));
+        part.first = e.first + at;
+        part.last = part.first + part.ops.size() - 1;
+        natsConnection_PublishString(nc, subject.c_str(), to_json(part).c_str());
+      }
+      lk.lock();
+    }
+  }
+};
+
+MediaPublisher::MediaPublisher(const std::string& url, int64_t period_ms)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->nc = nats_connect(url, "publishing encoder-cache events");
+  impl_->period_ms = period_ms;
+}
+
+void MediaPublisher::start(std::string id) {
+  Impl& m = *impl_;
+  if (m.thread.joinable()) throw InternalError("media publisher started twice");
+  {
+    std::lock_guard<std::mutex> lk(m.mu);
+    m.id = std::move(id);
+    m.subject = kMediaSubject + m.id;
+  }
+  const std::string snap = kMediaSnapshotSubject + m.id;
+  if (natsConnection_Subscribe(&m.snapshots, m.nc, snap.c_str(), Impl::on_snapshot, &m) != NATS_OK)
+    throw Unavailable("NATS: cannot subscribe to " + snap);
+  m.thread = std::thread([&m] { m.run(); });
+}
+
+MediaPublisher::~MediaPublisher() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_->snapshots) {
+    natsSubscription_Unsubscribe(impl_->snapshots);
+    natsSubscription_Destroy(impl_->snapshots);
+  }
+  natsConnection_Destroy(impl_->nc);
+}
+
+void MediaPublisher::on_change(bool stored, const Hash128& file) {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  Impl& m = *impl_;
+  ++m.seq;
+  m.pending.emplace_back(stored, file);
+  if (stored)
+    m.held.insert(file);
+  else
+    m.held.erase(file);
+}
+
+// ---- board ----
+
+struct MediaBoard::Impl {
+  natsConnection* nc = nullptr;
+  natsSubscription* sub = nullptr;
+  std::function<bool(const std::string&)> known;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  struct Worker {
+    bool synced = false;
+    uint64_t seq = 0;
+    std::unordered_set<Hash128, Hash128Hasher> held;
+  };
+  std::map<std::string, Worker> workers;
+  std::set<std::string> to_sync;  // asked for a snapshot by the resync thread
+  std::set<std::string> logged;
+  std::atomic<int64_t> resyncs{0}, ignored{0};
+  std::thread resyncer;
+
+  void ignore(const std::string& key, const std::string& why) {
+    ++ignored;
+    std::lock_guard<std::mutex> lk(mu);
+    if (logged.size() < 1024 && logged.insert(key + "\n" + why).second)
+      std::fprintf(stderr, "mmrt router: ignoring media events (%s): %s\n", key.c_str(),
+                   why.c_str());
+  }
+
+  // Applies `e` to `w` (under mu): the changes after w.seq; a gap asks for a snapshot.
+  void apply(const std::string& id, Worker& w, const MediaEvents& e) {
+    if (e.snapshot) {
+      w.held.clear();
+      for (const auto& [stored, h] : e.ops) w.held.insert(h);
+      w.seq = e.last;
+      w.synced = true;
+      return;
+    }
+    if (!w.synced || e.first > w.seq + 1) {  // first sight, or a batch was lost
+      w.synced = false;
+      to_sync.insert(id);
+      cv.notify_all();
+      return;
+    }
+    if (e.last <= w.seq) {  // already in the snapshot
+      ++ignored;
+      return;
+    }
+    for (uint64_t n = e.first; n <= e.last; ++n) {
+      if (n <= w.seq) continue;
+      const auto& [stored, h] = e.ops[n - e.first];
+      if (stored) {
+        if (w.held.size() < kMaxOps) w.held.insert(h);
+      } else {
+        w.held.erase(h);
+      }
+    }
+    w.seq = e.last;
+  }
+
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+    auto& m = *static_cast<Impl*>(closure);
+    const std::string subject = natsMsg_GetSubject(msg);
+    if (subject.rfind(kMediaSnapshotSubject, 0) == 0) {  // another router's request
+      natsMsg_Destroy(msg);
+      return;
+    }
+    MediaEvents e;
+    try {
+      e = parse_media_events(
+          std::string_view(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))));
+    } catch (const std::exception& err) {
+      natsMsg_Destroy(msg);
+      return m.ignore(subject, err.what());
+    }
+    natsMsg_Destroy(msg);
+    if (e.snapshot) return m.ignore(subject, "a snapshot is an answer, not an event");
+    if (subject != kMediaSubject + e.id)
+      return m.ignore(subject, "its id '" + e.id + "' is not its subject's");
+    if (!m.known(e.id)) return m.ignore(subject, "no worker '" + e.id + "' is registered");
+    std::lock_guard<std::mutex> lk(m.mu);
+    m.apply(e.id, m.workers[e.id], e);
+  }
+
+  void resync_loop() {
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+      cv.wait_for(lk, std::chrono::milliseconds(500), [&] { return stop || !to_sync.empty(); });
+      if (stop) return;
+      const std::set<std::string> ids = std::move(to_sync);
+      to_sync.clear();
+      lk.unlock();
+      for (const std::string& id : ids) {
+        natsMsg* reply = nullptr;
+        const std::string subject = kMediaSnapshotSubject + id;
+        const natsStatus s = natsConnection_RequestString(&reply, nc, subject.c_str(), "", 1000);
+        if (s != NATS_OK) {
+          ignore(subject, std::string("no snapshot: ") + natsStatus_GetText(s));
+          lk.lock();
+          if (known(id)) to_sync.insert(id);  // asked again after the wait
+          lk.unlock();
+          continue;
+        }
+        MediaEvents e;
+        try {
+          e = parse_media_events(std::string_view(
+              natsMsg_GetData(reply), static_cast<size_t>(natsMsg_GetDataLength(reply))));
+        } catch (const std::exception& err) {
+          natsMsg_Destroy(reply);
+          ignore(subject, err.what());
+          continue;
+        }
+        natsMsg_Destroy(reply);
+        if (!e.snapshot || e.id != id) {
+          ignore(subject, "the answer is not " + id + "'s snapshot");
+          continue;
+        }
+        ++resyncs;
+        std::lock_guard<std::mutex> g(mu);
+        apply(id, workers[id], e);
+      }
+      lk.lock();
+    }
+  }
+};
+
+MediaBoard::MediaBoard(const std::string& url, std::function<bool(const std::string&)> known)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->known = std::move(known);
+  impl_->nc = nats_connect(url, "reading encoder-cache events");
+  const std::string all = std::string(kMediaSubject) + ">";
+  const natsStatus s =
+      natsConnection_Subscribe(&impl_->sub, impl_->nc, all.c_str(), Impl::on_msg, impl_.get());
+  if (s != NATS_OK) {
+    natsConnection_Destroy(impl_->nc);
+    throw Unavailable("NATS at " + url + ": cannot subscribe to " + all + ": " +
+                      natsStatus_GetText(s));
+  }
+  impl_->resyncer = std::thread([m = impl_.get()] { m->resync_loop(); });
+}
+
+MediaBoard::~MediaBoard() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  impl_->resyncer.join();
+  natsSubscription_Unsubscribe(impl_->sub);
+  natsSubscription_Destroy(impl_->sub);
+  natsConnection_Destroy(impl_->nc);
+}
+
+int64_t MediaBoard::holds(const std::string& id, std::span<const Hash128> files) const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  auto it = impl_->workers.find(id);
+  if (it == impl_->workers.end() || !it->second.synced) return 0;
+  int64_t n = 0;
+  for (const Hash128& h : files) n += it->second.held.count(h);
+  return n;
+}
+
+int64_t MediaBoard::resyncs() const {
+  return impl_->resyncs.load();
+}
+int64_t MediaBoard::ignored() const {
+  return impl_->ignored.load();
+}
+
+}  // namespace mmrt::cluster
