@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "cluster/encode_protocol.h"
+#include "cluster/media_events.h"
 #include "cluster/remote_encoder.h"
+#include "cluster/routing.h"
 #include "cluster/transfer.h"
 #include "cluster/worker_info.h"
 #include "core/clock.h"
@@ -259,4 +261,65 @@ TEST(RemoteEncoderPool, AnUnreachableOrSilentEncodeWorkerFailsWithinItsTimeout) 
   EXPECT_LT(waited_ms, 3000);
   EXPECT_NE(slow.metrics().find("mmrt_remote_encode_sent_total 1"), std::string::npos);
   ::close(fd);
+}
+
+TEST(MediaEvents, BatchesAndSnapshotsRoundTripAndBadOnesAreRefused) {
+  MediaEvents e;
+  e.id = "w-1";
+  e.first = 5;
+  e.last = 6;
+  e.ops = {{true, hash128("a")}, {false, hash128("b")}};
+  const MediaEvents back = parse_media_events(to_json(e));
+  EXPECT_EQ(back.id, "w-1");
+  EXPECT_EQ(back.first, 5u);
+  EXPECT_EQ(back.last, 6u);
+  ASSERT_EQ(back.ops.size(), 2u);
+  EXPECT_TRUE(back.ops[0].first);
+  EXPECT_EQ(back.ops[0].second, hash128("a"));
+  EXPECT_FALSE(back.ops[1].first);
+  auto with = [&](const char* field, const nlohmann::json& v) {
+    nlohmann::json j = nlohmann::json::parse(to_json(e));
+    j[field] = v;
+    return j.dump();
+  };
+  EXPECT_THROW(parse_media_events(with("last", 9)), FormatError);  // numbers != entries
+  EXPECT_THROW(parse_media_events(with("first", 0)), FormatError);
+  EXPECT_THROW(parse_media_events(with("first", -1)), FormatError);
+  EXPECT_THROW(parse_media_events(with("ops", {"*" + hash128("a").hex()})), FormatError);
+  EXPECT_THROW(parse_media_events(with("ops", {"+xyz"})), FormatError);
+  EXPECT_THROW(parse_media_events(with("ops", nlohmann::json::array())), FormatError);
+  EXPECT_THROW(parse_media_events(with("id", "")), FormatError);
+  EXPECT_THROW(parse_media_events(with("snapshot", "yes")), FormatError);
+  EXPECT_THROW(parse_media_events("[1]"), FormatError);
+  nlohmann::json snap = nlohmann::json::parse(with("snapshot", true));
+  EXPECT_THROW(parse_media_events(snap.dump()), FormatError);  // a snapshot removes nothing
+  snap["ops"] = nlohmann::json::array();
+  snap["first"] = snap["last"] = 0;
+  EXPECT_TRUE(parse_media_events(snap.dump()).snapshot);  // an empty cache
+  Hash128 h;
+  EXPECT_TRUE(Hash128::from_hex(hash128("x").hex(), h));
+  EXPECT_EQ(h, hash128("x"));
+  EXPECT_FALSE(Hash128::from_hex(std::string(32, 'G'), h));
+  EXPECT_FALSE(Hash128::from_hex("abc", h));
+}
+
+TEST(Routing, MediaFilesAreTheDecodedBytesAndMoveTheirHolderFirst) {
+  const std::string png = "\x89PNG-bytes";
+  const std::string b64 = "iVBORy1ieXRlcw==";  // base64 of png
+  const auto body = nlohmann::json::parse(
+      R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,)" +
+      b64 + R"("}},{"type":"input_audio","input_audio":{"data":")" + b64 +
+      R"(","format":"wav"}},{"type":"image_url","image_url":{"url":"http://h/x.png"}},)" +
+      R"({"type":"image_url","image_url":{"url":"data:image/png;base64,@@@"}},)" +
+      R"({"type":"text","text":"hi"}]}]})");
+  const std::vector<Hash128> files = media_files(body);
+  ASSERT_EQ(files.size(), 2u) << "a URL and a part that does not decode are passed over";
+  EXPECT_EQ(files[0], hash128(png.data(), png.size()));
+  EXPECT_EQ(files[1], files[0]);
+  EXPECT_TRUE(media_files(nlohmann::json::parse(R"({"prompt":"x"})")).empty());
+  std::vector<size_t> order = {2, 0, 1};
+  EXPECT_FALSE(media_order(order, {0, 0, 0})) << "nobody holds them";
+  EXPECT_FALSE(media_order(order, {1, 0, 1})) << "the front holds as many as anyone";
+  EXPECT_TRUE(media_order(order, {2, 1, 1}));
+  EXPECT_EQ(order, (std::vector<size_t>{0, 2, 1}));
 }

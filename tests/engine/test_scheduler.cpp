@@ -515,3 +515,21 @@ TEST(Scheduler, AResumedRequestContinuesTheUndisturbedRun) {
   EXPECT_THROW(bad.resume({-1}, 1000), InvalidArgument);
   EXPECT_EQ(bad.resumed, 0);
 }
+
+// The encoder cache tells its listener which files it holds: stored on a file's first entry,
+// removed with its last (two tenants' entries of one file count once), evictions included.
+TEST(EncoderCache, TheListenerSeesFilesComeAndGo) {
+  std::vector<std::pair<bool, Hash128>> seen;
+  EncoderCache c(300, [&](bool stored, const Hash128& f) { seen.emplace_back(stored, f); });
+  const Hash128 file = hash128("file"), other = hash128("other");
+  std::vector<Hash128> evicted;
+  ASSERT_TRUE(c.reserve(hash128("t1"), 100, evicted, file));
+  ASSERT_TRUE(c.reserve(hash128("t2"), 100, evicted, file));  // another tenant, same file
+  ASSERT_TRUE(c.reserve(hash128("x"), 100, evicted));         // no file hash: not told
+  EXPECT_EQ(seen, (std::vector<std::pair<bool, Hash128>>{{true, file}}));
+  c.erase(hash128("t1"));
+  EXPECT_EQ(seen.size(), 1u) << "t2 still holds it";
+  ASSERT_TRUE(c.reserve(hash128("o"), 200, evicted, other));  // evicts t2, the oldest
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<bool, Hash128>>{{true, file}, {false, file}, {true, other}}));
+}
