@@ -116,8 +116,7 @@ void GaugePublisher::set(const LoadGauge& g) {
 // ---- board ----
 
 struct GaugeBoard::Impl {
-  natsConnection* nc = nullptr;
-  natsSubscription* sub = nullptr;
+  std::unique_ptr<NatsListener> nats;
   std::function<bool(const std::string&)> known;
   mutable std::mutex mu;
   struct Entry {
@@ -125,16 +124,8 @@ struct GaugeBoard::Impl {
     int64_t at_ns = 0;
   };
   std::map<std::string, Entry> latest;
-  std::set<std::string> logged;
-  std::atomic<int64_t> gaps{0}, ignored{0};
-
-  void ignore(const std::string& key, const std::string& why) {
-    ++ignored;
-    std::lock_guard<std::mutex> lk(mu);
-    if (logged.size() < 1024 && logged.insert(key + "\n" + why).second)
-      std::fprintf(stderr, "mmrt router: ignoring a load gauge (%s): %s\n", key.c_str(),
-                   why.c_str());
-  }
+  std::atomic<int64_t> gaps{0};
+  IgnoredLog ignored{"a load gauge"};
 
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     auto& m = *static_cast<Impl*>(closure);
@@ -145,19 +136,19 @@ struct GaugeBoard::Impl {
     try {
       g = parse_load_gauge(data);
     } catch (const std::exception& e) {
-      m.ignore(subject, e.what());
+      m.ignored.add(subject, e.what());
       natsMsg_Destroy(msg);
       return;
     }
     natsMsg_Destroy(msg);
     if (subject != kLoadSubject + g.id)
-      return m.ignore(subject, "its id '" + g.id + "' is not its subject's");
-    if (!m.known(g.id)) return m.ignore(subject, "no worker '" + g.id + "' is registered");
+      return m.ignored.add(subject, "its id '" + g.id + "' is not its subject's");
+    if (!m.known(g.id)) return m.ignored.add(subject, "no worker '" + g.id + "' is registered");
     std::lock_guard<std::mutex> lk(m.mu);
     Entry& e = m.latest[g.id];
     // A restarted worker starts again at 1 (it has a new id: ids carry the process id).
     if (e.at_ns != 0 && g.seq <= e.g.seq) {
-      ++m.ignored;
+      m.ignored.add(subject, "an old sequence number");
       return;
     }
     if (e.at_ns != 0 && g.seq > e.g.seq + 1) m.gaps += g.seq - e.g.seq - 1;
@@ -168,21 +159,12 @@ struct GaugeBoard::Impl {
 GaugeBoard::GaugeBoard(const std::string& url, std::function<bool(const std::string&)> known)
     : impl_(std::make_unique<Impl>()) {
   impl_->known = std::move(known);
-  impl_->nc = nats_connect(url, "reading load gauges");
-  const std::string all = std::string(kLoadSubject) + ">";
-  const natsStatus s =
-      natsConnection_Subscribe(&impl_->sub, impl_->nc, all.c_str(), Impl::on_msg, impl_.get());
-  if (s != NATS_OK) {
-    natsConnection_Destroy(impl_->nc);
-    throw Unavailable("NATS at " + url + ": cannot subscribe to " + all + ": " +
-                      natsStatus_GetText(s));
-  }
+  impl_->nats = std::make_unique<NatsListener>(
+      url, "reading load gauges", std::string(kLoadSubject) + ">", Impl::on_msg, impl_.get());
 }
 
 GaugeBoard::~GaugeBoard() {
-  natsSubscription_Unsubscribe(impl_->sub);
-  natsSubscription_Destroy(impl_->sub);
-  natsConnection_Destroy(impl_->nc);
+  impl_->nats.reset();  // no message is delivered after this
 }
 
 std::optional<LoadGauge> GaugeBoard::get(const std::string& id, int64_t max_age_ms) const {
@@ -194,13 +176,13 @@ std::optional<LoadGauge> GaugeBoard::get(const std::string& id, int64_t max_age_
 }
 
 bool GaugeBoard::connected() const {
-  return natsConnection_Status(impl_->nc) == NATS_CONN_STATUS_CONNECTED;
+  return natsConnection_Status(impl_->nats->connection()) == NATS_CONN_STATUS_CONNECTED;
 }
 int64_t GaugeBoard::gaps() const {
   return impl_->gaps.load();
 }
 int64_t GaugeBoard::ignored() const {
-  return impl_->ignored.load();
+  return impl_->ignored.count();
 }
 
 }  // namespace mmrt::cluster

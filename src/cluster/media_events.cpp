@@ -181,8 +181,7 @@ void MediaPublisher::on_change(bool stored, const Hash128& file) {
 // ---- board ----
 
 struct MediaBoard::Impl {
-  natsConnection* nc = nullptr;
-  natsSubscription* sub = nullptr;
+  std::unique_ptr<NatsListener> nats;
   std::function<bool(const std::string&)> known;
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -194,17 +193,9 @@ struct MediaBoard::Impl {
   };
   std::map<std::string, Worker> workers;
   std::set<std::string> to_sync;  // asked for a snapshot by the resync thread
-  std::set<std::string> logged;
-  std::atomic<int64_t> resyncs{0}, ignored{0};
+  std::atomic<int64_t> resyncs{0};
+  IgnoredLog ignored{"media events"};
   std::thread resyncer;
-
-  void ignore(const std::string& key, const std::string& why) {
-    ++ignored;
-    std::lock_guard<std::mutex> lk(mu);
-    if (logged.size() < 1024 && logged.insert(key + "\n" + why).second)
-      std::fprintf(stderr, "mmrt router: ignoring media events (%s): %s\n", key.c_str(),
-                   why.c_str());
-  }
 
   // Applies `e` to `w` (under mu): the changes after w.seq; a gap asks for a snapshot.
   void apply(const std::string& id, Worker& w, const MediaEvents& e) {
@@ -222,7 +213,7 @@ struct MediaBoard::Impl {
       return;
     }
     if (e.last <= w.seq) {  // already in the snapshot
-      ++ignored;
+      ignored.add(kMediaSubject + id, "already applied");
       return;
     }
     for (uint64_t n = e.first; n <= e.last; ++n) {
@@ -250,13 +241,13 @@ struct MediaBoard::Impl {
           std::string_view(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))));
     } catch (const std::exception& err) {
       natsMsg_Destroy(msg);
-      return m.ignore(subject, err.what());
+      return m.ignored.add(subject, err.what());
     }
     natsMsg_Destroy(msg);
-    if (e.snapshot) return m.ignore(subject, "a snapshot is an answer, not an event");
+    if (e.snapshot) return m.ignored.add(subject, "a snapshot is an answer, not an event");
     if (subject != kMediaSubject + e.id)
-      return m.ignore(subject, "its id '" + e.id + "' is not its subject's");
-    if (!m.known(e.id)) return m.ignore(subject, "no worker '" + e.id + "' is registered");
+      return m.ignored.add(subject, "its id '" + e.id + "' is not its subject's");
+    if (!m.known(e.id)) return m.ignored.add(subject, "no worker '" + e.id + "' is registered");
     std::lock_guard<std::mutex> lk(m.mu);
     m.apply(e.id, m.workers[e.id], e);
   }
@@ -272,9 +263,10 @@ struct MediaBoard::Impl {
       for (const std::string& id : ids) {
         natsMsg* reply = nullptr;
         const std::string subject = kMediaSnapshotSubject + id;
-        const natsStatus s = natsConnection_RequestString(&reply, nc, subject.c_str(), "", 1000);
+        const natsStatus s =
+            natsConnection_RequestString(&reply, nats->connection(), subject.c_str(), "", 1000);
         if (s != NATS_OK) {
-          ignore(subject, std::string("no snapshot: ") + natsStatus_GetText(s));
+          ignored.add(subject, std::string("no snapshot: ") + natsStatus_GetText(s));
           lk.lock();
           if (known(id)) to_sync.insert(id);  // asked again after the wait
           lk.unlock();
@@ -286,12 +278,12 @@ struct MediaBoard::Impl {
               natsMsg_GetData(reply), static_cast<size_t>(natsMsg_GetDataLength(reply))));
         } catch (const std::exception& err) {
           natsMsg_Destroy(reply);
-          ignore(subject, err.what());
+          ignored.add(subject, err.what());
           continue;
         }
         natsMsg_Destroy(reply);
         if (!e.snapshot || e.id != id) {
-          ignore(subject, "the answer is not " + id + "'s snapshot");
+          ignored.add(subject, "the answer is not " + id + "'s snapshot");
           continue;
         }
         ++resyncs;
@@ -306,15 +298,9 @@ struct MediaBoard::Impl {
 MediaBoard::MediaBoard(const std::string& url, std::function<bool(const std::string&)> known)
     : impl_(std::make_unique<Impl>()) {
   impl_->known = std::move(known);
-  impl_->nc = nats_connect(url, "reading encoder-cache events");
-  const std::string all = std::string(kMediaSubject) + ">";
-  const natsStatus s =
-      natsConnection_Subscribe(&impl_->sub, impl_->nc, all.c_str(), Impl::on_msg, impl_.get());
-  if (s != NATS_OK) {
-    natsConnection_Destroy(impl_->nc);
-    throw Unavailable("NATS at " + url + ": cannot subscribe to " + all + ": " +
-                      natsStatus_GetText(s));
-  }
+  impl_->nats =
+      std::make_unique<NatsListener>(url, "reading encoder-cache events",
+                                     std::string(kMediaSubject) + ">", Impl::on_msg, impl_.get());
   impl_->resyncer = std::thread([m = impl_.get()] { m->resync_loop(); });
 }
 
@@ -325,9 +311,7 @@ MediaBoard::~MediaBoard() {
   }
   impl_->cv.notify_all();
   impl_->resyncer.join();
-  natsSubscription_Unsubscribe(impl_->sub);
-  natsSubscription_Destroy(impl_->sub);
-  natsConnection_Destroy(impl_->nc);
+  impl_->nats.reset();
 }
 
 int64_t MediaBoard::holds(const std::string& id, std::span<const Hash128> files) const {
@@ -343,7 +327,7 @@ int64_t MediaBoard::resyncs() const {
   return impl_->resyncs.load();
 }
 int64_t MediaBoard::ignored() const {
-  return impl_->ignored.load();
+  return impl_->ignored.count();
 }
 
 }  // namespace mmrt::cluster

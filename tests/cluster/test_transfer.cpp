@@ -35,6 +35,23 @@ std::shared_ptr<const std::vector<uint8_t>> pattern(size_t n, uint8_t seed) {
   return v;
 }
 
+// A loopback listener that accepts connections (the kernel's backlog) and never answers.
+struct SilentListener {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  SilentListener() {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(::listen(fd, 4), 0);
+    socklen_t len = sizeof sa;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    port = ntohs(sa.sin_port);
+  }
+  ~SilentListener() { ::close(fd); }
+};
+
 int port_of(const std::string& address) {
   return std::stoi(address.substr(address.rfind(':') + 1));
 }
@@ -104,21 +121,13 @@ TEST(Transfer, ADeadOrSilentAgentFailsWithinTheTimeout) {
   std::vector<uint8_t> dst(100);
   EXPECT_THROW(read_region(d, dst, milliseconds(1000)), Unavailable);
   // A listener that accepts and never answers: the read ends at its deadline.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  d.agent = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  const SilentListener silent;
+  d.agent = "127.0.0.1:" + std::to_string(silent.port);
   const int64_t t0 = now_ns();
   EXPECT_THROW(read_region(d, dst, milliseconds(300)), Unavailable);
   const double waited_ms = static_cast<double>(now_ns() - t0) * 1e-6;
   EXPECT_GE(waited_ms, 250);
   EXPECT_LT(waited_ms, 3000);
-  ::close(fd);
 }
 
 TEST(Transfer, HostileFramesCloseTheConnectionAndTheAgentGoesOn) {
@@ -242,16 +251,9 @@ TEST(RemoteEncoderPool, AnUnreachableOrSilentEncodeWorkerFailsWithinItsTimeout) 
   RemoteEncoderPool pool(gone);
   EXPECT_THROW(pool.encode(item), Unavailable);
   // A listener that never answers: the item's timeout ends it.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  const SilentListener listener;
   RemoteEncoderOptions silent;
-  silent.urls = {"http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port))};
+  silent.urls = {"http://127.0.0.1:" + std::to_string(listener.port)};
   silent.timeout = milliseconds(300);
   RemoteEncoderPool slow(silent);
   const int64_t t0 = now_ns();
@@ -260,7 +262,6 @@ TEST(RemoteEncoderPool, AnUnreachableOrSilentEncodeWorkerFailsWithinItsTimeout) 
   EXPECT_GE(waited_ms, 250);
   EXPECT_LT(waited_ms, 3000);
   EXPECT_NE(slow.metrics().find("mmrt_remote_encode_sent_total 1"), std::string::npos);
-  ::close(fd);
 }
 
 TEST(MediaEvents, BatchesAndSnapshotsRoundTripAndBadOnesAreRefused) {
