@@ -181,7 +181,9 @@ class EncodeWorker {
     try {
       be_ = kernels::create_backend(cfg_.device, cfg_.backend);
       host_ = std::make_unique<media::HostContext>(cfg_.host);
-      model_ = models::load_model(*be_, cfg_.model_dir, cfg_.model);
+      models::LoadOptions lo = cfg_.model;
+      lo.encoders_only = true;  // no language model: its weights never leave the file
+      model_ = models::load_model(*be_, cfg_.model_dir, lo);
       if (cfg_.sandbox.enabled) {
         sandbox::MediaSandboxConfig sc = cfg_.sandbox;
         sc.model_dir = cfg_.model_dir;

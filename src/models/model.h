@@ -288,6 +288,10 @@ struct LoadOptions {
   // earlier slice of the same item reuses that slice's encoder output (families whose encoder
   // sees each slice alone). Off: every slice is encoded (the same output, for benchmarks).
   bool video_slice_reuse = true;
+  // Load the media encoders only (an encode worker, cluster/encode_worker.h): the language
+  // model's layers and head are not read (its embedding table stays mapped); Runner::forward
+  // then throws FailedPrecondition.
+  bool encoders_only = false;
 };
 
 // A loaded checkpoint. The runner computes on the Backend given to load_model, which must

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -179,6 +180,32 @@ TEST_F(FuyuTiny, LoadsInspectsAndGeneratesThroughTheRegistry) {
     bad.dims = {4, 3};
     EXPECT_THROW(lm->runner().encode(bad), InvalidArgument);
   }
+}
+
+// An encode worker loads the encoders only (LoadOptions::encoders_only): Fuyu's patch projection
+// and the newline row it takes from the embedding table encode bit-identically to the whole
+// model; the language model cannot run.
+TEST_F(FuyuTiny, EncodersOnlyEncodeAsTheWholeModel) {
+  std::ifstream f(dir_ / "img.png", std::ios::binary);
+  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(f),
+                                   std::istreambuf_iterator<char>()};
+  Model whole = load_model(test::test_backend(), model("new"));
+  LoadOptions only;
+  only.encoders_only = true;
+  Model enc = load_model(test::test_backend(), model("new"), only);
+  EXPECT_EQ(enc.spec.encoder_identity(), whole.spec.encoder_identity());
+  const PreparedMedia m = whole.processor->preprocess(Modality::kImage, bytes, {});
+  const Tensor a = whole.runner->encode(m), b = enc.runner->encode(m);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+  EXPECT_EQ(enc.runner->weight_bytes(), 0u);
+  kernels::KvCacheConfig kc = enc.runner->kv_config();
+  kc.num_blocks = 1;
+  kernels::KvCache kv(test::test_backend(), kc);
+  const int32_t tok[] = {1};
+  SeqStep step;
+  step.tokens = tok;
+  EXPECT_THROW(enc.runner->forward({&step, 1}, kv), FailedPrecondition);
 }
 
 TEST_F(FuyuTiny, MissingOrMismatchedTensorsAreNamed) {

@@ -31,6 +31,7 @@ struct Layer {
 
 struct Decoder::Impl {
   DecoderConfig cfg;
+  bool encoders_only = false;  // LoadOptions::encoders_only: no layers, no head
   const kernels::Backend* be = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
   kernels::LinearOptions lin;       // how every linear layer runs
@@ -184,6 +185,10 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
     m.fmt = m.embed_tokens.dtype() == DType::kF32 ? kernels::WeightFormat::kF32
                                                   : kernels::WeightFormat::kBF16;
   }
+  if (opts.encoders_only) {  // an encode worker: the embedding table (mapped) and nothing else
+    m.encoders_only = true;
+    return std::unique_ptr<Decoder>(new Decoder(std::move(impl)));
+  }
   const kernels::WeightPlacement place = opts.weight_placement;
   Tensor lm = cfg.tied_embeddings ? m.embed_tokens : get("lm_head.weight");
   m.lin.int8_x = opts.int8_activations;
@@ -267,6 +272,10 @@ void Decoder::embed(std::span<const int32_t> ids, float* out) const {
 
 Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
   Impl& m = *impl_;
+  if (m.encoders_only)
+    throw FailedPrecondition(
+        "this model was loaded for its encoders only (an encode worker): it "
+        "has no language model to run");
   const kernels::Backend& be = *m.be;
   const int64_t H = m.hidden, hd = m.head_dim;
   const int64_t q_width = m.n_heads * hd, kv_width = m.n_kv * hd;
