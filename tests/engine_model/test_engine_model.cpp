@@ -329,9 +329,10 @@ TEST_F(EngineModel, StatsSnapshotsAreConsistentUnderLoad) {
   for (int round = 0; round < 3; ++round)
     for (auto& g : workload()) hs.push_back(eng->submit(g));
   for (auto& h : hs) EXPECT_EQ(h.wait().outcome, Outcome::kFinished);
+  // On a loaded machine the reader may not have run yet: it reads a few times before it stops.
+  while (reads.load() <= 10) std::this_thread::yield();
   stop = true;
   reader.join();
-  EXPECT_GT(reads.load(), 10);
   EXPECT_EQ(bad.load(), 0);
   const EngineStats s = eng->stats();
   EXPECT_EQ(s.finished, static_cast<int64_t>(hs.size()));
