@@ -38,8 +38,9 @@ def png(seed):
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def turn(port, messages):
-    body = json.dumps({"messages": messages, "max_tokens": 8, "temperature": 0, "stream": True,
+def turn(port, messages, answer_tokens=8):
+    body = json.dumps({"messages": messages, "max_tokens": answer_tokens, "temperature": 0,
+                       "ignore_eos": True, "stream": True,
                        "stream_options": {"include_usage": True}}).encode()
     t0 = time.perf_counter()
     ttft = None
@@ -99,6 +100,7 @@ def main():
     ap.add_argument("--model", default="build/bench/small")
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("--answer-tokens", type=int, default=8, help="tokens per answer")
     a = ap.parse_args()
     work, name, etcd = ct.bench_setup(a.model, "cluster_affinity_")
     workers, router = [], None
@@ -109,11 +111,13 @@ def main():
         router = ct.Router(a.mmrt, work, etcd.url)
         ct.until("both workers at the router", lambda: len(router.workers()) == 2, 15)
         ports = [w.port for w in workers]
-        print(f"model {name}, {a.conversations} conversations x {a.turns} turns, one 448x336 "
-              "image each, two workers on this machine", flush=True)
-        run("through the router", lambda c, t, m: turn(router.port, m), ports,
+        print(f"model {name}, {a.conversations} conversations x {a.turns} turns of "
+              f"{a.answer_tokens}-token answers, one 448x336 image each, two workers on this "
+              "machine", flush=True)
+        n = a.answer_tokens
+        run("through the router", lambda c, t, m: turn(router.port, m, n), ports,
             a.conversations, a.turns, 1000)
-        run("round-robin", lambda c, t, m: turn(ports[(c + t) % 2], m), ports,
+        run("round-robin", lambda c, t, m: turn(ports[(c + t) % 2], m, n), ports,
             a.conversations, a.turns, 2000)
     finally:
         ct.stop_cluster(router, workers, etcd)
