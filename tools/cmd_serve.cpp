@@ -81,7 +81,10 @@ int run_serve(Args& args) {
   set_compute(cfg.engine, compute);
   cfg.engine.backend.nice = static_cast<int>(args.get_int("compute-nice", kComputeNice, 0, 19));
   cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
-  cfg.engine.media_threads = static_cast<int>(args.get_int("media-threads", 1, 1, 64));
+  // With encode workers a media lane mostly waits on the network: more lanes by default.
+  const bool remote_media = args.get("remote-encoders").has_value();
+  cfg.engine.media_threads =
+      static_cast<int>(args.get_int("media-threads", remote_media ? 4 : 1, 1, 64));
   cluster::RegistrationOptions reg;
   reg.etcd = args.get_or("cluster-etcd", "");
   reg.prefix = args.get_or("cluster-prefix", reg.prefix);
@@ -307,7 +310,8 @@ MMRT_COMMAND(
     "                          askers, in MiB (default 256; 0: none)\n"
     "  --transfer-port N       an encode worker's transfer port (default 0: any free one)\n"
     "runtime:\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
-    "  --media-threads N       media preprocessing lanes (default 1)\n"
+    "  --media-threads N       media preprocessing lanes (default 1; 4 with --remote-encoders,\n"
+    "                          whose lanes mostly wait on encode workers)\n"
     "  --step-tokens N         token budget per engine step (default 512)\n"
     "  --compute-nice N        scheduling niceness of the model's compute threads, 0-19\n"
     "                          (default 5): accepting, reading, parsing and writing requests\n"
