@@ -383,19 +383,26 @@ def resume_stream(ctx):
     full, usage = run()
     ids = [t for _, c in full for t in c]
     expect(usage == N and N // 2 <= len(ids) <= N, f"usage {usage}, {len(ids)} ids in chunks")
-    # The ids of the first chunks, at least 12 and fewer than N (a chunk may hold many: tokens
-    # without text of their own wait for one that has).
+    # Resume after k tokens, wherever the chunks fell (a fast model's stream may be one chunk):
+    # the continuation's ids are the rest of the undisturbed run's, its text the end of that
+    # run's text (held-back text comes again from the primed detokenizer), its usage N - k.
+    k = 12
+    rest, usage2 = run(mmrt_resume_ids=ids[:k])
+    want = "".join(t for t, _ in full)
+    got = "".join(t for t, _ in rest)
+    expect(want.endswith(got) and 0 < len(got) <= len(want),
+           f"continuation {got!r} is not the end of the undisturbed {want!r}")
+    expect([t for _, c in rest for t in c] == ids[k:], "the continuation's ids")
+    expect(usage2 == N - k, f"usage {usage2} after resuming {k} tokens")
+    # Resuming at a chunk boundary: the text is exactly the undisturbed text after it.
     j, head = 0, []
-    while len(head) < 12 and j < len(full) and len(head) + len(full[j][1]) < N:
+    while j < len(full) and len(head) + len(full[j][1]) < N and (not head or len(head) < k):
         head += full[j][1]
         j += 1
-    expect(0 < len(head) < N and j < len(full), f"no chunks to resume after: {full[:3]}")
-    rest, usage2 = run(mmrt_resume_ids=head)
-    want = "".join(t for t, _ in full[j:])
-    got = "".join(t for t, _ in rest)
-    expect(got == want and len(want) > 0, f"continuation {got!r}, undisturbed {want!r}")
-    expect([t for _, c in rest for t in c] == ids[len(head):], "the continuation's ids")
-    expect(usage2 == N - len(head), f"usage {usage2} after resuming {len(head)} tokens")
+    if 0 < len(head) < N and j < len(full):
+        rest, _ = run(mmrt_resume_ids=head)
+        expect("".join(t for t, _ in rest) == "".join(t for t, _ in full[j:]),
+               "the continuation after a chunk boundary")
     for bad, param in [({"mmrt_resume_ids": list(range(4))}, "mmrt_resume_ids"),
                        ({"mmrt_resume_ids": [-1]}, "mmrt_resume_ids"),
                        ({"mmrt_stream_ids": True, "stream": False}, "mmrt_stream_ids")]:
@@ -404,7 +411,7 @@ def resume_stream(ctx):
     st, _, b = hu.post(ctx.port, "/v1/chat/completions",
                        chat("x", max_tokens=8, mmrt_resume_ids=[2**31 - 1]))
     expect_error(st, b, 400, contains="outside")
-    return f"resumed after {len(head)} of {N} tokens"
+    return f"resumed after {k} of {N} tokens ({len(full)} chunks)"
 
 
 CHECKS = [
