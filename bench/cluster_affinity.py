@@ -14,15 +14,15 @@ import io
 import json
 import os
 import random
-import socket
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "server"))
 import cluster_test as ct  # noqa: E402
+import sse_client  # noqa: E402
 import http_util as hu  # noqa: E402
 from server_test import Server  # noqa: E402
 
@@ -39,21 +39,10 @@ def png(seed):
 
 
 def turn(port, messages, answer_tokens=8):
-    body = json.dumps({"messages": messages, "max_tokens": answer_tokens, "temperature": 0,
-                       "ignore_eos": True, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
-    t0 = time.perf_counter()
-    ttft = None
-    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
-        s.sendall(hu.raw(port, "POST", "/v1/chat/completions", body))
-        buf = b""
-        while b"data: [DONE]" not in buf:
-            c = s.recv(65536)
-            if not c:
-                break
-            buf += c
-            if ttft is None and b"data: " in buf:
-                ttft = (time.perf_counter() - t0) * 1e3
+    body = {"messages": messages, "max_tokens": answer_tokens, "temperature": 0,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    _, times, buf = sse_client.stream(port, body, timeout=120)
+    ttft = times[0] * 1e3 if times else None
     text, encoder_ms = "", 0.0
     for line in buf.split(b"\n"):
         if line.startswith(b"data: {"):

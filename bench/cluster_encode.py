@@ -12,9 +12,7 @@ streams run on the measured worker meanwhile (what the encoder competes with), a
 gap between events (tokens) is reported too.
 Usage: bench/cluster_encode.py --mmrt BIN [--model DIR] [--requests N] [--background K]"""
 import argparse
-import json
 import os
-import socket
 import statistics
 import sys
 import threading
@@ -26,6 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "server"))
 import cluster_test as ct  # noqa: E402
 import http_util as hu  # noqa: E402
+import sse_client  # noqa: E402
 from cluster_affinity import png  # noqa: E402
 from server_test import Server  # noqa: E402
 
@@ -34,23 +33,8 @@ def stream(port, body):
     """(TTFT ms, arrival times of the stream's events, status). The first event (the role
     chunk) leaves the server with the first token (docs/serving.md): a random checkpoint's
     first tokens may render no text, so its arrival is the first token's."""
-    t0 = time.perf_counter()
-    first, times = None, []
-    with socket.create_connection(("127.0.0.1", port), timeout=300) as s:
-        s.sendall(hu.raw(port, "POST", "/v1/chat/completions", json.dumps(body).encode()))
-        buf = b""
-        while b"data: [DONE]" not in buf:
-            c = s.recv(65536)
-            if not c:
-                break
-            buf += c
-            if b"data: {" in c:
-                now = time.perf_counter()
-                times.append(now)
-                if first is None:
-                    first = (now - t0) * 1e3
-    status = int(buf.split(b" ", 2)[1]) if buf.startswith(b"HTTP/") else 0
-    return first, times, status
+    status, times, _ = sse_client.stream(port, body)
+    return (times[0] * 1e3 if times else None), times, status
 
 
 def background(port, stop, gaps):

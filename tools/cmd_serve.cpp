@@ -81,10 +81,10 @@ int run_serve(Args& args) {
   set_compute(cfg.engine, compute);
   cfg.engine.backend.nice = static_cast<int>(args.get_int("compute-nice", kComputeNice, 0, 19));
   cfg.engine.media_sandbox = media_sandbox_options(args, cfg.engine.model_dir);
+  const std::string remote = args.get_or("remote-encoders", "");
   // With encode workers a media lane mostly waits on the network: more lanes by default.
-  const bool remote_media = args.get("remote-encoders").has_value();
   cfg.engine.media_threads =
-      static_cast<int>(args.get_int("media-threads", remote_media ? 4 : 1, 1, 64));
+      static_cast<int>(args.get_int("media-threads", remote.empty() ? 1 : 4, 1, 64));
   cluster::RegistrationOptions reg;
   reg.etcd = args.get_or("cluster-etcd", "");
   reg.prefix = args.get_or("cluster-prefix", reg.prefix);
@@ -92,7 +92,6 @@ int run_serve(Args& args) {
   std::string advertise = args.get_or("advertise-url", "");
   const std::string nats = args.get_or("cluster-nats", "");
   const std::string role = args.get_or("role", "both");
-  const std::string remote = args.get_or("remote-encoders", "");
   const auto remote_timeout = seconds_option(args, "remote-encode-timeout", 30, 0.1, 3600);
   const int64_t encode_queue = args.get_int("encode-queue", 64, 1, 1 << 20);
   const int64_t encode_cache_mb = args.get_int("encode-cache-mb", 256, 0, 1 << 20);

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "cluster/nats_link.h"
+#include "cluster/wire_fields.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -20,13 +20,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxGaugeBytes = 4096;
-
-int64_t count(const json& j, const char* name) {
-  auto it = j.find(name);
-  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
-    throw FormatError(std::string("load gauge: '") + name + "' is not a count");
-  return it->get<int64_t>();
-}
 
 }  // namespace
 
@@ -42,22 +35,16 @@ std::string to_json(const LoadGauge& g) {
 
 LoadGauge parse_load_gauge(std::string_view s) {
   if (s.size() > kMaxGaugeBytes) throw FormatError("load gauge: over 4 KiB");
-  const json j = io::parse_json_or_discard(s);
-  if (j.is_discarded() || !j.is_object()) throw FormatError("load gauge: not a JSON object");
+  const json j = WireFields::parse(s, 0, "load gauge");
+  const WireFields f(j, "load gauge");
   LoadGauge g;
-  auto id = j.find("id");
-  if (id == j.end() || !id->is_string() || id->get_ref<const std::string&>().empty() ||
-      id->get_ref<const std::string&>().size() > 256)
-    throw FormatError("load gauge: 'id' is not a short string");
-  g.id = id->get<std::string>();
-  g.seq = count(j, "seq");
-  g.waiting = count(j, "waiting");
-  g.running = count(j, "running");
-  g.in_flight = count(j, "in_flight");
-  auto kv = j.find("kv_usage");
-  if (kv == j.end() || !kv->is_number() || kv->get<double>() < 0 || kv->get<double>() > 1)
-    throw FormatError("load gauge: 'kv_usage' is not in 0-1");
-  g.kv_usage = kv->get<double>();
+  g.id = f.text("id");
+  if (g.id.empty()) f.fail("'id' is empty");
+  g.seq = f.count("seq");
+  g.waiting = f.count("waiting");
+  g.running = f.count("running");
+  g.in_flight = f.count("in_flight");
+  g.kv_usage = f.number("kv_usage", 0, 1);
   return g;
 }
 

@@ -11,8 +11,8 @@
 #include <unordered_set>
 
 #include "cluster/nats_link.h"
+#include "cluster/wire_fields.h"
 #include "core/error.h"
-#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -21,13 +21,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxOps = 65536;
-
-uint64_t number(const json& j, const char* name) {
-  auto it = j.find(name);
-  if (it == j.end() || !it->is_number_unsigned())
-    throw FormatError(std::string("media events: '") + name + "' is not a count");
-  return it->get<uint64_t>();
-}
 
 }  // namespace
 
@@ -44,35 +37,29 @@ std::string to_json(const MediaEvents& e) {
 
 MediaEvents parse_media_events(std::string_view s) {
   if (s.size() > kMaxOps * 40 + 1024) throw FormatError("media events: too large");
-  const json j = io::parse_json_or_discard(s, kMaxOps + 64);
-  if (j.is_discarded() || !j.is_object()) throw FormatError("media events: not a JSON object");
+  const json j = WireFields::parse(s, kMaxOps + 64, "media events");
+  const WireFields f(j, "media events");
   MediaEvents e;
-  auto id = j.find("id");
-  if (id == j.end() || !id->is_string() || id->get_ref<const std::string&>().empty() ||
-      id->get_ref<const std::string&>().size() > 256)
-    throw FormatError("media events: 'id' is not a short string");
-  e.id = id->get<std::string>();
-  auto snap = j.find("snapshot");
-  if (snap == j.end() || !snap->is_boolean())
-    throw FormatError("media events: 'snapshot' is not a boolean");
-  e.snapshot = snap->get<bool>();
-  e.first = number(j, "first");
-  e.last = number(j, "last");
-  auto ops = j.find("ops");
-  if (ops == j.end() || !ops->is_array() || ops->size() > kMaxOps)
-    throw FormatError("media events: 'ops' is not a list of at most 65536 entries");
-  for (const json& o : *ops) {
+  e.id = f.text("id");
+  if (e.id.empty()) f.fail("'id' is empty");
+  e.snapshot = f.boolean("snapshot");
+  e.first = static_cast<uint64_t>(f.count("first"));
+  e.last = static_cast<uint64_t>(f.count("last"));
+  const json& ops = f.get("ops");
+  if (!ops.is_array() || ops.size() > kMaxOps)
+    f.fail("'ops' is not a list of at most 65536 entries");
+  for (const json& o : ops) {
     Hash128 h;
-    if (!o.is_string() || o.get_ref<const std::string&>().size() != 33 ||
-        (o.get_ref<const std::string&>()[0] != '+' && o.get_ref<const std::string&>()[0] != '-') ||
-        !Hash128::from_hex(std::string_view(o.get_ref<const std::string&>()).substr(1), h))
-      throw FormatError("media events: an entry is not +/- and 32 hex digits");
-    const bool stored = o.get_ref<const std::string&>()[0] == '+';
-    if (e.snapshot && !stored) throw FormatError("media events: a snapshot removes nothing");
+    const std::string* op = o.is_string() ? &o.get_ref<const std::string&>() : nullptr;
+    if (!op || op->size() != 33 || ((*op)[0] != '+' && (*op)[0] != '-') ||
+        !Hash128::from_hex(std::string_view(*op).substr(1), h))
+      f.fail("an entry is not +/- and 32 hex digits");
+    const bool stored = (*op)[0] == '+';
+    if (e.snapshot && !stored) f.fail("a snapshot removes nothing");
     e.ops.emplace_back(stored, h);
   }
   if (!e.snapshot && (e.ops.empty() || e.first == 0 || e.last != e.first + e.ops.size() - 1))
-    throw FormatError("media events: 'first' and 'last' do not number its entries");
+    f.fail("'first' and 'last' do not number its entries");
   return e;
 }
 
@@ -321,6 +308,13 @@ int64_t MediaBoard::holds(const std::string& id, std::span<const Hash128> files)
   int64_t n = 0;
   for (const Hash128& h : files) n += it->second.held.count(h);
   return n;
+}
+
+bool MediaBoard::empty() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  for (const auto& [id, w] : impl_->workers)
+    if (w.synced && !w.held.empty()) return false;
+  return true;
 }
 
 int64_t MediaBoard::resyncs() const {

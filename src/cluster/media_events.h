@@ -60,6 +60,8 @@ class MediaBoard {
   ~MediaBoard();
   // How many of `files` the worker holds (0 when it is not in sync).
   int64_t holds(const std::string& id, std::span<const Hash128> files) const;
+  // No worker in sync holds any file (a request's media need not be hashed).
+  bool empty() const;
   int64_t resyncs() const;  // snapshots taken
   int64_t ignored() const;  // bad payloads, unknown workers, batches already applied
 

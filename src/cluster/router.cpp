@@ -319,7 +319,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   const json parsed = parse_body(req.body);
   std::vector<size_t> order =
       rendezvous_order(affinity_key(req.path(), parsed, req.body, auth ? *auth : ""), workers);
-  if (media_) {  // a worker that has the request's images encoded goes first
+  if (media_ && !media_->empty()) {  // a worker that has the request's images encoded goes first
     const std::vector<Hash128> files = media_files(parsed);
     std::vector<int64_t> held(workers.size(), 0);
     for (size_t i = 0; i < workers.size() && !files.empty(); ++i)

@@ -19,10 +19,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cluster/wire_fields.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
-#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -135,37 +135,38 @@ sockaddr_in resolve(const std::string& host, int port) {
 
 }  // namespace
 
-std::string to_json(const RegionDesc& d) {
-  return nlohmann::json{{"agent", d.agent},
-                        {"id", std::to_string(d.id)},
-                        {"bytes", std::to_string(d.bytes)},
-                        {"checksum", d.checksum}}
-      .dump();
+nlohmann::json region_json(const RegionDesc& d) {
+  return {{"agent", d.agent},
+          {"id", std::to_string(d.id)},
+          {"bytes", std::to_string(d.bytes)},
+          {"checksum", d.checksum}};
 }
 
-RegionDesc parse_region_desc(std::string_view text) {
-  const nlohmann::json j = io::parse_json(text, "region descriptor", 64);
-  if (!j.is_object()) throw FormatError("region descriptor: not a JSON object");
-  auto field = [&](const char* name) -> std::string {
-    auto it = j.find(name);
-    if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().size() > 256)
-      throw FormatError(std::string("region descriptor: '") + name + "' missing or not a string");
-    return it->get<std::string>();
-  };
+std::string to_json(const RegionDesc& d) {
+  return region_json(d).dump();
+}
+
+RegionDesc region_from_json(const nlohmann::json& j) {
+  const WireFields f(j, "region descriptor");
+  // 64-bit numbers travel as decimal text (as etcd's gateway writes them).
   auto number = [&](const char* name) -> uint64_t {
-    const std::string s = field(name);
-    if (s.empty() || s.size() > 20 || !std::all_of(s.begin(), s.end(), ::isdigit))
-      throw FormatError(std::string("region descriptor: '") + name + "' is not a number");
+    const std::string s = f.text(name);
+    if (s.empty() || s.size() > 19 || !std::all_of(s.begin(), s.end(), ::isdigit))
+      f.fail(std::string("'") + name + "' is not a number");
     return std::stoull(s);
   };
   RegionDesc d;
-  d.agent = field("agent");
+  d.agent = f.text("agent");
   split_address(d.agent);
   d.id = number("id");
   d.bytes = number("bytes");
-  d.checksum = field("checksum");
-  if (d.checksum.size() != 32) throw FormatError("region descriptor: 'checksum' is not 32 digits");
+  d.checksum = f.text("checksum");
+  if (d.checksum.size() != 32) f.fail("'checksum' is not 32 digits");
   return d;
+}
+
+RegionDesc parse_region_desc(std::string_view text) {
+  return region_from_json(WireFields::parse(text, 64, "region descriptor"));
 }
 
 struct TransferAgent::Impl {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +35,9 @@ struct RegionDesc {
 std::string to_json(const RegionDesc& d);
 // FormatError naming the field for anything else than what to_json writes.
 RegionDesc parse_region_desc(std::string_view json);
+// The same as a JSON value (a descriptor inside another message).
+nlohmann::json region_json(const RegionDesc& d);
+RegionDesc region_from_json(const nlohmann::json& j);
 
 struct TransferAgentOptions {
   std::string host = "127.0.0.1";

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "cluster/etcd.h"
+#include "cluster/wire_fields.h"
 #include "core/error.h"
-#include "io/json_fields.h"
 
 namespace mmrt::cluster {
 
@@ -17,18 +17,6 @@ namespace {
 constexpr size_t kMaxValueBytes = 16 << 10;
 constexpr size_t kMaxField = 256;
 constexpr size_t kMaxClasses = 64;
-
-std::string text(const json& j, const char* name, bool required) {
-  auto it = j.find(name);
-  if (it == j.end()) {
-    if (required) throw FormatError(std::string("worker info: '") + name + "' is missing");
-    return "";
-  }
-  if (!it->is_string() || it->get_ref<const std::string&>().size() > kMaxField)
-    throw FormatError(std::string("worker info: '") + name + "' is not a string of at most " +
-                      std::to_string(kMaxField) + " bytes");
-  return it->get<std::string>();
-}
 
 }  // namespace
 
@@ -42,34 +30,29 @@ WorkerInfo parse_worker_info(std::string_view s) {
   if (s.size() > kMaxValueBytes)
     throw FormatError("worker info: " + std::to_string(s.size()) + " bytes, over the " +
                       std::to_string(kMaxValueBytes) + " allowed");
-  const json j = io::parse_json_or_discard(s);
-  if (j.is_discarded() || !j.is_object()) throw FormatError("worker info: not a JSON object");
+  const json j = WireFields::parse(s, 0, "worker info");
+  const WireFields f(j, "worker info");
   WorkerInfo w;
-  w.id = text(j, "id", true);
-  w.url = text(j, "url", true);
-  w.role = text(j, "role", false);
+  w.id = f.text("id");
+  w.url = f.text("url");
+  w.role = f.text("role", false);
   if (w.role.empty()) w.role = "both";
-  w.model = text(j, "model", true);
-  if (w.id.empty()) throw FormatError("worker info: 'id' is empty");
+  w.model = f.text("model");
+  if (w.id.empty()) f.fail("'id' is empty");
   if (w.url.rfind("http://", 0) != 0 || w.url.size() <= 7 ||
       w.url.find_first_of(" \r\n\t") != std::string::npos)
-    throw FormatError("worker info: 'url' is not http://host:port");
-  if (w.role != "both" && w.role != "encode")
-    throw FormatError("worker info: unknown role '" + w.role + "'");
-  if (auto it = j.find("classes"); it != j.end()) {
-    if (!it->is_array() || it->size() > kMaxClasses)
-      throw FormatError("worker info: 'classes' is not a list of at most 64 names");
-    for (const json& c : *it) {
-      if (!c.is_string() || c.get_ref<const std::string&>().size() > kMaxField)
-        throw FormatError("worker info: a class name is not a short string");
-      w.classes.push_back(c.get<std::string>());
+    f.fail("'url' is not http://host:port");
+  if (w.role != "both" && w.role != "encode") f.fail("unknown role '" + w.role + "'");
+  if (const json* c = f.find("classes")) {
+    if (!c->is_array() || c->size() > kMaxClasses)
+      f.fail("'classes' is not a list of at most 64 names");
+    for (const json& name : *c) {
+      if (!name.is_string() || name.get_ref<const std::string&>().size() > kMaxField)
+        f.fail("a class name is not a short string");
+      w.classes.push_back(name.get<std::string>());
     }
   }
-  if (auto it = j.find("capacity"); it != j.end()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0)
-      throw FormatError("worker info: 'capacity' is not a count");
-    w.capacity = it->get<int64_t>();
-  }
+  w.capacity = f.count_or("capacity", 0);
   return w;
 }
 

@@ -17,7 +17,7 @@ void EncoderCache::forget(std::unordered_map<Hash128, Entry, Hash128Hasher>::ite
   auto r = media_refs_.find(media);
   if (r != media_refs_.end() && --r->second == 0) {
     media_refs_.erase(r);
-    if (listener_) listener_(false, media);
+    listener_(false, media);
   }
 }
 
@@ -57,10 +57,10 @@ bool EncoderCache::reserve(const Hash128& key, uint64_t bytes, std::vector<Hash1
   Entry e;
   e.bytes = bytes;
   e.lru = lru_.insert(lru_.end(), key);
-  e.media = media;
+  e.media = listener_ ? media : Hash128{};  // files are counted only for a listener
   bytes_ += bytes;
   map_.emplace(key, e);
-  if (media != Hash128{} && ++media_refs_[media] == 1 && listener_) listener_(true, media);
+  if (e.media != Hash128{} && ++media_refs_[e.media] == 1) listener_(true, e.media);
   return true;
 }
 

@@ -247,8 +247,6 @@ struct MediaStage::Impl {
       throw MediaFailure(err.code(), err.what());
     }
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
-    for (size_t k = 0; k < r.media.size(); ++k)
-      r.media[k].file_hash = hash128(s.media[k].bytes.data(), s.media[k].bytes.size());
     s.to_preprocess.clear();
     for (size_t k = 0; k < s.media.size(); ++k) s.to_preprocess.push_back(k);
     expect_media(s, media_cost);
@@ -310,6 +308,8 @@ struct MediaStage::Impl {
     try {
       for (size_t j = 0; j < n; ++j) {
         const size_t k = s.to_preprocess[j];
+        const std::vector<uint8_t>& bytes = s.media.at(k).bytes;
+        out.files.push_back(hash128(bytes.data(), bytes.size()));
         if (remote[j]) {
           out.items.push_back(std::move(*remote[j]));
           continue;
@@ -442,6 +442,7 @@ void MediaStage::apply(Submission& s) const {
     r.media_resample_ns += items[j].resample_ns;
     if (!s.media[k].estimate.exact) impl_->layouts.put(m.key, items[j]);
     m.prepared = std::move(items[j]);
+    m.file_hash = s.preprocessed.files.at(j);
     if (elsewhere) m.encoder_cost = m.prepared.encoder_cost = 0;
     m.features_skipped = false;
     s.media[k].bytes = {};  // decoded: the file is no longer needed

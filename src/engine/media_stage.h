@@ -44,6 +44,7 @@ struct PendingMedia {
 // What preprocessing made of a submission's media, for the step loop to apply.
 struct Preprocessed {
   std::vector<models::PreparedMedia> items;  // one per index of Submission::to_preprocess
+  std::vector<Hash128> files;  // their files' hashes (MediaItem::file_hash), hashed here
   int64_t done_ns = 0;
 };
 

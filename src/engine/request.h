@@ -40,8 +40,8 @@ void apply_promise(Request& r, const GenerateRequest& g,
 // One media item of a request, placed in the prompt.
 struct MediaItem {
   models::Modality modality = models::Modality::kImage;
-  Hash128 key;                     // content key (bytes, model, processor settings) + tenant salt
-  Hash128 file_hash;               // the file's bytes alone (EncoderCache's listener)
+  Hash128 key;        // content key (bytes, model, processor settings) + tenant salt
+  Hash128 file_hash;  // the file's bytes alone (EncoderCache's listener; set once preprocessed)
   models::PreparedMedia prepared;  // the encoder's input (features released once encoded)
   int64_t begin = 0;               // first prompt index of its placeholder run
   int64_t n_tokens = 0;            // length of the run

@@ -4,6 +4,7 @@
 #include <array>
 #include <filesystem>
 #include <string_view>
+#include <utility>
 
 #include "io/file.h"
 
@@ -135,36 +136,47 @@ void add_video_url(const json& part, const std::string& pw, const ApiOptions& op
   // mmrt's extensions (docs/video.md): {"video_url": {"url": ..., "prune_threshold": T}}, the
   // approximate temporal tier for this video, and qwen-vl-utils' per-video sampling keys.
   const json& u = part["video_url"];
-  if (!u.is_object()) return;
-  models::MediaOptions& o = out.request.media.back().options;
+  if (u.is_object()) out.request.media.back().options = parse_video_options(u, param);
+}
+
+namespace {
+
+// The video options' keys and fields: one list for the reader, the writer and the messages.
+constexpr std::pair<const char*, double models::MediaOptions::*> kVideoReals[] = {
+    {"prune_threshold", &models::MediaOptions::video_prune_threshold},
+    {"fps", &models::MediaOptions::video_fps}};
+constexpr std::pair<const char*, int64_t models::MediaOptions::*> kVideoCounts[] = {
+    {"nframes", &models::MediaOptions::video_nframes},
+    {"min_frames", &models::MediaOptions::video_min_frames},
+    {"max_frames", &models::MediaOptions::video_max_frames},
+    {"min_pixels", &models::MediaOptions::video_min_pixels},
+    {"max_pixels", &models::MediaOptions::video_max_pixels},
+    {"total_pixels", &models::MediaOptions::video_total_pixels}};
+
+}  // namespace
+
+models::MediaOptions parse_video_options(const json& u, const std::string& param) {
+  models::MediaOptions o;
   std::string last;  // the field validate() most likely blames
-  auto number = [&](const char* key, double& dst) {
-    if (!u.contains(key)) return;
+  for (const auto& [key, field] : kVideoReals) {
+    if (!u.contains(key)) continue;
     last = param + "." + key;
     if (!u[key].is_number()) throw bad_request(std::string(key) + " must be a number", last);
-    dst = u[key].get<double>();
-  };
-  auto count = [&](const char* key, int64_t& dst) {
-    if (!u.contains(key)) return;
+    o.*field = u[key].get<double>();
+  }
+  if (u.contains("fps") && !(o.video_fps > 0))
+    throw bad_request("fps must be positive", param + ".fps");
+  for (const auto& [key, field] : kVideoCounts) {
+    if (!u.contains(key)) continue;
     last = param + "." + key;
     const json& v = u[key];
     if (!v.is_number_integer() && !v.is_number_unsigned())
       throw bad_request(std::string(key) + " must be a whole number", last);
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
       throw bad_request(std::string(key) + " is too large", last);
-    dst = v.get<int64_t>();
-    if (dst <= 0) throw bad_request(std::string(key) + " must be positive", last);
-  };
-  number("prune_threshold", o.video_prune_threshold);
-  number("fps", o.video_fps);
-  if (u.contains("fps") && !(o.video_fps > 0))
-    throw bad_request("fps must be positive", param + ".fps");
-  count("nframes", o.video_nframes);
-  count("min_frames", o.video_min_frames);
-  count("max_frames", o.video_max_frames);
-  count("min_pixels", o.video_min_pixels);
-  count("max_pixels", o.video_max_pixels);
-  count("total_pixels", o.video_total_pixels);
+    o.*field = v.get<int64_t>();
+    if (o.*field <= 0) throw bad_request(std::string(key) + " must be positive", last);
+  }
   if (u.contains("fps") && u.contains("nframes"))
     throw bad_request("give fps or nframes, not both (as qwen-vl-utils)", param + ".nframes");
   try {
@@ -172,12 +184,24 @@ void add_video_url(const json& part, const std::string& pw, const ApiOptions& op
   } catch (const Error& e) {
     // Name the field the message names.
     std::string field = last;
-    for (const char* key : {"prune_threshold", "fps", "nframes", "min_frames", "max_frames",
-                            "min_pixels", "max_pixels", "total_pixels"})
+    auto blame = [&](const char* key) {
       if (std::string(e.what()).find(std::string("video_") + key) != std::string::npos)
         field = param + "." + key;
+    };
+    for (const auto& [key, f] : kVideoReals) blame(key);
+    for (const auto& [key, f] : kVideoCounts) blame(key);
     throw bad_request(e.what(), field);
   }
+  return o;
+}
+
+json video_options_json(const models::MediaOptions& o) {
+  json j = json::object();
+  for (const auto& [key, field] : kVideoReals)
+    if (o.*field != 0) j[key] = o.*field;
+  for (const auto& [key, field] : kVideoCounts)
+    if (o.*field != 0) j[key] = o.*field;
+  return j;
 }
 
 void add_input_audio(const json& part, const std::string& pw, const ApiOptions& opt,

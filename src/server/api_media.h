@@ -1,4 +1,4 @@
-// Internal to the server module (api.cpp): the media content parts of a chat message. Each
+// The media content parts of a chat message (used by api.cpp), and the video options' JSON. Each
 // appends one item to the request's media (and its part path), decoding a data URL or base64
 // here, reading a local file under the allowed directory, or leaving an http(s) URL for the
 // caller to fetch. Every error is an ApiError naming the field path of the part.
@@ -23,6 +23,13 @@ void add_image_url(const nlohmann::json& part, const std::string& pw, const ApiO
 // mmrt's "prune_threshold" (0-255, the approximate temporal tier for that video).
 void add_video_url(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
                    ParsedRequest& out);
+// A video_url part's options ({"prune_threshold", "fps", "nframes", "min_frames", "max_frames",
+// "min_pixels", "max_pixels", "total_pixels"}; absent: the model's setting), each checked as
+// models::validate does; ApiError 400 naming `param`.key. Also the encode workers' wire
+// (cluster/encode_protocol.h).
+models::MediaOptions parse_video_options(const nlohmann::json& u, const std::string& param);
+// The same options as such an object (the ones set).
+nlohmann::json video_options_json(const models::MediaOptions& o);
 // {"type":"input_audio","input_audio":{"data": base64, "format": "wav"|...}} (OpenAI).
 void add_input_audio(const nlohmann::json& part, const std::string& pw, const ApiOptions& opt,
                      ParsedRequest& out);

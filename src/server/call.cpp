@@ -2,6 +2,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <utility>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -305,17 +306,12 @@ json Call::chunk(const std::string& text, const char* finish) const {
 void Call::on_text(const std::string& text) {
   if (!stream_ || text.empty() || ended_) return;  // whole responses take the text at the end
   start_stream();
-  if (logprobs_ || stream_ids_) {
+  if (logprobs_) {
     json c = chunk(text, nullptr);
-    if (logprobs_) {
-      c["choices"][0]["logprobs"] = logprobs_json(pending_logprobs_);
-      logprobs_streamed_ += pending_logprobs_.size();
-      pending_logprobs_.clear();
-    }
-    if (stream_ids_) {
-      c["mmrt_ids"] = pending_ids_;  // the tokens whose text this chunk completes
-      pending_ids_.clear();
-    }
+    c["choices"][0]["logprobs"] = logprobs_json(pending_logprobs_);
+    logprobs_streamed_ += pending_logprobs_.size();
+    pending_logprobs_.clear();
+    if (stream_ids_) c["mmrt_ids"] = std::exchange(pending_ids_, {});
     ex_->write("data: " + dump(c) + "\n\n");
     last_write_ns_ = now_ns();
     return;
@@ -328,8 +324,13 @@ void Call::on_text(const std::string& text) {
     text_prefix_ = "data: " + c.substr(0, at);
     text_suffix_ = c.substr(at + 8) + "\n\n";
   }
-  ex_->write(text_prefix_ + json(text).dump(-1, ' ', false, json::error_handler_t::replace) +
-             text_suffix_);
+  std::string out =
+      text_prefix_ + json(text).dump(-1, ' ', false, json::error_handler_t::replace) + text_suffix_;
+  if (stream_ids_) {             // the tokens whose text this chunk completes, as its last member
+    out.resize(out.size() - 3);  // "}\n\n"
+    out += ",\"mmrt_ids\":" + json(std::exchange(pending_ids_, {})).dump() + "}\n\n";
+  }
+  ex_->write(std::move(out));
   last_write_ns_ = now_ns();
 }
 
