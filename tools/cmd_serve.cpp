@@ -8,10 +8,10 @@
 #include <string>
 
 #include "cli.h"
+#include "cluster/cache_events.h"
 #include "cluster/encode_worker.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
-#include "cluster/media_events.h"
 #include "cluster/registration.h"
 #include "cluster/remote_encoder.h"
 #include "core/error.h"
@@ -159,13 +159,23 @@ int run_serve(Args& args) {
   std::unique_ptr<cluster::Registration> registration;
   std::unique_ptr<cluster::GaugePublisher> gauges;
   // The encoder cache's changes, from the engine's start, published once the worker has an id.
-  std::unique_ptr<cluster::MediaPublisher> media;
+  std::unique_ptr<cluster::CachePublisher> media;
+  // ... and the prefix cache's (its block keys), which a router with the model predicts.
+  std::unique_ptr<cluster::CachePublisher> kv;
   if (!nats.empty()) {
-    media = std::make_unique<cluster::MediaPublisher>(nats);
+    media = std::make_unique<cluster::CachePublisher>(nats, cluster::kMediaTopic);
     cfg.engine.on_media_cache = [p = media.get()](bool stored, const Hash128& file) {
       p->on_change(stored, file);
     };
+    kv = std::make_unique<cluster::CachePublisher>(nats, cluster::kKvTopic);
+    cfg.engine.on_kv_cache = [p = kv.get()](bool stored, const Hash128& block) {
+      p->on_change(stored, block);
+    };
   }
+  cfg.on_loaded = [&, prefix = cfg.engine.prefix_caching](const engine::Engine& e) {
+    if (kv && prefix) self.kv_block = e.stats().kv_block_size;
+    self.encoder = e.model_spec().encoder_precision;
+  };
   cfg.on_state = [&, host = cfg.http.host](int port, bool ready) {
     if (!ready) {
       if (advertise.empty()) {
@@ -183,6 +193,7 @@ int run_serve(Args& args) {
     std::unique_ptr<cluster::GaugePublisher> g;
     if (!nats.empty()) g = std::make_unique<cluster::GaugePublisher>(nats, self.id);
     if (media) media->start(self.id);
+    if (kv) kv->start(self.id);
     std::lock_guard<std::mutex> lk(mu);
     registration = std::move(r);
     gauges = std::move(g);
@@ -195,6 +206,7 @@ int run_serve(Args& args) {
     g.running = static_cast<int64_t>(s.running);
     g.in_flight = in_flight;
     g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
+    g.kv_blocks = s.kv_blocks_used;
     gauges->set(g);
   };
   cfg.out_of_service = [&]() -> std::string {
@@ -207,6 +219,7 @@ int run_serve(Args& args) {
   gauges.reset();
   registration.reset();  // leaves the cluster (its lease revoked)
   media.reset();
+  kv.reset();
   return rc;
 }
 

@@ -29,7 +29,8 @@ std::string to_json(const LoadGauge& g) {
               {"waiting", g.waiting},
               {"running", g.running},
               {"in_flight", g.in_flight},
-              {"kv_usage", g.kv_usage}}
+              {"kv_usage", g.kv_usage},
+              {"kv_blocks", g.kv_blocks}}
       .dump();
 }
 
@@ -45,6 +46,7 @@ LoadGauge parse_load_gauge(std::string_view s) {
   g.running = f.count("running");
   g.in_flight = f.count("in_flight");
   g.kv_usage = f.number("kv_usage", 0, 1);
+  g.kv_blocks = f.count_or("kv_blocks", 0);
   return g;
 }
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "cluster/attempt.h"
+#include "cluster/cache_events.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
-#include "cluster/media_events.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
@@ -65,7 +65,7 @@ class Router {
                          [&](const WorkerInfo& w) { return w.id == id; });
     };
     gauges_ = std::make_unique<GaugeBoard>(cfg_.nats, known);
-    media_ = std::make_unique<MediaBoard>(cfg_.nats, known);
+    media_ = std::make_unique<CacheBoard>(cfg_.nats, kMediaTopic, known);
   }
   void stop_polling() {
     {
@@ -113,7 +113,7 @@ class Router {
       saturated_{0}, resumed_{0};
   std::set<std::string> logged_;  // poller thread only
   std::unique_ptr<GaugeBoard> gauges_;
-  std::unique_ptr<MediaBoard> media_;  // with gauges_
+  std::unique_ptr<CacheBoard> media_;  // with gauges_
   std::atomic<int64_t> media_moves_{0};
   std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};

@@ -21,9 +21,11 @@ constexpr size_t kMaxClasses = 64;
 }  // namespace
 
 std::string to_json(const WorkerInfo& w) {
-  return json{{"id", w.id},       {"url", w.url},         {"role", w.role},
-              {"model", w.model}, {"classes", w.classes}, {"capacity", w.capacity}}
-      .dump();
+  json j{{"id", w.id},       {"url", w.url},         {"role", w.role},
+         {"model", w.model}, {"classes", w.classes}, {"capacity", w.capacity}};
+  if (w.kv_block > 0) j["kv_block"] = w.kv_block;
+  if (!w.encoder.empty()) j["encoder"] = w.encoder;
+  return j.dump();
 }
 
 WorkerInfo parse_worker_info(std::string_view s) {
@@ -53,6 +55,8 @@ WorkerInfo parse_worker_info(std::string_view s) {
     }
   }
   w.capacity = f.count_or("capacity", 0);
+  w.kv_block = f.count_or("kv_block", 0, 4096);
+  w.encoder = f.text("encoder", false);
   return w;
 }
 

@@ -21,6 +21,10 @@ struct WorkerInfo {
   std::string model;                 // the model id it serves (/v1/models)
   std::vector<std::string> classes;  // its SLA classes
   int64_t capacity = 0;              // requests it takes at once
+  // Its prefix cache's keys (engine/kv_manager.h), for a router that predicts them: tokens per
+  // KV block (0: it publishes no KV events) and the encoder precision in its media keys.
+  int64_t kv_block = 0;
+  std::string encoder;
 };
 
 std::string to_json(const WorkerInfo& w);

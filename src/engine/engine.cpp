@@ -1,6 +1,5 @@
-// The engine's wiring and its step loop. The parts live in their own files: handles
-// (handle.h), the media stage (media_stage.h), admission (admission.h), the scheduler and its
-// managers, the executor.
+// The engine's wiring and its step loop. The parts live in their own files: handles (handle.h),
+// the media stage, admission, the scheduler and its managers, the executor.
 #include "engine/engine.h"
 #include "kernels/registry.h"
 
@@ -158,8 +157,7 @@ struct Engine::Impl : SchedulerView {
   // ---- the media stage's results (its threads, or submit()'s for a short text request) ----
   void on_stage(Submission* s, MediaStage::Phase phase, std::optional<MediaStage::Failure> f) {
     if (!f && phase == MediaStage::Phase::kPrepare) {
-      // Decided now, not at the end of the step in flight: a refusal is answered at once, media
-      // work starts at once.
+      // Decided now, not after the step in flight: refusals are answered, media work starts.
       std::lock_guard<std::mutex> books(books_mu);
       admit_prepared(s, now_ns());
       return;
@@ -435,7 +433,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   models::check_tokenizer(*m.tok, spec.vocab_size, cfg.model_dir);
   m.exec = std::make_unique<ModelExecutor>(*m.backend, *m.model.runner, spec.embed_dim, cfg.kv);
   const kernels::KvCacheConfig& kvc = m.exec->kv_config();
-  m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching);
+  m.kv = std::make_unique<KvBlockManager>(kvc.num_blocks, kvc.block_size, cfg.prefix_caching,
+                                          cfg.on_kv_cache);
   m.tenant_cap = cfg.tenant_max_prompt_tokens >= 0
                      ? cfg.tenant_max_prompt_tokens
                      : static_cast<int64_t>(kvc.num_blocks) * kvc.block_size / 2;
@@ -480,6 +479,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     raw->cv.notify_all();
   });
   m.stats.kv_blocks_total = kvc.num_blocks;
+  m.stats.kv_block_size = kvc.block_size;
   m.snapshot();
   raw->loop = std::thread([raw] {
     set_thread_nice(raw->cfg.backend.nice);  // it computes too (the pool's calling thread)
@@ -520,7 +520,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
   state->link = m.link;
   start_clock(r, g.arrival_ns, g.read_ns, now_ns());
   r.tenant = g.tenant;
-  r.tenant_salt = hash128("tenant:" + g.tenant);
+  r.tenant_salt = tenant_salt(g.tenant);
   r.tenant_max_prompt_tokens = g.tenant_max_prompt_tokens;
   r.sampling = g.sampling;
   r.stop_ids = m.model.spec.stop_ids;

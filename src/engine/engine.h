@@ -57,6 +57,9 @@ struct EngineConfig {
   // Told what the encoder cache holds as it changes (engine/encoder_cache.h), e.g. to publish it
   // to a cluster's router. Called on the step loop: it must not block.
   MediaCacheListener on_media_cache;
+  // Told what the prefix cache holds as it changes (engine/kv_manager.h: block keys stored and
+  // evicted), e.g. to publish it to a cluster's router. Called on the step loop: never blocks.
+  KvCacheListener on_kv_cache;
   // A text request whose messages hold at most this many bytes is prepared (template, tokens)
   // on the submitting thread; longer ones and any with media on the media stage's own thread, so
   // an event-loop caller never tokenises a long prompt.
@@ -126,6 +129,7 @@ struct EngineStats : AdmissionStats {
   // only the KV block copies count (host memory is its memory).
   kernels::TransferStats transfers;
   int32_t kv_blocks_used = 0, kv_blocks_total = 0;
+  int32_t kv_block_size = 0;  // tokens per KV block (the prefix cache's unit)
   size_t waiting = 0, running = 0;
   size_t in_media = 0;  // of waiting: admitted, their media being decoded
   int32_t token_budget = 0;

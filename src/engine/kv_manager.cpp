@@ -7,8 +7,21 @@
 
 namespace mmrt::engine {
 
-KvBlockManager::KvBlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching)
-    : block_size_(block_size), prefix_caching_(prefix_caching) {
+Hash128 tenant_salt(std::string_view tenant) {
+  return hash128("tenant:" + std::string(tenant));
+}
+
+Hash128 media_cache_key(const Hash128& content_key, const Hash128& salt,
+                        std::string_view encoder_precision) {
+  Hasher h;
+  h.update(content_key).update(salt);
+  h.update(encoder_precision);
+  return h.digest();
+}
+
+KvBlockManager::KvBlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching,
+                               KvCacheListener listener)
+    : block_size_(block_size), prefix_caching_(prefix_caching), listener_(std::move(listener)) {
   if (num_blocks < 1 || block_size < 1)
     throw InvalidArgument("KV manager needs at least one block of at least one token");
   ref_.assign(static_cast<size_t>(num_blocks), 0);
@@ -57,23 +70,16 @@ int32_t KvBlockManager::lru_pop_front() {
     cached_.erase(block_key_[static_cast<size_t>(b)]);
     has_key_[static_cast<size_t>(b)] = 0;
     ++stats_.evictions;
+    if (listener_) listener_(false, block_key_[static_cast<size_t>(b)]);
   }
   return b;
 }
 
 Hash128 KvBlockManager::block_hash(const Request& req, int64_t j, const Hash128& parent) const {
-  const int64_t b0 = j * block_size_, b1 = b0 + block_size_;
-  Hasher h;
-  h.update(parent);
-  for (int64_t i = b0; i < b1; ++i) h.update_pod(req.token_at(i));
   // A media span hashes by its content key (and where in the span this block starts), so the
   // same image in the same context gives the same block keys.
-  for (const auto& m : req.media) {
-    if (m.begin >= b1 || m.begin + m.n_tokens <= b0) continue;
-    h.update(m.key);
-    h.update_pod(std::max<int64_t>(b0 - m.begin, 0));
-  }
-  return h.digest();
+  return prefix_block_hash(
+      parent, j * block_size_, block_size_, [&](int64_t i) { return req.token_at(i); }, req.media);
 }
 
 template <class OnHit>
@@ -149,6 +155,7 @@ void KvBlockManager::commit(Request& req) {
       cached_[h] = b;
       block_key_[static_cast<size_t>(b)] = h;
       has_key_[static_cast<size_t>(b)] = 1;
+      if (listener_) listener_(true, h);
     }
   }
 }

@@ -9,6 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -16,6 +19,34 @@
 #include "engine/request.h"
 
 namespace mmrt::engine {
+
+// The prefix cache's keys, shared with whoever predicts them (a cluster's router,
+// cluster/prompt_blocks.h): the chain starts at the tenant's salt; block j of a prompt hashes
+// its parent, its tokens and, for each media span overlapping it, the span's content key and
+// where in the span the block starts. `token_at(i)` gives token i (i in [b0, b0 + n)).
+Hash128 tenant_salt(std::string_view tenant);
+// A media item's key in the encoder and prefix caches: the processor's content key, the
+// tenant's salt and the encoder's precision (an int8 and a bf16 encoding are different entries).
+Hash128 media_cache_key(const Hash128& content_key, const Hash128& salt,
+                        std::string_view encoder_precision);
+template <class TokenAt>
+Hash128 prefix_block_hash(const Hash128& parent, int64_t b0, int64_t n, TokenAt&& token_at,
+                          std::span<const MediaItem> media) {
+  const int64_t b1 = b0 + n;
+  Hasher h;
+  h.update(parent);
+  for (int64_t i = b0; i < b1; ++i) h.update_pod(static_cast<int32_t>(token_at(i)));
+  for (const MediaItem& m : media) {
+    if (m.begin >= b1 || m.begin + m.n_tokens <= b0) continue;
+    h.update(m.key);
+    h.update_pod(std::max<int64_t>(b0 - m.begin, 0));
+  }
+  return h.digest();
+}
+
+// Told when a full block's key enters the prefix cache (stored) and when it leaves (its block
+// reused for other content). Called on the step loop: it must not block.
+using KvCacheListener = std::function<void(bool stored, const Hash128& block)>;
 
 struct KvManagerStats {
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up at admission
@@ -25,7 +56,8 @@ struct KvManagerStats {
 
 class KvBlockManager {
  public:
-  KvBlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching = true);
+  KvBlockManager(int32_t num_blocks, int32_t block_size, bool prefix_caching = true,
+                 KvCacheListener listener = nullptr);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return static_cast<int32_t>(ref_.size()); }
@@ -84,6 +116,7 @@ class KvBlockManager {
   std::unordered_map<Hash128, int32_t, Hash128Hasher> cached_;
   std::unordered_map<RequestId, Table> tables_;
   KvManagerStats stats_;
+  KvCacheListener listener_;
 };
 
 }  // namespace mmrt::engine

@@ -1,5 +1,7 @@
 #include "engine/media_stage.h"
 
+#include "engine/kv_manager.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -257,10 +259,8 @@ struct MediaStage::Impl {
   }
 
   Hash128 key_of(const PendingMedia& m, const Request& r) const {
-    Hasher h;
-    h.update(processor.content_key(m.modality, m.bytes, m.options)).update(r.tenant_salt);
-    h.update(spec.encoder_precision);  // an int8 and a bf16 encoding are different entries
-    return h.digest();
+    return media_cache_key(processor.content_key(m.modality, m.bytes, m.options), r.tenant_salt,
+                           spec.encoder_precision);
   }
 
   // The expanded prompt and its media items from `items` (estimates or preprocessed).

@@ -67,6 +67,7 @@ int run_server(ServerConfig cfg) {
       if (const std::string c = engine::encoder_calibration_text(eng->stats().encoder_calibration);
           !c.empty())
         std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
+      if (cfg.on_loaded) cfg.on_loaded(*eng);
       svc.set_engine(std::move(eng));
       std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s, warmed up in %.0f ms (%s); ready\n",
                    cfg.api.model_id.c_str(), load_s, (sw.seconds() - load_s) * 1e3,

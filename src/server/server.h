@@ -39,6 +39,8 @@ struct ServerConfig {
   RealtimeOptions realtime;   // GET /v1/realtime sessions (model_id and tenant set per session)
   // Called once the server listens (with its port) and once the model is loaded (ready).
   std::function<void(int port, bool ready)> on_state;
+  // Called with the engine once it is loaded and warmed up, before on_state(port, true).
+  std::function<void(const engine::Engine&)> on_loaded;
   // "" while the server may take requests; otherwise why not (e.g. it lost its cluster lease):
   // /health and new completion requests answer 503 with it. Called on an I/O thread.
   std::function<std::string()> out_of_service;

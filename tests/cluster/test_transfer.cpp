@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/cache_events.h"
 #include "cluster/encode_protocol.h"
-#include "cluster/media_events.h"
 #include "cluster/remote_encoder.h"
 #include "cluster/routing.h"
 #include "cluster/transfer.h"
@@ -264,13 +264,13 @@ TEST(RemoteEncoderPool, AnUnreachableOrSilentEncodeWorkerFailsWithinItsTimeout) 
   EXPECT_NE(slow.metrics().find("mmrt_remote_encode_sent_total 1"), std::string::npos);
 }
 
-TEST(MediaEvents, BatchesAndSnapshotsRoundTripAndBadOnesAreRefused) {
-  MediaEvents e;
+TEST(CacheEvents, BatchesAndSnapshotsRoundTripAndBadOnesAreRefused) {
+  CacheEvents e;
   e.id = "w-1";
   e.first = 5;
   e.last = 6;
   e.ops = {{true, hash128("a")}, {false, hash128("b")}};
-  const MediaEvents back = parse_media_events(to_json(e));
+  const CacheEvents back = parse_cache_events(to_json(e));
   EXPECT_EQ(back.id, "w-1");
   EXPECT_EQ(back.first, 5u);
   EXPECT_EQ(back.last, 6u);
@@ -283,20 +283,20 @@ TEST(MediaEvents, BatchesAndSnapshotsRoundTripAndBadOnesAreRefused) {
     j[field] = v;
     return j.dump();
   };
-  EXPECT_THROW(parse_media_events(with("last", 9)), FormatError);  // numbers != entries
-  EXPECT_THROW(parse_media_events(with("first", 0)), FormatError);
-  EXPECT_THROW(parse_media_events(with("first", -1)), FormatError);
-  EXPECT_THROW(parse_media_events(with("ops", {"*" + hash128("a").hex()})), FormatError);
-  EXPECT_THROW(parse_media_events(with("ops", {"+xyz"})), FormatError);
-  EXPECT_THROW(parse_media_events(with("ops", nlohmann::json::array())), FormatError);
-  EXPECT_THROW(parse_media_events(with("id", "")), FormatError);
-  EXPECT_THROW(parse_media_events(with("snapshot", "yes")), FormatError);
-  EXPECT_THROW(parse_media_events("[1]"), FormatError);
+  EXPECT_THROW(parse_cache_events(with("last", 9)), FormatError);  // numbers != entries
+  EXPECT_THROW(parse_cache_events(with("first", 0)), FormatError);
+  EXPECT_THROW(parse_cache_events(with("first", -1)), FormatError);
+  EXPECT_THROW(parse_cache_events(with("ops", {"*" + hash128("a").hex()})), FormatError);
+  EXPECT_THROW(parse_cache_events(with("ops", {"+xyz"})), FormatError);
+  EXPECT_THROW(parse_cache_events(with("ops", nlohmann::json::array())), FormatError);
+  EXPECT_THROW(parse_cache_events(with("id", "")), FormatError);
+  EXPECT_THROW(parse_cache_events(with("snapshot", "yes")), FormatError);
+  EXPECT_THROW(parse_cache_events("[1]"), FormatError);
   nlohmann::json snap = nlohmann::json::parse(with("snapshot", true));
-  EXPECT_THROW(parse_media_events(snap.dump()), FormatError);  // a snapshot removes nothing
+  EXPECT_THROW(parse_cache_events(snap.dump()), FormatError);  // a snapshot removes nothing
   snap["ops"] = nlohmann::json::array();
   snap["first"] = snap["last"] = 0;
-  EXPECT_TRUE(parse_media_events(snap.dump()).snapshot);  // an empty cache
+  EXPECT_TRUE(parse_cache_events(snap.dump()).snapshot);  // an empty cache
   Hash128 h;
   EXPECT_TRUE(Hash128::from_hex(hash128("x").hex(), h));
   EXPECT_EQ(h, hash128("x"));

@@ -533,3 +533,46 @@ TEST(EncoderCache, TheListenerSeesFilesComeAndGo) {
   EXPECT_EQ(seen,
             (std::vector<std::pair<bool, Hash128>>{{true, file}, {false, file}, {true, other}}));
 }
+
+TEST(KvBlockManager, TheListenerSeesTheChainOfKeysComeAndGo) {
+  std::vector<std::pair<bool, Hash128>> seen;
+  KvBlockManager kv(4, 16, true,
+                    [&](bool stored, const Hash128& k) { seen.emplace_back(stored, k); });
+  Request r;
+  r.id = 1;
+  r.tenant_salt = tenant_salt("acme");
+  r.prompt = tokens(40, 7);
+  r.media.push_back(image(5, 10, 12, "acme"));  // spans both full blocks
+  kv.acquire_cached_prefix(r);
+  ASSERT_TRUE(kv.allocate(r, 40));
+  r.num_computed = 40;
+  kv.commit(r);
+  // The reference chain, written out: parent, the block's tokens, then each media span that
+  // overlaps it with where in the span the block starts.
+  auto ref = [&](const Hash128& parent, int64_t b0) {
+    Hasher h;
+    h.update(parent);
+    for (int64_t i = b0; i < b0 + 16; ++i) h.update_pod(r.prompt[static_cast<size_t>(i)]);
+    h.update(r.media[0].key);
+    h.update_pod(std::max<int64_t>(b0 - 10, 0));
+    return h.digest();
+  };
+  const Hash128 k0 = ref(hash128("tenant:acme"), 0), k1 = ref(k0, 16);
+  EXPECT_EQ(seen, (std::vector<std::pair<bool, Hash128>>{{true, k0}, {true, k1}}))
+      << "the two full blocks, in chain order (the third holds 8 tokens: not a key)";
+  kv.free(r);
+  Request other;
+  other.id = 2;
+  other.tenant_salt = tenant_salt("acme");
+  other.prompt = tokens(64, 8);
+  kv.acquire_cached_prefix(other);
+  // Every block: both keys evicted, the chain's tail first (free() queues a sequence's last
+  // blocks ahead of its shared prefix).
+  ASSERT_TRUE(kv.allocate(other, 64));
+  EXPECT_EQ(seen, (std::vector<std::pair<bool, Hash128>>{
+                      {true, k0}, {true, k1}, {false, k1}, {false, k0}}));
+  EXPECT_EQ(media_cache_key(hash128("c"), tenant_salt("a"), "int8"),
+            media_cache_key(hash128("c"), tenant_salt("a"), "int8"));
+  EXPECT_NE(media_cache_key(hash128("c"), tenant_salt("a"), "int8"),
+            media_cache_key(hash128("c"), tenant_salt("a"), "bf16"));
+}

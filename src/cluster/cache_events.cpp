@@ -1,4 +1,4 @@
-#include "cluster/media_events.h"
+#include "cluster/cache_events.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -24,7 +24,7 @@ constexpr size_t kMaxOps = 65536;
 
 }  // namespace
 
-std::string to_json(const MediaEvents& e) {
+std::string to_json(const CacheEvents& e) {
   json ops = json::array();
   for (const auto& [stored, h] : e.ops) ops.push_back((stored ? "+" : "-") + h.hex());
   return json{{"id", e.id},
@@ -35,11 +35,11 @@ std::string to_json(const MediaEvents& e) {
       .dump();
 }
 
-MediaEvents parse_media_events(std::string_view s) {
-  if (s.size() > kMaxOps * 40 + 1024) throw FormatError("media events: too large");
-  const json j = WireFields::parse(s, kMaxOps + 64, "media events");
-  const WireFields f(j, "media events");
-  MediaEvents e;
+CacheEvents parse_cache_events(std::string_view s) {
+  if (s.size() > kMaxOps * 40 + 1024) throw FormatError("cache events: too large");
+  const json j = WireFields::parse(s, kMaxOps + 64, "cache events");
+  const WireFields f(j, "cache events");
+  CacheEvents e;
   e.id = f.text("id");
   if (e.id.empty()) f.fail("'id' is empty");
   e.snapshot = f.boolean("snapshot");
@@ -65,9 +65,10 @@ MediaEvents parse_media_events(std::string_view s) {
 
 // ---- publisher ----
 
-struct MediaPublisher::Impl {
+struct CachePublisher::Impl {
   natsConnection* nc = nullptr;
   natsSubscription* snapshots = nullptr;
+  CacheTopic topic = kMediaTopic;
   std::string id, subject;
   int64_t period_ms = 100;
   std::mutex mu;
@@ -81,13 +82,16 @@ struct MediaPublisher::Impl {
 
   static void on_snapshot(natsConnection* nc, natsSubscription*, natsMsg* msg, void* closure) {
     auto& m = *static_cast<Impl*>(closure);
-    MediaEvents e;
+    CacheEvents e;
     e.id = m.id;
     e.snapshot = true;
     {
       std::lock_guard<std::mutex> lk(m.mu);
       e.first = e.last = m.seq;
-      for (const Hash128& h : m.held) e.ops.emplace_back(true, h);
+      for (const Hash128& h : m.held) {
+        if (e.ops.size() >= kSnapshotMax) break;
+        e.ops.emplace_back(true, h);
+      }
     }
     if (const char* reply = natsMsg_GetReply(msg))
       natsConnection_PublishString(nc, reply, to_json(e).c_str());
@@ -98,7 +102,7 @@ struct MediaPublisher::Impl {
     std::unique_lock<std::mutex> lk(mu);
     while (!cv.wait_for(lk, std::chrono::milliseconds(period_ms), [&] { return stop; })) {
       if (pending.empty()) continue;
-      MediaEvents e;
+      CacheEvents e;
       e.id = id;
       e.first = sent + 1;
       e.last = seq;
@@ -106,11 +110,12 @@ struct MediaPublisher::Impl {
       sent = seq;
       lk.unlock();
       // A batch lost while NATS is away shows the router a gap: it asks for a snapshot.
-      for (size_t at = 0; at < e.ops.size(); at += kMaxOps) {
-        MediaEvents part = e;
+      for (size_t at = 0; at < e.ops.size(); at += kSnapshotMax) {
+        CacheEvents part;
+        part.id = e.id;
         part.ops.assign(
             e.ops.begin() + static_cast<std::ptrdiff_t>(at),
-            e.ops.begin() + static_cast<std::ptrdiff_t>(std::min(e.ops.size(), at + kMaxOps)));
+            e.ops.begin() + static_cast<std::ptrdiff_t>(std::min(e.ops.size(), at + kSnapshotMax)));
         part.first = e.first + at;
         part.last = part.first + part.ops.size() - 1;
         natsConnection_PublishString(nc, subject.c_str(), to_json(part).c_str());
@@ -120,27 +125,28 @@ struct MediaPublisher::Impl {
   }
 };
 
-MediaPublisher::MediaPublisher(const std::string& url, int64_t period_ms)
+CachePublisher::CachePublisher(const std::string& url, const CacheTopic& topic, int64_t period_ms)
     : impl_(std::make_unique<Impl>()) {
-  impl_->nc = nats_connect(url, "publishing encoder-cache events");
+  impl_->nc = nats_connect(url, std::string("publishing ") + topic.what + " events");
+  impl_->topic = topic;
   impl_->period_ms = period_ms;
 }
 
-void MediaPublisher::start(std::string id) {
+void CachePublisher::start(std::string id) {
   Impl& m = *impl_;
-  if (m.thread.joinable()) throw InternalError("media publisher started twice");
+  if (m.thread.joinable()) throw InternalError("cache-event publisher started twice");
   {
     std::lock_guard<std::mutex> lk(m.mu);
     m.id = std::move(id);
-    m.subject = kMediaSubject + m.id;
+    m.subject = m.topic.subject() + m.id;
   }
-  const std::string snap = kMediaSnapshotSubject + m.id;
+  const std::string snap = m.topic.snapshot_subject() + m.id;
   if (natsConnection_Subscribe(&m.snapshots, m.nc, snap.c_str(), Impl::on_snapshot, &m) != NATS_OK)
     throw Unavailable("NATS: cannot subscribe to " + snap);
   m.thread = std::thread([&m] { m.run(); });
 }
 
-MediaPublisher::~MediaPublisher() {
+CachePublisher::~CachePublisher() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stop = true;
@@ -154,20 +160,27 @@ MediaPublisher::~MediaPublisher() {
   natsConnection_Destroy(impl_->nc);
 }
 
-void MediaPublisher::on_change(bool stored, const Hash128& file) {
+void CachePublisher::on_change(bool stored, const Hash128& key) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   Impl& m = *impl_;
   ++m.seq;
-  m.pending.emplace_back(stored, file);
+  m.pending.emplace_back(stored, key);
   if (stored)
-    m.held.insert(file);
+    m.held.insert(key);
   else
-    m.held.erase(file);
+    m.held.erase(key);
 }
 
 // ---- board ----
 
-struct MediaBoard::Impl {
+struct CacheBoard::Impl {
+  explicit Impl(const CacheTopic& t)
+      : topic(t),
+        subject(t.subject()),
+        snapshot_subject(t.snapshot_subject()),
+        ignored(std::string(t.what) + " events") {}
+  const CacheTopic topic;
+  const std::string subject, snapshot_subject;
   std::unique_ptr<NatsListener> nats;
   std::function<bool(const std::string&)> known;
   mutable std::mutex mu;
@@ -181,11 +194,11 @@ struct MediaBoard::Impl {
   std::map<std::string, Worker> workers;
   std::set<std::string> to_sync;  // asked for a snapshot by the resync thread
   std::atomic<int64_t> resyncs{0};
-  IgnoredLog ignored{"media events"};
+  IgnoredLog ignored;
   std::thread resyncer;
 
   // Applies `e` to `w` (under mu): the changes after w.seq; a gap asks for a snapshot.
-  void apply(const std::string& id, Worker& w, const MediaEvents& e) {
+  void apply(const std::string& id, Worker& w, const CacheEvents& e) {
     if (e.snapshot) {
       w.held.clear();
       for (const auto& [stored, h] : e.ops) w.held.insert(h);
@@ -200,14 +213,14 @@ struct MediaBoard::Impl {
       return;
     }
     if (e.last <= w.seq) {  // already in the snapshot
-      ignored.add(kMediaSubject + id, "already applied");
+      ignored.add(subject + id, "already applied");
       return;
     }
     for (uint64_t n = e.first; n <= e.last; ++n) {
       if (n <= w.seq) continue;
       const auto& [stored, h] = e.ops[n - e.first];
       if (stored) {
-        if (w.held.size() < kMaxOps) w.held.insert(h);
+        if (w.held.size() < topic.max_held) w.held.insert(h);
       } else {
         w.held.erase(h);
       }
@@ -218,13 +231,13 @@ struct MediaBoard::Impl {
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     auto& m = *static_cast<Impl*>(closure);
     const std::string subject = natsMsg_GetSubject(msg);
-    if (subject.rfind(kMediaSnapshotSubject, 0) == 0) {  // another router's request
+    if (subject.rfind(m.snapshot_subject, 0) == 0) {  // another router's request
       natsMsg_Destroy(msg);
       return;
     }
-    MediaEvents e;
+    CacheEvents e;
     try {
-      e = parse_media_events(
+      e = parse_cache_events(
           std::string_view(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))));
     } catch (const std::exception& err) {
       natsMsg_Destroy(msg);
@@ -232,7 +245,7 @@ struct MediaBoard::Impl {
     }
     natsMsg_Destroy(msg);
     if (e.snapshot) return m.ignored.add(subject, "a snapshot is an answer, not an event");
-    if (subject != kMediaSubject + e.id)
+    if (subject != m.subject + e.id)
       return m.ignored.add(subject, "its id '" + e.id + "' is not its subject's");
     if (!m.known(e.id)) return m.ignored.add(subject, "no worker '" + e.id + "' is registered");
     std::lock_guard<std::mutex> lk(m.mu);
@@ -249,28 +262,28 @@ struct MediaBoard::Impl {
       lk.unlock();
       for (const std::string& id : ids) {
         natsMsg* reply = nullptr;
-        const std::string subject = kMediaSnapshotSubject + id;
+        const std::string snap = snapshot_subject + id;
         const natsStatus s =
-            natsConnection_RequestString(&reply, nats->connection(), subject.c_str(), "", 1000);
+            natsConnection_RequestString(&reply, nats->connection(), snap.c_str(), "", 1000);
         if (s != NATS_OK) {
-          ignored.add(subject, std::string("no snapshot: ") + natsStatus_GetText(s));
+          ignored.add(snap, std::string("no snapshot: ") + natsStatus_GetText(s));
           lk.lock();
           if (known(id)) to_sync.insert(id);  // asked again after the wait
           lk.unlock();
           continue;
         }
-        MediaEvents e;
+        CacheEvents e;
         try {
-          e = parse_media_events(std::string_view(
+          e = parse_cache_events(std::string_view(
               natsMsg_GetData(reply), static_cast<size_t>(natsMsg_GetDataLength(reply))));
         } catch (const std::exception& err) {
           natsMsg_Destroy(reply);
-          ignored.add(subject, err.what());
+          ignored.add(snap, err.what());
           continue;
         }
         natsMsg_Destroy(reply);
         if (!e.snapshot || e.id != id) {
-          ignored.add(subject, "the answer is not " + id + "'s snapshot");
+          ignored.add(snap, "the answer is not " + id + "'s snapshot");
           continue;
         }
         ++resyncs;
@@ -282,16 +295,17 @@ struct MediaBoard::Impl {
   }
 };
 
-MediaBoard::MediaBoard(const std::string& url, std::function<bool(const std::string&)> known)
-    : impl_(std::make_unique<Impl>()) {
+CacheBoard::CacheBoard(const std::string& url, const CacheTopic& topic,
+                       std::function<bool(const std::string&)> known)
+    : impl_(std::make_unique<Impl>(topic)) {
   impl_->known = std::move(known);
   impl_->nats =
-      std::make_unique<NatsListener>(url, "reading encoder-cache events",
-                                     std::string(kMediaSubject) + ">", Impl::on_msg, impl_.get());
+      std::make_unique<NatsListener>(url, std::string("reading ") + topic.what + " events",
+                                     impl_->subject + ">", Impl::on_msg, impl_.get());
   impl_->resyncer = std::thread([m = impl_.get()] { m->resync_loop(); });
 }
 
-MediaBoard::~MediaBoard() {
+CacheBoard::~CacheBoard() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stop = true;
@@ -301,26 +315,38 @@ MediaBoard::~MediaBoard() {
   impl_->nats.reset();
 }
 
-int64_t MediaBoard::holds(const std::string& id, std::span<const Hash128> files) const {
+int64_t CacheBoard::holds(const std::string& id, std::span<const Hash128> keys) const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   auto it = impl_->workers.find(id);
   if (it == impl_->workers.end() || !it->second.synced) return 0;
   int64_t n = 0;
-  for (const Hash128& h : files) n += it->second.held.count(h);
+  for (const Hash128& h : keys) n += it->second.held.count(h);
   return n;
 }
 
-bool MediaBoard::empty() const {
+int64_t CacheBoard::leading(const std::string& id, std::span<const Hash128> chain) const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  auto it = impl_->workers.find(id);
+  if (it == impl_->workers.end() || !it->second.synced) return -1;
+  int64_t n = 0;
+  for (const Hash128& h : chain) {
+    if (!it->second.held.count(h)) break;
+    ++n;
+  }
+  return n;
+}
+
+bool CacheBoard::empty() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   for (const auto& [id, w] : impl_->workers)
     if (w.synced && !w.held.empty()) return false;
   return true;
 }
 
-int64_t MediaBoard::resyncs() const {
+int64_t CacheBoard::resyncs() const {
   return impl_->resyncs.load();
 }
-int64_t MediaBoard::ignored() const {
+int64_t CacheBoard::ignored() const {
   return impl_->ignored.count();
 }
 
