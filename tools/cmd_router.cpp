@@ -26,6 +26,10 @@ int run_router(Args& args) {
   cfg.nats = args.get_or("nats", "");
   cfg.balance_abs = args.get_int("balance-abs", cfg.balance_abs, 0, 1 << 20);
   cfg.balance_rel = args.get_double("balance-rel", cfg.balance_rel, 1, 1000);
+  cfg.model_dir = args.get_or("model", "");
+  cfg.api_keys_file = args.get_or("api-keys", "");
+  cfg.sla_file = args.get_or("sla-config", "");
+  cfg.kv_weight = args.get_double("kv-weight", cfg.kv_weight, 0, 1e6);
   args.finish();
   return cluster::run_router(std::move(cfg));
 }
@@ -52,6 +56,21 @@ MMRT_COMMAND(
     "                          for the least loaded one when the first carries more than\n"
     "                          --balance-abs N (8) more requests and over --balance-rel X (2)\n"
     "                          times its load\n"
+    "  --model DIR             KV-aware routing (with --nats): the checkpoint the workers\n"
+    "                          serve (its tokenizer and processor only, no weights). The router\n"
+    "                          lays each prompt out as the workers do (chat template, tokens,\n"
+    "                          inline images placed from their headers) and computes its\n"
+    "                          prefix-cache block keys; each worker publishes the keys it\n"
+    "                          holds. A request goes to the worker of lowest cost = W x blocks\n"
+    "                          it would prefill + KV blocks its running requests hold (Dynamo's\n"
+    "                          rule); when no worker holds any of its blocks, the affinity\n"
+    "                          order stands. x-mmrt-predicted-cached-tokens says what the\n"
+    "                          router expected the worker to find cached\n"
+    "  --kv-weight W           the weight on blocks to prefill (default 1)\n"
+    "  --api-keys FILE         the workers' key file: a key's tenant salts its cache keys\n"
+    "                          (without it, every request is the tenant \"default\", as on an\n"
+    "                          open worker)\n"
+    "  --sla-config FILE       the workers' SLA classes, which requests and keys name\n"
     "  --host ADDR             address to listen on (default 127.0.0.1)\n"
     "  --port N                port (default 8080; 0: any free port)\n"
     "  --http-threads N        event-loop threads (default 2)\n"

@@ -106,6 +106,8 @@ HttpResponse Attempt::response_head() const {
   r.content_type = content_type.empty() ? "application/json" : content_type;
   r.headers = headers;
   r.headers.emplace_back("x-mmrt-worker", worker_id);
+  if (predicted_cached >= 0)
+    r.headers.emplace_back("x-mmrt-predicted-cached-tokens", std::to_string(predicted_cached));
   return r;
 }
 

@@ -20,9 +20,10 @@ struct Attempt {
   std::shared_ptr<std::atomic<bool>> gone;
   const std::atomic<bool>* abort_all = nullptr;
   std::string worker_id;
-  bool may_pass_on = false;      // another worker is left to try
-  StreamRelay* relay = nullptr;  // the request's stream, across its workers
-  bool* begun = nullptr;         // the client's stream has begun (by this worker or an earlier)
+  int64_t predicted_cached = -1;  // prompt tokens the router predicted cached there (-1: none)
+  bool may_pass_on = false;       // another worker is left to try
+  StreamRelay* relay = nullptr;   // the request's stream, across its workers
+  bool* begun = nullptr;          // the client's stream has begun (by this worker or an earlier)
   int status = 0;
   server::Headers headers;
   std::string content_type;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,6 +17,7 @@
 #include "cluster/cache_events.h"
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
+#include "cluster/prompt_blocks.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
@@ -50,6 +52,7 @@ class Router {
  public:
   explicit Router(RouterConfig cfg) : cfg_(std::move(cfg)) {}
   ~Router() {
+    kv_.reset();
     media_.reset();
     gauges_.reset();
     stop_polling();
@@ -66,6 +69,17 @@ class Router {
     };
     gauges_ = std::make_unique<GaugeBoard>(cfg_.nats, known);
     media_ = std::make_unique<CacheBoard>(cfg_.nats, kMediaTopic, known);
+    if (prompts_) kv_ = std::make_unique<CacheBoard>(cfg_.nats, kKvTopic, known);
+  }
+  // Loads the checkpoint's tokenizer and processor for KV-aware routing (before listening).
+  void load_prompts() {
+    if (cfg_.model_dir.empty()) return;
+    if (cfg_.nats.empty())
+      throw InvalidArgument(
+          "--model (KV-aware routing) needs --nats: the workers' prefix-cache "
+          "keys come over NATS");
+    prompts_ = std::make_unique<PromptBlocks>(cfg_.model_dir, cfg_.model, cfg_.api_keys_file,
+                                              cfg_.sla_file);
   }
   void stop_polling() {
     {
@@ -93,6 +107,8 @@ class Router {
   void proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
              const std::shared_ptr<std::atomic<bool>>& gone);
   void health(const std::shared_ptr<Exchange>& ex);
+  bool kv_route(const HttpRequest& req, const std::vector<WorkerInfo>& workers,
+                std::vector<size_t>& order, std::vector<int64_t>& cached);
   void metrics(const std::shared_ptr<Exchange>& ex);
   void log_once(const std::string& key, const std::string& line) {
     if (logged_.insert(key + "\n" + line).second)
@@ -114,6 +130,9 @@ class Router {
   std::set<std::string> logged_;  // poller thread only
   std::unique_ptr<GaugeBoard> gauges_;
   std::unique_ptr<CacheBoard> media_;  // with gauges_
+  std::unique_ptr<PromptBlocks> prompts_;
+  std::unique_ptr<CacheBoard> kv_;  // with gauges_ and prompts_
+  std::atomic<int64_t> kv_routed_{0}, kv_moves_{0}, kv_predicted_{0};
   std::atomic<int64_t> media_moves_{0};
   std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};
@@ -152,6 +171,38 @@ void Router::poll_loop() {
     std::unique_lock<std::mutex> lk(mu_);
     if (cv_.wait_for(lk, cfg_.poll, [&] { return stop_; })) return;
   }
+}
+
+// Orders `order` by Dynamo's cost from the request's block chain, as each worker's engine keys
+// its prefix cache (one chain per block size and encoder precision among the workers), and the
+// keys the workers published; `cached[i]`: the prompt tokens worker i would find cached.
+bool Router::kv_route(const HttpRequest& req, const std::vector<WorkerInfo>& workers,
+                      std::vector<size_t>& order, std::vector<int64_t>& cached) {
+  std::map<std::pair<int64_t, std::string>, PromptChain> chains;
+  std::vector<int64_t> fresh(workers.size(), -1), active(workers.size(), 0);
+  int64_t total = 0;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerInfo& w = workers[i];
+    if (w.kv_block <= 0) continue;
+    auto [it, added] = chains.try_emplace({w.kv_block, w.encoder});
+    if (added)
+      it->second =
+          prompts_->chain(req.path(), req.body, req.header("authorization"), w.kv_block, w.encoder);
+    const auto n = static_cast<int64_t>(it->second.keys.size());
+    if (n == 0) continue;
+    const int64_t held = kv_->leading(w.id, it->second.keys);
+    if (held < 0) continue;  // not in sync
+    fresh[i] = n - held;
+    cached[i] = held * w.kv_block;
+    total = std::max(total, n);
+    if (auto g = gauges_->get(w.id, 1000)) active[i] = g->kv_blocks;
+  }
+  if (std::none_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; }))
+    return false;  // nobody holds any of it: the affinity order stands
+  ++kv_routed_;
+  if (kv_order(order, fresh, active, total, cfg_.kv_weight)) ++kv_moves_;
+  kv_predicted_ += std::max<int64_t>(0, cached[order[0]]);
+  return true;
 }
 
 void Router::health(const std::shared_ptr<Exchange>& ex) {
@@ -236,6 +287,23 @@ void Router::metrics(const std::shared_ptr<Exchange>& ex) {
     metric("mmrt_router_media_events_ignored_total", "counter",
            "Encoder-cache events ignored (malformed, forged, of unknown workers, already applied).",
            static_cast<double>(media_->ignored()));
+    if (kv_) {
+      metric("mmrt_router_kv_routed_total", "counter",
+             "Requests ordered by KV cost (some worker held blocks of their prompt).",
+             static_cast<double>(kv_routed_.load()));
+      metric("mmrt_router_kv_moves_total", "counter",
+             "Requests the KV cost sent off their affinity worker.",
+             static_cast<double>(kv_moves_.load()));
+      metric("mmrt_router_kv_predicted_cached_tokens_total", "counter",
+             "Prompt tokens predicted cached on the first worker tried (KV-routed requests).",
+             static_cast<double>(kv_predicted_.load()));
+      metric("mmrt_router_kv_resyncs_total", "counter",
+             "Prefix-cache snapshots taken from workers (first sight, or events lost).",
+             static_cast<double>(kv_->resyncs()));
+      metric("mmrt_router_kv_events_ignored_total", "counter",
+             "Prefix-cache events ignored (malformed, forged, of unknown workers, applied).",
+             static_cast<double>(kv_->ignored()));
+    }
     metric("mmrt_router_load_overrides_total", "counter",
            "Requests sent off their affinity worker for its load.",
            static_cast<double>(load_overrides_.load()));
@@ -326,7 +394,9 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       held[i] = media_->holds(workers[i].id, files);
     if (media_order(order, held)) ++media_moves_;
   }
-  if (gauges_) {
+  std::vector<int64_t> cached(workers.size(), -1);  // prompt tokens predicted cached, per worker
+  const bool by_kv = kv_ && !kv_->empty() && kv_route(req, workers, order, cached);
+  if (gauges_ && !by_kv) {
     std::vector<int64_t> load(workers.size(), -1);
     for (size_t i = 0; i < workers.size(); ++i)
       if (auto g = gauges_->get(workers[i].id, 1000)) load[i] = g->running + g->waiting;
@@ -380,6 +450,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     a->gone = gone;
     a->abort_all = &abort_all_;
     a->worker_id = w.id;
+    a->predicted_cached = cached[order[k]];
     a->may_pass_on = k + 1 < order.size();
     a->relay = &relay;
     a->begun = &begun;
@@ -491,6 +562,7 @@ int run_router(RouterConfig cfg) {
   check_etcd_endpoint(cfg.etcd);  // before anything starts
   curl_global_init(CURL_GLOBAL_DEFAULT);
   Router router(cfg);
+  router.load_prompts();  // KV-aware routing: the model's tokenizer and processor
   server::HttpServer http(cfg.http, [&router](HttpRequest req, std::shared_ptr<Exchange> ex) {
     router.handle(std::move(req), ex);
   });

@@ -11,7 +11,9 @@
 // whose worker fails mid-way continues on the next from the tokens the client has
 // (cluster/stream_relay.h). With NATS,
 // the workers' load gauges (cluster/load_gauges.h) move a request off its affinity worker when
-// that one is far busier than another.
+// that one is far busier than another; with the model's checkpoint as well, the router computes
+// each request's prefix-cache block keys and sends it where Dynamo's cost (blocks to prefill and
+// blocks decoding) is lowest, from the keys each worker publishes (cluster/cache_events.h).
 #pragma once
 
 #include <chrono>
@@ -35,6 +37,11 @@ struct RouterConfig {
   std::string nats;  // nats://host:port of the workers' load gauges ("": affinity order only)
   int64_t balance_abs = 8;  // the load override's thresholds (routing.h, balance_order)
   double balance_rel = 2.0;
+  // KV-aware routing (with NATS): the checkpoint whose tokenizer and processor lay prompts out
+  // as the workers do (cluster/prompt_blocks.h; "": off), the workers' key file and SLA classes
+  // ("": open, built-in), and Dynamo's weight on the blocks to prefill (routing.h, kv_order).
+  std::string model_dir, api_keys_file, sla_file;
+  double kv_weight = 1.0;
   std::function<void(int port)> on_listen;
 };
 

@@ -92,6 +92,21 @@ bool media_order(std::vector<size_t>& order, const std::vector<int64_t>& held) {
   return true;
 }
 
+bool kv_order(std::vector<size_t>& order, const std::vector<int64_t>& fresh,
+              const std::vector<int64_t>& active, int64_t total, double weight) {
+  if (order.empty() ||
+      std::none_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; }))
+    return false;
+  auto cost = [&](size_t i) {
+    return weight * static_cast<double>(fresh[i] < 0 ? total : fresh[i]) +
+           static_cast<double>(std::max<int64_t>(0, active[i]));
+  };
+  const size_t front = order[0];
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost(a) < cost(b); });
+  return order[0] != front;
+}
+
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers) {
   std::vector<std::pair<uint64_t, size_t>> scored;
   scored.reserve(workers.size());

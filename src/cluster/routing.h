@@ -41,6 +41,16 @@ std::vector<Hash128> media_files(const nlohmann::json& parsed, uint64_t max_byte
 // fewer. True when it moved one.
 bool media_order(std::vector<size_t>& order, const std::vector<int64_t>& held);
 
+// Dynamo's KV-aware choice: worker i costs `weight` x the blocks of the request's prompt it would
+// prefill (`fresh[i]`: those past the longest prefix of the request's block chain its prefix
+// cache holds; -1 when its cache is not known: all `total` of them) + the KV blocks its running
+// requests hold (`active[i]`, its decode load). `order` is sorted by cost, ties keeping their
+// place. Only when some worker holds a block of the request: with none, the affinity order
+// stands (it spreads new conversations evenly and keeps them where their next turn will find
+// them). True when the front changed.
+bool kv_order(std::vector<size_t>& order, const std::vector<int64_t>& fresh,
+              const std::vector<int64_t>& active, int64_t total, double weight);
+
 // Indices of `workers`, in the order to try them for `key`.
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers);
 

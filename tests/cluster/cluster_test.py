@@ -202,12 +202,12 @@ def b64(s):
 
 
 class Router:
-    def __init__(self, mmrt, work, etcd_url, nats_url=None):
-        self.log_path = os.path.join(work, "router.log")
+    def __init__(self, mmrt, work, etcd_url, nats_url=None, extra=(), name="router"):
+        self.log_path = os.path.join(work, name + ".log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([mmrt, "router", "--etcd", etcd_url, "--served-model-name",
                                       MODEL, "--port", "0", "--poll-ms", "100"] +
-                                     (["--nats", nats_url] if nats_url else []),
+                                     (["--nats", nats_url] if nats_url else []) + list(extra),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.port = until("the router to listen", self.find_port, 30)
 
@@ -291,7 +291,7 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
     etcd = Etcd(a.work)
     nats = Nats(a.work)
-    workers, router, extra = [], None, []
+    workers, router, extra, extra_routers = [], None, [], []
     try:
         for _ in range(2):
             workers.append(Server(a.mmrt, model, a.work, "--cluster-etcd", etcd.url,
@@ -428,6 +428,56 @@ def main():
               f"prefix-cache hit rate through the router {routed_rate:.1%} > round-robin "
               f"{rr_rate:.1%} (3 turns, 12 conversations)")
 
+        # KV-aware routing (a second router, with the model): each prompt's prefix-cache block
+        # keys computed as the workers compute them, matched against the keys they publish.
+        kvr = Router(a.mmrt, a.work, etcd.url, nats.url, ["--model", model], name="kv_router")
+        extra_routers.append(kvr)
+        until("both workers at the KV router", lambda: kvr.workers() == ids, 15)
+        png2 = os.path.join(a.work, "kv_image.png")
+        hu.write_test_image(png2, size=(150, 90))
+        img2 = {"type": "image_url", "image_url": {
+            "url": "data:image/png;base64," + base64.b64encode(open(png2, "rb").read()).decode()}}
+        exact, landed_kv = [], []
+        for i in range(6):
+            holder = workers[i % 2]
+            holder_id = next(x for x in ids if x.startswith(f"127.0.0.1:{holder.port}-"))
+            msgs = [{"role": "system", "content": f"KV conversation {i}. " * 6},
+                    {"role": "user", "content": [img2, {"type": "text",
+                                                        "text": f"Describe image {i}."}]}]
+            st, _, b = post(holder.port, chat(msgs))  # the first turn straight to the holder
+            msgs += [{"role": "assistant",
+                      "content": json.loads(b)["choices"][0]["message"]["content"]},
+                     {"role": "user", "content": f"And what else, {i}?"}]
+            time.sleep(0.4)  # the holder's next batch of events (every 100 ms) reaches the router
+            st, hd, b = post(kvr.port, chat(msgs))
+            predicted = header(hd, "x-mmrt-predicted-cached-tokens")
+            got = json.loads(b)["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 \
+                else None
+            landed_kv.append(header(hd, "x-mmrt-worker") == holder_id)
+            exact.append((predicted, got))
+        check(all(landed_kv) and hu.metric(kvr.port, "mmrt_router_kv_routed_total") >= 6,
+              f"KV-aware routing: the second turn of 6 image conversations, each begun on one "
+              f"worker or the other, goes to the worker holding its prefix "
+              f"({hu.metric(kvr.port, 'mmrt_router_kv_moves_total'):.0f} moved off their "
+              f"affinity worker; landed on the holder: {landed_kv})")
+        check(all(p is not None and g is not None and int(p) == g and g > 0 for p, g in exact),
+              f"KV-aware routing: the router's predicted cached tokens equal the worker's "
+              f"(image in the block chain, tenant salt, template and tokens): {exact}")
+        # Forged and malformed prefix-cache events: a gap makes the router resync; the others
+        # are ignored with a log line.
+        resyncs = hu.metric(kvr.port, "mmrt_router_kv_resyncs_total")
+        nats.publish("mmrt.kv." + ids[0], json.dumps({
+            "id": ids[0], "snapshot": False, "first": 10**6, "last": 10**6,
+            "ops": ["+" + "ef" * 16]}))
+        nats.publish("mmrt.kv." + ids[0], "{not json")
+        until("the KV resync", lambda: hu.metric(kvr.port, "mmrt_router_kv_resyncs_total")
+              > resyncs, 5)
+        check(hu.metric(kvr.port, "mmrt_router_kv_events_ignored_total") >= 1 and
+              "prefix-cache events" in open(kvr.log_path).read(),
+              "NATS prefix-cache events: a forged batch with a gap makes the router resync, a "
+              "malformed one is ignored with a log line")
+        kvr.stop()
+
         # Refused by every worker: the router answers with the refusal at once.
         t0 = time.perf_counter()
         st, hd, b = post(router.port, chat(conv, ttft_deadline_ms=0.001))
@@ -559,6 +609,9 @@ def main():
               and hu.metric(router.port, "mmrt_router_etcd_up") == 0,
               "etcd killed: the router serves from its last view, /health and /metrics say so")
     finally:
+        for r in extra_routers:
+            if r.proc.poll() is None:
+                r.stop()
         stop_cluster(router, workers + extra, etcd, nats)
     if failures:
         print(f"{len(failures)} failed", file=sys.stderr)

@@ -28,6 +28,11 @@ TEST(WorkerInfo, RoundTripsAndChecksEveryField) {
   EXPECT_EQ(back.model, w.model);
   EXPECT_EQ(back.classes, w.classes);
   EXPECT_EQ(back.capacity, 4096);
+  EXPECT_EQ(back.kv_block, 0) << "a worker publishing no KV events says nothing of its blocks";
+  w.kv_block = 16;
+  w.encoder = "int8 keep-last 3";
+  EXPECT_EQ(parse_worker_info(to_json(w)).kv_block, 16);
+  EXPECT_EQ(parse_worker_info(to_json(w)).encoder, w.encoder);
   // Unknown fields are ignored (a newer worker may say more).
   EXPECT_EQ(parse_worker_info(R"({"id":"a","url":"http://h:1","model":"m","gpu":"h200"})").id, "a");
   const std::map<std::string, std::string> bad = {
@@ -42,6 +47,7 @@ TEST(WorkerInfo, RoundTripsAndChecksEveryField) {
       {R"({"id":"a","url":"http://h:1","model":"m","classes":"gold"})", "'classes' is not a list"},
       {R"({"id":"a","url":"http://h:1","model":"m","capacity":-1})", "'capacity' is not a count"},
       {R"({"id":"a","url":"http://h:1","model":"m","capacity":1.5})", "'capacity' is not a count"},
+      {R"({"id":"a","url":"http://h:1","model":"m","kv_block":5000})", "'kv_block'"},
   };
   for (const auto& [text, why] : bad) {
     try {
@@ -230,6 +236,25 @@ TEST(Routing, TheLoadOverrideNeedsALargeImbalance) {
   EXPECT_FALSE(balance_order(order, {0, 0, -1}, 8, 2.0)) << "the first is not known";
   EXPECT_TRUE(balance_order(order, {-1, 1, 40}, 8, 2.0));
   EXPECT_EQ(order, (std::vector<size_t>{1, 2, 0}));
+}
+
+// Dynamo's cost: weight x blocks to prefill + blocks decoding, cheapest first, ties in place;
+// nobody holding any block of the request leaves the affinity order alone.
+TEST(Routing, TheKvCostWeighsBlocksToPrefillAgainstDecodeLoad) {
+  std::vector<size_t> order = {2, 0, 1};
+  EXPECT_FALSE(kv_order(order, {10, 10, 10}, {0, 0, 0}, 10, 1.0)) << "nobody holds a block";
+  EXPECT_FALSE(kv_order(order, {-1, -1, -1}, {0, 0, 0}, 10, 1.0)) << "nobody is known";
+  EXPECT_EQ(order, (std::vector<size_t>{2, 0, 1}));
+  EXPECT_TRUE(kv_order(order, {10, 2, 10}, {0, 0, 0}, 10, 1.0));
+  EXPECT_EQ(order, (std::vector<size_t>{1, 2, 0})) << "the holder first, the others in place";
+  order = {2, 0, 1};
+  // Worker 1 holds 8 of 10 blocks but decodes 20 more blocks than worker 2: 2 + 25 > 10 + 5.
+  EXPECT_TRUE(kv_order(order, {10, 2, 10}, {9, 25, 5}, 10, 1.0) == false);
+  EXPECT_EQ(order, (std::vector<size_t>{2, 0, 1}));
+  EXPECT_TRUE(kv_order(order, {10, 2, 10}, {9, 25, 5}, 10, 4.0)) << "prefill weighs more";
+  EXPECT_EQ(order, (std::vector<size_t>{1, 2, 0}));
+  order = {0, 1};
+  EXPECT_TRUE(kv_order(order, {-1, 3}, {0, 0}, 10, 1.0)) << "an unknown cache counts as empty";
 }
 
 TEST(LoadGauge, RoundTripsAndRefusesBadPayloads) {

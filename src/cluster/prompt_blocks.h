@@ -1,0 +1,50 @@
+// A request's prompt as a worker's engine will lay it out, computed by the router: the chat
+// template and tokens (the checkpoint's tokenizer and processor, no weights), each inline
+// media item placed from its header (Processor::estimate, as the engine lays a prompt out before
+// any pixel is decoded), media keys with the tenant's salt and the worker's encoder precision,
+// and the chain of prefix-cache block keys (engine/kv_manager.h's functions, the same code the
+// workers key their caches with). Matched against the keys each worker publishes over NATS
+// (cluster/cache_events.h, topic kv), it tells the router how many of a prompt's tokens a
+// worker would not prefill: Dynamo's KV-aware routing, with media content in the block chain.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/hash.h"
+
+namespace mmrt::cluster {
+
+struct PromptChain {
+  std::vector<Hash128> keys;  // the prompt's full blocks, in order
+  int64_t prompt_tokens = 0;  // the whole prompt (0: not computed)
+};
+
+class PromptBlocks {
+ public:
+  // Loads the tokenizer and processor of the checkpoint in `model_dir` (FormatError / NotFound
+  // as `mmrt serve` would give them). `model_id`: the "model" requests name; `api_keys_file`:
+  // the workers' key file, so that a key's tenant (the salt of its cache keys) is known here
+  // ("": an open cluster, every request of the tenant "default"); `sla_file`: the workers' SLA
+  // classes ("": the built-in ones), which requests and keys name.
+  PromptBlocks(const std::string& model_dir, const std::string& model_id,
+               const std::string& api_keys_file, const std::string& sla_file);
+  ~PromptBlocks();
+
+  // The chain for workers of `block_size` tokens per block and encoder precision `encoder`.
+  // Empty when the router cannot know it: a body the worker will refuse, an unknown key, media
+  // behind a URL (fetched by the worker), a resumed stream, media whose header does not fix its
+  // token count (a video with pruning, an audio file of unknown length).
+  PromptChain chain(std::string_view path, std::string_view body, const std::string* authorization,
+                    int64_t block_size, std::string_view encoder) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mmrt::cluster
