@@ -1,5 +1,7 @@
 #include "cluster/prompt_blocks.h"
 
+#include <nlohmann/json.hpp>
+
 #include "engine/kv_manager.h"
 #include "engine/sla.h"
 #include "io/tokenizer.h"
@@ -35,37 +37,33 @@ PromptBlocks::PromptBlocks(const std::string& model_dir, const std::string& mode
 
 PromptBlocks::~PromptBlocks() = default;
 
-PromptChain PromptBlocks::chain(std::string_view path, std::string_view body,
-                                const std::string* authorization, int64_t block_size,
-                                std::string_view encoder) const {
+std::optional<PromptLayout> PromptBlocks::layout(std::string_view path, const nlohmann::json& body,
+                                                 const std::string* authorization) const {
   const Impl& m = *impl_;
-  PromptChain out;
-  if (block_size <= 0) return out;
   const server::Tenant* tenant = m.tenants->authenticate(authorization);
-  if (!tenant) return out;  // the worker answers 401
+  if (!tenant || body.is_discarded()) return std::nullopt;  // the worker answers 401 / 400
   try {
-    server::ParsedRequest p = server::parse_request(
+    server::ParsedRequest p = server::parse_request_json(
         body, path == "/v1/completions" ? server::Endpoint::kCompletion : server::Endpoint::kChat,
         m.api);
     engine::GenerateRequest& g = p.request;
-    if (!p.fetches.empty() || !g.resume_ids.empty()) return out;
+    if (!p.fetches.empty() || !g.resume_ids.empty()) return std::nullopt;
     // As the engine's media stage prepares a prompt (engine/media_stage.cpp).
-    std::vector<int32_t> ids;
+    PromptLayout out;
     if (!g.prompt_ids.empty()) {
-      if (!g.media.empty()) return out;
-      ids = std::move(g.prompt_ids);
+      if (!g.media.empty()) return std::nullopt;
+      out.ids = std::move(g.prompt_ids);
     } else if (!g.prompt_text.empty()) {
-      if (!g.media.empty()) return out;
-      ids = m.tok.encode(g.prompt_text);
+      if (!g.media.empty()) return std::nullopt;
+      out.ids = m.tok.encode(g.prompt_text);
     } else {
-      ids = m.processor->chat_ids(m.tok, g.messages);
+      out.ids = m.processor->chat_ids(m.tok, g.messages);
     }
-    const Hash128 salt = engine::tenant_salt(tenant->name);
+    out.salt = engine::tenant_salt(tenant->name);
     std::vector<models::PreparedMedia> shells;
-    std::vector<engine::MediaItem> items;
     for (const engine::PendingMedia& pm : g.media) {
       const models::MediaEstimate e = m.processor->estimate(pm.modality, pm.bytes, pm.options);
-      if (!e.exact) return out;
+      if (!e.exact) return std::nullopt;
       models::PreparedMedia shell;
       shell.modality = pm.modality;
       shell.dims = e.dims;
@@ -73,34 +71,43 @@ PromptChain PromptBlocks::chain(std::string_view path, std::string_view body,
       shell.encoder_cost = e.encoder_cost;
       shell.slice_seconds = e.slice_seconds;
       shells.push_back(std::move(shell));
-      engine::MediaItem item;
-      item.key = engine::media_cache_key(
-          m.processor->content_key(pm.modality, pm.bytes, pm.options), salt, encoder);
-      items.push_back(std::move(item));
+      out.items.push_back({m.processor->content_key(pm.modality, pm.bytes, pm.options)});
+      out.files.push_back(hash128(pm.bytes.data(), pm.bytes.size()));
     }
     if (!shells.empty()) {
-      models::ExpandedPrompt e = m.processor->expand(ids, shells);
-      if (e.spans.size() != items.size()) return out;
-      ids = std::move(e.ids);
-      for (size_t i = 0; i < items.size(); ++i) {
-        items[i].begin = e.spans[i].begin;
-        items[i].n_tokens = e.spans[i].n_tokens;
+      models::ExpandedPrompt e = m.processor->expand(out.ids, shells);
+      if (e.spans.size() != out.items.size()) return std::nullopt;
+      out.ids = std::move(e.ids);
+      for (size_t i = 0; i < out.items.size(); ++i) {
+        out.items[i].begin = e.spans[i].begin;
+        out.items[i].n_tokens = e.spans[i].n_tokens;
       }
     }
-    out.prompt_tokens = static_cast<int64_t>(ids.size());
-    // The blocks the engine would look up: it always leaves one token to compute.
-    const int64_t usable = (out.prompt_tokens - 1) / block_size;
-    Hash128 parent = salt;
-    for (int64_t j = 0; j < usable; ++j) {
-      parent = engine::prefix_block_hash(
-          parent, j * block_size, block_size,
-          [&](int64_t i) { return ids[static_cast<size_t>(i)]; }, items);
-      out.keys.push_back(parent);
-    }
+    return out;
   } catch (const std::exception&) {
-    return {};  // the worker will say what is wrong with it
+    return std::nullopt;  // the worker will say what is wrong with it
   }
-  return out;
+}
+
+std::vector<Hash128> prompt_chain(const PromptLayout& layout, int64_t block_size,
+                                  std::string_view encoder) {
+  std::vector<Hash128> keys;
+  if (block_size <= 0 || layout.ids.empty()) return keys;
+  std::vector<engine::MediaItem> items(layout.items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].key = engine::media_cache_key(layout.items[i].content, layout.salt, encoder);
+    items[i].begin = layout.items[i].begin;
+    items[i].n_tokens = layout.items[i].n_tokens;
+  }
+  const int64_t usable = (static_cast<int64_t>(layout.ids.size()) - 1) / block_size;
+  Hash128 parent = layout.salt;
+  for (int64_t j = 0; j < usable; ++j) {
+    parent = engine::prefix_block_hash(
+        parent, j * block_size, block_size,
+        [&](int64_t i) { return layout.ids[static_cast<size_t>(i)]; }, items);
+    keys.push_back(parent);
+  }
+  return keys;
 }
 
 }  // namespace mmrt::cluster

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,9 +20,18 @@
 
 namespace mmrt::cluster {
 
-struct PromptChain {
-  std::vector<Hash128> keys;  // the prompt's full blocks, in order
-  int64_t prompt_tokens = 0;  // the whole prompt (0: not computed)
+// A request's prompt laid out: its token ids (placeholders expanded), where each inline media
+// item sits and its content key (before the tenant's salt and the encoder's precision), and the
+// hashes of the media files' bytes (what the workers' encoder-cache events name).
+struct PromptLayout {
+  struct Item {
+    Hash128 content;
+    int64_t begin = 0, n_tokens = 0;
+  };
+  std::vector<int32_t> ids;
+  std::vector<Item> items;
+  Hash128 salt;  // the tenant's
+  std::vector<Hash128> files;
 };
 
 class PromptBlocks {
@@ -34,17 +45,23 @@ class PromptBlocks {
                const std::string& api_keys_file, const std::string& sla_file);
   ~PromptBlocks();
 
-  // The chain for workers of `block_size` tokens per block and encoder precision `encoder`.
-  // Empty when the router cannot know it: a body the worker will refuse, an unknown key, media
-  // behind a URL (fetched by the worker), a resumed stream, media whose header does not fix its
-  // token count (a video with pruning, an audio file of unknown length).
-  PromptChain chain(std::string_view path, std::string_view body, const std::string* authorization,
-                    int64_t block_size, std::string_view encoder) const;
+  // `body` as routing.h's parse_body gave it. Nothing when the router cannot know the layout: a
+  // body the worker will refuse, an unknown key, media behind a URL (fetched by the worker), a
+  // resumed stream, media whose header does not fix its token count (a video with pruning, an
+  // audio file of unknown length).
+  std::optional<PromptLayout> layout(std::string_view path, const nlohmann::json& body,
+                                     const std::string* authorization) const;
 
   struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The prefix-cache keys of the layout's full blocks, as a worker of `block_size` tokens per block
+// and encoder precision `encoder` keys them (the blocks its engine would look up: one token is
+// always left to compute).
+std::vector<Hash128> prompt_chain(const PromptLayout& layout, int64_t block_size,
+                                  std::string_view encoder);
 
 }  // namespace mmrt::cluster

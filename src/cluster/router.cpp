@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -107,7 +108,7 @@ class Router {
   void proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
              const std::shared_ptr<std::atomic<bool>>& gone);
   void health(const std::shared_ptr<Exchange>& ex);
-  bool kv_route(const HttpRequest& req, const std::vector<WorkerInfo>& workers,
+  bool kv_route(const PromptLayout& layout, const std::vector<WorkerInfo>& workers,
                 std::vector<size_t>& order, std::vector<int64_t>& cached);
   void metrics(const std::shared_ptr<Exchange>& ex);
   void log_once(const std::string& key, const std::string& line) {
@@ -176,21 +177,19 @@ void Router::poll_loop() {
 // Orders `order` by Dynamo's cost from the request's block chain, as each worker's engine keys
 // its prefix cache (one chain per block size and encoder precision among the workers), and the
 // keys the workers published; `cached[i]`: the prompt tokens worker i would find cached.
-bool Router::kv_route(const HttpRequest& req, const std::vector<WorkerInfo>& workers,
+bool Router::kv_route(const PromptLayout& layout, const std::vector<WorkerInfo>& workers,
                       std::vector<size_t>& order, std::vector<int64_t>& cached) {
-  std::map<std::pair<int64_t, std::string>, PromptChain> chains;
+  std::map<std::pair<int64_t, std::string>, std::vector<Hash128>> chains;
   std::vector<int64_t> fresh(workers.size(), -1), active(workers.size(), 0);
   int64_t total = 0;
   for (size_t i = 0; i < workers.size(); ++i) {
     const WorkerInfo& w = workers[i];
     if (w.kv_block <= 0) continue;
     auto [it, added] = chains.try_emplace({w.kv_block, w.encoder});
-    if (added)
-      it->second =
-          prompts_->chain(req.path(), req.body, req.header("authorization"), w.kv_block, w.encoder);
-    const auto n = static_cast<int64_t>(it->second.keys.size());
+    if (added) it->second = prompt_chain(layout, w.kv_block, w.encoder);
+    const auto n = static_cast<int64_t>(it->second.size());
     if (n == 0) continue;
-    const int64_t held = kv_->leading(w.id, it->second.keys);
+    const int64_t held = kv_->leading(w.id, it->second);
     if (held < 0) continue;  // not in sync
     fresh[i] = n - held;
     cached[i] = held * w.kv_block;
@@ -387,15 +386,19 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   const json parsed = parse_body(req.body);
   std::vector<size_t> order =
       rendezvous_order(affinity_key(req.path(), parsed, req.body, auth ? *auth : ""), workers);
-  if (media_ && !media_->empty()) {  // a worker that has the request's images encoded goes first
-    const std::vector<Hash128> files = media_files(parsed);
+  // KV-aware: the request's prompt laid out as the workers lay it out, ordered by Dynamo's cost
+  // when some worker holds a block of it; otherwise the media and load moves below.
+  std::vector<int64_t> cached(workers.size(), -1);  // prompt tokens predicted cached, per worker
+  std::optional<PromptLayout> layout;
+  if (kv_ && !kv_->empty()) layout = prompts_->layout(req.path(), parsed, auth);
+  const bool by_kv = layout && kv_route(*layout, workers, order, cached);
+  if (media_ && !media_->empty() && !by_kv) {  // a worker with the images encoded goes first
+    const std::vector<Hash128> files = layout ? layout->files : media_files(parsed);
     std::vector<int64_t> held(workers.size(), 0);
     for (size_t i = 0; i < workers.size() && !files.empty(); ++i)
       held[i] = media_->holds(workers[i].id, files);
     if (media_order(order, held)) ++media_moves_;
   }
-  std::vector<int64_t> cached(workers.size(), -1);  // prompt tokens predicted cached, per worker
-  const bool by_kv = kv_ && !kv_->empty() && kv_route(req, workers, order, cached);
   if (gauges_ && !by_kv) {
     std::vector<int64_t> load(workers.size(), -1);
     for (size_t i = 0; i < workers.size(); ++i)

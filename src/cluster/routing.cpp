@@ -14,6 +14,36 @@ using nlohmann::json;
 namespace {
 constexpr size_t kRawPrefix = 4096;
 constexpr size_t kPromptPrefix = 2048;
+
+// Feeds a JSON value to `h` as it is, without writing it out (a message's data: URL of an image
+// is most of a request's bytes): each value's type tag, then its content; objects in key order.
+void hash_json(Hasher& h, const json& v) {
+  const auto tag = static_cast<uint8_t>(v.type());
+  h.update_pod(tag);
+  switch (v.type()) {
+    case json::value_t::object:
+      h.update_pod(static_cast<uint64_t>(v.size()));
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        h.update_pod(static_cast<uint64_t>(it.key().size())).update(it.key());
+        hash_json(h, it.value());
+      }
+      break;
+    case json::value_t::array:
+      h.update_pod(static_cast<uint64_t>(v.size()));
+      for (const json& e : v) hash_json(h, e);
+      break;
+    case json::value_t::string: {
+      const std::string& s = v.get_ref<const std::string&>();
+      h.update_pod(static_cast<uint64_t>(s.size())).update(s);
+      break;
+    }
+    default: {
+      const std::string s = v.dump();  // a number, a boolean, null: a few bytes
+      h.update(s);
+    }
+  }
+}
+
 }  // namespace
 
 json parse_body(std::string_view body) {
@@ -36,7 +66,7 @@ uint64_t affinity_key(std::string_view path, const json& j, std::string_view bod
     h.update(m->get_ref<const std::string&>());
   if (auto msgs = j.find("messages"); msgs != j.end() && msgs->is_array()) {
     for (const json& msg : *msgs) {
-      h.update(msg.dump());
+      hash_json(h, msg);
       if (msg.is_object() && msg.value("role", std::string()) == "user") break;
     }
   } else if (auto p = j.find("prompt"); p != j.end()) {

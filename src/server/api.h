@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -71,7 +72,7 @@ struct ParsedRequest {
   // the caller names it when the model does not take the item's modality.
   std::vector<std::string> media_parts;
   bool stream = false, include_usage = false;
-  bool stream_ids = false;  // mmrt_stream_ids: chunks carry their tokens' ids (mmrt_ids)
+  bool stream_ids = false;      // mmrt_stream_ids: chunks carry their tokens' ids (mmrt_ids)
   std::string requested_class;  // the class asked for ("" only when the config has none)
   bool class_chosen = false;    // named (sla_class, service_tier)
   std::string user;
@@ -88,6 +89,9 @@ inline constexpr size_t kMaxBodyJsonValues = 1 << 18;
 // parsing, before memory is spent). Media parts (user messages only, at most max_media_items):
 // image_url, input_audio and audio_url.
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt);
+// The same for a body already parsed within those bounds (a router that read it: routing.h).
+ParsedRequest parse_request_json(const nlohmann::json& body, Endpoint endpoint,
+                                 const ApiOptions& opt);
 
 // Strict base64 (RFC 4648, padding optional, no whitespace but line breaks); nullopt-like:
 // throws ApiError naming `param` when the text is not base64 or decodes to more than `max`.

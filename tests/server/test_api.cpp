@@ -208,8 +208,27 @@ TEST(Base64, Rfc4648VectorsAndRandomRoundTrips) {
     for (auto& b : bytes) b = static_cast<uint8_t>(rng());
     EXPECT_EQ(decode_base64(encode64(bytes), 1 << 20, "p"), bytes) << n;
   }
+  // Line breaks anywhere (the fast path takes whole groups of four; a group with a break goes
+  // one character at a time) and the URL-safe alphabet decode the same bytes.
+  for (int n = 1; n < 300; n += 7) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(n));
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    std::string e = encode64(bytes), broken;
+    for (char c : e) {
+      if (rng() % 5 == 0) broken += rng() % 2 ? "\r\n" : "\n";
+      broken += c == '+' ? '-' : c == '/' ? '_' : c;
+    }
+    EXPECT_EQ(decode_base64(broken, 1 << 20, "p"), bytes) << broken;
+  }
+  try {
+    decode_base64("Zm9vYmFy" + std::string("YW!j"), 100, "p");
+    FAIL() << "a bad character";
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("at offset 10"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(decode_base64("Zm9v!", 100, "p"), ApiError);
-  EXPECT_THROW(decode_base64("Z", 100, "p"), ApiError);  // truncated
+  EXPECT_THROW(decode_base64("Zm9vY", 100, "p"), ApiError);  // truncated after a group
+  EXPECT_THROW(decode_base64("Z", 100, "p"), ApiError);      // truncated
   EXPECT_THROW(decode_base64("", 100, "p"), ApiError);
   try {
     decode_base64(std::string(4000, 'A'), 1000, "p");
