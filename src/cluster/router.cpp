@@ -108,8 +108,6 @@ class Router {
   void proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
              const std::shared_ptr<std::atomic<bool>>& gone);
   void health(const std::shared_ptr<Exchange>& ex);
-  bool kv_route(const PromptLayout& layout, const std::vector<WorkerInfo>& workers,
-                std::vector<size_t>& order, std::vector<int64_t>& cached);
   void metrics(const std::shared_ptr<Exchange>& ex);
   void log_once(const std::string& key, const std::string& line) {
     if (logged_.insert(key + "\n" + line).second)
@@ -134,6 +132,10 @@ class Router {
   std::unique_ptr<PromptBlocks> prompts_;
   std::unique_ptr<CacheBoard> kv_;  // with gauges_ and prompts_
   std::atomic<int64_t> kv_routed_{0}, kv_moves_{0}, kv_predicted_{0};
+  // The KV blocks of the prompts this router has in flight on each worker (Dynamo's active
+  // blocks, the decode term of its cost: counted here as requests start and end, not from a
+  // gauge that lags by its period). Under mu_.
+  std::map<std::string, int64_t> active_;
   std::atomic<int64_t> media_moves_{0};
   std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
   std::atomic<int64_t> load_overrides_{0};
@@ -172,36 +174,6 @@ void Router::poll_loop() {
     std::unique_lock<std::mutex> lk(mu_);
     if (cv_.wait_for(lk, cfg_.poll, [&] { return stop_; })) return;
   }
-}
-
-// Orders `order` by Dynamo's cost from the request's block chain, as each worker's engine keys
-// its prefix cache (one chain per block size and encoder precision among the workers), and the
-// keys the workers published; `cached[i]`: the prompt tokens worker i would find cached.
-bool Router::kv_route(const PromptLayout& layout, const std::vector<WorkerInfo>& workers,
-                      std::vector<size_t>& order, std::vector<int64_t>& cached) {
-  std::map<std::pair<int64_t, std::string>, std::vector<Hash128>> chains;
-  std::vector<int64_t> fresh(workers.size(), -1), active(workers.size(), 0);
-  int64_t total = 0;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    const WorkerInfo& w = workers[i];
-    if (w.kv_block <= 0) continue;
-    auto [it, added] = chains.try_emplace({w.kv_block, w.encoder});
-    if (added) it->second = prompt_chain(layout, w.kv_block, w.encoder);
-    const auto n = static_cast<int64_t>(it->second.size());
-    if (n == 0) continue;
-    const int64_t held = kv_->leading(w.id, it->second);
-    if (held < 0) continue;  // not in sync
-    fresh[i] = n - held;
-    cached[i] = held * w.kv_block;
-    total = std::max(total, n);
-    if (auto g = gauges_->get(w.id, 1000)) active[i] = g->kv_blocks;
-  }
-  if (std::none_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; }))
-    return false;  // nobody holds any of it: the affinity order stands
-  ++kv_routed_;
-  if (kv_order(order, fresh, active, total, cfg_.kv_weight)) ++kv_moves_;
-  kv_predicted_ += std::max<int64_t>(0, cached[order[0]]);
-  return true;
 }
 
 void Router::health(const std::shared_ptr<Exchange>& ex) {
@@ -391,7 +363,25 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   std::vector<int64_t> cached(workers.size(), -1);  // prompt tokens predicted cached, per worker
   std::optional<PromptLayout> layout;
   if (kv_ && !kv_->empty()) layout = prompts_->layout(req.path(), parsed, auth);
-  const bool by_kv = layout && kv_route(*layout, workers, order, cached);
+  bool by_kv = false;
+  if (layout) {
+    const KvChoice kc = kv_choice(
+        *layout, workers, order,
+        [this](const std::string& id, std::span<const Hash128> chain) {
+          return kv_->leading(id, chain);
+        },
+        [this](const std::string& id) {
+          std::lock_guard<std::mutex> lk(mu_);
+          auto a = active_.find(id);
+          return a == active_.end() ? int64_t{0} : a->second;
+        },
+        cfg_.kv_weight);
+    by_kv = kc.ordered;
+    cached = kc.cached;
+    kv_routed_ += by_kv;
+    kv_moves_ += kc.moved;
+    if (by_kv) kv_predicted_ += std::max<int64_t>(0, cached[order[0]]);
+  }
   if (media_ && !media_->empty() && !by_kv) {  // a worker with the images encoded goes first
     const std::vector<Hash128> files = layout ? layout->files : media_files(parsed);
     std::vector<int64_t> held(workers.size(), 0);
@@ -473,7 +463,19 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, a.get());
+    const int64_t blocks =
+        layout && w.kv_block > 0
+            ? (static_cast<int64_t>(layout->ids.size()) + w.kv_block - 1) / w.kv_block
+            : 0;
+    if (blocks) {
+      std::lock_guard<std::mutex> lk(mu_);
+      active_[w.id] += blocks;
+    }
     const CURLcode rc = curl_easy_perform(c);
+    if (blocks) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if ((active_[w.id] -= blocks) <= 0) active_.erase(w.id);
+    }
     if (gone->load()) break;  // the client left: the closed connection cancels it on the worker
     if (rc == CURLE_OK && !a->decided) on_body(nullptr, 0, 0, a.get());  // an empty body
     if (rc == CURLE_OK && a->passing_on) {

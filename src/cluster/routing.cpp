@@ -1,6 +1,7 @@
 #include "cluster/routing.h"
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/hash.h"
@@ -135,6 +136,35 @@ bool kv_order(std::vector<size_t>& order, const std::vector<int64_t>& fresh,
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return cost(a) < cost(b); });
   return order[0] != front;
+}
+
+KvChoice kv_choice(const PromptLayout& layout, const std::vector<WorkerInfo>& workers,
+                   std::vector<size_t>& order,
+                   const std::function<int64_t(const std::string&, std::span<const Hash128>)>& held,
+                   const std::function<int64_t(const std::string&)>& active, double weight) {
+  KvChoice out;
+  out.cached.assign(workers.size(), -1);
+  std::map<std::pair<int64_t, std::string>, std::vector<Hash128>> chains;
+  std::vector<int64_t> fresh(workers.size(), -1), busy(workers.size(), 0);
+  int64_t total = 0;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerInfo& w = workers[i];
+    if (w.kv_block <= 0) continue;
+    auto [it, added] = chains.try_emplace({w.kv_block, w.encoder});
+    if (added) it->second = prompt_chain(layout, w.kv_block, w.encoder);
+    const auto n = static_cast<int64_t>(it->second.size());
+    const int64_t h = n ? held(w.id, it->second) : -1;
+    if (h < 0) continue;
+    fresh[i] = n - h;
+    out.cached[i] = h * w.kv_block;
+    total = std::max(total, n);
+    busy[i] = active(w.id);
+  }
+  if (std::none_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; }))
+    return out;  // nobody holds any of it: the affinity order stands
+  out.ordered = true;
+  out.moved = kv_order(order, fresh, busy, total, weight);
+  return out;
 }
 
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers) {

@@ -9,10 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "cluster/prompt_blocks.h"
 #include "cluster/worker_info.h"
 #include "core/hash.h"
 
@@ -50,6 +54,21 @@ bool media_order(std::vector<size_t>& order, const std::vector<int64_t>& held);
 // them). True when the front changed.
 bool kv_order(std::vector<size_t>& order, const std::vector<int64_t>& fresh,
               const std::vector<int64_t>& active, int64_t total, double weight);
+
+// KV-aware routing for a request laid out by the router (cluster/prompt_blocks.h): each worker's
+// chain of block keys (one per block size and encoder precision among `workers`), how many of
+// them it holds (`held(id, chain)`: -1 when its cache is not known), the blocks its requests in
+// flight hold (`active(id)`), then kv_order. `cached[i]`: the prompt tokens worker i would find
+// cached (-1: not known); `ordered`: some worker held a block and `order` is by cost; `moved`:
+// that changed the front.
+struct KvChoice {
+  bool ordered = false, moved = false;
+  std::vector<int64_t> cached;
+};
+KvChoice kv_choice(const PromptLayout& layout, const std::vector<WorkerInfo>& workers,
+                   std::vector<size_t>& order,
+                   const std::function<int64_t(const std::string&, std::span<const Hash128>)>& held,
+                   const std::function<int64_t(const std::string&)>& active, double weight);
 
 // Indices of `workers`, in the order to try them for `key`.
 std::vector<size_t> rendezvous_order(uint64_t key, const std::vector<WorkerInfo>& workers);

@@ -257,6 +257,44 @@ TEST(Routing, TheKvCostWeighsBlocksToPrefillAgainstDecodeLoad) {
   EXPECT_TRUE(kv_order(order, {-1, 3}, {0, 0}, 10, 1.0)) << "an unknown cache counts as empty";
 }
 
+// The router's KV choice on a hand-made layout: chains per block size, the holder first, its
+// predicted cached tokens, the active blocks weighed, unknown caches and no overlap left alone.
+TEST(Routing, TheKvChoiceFollowsTheHeldChainAndTheLoad) {
+  PromptLayout layout;
+  for (int i = 0; i < 100; ++i) layout.ids.push_back(i);
+  layout.salt = hash128("tenant:default");
+  const std::vector<Hash128> chain16 = prompt_chain(layout, 16, "bf16");
+  ASSERT_EQ(chain16.size(), 6u) << "99 tokens to look up: 6 full blocks";
+  EXPECT_EQ(prompt_chain(layout, 32, "bf16").size(), 3u);
+  EXPECT_EQ(prompt_chain(layout, 16, "int8"), chain16) << "no media: the precision plays no part";
+  std::vector<WorkerInfo> ws(3);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    ws[i].id = "w" + std::to_string(i);
+    ws[i].kv_block = 16;
+    ws[i].encoder = "bf16";
+  }
+  std::map<std::string, int64_t> held = {{"w0", 0}, {"w1", 4}, {"w2", 0}}, active;
+  auto held_fn = [&](const std::string& id, std::span<const Hash128> c) {
+    EXPECT_EQ(std::vector<Hash128>(c.begin(), c.end()), chain16);
+    return held.count(id) ? held[id] : int64_t{-1};
+  };
+  auto active_fn = [&](const std::string& id) { return active[id]; };
+  std::vector<size_t> order = {0, 2, 1};
+  KvChoice k = kv_choice(layout, ws, order, held_fn, active_fn, 1.0);
+  EXPECT_TRUE(k.ordered && k.moved);
+  EXPECT_EQ(order, (std::vector<size_t>{1, 0, 2}));
+  EXPECT_EQ(k.cached, (std::vector<int64_t>{0, 64, 0}));
+  active["w1"] = 10;  // 2 + 10 > 6 + 0
+  order = {0, 2, 1};
+  k = kv_choice(layout, ws, order, held_fn, active_fn, 1.0);
+  EXPECT_TRUE(k.ordered && !k.moved);
+  EXPECT_EQ(order, (std::vector<size_t>{0, 2, 1}));
+  held = {{"w0", 0}, {"w2", 0}};  // w1 not in sync; nobody else holds a block
+  k = kv_choice(layout, ws, order, held_fn, active_fn, 1.0);
+  EXPECT_FALSE(k.ordered);
+  EXPECT_EQ(k.cached, (std::vector<int64_t>{0, -1, 0}));
+}
+
 TEST(LoadGauge, RoundTripsAndRefusesBadPayloads) {
   LoadGauge g{"w-1", 7, 3, 4, 9, 0.25};
   const LoadGauge back = parse_load_gauge(to_json(g));
