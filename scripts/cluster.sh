@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A cluster on one machine (docs/scale-out.md): etcd, NATS, N `mmrt serve` workers registered
-# in etcd and publishing their load on NATS, and `mmrt router` in front, on loopback.
+# in etcd and publishing their load and cache events on NATS, and `mmrt router` in front
+# (KV-aware: it reads the checkpoint's tokenizer and processor), on loopback.
 #   scripts/cluster.sh up [N (default 2)] [MODEL_DIR (default build/bench/small)]
 #   scripts/cluster.sh down
 # env: ROUTER_PORT (8080), WORKER_PORT (first worker's port, 8001), ETCD_PORT (2379), NATS_PORT (4222),
@@ -72,6 +73,7 @@ up() {
     echo $! >"$D/worker$i.pid"
   done
   "$B" router --etcd "$ETCD_URL" --nats "$NATS_URL" --served-model-name "$(basename "$model")" \
+    --model "$model" \
     --port "$ROUTER_PORT" >"$D/router.log" 2>&1 &
   echo $! >"$D/router.pid"
   for i in $(seq 1 "$n"); do wait_http "http://127.0.0.1:$((WORKER_PORT + i - 1))/health" 120 "worker $i"; done
