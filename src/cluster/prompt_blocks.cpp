@@ -64,13 +64,7 @@ std::optional<PromptLayout> PromptBlocks::layout(std::string_view path, const nl
     for (const engine::PendingMedia& pm : g.media) {
       const models::MediaEstimate e = m.processor->estimate(pm.modality, pm.bytes, pm.options);
       if (!e.exact) return std::nullopt;
-      models::PreparedMedia shell;
-      shell.modality = pm.modality;
-      shell.dims = e.dims;
-      shell.n_tokens = e.n_tokens;
-      shell.encoder_cost = e.encoder_cost;
-      shell.slice_seconds = e.slice_seconds;
-      shells.push_back(std::move(shell));
+      shells.push_back(models::layout_shell(pm.modality, e));
       out.items.push_back({m.processor->content_key(pm.modality, pm.bytes, pm.options)});
       out.files.push_back(hash128(pm.bytes.data(), pm.bytes.size()));
     }

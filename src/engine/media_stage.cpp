@@ -233,17 +233,7 @@ struct MediaStage::Impl {
         std::optional<models::PreparedMedia> seen;
         if (!e.exact) seen = layouts.find(keys.back());
         m.layout_exact = e.exact || seen.has_value();
-        models::PreparedMedia p;
-        if (seen) {
-          p = std::move(*seen);
-        } else {
-          p.modality = m.modality;
-          p.dims = e.dims;
-          p.n_tokens = e.n_tokens;
-          p.encoder_cost = e.encoder_cost;
-          p.slice_seconds = e.slice_seconds;
-        }
-        shells.push_back(std::move(p));
+        shells.push_back(seen ? std::move(*seen) : models::layout_shell(m.modality, e));
       }
     } catch (const Error& err) {
       throw MediaFailure(err.code(), err.what());

@@ -42,6 +42,16 @@ Hash128 media_content_key(std::span<const uint8_t> bytes, const Hash128& setting
   return h.digest();
 }
 
+PreparedMedia layout_shell(Modality m, const MediaEstimate& e) {
+  PreparedMedia p;
+  p.modality = m;
+  p.dims = e.dims;
+  p.n_tokens = e.n_tokens;
+  p.encoder_cost = e.encoder_cost;
+  p.slice_seconds = e.slice_seconds;
+  return p;
+}
+
 std::vector<int32_t> Processor::chat_ids(const io::Tokenizer& tok,
                                          const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt) const {

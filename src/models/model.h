@@ -167,6 +167,10 @@ struct ExpandedPrompt {
   std::vector<MediaSpan> spans;    // one per media item, in prompt order
 };
 
+// An item laid out from its header's estimate (modality, dims, token count, encoder cost, slice
+// length; no features): what Processor::expand needs to place it before it is decoded.
+PreparedMedia layout_shell(Modality m, const MediaEstimate& e);
+
 // A media item's content key from its bytes, the processor's settings hash and the modality:
 // what Processor::content_key is for a family whose MediaOptions change nothing.
 Hash128 media_content_key(std::span<const uint8_t> bytes, const Hash128& settings, Modality m);
