@@ -476,7 +476,6 @@ def main():
               "prefix-cache events" in open(kvr.log_path).read(),
               "NATS prefix-cache events: a forged batch with a gap makes the router resync, a "
               "malformed one is ignored with a log line")
-        kvr.stop()
 
         # Refused by every worker: the router answers with the refusal at once.
         t0 = time.perf_counter()
@@ -599,6 +598,24 @@ def main():
               lambda: router.health()[1]["nats"]["ok"] and len(loads()) == len(router.workers()),
               10)
         check(True, "NATS restarted: the router reconnects and the gauges resume")
+        # ... and the prefix-cache events: batches lost while NATS was away make the KV router
+        # resync, and a conversation begun after the restart is predicted exactly.
+        live = next(w for w in workers if w.proc.poll() is None)
+        resyncs = hu.metric(kvr.port, "mmrt_router_kv_resyncs_total")
+        msgs = [{"role": "system", "content": "After the restart. " * 8},
+                {"role": "user", "content": [img2, {"type": "text", "text": "Describe it."}]}]
+        st, _, b = post(live.port, chat(msgs))
+        msgs += [{"role": "assistant", "content": json.loads(b)["choices"][0]["message"]["content"]},
+                 {"role": "user", "content": "Go on."}]
+        until("the KV router's resync after the restart",
+              lambda: hu.metric(kvr.port, "mmrt_router_kv_resyncs_total") > resyncs, 10)
+        time.sleep(0.4)
+        st, hd, b = post(kvr.port, chat(msgs))
+        predicted = header(hd, "x-mmrt-predicted-cached-tokens")
+        got = json.loads(b)["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
+        check(predicted is not None and int(predicted) == got > 0,
+              f"NATS restarted: the KV router resyncs the workers' prefix caches and predicts a new "
+              f"conversation's cached tokens exactly ({predicted} = {got})")
 
         # etcd gone: routing on the last view, said so.
         etcd.kill()
