@@ -2,6 +2,10 @@
 // how the router orders workers for a request, and etcd's prefix ranges.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -11,10 +15,14 @@
 
 #include "cluster/etcd.h"
 #include "cluster/load_gauges.h"
+#include "cluster/prompt_blocks.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
 #include "cluster/worker_info.h"
 #include "core/error.h"
+#include "engine/kv_manager.h"
+#include "models/registry.h"
+#include "models/tiny_registry.h"
 
 using namespace mmrt;
 using namespace mmrt::cluster;
@@ -337,4 +345,45 @@ TEST(Routing, HostileJsonIsNotJson) {
             affinity_key("/v1/chat/completions", deep, ""));
   EXPECT_THROW(parse_worker_info(std::string(9000, '[')), FormatError);
   EXPECT_THROW(parse_load_gauge(std::string(4000, '[')), FormatError);
+}
+
+// The router's layout of a prompt: the key's tenant salts it (no key, or an unknown one, with a
+// key file: nothing), an open cluster's requests are the tenant "default", and what the router
+// cannot know (another model, media behind a URL, a body the worker refuses) gives nothing.
+TEST(PromptBlocks, TheKeysTenantSaltsTheLayoutAndUnknowablesGiveNone) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("mmrt_prompt_blocks_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  models::make_tiny_model(models::family_named("qwen2-vl"), (dir / "m").string(), {});
+  std::ofstream((dir / "keys.json").string()) << R"({"keys": [{"key": "sk-acme-0001", "tenant": "acme"}]})";
+  const PromptBlocks keyed((dir / "m").string(), "m", (dir / "keys.json").string(), "");
+  const PromptBlocks open((dir / "m").string(), "m", "", "");
+  const std::string chat = "/v1/chat/completions";
+  const nlohmann::json body =
+      parse_body(R"({"model":"m","messages":[{"role":"user","content":"hello there"}]})");
+  const std::string key = "Bearer sk-acme-0001", wrong = "Bearer sk-acme-0002";
+  const auto a = keyed.layout(chat, body, &key);
+  const auto o = open.layout(chat, body, nullptr);
+  ASSERT_TRUE(a && o);
+  EXPECT_EQ(a->salt, engine::tenant_salt("acme"));
+  EXPECT_EQ(o->salt, engine::tenant_salt("default"));
+  EXPECT_EQ(a->ids, o->ids);
+  EXPECT_GT(a->ids.size(), 3u);
+  EXPECT_NE(prompt_chain(*a, 4, "bf16"), prompt_chain(*o, 4, "bf16")) << "tenants never share";
+  EXPECT_FALSE(keyed.layout(chat, body, nullptr));
+  EXPECT_FALSE(keyed.layout(chat, body, &wrong));
+  EXPECT_FALSE(open.layout(chat, parse_body(R"({"model":"other","messages":[]})"), nullptr));
+  EXPECT_FALSE(open.layout(chat, parse_body("{not json"), nullptr));
+  EXPECT_FALSE(
+      open.layout(chat,
+                  parse_body(R"({"messages":[{"role":"user","content":[{"type":"image_url",)"
+                             R"("image_url":{"url":"http://example.com/x.png"}}]}]})"),
+                  nullptr))
+      << "the worker fetches it: its header is not known here";
+  const auto text =
+      open.layout("/v1/completions", parse_body(R"({"prompt":"hello there"})"), nullptr);
+  ASSERT_TRUE(text);
+  EXPECT_LT(text->ids.size(), o->ids.size()) << "a completion's text has no chat template";
+  fs::remove_all(dir);
 }
