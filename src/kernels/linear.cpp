@@ -40,6 +40,7 @@ PackedLinear::PackedLinear(Parts p)
       scale_(std::move(p.scale)),
       bias_(std::move(p.bias)),
       zero_copy_(p.zero_copy),
+      blocked_(p.blocked),
       device_(p.device) {}
 
 PackedLinear PackedLinear::pack(const Backend& be, const Tensor& w, const Tensor* bias,
@@ -64,6 +65,17 @@ size_t PackedLinear::weight_bytes() const {
 }
 
 Tensor PackedLinear::weight() const {
+  if (blocked_) {
+    Tensor t = Tensor::empty(DType::kBF16, {out_, in_});
+    auto* dst = static_cast<uint16_t*>(t.raw());
+    const auto* src = static_cast<const uint16_t*>(w_);
+    const int64_t kp = (in_ + kBlockedIn - 1) / kBlockedIn * kBlockedIn;
+    for (int64_t o = 0; o < out_; ++o)
+      for (int64_t k = 0; k < in_; ++k)
+        dst[o * in_ + k] = src[(o / kBlockedOut) * kp * kBlockedOut + (k / 2) * 2 * kBlockedOut +
+                               (o % kBlockedOut) * 2 + k % 2];
+    return t;
+  }
   const DType t = fmt_ == WeightFormat::kF32    ? DType::kF32
                   : fmt_ == WeightFormat::kBF16 ? DType::kBF16
                                                 : DType::kI8;

@@ -45,19 +45,20 @@ void naive(const Tensor& x, const PackedLinear& p, std::vector<double>& y,
   y.assign(static_cast<size_t>(n * m), 0.0);
   mag.assign(static_cast<size_t>(n * m), 0.0);
   const float* xs = x.data<float>();
+  const Tensor stored = p.weight();  // row-major, whatever the packed layout
+  const void* wd = stored.raw();
   for (int64_t o = 0; o < m; ++o) {
     std::vector<double> w(static_cast<size_t>(k));
     for (int64_t i = 0; i < k; ++i) {
       switch (p.format()) {
         case WeightFormat::kF32:
-          w[i] = static_cast<const float*>(p.weight_data())[o * k + i];
+          w[i] = static_cast<const float*>(wd)[o * k + i];
           break;
         case WeightFormat::kBF16:
-          w[i] = bf16_to_f32_scalar(static_cast<const uint16_t*>(p.weight_data())[o * k + i]);
+          w[i] = bf16_to_f32_scalar(static_cast<const uint16_t*>(wd)[o * k + i]);
           break;
         case WeightFormat::kInt8:
-          w[i] = static_cast<double>(static_cast<const int8_t*>(p.weight_data())[o * k + i]) *
-                 p.scales()[o];
+          w[i] = static_cast<double>(static_cast<const int8_t*>(wd)[o * k + i]) * p.scales()[o];
           break;
       }
     }
@@ -90,16 +91,17 @@ TEST(PackedLinear, PlacementCopiesOrViews) {
   const PackedLinear c = PackedLinear::pack(be2(), w, nullptr, WeightFormat::kBF16);
   EXPECT_FALSE(c.zero_copy());
   EXPECT_NE(c.weight_data(), w.raw());
-  EXPECT_EQ(std::memcmp(c.weight_data(), w.raw(), 7 * 33 * 2), 0);
+  EXPECT_EQ(std::memcmp(c.weight().raw(), w.raw(), 7 * 33 * 2), 0);
   // A big one (huge-page allocation path) copies exactly too.
   const Tensor big = random_f32({1024, 2056}, 4).to(DType::kBF16);  // 4.0 MiB
   const PackedLinear cb = PackedLinear::pack(be2(), big, nullptr, WeightFormat::kBF16);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(cb.weight_data()) % (2u << 20), 0u);
-  EXPECT_EQ(std::memcmp(cb.weight_data(), big.raw(), big.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(cb.weight().raw(), big.raw(), big.nbytes()), 0);
   // View when asked and possible.
   const PackedLinear p =
       PackedLinear::pack(be2(), w, nullptr, WeightFormat::kBF16, WeightPlacement::kViewIfPossible);
   EXPECT_TRUE(p.zero_copy());
+  EXPECT_FALSE(p.blocked()) << "a view is the source's memory: row-major";
   EXPECT_EQ(p.weight_data(), w.raw());
   EXPECT_EQ(p.weight_bytes(), 7u * 33u * 2u);
   const PackedLinear q = PackedLinear::pack(be2(), w.to(DType::kF16), nullptr, WeightFormat::kBF16,
@@ -257,6 +259,30 @@ TEST(Linear, VariantFollowsTheBackendCap) {
       PackedLinear::pack(best, random_f32({8, 8}, 21), nullptr, WeightFormat::kBF16);
   EXPECT_EQ(linear_plan(portable, 1, p).kernel, "portable gemv");
   EXPECT_EQ(linear_plan(best, 1, p).kernel, std::string(isa_name(best_isa())) + " gemv");
+}
+
+// bf16 weights packed where the CPU multiplies bf16 pairs are stored blocked (64 channels x
+// pairs of inputs): every row count on both paths, with `out` and `in` off the blocks' sizes,
+// agrees with the naive product; a backend capped below AVX512-BF16 refuses them.
+TEST(Linear, BlockedBf16WeightsOnEveryPath) {
+  const CpuBackend best({.threads = 2});
+  const Tensor w = random_f32({150, 77}, 30), b = random_f32({150}, 31);
+  const PackedLinear p = PackedLinear::pack(best, w, &b, WeightFormat::kBF16);
+  if (std::string(linear_isa(best.isa())) != "avx512bf16") {
+    EXPECT_FALSE(p.blocked());
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: bf16 weights stay row-major";
+  }
+  ASSERT_TRUE(p.blocked());
+  for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 130}) {
+    const Tensor x = random_f32({n, 77}, 40 + static_cast<uint32_t>(n));
+    const Tensor y = linear(best, x, p);
+    std::vector<double> ref, mag;
+    naive(x, p, ref, mag);
+    std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
+    expect_close(got, ref, mag, 1e-2, ("n = " + std::to_string(n)).c_str());
+  }
+  const CpuBackend portable({.threads = 1, .max_isa = Isa::kPortable});
+  EXPECT_THROW(linear(portable, random_f32({1, 77}, 50), p), InvalidArgument);
 }
 
 TEST(Linear, RejectsBadInput) {

@@ -102,7 +102,8 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
                         pb, sums);
       if (rows < kTileQ)  // rows past the segment: zero probabilities, not stale ones
         std::memset(pb + rows * lenp, 0, static_cast<size_t>((kTileQ - rows) * lenp) * 2);
-      onednn_matmul(be, GemmType::kBF16, pb, kTileQ, lenp, vd, hd, hd, ob, hd, true);  // O
+      onednn_matmul(be, GemmType::kBF16, pb, kTileQ, lenp, vd, hd, hd, ob, hd,
+                    WeightLayout::kKN);  // O
       for (int64_t r = 0; r < rows; ++r) {
         float* dst = a.out + (row0 + q0 + r) * out_stride + h * hd;
         const float inv = sums[r] > 0 ? 1.0f / sums[r] : 0.0f;

@@ -33,22 +33,25 @@ struct Prim {
   std::string impl;
 };
 
-// Key: (type, m, k, n, ldw, ldy, W stored [k, n]).
-using Key = std::tuple<GemmType, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+// Key: (type, m, k, n, ldw, ldy, how W is stored).
+using Key = std::tuple<GemmType, int64_t, int64_t, int64_t, int64_t, int64_t, WeightLayout>;
 
 const char* type_name(GemmType t) {
   return t == GemmType::kBF16 ? "bf16" : t == GemmType::kS8 ? "s8" : "f32";
 }
 
 std::shared_ptr<const Prim> make_prim(const dnnl::engine& eng, const Key& key) {
-  const auto [type, m, k, n, ldw, ldy, w_kn] = key;
+  const auto [type, m, k, n, ldw, ldy, layout] = key;
   const auto dt = type == GemmType::kBF16 ? memory::data_type::bf16
                   : type == GemmType::kS8 ? memory::data_type::s8
                                           : memory::data_type::f32;
   auto p = std::make_shared<Prim>();
   p->src = memory::desc({m, k}, dt, memory::dims{k, 1});  // [m, k] row-major
-  // W [n, k] read as Wᵀ, or W already [k, n]
-  p->wei = memory::desc({k, n}, dt, w_kn ? memory::dims{ldw, 1} : memory::dims{1, ldw});
+  // W [n, k] read as Wᵀ, W already [k, n], or blocked as the library's own bf16 layout
+  p->wei = layout == WeightLayout::kBlocked
+               ? memory::desc({k, n}, dt, memory::format_tag::BA16a64b2a)
+           : layout == WeightLayout::kKN ? memory::desc({k, n}, dt, memory::dims{ldw, 1})
+                                         : memory::desc({k, n}, dt, memory::dims{1, ldw});
   p->dst =
       memory::desc({m, n}, type == GemmType::kS8 ? memory::data_type::s32 : memory::data_type::f32,
                    memory::dims{ldy, 1});
@@ -109,10 +112,12 @@ void gemm_libraries_single_threaded() {
 }
 
 void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m, int64_t k,
-                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy, bool w_kn) {
+                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy,
+                   WeightLayout layout) {
   gemm_libraries_single_threaded();
   GemmState& gs = be.gemm_state();
-  const auto prim = gs.get(Key{type, m, k, n, ldw, ldy, w_kn});
+  const auto prim =
+      gs.get(Key{type, m, k, n, layout == WeightLayout::kBlocked ? 0 : ldw, ldy, layout});
   ThreadState& ts = gs.threads.at(static_cast<size_t>(be.pool().thread_index()));
   if (!ts.stream) ts.stream = std::make_unique<dnnl::stream>(gs.engine);
   if (!ts.scratch || ts.scratch_bytes < prim->scratch_bytes) {
@@ -136,7 +141,7 @@ bool native(GemmType type) {
   gemm_libraries_single_threaded();
   try {
     const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    const auto p = prim_or_unimplemented(eng, Key{type, 32, 64, 64, 64, 64, false});
+    const auto p = prim_or_unimplemented(eng, Key{type, 32, 64, 64, 64, 64, WeightLayout::kNK});
     // A reference implementation would run, but far too slowly to be worth choosing.
     return p->impl.find("ref") == std::string::npos;
   } catch (const Error&) {

@@ -127,6 +127,23 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
   a.y = y;
   a.ldy = w.out();
   detail::GemvFn fn = ks.gemv_f32;
+  if (w.blocked()) {
+    // Each block of 64 channels is one work item; x as bf16, padded to the blocks' `in`.
+    constexpr int64_t kB = PackedLinear::kBlockedOut;
+    const int64_t kp = (w.in() + PackedLinear::kBlockedIn - 1) / PackedLinear::kBlockedIn *
+                       PackedLinear::kBlockedIn;
+    auto* xp = static_cast<float*>(be.scratch(0, static_cast<size_t>(n * kp) * 4));
+    ks.prep_x_bf16(x, w.in(), n, w.in(), xp, kp);
+    a.x = xp;
+    a.ldx = kp;
+    a.ldw = kp;
+    const int64_t blocks = (w.out() + kB - 1) / kB, out = w.out();
+    const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (kB * kp * 2));
+    be.pool().parallel_for_contiguous(
+        blocks, grain,
+        [&](int64_t b, int64_t e) { ks.gemv_bf16_blocked(a, b * kB, std::min(out, e * kB)); }, 16);
+    return;
+  }
   if (use_q8(w, be.isa(), opt)) {
     fn = ks.gemv_i8_q8;
     const int64_t row_bytes = detail::q8_row_bytes(w.in());
@@ -257,6 +274,25 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
     }
     p.w = buf.get();
     p.w_owner = std::move(buf);
+    // bf16 weights in the GEMM's blocked layout where this CPU multiplies bf16 pairs (a view of
+    // the source stays row-major: it is the source's memory).
+    if (fmt == WeightFormat::kBF16 && detail::linear_kernels(be.isa()).gemv_bf16_blocked &&
+        detail::onednn_bf16_supported()) {
+      constexpr int64_t kB = PackedLinear::kBlockedOut, kK = PackedLinear::kBlockedIn;
+      const int64_t kp = (in + kK - 1) / kK * kK, np = (out + kB - 1) / kB * kB;
+      std::shared_ptr<void> blk = be.allocate(static_cast<size_t>(np * kp) * 2, /*zero=*/true);
+      const auto* rows = static_cast<const uint16_t*>(p.w);
+      auto* dst = static_cast<uint16_t*>(blk.get());
+      be.pool().parallel_for(np / kB, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t o = b * kB; o < std::min(out, (b + 1) * kB); ++o)
+            for (int64_t k = 0; k < in; ++k)
+              dst[b * kp * kB + (k / 2) * 2 * kB + (o % kB) * 2 + k % 2] = rows[o * in + k];
+      });
+      p.w = blk.get();
+      p.w_owner = std::move(blk);
+      p.blocked = true;
+    }
   }
   bool any_bias = false;
   for (const Tensor* b : biases) any_bias = any_bias || b != nullptr;
@@ -282,6 +318,10 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
   if (xb < yb + static_cast<uintptr_t>(n * w.out()) * 4 &&
       yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
     throw InvalidArgument("linear: input and output overlap");
+  if (w.blocked() && !detail::linear_kernels(be.isa()).gemv_bf16_blocked)
+    throw InvalidArgument(std::string("linear: these bf16 weights were packed blocked for "
+                                      "AVX512-BF16 kernels; this backend runs the ") +
+                          linear_isa(be.isa()) + " ones: pack them on this backend");
   if (use_gemv(n, w, opt))
     run_gemv(be, x, n, w, y, opt);
   else

@@ -156,6 +156,13 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
         panel, static_cast<int64_t>(kPanelBytes / (static_cast<size_t>(k) * gemm_esz)));
   panel = std::min(panel, round_up((n + 2 * pool.size() - 1) / (2 * pool.size()), 16));
   panel = std::max<int64_t>(panel, 16);
+  // Blocked weights: panels of whole blocks (the blocks of a panel are contiguous).
+  constexpr int64_t kB = PackedLinear::kBlockedOut;
+  const int64_t kp = round_up(k, PackedLinear::kBlockedIn);
+  if (w.blocked()) {
+    if (!c.bf16) throw InternalError("blocked bf16 weights on a GEMM that does not multiply bf16");
+    panel = round_up(panel, kB);
+  }
   const int64_t n_panels = (n + panel - 1) / panel;
   const auto* stored = static_cast<const char*>(w.weight_data());
   const size_t stored_esz = w.format() == WeightFormat::kF32    ? 4
@@ -166,7 +173,8 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     gemm_libraries_single_threaded();
     for (int64_t p = pb; p < pe; ++p) {
       const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
-      const void* wp = stored + static_cast<size_t>(c0 * k) * stored_esz;  // [cols, k]
+      const void* wp = w.blocked() ? stored + static_cast<size_t>(c0 / kB * kp * kB) * 2
+                                   : stored + static_cast<size_t>(c0 * k) * stored_esz;
       if (widen) {
         void* buf = be.scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
         widen_panel(ks, w, c0, cols, c.bf16, buf);
@@ -186,7 +194,8 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
         const GemmType type = c.s8 ? GemmType::kS8 : c.bf16 ? GemmType::kBF16 : GemmType::kF32;
         onednn_matmul(be, type,
                       static_cast<const char*>(a) + static_cast<size_t>(r0 * k) * gemm_esz, rows, k,
-                      wp, cols, k, t, cols);  // t: [rows, cols]
+                      wp, cols, k, t, cols,
+                      w.blocked() ? WeightLayout::kBlocked : WeightLayout::kNK);  // t: [rows, cols]
         if (c.s8)
           epilogue_s8(static_cast<const int32_t*>(t), cols, std::min(rows, m - r0), cols,
                       x_scale + r0, scale, bias, y + r0 * n + c0, n);

@@ -38,6 +38,10 @@ struct LinearKernels {
   GemvFn gemv_f32;
   GemvFn gemv_bf16;
   GemvFn gemv_i8;
+  // bf16 weights in PackedLinear's blocked layout (GemvArgs::w the first block, ldw the padded
+  // `in`; o0 a multiple of PackedLinear::kBlockedOut), x as prep_x_bf16 writes it. Null where
+  // the CPU has no AVX512-BF16 (weights are then never blocked).
+  GemvFn gemv_bf16_blocked = nullptr;
   // Rewrites x [n, k] into the layout gemv_bf16 reads: [n, xp_stride] floats, zero padded.
   // Null when gemv_bf16 reads plain rows (then GemvArgs::x is the caller's x).
   void (*prep_x_bf16)(const float* x, int64_t ldx, int64_t n, int64_t k, float* xp,
@@ -112,10 +116,13 @@ void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const 
 // Primitives are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot
 // run the type. Runs on the calling pool thread with that thread's stream and scratch.
 enum class GemmType : uint8_t { kF32, kBF16, kS8 };
-// kS8: x and W int8, y int32 (exact sums). w_kn: W is stored [k, n] instead (rows of n, ldw
-// apart): y = x . W.
+// kS8: x and W int8, y int32 (exact sums). How W is stored: kNK rows of k (ldw apart: y =
+// x . W^T), kKN rows of n (ldw apart: y = x . W), kBlocked bf16 in PackedLinear's blocked layout
+// (the panel's first block; ldw unused).
+enum class WeightLayout : uint8_t { kNK, kKN, kBlocked };
 void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m, int64_t k,
-                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy, bool w_kn = false);
+                   const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy,
+                   WeightLayout layout = WeightLayout::kNK);
 // Whether oneDNN runs bf16 (or s8 x s8 -> s32) matmul natively here (checked once each by
 // creating a primitive; a reference implementation does not count).
 bool onednn_bf16_supported();
