@@ -239,8 +239,24 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
     p.w_owner = w0.owner();
     p.zero_copy = true;
   } else {
+    // bf16 weights in the GEMM's blocked layout where this CPU multiplies bf16 pairs (a view of
+    // the source stays row-major: it is the source's memory): each row's pairs go down one
+    // column of its block, [kp / 2][64] pairs of 32 bits, the padding zero.
+    constexpr int64_t kB = PackedLinear::kBlockedOut, kK = PackedLinear::kBlockedIn;
+    p.blocked = fmt == WeightFormat::kBF16 &&
+                detail::linear_kernels(be.isa()).gemv_bf16_blocked != nullptr &&
+                detail::onednn_bf16_supported();
+    const int64_t kp = (in + kK - 1) / kK * kK, np = (out + kB - 1) / kB * kB;
     const size_t esz = weight_format_bytes(fmt);
-    std::shared_ptr<void> buf = be.allocate(static_cast<size_t>(out * in) * esz);
+    std::shared_ptr<void> buf = p.blocked
+                                    ? be.allocate(static_cast<size_t>(np * kp) * 2, /*zero=*/true)
+                                    : be.allocate(static_cast<size_t>(out * in) * esz);
+    auto put_blocked = [&](int64_t o, const uint16_t* row) {
+      uint16_t* col = static_cast<uint16_t*>(buf.get()) + (o / kB) * kp * kB + (o % kB) * 2;
+      int64_t k = 0;
+      for (; k + 2 <= in; k += 2) std::memcpy(col + k * kB, row + k, 4);
+      if (k < in) col[k * kB] = row[k];  // an odd `in`: its pair's second half stays zero
+    };
     if (fmt == WeightFormat::kInt8) p.scale = be.allocate(static_cast<size_t>(out) * sizeof(float));
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
@@ -250,7 +266,19 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
       const bool copy_rows = same_type(w) && w.strides()[1] == 1;  // rows as stored: memcpy
       be.pool().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
         std::vector<float> tmp(copy_rows ? 0 : static_cast<size_t>(in));  // [in]
+        std::vector<uint16_t> row16(p.blocked && !copy_rows ? static_cast<size_t>(in) : 0);
         for (int64_t r = b; r < e; ++r) {
+          if (p.blocked) {
+            const uint16_t* src = row16.data();
+            if (copy_rows) {
+              src = static_cast<const uint16_t*>(w.raw()) + r * w.strides()[0];
+            } else {
+              row_to_f32(w, r, tmp.data());
+              f32_to_bf16(tmp.data(), row16.data(), static_cast<size_t>(in));
+            }
+            put_blocked(row0[i] + r, src);
+            continue;
+          }
           char* dst = dst0 + static_cast<size_t>(r * in) * esz;
           if (copy_rows) {
             std::memcpy(dst, static_cast<const char*>(w.raw()) + r * w.strides()[0] * esz,
@@ -274,25 +302,6 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
     }
     p.w = buf.get();
     p.w_owner = std::move(buf);
-    // bf16 weights in the GEMM's blocked layout where this CPU multiplies bf16 pairs (a view of
-    // the source stays row-major: it is the source's memory).
-    if (fmt == WeightFormat::kBF16 && detail::linear_kernels(be.isa()).gemv_bf16_blocked &&
-        detail::onednn_bf16_supported()) {
-      constexpr int64_t kB = PackedLinear::kBlockedOut, kK = PackedLinear::kBlockedIn;
-      const int64_t kp = (in + kK - 1) / kK * kK, np = (out + kB - 1) / kB * kB;
-      std::shared_ptr<void> blk = be.allocate(static_cast<size_t>(np * kp) * 2, /*zero=*/true);
-      const auto* rows = static_cast<const uint16_t*>(p.w);
-      auto* dst = static_cast<uint16_t*>(blk.get());
-      be.pool().parallel_for(np / kB, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b)
-          for (int64_t o = b * kB; o < std::min(out, (b + 1) * kB); ++o)
-            for (int64_t k = 0; k < in; ++k)
-              dst[b * kp * kB + (k / 2) * 2 * kB + (o % kB) * 2 + k % 2] = rows[o * in + k];
-      });
-      p.w = blk.get();
-      p.w_owner = std::move(blk);
-      p.blocked = true;
-    }
   }
   bool any_bias = false;
   for (const Tensor* b : biases) any_bias = any_bias || b != nullptr;
