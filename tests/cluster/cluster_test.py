@@ -598,24 +598,23 @@ def main():
               lambda: router.health()[1]["nats"]["ok"] and len(loads()) == len(router.workers()),
               10)
         check(True, "NATS restarted: the router reconnects and the gauges resume")
-        # ... and the prefix-cache events: batches lost while NATS was away make the KV router
-        # resync, and a conversation begun after the restart is predicted exactly.
+        # ... and the prefix-cache events: a conversation begun after the restart is predicted
+        # exactly (batches the router missed while NATS was away show it a gap and it resyncs;
+        # libnats may also have held a worker's batches and sent them on reconnecting).
         live = next(w for w in workers if w.proc.poll() is None)
-        resyncs = hu.metric(kvr.port, "mmrt_router_kv_resyncs_total")
         msgs = [{"role": "system", "content": "After the restart. " * 8},
                 {"role": "user", "content": [img2, {"type": "text", "text": "Describe it."}]}]
         st, _, b = post(live.port, chat(msgs))
         msgs += [{"role": "assistant", "content": json.loads(b)["choices"][0]["message"]["content"]},
                  {"role": "user", "content": "Go on."}]
-        until("the KV router's resync after the restart",
-              lambda: hu.metric(kvr.port, "mmrt_router_kv_resyncs_total") > resyncs, 10)
-        time.sleep(0.4)
+        time.sleep(1.5)  # the next batches, or a gap and the resync it asks for (<= 0.5 s)
         st, hd, b = post(kvr.port, chat(msgs))
         predicted = header(hd, "x-mmrt-predicted-cached-tokens")
         got = json.loads(b)["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
         check(predicted is not None and int(predicted) == got > 0,
-              f"NATS restarted: the KV router resyncs the workers' prefix caches and predicts a new "
-              f"conversation's cached tokens exactly ({predicted} = {got})")
+              f"NATS restarted: the KV router follows the workers' prefix caches again and predicts "
+              f"a new conversation's cached tokens exactly ({predicted} = {got}, "
+              f"{hu.metric(kvr.port, 'mmrt_router_kv_resyncs_total'):.0f} resyncs in all)")
 
         # etcd gone: routing on the last view, said so.
         etcd.kill()
