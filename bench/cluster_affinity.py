@@ -122,6 +122,8 @@ def main():
     ap.add_argument("--shared", type=int, default=0,
                     help="the conversations share this many images (0: one image each)")
     ap.add_argument("--modes", default="kv,affinity,round-robin")
+    ap.add_argument("--kv-weight", type=float, default=1.0,
+                    help="the KV router's weight on blocks to prefill (mmrt router --kv-weight)")
     ap.add_argument("--concurrency", type=int, default=1,
                     help="conversations in flight at once (clients in parallel)")
     a = ap.parse_args()
@@ -133,7 +135,8 @@ def main():
             workers.append(Server(a.mmrt, a.model, work, "--cluster-etcd", etcd.url,
                                   "--served-model-name", name, "--cluster-nats", nats.url))
         router = ct.Router(a.mmrt, work, etcd.url, nats.url)
-        kv = ct.Router(a.mmrt, work, etcd.url, nats.url, ["--model", a.model], name="kv_router")
+        kv = ct.Router(a.mmrt, work, etcd.url, nats.url,
+                       ["--model", a.model, "--kv-weight", str(a.kv_weight)], name="kv_router")
         ct.until("both workers at the routers",
                  lambda: len(router.workers()) == 2 and len(kv.workers()) == 2, 15)
         ports = [w.port for w in workers]
