@@ -206,7 +206,6 @@ int run_serve(Args& args) {
     g.running = static_cast<int64_t>(s.running);
     g.in_flight = in_flight;
     g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
-    g.kv_blocks = s.kv_blocks_used;
     gauges->set(g);
   };
   cfg.out_of_service = [&]() -> std::string {

@@ -29,8 +29,7 @@ std::string to_json(const LoadGauge& g) {
               {"waiting", g.waiting},
               {"running", g.running},
               {"in_flight", g.in_flight},
-              {"kv_usage", g.kv_usage},
-              {"kv_blocks", g.kv_blocks}}
+              {"kv_usage", g.kv_usage}}
       .dump();
 }
 
@@ -46,7 +45,6 @@ LoadGauge parse_load_gauge(std::string_view s) {
   g.running = f.count("running");
   g.in_flight = f.count("in_flight");
   g.kv_usage = f.number("kv_usage", 0, 1);
-  g.kv_blocks = f.count_or("kv_blocks", 0);
   return g;
 }
 

@@ -25,7 +25,6 @@ struct LoadGauge {
   int64_t waiting = 0, running = 0;  // the engine's queue and running set
   int64_t in_flight = 0;             // completion requests the server holds
   double kv_usage = 0;               // KV cache blocks in use, 0-1
-  int64_t kv_blocks = 0;             // ... how many (the running requests' blocks)
 };
 
 std::string to_json(const LoadGauge& g);

@@ -365,7 +365,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   if (kv_ && !kv_->empty()) layout = prompts_->layout(req.path(), parsed, auth);
   bool by_kv = false;
   if (layout) {
-    const KvChoice kc = kv_choice(
+    KvChoice kc = kv_choice(
         *layout, workers, order,
         [this](const std::string& id, std::span<const Hash128> chain) {
           return kv_->leading(id, chain);
@@ -377,7 +377,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
         },
         cfg_.kv_weight);
     by_kv = kc.ordered;
-    cached = kc.cached;
+    cached = std::move(kc.cached);
     kv_routed_ += by_kv;
     kv_moves_ += kc.moved;
     if (by_kv) kv_predicted_ += std::max<int64_t>(0, cached[order[0]]);

@@ -123,11 +123,18 @@ bool media_order(std::vector<size_t>& order, const std::vector<int64_t>& held) {
   return true;
 }
 
+namespace {
+
+// Some worker holds at least one of the request's `total` blocks.
+bool any_held(const std::vector<int64_t>& fresh, int64_t total) {
+  return std::any_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; });
+}
+
+}  // namespace
+
 bool kv_order(std::vector<size_t>& order, const std::vector<int64_t>& fresh,
               const std::vector<int64_t>& active, int64_t total, double weight) {
-  if (order.empty() ||
-      std::none_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; }))
-    return false;
+  if (order.empty() || !any_held(fresh, total)) return false;
   auto cost = [&](size_t i) {
     return weight * static_cast<double>(fresh[i] < 0 ? total : fresh[i]) +
            static_cast<double>(std::max<int64_t>(0, active[i]));
@@ -160,9 +167,8 @@ KvChoice kv_choice(const PromptLayout& layout, const std::vector<WorkerInfo>& wo
     total = std::max(total, n);
     busy[i] = active(w.id);
   }
-  if (std::none_of(fresh.begin(), fresh.end(), [&](int64_t f) { return f >= 0 && f < total; }))
-    return out;  // nobody holds any of it: the affinity order stands
-  out.ordered = true;
+  out.ordered = !order.empty() && any_held(fresh, total);
+  if (!out.ordered) return out;  // nobody holds any of it: the affinity order stands
   out.moved = kv_order(order, fresh, busy, total, weight);
   return out;
 }

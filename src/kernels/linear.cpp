@@ -69,11 +69,9 @@ Tensor PackedLinear::weight() const {
     Tensor t = Tensor::empty(DType::kBF16, {out_, in_});
     auto* dst = static_cast<uint16_t*>(t.raw());
     const auto* src = static_cast<const uint16_t*>(w_);
-    const int64_t kp = (in_ + kBlockedIn - 1) / kBlockedIn * kBlockedIn;
+    const int64_t kp = blocked_in(in_);
     for (int64_t o = 0; o < out_; ++o)
-      for (int64_t k = 0; k < in_; ++k)
-        dst[o * in_ + k] = src[(o / kBlockedOut) * kp * kBlockedOut + (k / 2) * 2 * kBlockedOut +
-                               (o % kBlockedOut) * 2 + k % 2];
+      for (int64_t k = 0; k < in_; ++k) dst[o * in_ + k] = src[blocked_offset(o, k, kp)];
     return t;
   }
   const DType t = fmt_ == WeightFormat::kF32    ? DType::kF32

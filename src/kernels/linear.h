@@ -78,6 +78,14 @@ class PackedLinear {
   // 32-512 rows), and the decode kernel streams each block once for all rows.
   bool blocked() const { return blocked_; }
   static constexpr int64_t kBlockedOut = 64, kBlockedIn = 32;
+  // A blocked layout's `in` padded to kBlockedIn, and the offset of weight (o, k) in it.
+  static constexpr int64_t blocked_in(int64_t in) {
+    return (in + kBlockedIn - 1) / kBlockedIn * kBlockedIn;
+  }
+  static constexpr int64_t blocked_offset(int64_t o, int64_t k, int64_t in_padded) {
+    return (o / kBlockedOut) * in_padded * kBlockedOut + (k / 2) * 2 * kBlockedOut +
+           (o % kBlockedOut) * 2 + k % 2;
+  }
   bool has_bias() const { return bias_ != nullptr; }
   Device device() const { return device_; }  // where the packed weights live
   // Stored weights: row-major [out, in] (f32, bf16 bits or int8 values), or blocked().

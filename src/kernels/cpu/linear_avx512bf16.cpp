@@ -163,7 +163,7 @@ void gemv_bf16_blocked(const GemvArgs& a, int64_t o0, int64_t o1) {
   const int64_t kp = a.ldw, pairs = kp / 2;
   constexpr int64_t kB = PackedLinear::kBlockedOut;
   for (int64_t ob = o0; ob < o1; ob += kB) {
-    const uint16_t* wb = w + (ob / kB) * kp * kB;
+    const uint16_t* wb = w + PackedLinear::blocked_offset(ob, 0, kp);
     int64_t j0 = 0;
     if (a.n == 1) {
       __m512 acc[1][4];

@@ -127,23 +127,6 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
   a.y = y;
   a.ldy = w.out();
   detail::GemvFn fn = ks.gemv_f32;
-  if (w.blocked()) {
-    // Each block of 64 channels is one work item; x as bf16, padded to the blocks' `in`.
-    constexpr int64_t kB = PackedLinear::kBlockedOut;
-    const int64_t kp = (w.in() + PackedLinear::kBlockedIn - 1) / PackedLinear::kBlockedIn *
-                       PackedLinear::kBlockedIn;
-    auto* xp = static_cast<float*>(be.scratch(0, static_cast<size_t>(n * kp) * 4));
-    ks.prep_x_bf16(x, w.in(), n, w.in(), xp, kp);
-    a.x = xp;
-    a.ldx = kp;
-    a.ldw = kp;
-    const int64_t blocks = (w.out() + kB - 1) / kB, out = w.out();
-    const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (kB * kp * 2));
-    be.pool().parallel_for_contiguous(
-        blocks, grain,
-        [&](int64_t b, int64_t e) { ks.gemv_bf16_blocked(a, b * kB, std::min(out, e * kB)); }, 16);
-    return;
-  }
   if (use_q8(w, be.isa(), opt)) {
     fn = ks.gemv_i8_q8;
     const int64_t row_bytes = detail::q8_row_bytes(w.in());
@@ -153,7 +136,11 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
     a.ldx = row_bytes;
   } else if (w.format() == WeightFormat::kBF16 ||
              (w.format() == WeightFormat::kInt8 && ks.gemv_x_bf16)) {
-    fn = w.format() == WeightFormat::kBF16 ? ks.gemv_bf16 : ks.gemv_i8;
+    fn = w.blocked()                         ? ks.gemv_bf16_blocked
+         : w.format() == WeightFormat::kBF16 ? ks.gemv_bf16
+                                             : ks.gemv_i8;
+    // Blocked weights read x padded as their `in` is (kernels with blocked weights prepare x).
+    static_assert(detail::kBf16XBlock == PackedLinear::kBlockedIn);
     if (ks.prep_x_bf16) {
       const int64_t stride =
           (w.in() + detail::kBf16XBlock - 1) / detail::kBf16XBlock * detail::kBf16XBlock;
@@ -161,13 +148,15 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
       ks.prep_x_bf16(x, w.in(), n, w.in(), xp, stride);  // [n, stride]
       a.x = xp;
       a.ldx = stride;
+      if (w.blocked()) a.ldw = stride;
     }
   } else if (w.format() == WeightFormat::kInt8) {
     fn = ks.gemv_i8;
   }
-  // Work items are blocks of 4 output rows (the kernels' widest tile); each chunk should carry
-  // at least ~64 KiB of weights so the fork/join cost stays small next to the streaming.
-  constexpr int64_t kRowBlock = 4;
+  // Work items are blocks of 4 output rows (the kernels' widest tile; blocked weights: one block
+  // of 64); each chunk should carry at least ~64 KiB of weights so the fork/join cost stays
+  // small next to the streaming.
+  const int64_t row_block = w.blocked() ? PackedLinear::kBlockedOut : 4;
   // Many small chunks (each still >= 64 KiB of weights): a thread that finishes early takes
   // more from the back of the other's share, where 4 per thread could leave one core idle for up
   // to 1/8 of the layer. Each thread otherwise runs its share front to back: one sequential
@@ -175,15 +164,15 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
   // prefetchers had to pick up again (int8 1536x1536: ~0.70 of the paired bandwidth against
   // 0.86-1.04 now, docs/kernels-gemm.md).
   constexpr int kGemvChunksPerThread = 16;
-  const int64_t blocks = (w.out() + kRowBlock - 1) / kRowBlock;
+  const int64_t blocks = (w.out() + row_block - 1) / row_block;
   const int64_t block_bytes =
-      kRowBlock * w.in() * static_cast<int64_t>(weight_format_bytes(w.format()));
+      row_block * w.in() * static_cast<int64_t>(weight_format_bytes(w.format()));
   const int64_t grain =
       std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, block_bytes));
   const int64_t out = w.out();
   be.pool().parallel_for_contiguous(
       blocks, grain,
-      [&](int64_t b, int64_t e) { fn(a, b * kRowBlock, std::min(out, e * kRowBlock)); },
+      [&](int64_t b, int64_t e) { fn(a, b * row_block, std::min(out, e * row_block)); },
       kGemvChunksPerThread);
 }
 
@@ -242,17 +231,17 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
     // bf16 weights in the GEMM's blocked layout where this CPU multiplies bf16 pairs (a view of
     // the source stays row-major: it is the source's memory): each row's pairs go down one
     // column of its block, [kp / 2][64] pairs of 32 bits, the padding zero.
-    constexpr int64_t kB = PackedLinear::kBlockedOut, kK = PackedLinear::kBlockedIn;
+    constexpr int64_t kB = PackedLinear::kBlockedOut;
     p.blocked = fmt == WeightFormat::kBF16 &&
                 detail::linear_kernels(be.isa()).gemv_bf16_blocked != nullptr &&
                 detail::onednn_bf16_supported();
-    const int64_t kp = (in + kK - 1) / kK * kK, np = (out + kB - 1) / kB * kB;
+    const int64_t kp = PackedLinear::blocked_in(in), np = (out + kB - 1) / kB * kB;
     const size_t esz = weight_format_bytes(fmt);
     std::shared_ptr<void> buf = p.blocked
                                     ? be.allocate(static_cast<size_t>(np * kp) * 2, /*zero=*/true)
                                     : be.allocate(static_cast<size_t>(out * in) * esz);
     auto put_blocked = [&](int64_t o, const uint16_t* row) {
-      uint16_t* col = static_cast<uint16_t*>(buf.get()) + (o / kB) * kp * kB + (o % kB) * 2;
+      uint16_t* col = static_cast<uint16_t*>(buf.get()) + PackedLinear::blocked_offset(o, 0, kp);
       int64_t k = 0;
       for (; k + 2 <= in; k += 2) std::memcpy(col + k * kB, row + k, 4);
       if (k < in) col[k * kB] = row[k];  // an odd `in`: its pair's second half stays zero

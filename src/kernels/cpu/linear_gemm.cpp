@@ -158,7 +158,6 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   panel = std::max<int64_t>(panel, 16);
   // Blocked weights: panels of whole blocks (the blocks of a panel are contiguous).
   constexpr int64_t kB = PackedLinear::kBlockedOut;
-  const int64_t kp = round_up(k, PackedLinear::kBlockedIn);
   if (w.blocked()) {
     if (!c.bf16) throw InternalError("blocked bf16 weights on a GEMM that does not multiply bf16");
     panel = round_up(panel, kB);
@@ -173,7 +172,9 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     gemm_libraries_single_threaded();
     for (int64_t p = pb; p < pe; ++p) {
       const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
-      const void* wp = w.blocked() ? stored + static_cast<size_t>(c0 / kB * kp * kB) * 2
+      const void* wp = w.blocked() ? stored + static_cast<size_t>(PackedLinear::blocked_offset(
+                                                  c0, 0, PackedLinear::blocked_in(k))) *
+                                                  2
                                    : stored + static_cast<size_t>(c0 * k) * stored_esz;
       if (widen) {
         void* buf = be.scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
