@@ -172,9 +172,12 @@ int run_serve(Args& args) {
       p->on_change(stored, block);
     };
   }
+  const engine::Engine* loaded = nullptr;  // set once loaded, for admission's quotes
   cfg.on_loaded = [&, prefix = cfg.engine.prefix_caching](const engine::Engine& e) {
     if (kv && prefix) self.kv_block = e.stats().kv_block_size;
     self.encoder = e.model_spec().encoder_precision;
+    std::lock_guard<std::mutex> lk(mu);
+    loaded = &e;
   };
   cfg.on_state = [&, host = cfg.http.host](int port, bool ready) {
     if (!ready) {
@@ -198,7 +201,8 @@ int run_serve(Args& args) {
     registration = std::move(r);
     gauges = std::move(g);
   };
-  cfg.on_stats = [&](const engine::EngineStats& s, int64_t in_flight) {
+  cfg.on_stats = [&, admission = cfg.engine.admission_control](const engine::EngineStats& s,
+                                                               int64_t in_flight) {
     std::lock_guard<std::mutex> lk(mu);
     if (!gauges) return;
     cluster::LoadGauge g;
@@ -206,6 +210,8 @@ int run_serve(Args& args) {
     g.running = static_cast<int64_t>(s.running);
     g.in_flight = in_flight;
     g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
+    // What admission would predict for each class now (the router predicts with it).
+    if (loaded && admission) g.quote = loaded->quote();
     gauges->set(g);
   };
   cfg.out_of_service = [&]() -> std::string {

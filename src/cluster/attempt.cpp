@@ -1,6 +1,7 @@
 #include "cluster/attempt.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -108,6 +109,9 @@ HttpResponse Attempt::response_head() const {
   r.headers.emplace_back("x-mmrt-worker", worker_id);
   if (predicted_cached >= 0)
     r.headers.emplace_back("x-mmrt-predicted-cached-tokens", std::to_string(predicted_cached));
+  if (predicted_ttft_ms >= 0)
+    r.headers.emplace_back("x-mmrt-predicted-ttft-ms",
+                           std::to_string(static_cast<int64_t>(std::lround(predicted_ttft_ms))));
   return r;
 }
 

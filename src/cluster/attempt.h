@@ -21,6 +21,7 @@ struct Attempt {
   const std::atomic<bool>* abort_all = nullptr;
   std::string worker_id;
   int64_t predicted_cached = -1;  // prompt tokens the router predicted cached there (-1: none)
+  double predicted_ttft_ms = -1;  // the router's predicted first token there (-1: none)
   bool may_pass_on = false;       // another worker is left to try
   StreamRelay* relay = nullptr;   // the request's stream, across its workers
   bool* begun = nullptr;          // the client's stream has begun (by this worker or an earlier)

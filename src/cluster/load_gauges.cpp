@@ -20,17 +20,52 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxGaugeBytes = 4096;
+constexpr size_t kMaxQuoteClasses = 16;
+
+json quote_json(const engine::Quote& q) {
+  json classes = json::array();
+  for (const auto& c : q.classes) classes.push_back({c.name, c.ahead_ms, c.bias, c.floor_ms});
+  return {{"token_ns", q.token_ns},
+          {"patch_ns", q.patch_ns},
+          {"item_ns", q.item_ns},
+          {"classes", std::move(classes)}};
+}
+
+engine::Quote parse_quote(const json& j) {
+  const WireFields f(j, "load gauge: quote");
+  engine::Quote q;
+  q.token_ns = f.number("token_ns", 0, 1e12);
+  q.patch_ns = f.number("patch_ns", 0, 1e12);
+  q.item_ns = f.number("item_ns", 0, 1e12);
+  const json& cs = f.get("classes");
+  if (!cs.is_array() || cs.size() > kMaxQuoteClasses)
+    f.fail("'classes' is not a list of at most 16");
+  for (const json& c : cs) {
+    if (!c.is_array() || c.size() != 4 || !c[0].is_string() || !c[1].is_number() ||
+        !c[2].is_number() || !c[3].is_number())
+      f.fail("a class is not [name, ahead_ms, bias, floor_ms]");
+    engine::Quote::Class qc{c[0].get<std::string>(), c[1].get<double>(), c[2].get<double>(),
+                            c[3].get<double>()};
+    // (NaN fails every comparison)
+    if (qc.name.empty() || qc.name.size() > 64 || !(qc.ahead_ms >= 0 && qc.ahead_ms <= 1e9) ||
+        !(qc.bias > 0 && qc.bias <= 100) || !(qc.floor_ms >= 0 && qc.floor_ms <= qc.ahead_ms))
+      f.fail("class '" + qc.name.substr(0, 64) + "' is out of bounds");
+    q.classes.push_back(std::move(qc));
+  }
+  return q;
+}
 
 }  // namespace
 
 std::string to_json(const LoadGauge& g) {
-  return json{{"id", g.id},
-              {"seq", g.seq},
-              {"waiting", g.waiting},
-              {"running", g.running},
-              {"in_flight", g.in_flight},
-              {"kv_usage", g.kv_usage}}
-      .dump();
+  json j{{"id", g.id},
+         {"seq", g.seq},
+         {"waiting", g.waiting},
+         {"running", g.running},
+         {"in_flight", g.in_flight},
+         {"kv_usage", g.kv_usage}};
+  if (!g.quote.classes.empty()) j["quote"] = quote_json(g.quote);
+  return j.dump();
 }
 
 LoadGauge parse_load_gauge(std::string_view s) {
@@ -45,6 +80,7 @@ LoadGauge parse_load_gauge(std::string_view s) {
   g.running = f.count("running");
   g.in_flight = f.count("in_flight");
   g.kv_usage = f.number("kv_usage", 0, 1);
+  if (const json* q = f.find("quote")) g.quote = parse_quote(*q);
   return g;
 }
 
@@ -58,6 +94,7 @@ struct GaugePublisher::Impl {
   std::condition_variable cv;
   bool stop = false;
   std::optional<LoadGauge> latest;
+  bool fresh = false;  // latest not yet published
   std::thread thread;
 };
 
@@ -71,7 +108,10 @@ GaugePublisher::GaugePublisher(const std::string& url, std::string id, int64_t p
   m.thread = std::thread([&m] {
     int64_t seq = 0;
     std::unique_lock<std::mutex> lk(m.mu);
-    while (!m.cv.wait_for(lk, std::chrono::milliseconds(m.period_ms), [&] { return m.stop; })) {
+    for (;;) {
+      m.cv.wait_for(lk, std::chrono::milliseconds(m.period_ms), [&] { return m.stop || m.fresh; });
+      if (m.stop) break;
+      m.fresh = false;
       if (!m.latest) continue;
       LoadGauge g = *m.latest;
       g.id = m.id;
@@ -96,8 +136,12 @@ GaugePublisher::~GaugePublisher() {
 }
 
 void GaugePublisher::set(const LoadGauge& g) {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  impl_->latest = g;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->latest = g;
+    impl_->fresh = true;
+  }
+  impl_->cv.notify_all();
 }
 
 // ---- board ----
@@ -155,11 +199,19 @@ GaugeBoard::~GaugeBoard() {
 }
 
 std::optional<LoadGauge> GaugeBoard::get(const std::string& id, int64_t max_age_ms) const {
+  auto r = read(id, max_age_ms);
+  if (!r) return std::nullopt;
+  return std::move(r->g);
+}
+
+std::optional<GaugeBoard::Reading> GaugeBoard::read(const std::string& id,
+                                                    int64_t max_age_ms) const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   auto it = impl_->latest.find(id);
-  if (it == impl_->latest.end() || now_ns() - it->second.at_ns > max_age_ms * 1'000'000)
+  const int64_t now = now_ns();
+  if (it == impl_->latest.end() || now - it->second.at_ns > max_age_ms * 1'000'000)
     return std::nullopt;
-  return it->second.g;
+  return Reading{it->second.g, now - it->second.at_ns, it->second.at_ns};
 }
 
 bool GaugeBoard::connected() const {

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <thread>
 
+#include "engine/admission.h"
+
 namespace mmrt::cluster {
 
 struct LoadGauge {
@@ -25,6 +27,9 @@ struct LoadGauge {
   int64_t waiting = 0, running = 0;  // the engine's queue and running set
   int64_t in_flight = 0;             // completion requests the server holds
   double kv_usage = 0;               // KV cache blocks in use, 0-1
+  // Admission's quote for each class (engine/admission.h; no classes: none sent), which the
+  // router predicts a request's first token with (cluster/ttft_quote.h).
+  engine::Quote quote;
 };
 
 std::string to_json(const LoadGauge& g);
@@ -32,8 +37,8 @@ LoadGauge parse_load_gauge(std::string_view json);  // FormatError naming the fi
 
 inline constexpr const char* kLoadSubject = "mmrt.load.";
 
-// A worker's side: publishes `sample()` every `period_ms` on its own thread (samples taken by the
-// caller's thread are handed over through set()).
+// A worker's side: publishes the latest sample on its own thread as soon as set() hands it over
+// (at most one in flight), and again every `period_ms` while no new one comes.
 class GaugePublisher {
  public:
   GaugePublisher(const std::string& nats_url, std::string id, int64_t period_ms = 250);
@@ -54,6 +59,12 @@ class GaugeBoard {
   ~GaugeBoard();
   // The worker's latest gauge if it came within `max_age_ms`.
   std::optional<LoadGauge> get(const std::string& id, int64_t max_age_ms) const;
+  // The same with its age (since it arrived here).
+  struct Reading {
+    LoadGauge g;
+    int64_t age_ns = 0, at_ns = 0;  // at_ns: when it arrived (now_ns clock)
+  };
+  std::optional<Reading> read(const std::string& id, int64_t max_age_ms) const;
   bool connected() const;
   int64_t gaps() const;     // gauges missed (sequence gaps)
   int64_t ignored() const;  // bad payloads, unknown workers, stale sequence numbers

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/ttft_quote.h"
 #include "engine/kv_manager.h"
-#include "engine/sla.h"
 #include "io/tokenizer.h"
 #include "models/registry.h"
 #include "server/api.h"
@@ -14,38 +14,23 @@ namespace mmrt::cluster {
 struct PromptBlocks::Impl {
   io::Tokenizer tok;
   std::unique_ptr<models::Processor> processor;
-  engine::SlaConfig sla;
-  server::ApiOptions api;
-  std::unique_ptr<server::Tenants> tenants;
+  const ClassBook& book;
 };
 
-PromptBlocks::PromptBlocks(const std::string& model_dir, const std::string& model_id,
-                           const std::string& api_keys_file, const std::string& sla_file)
-    : impl_(new Impl{
-          models::load_tokenizer(model_dir),
-          models::load_processor(model_dir),
-          sla_file.empty() ? engine::SlaConfig::defaults() : engine::SlaConfig::load(sla_file),
-          {},
-          nullptr}) {
-  Impl& m = *impl_;
-  m.api.model_id = model_id;
-  m.api.sla = &m.sla;
-  m.api.tiers = server::default_tiers();
-  m.tenants = api_keys_file.empty() ? std::make_unique<server::Tenants>()
-                                    : server::Tenants::load(api_keys_file, m.sla);
-}
+PromptBlocks::PromptBlocks(const std::string& model_dir, const ClassBook& book)
+    : impl_(new Impl{models::load_tokenizer(model_dir), models::load_processor(model_dir), book}) {}
 
 PromptBlocks::~PromptBlocks() = default;
 
 std::optional<PromptLayout> PromptBlocks::layout(std::string_view path, const nlohmann::json& body,
                                                  const std::string* authorization) const {
   const Impl& m = *impl_;
-  const server::Tenant* tenant = m.tenants->authenticate(authorization);
+  const server::Tenant* tenant = m.book.tenant(authorization);
   if (!tenant || body.is_discarded()) return std::nullopt;  // the worker answers 401 / 400
   try {
     server::ParsedRequest p = server::parse_request_json(
         body, path == "/v1/completions" ? server::Endpoint::kCompletion : server::Endpoint::kChat,
-        m.api);
+        m.book.api());
     engine::GenerateRequest& g = p.request;
     if (!p.fetches.empty() || !g.resume_ids.empty()) return std::nullopt;
     // As the engine's media stage prepares a prompt (engine/media_stage.cpp).
@@ -65,7 +50,8 @@ std::optional<PromptLayout> PromptBlocks::layout(std::string_view path, const nl
       const models::MediaEstimate e = m.processor->estimate(pm.modality, pm.bytes, pm.options);
       if (!e.exact) return std::nullopt;
       shells.push_back(models::layout_shell(pm.modality, e));
-      out.items.push_back({m.processor->content_key(pm.modality, pm.bytes, pm.options)});
+      out.items.push_back(
+          {m.processor->content_key(pm.modality, pm.bytes, pm.options), 0, 0, e.encoder_cost});
       out.files.push_back(hash128(pm.bytes.data(), pm.bytes.size()));
     }
     if (!shells.empty()) {

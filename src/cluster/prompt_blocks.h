@@ -27,6 +27,7 @@ struct PromptLayout {
   struct Item {
     Hash128 content;
     int64_t begin = 0, n_tokens = 0;
+    int64_t encoder_cost = 0;  // encoder work (vision patches), as the header gives it
   };
   std::vector<int32_t> ids;
   std::vector<Item> items;
@@ -34,15 +35,15 @@ struct PromptLayout {
   std::vector<Hash128> files;
 };
 
+class ClassBook;
+
 class PromptBlocks {
  public:
   // Loads the tokenizer and processor of the checkpoint in `model_dir` (FormatError / NotFound
-  // as `mmrt serve` would give them). `model_id`: the "model" requests name; `api_keys_file`:
-  // the workers' key file, so that a key's tenant (the salt of its cache keys) is known here
-  // ("": an open cluster, every request of the tenant "default"); `sla_file`: the workers' SLA
-  // classes ("": the built-in ones), which requests and keys name.
-  PromptBlocks(const std::string& model_dir, const std::string& model_id,
-               const std::string& api_keys_file, const std::string& sla_file);
+  // as `mmrt serve` would give them). `book`: the workers' keys, so that a key's tenant (the
+  // salt of its cache keys) is known here, and the API options requests are parsed with
+  // (cluster/ttft_quote.h); it outlives this.
+  PromptBlocks(const std::string& model_dir, const ClassBook& book);
   ~PromptBlocks();
 
   // `body` as routing.h's parse_body gave it. Nothing when the router cannot know the layout: a

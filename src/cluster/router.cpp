@@ -1,29 +1,14 @@
-#include "cluster/router.h"
-
-#include <curl/curl.h>
-
+// `mmrt router`: relaying requests (router_status.cpp answers /health and /metrics).
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <set>
-#include <thread>
-#include <vector>
 
 #include "cluster/attempt.h"
-#include "cluster/cache_events.h"
 #include "cluster/etcd.h"
-#include "cluster/load_gauges.h"
-#include "cluster/prompt_blocks.h"
+#include "cluster/router_impl.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
-#include "cluster/worker_info.h"
 #include "core/clock.h"
-#include "core/error.h"
 #include "core/hash.h"
 #include "server/service.h"
 
@@ -48,99 +33,6 @@ std::string stream_error(const std::string& msg) {
 }
 
 }  // namespace
-
-class Router {
- public:
-  explicit Router(RouterConfig cfg) : cfg_(std::move(cfg)) {}
-  ~Router() {
-    kv_.reset();
-    media_.reset();
-    gauges_.reset();
-    stop_polling();
-    for (CURL* c : handles_) curl_easy_cleanup(c);
-  }
-
-  void start_polling() {
-    poller_ = std::thread([this] { poll_loop(); });
-    if (cfg_.nats.empty()) return;
-    auto known = [this](const std::string& id) {
-      std::lock_guard<std::mutex> lk(mu_);
-      return std::any_of(workers_.begin(), workers_.end(),
-                         [&](const WorkerInfo& w) { return w.id == id; });
-    };
-    gauges_ = std::make_unique<GaugeBoard>(cfg_.nats, known);
-    media_ = std::make_unique<CacheBoard>(cfg_.nats, kMediaTopic, known);
-    if (prompts_) kv_ = std::make_unique<CacheBoard>(cfg_.nats, kKvTopic, known);
-  }
-  // Loads the checkpoint's tokenizer and processor for KV-aware routing (before listening).
-  void load_prompts() {
-    if (cfg_.model_dir.empty()) return;
-    if (cfg_.nats.empty())
-      throw InvalidArgument(
-          "--model (KV-aware routing) needs --nats: the workers' prefix-cache "
-          "keys come over NATS");
-    prompts_ = std::make_unique<PromptBlocks>(cfg_.model_dir, cfg_.model, cfg_.api_keys_file,
-                                              cfg_.sla_file);
-  }
-  void stop_polling() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (poller_.joinable()) poller_.join();
-  }
-
-  void handle(HttpRequest req, const std::shared_ptr<Exchange>& ex);
-
-  // Waits for the requests in flight; past `limit` aborts them and waits for their threads.
-  void drain(std::chrono::milliseconds limit) {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!done_cv_.wait_for(lk, limit, [&] { return in_flight_ == 0; })) {
-      abort_all_ = true;
-      done_cv_.wait(lk, [&] { return in_flight_ == 0; });
-    }
-  }
-  void set_draining() { draining_ = true; }
-
- private:
-  void poll_loop();
-  void proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
-             const std::shared_ptr<std::atomic<bool>>& gone);
-  void health(const std::shared_ptr<Exchange>& ex);
-  void metrics(const std::shared_ptr<Exchange>& ex);
-  void log_once(const std::string& key, const std::string& line) {
-    if (logged_.insert(key + "\n" + line).second)
-      std::fprintf(stderr, "mmrt router: %s\n", line.c_str());
-  }
-
-  RouterConfig cfg_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
-  bool stop_ = false;
-  std::vector<WorkerInfo> workers_;  // serving cfg_.model, by id
-  bool etcd_ok_ = false, ever_read_ = false;
-  int64_t etcd_ok_ns_ = 0;
-  std::string etcd_error_;
-  int64_t in_flight_ = 0;
-  std::atomic<bool> abort_all_{false}, draining_{false};
-  std::atomic<int64_t> served_{0}, refused_{0}, failed_{0}, no_worker_{0}, passed_on_{0},
-      saturated_{0}, resumed_{0};
-  std::set<std::string> logged_;  // poller thread only
-  std::unique_ptr<GaugeBoard> gauges_;
-  std::unique_ptr<CacheBoard> media_;  // with gauges_
-  std::unique_ptr<PromptBlocks> prompts_;
-  std::unique_ptr<CacheBoard> kv_;  // with gauges_ and prompts_
-  std::atomic<int64_t> kv_routed_{0}, kv_moves_{0}, kv_predicted_{0};
-  // The KV blocks of the prompts this router has in flight on each worker (Dynamo's active
-  // blocks, the decode term of its cost: counted here as requests start and end, not from a
-  // gauge that lags by its period). Under mu_.
-  std::map<std::string, int64_t> active_;
-  std::atomic<int64_t> media_moves_{0};
-  std::vector<CURL*> handles_;  // idle libcurl handles (at most max_in_flight)
-  std::atomic<int64_t> load_overrides_{0};
-  std::thread poller_;
-};
 
 void Router::poll_loop() {
   EtcdClient etcd(cfg_.etcd, std::chrono::milliseconds(1000));
@@ -174,129 +66,6 @@ void Router::poll_loop() {
     std::unique_lock<std::mutex> lk(mu_);
     if (cv_.wait_for(lk, cfg_.poll, [&] { return stop_; })) return;
   }
-}
-
-void Router::health(const std::shared_ptr<Exchange>& ex) {
-  json j;
-  int status = 200;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    json ws = json::array();
-    for (const auto& w : workers_) ws.push_back({{"id", w.id}, {"url", w.url}});
-    json e = {{"ok", etcd_ok_}, {"endpoint", cfg_.etcd}};
-    if (!etcd_ok_) {
-      e["error"] = etcd_error_.empty() ? "not read yet" : etcd_error_;
-      if (ever_read_) e["last_view_age_ms"] = (now_ns() - etcd_ok_ns_) / 1'000'000;
-    }
-    j = {{"status", "ok"}, {"model", cfg_.model}, {"workers", ws}, {"etcd", e}};
-    if (gauges_) {
-      json loads = json::object();
-      for (const auto& w : workers_)
-        if (auto g = gauges_->get(w.id, 1000))
-          loads[w.id] = {
-              {"running", g->running}, {"waiting", g->waiting}, {"kv_usage", g->kv_usage}};
-      j["nats"] = {{"ok", gauges_->connected()}, {"endpoint", cfg_.nats}, {"loads", loads}};
-    }
-    if (workers_.empty()) {
-      status = 503;
-      j["status"] = "no worker serving '" + cfg_.model + "' is registered";
-    } else if (!etcd_ok_) {
-      j["status"] = "degraded: etcd unreachable, routing on the last view of the workers";
-    }
-    if (draining_) {
-      status = 503;
-      j["status"] = "shutting down";
-    }
-  }
-  HttpResponse r;
-  r.status = status;
-  r.body = j.dump();
-  ex->respond(std::move(r));
-}
-
-void Router::metrics(const std::shared_ptr<Exchange>& ex) {
-  std::string out;
-  auto metric = [&](const char* name, const char* type, const char* help, double v,
-                    const std::string& labels = "") {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-    out += std::string(name) + labels + " " + std::to_string(v) + "\n";
-  };
-  size_t workers = 0;
-  bool ok = false;
-  double age = 0;
-  int64_t in_flight = 0;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    workers = workers_.size();
-    ok = etcd_ok_;
-    age = ever_read_ ? static_cast<double>(now_ns() - etcd_ok_ns_) * 1e-9 : 0;
-    in_flight = in_flight_;
-  }
-  metric("mmrt_router_workers", "gauge", "Workers serving the router's model.",
-         static_cast<double>(workers));
-  metric("mmrt_router_etcd_up", "gauge", "1 when the last read of etcd succeeded.", ok ? 1 : 0);
-  metric("mmrt_router_view_age_seconds", "gauge", "Age of the view of the workers.", age);
-  metric("mmrt_router_requests_in_flight", "gauge", "Requests being relayed.",
-         static_cast<double>(in_flight));
-  metric("mmrt_router_passed_on_total", "counter",
-         "Tries passed to the next worker (a refusal, or no connection).",
-         static_cast<double>(passed_on_.load()));
-  if (gauges_) {
-    metric("mmrt_router_nats_up", "gauge", "1 while connected to NATS.", gauges_->connected());
-    metric("mmrt_router_gauge_gaps_total", "counter", "Load gauges missed (sequence gaps).",
-           static_cast<double>(gauges_->gaps()));
-    metric("mmrt_router_gauges_ignored_total", "counter",
-           "Load gauges ignored (malformed, unknown worker, stale).",
-           static_cast<double>(gauges_->ignored()));
-    metric("mmrt_router_media_moves_total", "counter",
-           "Requests sent first to a worker holding their media's encoder output (not their "
-           "affinity worker).",
-           static_cast<double>(media_moves_.load()));
-    metric("mmrt_router_media_resyncs_total", "counter",
-           "Encoder-cache snapshots taken from workers (first sight, or events lost).",
-           static_cast<double>(media_->resyncs()));
-    metric("mmrt_router_media_events_ignored_total", "counter",
-           "Encoder-cache events ignored (malformed, forged, of unknown workers, already applied).",
-           static_cast<double>(media_->ignored()));
-    if (kv_) {
-      metric("mmrt_router_kv_routed_total", "counter",
-             "Requests ordered by KV cost (some worker held blocks of their prompt).",
-             static_cast<double>(kv_routed_.load()));
-      metric("mmrt_router_kv_moves_total", "counter",
-             "Requests the KV cost sent off their affinity worker.",
-             static_cast<double>(kv_moves_.load()));
-      metric("mmrt_router_kv_predicted_cached_tokens_total", "counter",
-             "Prompt tokens predicted cached on the first worker tried (KV-routed requests).",
-             static_cast<double>(kv_predicted_.load()));
-      metric("mmrt_router_kv_resyncs_total", "counter",
-             "Prefix-cache snapshots taken from workers (first sight, or events lost).",
-             static_cast<double>(kv_->resyncs()));
-      metric("mmrt_router_kv_events_ignored_total", "counter",
-             "Prefix-cache events ignored (malformed, forged, of unknown workers, applied).",
-             static_cast<double>(kv_->ignored()));
-    }
-    metric("mmrt_router_load_overrides_total", "counter",
-           "Requests sent off their affinity worker for its load.",
-           static_cast<double>(load_overrides_.load()));
-  }
-  metric("mmrt_router_resumed_total", "counter",
-         "Streams resumed on another worker after a failure mid-stream.",
-         static_cast<double>(resumed_.load()));
-  out +=
-      "# HELP mmrt_router_requests_total Requests, by outcome.\n"
-      "# TYPE mmrt_router_requests_total counter\n";
-  const std::pair<const char*, int64_t> outcomes[] = {{"served", served_.load()},
-                                                      {"refused", refused_.load()},
-                                                      {"failed", failed_.load()},
-                                                      {"no_worker", no_worker_.load()},
-                                                      {"saturated", saturated_.load()}};
-  for (const auto& [name, v] : outcomes)
-    out += std::string("mmrt_router_requests_total{outcome=\"") + name + "\"} " +
-           std::to_string(v) + "\n";
-  HttpResponse r;
-  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  r.body = std::move(out);
-  ex->respond(std::move(r));
 }
 
 void Router::handle(HttpRequest req, const std::shared_ptr<Exchange>& ex) {
@@ -395,6 +164,8 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       if (auto g = gauges_->get(workers[i].id, 1000)) load[i] = g->running + g->waiting;
     if (balance_order(order, load, cfg_.balance_abs, cfg_.balance_rel)) ++load_overrides_;
   }
+  std::vector<WorkerTtft> pred(workers.size());  // the router's predicted first token, per worker
+  if (!admit(req, parsed, layout, cached, workers, order, pred, ex)) return;
   if (order.empty()) {
     ++no_worker_;
     return ex->post([ex, model = cfg_.model] {
@@ -444,6 +215,10 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     a->abort_all = &abort_all_;
     a->worker_id = w.id;
     a->predicted_cached = cached[order[k]];
+    if (pred[order[k]].known) {
+      a->predicted_ttft_ms = pred[order[k]].total_ms();
+      sent_.add(w.id, now_ns(), pred[order[k]].own_ms);  // in its quotes from the next one
+    }
     a->may_pass_on = k + 1 < order.size();
     a->relay = &relay;
     a->begun = &begun;
@@ -560,6 +335,47 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       ex->respond(
           error_response(503, "unavailable_error", "no worker could be reached: " + errors));
   });
+}
+
+bool Router::admit(const HttpRequest& req, const json& parsed,
+                   const std::optional<PromptLayout>& layout, const std::vector<int64_t>& cached,
+                   const std::vector<WorkerInfo>& workers, std::vector<size_t>& order,
+                   std::vector<WorkerTtft>& pred, const std::shared_ptr<Exchange>& ex) {
+  if (!gauges_ || order.empty()) return true;
+  const std::optional<Promise> promise = book_->promise(parsed, req.header("authorization"));
+  if (!promise) return true;
+  std::vector<std::string> ids(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerInfo& w = workers[i];
+    ids[i] = w.id;
+    const auto reading = gauges_->read(w.id, 1000);
+    if (!reading) continue;
+    OwnWork own;  // known when the router lays prompts out; else the queue alone
+    if (layout) {
+      own.tokens = static_cast<double>(layout->ids.size()) -
+                   static_cast<double>(std::max<int64_t>(0, cached[i]));
+      for (size_t j = 0; j < layout->items.size(); ++j)
+        if (!media_ || media_->holds(w.id, std::span(&layout->files[j], 1)) == 0) {
+          own.patches += static_cast<double>(layout->items[j].encoder_cost);
+          own.items += 1;
+        }
+    }
+    pred[i] =
+        predict_ttft(reading->g.quote, promise->cls, static_cast<double>(reading->age_ns) * 1e-6,
+                     sent_.since(w.id, reading->at_ns), own);
+  }
+  const TtftChoice c = ttft_order(order, pred, ids, *promise, *book_, layout.has_value());
+  ttft_predicted_ += c.front_ms >= 0 || c.refuse;
+  ttft_moves_ += c.moved;
+  if (!c.refuse) return true;
+  ++refused_;
+  ++ttft_refused_;
+  server::ApiError e(429, "rate_limit_error", c.reason, "", "sla_unattainable");
+  e.retry_after_s = c.retry_after_s;
+  ex->post([ex, r = server::api_error_response(e)]() mutable {
+    if (!ex->aborted()) ex->respond(std::move(r));
+  });
+  return false;
 }
 
 int run_router(RouterConfig cfg) {

@@ -193,6 +193,31 @@ bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::s
   return false;
 }
 
+Quote Admission::quote(const SchedulerView& v, int64_t now) {
+  Quote q;
+  const RunningLoad load = running_load(v.running());
+  const int64_t budget = v.token_budget();
+  const double base = work_ns(0, {}, 0, {}, load, budget);  // an empty step
+  for (const SlaClass& c : sla_.classes) {
+    if (c.ttft_ns <= 0) continue;
+    Request shell;  // as apply_promise gives a request of the class arriving now
+    shell.sla_class = c.name;
+    shell.weight = c.weight;
+    shell.arrival_ns = now;
+    shell.deadline_ns = now + c.ttft_ns;
+    shell.tpot_target_ns = c.tpot_ns;
+    const Prediction p = predict(shell, v, now);
+    const double bias = ttft_bias(c.weight), guard = static_cast<double>(p.guard_ns);
+    const double ahead = static_cast<double>(shell.predicted_ttft_ns) + guard;
+    q.classes.push_back({c.name, ahead * 1e-6, bias, std::min(ahead, base * bias + guard) * 1e-6});
+  }
+  const double cap = std::max<double>(1.0, static_cast<double>(budget - load.n_decode));
+  q.token_ns = cost_.predict_ns({cap, static_cast<double>(load.n_decode), 0, load.context}) / cap;
+  q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget) - base) / 1000;
+  q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget) - base;
+  return q;
+}
+
 const Request* Admission::displaced_by(const Request& r, const Prediction& p,
                                        const SchedulerView& v, int64_t now,
                                        int64_t& late_by_ns) const {

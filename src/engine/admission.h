@@ -56,6 +56,25 @@ struct AdmissionStats {
   int64_t displacing = 0;
 };
 
+// What admission would predict now, per class, for a request that has not arrived (a cluster
+// router predicts with it before it picks a worker, cluster/ttft_quote.h): the first token of a
+// request with no work of its own (the queue the policy serves before it, the step in flight,
+// the class's bias), and the price of a request's own work at the present load.
+struct Quote {
+  struct Class {
+    std::string name;
+    double ahead_ms = 0;  // predicted TTFT of a request of no work of its own, margin included
+    double bias = 1;      // the class's learned bias (ttft_bias), which scales own work too
+    // Of ahead_ms, what does not drain as the queue does: an empty step and the margin at the
+    // present load.
+    double floor_ms = 0;
+  };
+  std::vector<Class> classes;  // those with a TTFT promise, most important first
+  // Own work, before the bias: a prompt token (a full step's time over its prefill tokens), an
+  // encoder patch and a media item's fixed encoder cost.
+  double token_ns = 0, patch_ns = 0, item_ns = 0;
+};
+
 class Admission {
  public:
   // `cost` is the engine's calibrated model (read here, fitted by the step loop). `reserve`:
@@ -75,6 +94,9 @@ class Admission {
   // even a request of no work of its own would miss r's promise behind the queue, and its
   // class refuses a miss. Records nothing (r is a shell that never enters the engine).
   bool precheck(Request& r, const SchedulerView& v, int64_t now, std::string& why);
+
+  // What a request of each class arriving now would be quoted (see Quote).
+  Quote quote(const SchedulerView& v, int64_t now);
 
   // Requests without a first token whose first token can no longer come by their deadline,
   // even if their remaining work ran from now on: downgraded in place where their class says

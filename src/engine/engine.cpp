@@ -573,6 +573,11 @@ std::string Engine::precheck(const GenerateRequest& g) {
   return m.admission->precheck(shell, m, now, why) ? "" : why;
 }
 
+Quote Engine::quote() const {
+  std::lock_guard<std::mutex> books(impl_->books_mu);
+  return impl_->admission->quote(*impl_, now_ns());
+}
+
 void Engine::cancel(RequestId id) {
   impl_->link->cancel(id);
 }

@@ -153,6 +153,8 @@ class Engine {
   // its class would refuse it even if its prompt and media cost nothing (the queue ahead is
   // already too long). A server calls it before fetching media URLs.
   std::string precheck(const GenerateRequest& g);
+  // Admission's quote for a request of each class arriving now (engine/admission.h).
+  Quote quote() const;
   // A consistent snapshot of the books (taken by the step loop after each step).
   EngineStats stats() const;
   const models::ModelSpec& model_spec() const;

@@ -451,6 +451,13 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiO
   return parse_request_json(o, endpoint, opt);
 }
 
+RequestClass parse_request_class(const json& body, const ApiOptions& opt) {
+  if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+  ParsedRequest p;
+  parse_sla(Fields(body), opt, p);
+  return {p.request.sla_class, p.class_chosen, p.request.ttft_deadline_ns};
+}
+
 ParsedRequest parse_request_json(const json& o, Endpoint endpoint, const ApiOptions& opt) {
   if (!o.is_object()) throw bad_request("the request body must be a JSON object");
   ParsedRequest out;

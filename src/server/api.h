@@ -93,6 +93,16 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiO
 ParsedRequest parse_request_json(const nlohmann::json& body, Endpoint endpoint,
                                  const ApiOptions& opt);
 
+// The request's class as parse_request reads it (sla_class, service_tier, ttft_deadline_ms; the
+// config's default when it names none): what a router needs to predict for it. ApiError as
+// parse_request gives it.
+struct RequestClass {
+  std::string sla_class;  // "" only when the config has none
+  bool chosen = false;    // named by the request (else a tenant's default class applies)
+  int64_t ttft_deadline_ns = 0;
+};
+RequestClass parse_request_class(const nlohmann::json& body, const ApiOptions& opt);
+
 // Strict base64 (RFC 4648, padding optional, no whitespace but line breaks); nullopt-like:
 // throws ApiError naming `param` when the text is not base64 or decodes to more than `max`.
 std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const std::string& param);

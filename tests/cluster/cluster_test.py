@@ -463,6 +463,16 @@ def main():
         check(all(p is not None and g is not None and int(p) == g and g > 0 for p, g in exact),
               f"KV-aware routing: the router's predicted cached tokens equal the worker's "
               f"(image in the block chain, tenant salt, template and tokens): {exact}")
+        # With the model the router prices the request's own work: work alone over its promise
+        # is refused with no retry hint, as a worker refuses it.
+        st, hd, b = post(kvr.port, chat([{"role": "user", "content": "price me " * 200}],
+                                        sla_class="platinum", ttft_deadline_ms=0.01))
+        err = json.loads(b).get("error", {}) if b else {}
+        check(st == 429 and "its own work alone" in err.get("message", "") and
+              "predicted by the router" in err.get("message", "") and
+              header(hd, "retry-after") is None and header(hd, "x-should-retry") == "false",
+              f"the KV router prices a request's own work: over its promise alone, refused with "
+              f"no retry hint ({err.get('message')!r})")
         # Forged and malformed prefix-cache events: a gap makes the router resync; the others
         # are ignored with a log line.
         resyncs = hu.metric(kvr.port, "mmrt_router_kv_resyncs_total")
@@ -477,15 +487,43 @@ def main():
               "NATS prefix-cache events: a forged batch with a gap makes the router resync, a "
               "malformed one is ignored with a log line")
 
-        # Refused by every worker: the router answers with the refusal at once.
+        # Admission at the router: the workers' quotes (with their gauges) predict each request's
+        # first token; a request no worker can serve in time is refused by the router itself,
+        # at once, without trying a worker.
+        passed, tried = (hu.metric(router.port, "mmrt_router_passed_on_total"),
+                         sum(hu.metric(w.port, "mmrt_request_outcome_total") for w in workers))
         t0 = time.perf_counter()
         st, hd, b = post(router.port, chat(conv, ttft_deadline_ms=0.001))
         ms = (time.perf_counter() - t0) * 1e3
         err = json.loads(b).get("error", {}) if b else {}
-        check(st == 429 and "cannot serve it" in err.get("message", ""),
-              f"a request no worker can serve in time: 429 with the worker's reason ({ms:.0f} ms)")
-        check(hu.metric(router.port, "mmrt_router_passed_on_total") >= 1,
-              "the router tried the next worker before refusing")
+        check(st == 429 and "predicted by the router" in err.get("message", "") and
+              "before its own prompt" in err.get("message", "") and
+              header(hd, "retry-after") is not None and
+              hu.metric(router.port, "mmrt_router_ttft_refused_total") >= 1 and
+              hu.metric(router.port, "mmrt_router_passed_on_total") == passed and
+              sum(hu.metric(w.port, "mmrt_request_outcome_total") for w in workers) == tried,
+              f"a request no worker can serve in time: the router refuses it at once from the "
+              f"workers' quotes, no worker tried ({ms:.1f} ms; {err.get('message')!r})")
+        st, hd, b = post(router.port, chat(conv, sla_class="platinum"))
+        mm = json.loads(b).get("mmrt", {}) if st == 200 else {}
+        predicted = header(hd, "x-mmrt-predicted-ttft-ms")
+        check(st == 200 and predicted is not None and
+              abs(float(predicted) - mm.get("predicted_ttft_ms", -1e9)) <=
+              max(20.0, mm.get("predicted_ttft_ms", 0)),
+              f"the router's predicted first token ({predicted} ms, its queue alone without the "
+              f"model) agrees with the worker's own prediction ({mm.get('predicted_ttft_ms')} ms)")
+        # A router without NATS has no quotes: admission is the workers', their refusal passed on.
+        plain = Router(a.mmrt, a.work, etcd.url, None, name="plain_router")
+        extra_routers.append(plain)
+        until("both workers at the plain router", lambda: plain.workers() == ids, 15)
+        t0 = time.perf_counter()
+        st, hd, b = post(plain.port, chat(conv, ttft_deadline_ms=0.001))
+        ms = (time.perf_counter() - t0) * 1e3
+        err = json.loads(b).get("error", {}) if b else {}
+        check(st == 429 and "cannot serve it" in err.get("message", "") and
+              hu.metric(plain.port, "mmrt_router_passed_on_total") >= 1,
+              f"without quotes, every worker tried and the last refusal passed on at once "
+              f"({ms:.0f} ms)")
 
         # Bad values and a worker of another model are not used.
         etcd.put("/mmrt/workers/garbage", "{not json")

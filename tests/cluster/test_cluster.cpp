@@ -18,6 +18,7 @@
 #include "cluster/prompt_blocks.h"
 #include "cluster/routing.h"
 #include "cluster/stream_relay.h"
+#include "cluster/ttft_quote.h"
 #include "cluster/worker_info.h"
 #include "core/error.h"
 #include "engine/kv_manager.h"
@@ -356,9 +357,11 @@ TEST(PromptBlocks, TheKeysTenantSaltsTheLayoutAndUnknowablesGiveNone) {
       fs::temp_directory_path() / ("mmrt_prompt_blocks_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   models::make_tiny_model(models::family_named("qwen2-vl"), (dir / "m").string(), {});
-  std::ofstream((dir / "keys.json").string()) << R"({"keys": [{"key": "sk-acme-0001", "tenant": "acme"}]})";
-  const PromptBlocks keyed((dir / "m").string(), "m", (dir / "keys.json").string(), "");
-  const PromptBlocks open((dir / "m").string(), "m", "", "");
+  std::ofstream((dir / "keys.json").string())
+      << R"({"keys": [{"key": "sk-acme-0001", "tenant": "acme"}]})";
+  const ClassBook keys("m", (dir / "keys.json").string(), ""), none("m", "", "");
+  const PromptBlocks keyed((dir / "m").string(), keys);
+  const PromptBlocks open((dir / "m").string(), none);
   const std::string chat = "/v1/chat/completions";
   const nlohmann::json body =
       parse_body(R"({"model":"m","messages":[{"role":"user","content":"hello there"}]})");

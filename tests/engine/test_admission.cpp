@@ -412,3 +412,40 @@ TEST(Admission, TheBiasWeighsPredictionsNearTheDeadline) {
   for (int i = 0; i < 64; ++i) sample(3000, 2700);
   EXPECT_NEAR(adm.ttft_bias(1.0), 0.9, 1e-9);
 }
+
+// The quote a worker publishes for a cluster's router (engine/admission.h, Quote): per class, what
+// admission predicts for a request of no work of its own (its margin and the class's bias
+// included), and own work priced per token at a full step's time; a request's own admission
+// prediction is the quote's ahead + its tokens at that price to within a step.
+TEST(Admission, TheQuoteIsWhatAdmissionWouldPredict) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("slo", &cost);
+  Reqs q;
+  Quote idle = adm.quote(v, 0);
+  ASSERT_EQ(idle.classes.size(), 3u) << "every class with a TTFT promise";
+  EXPECT_EQ(idle.classes[0].name, "platinum");
+  for (const auto& c : idle.classes) {  // a step's fixed 3 ms, and as much for the margin
+    EXPECT_NEAR(c.ahead_ms, 6.0, 0.5) << c.name << ": nothing queued";
+    EXPECT_DOUBLE_EQ(c.floor_ms, c.ahead_ms) << c.name << ": none of it drains";
+  }
+  const double full = law({512, 0, 0, 0});
+  EXPECT_NEAR(idle.token_ns, full / 512, 0.05 * full / 512);
+  EXPECT_NEAR(idle.patch_ns, 20e3, 0.1 * 20e3);
+  // 9000 silver tokens waiting: under slo they wait behind platinum, not the other way round.
+  v.waiting_.push_back(q.make(sla, "silver", 9000, 0));
+  const Quote busy = adm.quote(v, 0);
+  EXPECT_LT(busy.classes[0].ahead_ms, 30.0) << "platinum: only the margin";
+  EXPECT_GT(busy.classes[2].ahead_ms, 400.0) << "silver: ~18 steps of ~23.5 ms";
+  EXPECT_NEAR(busy.classes[2].floor_ms, 3 + law({512, 0, 0, 0}) * 1e-6, 1.0)
+      << "an empty step and a full step's margin (another prompt is waiting)";
+  // The quote against admission's decision for a request of 200 tokens of its own: its
+  // prediction + the margin (a full step: another prompt is waiting).
+  std::string why;
+  Request* s = q.make(sla, "silver", 200, 0);
+  ASSERT_TRUE(adm.admit(*s, v, 0, why)) << why;
+  const double router = busy.classes[2].ahead_ms + 200 * busy.token_ns * 1e-6;
+  EXPECT_NEAR(router, (static_cast<double>(s->predicted_ttft_ns) + full) * 1e-6, full * 1e-6);
+  EXPECT_EQ(adm.stats().refused, 0) << "a quote decides nothing";
+}
