@@ -96,6 +96,8 @@ async def one(port, cls, with_image, body, t_sched, out):
             if ":" in line:
                 k, v = line.split(":", 1)
                 headers[k.strip().lower()] = v.strip()
+        if "x-mmrt-predicted-ttft-ms" in headers:  # through `mmrt router`: its prediction
+            rec["router_predicted_ms"] = float(headers["x-mmrt-predicted-ttft-ms"])
         if rec["status"] != 200:
             n = int(headers.get("content-length", "0"))
             b = await reader.readexactly(n) if n else b""

@@ -18,8 +18,8 @@ WorkerTtft predict_ttft(const engine::Quote& q, const std::string& cls, double a
     t.known = true;
     // The queue drains as time passes; an empty step and the margin do not.
     const double floor = std::min(c.floor_ms, c.ahead_ms);
-    t.queue_ms =
-        floor + std::max(0.0, c.ahead_ms - floor - std::max(0.0, age_ms)) + std::max(0.0, sent_ms);
+    t.queue_ms = floor + std::max(0.0, c.ahead_ms - floor - std::max(0.0, age_ms));
+    t.sent_ms = std::max(0.0, sent_ms);
     t.own_ms =
         c.bias * (w.tokens * q.token_ns + w.patches * q.patch_ns + w.items * q.item_ns) * 1e-6;
     break;
@@ -92,7 +92,7 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
     c.moved = true;
   };
   auto meets = [&](size_t i) { return pred[i].known && pred[i].total_ms() <= p.budget_ms; };
-  size_t best = 0;  // the position in `order` of the lowest prediction
+  size_t best = 0;  // the position in `order` of the lowest quote
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t i = order[k];
     if (meets(i) || !pred[i].known) {
@@ -102,18 +102,17 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
       c.front_ms = pred[i].known ? pred[i].total_ms() : -1;
       return c;
     }
-    if (pred[i].total_ms() < pred[order[best]].total_ms()) best = k;
+    if (pred[i].quoted_ms() < pred[order[best]].quoted_ms()) best = k;
   }
-  // Every worker is predicted to miss.
-  const WorkerTtft b = pred[order[best]];
-  const std::string id = ids[order[best]];
-  if (!book.refuses(p, b.total_ms())) {
-    // The class downgrades or accepts a miss: the lowest prediction goes first (the worker
-    // applies the class's rule).
-    to_front(best);
-    c.front_ms = b.total_ms();
-    return c;
-  }
+  // Every worker is predicted to miss: the lowest quote goes first.
+  to_front(best);
+  const WorkerTtft b = pred[order[0]];
+  const std::string id = ids[order[0]];
+  c.front_ms = b.total_ms();
+  // Its quote alone meets the promise (what this router sent since may be served already), or
+  // the class downgrades or accepts a miss: the worker decides.
+  if (b.quoted_ms() <= p.budget_ms || !book.refuses(p, b.quoted_ms())) return c;
+  c.moved = false;
   c.refuse = true;
   const char* cls = p.cls.c_str();
   double own = b.own_ms;
@@ -127,12 +126,13 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
                   "class (predicted by the router)",
                   own, order.size(), cls, p.budget_ms);
   } else {
-    c.retry_after_s = std::max(1, static_cast<int>(std::ceil((b.total_ms() - p.budget_ms) * 1e-3)));
+    c.retry_after_s =
+        std::max(1, static_cast<int>(std::ceil((b.quoted_ms() - p.budget_ms) * 1e-3)));
     std::snprintf(buf, sizeof buf,
                   "predicted time to first token %.0f ms on the best of %zu workers (%s: %.0f ms "
                   "queued ahead + %.0f ms of its own) exceeds the %s class's %.0f ms%s "
                   "(predicted by the router)",
-                  b.total_ms(), order.size(), id.c_str(), b.queue_ms, b.own_ms, cls, p.budget_ms,
+                  b.quoted_ms(), order.size(), id.c_str(), b.queue_ms, b.own_ms, cls, p.budget_ms,
                   own_known ? "" : " before its own prompt and media are counted");
   }
   c.reason = buf;

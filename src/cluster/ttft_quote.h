@@ -9,9 +9,11 @@
 //   own     = bias x (prompt tokens the worker's prefix cache does not hold x token price
 //             + patches and items of media its encoder cache does not hold x their prices);
 // sends the request to the first worker in its cost order whose queue + own meets the class's
-// promise, and when every worker is quoted and none meets it and the class refuses a miss, it
-// refuses at once, as a single server would (429, with the predicted time until the best worker
-// could take it, or with no retry hint when the request's own work alone is over the promise).
+// promise, and when every worker is quoted and none meets it, even by its quote alone (without
+// the work sent since), and the class refuses a miss, it refuses at once, as a single server
+// would (429, with the predicted time until the best worker could take it, or with no retry hint
+// when the request's own work alone is over the promise). A false refusal costs a request; a
+// missed one only a round trip to a worker that refuses it.
 // The worker's own admission still decides the requests the router sends (it sees its queue as
 // it is); the router's prediction orders them and spares the round trips of a hopeless one.
 // Plain functions and one small ledger: unit-tested apart from any process.
@@ -48,7 +50,11 @@ struct OwnWork {
 struct WorkerTtft {
   bool known = false;  // the worker quoted the class
   double queue_ms = 0, own_ms = 0;
-  double total_ms() const { return queue_ms + own_ms; }
+  double sent_ms = 0;  // the work this router sent it since its quote (in no quote yet)
+  double total_ms() const { return queue_ms + sent_ms + own_ms; }
+  // What the worker's latest quote alone says: the work sent since may have been served
+  // already, so only this decides a refusal at the router.
+  double quoted_ms() const { return queue_ms + own_ms; }
 };
 // `age_ms`: how long ago the quote came; `sent_ms`: the own work of the requests this router
 // sent the worker since.
@@ -101,9 +107,11 @@ struct TtftChoice {
 };
 // `pred[i]` is worker i's prediction (`ids[i]` its id); `order` the cost order, in which the
 // first worker not predicted to miss the promise (one that meets it, or one without a quote,
-// whose own admission decides) moves to the front. A refusal needs every worker predicted to
-// miss. `own_known`: the predictions count the
-// request's own work (else they are its queue alone, as a worker's precheck, and say so).
+// whose own admission decides) moves to the front. When every worker is predicted to miss, the
+// one whose quote alone comes lowest goes first; the router refuses only when even that misses
+// (a burst it sent since the quotes never refuses by itself: the workers decide). `own_known`: the
+// predictions count the request's own work (else they are its queue alone, as a worker's precheck,
+// and say so).
 TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>& pred,
                       const std::vector<std::string>& ids, const Promise& p, const ClassBook& book,
                       bool own_known = true);

@@ -37,7 +37,10 @@ TEST(TtftQuote, ThePredictionIsTheQueueLessItsAgePlusTheWorkSentAndOwnWork) {
   const OwnWork w{200, 1000, 1};  // 20 + 10 + 2 = 32 ms
   WorkerTtft t = predict_ttft(quote(100, 900, 1.5), "platinum", 30, 5, w);
   ASSERT_TRUE(t.known);
-  EXPECT_NEAR(t.queue_ms, 100 - 30 + 5, 1e-9);
+  EXPECT_NEAR(t.queue_ms, 100 - 30, 1e-9);
+  EXPECT_NEAR(t.sent_ms, 5, 1e-9);
+  EXPECT_NEAR(t.total_ms(), 100 - 30 + 5 + 1.5 * 32, 1e-9);
+  EXPECT_NEAR(t.quoted_ms(), 100 - 30 + 1.5 * 32, 1e-9);
   EXPECT_NEAR(t.own_ms, 1.5 * 32, 1e-9);
   t = predict_ttft(quote(100, 900), "platinum", 250, 0, w);
   EXPECT_NEAR(t.queue_ms, 4, 1e-9) << "a queue older than itself has drained to its floor";
@@ -122,6 +125,14 @@ TEST(TtftQuote, TheFirstWorkerThatMeetsThePromiseGoesFirstAndNoneMeansRefusal) {
       << c.reason;
   c = ttft_order(order, {known(5000, 50), known(3380, 40), known(9000, 50)}, ids, plat, book);
   EXPECT_EQ(c.retry_after_s, 4) << "ceil((3420 - 300) / 1000)";
+  // Every worker misses only with the work this router sent since its quote: not refused (the
+  // worker may have served it already); the lowest quote goes first.
+  order = {0, 1, 2};
+  c = ttft_order(order, {{true, 200, 50, 100}, {true, 100, 50, 400}, {true, 250, 50, 60}}, ids,
+                 plat, book);
+  EXPECT_FALSE(c.refuse);
+  EXPECT_EQ(order, (std::vector<size_t>{1, 0, 2}));
+  EXPECT_DOUBLE_EQ(c.front_ms, 550);
   // Its own work alone is over the promise on every worker: no retry helps.
   c = ttft_order(order, {known(0, 350), known(500, 310), known(0, 900)}, ids, plat, book);
   EXPECT_TRUE(c.refuse);
