@@ -109,9 +109,11 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
   const WorkerTtft b = pred[order[0]];
   const std::string id = ids[order[0]];
   c.front_ms = b.total_ms();
-  // Its quote alone meets the promise (what this router sent since may be served already), or
-  // the class downgrades or accepts a miss: the worker decides.
-  if (b.quoted_ms() <= p.budget_ms || !book.refuses(p, b.quoted_ms())) return c;
+  // Its quote alone meets the promise, or nearly (what this router sent since may be served
+  // already; the quote is a little old), or the class downgrades or accepts a miss: the worker
+  // decides.
+  if (b.quoted_ms() <= p.budget_ms * (1 + kRefuseSlack) || !book.refuses(p, b.quoted_ms()))
+    return c;
   c.moved = false;
   c.refuse = true;
   const char* cls = p.cls.c_str();

@@ -109,9 +109,13 @@ struct TtftChoice {
 // first worker not predicted to miss the promise (one that meets it, or one without a quote,
 // whose own admission decides) moves to the front. When every worker is predicted to miss, the
 // one whose quote alone comes lowest goes first; the router refuses only when even that misses
-// (a burst it sent since the quotes never refuses by itself: the workers decide). `own_known`: the
+// by over kRefuseSlack (a burst it sent since the quotes never refuses by itself, nor does a
+// near miss: the workers decide). `own_known`: the
 // predictions count the request's own work (else they are its queue alone, as a worker's precheck,
 // and say so).
+// The router refuses only past the budget by this share (a borderline prediction goes to the
+// worker, whose admission sees its queue as it is now).
+inline constexpr double kRefuseSlack = 0.1;
 TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>& pred,
                       const std::vector<std::string>& ids, const Promise& p, const ClassBook& book,
                       bool own_known = true);

@@ -133,6 +133,11 @@ TEST(TtftQuote, TheFirstWorkerThatMeetsThePromiseGoesFirstAndNoneMeansRefusal) {
   EXPECT_FALSE(c.refuse);
   EXPECT_EQ(order, (std::vector<size_t>{1, 0, 2}));
   EXPECT_DOUBLE_EQ(c.front_ms, 550);
+  // A near miss (within kRefuseSlack) is the worker's to decide.
+  order = {0, 1, 2};
+  c = ttft_order(order, {known(500, 50), known(280, 40), known(900, 50)}, ids, plat, book);
+  EXPECT_FALSE(c.refuse) << "320 ms against 300: within 10 %";
+  EXPECT_EQ(order[0], 1u);
   // Its own work alone is over the promise on every worker: no retry helps.
   c = ttft_order(order, {known(0, 350), known(500, 310), known(0, 900)}, ids, plat, book);
   EXPECT_TRUE(c.refuse);
