@@ -107,6 +107,7 @@ ComputeOptions compute_options(Args& args) {
   if (auto d = args.get("device")) c.device = parse_device(*d);
   kernels::BackendOptions& o = c.backend;
   o.threads = thread_count_option(args);
+  o.batch_invariant = args.flag("batch-invariant");
   if (auto isa = args.get("isa")) {
     auto v = parse_isa(*isa);
     if (!v)

@@ -37,6 +37,12 @@
   "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"         \
   "                          everywhere): portable, avx2, avx512, avx512bf16 (default: the\n" \
   "                          best this CPU has)\n"                                            \
+  "  --batch-invariant       every sequence's logits and KV the same bits alone or batched,\n"  \
+  "                          cached or cold, prefilled or decoded (the CPU's matrix-vector\n"  \
+  "                          kernels for every linear, no split-kv attention): greedy and\n"   \
+  "                          seeded output repeat exactly, and a stream resumed on another\n"  \
+  "                          worker goes on as the first would have. Prefill costs more\n"     \
+  "                          (docs/kernels.md, \"Batch invariance\")\n"                        \
   "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n" \
   "                          split (default) encodes it as consecutive 30 s windows of one\n" \
   "                          item, each as the HF processor encodes a clip that long;\n"      \

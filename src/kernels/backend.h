@@ -88,6 +88,13 @@ struct BackendOptions {
   // CPU: scheduling niceness of the compute threads (0: normal); a server lowers it so that its
   // I/O threads are never starved by the model. The engine's step thread takes it too.
   int nice = 0;
+  // Batch invariance: every row's result is the same bits whatever else the call computes (a
+  // sequence's logits and KV are equal whether it runs alone or batched, its prompt in one chunk
+  // or many, from a cached prefix or cold, decoded or prefilled). The CPU backend then runs
+  // every linear on its matrix-vector kernels with one fixed reduction order per row and
+  // attention without split-kv (docs/kernels.md, "Batch invariance"); prefill costs more. A
+  // backend that cannot promise it refuses the option.
+  bool batch_invariant = false;
 };
 
 class Backend {

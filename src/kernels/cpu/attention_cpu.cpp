@@ -264,7 +264,8 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
   pb.k = kv.k;
   pb.v = kv.v;
   pb.seg_len = bs;
-  run_problem(be, pb, desc, a.kv_splits, kv.dtype == DType::kBF16);
+  // Batch invariance: no split-kv (how many parts a range is split into follows the batch).
+  run_problem(be, pb, desc, be.batch_invariant() ? 1 : a.kv_splits, kv.dtype == DType::kBF16);
 }
 
 void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& a) {

@@ -104,6 +104,7 @@ CpuBackend::CpuBackend(const BackendOptions& opts) : Backend(kCpuOps) {
   const int n = opts.threads > 0 ? opts.threads : cpu_count();
   pool_ = std::make_unique<ThreadPool>(n, opts.nice);
   isa_ = std::min(opts.max_isa, best_isa());
+  batch_invariant_ = opts.batch_invariant;
   scratch_ = std::make_unique<Scratch[]>(static_cast<size_t>(n));
   gemm_ = detail::make_gemm_state(n);
 }

@@ -42,6 +42,8 @@ class CpuBackend final : public Backend {
   int threads() const;
   // The highest kernel variant the op families may use: min(max_isa, what the CPU has).
   Isa isa() const { return isa_; }
+  // BackendOptions::batch_invariant: the op families keep one reduction order per row.
+  bool batch_invariant() const { return batch_invariant_; }
 
   // Reusable 64-byte aligned scratch of the calling pool thread (ThreadPool::thread_index);
   // `slot` in [0, kScratchSlots) selects an independent buffer. Valid until the same thread
@@ -58,6 +60,7 @@ class CpuBackend final : public Backend {
   struct Scratch;
   std::unique_ptr<ThreadPool> pool_;
   Isa isa_;
+  bool batch_invariant_ = false;
   std::unique_ptr<Scratch[]> scratch_;  // [threads]
   std::unique_ptr<detail::GemmState, detail::GemmStateDeleter> gemm_;
 };

@@ -95,6 +95,11 @@ void gemv_rows(const GemvArgs& a, int64_t o0, int64_t o1) {
   static constexpr auto t1 = tiles<K, 1>(std::make_integer_sequence<int, Group>{});
   static constexpr auto t2 = tiles<K, 2>(std::make_integer_sequence<int, Group>{});
   constexpr int64_t kGroup = Group;
+  if (a.invariant) {  // one tile shape for every (output, input) row pair: one order per row
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t j = 0; j < a.n; ++j) t1[0](a, o, j);
+    return;
+  }
   const int R = a.n <= 2 ? 1 : 2;
   const TileFn* t = R == 1 ? t1.data() : t2.data();
   int64_t o = o0;

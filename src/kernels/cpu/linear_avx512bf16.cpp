@@ -165,7 +165,7 @@ void gemv_bf16_blocked(const GemvArgs& a, int64_t o0, int64_t o1) {
   for (int64_t ob = o0; ob < o1; ob += kB) {
     const uint16_t* wb = w + PackedLinear::blocked_offset(ob, 0, kp);
     int64_t j0 = 0;
-    if (a.n == 1) {
+    if (a.n == 1 && !a.invariant) {  // (its two accumulator sets sum in another order)
       __m512 acc[1][4];
       blocked_row1(wb, pairs, x, acc);
       blocked_store<1>(a, ob, o1, 0, acc);

@@ -101,9 +101,12 @@ bool int8_q8_available(Isa cap) {
 
 namespace {
 
-bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
+// Batch invariance takes the matrix-vector kernels for any row count: the GEMM's reduction order
+// follows its blocking, which follows the row count.
+bool use_gemv(const CpuBackend& be, int64_t n, const PackedLinear& w, const LinearOptions& opt) {
   return opt.path == LinearPath::kGemv ||
-         (opt.path == LinearPath::kAuto && n <= gemv_max_rows(w.format()));
+         (opt.path == LinearPath::kAuto &&
+          (n <= gemv_max_rows(w.format()) || be.batch_invariant()));
 }
 
 // The int8 kernel runs on Q8 blocks of x (Int8Activations::kQ8 where the CPU can).
@@ -126,6 +129,7 @@ void run_gemv(const CpuBackend& be, const float* x, int64_t n, const PackedLinea
   a.bias = w.bias();
   a.y = y;
   a.ldy = w.out();
+  a.invariant = be.batch_invariant();
   detail::GemvFn fn = ks.gemv_f32;
   if (use_q8(w, be.isa(), opt)) {
     fn = ks.gemv_i8_q8;
@@ -320,7 +324,7 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
     throw InvalidArgument(std::string("linear: these bf16 weights were packed blocked for "
                                       "AVX512-BF16 kernels; this backend runs the ") +
                           linear_isa(be.isa()) + " ones: pack them on this backend");
-  if (use_gemv(n, w, opt))
+  if (use_gemv(be, n, w, opt))
     run_gemv(be, x, n, w, y, opt);
   else
     detail::run_gemm(x, n, w, y, be, opt);
@@ -329,7 +333,7 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
 LinearPlan linear_plan(const CpuBackend& be, int64_t n, const PackedLinear& w,
                        const LinearOptions& opt) {
   LinearPlan p;
-  if (use_gemv(n, w, opt)) {
+  if (use_gemv(be, n, w, opt)) {
     p.gemv = true;
     p.kernel = std::string(linear_isa(be.isa())) + " gemv";
     if (use_q8(w, be.isa(), opt)) {

@@ -27,6 +27,9 @@ struct GemvArgs {
   const float* bias = nullptr;
   float* y = nullptr;
   int64_t ldy = 0;
+  // Batch invariance (CpuBackend::batch_invariant): each row through the same tile and
+  // accumulator sets whatever `n` is.
+  bool invariant = false;
 };
 using GemvFn = void (*)(const GemvArgs& a, int64_t o0, int64_t o1);
 

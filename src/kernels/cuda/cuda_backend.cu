@@ -114,7 +114,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
 };
 
-std::unique_ptr<Backend> create(Device device, const BackendOptions&) {
+std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
+  if (opts.batch_invariant)
+    throw InvalidArgument("batch invariance is not implemented on the CUDA backend (CPU only)");
   return std::make_unique<CudaBackend>(device);
 }
 
