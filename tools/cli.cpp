@@ -119,7 +119,9 @@ double Args::get_double(const std::string& key, double def, double lo, double hi
 
 bool Args::flag(const std::string& key) {
   used_.insert(key);
-  return flags_seen_.count(key) > 0;
+  // A flag its command did not declare was read as an option: say so rather than ignore it.
+  if (opts_.count(key)) throw InvalidArgument("option --" + key + " takes no value");
+  return flags_seen_.count(key) > 0 || missing_value_.erase(key) > 0;
 }
 
 void Args::finish() {

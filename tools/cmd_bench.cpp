@@ -238,7 +238,7 @@ MMRT_COMMAND(
     "  --json FILE             write the report as JSON\n"
     "  --quiet                 no progress line\n" MMRT_MODEL_OPTIONS_HELP MMRT_SANDBOX_OPTIONS_HELP
     "  --step-tokens N         maximum tokens per engine step (default 512)\n",
-    {"quiet", "no-admission", "no-batch-controller", "map-weights"}, run_bench);
+    {"quiet", "no-admission", "no-batch-controller", "map-weights", "batch-invariant"}, run_bench);
 
 }  // namespace
 }  // namespace mmrt::cli

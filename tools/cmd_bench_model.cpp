@@ -166,8 +166,7 @@ int run_bench_model(Args& args) {
     const long w = x == std::string::npos ? 0 : std::strtol(size.c_str(), &end, 10);
     const long h = w > 0 ? std::strtol(size.c_str() + x + 1, &end, 10) : 0;
     if (w < 1 || h < 1 || w > 8192 || h > 8192 || (end && *end))
-      throw InvalidArgument("--image-size must be WxH with sides in [1, 8192], got '" + size +
-                            "'");
+      throw InvalidArgument("--image-size must be WxH with sides in [1, 8192], got '" + size + "'");
     image_w = static_cast<int>(w);
     image_h = static_cast<int>(h);
   }
@@ -395,7 +394,7 @@ MMRT_COMMAND(
     "                          KL of the first token after a prompt with it (one load per\n"
     "                          block: minutes on a 2B model), to choose --encoder-keep-last\n"
     "                          for a checkpoint\n" MMRT_MODEL_OPTIONS_HELP,
-    {"no-int8", "map-weights", "encoder-sensitivity"}, run_bench_model);
+    {"no-int8", "map-weights", "encoder-sensitivity", "batch-invariant"}, run_bench_model);
 
 }  // namespace
 }  // namespace mmrt::cli

@@ -306,6 +306,6 @@ MMRT_COMMAND(
     "  --step-tokens N         prefill chunk (default 512)\n"
     "  --max-video-bytes N     refuse larger files (default 256 MiB)\n"
     "  --json FILE             also write the figures as JSON\n" MMRT_MODEL_OPTIONS_HELP,
-    {"map-weights"}, run_bench_video);
+    {"map-weights", "batch-invariant"}, run_bench_video);
 
 }  // namespace mmrt::cli

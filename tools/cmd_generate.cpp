@@ -260,7 +260,7 @@ MMRT_COMMAND(
     "                          clip (a stream cut into files), prompted as one video: each\n"
     "                          continues the one before (the same frame size is needed)\n"
     "  --quiet                 no timing lines\n",
-    {"ignore-eos", "quiet", "map-weights", "video-segments"}, run_generate);
+    {"ignore-eos", "quiet", "map-weights", "video-segments", "batch-invariant"}, run_generate);
 
 }  // namespace
 }  // namespace mmrt::cli

@@ -334,7 +334,7 @@ MMRT_COMMAND(
     "  --compute-nice N        scheduling niceness of the model's compute threads, 0-19\n"
     "                          (default 5): accepting, reading, parsing and writing requests\n"
     "                          win the cores from the model, so intake never starves under load\n",
-    {"map-weights"}, run_serve);
+    {"map-weights", "batch-invariant"}, run_serve);
 
 }  // namespace
 }  // namespace mmrt::cli

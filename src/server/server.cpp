@@ -68,10 +68,12 @@ int run_server(ServerConfig cfg) {
           !c.empty())
         std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
       if (cfg.on_loaded) cfg.on_loaded(*eng);
+      const std::string backend = eng->backend().describe();
       svc.set_engine(std::move(eng));
-      std::fprintf(stderr, "[mmrt] model %s loaded in %.1f s, warmed up in %.0f ms (%s); ready\n",
+      std::fprintf(stderr,
+                   "[mmrt] model %s loaded in %.1f s, warmed up in %.0f ms (%s) on %s; ready\n",
                    cfg.api.model_id.c_str(), load_s, (sw.seconds() - load_s) * 1e3,
-                   engine::outcome_name(w.outcome));
+                   engine::outcome_name(w.outcome), backend.c_str());
       if (cfg.on_state) cfg.on_state(http.port(), true);
     } catch (const std::exception& e) {
       load_error = e.what();

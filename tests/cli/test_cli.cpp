@@ -145,6 +145,11 @@ TEST_F(Cli, ClearErrors) {
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("--int8-activations must be q8 or float, got 'fp16'"), std::string::npos)
       << r.err;
+  // A flag given a value is refused, not ignored (a flag a command had not declared was once
+  // read as an option with the next argument as its value, and silently did nothing).
+  r = mmrt("generate --model " + model() + " --prompt x --max-tokens 2 --batch-invariant=yes");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("option --batch-invariant takes no value"), std::string::npos) << r.err;
   r = mmrt("frobnicate");
   EXPECT_NE(r.rc, 0);
   r = mmrt("--help");

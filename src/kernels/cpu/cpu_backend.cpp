@@ -117,7 +117,7 @@ int CpuBackend::threads() const {
 
 std::string CpuBackend::describe() const {
   return "cpu, " + std::to_string(threads()) + " threads, kernels up to " +
-         std::string(isa_name(isa_));
+         std::string(isa_name(isa_)) + (batch_invariant_ ? ", batch-invariant" : "");
 }
 
 std::shared_ptr<void> CpuBackend::allocate(size_t bytes, bool zero) const {
