@@ -248,6 +248,48 @@ TEST(Linear, PathChoice) {
 
 // The variant is the backend's cap, never a process-wide choice: two backends side by side run
 // different variants, and a cap above what the CPU has falls back to the best it has.
+// Batch invariance (BackendOptions::batch_invariant): a row's output is the same bits whatever
+// rows it is computed with (alone, or at any place among 1-130 others), in every weight format
+// and layout and on every kernel variant; it agrees with the naive product. Without it, the
+// GEMM's rows differ from the same rows alone (the comparison can tell).
+TEST(Linear, BatchInvariantRowsAreTheSameBitsAtAnyRowCount) {
+  const Tensor w = random_f32({150, 77}, 60), b = random_f32({150}, 61);
+  const Tensor x = random_f32({130, 77}, 62);
+  int differ_without = 0;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (!isa_supported(isa)) continue;
+    const CpuBackend inv({.threads = 2, .max_isa = isa, .batch_invariant = true});
+    const CpuBackend plain({.threads = 2, .max_isa = isa});
+    for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8})
+      for (WeightPlacement place : {WeightPlacement::kCopy, WeightPlacement::kViewIfPossible}) {
+        const Tensor src = fmt == WeightFormat::kBF16 ? w.to(DType::kBF16) : w;
+        const PackedLinear p = PackedLinear::pack(inv, src, &b, fmt, place);
+        const std::string what = std::string(isa_name(isa)) + " " +
+                                 std::string(weight_format_name(fmt)) +
+                                 (p.blocked() ? " blocked" : "");
+        for (const CpuBackend* be : {&inv, &plain}) {
+          const Tensor all = linear(*be, x, p);  // 130 rows at once
+          for (int64_t n : {1, 2, 3, 5, 9, 130}) {
+            const int64_t r0 = 130 - n;  // the last n rows: the tested row is at every place
+            const Tensor part = linear(*be, x.slice(0, r0, 130).contiguous(), p);
+            const bool same =
+                std::memcmp(part.data<float>(), all.data<float>() + r0 * 150, part.nbytes()) == 0;
+            if (be == &inv)
+              EXPECT_TRUE(same) << what << ", rows " << r0 << "..129 on their own";
+            else
+              differ_without += !same;
+          }
+        }
+        std::vector<double> ref, mag;
+        naive(x, p, ref, mag);
+        const Tensor y = linear(inv, x, p);
+        expect_close(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), ref, mag,
+                     fmt == WeightFormat::kF32 ? 1e-5 : 2e-2, what.c_str());
+      }
+  }
+  EXPECT_GT(differ_without, 0) << "without batch invariance the GEMM's rows must differ somewhere";
+}
+
 TEST(Linear, VariantFollowsTheBackendCap) {
   const CpuBackend portable({.threads = 1, .max_isa = Isa::kPortable});
   const CpuBackend best({.threads = 1});
