@@ -368,6 +368,40 @@ TEST_P(AttnIsa, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
 }
 
+// Batch invariance (BackendOptions::batch_invariant): a query row of a prefill chunk is the same
+// bits as the same query decoded alone over the same keys, f32 and bf16 KV, on 4 threads (where
+// a lone decode would otherwise split its keys). Without it, the split decode differs.
+TEST_P(AttnIsa, BatchInvariantRowOfAChunkEqualsItsDecode) {
+  const AttnSpec chunk{"chunk", 12, 2, 128, 1.0f, {{60, 1300}}};  // long: a decode splits
+  const Data d = make_data(chunk, 77);
+  const int64_t qrow = 12 * 128, kvrow = 2 * 128;
+  const kernels::CpuBackend inv({.threads = 4, .max_isa = be().isa(), .batch_invariant = true}),
+      plain({.threads = 4, .max_isa = be().isa()});
+  int differ_without = 0;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const std::vector<float> full_inv = run_paged(inv, chunk, d, 16, dt, 0);
+    const std::vector<float> full_plain = run_paged(plain, chunk, d, 16, dt, 0);
+    for (int32_t t : {0, 10, 59}) {
+      const int32_t kv = 1240 + t + 1;  // the keys row t sees
+      const AttnSpec one{"one", 12, 2, 128, 1.0f, {{1, kv}}};
+      Data e;
+      e.q.assign(d.q.begin() + t * qrow, d.q.begin() + (t + 1) * qrow);
+      e.k.assign(d.k.begin(), d.k.begin() + kv * kvrow);
+      e.v.assign(d.v.begin(), d.v.begin() + kv * kvrow);
+      e.q_begin = {0};
+      e.kv_off = {0};
+      e.total_q = 1;
+      e.total_kv = kv;
+      const std::vector<float> alone = run_paged(inv, one, e, 16, dt, 0);
+      EXPECT_EQ(std::memcmp(alone.data(), full_inv.data() + t * qrow, qrow * 4), 0)
+          << dtype_name(dt) << " row " << t;
+      const std::vector<float> split = run_paged(plain, one, e, 16, dt, 0);
+      differ_without += std::memcmp(split.data(), full_plain.data() + t * qrow, qrow * 4) != 0;
+    }
+  }
+  EXPECT_GT(differ_without, 0) << "a split decode must differ somewhere from its chunk's row";
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, AttnIsa, ::testing::ValuesIn(kIsas), isa_param_name);
 
 TEST(Attention, InvalidArgumentsThrow) {
