@@ -42,7 +42,7 @@
   "                          kernels for every linear, no split-kv attention): greedy and\n"   \
   "                          seeded output repeat exactly, and a stream resumed on another\n"  \
   "                          worker goes on as the first would have. Prefill costs more\n"     \
-  "                          (docs/kernels.md, \"Batch invariance\")\n"                        \
+  "                          (docs/kernels-gemm.md, \"Batch invariance\")\n"                        \
   "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n" \
   "                          split (default) encodes it as consecutive 30 s windows of one\n" \
   "                          item, each as the HF processor encodes a clip that long;\n"      \

@@ -92,7 +92,7 @@ struct BackendOptions {
   // sequence's logits and KV are equal whether it runs alone or batched, its prompt in one chunk
   // or many, from a cached prefix or cold, decoded or prefilled). The CPU backend then runs
   // every linear on its matrix-vector kernels with one fixed reduction order per row and
-  // attention without split-kv (docs/kernels.md, "Batch invariance"); prefill costs more. A
+  // attention without split-kv (docs/kernels-gemm.md, "Batch invariance"); prefill costs more. A
   // backend that cannot promise it refuses the option.
   bool batch_invariant = false;
 };
