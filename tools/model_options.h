@@ -10,43 +10,43 @@
 #include "models/model.h"
 #include "sandbox/media_sandbox.h"
 
-#define MMRT_MODEL_OPTIONS_HELP                                                               \
-  "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"  \
-  "                          the backends of this build and the devices present\n"            \
-  "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"  \
-  "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"   \
-  "                          copying them to huge pages (faster load, less memory, ~20%\n"    \
-  "                          slower decode)\n"                                                \
-  "  --int8-activations q8|float   int8 decode: x quantised per block of 64 and multiplied\n" \
-  "                          as integers (q8, default; AVX512-VNNI CPUs) or strictly\n"       \
-  "                          weight-only (float)\n"                                           \
-  "  --int8-prefill bf16|q8  int8 prefill (prompt chunks): weight-only against bf16(x)\n"    \
-  "                          (bf16, default), or x quantised per token and multiplied as\n"  \
-  "                          integers on AVX512-VNNI (q8: ~1.7x the GEMM rate; coarser\n"     \
-  "                          than decode's blocks of 64: check your checkpoint's logits)\n"   \
-  "  --encoder-weights auto|bf16|int8   the media encoders' blocks: int8 weights (per\n"    \
-  "                          output channel) and int8 activations (per token) on\n"       \
-  "                          AVX512-VNNI, or bf16; auto (default): int8 where the CPU\n"   \
-  "                          has VNNI and the model is not f32. The patch embedding, the\n"\
-  "                          projector and the last --encoder-keep-last blocks stay bf16\n"\
-  "  --encoder-keep-last N   encoder blocks at the end kept in bf16 (default 3)\n"        \
-  "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                          \
-  "  --kv-mb N               KV cache size in MiB (default 256)\n"                            \
-  "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"      \
-  "                          env MMRT_THREADS)\n"                                             \
-  "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"         \
-  "                          everywhere): portable, avx2, avx512, avx512bf16 (default: the\n" \
-  "                          best this CPU has)\n"                                            \
-  "  --batch-invariant       every sequence's logits and KV the same bits alone or batched,\n"  \
+#define MMRT_MODEL_OPTIONS_HELP                                                                \
+  "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"   \
+  "                          the backends of this build and the devices present\n"             \
+  "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"   \
+  "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"    \
+  "                          copying them to huge pages (faster load, less memory, ~20%\n"     \
+  "                          slower decode)\n"                                                 \
+  "  --int8-activations q8|float   int8 decode: x quantised per block of 64 and multiplied\n"  \
+  "                          as integers (q8, default; AVX512-VNNI CPUs) or strictly\n"        \
+  "                          weight-only (float)\n"                                            \
+  "  --int8-prefill bf16|q8  int8 prefill (prompt chunks): weight-only against bf16(x)\n"      \
+  "                          (bf16, default), or x quantised per token and multiplied as\n"    \
+  "                          integers on AVX512-VNNI (q8: ~1.7x the GEMM rate; coarser\n"      \
+  "                          than decode's blocks of 64: check your checkpoint's logits)\n"    \
+  "  --encoder-weights auto|bf16|int8   the media encoders' blocks: int8 weights (per\n"       \
+  "                          output channel) and int8 activations (per token) on\n"            \
+  "                          AVX512-VNNI, or bf16; auto (default): int8 where the CPU\n"       \
+  "                          has VNNI and the model is not f32. The patch embedding, the\n"    \
+  "                          projector and the last --encoder-keep-last blocks stay bf16\n"    \
+  "  --encoder-keep-last N   encoder blocks at the end kept in bf16 (default 3)\n"             \
+  "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                           \
+  "  --kv-mb N               KV cache size in MiB (default 256)\n"                             \
+  "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"       \
+  "                          env MMRT_THREADS)\n"                                              \
+  "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"          \
+  "                          everywhere): portable, avx2, avx512, avx512bf16 (default: the\n"  \
+  "                          best this CPU has)\n"                                             \
+  "  --batch-invariant       every sequence's logits and KV the same bits alone or batched,\n" \
   "                          cached or cold, prefilled or decoded (the CPU's matrix-vector\n"  \
   "                          kernels for every linear, no split-kv attention): greedy and\n"   \
   "                          seeded output repeat exactly, and a stream resumed on another\n"  \
   "                          worker goes on as the first would have. Prefill costs more\n"     \
-  "                          (docs/kernels-gemm.md, \"Batch invariance\")\n"                        \
-  "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n" \
-  "                          split (default) encodes it as consecutive 30 s windows of one\n" \
-  "                          item, each as the HF processor encodes a clip that long;\n"      \
-  "                          refuse rejects it with both durations. (The HF processor\n"      \
+  "                          (docs/kernels-gemm.md, \"Batch invariance\")\n"                   \
+  "  --long-audio split|refuse   audio longer than the model's window (Qwen2-Audio: 30 s):\n"  \
+  "                          split (default) encodes it as consecutive 30 s windows of one\n"  \
+  "                          item, each as the HF processor encodes a clip that long;\n"       \
+  "                          refuse rejects it with both durations. (The HF processor\n"       \
   "                          silently cuts it at 30 s.)\n"
 
 #define MMRT_SANDBOX_OPTIONS_HELP                                                              \
