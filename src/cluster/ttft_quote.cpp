@@ -59,19 +59,11 @@ std::optional<Promise> ClassBook::promise(const nlohmann::json& body,
   Promise p;
   p.cls = rc.chosen || t->default_class.empty() ? rc.sla_class : t->default_class;
   if (p.cls.empty() || !server::Tenants::allows(*t, p.cls)) return std::nullopt;
-  // As engine::apply_promise: an explicit deadline tightens the class's (a class without one:
-  // at most the loosest class's).
-  double budget = static_cast<double>(sla_.get(p.cls).ttft_ns);
-  if (rc.ttft_deadline_ns > 0) {
-    double cap = budget;
-    if (cap <= 0)
-      for (const auto& c : sla_.classes) cap = std::max(cap, static_cast<double>(c.ttft_ns));
-    budget = cap > 0 ? std::min(cap, static_cast<double>(rc.ttft_deadline_ns))
-                     : static_cast<double>(rc.ttft_deadline_ns);
-    p.own_deadline = true;
-  }
+  // As engine::apply_promise gives it.
+  const int64_t budget = sla_.ttft_budget_ns(p.cls, rc.ttft_deadline_ns);
+  p.own_deadline = rc.ttft_deadline_ns > 0;
   if (budget <= 0) return std::nullopt;
-  p.budget_ms = budget * 1e-6;
+  p.budget_ms = static_cast<double>(budget) * 1e-6;
   return p;
 }
 

@@ -57,17 +57,8 @@ void apply_promise(Request& r, const GenerateRequest& g, const SlaConfig& sla) {
   }
   if (g.ttft_deadline_ns < 0 || g.tpot_target_ns < 0)
     throw InvalidArgument("deadlines and TPOT targets must not be negative");
-  if (g.ttft_deadline_ns) {
-    // An explicit deadline tightens the class's, never loosens it; a class without one gives it
-    // at most the loosest class's. (Without a class, as from `mmrt generate`, it stands.)
-    int64_t d = g.ttft_deadline_ns;
-    if (!r.sla_class.empty()) {
-      int64_t cap = r.deadline_ns ? r.deadline_ns - r.arrival_ns : 0;
-      if (!cap)
-        for (const SlaClass& c : sla.classes) cap = std::max(cap, c.ttft_ns);
-      if (cap) d = std::min(d, cap);
-    }
-    r.deadline_ns = r.arrival_ns + d;
+  if (g.ttft_deadline_ns) {  // (without a class, as from `mmrt generate`, it stands)
+    r.deadline_ns = r.arrival_ns + sla.ttft_budget_ns(r.sla_class, g.ttft_deadline_ns);
     r.own_deadline = true;
   }
   if (g.tpot_target_ns) r.tpot_target_ns = g.tpot_target_ns;

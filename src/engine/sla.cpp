@@ -1,5 +1,6 @@
 #include "engine/sla.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -73,6 +74,15 @@ int SlaConfig::index_of(const std::string& name) const {
   for (size_t i = 0; i < classes.size(); ++i)
     if (classes[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+int64_t SlaConfig::ttft_budget_ns(const std::string& cls, int64_t explicit_ns) const {
+  const int64_t own = cls.empty() ? 0 : get(cls).ttft_ns;
+  if (explicit_ns <= 0 || cls.empty()) return explicit_ns > 0 ? explicit_ns : own;
+  int64_t cap = own;
+  if (!cap)
+    for (const SlaClass& c : classes) cap = std::max(cap, c.ttft_ns);
+  return cap ? std::min(explicit_ns, cap) : explicit_ns;
 }
 
 SlaConfig::MissAction SlaConfig::on_miss(const std::string& cls, int64_t ttft_ns) const {

@@ -52,6 +52,11 @@ struct SlaConfig {
     int to = -1;                      // the class index for kDowngrade
   };
   MissAction on_miss(const std::string& cls, int64_t ttft_ns) const;
+  // The time to first token promised a request of class `cls` ("": none) that asks for its own
+  // deadline `explicit_ns` (0: none), 0 when nothing is promised: an explicit deadline tightens
+  // the class's, never loosens it; a class without one gives it at most the loosest class's;
+  // without a class it stands. InvalidArgument for an unknown class.
+  int64_t ttft_budget_ns(const std::string& cls, int64_t explicit_ns) const;
 };
 
 }  // namespace mmrt::engine
