@@ -5,7 +5,9 @@
 #   scripts/cluster.sh up [N (default 2)] [MODEL_DIR (default build/bench/small)]
 #   scripts/cluster.sh down
 # env: ROUTER_PORT (8080), WORKER_PORT (first worker's port, 8001), ETCD_PORT (2379), NATS_PORT (4222),
-#      SERVE_ARGS (extra `mmrt serve` arguments), ENCODE_WORKERS (0: with E > 0, E encode workers
+#      SERVE_ARGS (extra `mmrt serve` arguments; unset: --batch-invariant, so that a stream
+#      resumed on another worker goes on exactly as on the first, for 3-5 % of prefill; set it
+#      empty to run without), ENCODE_WORKERS (0: with E > 0, E encode workers
 #      `mmrt serve --role encode` on ports 8101.. and the workers use them, --remote-encoders
 #      auto). Logs and pids: build/cluster/.
 set -euo pipefail
@@ -68,7 +70,7 @@ up() {
     local port=$((WORKER_PORT + i - 1))
     # shellcheck disable=SC2086
     "$B" serve --model "$model" --port "$port" --cluster-etcd "$ETCD_URL" \
-      --cluster-nats "$NATS_URL" $remote ${SERVE_ARGS:-} \
+      --cluster-nats "$NATS_URL" $remote ${SERVE_ARGS---batch-invariant} \
       >"$D/worker$i.log" 2>&1 &
     echo $! >"$D/worker$i.pid"
   done

@@ -294,7 +294,10 @@ def main():
     workers, router, extra, extra_routers = [], None, [], []
     try:
         for _ in range(2):
-            workers.append(Server(a.mmrt, model, a.work, "--cluster-etcd", etcd.url,
+            # Batch-invariant: the stream resumed after kill -9 below must go on exactly as on
+            # the first worker, whatever the two workers' batches and caches held.
+            workers.append(Server(a.mmrt, model, a.work, "--batch-invariant", "--cluster-etcd",
+                                  etcd.url,
                                   "--cluster-ttl", str(TTL), "--served-model-name", MODEL,
                                   "--cluster-nats", nats.url))
         router = Router(a.mmrt, a.work, etcd.url, nats.url)
