@@ -130,8 +130,9 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   // KV-aware: the request's prompt laid out as the workers lay it out, ordered by Dynamo's cost
   // when some worker holds a block of it; otherwise the media and load moves below.
   std::vector<int64_t> cached(workers.size(), -1);  // prompt tokens predicted cached, per worker
+  // (Laid out even while no worker holds a block: admission prices the request's own work.)
   std::optional<PromptLayout> layout;
-  if (kv_ && !kv_->empty()) layout = prompts_->layout(req.path(), parsed, auth);
+  if (prompts_) layout = prompts_->layout(req.path(), parsed, auth);
   bool by_kv = false;
   if (layout) {
     KvChoice kc = kv_choice(

@@ -174,11 +174,9 @@ struct Engine::Impl : SchedulerView {
 
   // Ends `s` as cancelled if cancel() asked for it (under books_mu; the flag is read under mu).
   bool end_if_cancelled(Submission& s) {
-    bool cancelled = false;
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      cancelled = s.cancel_requested;
-    }
+    std::unique_lock<std::mutex> lk(mu);
+    const bool cancelled = s.cancel_requested;
+    lk.unlock();
     if (cancelled) complete(s, Outcome::kCancelled, "");
     return cancelled;
   }
@@ -186,13 +184,11 @@ struct Engine::Impl : SchedulerView {
   // A request the scheduler handed back (plan.need_media): the items whose decoding was skipped
   // go through the media stage after all; it queues again once they are preprocessed.
   void redecode(RequestId id) {
-    Submission* s = nullptr;
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      auto it = entries.find(id);
-      if (it == entries.end()) return;
-      s = it->second.get();
-    }
+    std::unique_lock<std::mutex> lk(mu);
+    auto it = entries.find(id);
+    if (it == entries.end()) return;
+    Submission* s = it->second.get();
+    lk.unlock();
     Request& r = *s->req;
     sched->withdraw(&r);
     media_redecoded += media->unskip(*s);
@@ -577,7 +573,6 @@ Quote Engine::quote() const {
   std::lock_guard<std::mutex> books(impl_->books_mu);
   return impl_->admission->quote(*impl_, now_ns());
 }
-
 void Engine::cancel(RequestId id) {
   impl_->link->cancel(id);
 }
