@@ -216,9 +216,11 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     a->abort_all = &abort_all_;
     a->worker_id = w.id;
     a->predicted_cached = cached[order[k]];
+    int64_t sent_ns = 0;  // when its own work went into this worker's queue here (0: not known)
     if (pred[order[k]].known) {
       a->predicted_ttft_ms = pred[order[k]].total_ms();
-      sent_.add(w.id, now_ns(), pred[order[k]].own_ms);  // in its quotes from the next one
+      sent_ns = now_ns();
+      sent_.add(w.id, sent_ns, pred[order[k]].own_ms);  // in its quotes from the next one
     }
     a->may_pass_on = k + 1 < order.size();
     a->relay = &relay;
@@ -255,6 +257,7 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     if (gone->load()) break;  // the client left: the closed connection cancels it on the worker
     if (rc == CURLE_OK && !a->decided) on_body(nullptr, 0, 0, a.get());  // an empty body
     if (rc == CURLE_OK && a->passing_on) {
+      if (sent_ns) sent_.take_back(w.id, sent_ns);  // refused: it never queued there
       ++passed_on_;
       refusal = std::move(a);
       continue;

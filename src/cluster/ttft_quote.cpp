@@ -144,6 +144,18 @@ void SentWork::add(const std::string& id, int64_t at_ns, double own_ms) {
                                                                           : std::next(it);
 }
 
+void SentWork::take_back(const std::string& id, int64_t at_ns) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = sent_.find(id);
+  if (it == sent_.end()) return;
+  auto& d = it->second;
+  for (auto e = d.begin(); e != d.end(); ++e)
+    if (e->first == at_ns) {
+      d.erase(e);
+      return;
+    }
+}
+
 double SentWork::since(const std::string& id, int64_t since_ns) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = sent_.find(id);

@@ -127,6 +127,8 @@ class SentWork {
   void add(const std::string& id, int64_t at_ns, double own_ms);
   // The work sent to `id` after `since_ns` (entries before it are dropped: quotes only get newer).
   double since(const std::string& id, int64_t since_ns);
+  // The request sent at `at_ns` never queued there (the worker refused it).
+  void take_back(const std::string& id, int64_t at_ns);
 
   static constexpr int64_t kKeepNs = 5'000'000'000;  // a worker without quotes: kept this long
 

@@ -180,6 +180,10 @@ TEST(TtftQuote, WorkSentSinceAQuoteCountsUntilTheNextOne) {
   EXPECT_DOUBLE_EQ(s.since("a", 500), 7) << "dropped once a newer quote covered it";
   EXPECT_DOUBLE_EQ(s.since("b", 0), 11);
   EXPECT_DOUBLE_EQ(s.since("c", 0), 0);
+  s.add("b", 2500, 4);
+  s.take_back("b", 2500);
+  s.take_back("b", 9999);  // nothing sent then: nothing changes
+  EXPECT_DOUBLE_EQ(s.since("b", 0), 11) << "a refused request never queued there";
   s.add("c", 2000 + SentWork::kKeepNs + 1, 1);
   EXPECT_DOUBLE_EQ(s.since("b", 0), 0) << "a worker without quotes is forgotten";
 }
