@@ -493,6 +493,8 @@ def main():
         # Admission at the router: the workers' quotes (with their gauges) predict each request's
         # first token; a request no worker can serve in time is refused by the router itself,
         # at once, without trying a worker.
+        until("both workers' quotes at the router",
+              lambda: all("platinum" in loads().get(i, {}).get("ahead_ms", {}) for i in ids), 5)
         passed, tried = (hu.metric(router.port, "mmrt_router_passed_on_total"),
                          sum(hu.metric(w.port, "mmrt_request_outcome_total") for w in workers))
         t0 = time.perf_counter()
