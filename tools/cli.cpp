@@ -121,7 +121,7 @@ bool Args::flag(const std::string& key) {
   used_.insert(key);
   // A flag its command did not declare was read as an option: say so rather than ignore it.
   if (opts_.count(key)) throw InvalidArgument("option --" + key + " takes no value");
-  return flags_seen_.count(key) > 0 || missing_value_.erase(key) > 0;
+  return flags_seen_.count(key) > 0 || missing_value_.count(key) > 0;
 }
 
 void Args::finish() {

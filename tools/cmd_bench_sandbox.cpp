@@ -144,7 +144,7 @@ MMRT_COMMAND("bench-sandbox", "measure the media sandbox's cost per image agains
              "  --media-memory-mb N, --media-cpu-seconds N, --media-timeout S   the worker's "
              "limits\n"
              "                          (as in mmrt generate)\n",
-             {}, &run);
+             {"batch-invariant"}, &run);
 
 }  // namespace
 }  // namespace mmrt::cli

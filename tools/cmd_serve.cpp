@@ -203,15 +203,22 @@ int run_serve(Args& args) {
   };
   cfg.on_stats = [&, admission = cfg.engine.admission_control](const engine::EngineStats& s,
                                                                int64_t in_flight) {
-    std::lock_guard<std::mutex> lk(mu);
-    if (!gauges) return;
+    const engine::Engine* e = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!gauges) return;
+      e = loaded;
+    }
     cluster::LoadGauge g;
     g.waiting = static_cast<int64_t>(s.waiting);
     g.running = static_cast<int64_t>(s.running);
     g.in_flight = in_flight;
     g.kv_usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
-    // What admission would predict for each class now (the router predicts with it).
-    if (loaded && admission) g.quote = loaded->quote();
+    // What admission would predict for each class now (the router predicts with it), taken
+    // without `mu`: every request's out_of_service check takes it, and the quote waits for the
+    // step loop's books.
+    if (e && admission) g.quote = e->quote();
+    std::lock_guard<std::mutex> lk(mu);
     gauges->set(g);
   };
   cfg.out_of_service = [&]() -> std::string {

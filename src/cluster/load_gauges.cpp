@@ -3,6 +3,7 @@
 #include <nats/nats.h>
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -22,10 +23,21 @@ namespace {
 constexpr size_t kMaxGaugeBytes = 4096;
 constexpr size_t kMaxQuoteClasses = 16;
 
+// What parse_quote takes: the first 16 classes whose names and figures are in its bounds
+// (a class it would refuse makes the router drop the whole quote); null when the prices are
+// not (a cost model gone wrong: no quote rather than a wrong one).
 json quote_json(const engine::Quote& q) {
+  auto ok = [](double v) { return std::isfinite(v) && v >= 0 && v <= 1e9; };
+  if (!ok(q.token_ns * 1e-3) || !ok(q.token_idle_ns * 1e-3) || !ok(q.patch_ns * 1e-3) ||
+      !ok(q.item_ns * 1e-3))
+    return nullptr;
   json classes = json::array();
-  for (const auto& c : q.classes) classes.push_back({c.name, c.ahead_ms, c.bias, c.floor_ms});
+  for (const auto& c : q.classes)
+    if (classes.size() < kMaxQuoteClasses && !c.name.empty() && c.name.size() <= 64 &&
+        ok(c.ahead_ms) && ok(c.floor_ms) && c.floor_ms <= c.ahead_ms && c.bias > 0 && c.bias <= 100)
+      classes.push_back({c.name, c.ahead_ms, c.bias, c.floor_ms});
   return {{"token_ns", q.token_ns},
+          {"token_idle_ns", q.token_idle_ns},
           {"patch_ns", q.patch_ns},
           {"item_ns", q.item_ns},
           {"classes", std::move(classes)}};
@@ -35,6 +47,7 @@ engine::Quote parse_quote(const json& j) {
   const WireFields f(j, "load gauge: quote");
   engine::Quote q;
   q.token_ns = f.number("token_ns", 0, 1e12);
+  q.token_idle_ns = f.number("token_idle_ns", 0, 1e12);
   q.patch_ns = f.number("patch_ns", 0, 1e12);
   q.item_ns = f.number("item_ns", 0, 1e12);
   const json& cs = f.get("classes");
@@ -64,7 +77,8 @@ std::string to_json(const LoadGauge& g) {
          {"running", g.running},
          {"in_flight", g.in_flight},
          {"kv_usage", g.kv_usage}};
-  if (!g.quote.classes.empty()) j["quote"] = quote_json(g.quote);
+  if (!g.quote.classes.empty())
+    if (json q = quote_json(g.quote); !q.is_null()) j["quote"] = std::move(q);
   return j.dump();
 }
 
@@ -80,7 +94,15 @@ LoadGauge parse_load_gauge(std::string_view s) {
   g.running = f.count("running");
   g.in_flight = f.count("in_flight");
   g.kv_usage = f.number("kv_usage", 0, 1);
-  if (const json* q = f.find("quote")) g.quote = parse_quote(*q);
+  // A quote out of bounds loses the quote, not the load: the router then takes the worker as
+  // one without a quote (it may try it; never refuses for it).
+  if (const json* q = f.find("quote")) {
+    try {
+      g.quote = parse_quote(*q);
+    } catch (const FormatError&) {
+      g.quote = {};
+    }
+  }
   return g;
 }
 
@@ -109,7 +131,9 @@ GaugePublisher::GaugePublisher(const std::string& url, std::string id, int64_t p
     int64_t seq = 0;
     std::unique_lock<std::mutex> lk(m.mu);
     for (;;) {
-      m.cv.wait_for(lk, std::chrono::milliseconds(m.period_ms), [&] { return m.stop || m.fresh; });
+      // Only samples not yet sent: a worker that stops sampling goes stale at the router,
+      // rather than looking fresh with an old sample under a new number.
+      m.cv.wait(lk, [&] { return m.stop || m.fresh; });
       if (m.stop) break;
       m.fresh = false;
       if (!m.latest) continue;

@@ -27,8 +27,9 @@ struct LoadGauge {
   int64_t waiting = 0, running = 0;  // the engine's queue and running set
   int64_t in_flight = 0;             // completion requests the server holds
   double kv_usage = 0;               // KV cache blocks in use, 0-1
-  // Admission's quote for each class (engine/admission.h; no classes: none sent), which the
-  // router predicts a request's first token with (cluster/ttft_quote.h).
+  // Admission's quote for each class (engine/admission.h; no classes: none sent, or one out of
+  // bounds dropped), which the router predicts a request's first token with
+  // (cluster/ttft_quote.h).
   engine::Quote quote;
 };
 
@@ -37,8 +38,9 @@ LoadGauge parse_load_gauge(std::string_view json);  // FormatError naming the fi
 
 inline constexpr const char* kLoadSubject = "mmrt.load.";
 
-// A worker's side: publishes the latest sample on its own thread as soon as set() hands it over
-// (at most one in flight), and again every `period_ms` while no new one comes.
+// A worker's side: publishes each sample on its own thread as soon as set() hands it over (one
+// at a time; a sample superseded before it went out is skipped). `period_ms`: how often the
+// caller samples (for the record; the caller's timer drives it).
 class GaugePublisher {
  public:
   GaugePublisher(const std::string& nats_url, std::string id, int64_t period_ms = 250);

@@ -256,8 +256,10 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     }
     if (gone->load()) break;  // the client left: the closed connection cancels it on the worker
     if (rc == CURLE_OK && !a->decided) on_body(nullptr, 0, 0, a.get());  // an empty body
+    // Refused, failed or answered in error before streaming: it never queued there.
+    if (sent_ns && !a->streaming && !(rc == CURLE_OK && a->status >= 200 && a->status < 300))
+      sent_.take_back(w.id, sent_ns);
     if (rc == CURLE_OK && a->passing_on) {
-      if (sent_ns) sent_.take_back(w.id, sent_ns);  // refused: it never queued there
       ++passed_on_;
       refusal = std::move(a);
       continue;

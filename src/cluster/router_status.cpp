@@ -96,7 +96,8 @@ void Router::metrics(const std::shared_ptr<Exchange>& ex) {
            "Encoder-cache events ignored (malformed, forged, of unknown workers, already applied).",
            static_cast<double>(media_->ignored()));
     metric("mmrt_router_ttft_predicted_total", "counter",
-           "Requests the router predicted a first token for (every worker quoted their class).",
+           "Requests the router predicted a first token for on the worker it tried first, or "
+           "refused from the workers' quotes.",
            static_cast<double>(ttft_predicted_.load()));
     metric("mmrt_router_ttft_moves_total", "counter",
            "Requests sent first to another worker because the first in cost order was predicted "

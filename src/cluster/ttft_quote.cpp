@@ -20,8 +20,9 @@ WorkerTtft predict_ttft(const engine::Quote& q, const std::string& cls, double a
     const double floor = std::min(c.floor_ms, c.ahead_ms);
     t.queue_ms = floor + std::max(0.0, c.ahead_ms - floor - std::max(0.0, age_ms));
     t.sent_ms = std::max(0.0, sent_ms);
-    t.own_ms =
-        c.bias * (w.tokens * q.token_ns + w.patches * q.patch_ns + w.items * q.item_ns) * 1e-6;
+    const double media = w.patches * q.patch_ns + w.items * q.item_ns;
+    t.own_ms = c.bias * (w.tokens * q.token_ns + media) * 1e-6;
+    t.own_idle_ms = c.bias * (w.tokens * q.token_idle_ns + media) * 1e-6;
     break;
   }
   return t;
@@ -109,13 +110,14 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
   c.moved = false;
   c.refuse = true;
   const char* cls = p.cls.c_str();
-  double own = b.own_ms;
-  for (size_t i : order) own = std::min(own, pred[i].own_ms);
+  double own = b.own_idle_ms;  // judged on an idle worker, as admission judges it
+  for (size_t i : order) own = std::min(own, pred[i].own_idle_ms);
   char buf[400];
   if (own_known && own > p.budget_ms) {  // no queue would make it: no retry helps
     c.retry_after_s = -1;
     std::snprintf(buf, sizeof buf,
-                  "its own work alone is predicted at %.0f ms on the fastest of %zu workers, over "
+                  "its own work alone is predicted at %.0f ms on the fastest of %zu idle workers, "
+                  "over "
                   "the %s class's %.0f ms to first token: this cluster cannot serve it in that "
                   "class (predicted by the router)",
                   own, order.size(), cls, p.budget_ms);
@@ -160,10 +162,9 @@ double SentWork::since(const std::string& id, int64_t since_ns) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = sent_.find(id);
   if (it == sent_.end()) return 0;
-  auto& d = it->second;
-  while (!d.empty() && d.front().first <= since_ns) d.pop_front();
-  double ms = 0;
-  for (const auto& e : d) ms += e.second;
+  double ms = 0;  // (kept for readers with older quotes: pruned by age in add())
+  for (const auto& e : it->second)
+    if (e.first > since_ns) ms += e.second;
   return ms;
 }
 

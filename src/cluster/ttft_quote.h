@@ -50,7 +50,8 @@ struct OwnWork {
 struct WorkerTtft {
   bool known = false;  // the worker quoted the class
   double queue_ms = 0, own_ms = 0;
-  double sent_ms = 0;  // the work this router sent it since its quote (in no quote yet)
+  double sent_ms = 0;      // the work this router sent it since its quote (in no quote yet)
+  double own_idle_ms = 0;  // own work on the worker idle (whether any wait could make it)
   double total_ms() const { return queue_ms + sent_ms + own_ms; }
   // What the worker's latest quote alone says: the work sent since may have been served
   // already, so only this decides a refusal at the router.
@@ -125,7 +126,7 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
 class SentWork {
  public:
   void add(const std::string& id, int64_t at_ns, double own_ms);
-  // The work sent to `id` after `since_ns` (entries before it are dropped: quotes only get newer).
+  // The work sent to `id` after `since_ns`.
   double since(const std::string& id, int64_t since_ns);
   // The request sent at `at_ns` never queued there (the worker refused it).
   void take_back(const std::string& id, int64_t at_ns);

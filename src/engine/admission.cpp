@@ -213,6 +213,8 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
   }
   const double cap = std::max<double>(1.0, static_cast<double>(budget - load.n_decode));
   q.token_ns = cost_.predict_ns({cap, static_cast<double>(load.n_decode), 0, load.context}) / cap;
+  const double full = std::max<double>(1.0, static_cast<double>(budget));
+  q.token_idle_ns = cost_.predict_ns({full, 0, 0, 0}) / full;
   q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget) - base) / 1000;
   q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget) - base;
   return q;

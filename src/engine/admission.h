@@ -73,6 +73,9 @@ struct Quote {
   // Own work, before the bias: a prompt token (a full step's time over its prefill tokens), an
   // encoder patch and a media item's fixed encoder cost.
   double token_ns = 0, patch_ns = 0, item_ns = 0;
+  // A prompt token on an idle engine (no decodes sharing the steps): what "its own work alone
+  // is over the promise" (no retry helps) is judged with, as admission judges it.
+  double token_idle_ns = 0;
 };
 
 class Admission {

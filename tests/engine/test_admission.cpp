@@ -432,6 +432,7 @@ TEST(Admission, TheQuoteIsWhatAdmissionWouldPredict) {
   }
   const double full = law({512, 0, 0, 0});
   EXPECT_NEAR(idle.token_ns, full / 512, 0.05 * full / 512);
+  EXPECT_NEAR(idle.token_idle_ns, full / 512, 0.05 * full / 512) << "idle: the same price";
   EXPECT_NEAR(idle.patch_ns, 20e3, 0.1 * 20e3);
   // 9000 silver tokens waiting: under slo they wait behind platinum, not the other way round.
   v.waiting_.push_back(q.make(sla, "silver", 9000, 0));
