@@ -3,7 +3,6 @@
 #include <nats/nats.h>
 
 #include <atomic>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -23,18 +22,27 @@ namespace {
 constexpr size_t kMaxGaugeBytes = 4096;
 constexpr size_t kMaxQuoteClasses = 16;
 
-// What parse_quote takes: the first 16 classes whose names and figures are in its bounds
-// (a class it would refuse makes the router drop the whole quote); null when the prices are
-// not (a cost model gone wrong: no quote rather than a wrong one).
+// A quote's bounds, one rule for both ends: prices (ns) finite in [0, 1e12]; at most 16 classes,
+// each a name of 1-64 bytes, ahead_ms in [0, 1e9], floor_ms in [0, ahead_ms], bias in (0, 100]
+// (NaN fails every comparison).
+bool price_ok(double ns) {
+  return ns >= 0 && ns <= 1e12;
+}
+bool class_ok(const engine::Quote::Class& c) {
+  return !c.name.empty() && c.name.size() <= 64 && c.ahead_ms >= 0 && c.ahead_ms <= 1e9 &&
+         c.floor_ms >= 0 && c.floor_ms <= c.ahead_ms && c.bias > 0 && c.bias <= 100;
+}
+
+// What parse_quote takes: the first 16 classes in bounds (one out of bounds would make the
+// router drop the whole quote); null when a price is not (a cost model gone wrong: no quote
+// rather than a wrong one).
 json quote_json(const engine::Quote& q) {
-  auto ok = [](double v) { return std::isfinite(v) && v >= 0 && v <= 1e9; };
-  if (!ok(q.token_ns * 1e-3) || !ok(q.token_idle_ns * 1e-3) || !ok(q.patch_ns * 1e-3) ||
-      !ok(q.item_ns * 1e-3))
+  if (!price_ok(q.token_ns) || !price_ok(q.token_idle_ns) || !price_ok(q.patch_ns) ||
+      !price_ok(q.item_ns))
     return nullptr;
   json classes = json::array();
   for (const auto& c : q.classes)
-    if (classes.size() < kMaxQuoteClasses && !c.name.empty() && c.name.size() <= 64 &&
-        ok(c.ahead_ms) && ok(c.floor_ms) && c.floor_ms <= c.ahead_ms && c.bias > 0 && c.bias <= 100)
+    if (classes.size() < kMaxQuoteClasses && class_ok(c))
       classes.push_back({c.name, c.ahead_ms, c.bias, c.floor_ms});
   return {{"token_ns", q.token_ns},
           {"token_idle_ns", q.token_idle_ns},
@@ -59,10 +67,7 @@ engine::Quote parse_quote(const json& j) {
       f.fail("a class is not [name, ahead_ms, bias, floor_ms]");
     engine::Quote::Class qc{c[0].get<std::string>(), c[1].get<double>(), c[2].get<double>(),
                             c[3].get<double>()};
-    // (NaN fails every comparison)
-    if (qc.name.empty() || qc.name.size() > 64 || !(qc.ahead_ms >= 0 && qc.ahead_ms <= 1e9) ||
-        !(qc.bias > 0 && qc.bias <= 100) || !(qc.floor_ms >= 0 && qc.floor_ms <= qc.ahead_ms))
-      f.fail("class '" + qc.name.substr(0, 64) + "' is out of bounds");
+    if (!class_ok(qc)) f.fail("class '" + qc.name.substr(0, 64) + "' is out of bounds");
     q.classes.push_back(std::move(qc));
   }
   return q;

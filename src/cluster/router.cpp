@@ -159,14 +159,18 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       held[i] = media_->holds(workers[i].id, files);
     if (media_order(order, held)) ++media_moves_;
   }
+  // Each worker's latest gauge (its load and admission's quote), read once for both uses.
+  std::vector<std::optional<GaugeBoard::Reading>> gauge(workers.size());
+  for (size_t i = 0; i < workers.size() && gauges_; ++i)
+    gauge[i] = gauges_->read(workers[i].id, 1000);
   if (gauges_ && !by_kv) {
     std::vector<int64_t> load(workers.size(), -1);
     for (size_t i = 0; i < workers.size(); ++i)
-      if (auto g = gauges_->get(workers[i].id, 1000)) load[i] = g->running + g->waiting;
+      if (gauge[i]) load[i] = gauge[i]->g.running + gauge[i]->g.waiting;
     if (balance_order(order, load, cfg_.balance_abs, cfg_.balance_rel)) ++load_overrides_;
   }
   std::vector<WorkerTtft> pred(workers.size());  // the router's predicted first token, per worker
-  if (!admit(req, parsed, layout, cached, workers, order, pred, ex)) return;
+  if (!admit(req, parsed, layout, cached, workers, gauge, order, pred, ex)) return;
   if (order.empty()) {
     ++no_worker_;
     return ex->post([ex, model = cfg_.model] {
@@ -345,8 +349,10 @@ void Router::proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
 
 bool Router::admit(const HttpRequest& req, const json& parsed,
                    const std::optional<PromptLayout>& layout, const std::vector<int64_t>& cached,
-                   const std::vector<WorkerInfo>& workers, std::vector<size_t>& order,
-                   std::vector<WorkerTtft>& pred, const std::shared_ptr<Exchange>& ex) {
+                   const std::vector<WorkerInfo>& workers,
+                   const std::vector<std::optional<GaugeBoard::Reading>>& gauge,
+                   std::vector<size_t>& order, std::vector<WorkerTtft>& pred,
+                   const std::shared_ptr<Exchange>& ex) {
   if (!gauges_ || order.empty()) return true;
   const std::optional<Promise> promise = book_->promise(parsed, req.header("authorization"));
   if (!promise) return true;
@@ -354,7 +360,7 @@ bool Router::admit(const HttpRequest& req, const json& parsed,
   for (size_t i = 0; i < workers.size(); ++i) {
     const WorkerInfo& w = workers[i];
     ids[i] = w.id;
-    const auto reading = gauges_->read(w.id, 1000);
+    const auto& reading = gauge[i];
     if (!reading) continue;
     OwnWork own;  // known when the router lays prompts out; else the queue alone
     if (layout) {

@@ -91,12 +91,15 @@ class Router {
   void proxy(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
              const std::shared_ptr<std::atomic<bool>>& gone);
   // Admission at the router (cluster/ttft_quote.h): each worker's predicted first token for
-  // the request (unknown without a quote), `order` moved to the first that meets its promise;
-  // false, with the refusal sent, when none can and its class refuses.
+  // the request from its gauge (`gauge[i]`; unknown without a quote), `order` moved to the
+  // first that meets its promise; false, with the refusal sent, when none can and its class
+  // refuses.
   bool admit(const HttpRequest& req, const nlohmann::json& parsed,
              const std::optional<PromptLayout>& layout, const std::vector<int64_t>& cached,
-             const std::vector<WorkerInfo>& workers, std::vector<size_t>& order,
-             std::vector<WorkerTtft>& pred, const std::shared_ptr<Exchange>& ex);
+             const std::vector<WorkerInfo>& workers,
+             const std::vector<std::optional<GaugeBoard::Reading>>& gauge,
+             std::vector<size_t>& order, std::vector<WorkerTtft>& pred,
+             const std::shared_ptr<Exchange>& ex);
   void health(const std::shared_ptr<Exchange>& ex);
   void metrics(const std::shared_ptr<Exchange>& ex);
   void log_once(const std::string& key, const std::string& line) {

@@ -34,9 +34,7 @@ ClassBook::ClassBook(const std::string& model_id, const std::string& api_keys_fi
       api_(std::make_unique<server::ApiOptions>()) {
   api_->model_id = model_id;
   api_->sla = &sla_;
-  api_->tiers = server::default_tiers();  // those naming a class the config has (as a server)
-  for (auto it = api_->tiers.begin(); it != api_->tiers.end();)
-    it = sla_.index_of(it->second) < 0 ? api_->tiers.erase(it) : std::next(it);
+  api_->tiers = server::tiers_for(sla_);  // as a server takes them
   tenants_ = api_keys_file.empty() ? std::make_unique<server::Tenants>()
                                    : server::Tenants::load(api_keys_file, sla_);
 }
@@ -58,7 +56,7 @@ std::optional<Promise> ClassBook::promise(const nlohmann::json& body,
     return std::nullopt;  // the worker says what is wrong
   }
   Promise p;
-  p.cls = rc.chosen || t->default_class.empty() ? rc.sla_class : t->default_class;
+  p.cls = server::Tenants::class_of(*t, rc.sla_class, rc.chosen);
   if (p.cls.empty() || !server::Tenants::allows(*t, p.cls)) return std::nullopt;
   // As engine::apply_promise gives it.
   const int64_t budget = sla_.ttft_budget_ns(p.cls, rc.ttft_deadline_ns);

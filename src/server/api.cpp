@@ -349,6 +349,14 @@ std::map<std::string, std::string> default_tiers() {
   return {{"priority", "platinum"}, {"default", "gold"}, {"flex", "silver"}};
 }
 
+std::map<std::string, std::string> tiers_for(const engine::SlaConfig& sla,
+                                             std::map<std::string, std::string> tiers) {
+  if (tiers.empty()) tiers = default_tiers();
+  for (auto it = tiers.begin(); it != tiers.end();)
+    it = sla.index_of(it->second) < 0 ? tiers.erase(it) : std::next(it);
+  return tiers;
+}
+
 namespace {
 
 // Base64 digit values (both alphabets: + / and - _), line breaks to skip, anything else invalid.

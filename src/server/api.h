@@ -53,6 +53,10 @@ struct ApiOptions {
 // service_tier -> class defaults: "priority" platinum, "default" gold, "flex" silver (for the
 // built-in classes; "auto" takes the default class).
 std::map<std::string, std::string> default_tiers();
+// The tiers a server takes: `tiers` (empty: default_tiers()) less those naming a class `sla`
+// does not have (a custom SLA config).
+std::map<std::string, std::string> tiers_for(const engine::SlaConfig& sla,
+                                             std::map<std::string, std::string> tiers = {});
 
 enum class Endpoint { kChat, kCompletion };
 

@@ -125,8 +125,7 @@ void Call::submit(ParsedRequest p) {
   include_usage_ = p.include_usage;
   logprobs_ = p.request.sampling.logprobs >= 0;
   stream_ids_ = p.stream_ids;
-  if (!p.class_chosen && !tenant_.default_class.empty())
-    p.request.sla_class = tenant_.default_class;
+  p.request.sla_class = Tenants::class_of(tenant_, p.request.sla_class, p.class_chosen);
   requested_class_ = p.request.sla_class;
   has_deadline_ = p.request.ttft_deadline_ns > 0;
   if (const engine::SlaConfig& sla = svc_.cfg().engine.sla;

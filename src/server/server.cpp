@@ -15,10 +15,7 @@ namespace mmrt::server {
 
 int run_server(ServerConfig cfg) {
   if (cfg.api.model_id.empty()) cfg.api.model_id = default_model_id(cfg.engine.model_dir);
-  if (cfg.api.tiers.empty()) cfg.api.tiers = default_tiers();
-  // Tiers naming classes the config does not have are dropped (a custom SLA config).
-  for (auto it = cfg.api.tiers.begin(); it != cfg.api.tiers.end();)
-    it = cfg.engine.sla.index_of(it->second) < 0 ? cfg.api.tiers.erase(it) : std::next(it);
+  cfg.api.tiers = tiers_for(cfg.engine.sla, std::move(cfg.api.tiers));
   if (!cfg.trace_dir.empty()) std::filesystem::create_directories(cfg.trace_dir);
   // A folder that is not a checkpoint fails now, not after the server has started listening.
   models::family_for_checkpoint(cfg.engine.model_dir);

@@ -43,6 +43,11 @@ class Tenants {
   const Tenant* authenticate(const std::string* authorization) const;
   // A named class the tenant may use.
   static bool allows(const Tenant& t, const std::string& cls);
+  // The class a request of `t` asks for: the one it names (`chosen`: sla_class or service_tier),
+  // else the tenant's default, else `requested` (the config's default).
+  static std::string class_of(const Tenant& t, const std::string& requested, bool chosen) {
+    return chosen || t.default_class.empty() ? requested : t.default_class;
+  }
   // One request of `t` at `now_ns` under its rate: false (and the wait) when over it.
   bool admit_rate(const Tenant& t, int64_t now_ns, double& retry_after_s);
 
