@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/engine.h"  // GenerateRequest (a quote promises its shells as submit() does)
+
 namespace mmrt::engine {
 
 RunningLoad running_load(std::span<Request* const> running) {
@@ -200,12 +202,11 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
   const double base = work_ns(0, {}, 0, {}, load, budget);  // an empty step
   for (const SlaClass& c : sla_.classes) {
     if (c.ttft_ns <= 0) continue;
-    Request shell;  // as apply_promise gives a request of the class arriving now
-    shell.sla_class = c.name;
-    shell.weight = c.weight;
-    shell.arrival_ns = now;
-    shell.deadline_ns = now + c.ttft_ns;
-    shell.tpot_target_ns = c.tpot_ns;
+    GenerateRequest g;  // a request of the class arriving now, promised as any other
+    g.sla_class = c.name;
+    Request shell;
+    start_clock(shell, now, now, now);
+    apply_promise(shell, g, sla_);
     const Prediction p = predict(shell, v, now);
     const double bias = ttft_bias(c.weight), guard = static_cast<double>(p.guard_ns);
     const double ahead = static_cast<double>(shell.predicted_ttft_ns) + guard;
