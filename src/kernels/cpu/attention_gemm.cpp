@@ -21,8 +21,8 @@ namespace mmrt::kernels::detail {
 
 namespace {
 
-constexpr int64_t kTileQ = 64;  // query rows per work item
-constexpr int64_t kPadK = 64;   // keys padded to a multiple of this
+constexpr int64_t kTileQ = 128;  // query rows per work item (64: 14 % slower on AMX, 1024 keys)
+constexpr int64_t kPadK = 64;    // keys padded to a multiple of this
 
 int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
@@ -68,7 +68,6 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
     first_item[i + 1] =
         first_item[i] + H * ((a.cu_seqlens[i + 1] - a.cu_seqlens[i] + kTileQ - 1) / kTileQ);
   tp.parallel_for(first_item[n_seqs], 1, [&](int64_t b, int64_t e) {
-    std::vector<float> qrow(static_cast<size_t>(hd));  // one query row, scaled
     for (int64_t it = b; it < e; ++it) {
       const size_t s = static_cast<size_t>(
           std::upper_bound(first_item.begin(), first_item.end(), it) - first_item.begin() - 1);
@@ -86,15 +85,8 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
       auto* pb = reinterpret_cast<uint16_t*>(sc + kTileQ * lenp);
       auto* ob = reinterpret_cast<float*>(pb + kTileQ * lenp);
       float* sums = ob + kTileQ * hd;
-      for (int64_t r = 0; r < kTileQ; ++r) {
-        if (r >= rows) {
-          std::memset(qb + r * hd, 0, static_cast<size_t>(hd) * 2);
-          continue;
-        }
-        const float* src = a.q + (row0 + q0 + r) * q_stride + h * hd;
-        for (int64_t d = 0; d < hd; ++d) qrow[static_cast<size_t>(d)] = src[d] * scale;
-        f32_to_bf16(qrow.data(), qb + r * hd, static_cast<size_t>(hd));
-      }
+      scale_rows_bf16(a.q + (row0 + q0) * q_stride + h * hd, q_stride, static_cast<int>(rows),
+                      static_cast<int>(kTileQ), static_cast<int>(hd), scale, qb);
       const uint16_t* kd = kpack + off[s] + h * lenp * hd;
       const uint16_t* vd = vpack + off[s] + h * lenp * hd;
       onednn_matmul(be, GemmType::kBF16, qb, kTileQ, hd, kd, lenp, hd, sc, lenp);  // S
@@ -104,11 +96,8 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
         std::memset(pb + rows * lenp, 0, static_cast<size_t>((kTileQ - rows) * lenp) * 2);
       onednn_matmul(be, GemmType::kBF16, pb, kTileQ, lenp, vd, hd, hd, ob, hd,
                     WeightLayout::kKN);  // O
-      for (int64_t r = 0; r < rows; ++r) {
-        float* dst = a.out + (row0 + q0 + r) * out_stride + h * hd;
-        const float inv = sums[r] > 0 ? 1.0f / sums[r] : 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dst[d] = ob[r * hd + d] * inv;
-      }
+      normalize_rows(ob, sums, static_cast<int>(rows), static_cast<int>(hd),
+                     a.out + (row0 + q0) * out_stride + h * hd, out_stride);
     }
   });
   return true;

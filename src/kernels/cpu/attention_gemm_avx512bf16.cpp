@@ -1,6 +1,7 @@
-// The row softmax of the GEMM-based encoder attention (attention_gemm.cpp), on AVX-512 with
-// AVX512-BF16 conversions: per row, the max of the first `len` scores, exp(s - max) summed in
-// f32, and P written as bf16 with zeros up to `lenp`.
+// The element-wise parts of the GEMM-based encoder attention (attention_gemm.cpp), on AVX-512
+// with AVX512-BF16 conversions: the query tile's scaling to bf16, the row softmax (per row, the
+// max of the first `len` scores, exp(s - max) summed in f32, and P written as bf16 with zeros up
+// to `lenp`) and the output rows' normalisation.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -35,6 +36,35 @@ void softmax_rows_bf16(const float* s, int rows, int len, int lenp, uint16_t* p,
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(pr + c), (__m256i)b);
     }
     sums[r] = _mm512_reduce_add_ps(sum);
+  }
+}
+
+void scale_rows_bf16(const float* src, int64_t src_stride, int rows, int rows_pad, int hd,
+                     float scale, uint16_t* dst) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int r = 0; r < rows_pad; ++r) {
+    const float* sr = src + static_cast<int64_t>(r) * src_stride;
+    uint16_t* dr = dst + static_cast<int64_t>(r) * hd;
+    for (int d = 0; d < hd; d += 16) {
+      const auto m = static_cast<__mmask16>((1u << std::min(16, hd - d)) - 1);
+      // The same rounding as f32_to_bf16 of the f32 product: to nearest, ties to even.
+      const __m512 v =
+          r < rows ? _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + d), vs) : _mm512_setzero_ps();
+      _mm256_mask_storeu_epi16(dr + d, m, (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+}
+
+void normalize_rows(const float* o, const float* sums, int rows, int hd, float* dst,
+                    int64_t dst_stride) {
+  for (int r = 0; r < rows; ++r) {
+    const __m512 inv = _mm512_set1_ps(sums[r] > 0 ? 1.0f / sums[r] : 0.0f);
+    const float* orow = o + static_cast<int64_t>(r) * hd;
+    float* dr = dst + static_cast<int64_t>(r) * dst_stride;
+    for (int d = 0; d < hd; d += 16) {
+      const auto m = static_cast<__mmask16>((1u << std::min(16, hd - d)) - 1);
+      _mm512_mask_storeu_ps(dr + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, orow + d), inv));
+    }
   }
 }
 
