@@ -2,6 +2,7 @@
 // choice, input validation and the bandwidth probe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/linear_impl.h"
 #include "kernels/linear.h"
 
 using namespace mmrt;
@@ -361,3 +363,57 @@ TEST(Bandwidth, MeasuresAPositiveRate) {
 }
 
 }  // namespace
+
+// The encoders' per-row quantisation of x (Int8Gemm::kQ8Row): its integers must be exactly those
+// of the correctly rounded division x / scale, rounded half to even (what the PyTorch reference
+// computes), on values placed at halves, an ulp either side of them, and in random rows (a
+// kernel that multiplied by 1 / scale instead fails here).
+TEST(Quantize, RowsRoundAsTheDivisionDoes) {
+  const auto& ks = kernels::detail::linear_kernels(Isa::kAvx512Bf16);
+  if (!ks.quantize_rows_q8 || !cpu_features().avx512vnni) GTEST_SKIP() << "no AVX512-VNNI";
+  constexpr int64_t k = 301;  // not a multiple of 16: the masked tail too
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x;
+  int64_t rows = 0;
+  for (float top : {127.f, 1.f, 3.3e-3f, 6.1e5f}) {
+    const float s = top / 127.f;
+    for (int variant = 0; variant < 4; ++variant, ++rows) {
+      std::vector<float> r(static_cast<size_t>(k));
+      r[0] = top;  // the row's largest magnitude sets the scale
+      for (int64_t i = 1; i < k; ++i) {
+        const float half = (static_cast<float>(i % 254) - 126.5f) * s;  // (j + 0.5) * s
+        switch (variant) {
+          case 0:
+            r[static_cast<size_t>(i)] = half;
+            break;
+          case 1:
+            r[static_cast<size_t>(i)] = std::nextafter(half, 1e30f);
+            break;
+          case 2:
+            r[static_cast<size_t>(i)] = std::nextafter(half, -1e30f);
+            break;
+          default:
+            r[static_cast<size_t>(i)] = nd(rng) * top / 4;
+            break;
+        }
+        r[static_cast<size_t>(i)] = std::clamp(r[static_cast<size_t>(i)], -top, top);
+      }
+      x.insert(x.end(), r.begin(), r.end());
+    }
+  }
+  std::vector<int8_t> q(static_cast<size_t>(rows * k));
+  std::vector<float> scale(static_cast<size_t>(rows));
+  ks.quantize_rows_q8(x.data(), k, rows, k, q.data(), k, scale.data());
+  for (int64_t j = 0; j < rows; ++j) {
+    float top = 0;
+    for (int64_t i = 0; i < k; ++i) top = std::max(top, std::fabs(x[j * k + i]));
+    const float s = top / 127.f;
+    ASSERT_EQ(scale[static_cast<size_t>(j)], s) << "row " << j;
+    for (int64_t i = 0; i < k; ++i) {
+      const float want = std::clamp(std::nearbyint(x[j * k + i] / s), -127.f, 127.f);
+      ASSERT_EQ(q[static_cast<size_t>(j * k + i)], static_cast<int8_t>(want))
+          << "row " << j << " col " << i << ": " << x[j * k + i] << " / " << s;
+    }
+  }
+}
