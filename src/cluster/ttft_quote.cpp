@@ -115,9 +115,8 @@ TtftChoice ttft_order(std::vector<size_t>& order, const std::vector<WorkerTtft>&
     c.retry_after_s = -1;
     std::snprintf(buf, sizeof buf,
                   "its own work alone is predicted at %.0f ms on the fastest of %zu idle workers, "
-                  "over "
-                  "the %s class's %.0f ms to first token: this cluster cannot serve it in that "
-                  "class (predicted by the router)",
+                  "over the %s class's %.0f ms to first token: this cluster cannot serve it in "
+                  "that class (predicted by the router)",
                   own, order.size(), cls, p.budget_ms);
   } else {
     c.retry_after_s =

@@ -212,10 +212,14 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
     const double ahead = static_cast<double>(shell.predicted_ttft_ns) + guard;
     q.classes.push_back({c.name, ahead * 1e-6, bias, std::min(ahead, base * bias + guard) * 1e-6});
   }
-  const double cap = std::max<double>(1.0, static_cast<double>(budget - load.n_decode));
-  q.token_ns = cost_.predict_ns({cap, static_cast<double>(load.n_decode), 0, load.context}) / cap;
-  const double full = std::max<double>(1.0, static_cast<double>(budget));
-  q.token_idle_ns = cost_.predict_ns({full, 0, 0, 0}) / full;
+  // A prompt token at a load: a full step's time over its prefill tokens. Idle: no decodes, as
+  // "its own work alone" is judged (RunningLoad{}).
+  const auto token_ns = [&](const RunningLoad& l) {
+    const double cap = std::max<double>(1.0, static_cast<double>(budget - l.n_decode));
+    return cost_.predict_ns({cap, static_cast<double>(l.n_decode), 0, l.context}) / cap;
+  };
+  q.token_ns = token_ns(load);
+  q.token_idle_ns = token_ns(RunningLoad{});
   q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget) - base) / 1000;
   q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget) - base;
   return q;

@@ -43,16 +43,23 @@ inline std::vector<uint8_t> file_bytes(const std::filesystem::path& p) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-// The largest deviation of `got` from `want`, and the largest |want| it is measured against.
+// The largest deviation of `got` from `want`, the largest |want| it is measured against, and the
+// mean deviation (sum_abs over n values).
 struct Diff {
   double max_abs = 0, max_ref = 0;
+  double sum_abs = 0;
+  int64_t n = 0;
   double rel() const { return max_abs / max_ref; }
+  double mean_abs() const { return n ? sum_abs / static_cast<double>(n) : 0; }
 };
 inline Diff diff(const float* got, const float* want, int64_t n) {
   Diff d;
+  d.n = n;
   for (int64_t i = 0; i < n; ++i) {
+    const double e = std::fabs(double(got[i]) - double(want[i]));
     d.max_ref = std::max<double>(d.max_ref, std::fabs(want[i]));
-    d.max_abs = std::max<double>(d.max_abs, std::fabs(double(got[i]) - double(want[i])));
+    d.max_abs = std::max(d.max_abs, e);
+    d.sum_abs += e;
   }
   return d;
 }

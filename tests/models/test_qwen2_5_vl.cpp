@@ -179,21 +179,18 @@ TEST(Qwen25VL, Int8BlocksMatchTheQuantisedReference) {
     return r;
   };
   const auto quantised = ref_of(3), exact = ref_of(0);
-  const size_t n = static_cast<size_t>(got.numel());
   const float* q = reinterpret_cast<const float*>(quantised.data());
   const float* e = reinterpret_cast<const float*>(exact.data());
-  double impl_sum = 0, effect_sum = 0;
-  for (size_t k = 0; k < n; ++k) {
-    impl_sum += std::fabs(static_cast<double>(got.data<float>()[k]) - q[k]);
-    effect_sum += std::fabs(static_cast<double>(e[k]) - q[k]);
-  }
-  const double impl_max = rel_err(got.data<float>(), q, n), effect_max = rel_err(e, q, n);
+  const test::Diff di = test::diff(got.data<float>(), q, got.numel()),
+                   de = test::diff(e, q, got.numel());
+  const double impl_max = di.rel(), effect_max = de.rel();
   std::printf(
       "int8 blocks: largest error %.2e against the quantised reference (the quantisation's own "
       "effect %.2e); mean |error| %.2e against %.2e\n",
-      impl_max, effect_max, impl_sum / n, effect_sum / n);
+      impl_max, effect_max, di.mean_abs(), de.mean_abs());
   EXPECT_LE(impl_max, 1e-4);
-  EXPECT_LE(impl_sum, effect_sum / 10) << "mmrt's int8 blocks are not the quantised reference's";
+  EXPECT_LE(di.mean_abs(), de.mean_abs() / 10)
+      << "mmrt's int8 blocks are not the quantised reference's";
   EXPECT_GT(effect_max, 3e-5) << "the reference did not quantise";
 }
 

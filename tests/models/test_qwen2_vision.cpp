@@ -19,6 +19,7 @@
 #include "models/qwen2_vl/processor.h"
 #include "models/qwen2_vl/tiny_checkpoint.h"
 #include "models/qwen2_vl/vision_tower.h"
+#include "ref_test_util.h"
 #include "test_model.h"
 
 namespace fs = std::filesystem;
@@ -126,12 +127,7 @@ std::string join(const std::vector<int32_t>& v) {
 }
 
 double rel_err(const float* got, const float* want, size_t n) {
-  double mr = 0, me = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mr = std::max(mr, std::fabs(static_cast<double>(want[i])));
-    me = std::max(me, std::fabs(static_cast<double>(want[i]) - got[i]));
-  }
-  return me / mr;
+  return test::diff(got, want, static_cast<int64_t>(n)).rel();
 }
 
 }  // namespace
@@ -178,25 +174,22 @@ TEST(Qwen2Vision, Int8BlocksMatchTheQuantisedReference) {
     return r;
   };
   const auto quantised = ref_of(1), exact = ref_of(0);
-  const size_t n = static_cast<size_t>(got.numel());
   const float* q = reinterpret_cast<const float*>(quantised.data());
   const float* e = reinterpret_cast<const float*>(exact.data());
-  const double impl = rel_err(got.data<float>(), q, n), effect = rel_err(e, q, n);
-  double impl_sum = 0, effect_sum = 0;
-  for (size_t k = 0; k < n; ++k) {
-    impl_sum += std::fabs(static_cast<double>(got.data<float>()[k]) - q[k]);
-    effect_sum += std::fabs(static_cast<double>(e[k]) - q[k]);
-  }
+  const test::Diff di = test::diff(got.data<float>(), q, got.numel()),
+                   de = test::diff(e, q, got.numel());
+  const double impl = di.rel(), effect = de.rel();
   std::printf(
       "int8 blocks: relative error %.2e against the quantised reference, %.2e the "
       "quantisation's own effect; mean |error| %.2e against %.2e\n",
-      impl, effect, impl_sum / n, effect_sum / n);
+      impl, effect, di.mean_abs(), de.mean_abs());
   // The largest error is one or two values across a rounding boundary (1.06e-5 where the f32
   // GEMM sums in another order, an AMX CPU); the mean says the rest is float rounding.
   EXPECT_LE(impl, 0.1 * effect) << "mmrt's int8 blocks differ from the quantised reference by "
                                 << impl << ", the quantisation itself moves the output by "
                                 << effect;
-  EXPECT_LE(impl_sum, effect_sum / 20) << "mmrt's int8 blocks are not the quantised reference's";
+  EXPECT_LE(di.mean_abs(), de.mean_abs() / 20)
+      << "mmrt's int8 blocks are not the quantised reference's";
   EXPECT_GT(effect, 3e-5) << "block 0 was not quantised in the reference";
 }
 

@@ -47,7 +47,9 @@ void scale_rows_bf16(const float* src, int64_t src_stride, int rows, int rows_pa
     uint16_t* dr = dst + static_cast<int64_t>(r) * hd;
     for (int d = 0; d < hd; d += 16) {
       const auto m = static_cast<__mmask16>((1u << std::min(16, hd - d)) - 1);
-      // The same rounding as f32_to_bf16 of the f32 product: to nearest, ties to even.
+      // Rounded as P below is (vcvtneps2bf16: to nearest, ties to even); unlike f32_to_bf16 it
+      // flushes a subnormal product to zero. Measured: scaling in C++ and one f32_to_bf16 call
+      // per tile made the 1024-key attention ~10 % slower on one thread.
       const __m512 v =
           r < rows ? _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + d), vs) : _mm512_setzero_ps();
       _mm256_mask_storeu_epi16(dr + d, m, (__m256i)_mm512_cvtneps_pbh(v));

@@ -75,7 +75,7 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
 // multiple of 16); sums = the rows' sums of the rounded P. AVX512-BF16 only.
 void softmax_rows_bf16(const float* s, int rows, int len, int lenp, uint16_t* p, float* sums);
 // dst [rows_pad, hd] = bf16(src row * scale) for the first `rows` rows (src rows src_stride
-// apart), zero rows after them. AVX512-BF16 only.
+// apart), zero rows after them, rounded as softmax_rows_bf16 rounds P. AVX512-BF16 only.
 void scale_rows_bf16(const float* src, int64_t src_stride, int rows, int rows_pad, int hd,
                      float scale, uint16_t* dst);
 // dst row r (dst_stride apart) = o [rows, hd] row r / sums[r] (zero where the sum is 0).
