@@ -26,6 +26,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
+#include "models/encoder_block.h"
 
 using namespace mmrt;
 using namespace mmrt::kernels;
@@ -224,6 +225,75 @@ void BM_VisionAttention(benchmark::State& st) {
 BENCHMARK(BM_VisionAttention)
     ->ArgNames({"n", "bf16", "threads"})
     ->ArgsProduct({{1024, 4096}, {0, 1}, {1, 0}})
+    ->UseRealTime();
+
+// One Qwen2-VL-2B vision block (embed 1280, 16 heads, MLP 5120, quick-GELU, 2-D rotary) over a
+// 448² image's 1024 patches: int8 = 1 is an int8 block of the quantised tower (int8 weights per
+// channel, x per row: EncoderPrecision::block_options), 0 its bf16 block. The ratio of the two
+// is what the int8 tower can gain per block; GFLOPs counts the linears and the attention.
+void BM_EncoderBlock(benchmark::State& st) {
+  const int64_t n = st.range(0), E = 1280, mlp = 5120;
+  const int32_t heads = 16;
+  const bool int8 = st.range(1) != 0;
+  const Backend& be = backend(threads_arg(st, 2));
+  const WeightFormat f = int8 ? WeightFormat::kInt8 : WeightFormat::kBF16;
+  auto tensor = [](std::vector<int64_t> shape, uint32_t seed, float scale) {
+    Tensor t = Tensor::empty(DType::kF32, Shape(shape));
+    auto v = random_vec(size_t(t.numel()), seed);
+    for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i] * scale;
+    return t;
+  };
+  auto lin = [&](int64_t out, int64_t in, uint32_t seed) {  // as the tower loads a bf16 checkpoint
+    const Tensor w = tensor({out, in}, seed, 0.02f).to(DType::kBF16);
+    const Tensor b = tensor({out}, seed + 1, 0.02f).to(DType::kBF16);
+    return PackedLinear::pack(be, w, &b, f, WeightPlacement::kViewIfPossible);
+  };
+  models::EncoderBlock b;
+  b.ln1_w = tensor({E}, 1, 0.1f);
+  b.ln1_b = tensor({E}, 2, 0.1f);
+  b.ln2_w = tensor({E}, 3, 0.1f);
+  b.ln2_b = tensor({E}, 4, 0.1f);
+  b.qkv = lin(3 * E, E, 10);
+  b.proj = lin(E, E, 20);
+  b.fc1 = lin(mlp, E, 30);
+  b.fc2 = lin(E, mlp, 40);
+  models::EncoderPrecision prec;
+  prec.int8 = int8;
+  b.opt = prec.block_options(0, 32);
+  b.bf16_attention = true;
+  std::vector<int32_t> pos(size_t(2 * n));
+  for (int64_t i = 0; i < n; ++i)
+    pos[size_t(i)] = int32_t(i / 32), pos[size_t(n + i)] = int32_t(i % 32);
+  const RopeAngles angles = rope_angles(be, make_vision_rope_table(E / heads), pos.data(), n);
+  auto x0 = random_vec(size_t(n * E), 5);
+  std::vector<float> x(x0.size()), h(x0.size()), qkv(x0.size() * 3), attn(x0.size()),
+      act(size_t(n * mlp));
+  const int32_t cu[] = {0, int32_t(n)};
+  const models::EncoderStep s{.n = n,
+                              .embed = E,
+                              .mlp = mlp,
+                              .heads = heads,
+                              .cu_seqlens = cu,
+                              .rope = &angles,
+                              .x = x.data(),
+                              .h = h.data(),
+                              .qkv = qkv.data(),
+                              .attn = attn.data(),
+                              .act = act.data()};
+  for (auto _ : st) {
+    st.PauseTiming();
+    std::copy(x0.begin(), x0.end(), x.begin());
+    st.ResumeTiming();
+    models::run_encoder_block(be, b, s);
+    benchmark::DoNotOptimize(x.data());
+  }
+  const double flops = double(st.iterations()) * (2.0 * n * E * (3 * E + E + 2 * mlp) +
+                                                  4.0 * double(n) * double(n) * double(E));
+  st.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EncoderBlock)
+    ->ArgNames({"n", "int8", "threads"})
+    ->ArgsProduct({{1024}, {0, 1}, {0}})
     ->UseRealTime();
 
 }  // namespace

@@ -1,9 +1,14 @@
 // Encoder attention as GEMMs (VarlenAttentionArgs::bf16, full masks): per (segment, head, tile of
 // kTileQ query rows), S = bf16(q * scale) . bf16(K)^T and O = bf16(P) . bf16(V) run on oneDNN's
-// bf16 matmul (AVX512-BF16 dot products, f32 sums), with the row softmax between them on the
-// whole segment at once (no online rescaling: a ViT segment is at most a few thousand keys, S a
-// few hundred KiB). The f32 kernel (attention_kernel.h) reaches ~310 GFLOP/s on 2 threads on a
-// 1024-patch image; this one ~2x that (bench_ops VisionAttention).
+// bf16 matmul (AVX512-BF16 dot products or AMX tiles, f32 sums), with the row softmax between
+// them on the whole segment at once (no online rescaling: a ViT segment is at most a few thousand
+// keys, S a few hundred KiB).
+//
+// K and V are packed once per (segment, head) in the library's blocked layout (BA16a64b2a, as
+// the bf16 linear weights are: PackedLinear::blocked_offset), so no matmul call copies them, and
+// the head dimension of q and K is padded with zeros to a multiple of 32 (80 -> 96): oneDNN's
+// AMX kernel handles a reduction length that is not a multiple of 32 in a slow tail path.
+// Measured on one AMX core, 128 queries x 1024 keys x 80 dims: S 82 -> 31 us, O 25 -> 17 us.
 //
 // Keys are padded to a multiple of kPadK (zero K and V rows, masked out of the softmax),
 // query tiles to kTileQ rows, so a oneDNN primitive serves every segment of the same padded length.
@@ -16,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/linear_impl.h"
+#include "kernels/linear.h"
 
 namespace mmrt::kernels::detail {
 
@@ -33,33 +39,71 @@ int64_t round_up(int64_t v, int64_t m) {
 bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, int64_t q_stride,
                            int64_t k_stride, int64_t v_stride, int64_t out_stride, float scale) {
   // The backend's variant is never above what the CPU has: kAvx512Bf16 means AVX512-BF16.
-  if (!a.bf16 || a.mask != MaskKind::kFull || a.n_heads != a.n_kv_heads ||
+  if (!a.bf16 || a.mask != MaskKind::kFull || a.n_heads != a.n_kv_heads || a.head_dim % 2 != 0 ||
       be.isa() != Isa::kAvx512Bf16 || !onednn_bf16_supported())
     return false;
   const int64_t hd = a.head_dim, H = a.n_heads;
+  // K as the [hdp, lenp] operand of S (hd padded to the blocked layout's pairs of 16), V as the
+  // [lenp, hd] operand of O (its columns padded to the layout's blocks of 64).
+  const int64_t hdp = PackedLinear::blocked_in(hd);
+  const int64_t hdn = round_up(hd, PackedLinear::kBlockedOut);
   const size_t n_seqs = a.cu_seqlens.size() - 1;
-  // Packed per (segment, head): K and V bf16 [lenp, hd], zero padded.
-  std::vector<int64_t> off(n_seqs + 1, 0);
+  std::vector<int64_t> off(n_seqs + 1, 0);  // elements of one head's K (or V) block, summed
   for (size_t i = 0; i < n_seqs; ++i)
-    off[i + 1] = off[i] + round_up(a.cu_seqlens[i + 1] - a.cu_seqlens[i], kPadK) * hd * H;
+    off[i + 1] = off[i] + round_up(a.cu_seqlens[i + 1] - a.cu_seqlens[i], kPadK) * H;
   auto* pack = static_cast<uint16_t*>(
-      be.scratch(kPackedKSlot, static_cast<size_t>(2 * off[n_seqs]) * sizeof(uint16_t)));
+      be.scratch(kPackedKSlot, static_cast<size_t>(off[n_seqs] * (hdp + hdn)) * sizeof(uint16_t)));
   uint16_t* const kpack = pack;
-  uint16_t* const vpack = pack + off[n_seqs];
+  uint16_t* const vpack = pack + off[n_seqs] * hdp;
+  // Packing walks pairs of keys (padded to lenp per segment), so every key's K and V rows are
+  // read once, whole (all heads, contiguous), and scattered into each head's blocks.
+  std::vector<int64_t> first_pair(n_seqs + 1, 0);
+  for (size_t i = 0; i < n_seqs; ++i)
+    first_pair[i + 1] = first_pair[i] + round_up(a.cu_seqlens[i + 1] - a.cu_seqlens[i], kPadK) / 2;
+  const int64_t E = H * hd;
   ThreadPool& tp = be.pool();
-  tp.parallel_for(static_cast<int64_t>(n_seqs) * H, 1, [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const size_t s = static_cast<size_t>(w / H);
-      const int64_t h = w % H, row0 = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - row0;
-      const int64_t lenp = round_up(len, kPadK);
-      uint16_t* kd = kpack + off[s] + h * lenp * hd;  // [lenp, hd]
-      uint16_t* vd = vpack + off[s] + h * lenp * hd;  // [lenp, hd]
-      for (int64_t t = 0; t < len; ++t) {
-        f32_to_bf16(a.k + (row0 + t) * k_stride + h * hd, kd + t * hd, static_cast<size_t>(hd));
-        f32_to_bf16(a.v + (row0 + t) * v_stride + h * hd, vd + t * hd, static_cast<size_t>(hd));
+  tp.parallel_for(first_pair[n_seqs], 16, [&](int64_t b, int64_t e) {
+    std::vector<uint16_t> rows(static_cast<size_t>(4 * E));  // K of keys t, t + 1, then V
+    for (int64_t pi = b; pi < e; ++pi) {
+      const size_t s = static_cast<size_t>(
+          std::upper_bound(first_pair.begin(), first_pair.end(), pi) - first_pair.begin() - 1);
+      const int64_t row0 = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - row0;
+      const int64_t lenp = round_up(len, kPadK), t = 2 * (pi - first_pair[s]);
+      for (int64_t j = 0; j < 2; ++j) {
+        uint16_t* kr = rows.data() + j * E;
+        uint16_t* vr = rows.data() + (2 + j) * E;
+        if (t + j < len) {
+          f32_to_bf16(a.k + (row0 + t + j) * k_stride, kr, static_cast<size_t>(E));
+          f32_to_bf16(a.v + (row0 + t + j) * v_stride, vr, static_cast<size_t>(E));
+        } else {  // padding keys: zero
+          std::memset(kr, 0, static_cast<size_t>(E) * 2);
+          std::memset(vr, 0, static_cast<size_t>(E) * 2);
+        }
       }
-      std::memset(kd + len * hd, 0, static_cast<size_t>((lenp - len) * hd) * 2);
-      std::memset(vd + len * hd, 0, static_cast<size_t>((lenp - len) * hd) * 2);
+      for (int64_t h = 0; h < H; ++h) {
+        uint16_t* kd = kpack + off[s] * hdp + h * lenp * hdp;  // blocked [hdp, lenp]
+        uint16_t* vd = vpack + off[s] * hdn + h * lenp * hdn;  // blocked [lenp, hdn]
+        for (int64_t j = 0; j < 2; ++j) {  // K: a key's pairs of dims side by side
+          const uint16_t* kr = rows.data() + j * E + h * hd;
+          int64_t d = 0;
+          for (; d < hd; d += 2)
+            std::memcpy(kd + PackedLinear::blocked_offset(t + j, d, hdp), kr + d, 4);
+          for (; d < hdp; d += 2)
+            std::memset(kd + PackedLinear::blocked_offset(t + j, d, hdp), 0, 4);
+        }
+        // V: one dim of both keys side by side, 64 dims in a row of the block
+        const uint16_t* v0 = rows.data() + 2 * E + h * hd;
+        const uint16_t* v1 = v0 + E;
+        for (int64_t d0 = 0; d0 < hdn; d0 += PackedLinear::kBlockedOut) {
+          uint16_t* dst = vd + PackedLinear::blocked_offset(d0, t, lenp);
+          const int64_t n = std::clamp<int64_t>(hd - d0, 0, PackedLinear::kBlockedOut);
+          for (int64_t d = 0; d < n; ++d) {
+            dst[2 * d] = v0[d0 + d];
+            dst[2 * d + 1] = v1[d0 + d];
+          }
+          std::memset(dst + 2 * n, 0, static_cast<size_t>(PackedLinear::kBlockedOut - n) * 4);
+        }
+      }
     }
   });
   // Work items: (segment, head, query tile).
@@ -75,27 +119,29 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
       const int64_t lenp = round_up(len, kPadK), tiles = (len + kTileQ - 1) / kTileQ;
       const int64_t local = it - first_item[s], h = local / tiles, q0 = (local % tiles) * kTileQ;
       const int64_t rows = std::min(kTileQ, len - q0);
-      // Item buffers: q bf16 [kTileQ, hd], S f32 [kTileQ, lenp], P bf16 [kTileQ, lenp],
+      // Item buffers: q bf16 [kTileQ, hdp], S f32 [kTileQ, lenp], P bf16 [kTileQ, lenp],
       // O f32 [kTileQ, hd], sums [kTileQ].
       const size_t bytes =
-          static_cast<size_t>(kTileQ * hd * 2 + kTileQ * lenp * 6 + kTileQ * hd * 4 + kTileQ * 4);
+          static_cast<size_t>(kTileQ * hdp * 2 + kTileQ * lenp * 6 + kTileQ * hd * 4 + kTileQ * 4);
       auto* buf = static_cast<char*>(be.scratch(kItemScratchSlot, bytes));
       auto* qb = reinterpret_cast<uint16_t*>(buf);
-      auto* sc = reinterpret_cast<float*>(qb + kTileQ * hd);
+      auto* sc = reinterpret_cast<float*>(qb + kTileQ * hdp);
       auto* pb = reinterpret_cast<uint16_t*>(sc + kTileQ * lenp);
       auto* ob = reinterpret_cast<float*>(pb + kTileQ * lenp);
       float* sums = ob + kTileQ * hd;
       scale_rows_bf16(a.q + (row0 + q0) * q_stride + h * hd, q_stride, static_cast<int>(rows),
-                      static_cast<int>(kTileQ), static_cast<int>(hd), scale, qb);
-      const uint16_t* kd = kpack + off[s] + h * lenp * hd;
-      const uint16_t* vd = vpack + off[s] + h * lenp * hd;
-      onednn_matmul(be, GemmType::kBF16, qb, kTileQ, hd, kd, lenp, hd, sc, lenp);  // S
+                      static_cast<int>(kTileQ), static_cast<int>(hd), static_cast<int>(hdp), scale,
+                      qb);
+      const uint16_t* kd = kpack + off[s] * hdp + h * lenp * hdp;
+      const uint16_t* vd = vpack + off[s] * hdn + h * lenp * hdn;
+      onednn_matmul(be, GemmType::kBF16, qb, kTileQ, hdp, kd, lenp, 0, sc, lenp,
+                    WeightLayout::kBlocked);  // S
       softmax_rows_bf16(sc, static_cast<int>(rows), static_cast<int>(len), static_cast<int>(lenp),
                         pb, sums);
       if (rows < kTileQ)  // rows past the segment: zero probabilities, not stale ones
         std::memset(pb + rows * lenp, 0, static_cast<size_t>((kTileQ - rows) * lenp) * 2);
-      onednn_matmul(be, GemmType::kBF16, pb, kTileQ, lenp, vd, hd, hd, ob, hd,
-                    WeightLayout::kKN);  // O
+      onednn_matmul(be, GemmType::kBF16, pb, kTileQ, lenp, vd, hd, 0, ob, hd,
+                    WeightLayout::kBlocked);  // O
       normalize_rows(ob, sums, static_cast<int>(rows), static_cast<int>(hd),
                      a.out + (row0 + q0) * out_stride + h * hd, out_stride);
     }

@@ -74,10 +74,11 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, i
 // Rows [rows, lenp] of scores: P = bf16(exp(s - max)) over the first len, zeros to lenp (a
 // multiple of 16); sums = the rows' sums of the rounded P. AVX512-BF16 only.
 void softmax_rows_bf16(const float* s, int rows, int len, int lenp, uint16_t* p, float* sums);
-// dst [rows_pad, hd] = bf16(src row * scale) for the first `rows` rows (src rows src_stride
-// apart), zero rows after them, rounded as softmax_rows_bf16 rounds P. AVX512-BF16 only.
+// dst [rows_pad, hd_pad] = bf16(src row * scale) for the first `rows` rows (src rows src_stride
+// apart, hd values each), zeros after them and past hd, rounded as softmax_rows_bf16 rounds P.
+// hd_pad: a multiple of 16, >= hd. AVX512-BF16 only.
 void scale_rows_bf16(const float* src, int64_t src_stride, int rows, int rows_pad, int hd,
-                     float scale, uint16_t* dst);
+                     int hd_pad, float scale, uint16_t* dst);
 // dst row r (dst_stride apart) = o [rows, hd] row r / sums[r] (zero where the sum is 0).
 void normalize_rows(const float* o, const float* sums, int rows, int hd, float* dst,
                     int64_t dst_stride);
