@@ -26,6 +26,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
+#include "kernels/scratch.h"
 #include "models/encoder_block.h"
 
 using namespace mmrt;
@@ -266,8 +267,8 @@ void BM_EncoderBlock(benchmark::State& st) {
     pos[size_t(i)] = int32_t(i / 32), pos[size_t(n + i)] = int32_t(i % 32);
   const RopeAngles angles = rope_angles(be, make_vision_rope_table(E / heads), pos.data(), n);
   auto x0 = random_vec(size_t(n * E), 5);
-  std::vector<float> x(x0.size()), h(x0.size()), qkv(x0.size() * 3), attn(x0.size()),
-      act(size_t(n * mlp));
+  // The tower's buffers: the backend's memory (huge pages from 4 MiB, as the tower's are).
+  Buffer x(be, n * E), h(be, n * E), qkv(be, 3 * n * E), attn(be, n * E), act(be, n * mlp);
   const int32_t cu[] = {0, int32_t(n)};
   const models::EncoderStep s{.n = n,
                               .embed = E,
@@ -282,7 +283,7 @@ void BM_EncoderBlock(benchmark::State& st) {
                               .act = act.data()};
   for (auto _ : st) {
     st.PauseTiming();
-    std::copy(x0.begin(), x0.end(), x.begin());
+    std::copy(x0.begin(), x0.end(), x.data());
     st.ResumeTiming();
     models::run_encoder_block(be, b, s);
     benchmark::DoNotOptimize(x.data());
