@@ -244,10 +244,12 @@ void BM_EncoderBlock(benchmark::State& st) {
     for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i] * scale;
     return t;
   };
+  models::EncoderPrecision prec;
+  prec.int8 = int8;
   auto lin = [&](int64_t out, int64_t in, uint32_t seed) {  // as the tower loads a bf16 checkpoint
     const Tensor w = tensor({out, in}, seed, 0.02f).to(DType::kBF16);
     const Tensor b = tensor({out}, seed + 1, 0.02f).to(DType::kBF16);
-    return PackedLinear::pack(be, w, &b, f, WeightPlacement::kViewIfPossible);
+    return PackedLinear::pack(be, w, &b, f, prec.block_placement(0, 32));
   };
   models::EncoderBlock b;
   b.ln1_w = tensor({E}, 1, 0.1f);
@@ -258,8 +260,6 @@ void BM_EncoderBlock(benchmark::State& st) {
   b.proj = lin(E, E, 20);
   b.fc1 = lin(mlp, E, 30);
   b.fc2 = lin(E, mlp, 40);
-  models::EncoderPrecision prec;
-  prec.int8 = int8;
   b.opt = prec.block_options(0, 32);
   b.bf16_attention = true;
   std::vector<int32_t> pos(size_t(2 * n));

@@ -65,6 +65,15 @@ size_t PackedLinear::weight_bytes() const {
 }
 
 Tensor PackedLinear::weight() const {
+  if (blocked_ && fmt_ == WeightFormat::kInt8) {
+    Tensor t = Tensor::empty(DType::kI8, {out_, in_});
+    auto* dst = static_cast<int8_t*>(t.raw());
+    const auto* src = static_cast<const int8_t*>(w_);
+    const int64_t kp = blocked_in_i8(in_);
+    for (int64_t o = 0; o < out_; ++o)
+      for (int64_t k = 0; k < in_; ++k) dst[o * in_ + k] = src[blocked_offset_i8(o, k, kp)];
+    return t;
+  }
   if (blocked_) {
     Tensor t = Tensor::empty(DType::kBF16, {out_, in_});
     auto* dst = static_cast<uint16_t*>(t.raw());

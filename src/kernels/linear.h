@@ -33,7 +33,11 @@ size_t weight_format_bytes(WeightFormat f);           // bytes per stored weight
 //                   TLB misses cost ~20% of the decode rate (measured on the 2b-shape model).
 //   kViewIfPossible a view of the source when it is one contiguous tensor already in the
 //                   stored type (no load-time copy and no second copy in memory), else a copy.
-enum class WeightPlacement : uint8_t { kCopy, kViewIfPossible };
+//   kGemmOnly       a copy in the layout the backend's GEMM reads fastest, for weights that are
+//                   only ever multiplied by many rows at once (LinearPath::kGemm; int8 with
+//                   Int8Gemm::kQ8Row): the encoders' int8 blocks. The CPU stores int8 blocked
+//                   (blocked()) where it multiplies int8 on oneDNN; linear() refuses other paths.
+enum class WeightPlacement : uint8_t { kCopy, kViewIfPossible, kGemmOnly };
 
 class PackedLinear {
  public:
@@ -48,7 +52,7 @@ class PackedLinear {
     std::shared_ptr<void> scale;  // [out] f32, kInt8 only
     std::shared_ptr<void> bias;   // [out] f32 or null
     bool zero_copy = false;
-    bool blocked = false;  // bf16 weights in the GEMM's blocked layout (see blocked())
+    bool blocked = false;  // bf16 or int8 weights in the GEMM's blocked layout (see blocked())
     Device device;
   };
   explicit PackedLinear(Parts p);
@@ -76,8 +80,10 @@ class PackedLinear {
   // kBlockedIn and `out` to kBlockedOut with zeros. The GEMM then reads them as they are (no
   // copy of each weight panel per call: 1.06-1.5x the GEMM rate on weights that come from DRAM,
   // 32-512 rows), and the decode kernel streams each block once for all rows.
+  // int8 weights packed WeightPlacement::kGemmOnly are blocked the same way for the int8 GEMM
+  // (oneDNN's BA16a64b4a): quads of inputs side by side, `in` padded to kBlockedInI8.
   bool blocked() const { return blocked_; }
-  static constexpr int64_t kBlockedOut = 64, kBlockedIn = 32;
+  static constexpr int64_t kBlockedOut = 64, kBlockedIn = 32, kBlockedInI8 = 64;
   // A blocked layout's `in` padded to kBlockedIn, and the offset of weight (o, k) in it.
   static constexpr int64_t blocked_in(int64_t in) {
     return (in + kBlockedIn - 1) / kBlockedIn * kBlockedIn;
@@ -85,6 +91,14 @@ class PackedLinear {
   static constexpr int64_t blocked_offset(int64_t o, int64_t k, int64_t in_padded) {
     return (o / kBlockedOut) * in_padded * kBlockedOut + (k / 2) * 2 * kBlockedOut +
            (o % kBlockedOut) * 2 + k % 2;
+  }
+  // The same for blocked int8 weights.
+  static constexpr int64_t blocked_in_i8(int64_t in) {
+    return (in + kBlockedInI8 - 1) / kBlockedInI8 * kBlockedInI8;
+  }
+  static constexpr int64_t blocked_offset_i8(int64_t o, int64_t k, int64_t in_padded) {
+    return (o / kBlockedOut) * in_padded * kBlockedOut + (k / 4) * 4 * kBlockedOut +
+           (o % kBlockedOut) * 4 + k % 4;
   }
   bool has_bias() const { return bias_ != nullptr; }
   Device device() const { return device_; }  // where the packed weights live

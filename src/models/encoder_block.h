@@ -38,6 +38,13 @@ struct EncoderPrecision {
   kernels::WeightFormat block_format(int64_t i, int64_t depth) const;
   // kQ8Row GEMMs for an int8 block (on the GEMM path at any row count: one rounding rule).
   kernels::LinearOptions block_options(int64_t i, int64_t depth) const;
+  // kGemmOnly for an int8 block (its GEMMs alone read the weights: the backend's GEMM layout),
+  // else kViewIfPossible (16-bit weights stay in the mapped checkpoint: the towers' GEMMs are
+  // compute-bound over hundreds of rows, a load-time copy gained nothing measurable).
+  kernels::WeightPlacement block_placement(int64_t i, int64_t depth) const {
+    return int8_block(i, depth) ? kernels::WeightPlacement::kGemmOnly
+                                : kernels::WeightPlacement::kViewIfPossible;
+  }
   // For logs and cache keys, e.g. "int8 (blocks 0-28; the last 3 and the projections bf16)".
   std::string describe(int64_t depth) const;
   // Attention in bf16 products where the backend has them: every encoder but an f32 one.

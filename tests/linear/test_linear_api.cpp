@@ -329,6 +329,41 @@ TEST(Linear, BlockedBf16WeightsOnEveryPath) {
   EXPECT_THROW(linear(portable, random_f32({1, 77}, 50), p), InvalidArgument);
 }
 
+// int8 weights packed for the GEMM alone (WeightPlacement::kGemmOnly: the encoders' int8
+// blocks) are stored blocked where the CPU multiplies int8 on oneDNN. With `out` and `in` off
+// the blocks' sizes, at row counts up to two GEMM tiles, the kQ8Row GEMM gives the same bits as
+// on the row-major int8 weights (the same integers and scales, exact int32 sums); weight() gives
+// the row-major integers back; any other path is refused.
+TEST(Linear, BlockedInt8WeightsForTheGemm) {
+  const CpuBackend best({.threads = 2});
+  const Tensor w = random_f32({150, 77}, 60), b = random_f32({150}, 61);
+  const PackedLinear rows = PackedLinear::pack(best, w, &b, WeightFormat::kInt8);
+  const PackedLinear blk =
+      PackedLinear::pack(best, w, &b, WeightFormat::kInt8, WeightPlacement::kGemmOnly);
+  LinearOptions q8;
+  q8.path = LinearPath::kGemm;
+  q8.int8_gemm = Int8Gemm::kQ8Row;
+  EXPECT_FALSE(rows.blocked());
+  if (!linear_plan(best, 64, rows, q8).x_quantised_q8_row) {
+    EXPECT_FALSE(blk.blocked());
+    GTEST_SKIP() << "no int8 GEMM on this CPU: int8 weights stay row-major";
+  }
+  ASSERT_TRUE(blk.blocked());
+  const Tensor wr = rows.weight(), wb = blk.weight();
+  ASSERT_EQ(wb.dtype(), DType::kI8);
+  EXPECT_EQ(std::memcmp(wr.raw(), wb.raw(), 150 * 77), 0);
+  EXPECT_EQ(std::memcmp(rows.scales(), blk.scales(), 150 * sizeof(float)), 0);
+  for (int64_t n : {1, 5, 16, 33, 130, 600}) {
+    const Tensor x = random_f32({n, 77}, 70 + static_cast<uint32_t>(n));
+    const Tensor a = linear(best, x, rows, q8), c = linear(best, x, blk, q8);
+    EXPECT_EQ(std::memcmp(a.raw(), c.raw(), static_cast<size_t>(n * 150) * 4), 0) << "n = " << n;
+  }
+  EXPECT_THROW(linear(best, random_f32({1, 77}, 80), blk), InvalidArgument);  // a gemv
+  LinearOptions widened;  // int8 weight-only on the GEMM: x in bf16, the panels widened
+  widened.path = LinearPath::kGemm;
+  EXPECT_THROW(linear(best, random_f32({64, 77}, 81), blk, widened), InvalidArgument);
+}
+
 TEST(Linear, RejectsBadInput) {
   const CpuBackend be({.threads = 1});
   const Tensor w = random_f32({4, 6}, 17);

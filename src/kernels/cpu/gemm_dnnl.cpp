@@ -47,9 +47,11 @@ std::shared_ptr<const Prim> make_prim(const dnnl::engine& eng, const Key& key) {
                                           : memory::data_type::f32;
   auto p = std::make_shared<Prim>();
   p->src = memory::desc({m, k}, dt, memory::dims{k, 1});  // [m, k] row-major
-  // W [n, k] read as Wᵀ, W already [k, n], or blocked as the library's own bf16 layout
+  // W [n, k] read as Wᵀ, W already [k, n], or blocked as the library's own bf16 / int8 layout
   p->wei = layout == WeightLayout::kBlocked
-               ? memory::desc({k, n}, dt, memory::format_tag::BA16a64b2a)
+               ? memory::desc({k, n}, dt,
+                              type == GemmType::kS8 ? memory::format_tag::BA16a64b4a
+                                                    : memory::format_tag::BA16a64b2a)
            : layout == WeightLayout::kKN ? memory::desc({k, n}, dt, memory::dims{ldw, 1})
                                          : memory::desc({k, n}, dt, memory::dims{1, ldw});
   p->dst =

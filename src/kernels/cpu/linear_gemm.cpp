@@ -158,8 +158,10 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   panel = std::max<int64_t>(panel, 16);
   // Blocked weights: panels of whole blocks (the blocks of a panel are contiguous).
   constexpr int64_t kB = PackedLinear::kBlockedOut;
+  const bool i8 = w.format() == WeightFormat::kInt8;
   if (w.blocked()) {
-    if (!c.bf16) throw InternalError("blocked bf16 weights on a GEMM that does not multiply bf16");
+    if (i8 ? !c.s8 : !c.bf16)
+      throw InternalError("blocked weights on a GEMM that does not multiply their type");
     panel = round_up(panel, kB);
   }
   const int64_t n_panels = (n + panel - 1) / panel;
@@ -172,10 +174,12 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     gemm_libraries_single_threaded();
     for (int64_t p = pb; p < pe; ++p) {
       const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
-      const void* wp = w.blocked() ? stored + static_cast<size_t>(PackedLinear::blocked_offset(
-                                                  c0, 0, PackedLinear::blocked_in(k))) *
-                                                  2
-                                   : stored + static_cast<size_t>(c0 * k) * stored_esz;
+      const void* wp =
+          !w.blocked() ? stored + static_cast<size_t>(c0 * k) * stored_esz
+          : i8 ? stored + PackedLinear::blocked_offset_i8(c0, 0, PackedLinear::blocked_in_i8(k))
+               : stored + static_cast<size_t>(
+                              PackedLinear::blocked_offset(c0, 0, PackedLinear::blocked_in(k))) *
+                              2;
       if (widen) {
         void* buf = be.scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
         widen_panel(ks, w, c0, cols, c.bf16, buf);

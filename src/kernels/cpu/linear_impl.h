@@ -120,8 +120,8 @@ void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const 
 // run the type. Runs on the calling pool thread with that thread's stream and scratch.
 enum class GemmType : uint8_t { kF32, kBF16, kS8 };
 // kS8: x and W int8, y int32 (exact sums). How W is stored: kNK rows of k (ldw apart: y =
-// x . W^T), kKN rows of n (ldw apart: y = x . W), kBlocked bf16 in PackedLinear's blocked layout
-// (the panel's first block; ldw unused).
+// x . W^T), kKN rows of n (ldw apart: y = x . W), kBlocked in PackedLinear's blocked layout of
+// the type (bf16 pairs or int8 quads; the panel's first block; ldw unused).
 enum class WeightLayout : uint8_t { kNK, kKN, kBlocked };
 void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m, int64_t k,
                    const void* w, int64_t n, int64_t ldw, void* y, int64_t ldy,

@@ -61,13 +61,14 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   const Naming naming = detect_naming(st.names(), st.path());
   // Compute-bound GEMMs over hundreds of rows per crop: the weights stay in the mapping where
   // they can (the fused q|k|v is packed into memory of its own).
-  constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
-  auto lin = [&](const std::string& base, kernels::WeightFormat f, bool bias = true) {
+  constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
+  auto lin = [&](const std::string& base, kernels::WeightFormat f, bool bias = true,
+                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
     Tensor w = get(base + ".weight");
-    if (!bias) return kernels::PackedLinear::pack(be, w, nullptr, f, kPlace);
+    if (!bias) return kernels::PackedLinear::pack(be, w, nullptr, f, place);
     Tensor b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, place);
   };
   const std::string vm = "vision_tower.vision_model.";
   Tensor pw = get(vm + "embeddings.patch_embedding.weight");  // [embed, C, p, p]
@@ -104,10 +105,12 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     }
     const Tensor* ws[3] = {&w[0], &w[1], &w[2]};
     const Tensor* bs[3] = {&b[0], &b[1], &b[2]};
-    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f);
-    l.proj = lin(p + "self_attn.out_proj", f);
-    l.fc1 = lin(p + "mlp.fc1", f);
-    l.fc2 = lin(p + "mlp.fc2", f);
+    // (q|k|v concatenated is a copy whatever the placement)
+    const kernels::WeightPlacement pl = prec.block_placement(static_cast<int64_t>(i), depth);
+    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f, pl);
+    l.proj = lin(p + "self_attn.out_proj", f, true, pl);
+    l.fc1 = lin(p + "mlp.fc1", f, true, pl);
+    l.fc2 = lin(p + "mlp.fc2", f, true, pl);
     l.opt = prec.block_options(static_cast<int64_t>(i), depth);
     l.bf16_attention = prec.bf16_attention();
   }

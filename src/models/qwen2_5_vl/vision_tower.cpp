@@ -90,9 +90,10 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& c) { return st.get(qwen2_vl::tensor_name(naming, c)); };
   const kernels::WeightFormat fmt = prec.fmt;
-  auto lin = [&](const std::string& base, kernels::WeightFormat f) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f,
+                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, place);
   };
   Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p], no bias
   m.patch_embed =
@@ -106,14 +107,15 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
     b.ln1_w = be.upload(get(p + "norm1.weight"));
     b.ln2_w = be.upload(get(p + "norm2.weight"));
     const kernels::WeightFormat f = prec.block_format(i, m.vc.depth);
-    b.qkv = lin(p + "attn.qkv", f);
-    b.proj = lin(p + "attn.proj", f);
+    const kernels::WeightPlacement pl = prec.block_placement(i, m.vc.depth);
+    b.qkv = lin(p + "attn.qkv", f, pl);
+    b.proj = lin(p + "attn.proj", f, pl);
     Tensor gw = get(p + "mlp.gate_proj.weight"), gb = get(p + "mlp.gate_proj.bias");
     Tensor uw = get(p + "mlp.up_proj.weight"), ub = get(p + "mlp.up_proj.bias");
     const Tensor* ws[] = {&gw, &uw};
     const Tensor* bs[] = {&gb, &ub};
-    b.fc1 = kernels::PackedLinear::pack_concat(be, ws, bs, f, kPlace);
-    b.fc2 = lin(p + "mlp.down_proj", f);
+    b.fc1 = kernels::PackedLinear::pack_concat(be, ws, bs, f, pl);
+    b.fc2 = lin(p + "mlp.down_proj", f, pl);
     b.opt = prec.block_options(i, m.vc.depth);
     b.bf16_attention = prec.bf16_attention();
   }

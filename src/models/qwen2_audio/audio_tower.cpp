@@ -119,9 +119,10 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
   // GEMMs over up to 1500 rows (compute-bound): the weights stay in the mapped checkpoint.
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& name) { return st.get(name); };
-  auto lin = [&](const std::string& base, kernels::WeightFormat f) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f,
+                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, place);
   };
   // Conv1d weights [out, in, k] flattened to [out, in * k]: column c * 3 + k, the im2col order.
   auto conv = [&](const std::string& base) {
@@ -146,10 +147,11 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
     const Tensor* ws[] = {&qw, &kw, &vw};
     const Tensor* bs[] = {&qb, nullptr, &vb};  // k_proj has no bias
     const kernels::WeightFormat f = prec.block_format(i, m.ac.encoder_layers);
-    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f, kPlace);
-    l.out = lin(p + "self_attn.out_proj", f);
-    l.fc1 = lin(p + "fc1", f);
-    l.fc2 = lin(p + "fc2", f);
+    const kernels::WeightPlacement pl = prec.block_placement(i, m.ac.encoder_layers);
+    l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f, pl);
+    l.out = lin(p + "self_attn.out_proj", f, pl);
+    l.fc1 = lin(p + "fc1", f, pl);
+    l.fc2 = lin(p + "fc2", f, pl);
     l.opt = prec.block_options(i, m.ac.encoder_layers);
     l.bf16_attention = prec.bf16_attention();
   }

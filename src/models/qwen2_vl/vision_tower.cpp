@@ -102,9 +102,10 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
   const kernels::WeightFormat fmt = prec.fmt;
-  auto lin = [&](const std::string& base, kernels::WeightFormat f) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f,
+                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
-    return kernels::PackedLinear::pack(be, w, &b, f, kPlace);
+    return kernels::PackedLinear::pack(be, w, &b, f, place);
   };
   Tensor pw = get("visual.patch_embed.proj.weight");  // [embed, C, T, p, p]
   Tensor pw2 = pw.reshape({pw.dim(0), -1});           // [embed, C*T*p*p], same (c,t,y,x) order
@@ -118,10 +119,11 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
     b.ln2_w = be.upload(get(p + "norm2.weight"));
     b.ln2_b = be.upload(get(p + "norm2.bias"));
     const kernels::WeightFormat f = prec.block_format(i, m.vc.depth);
-    b.qkv = lin(p + "attn.qkv", f);
-    b.proj = lin(p + "attn.proj", f);
-    b.fc1 = lin(p + "mlp.fc1", f);
-    b.fc2 = lin(p + "mlp.fc2", f);
+    const kernels::WeightPlacement pl = prec.block_placement(i, m.vc.depth);
+    b.qkv = lin(p + "attn.qkv", f, pl);
+    b.proj = lin(p + "attn.proj", f, pl);
+    b.fc1 = lin(p + "mlp.fc1", f, pl);
+    b.fc2 = lin(p + "mlp.fc2", f, pl);
     b.opt = prec.block_options(i, m.vc.depth);
     b.bf16_attention = prec.bf16_attention();
   }
