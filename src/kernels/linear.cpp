@@ -64,25 +64,26 @@ size_t PackedLinear::weight_bytes() const {
          (scale_ ? static_cast<size_t>(out_) * sizeof(float) : 0);
 }
 
+namespace {
+// Blocked weights back to row-major [out, in] host memory; `offset` is the layout's
+// PackedLinear::blocked_offset(_i8) for `in` padded to kp.
+template <typename T>
+Tensor unblock(const void* w, DType dt, int64_t out, int64_t in, int64_t kp,
+               int64_t (*offset)(int64_t, int64_t, int64_t)) {
+  Tensor t = Tensor::empty(dt, {out, in});
+  auto* dst = static_cast<T*>(t.raw());
+  const auto* src = static_cast<const T*>(w);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < in; ++k) dst[o * in + k] = src[offset(o, k, kp)];
+  return t;
+}
+}  // namespace
+
 Tensor PackedLinear::weight() const {
-  if (blocked_ && fmt_ == WeightFormat::kInt8) {
-    Tensor t = Tensor::empty(DType::kI8, {out_, in_});
-    auto* dst = static_cast<int8_t*>(t.raw());
-    const auto* src = static_cast<const int8_t*>(w_);
-    const int64_t kp = blocked_in_i8(in_);
-    for (int64_t o = 0; o < out_; ++o)
-      for (int64_t k = 0; k < in_; ++k) dst[o * in_ + k] = src[blocked_offset_i8(o, k, kp)];
-    return t;
-  }
-  if (blocked_) {
-    Tensor t = Tensor::empty(DType::kBF16, {out_, in_});
-    auto* dst = static_cast<uint16_t*>(t.raw());
-    const auto* src = static_cast<const uint16_t*>(w_);
-    const int64_t kp = blocked_in(in_);
-    for (int64_t o = 0; o < out_; ++o)
-      for (int64_t k = 0; k < in_; ++k) dst[o * in_ + k] = src[blocked_offset(o, k, kp)];
-    return t;
-  }
+  if (blocked_ && fmt_ == WeightFormat::kInt8)
+    return unblock<int8_t>(w_, DType::kI8, out_, in_, blocked_in_i8(in_), &blocked_offset_i8);
+  if (blocked_)
+    return unblock<uint16_t>(w_, DType::kBF16, out_, in_, blocked_in(in_), &blocked_offset);
   const DType t = fmt_ == WeightFormat::kF32    ? DType::kF32
                   : fmt_ == WeightFormat::kBF16 ? DType::kBF16
                                                 : DType::kI8;
