@@ -46,8 +46,11 @@ OVERLOADED = {
     "requests": [{"kind": "text", "weight": 9, "prompt_words": 480, "max_tokens": 96},
                  {"kind": "image", "weight": 1, "image_sizes": [[224, 224]], "max_tokens": 64}],
     "classes": {"batch": {"weight": 1, "ttft_ms": {"p99": 300}}},
-    # The overload takes both cores here; the generator may lag more than on a real client.
-    "max_generator_lag_ms": 200, "timeout_s": 120,
+    # The overload takes both cores here, so the generator lags more than a real client would:
+    # on a shared 2-core CI host, 1.2 s at p99 was seen (the run then INVALID, not FAIL). This
+    # case is about the FAIL verdict and its attribution; the lag rule has its own test
+    # (test_verdict.cpp), so the limit here is the run's length.
+    "max_generator_lag_ms": 5000, "timeout_s": 120,
 }
 
 SHORT = {
