@@ -89,16 +89,20 @@ class PackedLinear {
     return (in + kBlockedIn - 1) / kBlockedIn * kBlockedIn;
   }
   static constexpr int64_t blocked_offset(int64_t o, int64_t k, int64_t in_padded) {
-    return (o / kBlockedOut) * in_padded * kBlockedOut + (k / 2) * 2 * kBlockedOut +
-           (o % kBlockedOut) * 2 + k % 2;
+    return blocked_offset_g<2>(o, k, in_padded);
   }
   // The same for blocked int8 weights.
   static constexpr int64_t blocked_in_i8(int64_t in) {
     return (in + kBlockedInI8 - 1) / kBlockedInI8 * kBlockedInI8;
   }
   static constexpr int64_t blocked_offset_i8(int64_t o, int64_t k, int64_t in_padded) {
-    return (o / kBlockedOut) * in_padded * kBlockedOut + (k / 4) * 4 * kBlockedOut +
-           (o % kBlockedOut) * 4 + k % 4;
+    return blocked_offset_g<4>(o, k, in_padded);
+  }
+  // Both layouts: blocks of kBlockedOut channels, groups of G inputs side by side in a channel.
+  template <int64_t G>
+  static constexpr int64_t blocked_offset_g(int64_t o, int64_t k, int64_t in_padded) {
+    return (o / kBlockedOut) * in_padded * kBlockedOut + (k / G) * G * kBlockedOut +
+           (o % kBlockedOut) * G + k % G;
   }
   bool has_bias() const { return bias_ != nullptr; }
   Device device() const { return device_; }  // where the packed weights live

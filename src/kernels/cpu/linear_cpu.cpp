@@ -251,12 +251,6 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
         blocked_i8  ? be.allocate(static_cast<size_t>(np * kp8), /*zero=*/true)
         : p.blocked ? be.allocate(static_cast<size_t>(np * kp) * 2, /*zero=*/true)
                     : be.allocate(static_cast<size_t>(out * in) * esz);
-    auto put_blocked = [&](int64_t o, const uint16_t* row) {
-      uint16_t* col = static_cast<uint16_t*>(buf.get()) + PackedLinear::blocked_offset(o, 0, kp);
-      int64_t k = 0;
-      for (; k + 2 <= in; k += 2) std::memcpy(col + k * kB, row + k, 4);
-      if (k < in) col[k * kB] = row[k];  // an odd `in`: its pair's second half stays zero
-    };
     if (fmt == WeightFormat::kInt8) p.scale = be.allocate(static_cast<size_t>(out) * sizeof(float));
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
@@ -267,15 +261,13 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
       be.pool().parallel_for(rows, 64, [&](int64_t b, int64_t e) {
         std::vector<float> tmp(copy_rows ? 0 : static_cast<size_t>(in));  // [in]
         std::vector<uint16_t> row16(p.blocked && !copy_rows ? static_cast<size_t>(in) : 0);
-        std::vector<int8_t> row8(blocked_i8 ? static_cast<size_t>(kp8) : 0, 0);  // zero past in
+        std::vector<int8_t> row8(blocked_i8 ? static_cast<size_t>(in) : 0);
         for (int64_t r = b; r < e; ++r) {
           if (blocked_i8) {
             row_to_f32(w, r, tmp.data());
             quantize_row(tmp.data(), in, row8.data(), scale0 + r, row0[i] + r);
-            auto* blk = static_cast<int8_t*>(buf.get());
-            for (int64_t k = 0; k < in; k += 4)
-              std::memcpy(blk + PackedLinear::blocked_offset_i8(row0[i] + r, k, kp8),
-                          row8.data() + k, 4);
+            detail::put_blocked_row<4>(static_cast<int8_t*>(buf.get()), row0[i] + r, row8.data(),
+                                       in, kp8);
             continue;
           }
           if (p.blocked) {
@@ -286,7 +278,7 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
               row_to_f32(w, r, tmp.data());
               f32_to_bf16(tmp.data(), row16.data(), static_cast<size_t>(in));
             }
-            put_blocked(row0[i] + r, src);
+            detail::put_blocked_row<2>(static_cast<uint16_t*>(buf.get()), row0[i] + r, src, in, kp);
             continue;
           }
           char* dst = dst0 + static_cast<size_t>(r * in) * esz;
@@ -342,13 +334,14 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
     throw InvalidArgument(std::string("linear: these bf16 weights were packed blocked for "
                                       "AVX512-BF16 kernels; this backend runs the ") +
                           linear_isa(be.isa()) + " ones: pack them on this backend");
+  const bool gemv = use_gemv(be, n, w, opt);
   if (w.blocked() && w.format() == WeightFormat::kInt8 &&
-      (use_gemv(be, n, w, opt) || !detail::gemm_choice(w, be.isa(), opt).s8))
+      (gemv || !detail::gemm_choice(w, be.isa(), opt).s8))
     throw InvalidArgument(
         "linear: these int8 weights were packed for the int8 GEMM alone "
         "(WeightPlacement::kGemmOnly): multiply them with LinearPath::kGemm and Int8Gemm::kQ8Row "
         "on a backend with the int8 GEMM");
-  if (use_gemv(be, n, w, opt))
+  if (gemv)
     run_gemv(be, x, n, w, y, opt);
   else
     detail::run_gemm(x, n, w, y, be, opt);

@@ -165,6 +165,11 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     panel = round_up(panel, kB);
   }
   const int64_t n_panels = (n + panel - 1) / panel;
+  // Elements per output channel as stored (`in`, padded in a blocked layout): a panel starts
+  // c0 channels of them in (whole blocks of a blocked layout are contiguous).
+  const int64_t stored_in = !w.blocked() ? k
+                            : i8         ? PackedLinear::blocked_in_i8(k)
+                                         : PackedLinear::blocked_in(k);
   const auto* stored = static_cast<const char*>(w.weight_data());
   const size_t stored_esz = w.format() == WeightFormat::kF32    ? 4
                             : w.format() == WeightFormat::kBF16 ? 2
@@ -174,12 +179,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     gemm_libraries_single_threaded();
     for (int64_t p = pb; p < pe; ++p) {
       const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
-      const void* wp =
-          !w.blocked() ? stored + static_cast<size_t>(c0 * k) * stored_esz
-          : i8 ? stored + PackedLinear::blocked_offset_i8(c0, 0, PackedLinear::blocked_in_i8(k))
-               : stored + static_cast<size_t>(
-                              PackedLinear::blocked_offset(c0, 0, PackedLinear::blocked_in(k))) *
-                              2;
+      const void* wp = stored + static_cast<size_t>(c0 * stored_in) * stored_esz;
       if (widen) {
         void* buf = be.scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
         widen_panel(ks, w, c0, cols, c.bf16, buf);

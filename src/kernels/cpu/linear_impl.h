@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
@@ -35,6 +36,24 @@ using GemvFn = void (*)(const GemvArgs& a, int64_t o0, int64_t o1);
 
 // The widest x layout any variant wants for bf16 weights is padded to this many elements.
 constexpr int64_t kBf16XBlock = 32;
+
+// Writes output channel `o` of a blocked layout (PackedLinear::blocked_offset_g<G>: bf16 pairs,
+// G = 2, or int8 quads, G = 4): `row`'s `in` values down its column of the block, zeros from
+// there to in_padded (a multiple of G).
+template <int64_t G, typename T>
+void put_blocked_row(T* blocks, int64_t o, const T* row, int64_t in, int64_t in_padded) {
+  constexpr int64_t kB = PackedLinear::kBlockedOut;
+  T* col = blocks + PackedLinear::blocked_offset_g<G>(o, 0, in_padded);
+  int64_t k = 0;
+  for (; k + G <= in; k += G) std::memcpy(col + k * kB, row + k, G * sizeof(T));
+  if (k < in) {  // a last, partial group
+    T tail[G] = {};
+    std::memcpy(tail, row + k, static_cast<size_t>(in - k) * sizeof(T));
+    std::memcpy(col + k * kB, tail, G * sizeof(T));
+    k += G;
+  }
+  for (; k < in_padded; k += G) std::memset(col + k * kB, 0, G * sizeof(T));
+}
 
 struct LinearKernels {
   const char* isa;

@@ -61,10 +61,10 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   const Naming naming = detect_naming(st.names(), st.path());
   // Compute-bound GEMMs over hundreds of rows per crop: the weights stay in the mapping where
   // they can (the fused q|k|v is packed into memory of its own).
-  auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
-  auto lin = [&](const std::string& base, kernels::WeightFormat f, bool bias = true,
-                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
+  auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
+  auto lin = [&](const std::string& base, kernels::WeightFormat f, bool bias,
+                 kernels::WeightPlacement place) {
     Tensor w = get(base + ".weight");
     if (!bias) return kernels::PackedLinear::pack(be, w, nullptr, f, place);
     Tensor b = get(base + ".bias");
@@ -105,7 +105,6 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     }
     const Tensor* ws[3] = {&w[0], &w[1], &w[2]};
     const Tensor* bs[3] = {&b[0], &b[1], &b[2]};
-    // (q|k|v concatenated is a copy whatever the placement)
     const kernels::WeightPlacement pl = prec.block_placement(static_cast<int64_t>(i), depth);
     l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f, pl);
     l.proj = lin(p + "self_attn.out_proj", f, true, pl);
@@ -114,8 +113,8 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     l.opt = prec.block_options(static_cast<int64_t>(i), depth);
     l.bf16_attention = prec.bf16_attention();
   }
-  m.proj1 = lin("multi_modal_projector.linear_1", fmt, cfg.multimodal_projector_bias);
-  m.proj2 = lin("multi_modal_projector.linear_2", fmt, cfg.multimodal_projector_bias);
+  m.proj1 = lin("multi_modal_projector.linear_1", fmt, cfg.multimodal_projector_bias, kPlace);
+  m.proj2 = lin("multi_modal_projector.linear_2", fmt, cfg.multimodal_projector_bias, kPlace);
   return std::unique_ptr<ClipTower>(new ClipTower(std::move(impl)));
 }
 

@@ -119,8 +119,7 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
   // GEMMs over up to 1500 rows (compute-bound): the weights stay in the mapped checkpoint.
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& name) { return st.get(name); };
-  auto lin = [&](const std::string& base, kernels::WeightFormat f,
-                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f, kernels::WeightPlacement place) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
     return kernels::PackedLinear::pack(be, w, &b, f, place);
   };
@@ -157,7 +156,7 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
   }
   m.ln_w = be.upload(get("audio_tower.layer_norm.weight"));
   m.ln_b = be.upload(get("audio_tower.layer_norm.bias"));
-  m.projector = lin("multi_modal_projector.linear", fmt);
+  m.projector = lin("multi_modal_projector.linear", fmt, kPlace);
   return std::unique_ptr<AudioTower>(new AudioTower(std::move(impl)));
 }
 

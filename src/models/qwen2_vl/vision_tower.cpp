@@ -102,8 +102,7 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   constexpr auto kPlace = kernels::WeightPlacement::kViewIfPossible;
   auto get = [&](const std::string& c) { return st.get(tensor_name(naming, c)); };
   const kernels::WeightFormat fmt = prec.fmt;
-  auto lin = [&](const std::string& base, kernels::WeightFormat f,
-                 kernels::WeightPlacement place = kernels::WeightPlacement::kViewIfPossible) {
+  auto lin = [&](const std::string& base, kernels::WeightFormat f, kernels::WeightPlacement place) {
     Tensor w = get(base + ".weight"), b = get(base + ".bias");
     return kernels::PackedLinear::pack(be, w, &b, f, place);
   };
@@ -129,8 +128,8 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   }
   m.ln_q_w = be.upload(get("visual.merger.ln_q.weight"));
   m.ln_q_b = be.upload(get("visual.merger.ln_q.bias"));
-  m.mlp0 = lin("visual.merger.mlp.0", fmt);
-  m.mlp2 = lin("visual.merger.mlp.2", fmt);
+  m.mlp0 = lin("visual.merger.mlp.0", fmt, kPlace);
+  m.mlp2 = lin("visual.merger.mlp.2", fmt, kPlace);
   m.rope = kernels::make_vision_rope_table(static_cast<int32_t>(m.vc.head_dim()), 10000.0);
   return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
 }
