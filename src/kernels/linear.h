@@ -155,11 +155,21 @@ constexpr int64_t kQ8Block = 64;
 //          Where the CPU has no VNNI (int8_q8_available), as kBF16.
 enum class Int8Gemm : uint8_t { kBF16, kQ8Row };
 
+// An activation linear() applies to its product before storing it (LinearOptions::act); the
+// same functions as ops.h's quick_gelu and gelu_erf, bit for bit.
+enum class LinearAct : uint8_t { kNone, kQuickGelu, kGeluErf };
+
 struct LinearOptions {
   LinearPath path = LinearPath::kAuto;
   GemmLibrary f32_gemm = GemmLibrary::kAuto;
   Int8Activations int8_x = Int8Activations::kQ8;
   Int8Gemm int8_gemm = Int8Gemm::kBF16;
+  // y = act(x·Wᵀ + b), or with `accumulate` y += act(x·Wᵀ + b) (a residual add). The same values
+  // as linear() followed by the activation and the add as separate ops; the CPU's GEMM applies
+  // both to each output tile while it is in cache, so y is written once and never re-read for
+  // them (an encoder block's MLP output is 20 MB of f32 at 1,024 patches).
+  LinearAct act = LinearAct::kNone;
+  bool accumulate = false;
 };
 
 // Up to this many rows the matrix-vector kernels run (weights streamed once for all rows);
@@ -175,7 +185,8 @@ constexpr int64_t gemv_max_rows(WeightFormat) {
 // Where the CPU has AVX512-BF16, bf16 weights multiply x rounded to bf16 on both paths, and
 // int8 weights on the GEMM path; int8 decode multiplies x quantised in blocks where the CPU has
 // AVX512-VNNI (Int8Activations); elsewhere, and for f32 weights, x stays f32 (see linear_plan).
-// x and y must not overlap. Throws InvalidArgument on bad sizes.
+// x and y must not overlap; y is read first with LinearOptions::accumulate. Throws
+// InvalidArgument on bad sizes.
 void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt = {});
 // Tensor form: x f32 [n, in] (contiguous) -> new f32 [n, out].

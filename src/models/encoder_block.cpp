@@ -88,6 +88,10 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
     else
       kernels::layer_norm(be, s.x, w, bias, s.eps, s.h, N, E);
   };
+  // The residual adds and the MLP's activation ride on the linears (LinearOptions::accumulate,
+  // act): the same values as separate ops, without their passes over the rows.
+  kernels::LinearOptions residual = b.opt;
+  residual.accumulate = true;
   norm(b.ln1_w, b.ln1_b);
   kernels::linear(be, s.h, N, b.qkv, s.qkv, b.opt);
   if (s.rope) {
@@ -95,22 +99,18 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
     kernels::apply_rope(be, *s.rope, s.qkv + E, s.heads, 3 * E);
   }
   kernels::varlen_attention(be, va);
-  kernels::linear(be, s.attn, N, b.proj, s.h, b.opt);
-  kernels::add(be, s.x, s.h, N * E);
+  kernels::linear(be, s.attn, N, b.proj, s.x, residual);  // x += proj(attn)
   norm(b.ln2_w, b.ln2_b);
   if (b.gated_silu) {
     if (!s.gate_up) throw InternalError("encoder block: a gated MLP needs EncoderStep::gate_up");
     kernels::linear(be, s.h, N, b.fc1, s.gate_up, b.opt);
     kernels::silu_mul_fused(be, s.gate_up, s.act, N, s.mlp);
   } else {
-    kernels::linear(be, s.h, N, b.fc1, s.act, b.opt);
-    if (s.quick_gelu)
-      kernels::quick_gelu(be, s.act, s.act, N * s.mlp);
-    else
-      kernels::gelu_erf(be, s.act, s.act, N * s.mlp);
+    kernels::LinearOptions act = b.opt;
+    act.act = s.quick_gelu ? kernels::LinearAct::kQuickGelu : kernels::LinearAct::kGeluErf;
+    kernels::linear(be, s.h, N, b.fc1, s.act, act);
   }
-  kernels::linear(be, s.act, N, b.fc2, s.h, b.opt);
-  kernels::add(be, s.x, s.h, N * E);
+  kernels::linear(be, s.act, N, b.fc2, s.x, residual);  // x += fc2(...)
 }
 
 }  // namespace mmrt::models

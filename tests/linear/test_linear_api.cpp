@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/linear_impl.h"
 #include "kernels/linear.h"
+#include "kernels/ops.h"
 
 using namespace mmrt;
 using namespace mmrt::kernels;
@@ -362,6 +363,83 @@ TEST(Linear, BlockedInt8WeightsForTheGemm) {
   LinearOptions widened;  // int8 weight-only on the GEMM: x in bf16, the panels widened
   widened.path = LinearPath::kGemm;
   EXPECT_THROW(linear(best, random_f32({64, 77}, 81), blk, widened), InvalidArgument);
+}
+
+// LinearOptions::act and accumulate give what linear() followed by ops.h's quick_gelu / gelu_erf
+// and add give, on every path and weight format: the same bits where `out` is a multiple of 16
+// (every value through the vector kernels, as the encoders' widths are), within the scalar
+// tail's rounding (relative 1e-5) otherwise. y's old values are what accumulate adds to.
+TEST(Linear, ActivationAndResidualAddAsSeparateOpsDo) {
+  const CpuBackend& be = be2();
+  struct Way {
+    const char* name;
+    WeightFormat fmt;
+    WeightPlacement place;
+    LinearOptions opt;
+  };
+  std::vector<Way> ways;
+  for (LinearPath path : {LinearPath::kGemv, LinearPath::kGemm}) {
+    LinearOptions o;
+    o.path = path;
+    ways.push_back({"f32", WeightFormat::kF32, WeightPlacement::kCopy, o});
+    ways.push_back({"bf16", WeightFormat::kBF16, WeightPlacement::kCopy, o});
+    ways.push_back({"int8", WeightFormat::kInt8, WeightPlacement::kCopy, o});
+  }
+  LinearOptions blas;
+  blas.path = LinearPath::kGemm;
+  blas.f32_gemm = GemmLibrary::kOpenBlas;
+  ways.push_back({"f32 openblas", WeightFormat::kF32, WeightPlacement::kCopy, blas});
+  LinearOptions q8;
+  q8.path = LinearPath::kGemm;
+  q8.int8_gemm = Int8Gemm::kQ8Row;
+  ways.push_back({"int8 q8 rows", WeightFormat::kInt8, WeightPlacement::kCopy, q8});
+  ways.push_back({"int8 q8 rows, gemm only", WeightFormat::kInt8, WeightPlacement::kGemmOnly, q8});
+  for (const int64_t out : {144, 150})
+    for (const Way& way : ways) {
+      const Tensor w = random_f32({out, 77}, 90), b = random_f32({out}, 91);
+      const PackedLinear p = PackedLinear::pack(be, w, &b, way.fmt, way.place);
+      for (const int64_t n : {3, 37, 600}) {
+        const Tensor x = random_f32({n, 77}, 92 + static_cast<uint32_t>(n));
+        const Tensor y0 = random_f32({n, out}, 93);
+        const Tensor plain = linear(be, x, p, way.opt);
+        for (const LinearAct act : {LinearAct::kNone, LinearAct::kQuickGelu, LinearAct::kGeluErf})
+          for (const bool acc : {false, true}) {
+            const int64_t cnt = n * out;
+            std::vector<float> want(plain.data<float>(), plain.data<float>() + cnt);
+            float* wp = want.data();
+            if (act == LinearAct::kQuickGelu) quick_gelu(be, wp, wp, cnt);
+            if (act == LinearAct::kGeluErf) gelu_erf(be, wp, wp, cnt);
+            if (acc) {
+              std::vector<float> sum(y0.data<float>(), y0.data<float>() + cnt);
+              add(be, sum.data(), wp, cnt);
+              want = sum;
+              wp = want.data();
+            }
+            Tensor got = Tensor::empty(DType::kF32, {n, out});
+            std::memcpy(got.raw(), y0.raw(), static_cast<size_t>(cnt) * 4);
+            LinearOptions o = way.opt;
+            o.act = act;
+            o.accumulate = acc;
+            linear(be, x.data<float>(), n, p, got.data<float>(), o);
+            const std::string what = std::string(way.name) + ", out " + std::to_string(out) +
+                                     ", n " + std::to_string(n) + ", act " +
+                                     std::to_string(static_cast<int>(act)) + ", acc " +
+                                     std::to_string(acc);
+            const float* g = got.data<float>();
+            const float* y0p = y0.data<float>();  // accumulate's cancellation: judged on |y0| too
+            if (out % 16 == 0) {
+              EXPECT_EQ(std::memcmp(g, wp, static_cast<size_t>(cnt) * 4), 0) << what;
+              continue;
+            }
+            float worst = 0;
+            for (int64_t i = 0; i < cnt; ++i)
+              worst =
+                  std::max(worst, std::fabs(g[i] - wp[i]) /
+                                      (std::fabs(wp[i]) + (acc ? std::fabs(y0p[i]) : 0) + 1e-6f));
+            EXPECT_LE(worst, 1e-5f) << what;
+          }
+      }
+    }
 }
 
 TEST(Linear, RejectsBadInput) {

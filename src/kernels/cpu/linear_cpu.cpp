@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/linear_impl.h"
+#include "kernels/cpu/ops_impl.h"
 
 namespace mmrt::kernels {
 
@@ -108,6 +109,10 @@ bool use_gemv(const CpuBackend& be, int64_t n, const PackedLinear& w, const Line
          (opt.path == LinearPath::kAuto &&
           (n <= gemv_max_rows(w.format()) || be.batch_invariant()));
 }
+
+// The calling thread's buffer for a product the matrix-vector kernels write before it is added
+// to y (slot 0 holds their prepared x).
+constexpr int kFinishSlot = 3;
 
 // The int8 kernel runs on Q8 blocks of x (Int8Activations::kQ8 where the CPU can).
 bool use_q8(const PackedLinear& w, Isa cap, const LinearOptions& opt) {
@@ -341,10 +346,30 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
         "linear: these int8 weights were packed for the int8 GEMM alone "
         "(WeightPlacement::kGemmOnly): multiply them with LinearPath::kGemm and Int8Gemm::kQ8Row "
         "on a backend with the int8 GEMM");
-  if (gemv)
+  if (!gemv) {
+    detail::run_gemm(x, n, w, y, be, opt);  // act and accumulate in its epilogue
+    return;
+  }
+  if (opt.act == LinearAct::kNone && !opt.accumulate) {
     run_gemv(be, x, n, w, y, opt);
-  else
-    detail::run_gemm(x, n, w, y, be, opt);
+    return;
+  }
+  // The matrix-vector kernels write plain rows (a few, or batch-invariant prefill): the
+  // activation and the add after them, with the element-wise ops' kernels.
+  const int64_t out = w.out();
+  float* t = opt.accumulate
+                 ? static_cast<float*>(be.scratch(kFinishSlot, static_cast<size_t>(n * out) * 4))
+                 : y;
+  run_gemv(be, x, n, w, t, opt);
+  const detail::OpsFns& f = detail::ops_fns(be.isa());
+  be.pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* tr = t + r * out;
+      if (opt.act == LinearAct::kQuickGelu) f.quick_gelu(tr, tr, out);
+      if (opt.act == LinearAct::kGeluErf) f.gelu_erf(tr, tr, out);
+      if (opt.accumulate) f.add(y + r * out, tr, out);
+    }
+  });
 }
 
 LinearPlan linear_plan(const CpuBackend& be, int64_t n, const PackedLinear& w,

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/linear_impl.h"
+#include "kernels/cpu/ops_impl.h"
 
 namespace mmrt::kernels::detail {
 
@@ -52,34 +53,78 @@ void widen_panel(const LinearKernels& ks, const PackedLinear& w, int64_t r0, int
     ks.i8_to_f32(q, static_cast<float*>(dst), cnt);
 }
 
-// y[r, c] = t[r, c] * scale[c] + bias[c] for a [rows, cols] tile (t may alias y).
+// What an epilogue does after the scale and the bias (LinearOptions::act and accumulate): the
+// element-wise ops' own row kernels, on rows still in cache.
+struct Finish {
+  void (*act)(const float* x, float* y, int64_t n) = nullptr;  // in place
+  bool accumulate = false;                                     // y += the row
+  void (*add)(float* acc, const float* x, int64_t n) = nullptr;
+};
+
+Finish finish_for(const CpuBackend& be, const LinearOptions& opt) {
+  const OpsFns& f = ops_fns(be.isa());
+  Finish fin;
+  fin.act = opt.act == LinearAct::kQuickGelu ? f.quick_gelu
+            : opt.act == LinearAct::kGeluErf ? f.gelu_erf
+                                             : nullptr;
+  fin.accumulate = opt.accumulate;
+  fin.add = f.add;
+  return fin;
+}
+
+// One row of a float tile scaled and biased (t may alias y: the OpenBLAS path works in place).
+void scale_bias_row(const float* t, const float* scale, const float* bias, float* y, int64_t cols) {
+  if (scale && bias)
+    for (int64_t c = 0; c < cols; ++c) y[c] = t[c] * scale[c] + bias[c];
+  else if (scale)
+    for (int64_t c = 0; c < cols; ++c) y[c] = t[c] * scale[c];
+  else if (bias)
+    for (int64_t c = 0; c < cols; ++c) y[c] = t[c] + bias[c];
+  else if (t != y)
+    std::memcpy(y, t, static_cast<size_t>(cols) * 4);
+}
+
+// One row of an int32 tile: y = f32(t) * sx * sw + bias.
+void s8_row(const int32_t* __restrict t, float sx, const float* __restrict sw,
+            const float* __restrict bias, float* __restrict y, int64_t cols) {
+  if (bias)
+    for (int64_t c = 0; c < cols; ++c) y[c] = static_cast<float>(t[c]) * sx * sw[c] + bias[c];
+  else
+    for (int64_t c = 0; c < cols; ++c) y[c] = static_cast<float>(t[c]) * sx * sw[c];
+}
+
+// Where an epilogue writes a row before `fin`: y's row, or `buf` when it is added to y.
+float* row_dst(const Finish& fin, float* yr, float* buf) {
+  return fin.accumulate ? buf : yr;
+}
+
+void finish_row(const Finish& fin, float* yr, float* dst, int64_t cols) {
+  if (fin.act) fin.act(dst, dst, cols);
+  if (fin.accumulate) fin.add(yr, dst, cols);
+}
+
+// y[r, c] = t[r, c] * scale[c] + bias[c] for a [rows, cols] tile (t may alias y unless
+// fin.accumulate), then `fin`.
 void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const float* scale,
-              const float* bias, float* y, int64_t ldy) {
+              const float* bias, float* y, int64_t ldy, const Finish& fin) {
+  alignas(64) float buf[kPanel];
   for (int64_t r = 0; r < rows; ++r) {
-    const float* tr = t + r * ldt;
     float* yr = y + r * ldy;
-    if (scale && bias)
-      for (int64_t c = 0; c < cols; ++c) yr[c] = tr[c] * scale[c] + bias[c];
-    else if (scale)
-      for (int64_t c = 0; c < cols; ++c) yr[c] = tr[c] * scale[c];
-    else if (bias)
-      for (int64_t c = 0; c < cols; ++c) yr[c] = tr[c] + bias[c];
-    else if (tr != yr)
-      std::memcpy(yr, tr, static_cast<size_t>(cols) * 4);
+    float* dst = row_dst(fin, yr, buf);
+    scale_bias_row(t + r * ldt, scale, bias, dst, cols);
+    finish_row(fin, yr, dst, cols);
   }
 }
 
-// y[r, c] = f32(t[r, c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile.
+// y[r, c] = f32(t[r, c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile, then `fin`.
 void epilogue_s8(const int32_t* t, int64_t ldt, int64_t rows, int64_t cols, const float* sx,
-                 const float* sw, const float* bias, float* y, int64_t ldy) {
+                 const float* sw, const float* bias, float* y, int64_t ldy, const Finish& fin) {
+  alignas(64) float buf[kPanel];
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* tr = t + r * ldt;
     float* yr = y + r * ldy;
-    const float s = sx[r];
-    if (bias)
-      for (int64_t c = 0; c < cols; ++c) yr[c] = static_cast<float>(tr[c]) * s * sw[c] + bias[c];
-    else
-      for (int64_t c = 0; c < cols; ++c) yr[c] = static_cast<float>(tr[c]) * s * sw[c];
+    float* dst = row_dst(fin, yr, buf);
+    s8_row(t + r * ldt, sx[r], sw, bias, dst, cols);
+    finish_row(fin, yr, dst, cols);
   }
 }
 
@@ -106,6 +151,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   const bool widen = !c.s8 && (w.format() == WeightFormat::kInt8 ||
                                (w.format() == WeightFormat::kBF16 && !c.bf16));
   const size_t gemm_esz = c.s8 ? 1 : c.bf16 ? 2 : 4;
+  const Finish fin = finish_for(be, opt);
 
   // The x operand: [mp, k] in the GEMM's type; rows past m are zero.
   const int64_t mp = c.openblas ? m : round_up(m, kRowPad);
@@ -164,6 +210,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       throw InternalError("blocked weights on a GEMM that does not multiply their type");
     panel = round_up(panel, kB);
   }
+  if (panel > kPanel) throw InternalError("linear: a GEMM panel wider than the epilogue's row");
   const int64_t n_panels = (n + panel - 1) / panel;
   // Elements per output channel as stored (`in`, padded in a blocked layout): a panel starts
   // c0 channels of them in (whole blocks of a blocked layout are contiguous).
@@ -187,10 +234,17 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       }
       const float* scale = w.scales() ? w.scales() + c0 : nullptr;
       const float* bias = w.bias() ? w.bias() + c0 : nullptr;
-      if (c.openblas) {  // writes y's columns directly, then scales/biases them in place
+      if (c.openblas) {  // writes y's columns directly (a tile to add to them: accumulate),
+                         // then scales and biases them in place
+        float* t = y + c0;
+        int64_t ldt = n;
+        if (fin.accumulate) {
+          t = static_cast<float*>(be.scratch(kSlotTile, static_cast<size_t>(m * cols) * 4));
+          ldt = cols;
+        }
         openblas_sgemm(static_cast<const float*>(a), m, k, static_cast<const float*>(wp), cols, k,
-                       y + c0, n);
-        epilogue(y + c0, n, m, cols, scale, bias, y + c0, n);
+                       t, ldt);
+        epilogue(t, ldt, m, cols, scale, bias, y + c0, n, fin);
         continue;
       }
       for (int64_t r0 = 0; r0 < mp; r0 += kMaxTileRows) {
@@ -203,10 +257,10 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
                       w.blocked() ? WeightLayout::kBlocked : WeightLayout::kNK);  // t: [rows, cols]
         if (c.s8)
           epilogue_s8(static_cast<const int32_t*>(t), cols, std::min(rows, m - r0), cols,
-                      x_scale + r0, scale, bias, y + r0 * n + c0, n);
+                      x_scale + r0, scale, bias, y + r0 * n + c0, n, fin);
         else
           epilogue(static_cast<const float*>(t), cols, std::min(rows, m - r0), cols, scale, bias,
-                   y + r0 * n + c0, n);
+                   y + r0 * n + c0, n, fin);
       }
     }
   });

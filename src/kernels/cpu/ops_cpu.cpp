@@ -23,16 +23,15 @@ const OpsFns& ops_fns_scalar() {
   static const OpsFns f = simd::make_ops_fns<simd::VecScalar>("scalar");
   return f;
 }
+
+const OpsFns& ops_fns(Isa cap) {
+  static const IsaVariants<OpsFns> v{
+      {Isa::kAvx512, ops_fns_avx512}, {Isa::kAvx2, ops_fns_avx2}, {Isa::kPortable, ops_fns_scalar}};
+  return v.at_most(cap);
+}
 }  // namespace detail
 
 namespace {
-
-const detail::OpsFns& ops_fns(Isa cap) {
-  static const IsaVariants<detail::OpsFns> v{{Isa::kAvx512, detail::ops_fns_avx512},
-                                             {Isa::kAvx2, detail::ops_fns_avx2},
-                                             {Isa::kPortable, detail::ops_fns_scalar}};
-  return v.at_most(cap);
-}
 
 void check_rows(const char* op, const void* x, const void* y, int64_t n, int64_t d) {
   if (n < 0 || d < 1)
@@ -73,7 +72,7 @@ void rms_norm(const CpuBackend& be, const float* x, const Tensor& weight, float 
   check_rows("rms_norm", x, y, n, d);
   std::vector<float> wbuf;
   const float* w = param_f32("rms_norm", "weight", weight, d, wbuf);  // [d]
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) f.rms_norm_row(x + r * d, w, eps, y + r * d, d);
   });
@@ -85,7 +84,7 @@ void layer_norm(const CpuBackend& be, const float* x, const Tensor& weight, cons
   std::vector<float> wbuf, bbuf;
   const float* w = param_f32("layer_norm", "weight", weight, d, wbuf);  // [d]
   const float* bs = param_f32("layer_norm", "bias", bias, d, bbuf);     // [d]
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) f.layer_norm_row(x + r * d, w, bs, eps, y + r * d, d);
   });
@@ -101,7 +100,7 @@ void layer_norm_heads(const CpuBackend& be, float* x, int64_t n, int64_t stride,
   std::vector<float> wbuf, bbuf;
   const float* w = param_f32("layer_norm_heads", "weight", weight, d, wbuf);  // [d]
   const float* bs = param_f32("layer_norm_heads", "bias", bias, d, bbuf);     // [d]
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_rows(be.pool(), n * n_heads, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       float* head = x + (r / n_heads) * stride + (r % n_heads) * d;
@@ -112,7 +111,7 @@ void layer_norm_heads(const CpuBackend& be, float* x, int64_t n, int64_t stride,
 
 void add(const CpuBackend& be, float* acc, const float* x, int64_t n) {
   check_rows("add", acc, x, n, 1);
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.add(acc + b, x + b, e - b); });
 }
 
@@ -124,7 +123,7 @@ void silu_mul(const CpuBackend& be, const float* gate, const float* up, float* o
   if (in_stride < inter)
     throw InvalidArgument("silu_mul: in_stride " + std::to_string(in_stride) + " < inter " +
                           std::to_string(inter));
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   if (in_stride == inter && n * inter >= kParallelMin) {  // contiguous: split flat
     for_flat(be.pool(), n * inter,
              [&](int64_t b, int64_t e) { f.silu_mul(gate + b, up + b, out + b, e - b); });
@@ -138,13 +137,13 @@ void silu_mul(const CpuBackend& be, const float* gate, const float* up, float* o
 
 void gelu_erf(const CpuBackend& be, const float* x, float* y, int64_t n) {
   check_rows("gelu_erf", x, y, n, 1);
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.gelu_erf(x + b, y + b, e - b); });
 }
 
 void quick_gelu(const CpuBackend& be, const float* x, float* y, int64_t n) {
   check_rows("quick_gelu", x, y, n, 1);
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_flat(be.pool(), n, [&](int64_t b, int64_t e) { f.quick_gelu(x + b, y + b, e - b); });
 }
 
@@ -161,7 +160,7 @@ void relu_squared(const CpuBackend& be, const float* x, float* y, int64_t n) {
 
 void softmax(const CpuBackend& be, const float* x, float* y, int64_t n, int64_t d) {
   check_rows("softmax", x, y, n, d);
-  const auto& f = ops_fns(be.isa());
+  const auto& f = detail::ops_fns(be.isa());
   for_rows(be.pool(), n, d, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) f.softmax_row(x + r * d, y + r * d, d);
   });
@@ -201,7 +200,7 @@ void embedding(const CpuBackend&, const Tensor& table, const int32_t* ids, int64
 int64_t argmax(const float* x, int64_t n) {
   if (n < 1) throw InvalidArgument("argmax: empty input");
   if (!x) throw InvalidArgument("argmax: null input");
-  const float m = ops_fns(Isa::kAvx512Bf16).max(x, n);
+  const float m = detail::ops_fns(Isa::kAvx512Bf16).max(x, n);
   if (std::isnan(m)) {
     for (int64_t i = 0; i < n; ++i)
       if (std::isnan(x[i])) return i;
@@ -212,7 +211,7 @@ int64_t argmax(const float* x, int64_t n) {
 }
 
 const char* ops_isa(Isa cap) {
-  return ops_fns(cap).isa;
+  return detail::ops_fns(cap).isa;
 }
 
 }  // namespace mmrt::kernels

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/isa.h"
+
 namespace mmrt::kernels::detail {
 
 // Row kernels work on one contiguous row; the dispatchers in ops.cpp validate and parallelise.
@@ -23,6 +25,8 @@ struct OpsFns {
 const OpsFns& ops_fns_scalar();
 const OpsFns& ops_fns_avx2();
 const OpsFns& ops_fns_avx512();
+// The widest of them the CPU runs at most `cap` (the element-wise ops' own choice).
+const OpsFns& ops_fns(Isa cap);
 
 struct RopeFns {
   const char* isa;
