@@ -86,7 +86,7 @@ function(mmrt_test name)
     add_executable(${target} ${srcs} ${shared_srcs})
     target_link_libraries(${target} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
     target_compile_definitions(${target} PRIVATE
-      MMRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MMRT_BINARY_DIR="${PROJECT_BINARY_DIR}")
+      MMRT_SOURCE_DIR="${MMRT_TEST_SOURCE_DIR}" MMRT_BINARY_DIR="${MMRT_TEST_BINARY_DIR}")
     add_test(NAME ${test} COMMAND ${target} --gtest_brief=1 WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
     set_tests_properties(${test} PROPERTIES LABELS ${kind})
     # PER_DEVICE: the unit and reference suites run again on each device backend this build has

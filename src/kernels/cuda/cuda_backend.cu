@@ -2,10 +2,14 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/ops.h"
 
 namespace mmrt::kernels::cuda {
 
@@ -15,11 +19,19 @@ std::string cuda_error(const char* what, cudaError_t e) {
   return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
 
+}  // namespace
+
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   if (e == cudaErrorMemoryAllocation) throw ResourceExhausted(cuda_error(what, e));
   throw Unavailable(cuda_error(what, e));
 }
+
+void check_launch(const char* what) {
+  check(cudaGetLastError(), what);
+}
+
+namespace {
 
 std::string gib(uint64_t bytes) {
   char buf[32];
@@ -53,9 +65,11 @@ DeviceDiscovery discover() {
   return d;
 }
 
+const OpTables kCudaOps{.elementwise = &kElementwise};
+
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(Device device) : Backend(OpTables{}), device_(device) {
+  explicit CudaBackend(Device device) : Backend(kCudaOps), device_(device) {
     check(cudaSetDevice(device_.index), "cudaSetDevice");
     cudaDeviceProp p{};
     check(cudaGetDeviceProperties(&p, device_.index), "cudaGetDeviceProperties");
@@ -69,7 +83,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return device_; }
   std::string describe() const override {
-    return device_str(device_) + ", " + name_ + ", " + gib(memory_) + ", no op kernels yet";
+    return device_str(device_) + ", " + name_ + ", " + gib(memory_);
   }
 
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
@@ -97,6 +111,20 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
+  cudaStream_t stream() const { return stream_; }
+
+  // Device scratch `slot` of at least `bytes` (grown, never shrunk).
+  void* scratch(int slot, size_t bytes) const {
+    if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
+    Scratch& s = scratch_[static_cast<size_t>(slot)];
+    if (!s.p || s.bytes < bytes) {
+      synchronize();  // the old buffer may still be read by queued work
+      s.bytes = std::max<size_t>(bytes, 4096);
+      s.p = allocate(s.bytes, false);
+    }
+    return s.p.get();
+  }
+
  protected:
   void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind kind) const override {
     const cudaMemcpyKind k = kind == CopyKind::kToDevice ? cudaMemcpyHostToDevice
@@ -112,6 +140,11 @@ class CudaBackend final : public Backend {
   std::string name_;
   uint64_t memory_ = 0;
   cudaStream_t stream_ = nullptr;
+  struct Scratch {
+    std::shared_ptr<void> p;
+    size_t bytes = 0;
+  };
+  mutable std::array<Scratch, kScratchSlots> scratch_;
 };
 
 std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
@@ -121,6 +154,19 @@ std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
 }
 
 }  // namespace
+
+cudaStream_t stream_of(const Backend& be) {
+  return static_cast<const CudaBackend&>(be).stream();
+}
+
+const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes) {
+  const auto& cb = static_cast<const CudaBackend&>(be);
+  void* d = cb.scratch(slot, bytes);
+  // From pageable host memory: the copy is staged before this returns (the caller may reuse
+  // `host`), and ordered on the stream before the kernels that read it.
+  check(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cb.stream()), "cudaMemcpyAsync");
+  return d;
+}
 
 BackendEntry backend_entry() {
   return {.kind = DeviceKind::kCuda, .discover = &discover, .create = &create};

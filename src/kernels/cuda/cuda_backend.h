@@ -1,7 +1,8 @@
 // The CUDA backend (an NVIDIA GPU through the CUDA runtime): device discovery, device memory
 // (cudaMalloc), page-locked host staging (cudaMallocHost) and counted copies on the backend's
-// own stream. No op kernels yet: a model loaded on it is refused at load, listing the ops it
-// lacks (Backend::require). Built when CMake finds the CUDA toolkit (MMRT_CUDA).
+// own stream, and the op tables written so far: the element-wise ops (ops_cuda.cu). A model
+// whose ops are not all there is refused at load, listing the ops it lacks (Backend::require).
+// Built when CMake finds the CUDA toolkit (MMRT_CUDA).
 #pragma once
 
 #include "kernels/registry.h"

@@ -1,0 +1,45 @@
+// Internal to the CUDA backend: what its op files share with cuda_backend.cu. Not a public header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace mmrt::kernels {
+struct ElementwiseOps;
+}
+
+namespace mmrt::kernels::cuda {
+
+// Throws for a failed CUDA call, naming `what`: ResourceExhausted when out of memory, else
+// Unavailable (the device or driver failed; nothing the caller sent was wrong).
+void check(cudaError_t e, const char* what);
+// After a kernel launch: the launch's own error, if any (execution errors surface at the next
+// synchronising call).
+void check_launch(const char* what);
+
+// The stream every op of this backend runs on (`be` is a CUDA backend).
+cudaStream_t stream_of(const Backend& be);
+
+// Host step metadata (token ids, block tables, angles) in device memory: `count` elements copied
+// into the backend's scratch `slot` (grown as needed), ordered on its stream before the ops that
+// read it. Valid until the next upload into the same slot. A Backend is driven by one thread.
+const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes);
+constexpr int kScratchSlots = 4;
+
+// Threads per block of the row kernels (one block per row) and of the flat ones.
+constexpr int kRowThreads = 256;
+constexpr int kFlatThreads = 256;
+
+// Blocks for a grid-stride loop over n elements (at most 65535 x 8: the loop covers the rest).
+inline unsigned flat_blocks(int64_t n) {
+  const int64_t b = (n + kFlatThreads - 1) / kFlatThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+
+extern const ElementwiseOps kElementwise;  // ops_cuda.cu
+
+}  // namespace mmrt::kernels::cuda
