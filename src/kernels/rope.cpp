@@ -1,4 +1,5 @@
-// Rotary tables (host math, every device) and the dispatchers of the rotary ops.
+// Rotary tables and angles (host math, every device) and the dispatchers of the rotary ops, with
+// the argument checks every device shares.
 #include "kernels/rope.h"
 
 #include <cmath>
@@ -78,14 +79,70 @@ RopeTable make_vision_rope_table(int32_t head_dim, double theta) {
   return t;
 }
 
+namespace detail {
+
+RopeAngles sized_rope_angles(const RopeTable& table, int64_t n_tokens) {
+  RopeAngles a;
+  a.head_dim = table.head_dim;
+  a.n_tokens = n_tokens;
+  const int64_t half = table.head_dim / 2;
+  a.cos.resize(static_cast<size_t>(n_tokens * half));
+  a.sin.resize(static_cast<size_t>(n_tokens * half));
+  return a;
+}
+
+void rope_angle_rows(const RopeTable& table, const int32_t* pos, int64_t n_tokens, int64_t t0,
+                     int64_t t1, RopeAngles& a) {
+  const int32_t half = table.head_dim / 2;
+  for (int64_t t = t0; t < t1; ++t) {
+    float* c = a.cos.data() + t * half;  // [half]
+    float* s = a.sin.data() + t * half;  // [half]
+    for (int32_t j = 0; j < half; ++j) {
+      const float p = static_cast<float>(pos[table.component[j] * n_tokens + t]);
+      const float ang = p * table.inv_freq[j];
+      c[j] = std::cos(ang);
+      s[j] = std::sin(ang);
+    }
+  }
+}
+
+}  // namespace detail
+
 RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
                        int64_t n_tokens) {
+  const int32_t half = table.head_dim / 2;
+  if (table.head_dim <= 0 || table.head_dim % 2 || table.inv_freq.size() != size_t(half) ||
+      table.component.size() != size_t(half) || table.n_components < 1)
+    throw InvalidArgument("rope_angles: malformed RopeTable (head_dim " +
+                          std::to_string(table.head_dim) + ")");
+  for (int32_t c : table.component)
+    if (c < 0 || c >= table.n_components)
+      throw InvalidArgument("rope_angles: RopeTable component " + std::to_string(c) +
+                            " outside [0, " + std::to_string(table.n_components) + ")");
+  if (n_tokens < 0) throw InvalidArgument("rope_angles: negative token count");
+  if (n_tokens > 0 && !pos) throw InvalidArgument("rope_angles: null positions");
   return detail::entry(be, be.ops().rope, &RopeOps::rope_angles, Op::kRopeAngles)(be, table, pos,
                                                                                   n_tokens);
 }
 
 void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
                 int64_t row_stride, int64_t head_stride) {
+  const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
+  if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
+      angles.sin.size() != size_t(n * half))
+    throw InvalidArgument("apply_rope: malformed RopeAngles");
+  if (n_heads < 1) throw InvalidArgument("apply_rope: n_heads must be >= 1");
+  if (head_stride == 0) head_stride = hd;
+  if (head_stride < hd)
+    throw InvalidArgument("apply_rope: head_stride " + std::to_string(head_stride) +
+                          " smaller than the rotated dims " + std::to_string(hd));
+  if (row_stride == 0) row_stride = n_heads * head_stride;
+  if (row_stride < n_heads * head_stride)
+    throw InvalidArgument("apply_rope: row_stride " + std::to_string(row_stride) +
+                          " smaller than n_heads * head_stride " +
+                          std::to_string(n_heads * head_stride));
+  if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
+  if (n == 0) return;
   detail::entry(be, be.ops().rope, &RopeOps::apply_rope, Op::kApplyRope)(be, angles, x, n_heads,
                                                                          row_stride, head_stride);
 }

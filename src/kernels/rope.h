@@ -56,6 +56,15 @@ void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, i
 // Which CPU kernels apply_rope uses at most `cap`: "avx512", "avx2" or "scalar".
 const char* rope_isa(Isa cap);
 
+namespace detail {
+// For every device's rope_angles (the angles are host memory): a RopeAngles sized for n_tokens
+// of `table`, and the rows of tokens [t0, t1) computed into it as HF does (fp32 pos * inv_freq,
+// then cos and sin).
+RopeAngles sized_rope_angles(const RopeTable& table, int64_t n_tokens);
+void rope_angle_rows(const RopeTable& table, const int32_t* pos, int64_t n_tokens, int64_t t0,
+                     int64_t t1, RopeAngles& a);
+}  // namespace detail
+
 // A device's rotary kernels (arguments as above). The angles are host memory (step metadata,
 // as positions are): a device's rotation reads them as it needs.
 struct RopeOps {

@@ -39,34 +39,9 @@ namespace cpu {
 
 RopeAngles rope_angles(const CpuBackend& be, const RopeTable& table, const int32_t* pos,
                        int64_t n_tokens) {
-  const int32_t half = table.head_dim / 2;
-  if (table.head_dim <= 0 || table.head_dim % 2 || table.inv_freq.size() != size_t(half) ||
-      table.component.size() != size_t(half) || table.n_components < 1)
-    throw InvalidArgument("rope_angles: malformed RopeTable (head_dim " +
-                          std::to_string(table.head_dim) + ")");
-  for (int32_t c : table.component)
-    if (c < 0 || c >= table.n_components)
-      throw InvalidArgument("rope_angles: RopeTable component " + std::to_string(c) +
-                            " outside [0, " + std::to_string(table.n_components) + ")");
-  if (n_tokens < 0) throw InvalidArgument("rope_angles: negative token count");
-  if (n_tokens > 0 && !pos) throw InvalidArgument("rope_angles: null positions");
-  RopeAngles a;
-  a.head_dim = table.head_dim;
-  a.n_tokens = n_tokens;
-  a.cos.resize(static_cast<size_t>(n_tokens * half));
-  a.sin.resize(static_cast<size_t>(n_tokens * half));
-  auto body = [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      float* c = a.cos.data() + t * half;  // [half]
-      float* s = a.sin.data() + t * half;  // [half]
-      for (int32_t j = 0; j < half; ++j) {
-        const float p = static_cast<float>(pos[table.component[j] * n_tokens + t]);
-        const float ang = p * table.inv_freq[j];
-        c[j] = std::cos(ang);
-        s[j] = std::sin(ang);
-      }
-    }
-  };
+  RopeAngles a = detail::sized_rope_angles(table, n_tokens);
+  const int64_t half = table.head_dim / 2;
+  auto body = [&](int64_t b, int64_t e) { detail::rope_angle_rows(table, pos, n_tokens, b, e, a); };
   if (n_tokens * half < kParallelMin)
     body(0, n_tokens);
   else
@@ -77,20 +52,6 @@ RopeAngles rope_angles(const CpuBackend& be, const RopeTable& table, const int32
 void apply_rope(const CpuBackend& be, const RopeAngles& angles, float* x, int64_t n_heads,
                 int64_t row_stride, int64_t head_stride) {
   const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
-  if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
-      angles.sin.size() != size_t(n * half))
-    throw InvalidArgument("apply_rope: malformed RopeAngles");
-  if (n_heads < 1) throw InvalidArgument("apply_rope: n_heads must be >= 1");
-  if (head_stride == 0) head_stride = hd;
-  if (head_stride < hd)
-    throw InvalidArgument("apply_rope: head_stride " + std::to_string(head_stride) +
-                          " smaller than the rotated dims " + std::to_string(hd));
-  if (row_stride == 0) row_stride = n_heads * head_stride;
-  if (row_stride < n_heads * head_stride)
-    throw InvalidArgument("apply_rope: row_stride " + std::to_string(row_stride) +
-                          " smaller than n_heads * head_stride " +
-                          std::to_string(n_heads * head_stride));
-  if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
   const auto& f = rope_fns(be.isa());
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)

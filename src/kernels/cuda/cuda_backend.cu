@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/layout.h"
 #include "kernels/ops.h"
+#include "kernels/rope.h"
 
 namespace mmrt::kernels::cuda {
 
@@ -65,7 +67,7 @@ DeviceDiscovery discover() {
   return d;
 }
 
-const OpTables kCudaOps{.elementwise = &kElementwise};
+const OpTables kCudaOps{.elementwise = &kElementwise, .rope = &kRope, .layout = &kLayout};
 
 class CudaBackend final : public Backend {
  public:

@@ -10,7 +10,9 @@
 
 namespace mmrt::kernels {
 struct ElementwiseOps;
-}
+struct LayoutOps;
+struct RopeOps;
+}  // namespace mmrt::kernels
 
 namespace mmrt::kernels::cuda {
 
@@ -40,6 +42,13 @@ inline unsigned flat_blocks(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+// One thread per element of [0, n) in a grid-stride loop (blocks from flat_blocks(n)).
+#define MMRT_CUDA_FOR(i, n)                                                              \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
 extern const ElementwiseOps kElementwise;  // ops_cuda.cu
+extern const LayoutOps kLayout;            // layout_cuda.cu
+extern const RopeOps kRope;                // rope_cuda.cu
 
 }  // namespace mmrt::kernels::cuda

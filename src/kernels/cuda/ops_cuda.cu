@@ -125,15 +125,11 @@ __global__ void embedding_kernel(Param table, const int32_t* ids, int64_t d, flo
 // Flat kernels over n elements: y[i] = f(x[i]), and acc[i] += x[i].
 template <class F>
 __global__ void flat_kernel(const float* x, float* y, int64_t n, F f) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = f(x[i]);
+  MMRT_CUDA_FOR(i, n) y[i] = f(x[i]);
 }
 
 __global__ void add_kernel(float* acc, const float* x, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    acc[i] += x[i];
+  MMRT_CUDA_FOR(i, n) acc[i] += x[i];
 }
 
 struct GeluErfF {  // x/2 * (1 + erf(x / sqrt2)) = x/2 * erfc(-x / sqrt2)
@@ -158,8 +154,7 @@ void run_flat(const Backend& be, const float* x, float* y, int64_t n, F f, const
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n,
                                 int64_t inter, int64_t in_stride) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * inter;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  MMRT_CUDA_FOR(i, n * inter) {
     const int64_t r = i / inter, c = i % inter;
     const float g = gate[r * in_stride + c];
     out[i] = g / (1.0f + expf(-g)) * up[r * in_stride + c];
