@@ -1,8 +1,8 @@
 #!/bin/bash
 # Packs executables with every shared library they load into one .tar.xz that runs on another
 # Linux machine (the GPU machine: Ubuntu, a newer glibc, the NVIDIA driver), leaving out glibc's
-# own libraries and the driver's, which must be the machine's. The CUDA runtime is linked
-# statically (src/kernels/cuda); cuBLAS, where linked, is packed like any other library.
+# own libraries, the driver's and cuBLAS's, which must be the machine's. The CUDA runtime is linked
+# statically (src/kernels/cuda); the GPU machine has cuBLAS 13 (what nvcc 13 links).
 # usage: scripts/gpu/pack.sh OUT.tar.xz EXE...
 # There: tar -C DIR -xJf OUT.tar.xz && LD_LIBRARY_PATH=DIR/pack/lib DIR/pack/EXE
 set -euo pipefail
@@ -26,7 +26,7 @@ for exe in "$@"; do
   ldd "$exe" | awk '/=> \//{print $1, $3}' | while read -r name path; do
     case $name in
       libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | libutil.so* | ld-linux* | \
-        libresolv.so* | libcuda.so* | libnvidia*) continue ;;
+        libresolv.so* | libcuda.so* | libnvidia* | libcublas*) continue ;;
     esac
     [[ -e $work/pack/lib/$name ]] || cp -L "$path" "$work/pack/lib/$name"
   done

@@ -1,16 +1,20 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/layout.h"
+#include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "kernels/registry.h"
 #include "kernels/rope.h"
 
 namespace mmrt::kernels::cuda {
@@ -67,7 +71,8 @@ DeviceDiscovery discover() {
   return d;
 }
 
-const OpTables kCudaOps{.elementwise = &kElementwise, .rope = &kRope, .layout = &kLayout};
+const OpTables kCudaOps{
+    .elementwise = &kElementwise, .linear = &kLinear, .rope = &kRope, .layout = &kLayout};
 
 class CudaBackend final : public Backend {
  public:
@@ -78,8 +83,17 @@ class CudaBackend final : public Backend {
     name_ = p.name;
     memory_ = p.totalGlobalMem;
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    try {
+      load_cublas();
+    } catch (...) {
+      cudaStreamDestroy(stream_);
+      if (cublas_lib_) dlclose(cublas_lib_);
+      throw;
+    }
   }
   ~CudaBackend() override {
+    if (cublas_) api_.destroy(cublas_);
+    if (cublas_lib_) dlclose(cublas_lib_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -114,6 +128,16 @@ class CudaBackend final : public Backend {
   }
 
   cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  const CublasApi& cublas_api() const { return api_; }
+
+  // A CPU backend for load-time host work, made on first use. Capped below AVX512-BF16 so that
+  // it packs row-major weights.
+  const Backend& host() const {
+    if (!host_)
+      host_ = create_backend(Device{}, BackendOptions{.threads = 0, .max_isa = Isa::kAvx512});
+    return *host_;
+  }
 
   // Device scratch `slot` of at least `bytes` (grown, never shrunk).
   void* scratch(int slot, size_t bytes) const {
@@ -138,10 +162,33 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  void load_cublas() {
+    cublas_lib_ = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!cublas_lib_)
+      throw Unavailable(std::string("cuda backend: cuBLAS 13 could not be loaded: ") + dlerror());
+    auto sym = [this](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(cublas_lib_, name));
+      if (!fn) throw Unavailable(std::string("cuda backend: cuBLAS lacks ") + name);
+    };
+    sym(api_.create, "cublasCreate_v2");
+    sym(api_.destroy, "cublasDestroy_v2");
+    sym(api_.set_stream, "cublasSetStream_v2");
+    sym(api_.gemm_ex, "cublasGemmEx");
+    sym(api_.status_string, "cublasGetStatusString");
+    if (api_.create(&cublas_) != CUBLAS_STATUS_SUCCESS)
+      throw Unavailable("cuda backend: cublasCreate failed on " + device_str(device_));
+    if (api_.set_stream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS)
+      throw Unavailable("cuda backend: cublasSetStream failed");
+  }
+
   Device device_;
   std::string name_;
   uint64_t memory_ = 0;
   cudaStream_t stream_ = nullptr;
+  void* cublas_lib_ = nullptr;
+  CublasApi api_;
+  cublasHandle_t cublas_ = nullptr;
+  mutable std::unique_ptr<Backend> host_;
   struct Scratch {
     std::shared_ptr<void> p;
     size_t bytes = 0;
@@ -159,6 +206,22 @@ std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
 
 cudaStream_t stream_of(const Backend& be) {
   return static_cast<const CudaBackend&>(be).stream();
+}
+
+const CublasApi& cublas_api(const Backend& be) {
+  return static_cast<const CudaBackend&>(be).cublas_api();
+}
+
+cublasHandle_t cublas_of(const Backend& be) {
+  return static_cast<const CudaBackend&>(be).cublas();
+}
+
+const Backend& host_of(const Backend& be) {
+  return static_cast<const CudaBackend&>(be).host();
+}
+
+void* device_scratch(const Backend& be, int slot, size_t bytes) {
+  return static_cast<const CudaBackend&>(be).scratch(slot, bytes);
 }
 
 const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes) {

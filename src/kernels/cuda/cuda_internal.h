@@ -1,6 +1,7 @@
 // Internal to the CUDA backend: what its op files share with cuda_backend.cu. Not a public header.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -12,6 +13,7 @@ namespace mmrt::kernels {
 struct ElementwiseOps;
 struct LayoutOps;
 struct RopeOps;
+struct LinearOps;
 }  // namespace mmrt::kernels
 
 namespace mmrt::kernels::cuda {
@@ -30,7 +32,29 @@ cudaStream_t stream_of(const Backend& be);
 // into the backend's scratch `slot` (grown as needed), ordered on its stream before the ops that
 // read it. Valid until the next upload into the same slot. A Backend is driven by one thread.
 const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes);
-constexpr int kScratchSlots = 4;
+// The backend's device scratch `slot` of at least `bytes` (grown as needed; ordered uses only).
+void* device_scratch(const Backend& be, int slot, size_t bytes);
+constexpr int kScratchSlots = 8;
+
+// cuBLAS, loaded (dlopen) when a CUDA backend is made: a process that never makes one never maps
+// its libraries (linked, they added 80 ms and 215 MB to every mmrt process's start). The
+// entries this backend calls, with cuBLAS 13's signatures.
+struct CublasApi {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
+  const char* (*status_string)(cublasStatus_t) = nullptr;
+};
+
+// The backend's cuBLAS entries and handle (bound to its stream), and a CPU backend for
+// load-time host work (weight packing).
+const CublasApi& cublas_api(const Backend& be);
+cublasHandle_t cublas_of(const Backend& be);
+const Backend& host_of(const Backend& be);
 
 // Threads per block of the row kernels (one block per row) and of the flat ones.
 constexpr int kRowThreads = 256;
@@ -50,5 +74,6 @@ inline unsigned flat_blocks(int64_t n) {
 extern const ElementwiseOps kElementwise;  // ops_cuda.cu
 extern const LayoutOps kLayout;            // layout_cuda.cu
 extern const RopeOps kRope;                // rope_cuda.cu
+extern const LinearOps kLinear;            // linear_cuda.cu
 
 }  // namespace mmrt::kernels::cuda
