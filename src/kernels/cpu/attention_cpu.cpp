@@ -61,26 +61,6 @@ const detail::AttnFns& attn_fns(Isa cap) {
 constexpr int kRowsPerTile = 36;      // query rows (tokens x group) per work item in prefill
 constexpr int32_t kMinSplitKv = 512;  // automatic splits keep at least this many keys per part
 
-std::string seq_name(size_t i) {
-  return "sequence " + std::to_string(i);
-}
-
-void check_mask(const MaskDesc& m, size_t i) {
-  if (m.kind != MaskKind::kCausal && m.kind != MaskKind::kFull)
-    throw InvalidArgument("attention: " + seq_name(i) + ": unknown mask kind");
-  if (m.kind == MaskKind::kFull && !m.bidirectional.empty())
-    throw InvalidArgument("attention: " + seq_name(i) +
-                          ": bidirectional spans only apply to a causal mask");
-  int32_t prev_end = 0;
-  for (const KvSpan& s : m.bidirectional) {
-    if (s.begin < prev_end || s.end <= s.begin)
-      throw InvalidArgument("attention: " + seq_name(i) + ": bidirectional span [" +
-                            std::to_string(s.begin) + ", " + std::to_string(s.end) +
-                            ") is empty, negative, unsorted or overlapping");
-    prev_end = s.end;
-  }
-}
-
 // Plans the work items, runs them, merges split-kv partials.
 void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs,
                  int32_t kv_splits, bool bf16) {
@@ -203,43 +183,14 @@ namespace cpu {
 void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const KvLayerView& kv,
                      std::span<const AttnSeq> seqs) {
   const int32_t hd = kv.head_dim, hk = kv.n_kv_heads, bs = kv.block_size;
-  if (!kv.k || !kv.v || hk < 1 || kv.num_blocks < 1 || bs < 16 || bs % 16 || hd < 16 || hd % 16)
-    throw InvalidArgument("paged_attention: malformed KvLayerView (use KvCache::layer)");
-  if (kv.dtype != DType::kF32 && kv.dtype != DType::kBF16)
-    throw InvalidArgument("paged_attention: KV dtype must be F32 or BF16");
-  if (a.n_heads < 1 || a.n_heads % hk != 0)
-    throw InvalidArgument("paged_attention: n_heads " + std::to_string(a.n_heads) +
-                          " is not a positive multiple of n_kv_heads " + std::to_string(hk));
   const int64_t row = int64_t(a.n_heads) * hd;
   const int64_t q_stride = a.q_stride ? a.q_stride : row;
   const int64_t out_stride = a.out_stride ? a.out_stride : row;
-  if (q_stride < row || out_stride < row)
-    throw InvalidArgument("paged_attention: q/out row stride smaller than n_heads * head_dim");
-  if (a.n_tokens < 0) throw InvalidArgument("paged_attention: negative n_tokens");
-  if (a.n_tokens > 0 && (!a.q || !a.out)) throw InvalidArgument("paged_attention: null q/out");
-  if (a.kv_splits < 0) throw InvalidArgument("paged_attention: negative kv_splits");
 
   std::vector<AttnSeqDesc> desc;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeq& s = seqs[i];
-    if (s.n_q < 0 || s.q_begin < 0 || int64_t(s.q_begin) + s.n_q > a.n_tokens)
-      throw InvalidArgument("paged_attention: " + seq_name(i) + ": query rows [" +
-                            std::to_string(s.q_begin) + ", " + std::to_string(s.q_begin + s.n_q) +
-                            ") outside [0, " + std::to_string(a.n_tokens) + ")");
-    if (s.kv_len < s.n_q)
-      throw InvalidArgument("paged_attention: " + seq_name(i) + ": kv_len " +
-                            std::to_string(s.kv_len) + " < n_q " + std::to_string(s.n_q) +
-                            " (the new tokens must already be in the cache)");
-    check_mask(s.mask, i);
     if (s.n_q == 0) continue;
-    if (!s.block_table)
-      throw InvalidArgument("paged_attention: " + seq_name(i) + ": null block table");
-    const int32_t n_blocks = (s.kv_len + bs - 1) / bs;
-    for (int32_t b = 0; b < n_blocks; ++b)
-      if (s.block_table[b] < 0 || s.block_table[b] >= kv.num_blocks)
-        throw InvalidArgument("paged_attention: " + seq_name(i) + ": block_table[" +
-                              std::to_string(b) + "] = " + std::to_string(s.block_table[b]) +
-                              " outside [0, " + std::to_string(kv.num_blocks) + ")");
     AttnSeqDesc d;
     d.q_begin = s.q_begin;
     d.n_q = s.n_q;
@@ -270,30 +221,13 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
 
 void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& a) {
   const int32_t hd = a.head_dim, hk = a.n_kv_heads;
-  if (hd < 16 || hd % 16 != 0 || hd > 512)
-    throw InvalidArgument("varlen_attention: head_dim must be a multiple of 16 in [16, 512], got " +
-                          std::to_string(hd));
-  if (hk < 1 || a.n_heads < 1 || a.n_heads % hk != 0)
-    throw InvalidArgument("varlen_attention: n_heads " + std::to_string(a.n_heads) +
-                          " is not a positive multiple of n_kv_heads " + std::to_string(hk));
-  if (a.mask != MaskKind::kCausal && a.mask != MaskKind::kFull)
-    throw InvalidArgument("varlen_attention: unknown mask kind");
-  if (a.cu_seqlens.size() < 2 || a.cu_seqlens[0] != 0)
-    throw InvalidArgument("varlen_attention: cu_seqlens must start at 0 and have >= 2 entries");
-  for (size_t i = 1; i < a.cu_seqlens.size(); ++i)
-    if (a.cu_seqlens[i] < a.cu_seqlens[i - 1])
-      throw InvalidArgument("varlen_attention: cu_seqlens decreases at index " + std::to_string(i));
-  if (a.kv_splits < 0) throw InvalidArgument("varlen_attention: negative kv_splits");
   const int64_t n_tokens = a.cu_seqlens.back();
   const int64_t qrow = int64_t(a.n_heads) * hd, kvrow = int64_t(hk) * hd;
   const int64_t q_stride = a.q_stride ? a.q_stride : qrow;
   const int64_t out_stride = a.out_stride ? a.out_stride : qrow;
   const int64_t k_stride = a.k_stride ? a.k_stride : kvrow;
   const int64_t v_stride = a.v_stride ? a.v_stride : kvrow;
-  if (q_stride < qrow || out_stride < qrow || k_stride < kvrow || v_stride < kvrow)
-    throw InvalidArgument("varlen_attention: a row stride is smaller than its row");
   if (n_tokens == 0) return;
-  if (!a.q || !a.k || !a.v || !a.out) throw InvalidArgument("varlen_attention: null pointer");
   if (detail::varlen_attention_gemm(be, a, q_stride, k_stride, v_stride, out_stride,
                                     default_scale(a.scale, hd)))
     return;

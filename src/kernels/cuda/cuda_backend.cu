@@ -10,7 +10,9 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/attention.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/kv_cache.h"
 #include "kernels/layout.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
@@ -71,8 +73,12 @@ DeviceDiscovery discover() {
   return d;
 }
 
-const OpTables kCudaOps{
-    .elementwise = &kElementwise, .linear = &kLinear, .rope = &kRope, .layout = &kLayout};
+const OpTables kCudaOps{.elementwise = &kElementwise,
+                        .linear = &kLinear,
+                        .rope = &kRope,
+                        .attention = &kAttention,
+                        .kv = &kKv,
+                        .layout = &kLayout};
 
 class CudaBackend final : public Backend {
  public:

@@ -14,6 +14,8 @@ struct ElementwiseOps;
 struct LayoutOps;
 struct RopeOps;
 struct LinearOps;
+struct AttentionOps;
+struct KvOps;
 }  // namespace mmrt::kernels
 
 namespace mmrt::kernels::cuda {
@@ -75,5 +77,7 @@ extern const ElementwiseOps kElementwise;  // ops_cuda.cu
 extern const LayoutOps kLayout;            // layout_cuda.cu
 extern const RopeOps kRope;                // rope_cuda.cu
 extern const LinearOps kLinear;            // linear_cuda.cu
+extern const AttentionOps kAttention;      // attention_cuda.cu
+extern const KvOps kKv;                    // attention_cuda.cu
 
 }  // namespace mmrt::kernels::cuda
