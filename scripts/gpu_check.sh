@@ -3,8 +3,10 @@
 # working tree (scripts/gpu_pack.sh builds it here): unpacks the build, records the machine, runs
 # the CUDA parameter of every per-device test suite and the model suites on cuda, and writes every
 # log under $OUT (what comes back). Prints a short table last. Each stage has its own time limit;
-# the whole stays under 8 minutes. Exit status: 0 when no stage failed.
-# usage: OUT=/some/dir scripts/gpu_check.sh [STAGE...]   (stages: see `stages` below; default all)
+# a stage that would pass DEADLINE seconds (default 480: a device call's limit is 600) is cut to
+# it, and the stages after it are reported as not run. Exit status: 0 when no stage failed.
+# usage: OUT=/some/dir [DEADLINE=480] scripts/gpu_check.sh [STAGE...]
+#        (stages: ops linear models models_ref bench_model bench hf; default all, in that order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/mmrt-gpu-out}
@@ -28,36 +30,53 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm,clo
 "$B/mmrt" devices > "$OUT/devices.txt" 2>&1 || true
 
 # stage NAME LIMIT_S ENV CMD...: runs one stage, logs to $OUT/NAME.log, adds its table row.
+DEADLINE=${DEADLINE:-480}
 failed=0
 stage() {
   local name=$1 limit=$2 env=$3
   shift 3
+  local left=$((DEADLINE - SECONDS))
+  if ((left < 10)); then
+    printf '| %-16s | not run: the %ss deadline |\n' "$name" "$DEADLINE" >> "$summary"
+    return
+  fi
+  ((limit > left)) && limit=$left
   local t0=$SECONDS
   env $env timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  local pass fail skip
+  local pass fail skip note
   pass=$(grep -c '^\[       OK \]' "$OUT/$name.log")
   fail=$(grep -c '^\[  FAILED  \].*(' "$OUT/$name.log")
   skip=$(grep -c '^\[  SKIPPED \].*(' "$OUT/$name.log")
+  note=$(grep -m1 -o 'model tests skipped on .*\|model tests on .*' "$OUT/$name.log" | cut -c1-90)
+  ((rc == 124)) && note="timed out after ${limit}s"
   ((rc != 0)) && failed=1
-  printf '| %-16s | rc %3s | %4s ok | %3s failed | %3s skipped | %4ss |\n' "$name" "$rc" "$pass" \
-    "$fail" "$skip" "$((SECONDS - t0))" >> "$summary"
+  printf '| %-16s | rc %3s | %4s ok | %3s failed | %3s skipped | %4ss | %s\n' "$name" "$rc" \
+    "$pass" "$fail" "$skip" "$((SECONDS - t0))" "$note" >> "$summary"
 }
-stages=(${@:-ops linear models models_ref bench})
+stages=(${@:-ops linear models models_ref bench_model bench hf})
 for s in "${stages[@]}"; do
   case $s in
     ops)  # every op suite's cuda parameter (PyTorch references run on this machine's python3)
-      stage ops_cuda 120 "" "$B/test_ops" --gtest_filter='*/cuda'
-      stage ops_ref_cuda 180 "" "$B/test_ops_ref" --gtest_filter='*/cuda' ;;
+      stage ops_cuda 60 "" "$B/test_ops" --gtest_filter='*/cuda'
+      stage ops_ref_cuda 120 "" "$B/test_ops_ref" --gtest_filter='*/cuda' ;;
     linear)
-      stage linear_cuda 60 "" "$B/test_linear" --gtest_filter='*cuda*'
-      stage linear_ref_cuda 120 "" "$B/test_linear_ref" --gtest_filter='*cuda*' ;;
-    models)  # skipped, naming the ops cuda lacks, until every family's ops are there
-      stage models_cuda 120 "MMRT_TEST_DEVICE=cuda" "$B/test_models" ;;
+      stage linear_cuda 30 "" "$B/test_linear" --gtest_filter='*cuda*'
+      stage linear_ref_cuda 90 "" "$B/test_linear_ref" --gtest_filter='*cuda*' ;;
+    models)
+      stage models_cuda 60 "MMRT_TEST_DEVICE=cuda" "$B/test_models" ;;
     models_ref)
-      stage models_ref_cuda 240 "MMRT_TEST_DEVICE=cuda" "$B/test_models_ref" ;;
+      stage models_ref_cuda 300 "MMRT_TEST_DEVICE=cuda" "$B/test_models_ref" ;;
+    bench_model)  # the 2b-shape checkpoint on cuda: prefill, decode, the vision tower
+      "$B/mmrt" make-tiny-model --arch qwen2-vl --size 2b-shape --out "$dir/m2b" \
+        > "$OUT/make_m2b.log" 2>&1
+      stage bench_model_cuda 120 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
+        --prompt 307 --steps 16 --no-int8 --image-side 448 ;;
+    hf)  # the anchors in the same call: Hugging Face eager, then plain PyTorch with a CUDA graph
+      stage hf_anchor 150 "" python3 scripts/gpu/hf_anchor.py
+      stage torch_anchor 90 "" python3 scripts/gpu/torch_decode_anchor.py ;;
     bench)  # the CPU side of the same machine, for same-run ratios later
-      stage bench_ops_cpu 60 "" "$B/bench_ops" --benchmark_filter='EncoderBlock' \
+      stage bench_ops_cpu 30 "" "$B/bench_ops" --benchmark_filter='EncoderBlock' \
         --benchmark_min_time=0.2 ;;
     *) echo "gpu_check: unknown stage $s" >&2; exit 2 ;;
   esac
