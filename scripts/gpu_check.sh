@@ -19,7 +19,8 @@ fi
 dir=$(mktemp -d)
 tar -C "$dir" -xJf "$pack"
 B=$dir/pack
-export LD_LIBRARY_PATH=$B/lib
+# The pack's libraries first; cuBLAS is the machine's (the toolkit's folder where ldconfig lacks it).
+export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 summary=$OUT/summary.md
 {
   echo "revision: $(paste -sd' ' build/gpu-pack/REVISION 2>/dev/null || echo unknown)"

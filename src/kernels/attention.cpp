@@ -34,7 +34,8 @@ void check_mask(const MaskDesc& m, size_t i) {
 void check_paged(const PagedAttentionArgs& a, const KvLayerView& kv,
                  std::span<const AttnSeq> seqs) {
   const int32_t hd = kv.head_dim, hk = kv.n_kv_heads, bs = kv.block_size;
-  if (!kv.k || !kv.v || hk < 1 || kv.num_blocks < 1 || bs < 16 || bs % 16 || hd < 16 || hd % 16)
+  if (!kv.k || !kv.v || hk < 1 || kv.num_blocks < 1 || bs < 16 || bs % 16 || hd < 16 || hd % 16 ||
+      hd > 512)
     throw InvalidArgument("paged_attention: malformed KvLayerView (use KvCache::layer)");
   if (kv.dtype != DType::kF32 && kv.dtype != DType::kBF16)
     throw InvalidArgument("paged_attention: KV dtype must be F32 or BF16");

@@ -1,6 +1,7 @@
 // PackedLinear's device-independent half and the dispatchers of the linear op.
 #include "kernels/linear.h"
 
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -92,7 +93,19 @@ Tensor PackedLinear::weight() const {
 
 void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt) {
-  detail::entry(be, be.ops().linear, &LinearOps::linear, Op::kLinear)(be, x, n, w, y, opt);
+  const auto fn = detail::entry(be, be.ops().linear, &LinearOps::linear, Op::kLinear);
+  if (w.empty()) throw InvalidArgument("linear: the PackedLinear is empty (not packed)");
+  if (w.device() != be.device())
+    throw InvalidArgument("linear: these weights were packed for " + device_str(w.device()) +
+                          ", the backend computes on " + device_str(be.device()));
+  if (n < 0) throw InvalidArgument("linear: negative row count " + std::to_string(n));
+  if (n == 0) return;
+  if (!x || !y) throw InvalidArgument("linear: null input or output pointer");
+  const auto xb = reinterpret_cast<uintptr_t>(x), yb = reinterpret_cast<uintptr_t>(y);
+  if (xb < yb + static_cast<uintptr_t>(n * w.out()) * 4 &&
+      yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
+    throw InvalidArgument("linear: input and output overlap");
+  fn(be, x, n, w, y, opt);
 }
 
 Tensor linear(const Backend& be, const Tensor& x, const PackedLinear& w, const LinearOptions& opt) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "../common/no_kernels_backend.h"
@@ -16,6 +17,7 @@
 #include "isa_fixture.h"
 #include "kernels/kv_cache.h"
 #include "kernels/layout.h"
+#include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/registry.h"
 #include "ref_suite.h"
@@ -97,6 +99,30 @@ TEST(Backend, KvBlockCopiesAreDeviceCopies) {
   c.copy_block(0, 2);
   EXPECT_EQ(b.transfers().on_device, 4u);  // K and V of both layers
   EXPECT_EQ(b.transfers().on_device_bytes, c.bytes_per_block());
+}
+
+// An op that has a kernel still refuses a tensor or weights of another device (a checkpoint
+// tensor on the host handed to a GPU's op would be read there as a device address): the
+// dispatcher says which device each is on, before any kernel runs.
+TEST(Backend, OpsRefuseMemoryOfAnotherDevice) {
+  const CpuBackend cpu({.threads = 1});
+  const Device gpu{.kind = DeviceKind::kCuda, .index = 7};
+  std::vector<float> x(8), wv(4, 1.0f);
+  const Tensor w = Tensor::on_device(wv.data(), DType::kF32, {4}, nullptr, gpu);
+  const std::string m = message_of([&] { rms_norm(cpu, x.data(), w, 1e-6f, x.data(), 2, 4); });
+  EXPECT_NE(m.find("rms_norm: weight is memory of cuda:7"), std::string::npos) << m;
+  EXPECT_THROW(layer_norm(cpu, x.data(), w, w, 1e-6f, x.data(), 2, 4), InvalidArgument);
+  const int32_t id = 0;
+  EXPECT_THROW(embedding(cpu, w.reshape({1, 4}), &id, 1, x.data()), InvalidArgument);
+  rms_norm(cpu, x.data(), Tensor::zeros(DType::kF32, {4}), 1e-6f, x.data(), 2, 4);  // host: fine
+  PackedLinear::Parts p;
+  p.in = 4;
+  p.out = 2;
+  p.w = wv.data();
+  p.device = gpu;
+  const PackedLinear on_gpu(std::move(p));
+  const std::string l = message_of([&] { linear(cpu, x.data(), 1, on_gpu, x.data() + 4); });
+  EXPECT_NE(l.find("packed for cuda:7"), std::string::npos) << l;
 }
 
 TEST(Tensor, KnowsItsDeviceAndRefusesHostCopiesOfDeviceMemory) {

@@ -326,14 +326,7 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
 
 void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt) {
-  if (w.empty()) throw InvalidArgument("linear: the PackedLinear is empty (not packed)");
-  if (n < 0) throw InvalidArgument("linear: negative row count " + std::to_string(n));
-  if (n == 0) return;
-  if (!x || !y) throw InvalidArgument("linear: null input or output pointer");
-  const auto xb = reinterpret_cast<uintptr_t>(x), yb = reinterpret_cast<uintptr_t>(y);
-  if (xb < yb + static_cast<uintptr_t>(n * w.out()) * 4 &&
-      yb < xb + static_cast<uintptr_t>(n * w.in()) * 4)
-    throw InvalidArgument("linear: input and output overlap");
+  // The dispatcher (kernels/linear.cpp) checked the sizes, pointers and device.
   if (w.blocked() && w.format() == WeightFormat::kBF16 &&
       !detail::linear_kernels(be.isa()).gemv_bf16_blocked)
     throw InvalidArgument(std::string("linear: these bf16 weights were packed blocked for "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -92,12 +93,17 @@ class CudaBackend final : public Backend {
     try {
       load_cublas();
     } catch (...) {
+      if (cublas_) api_.destroy(cublas_);
       cudaStreamDestroy(stream_);
       if (cublas_lib_) dlclose(cublas_lib_);
       throw;
     }
   }
   ~CudaBackend() override {
+    for (Staging& s : staging_) {
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.p) cudaFreeHost(s.p);
+    }
     if (cublas_) api_.destroy(cublas_);
     if (cublas_lib_) dlclose(cublas_lib_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -133,7 +139,12 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
-  cudaStream_t stream() const { return stream_; }
+  // The stream every op runs on, with this backend's device current on the calling thread (the
+  // engine's step thread is not the one that made the backend).
+  cudaStream_t stream() const {
+    check(cudaSetDevice(device_.index), "cudaSetDevice");
+    return stream_;
+  }
   cublasHandle_t cublas() const { return cublas_; }
   const CublasApi& cublas_api() const { return api_; }
 
@@ -151,10 +162,32 @@ class CudaBackend final : public Backend {
     Scratch& s = scratch_[static_cast<size_t>(slot)];
     if (!s.p || s.bytes < bytes) {
       synchronize();  // the old buffer may still be read by queued work
-      s.bytes = std::max<size_t>(bytes, 4096);
+      s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
       s.p = allocate(s.bytes, false);
     }
     return s.p.get();
+  }
+
+  // `bytes` of host data into device scratch `slot` through the slot's page-locked staging
+  // buffer: the host copy is made before this returns (the caller may free `host`), the upload
+  // is ordered on the stream before the kernels that read it, and the staging buffer is reused
+  // only after its previous upload has completed.
+  const void* upload(int slot, const void* host, size_t bytes) const {
+    void* d = scratch(slot, bytes);
+    Staging& s = staging_[static_cast<size_t>(slot)];
+    if (s.done) check(cudaEventSynchronize(s.done), "cudaEventSynchronize");
+    if (s.bytes < bytes) {
+      if (s.p) check(cudaFreeHost(s.p), "cudaFreeHost");
+      s.p = nullptr;
+      s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
+      check(cudaMallocHost(&s.p, s.bytes), "cudaMallocHost");
+    }
+    if (!s.done)
+      check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    std::memcpy(s.p, host, bytes);
+    check(cudaMemcpyAsync(d, s.p, bytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync");
+    check(cudaEventRecord(s.done, stream_), "cudaEventRecord");
+    return d;
   }
 
  protected:
@@ -169,9 +202,13 @@ class CudaBackend final : public Backend {
 
  private:
   void load_cublas() {
-    cublas_lib_ = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+    // cuBLAS 13 (this build's toolkit), else 12: the entries used have the same signatures.
+    for (const char* name : {"libcublas.so.13", "libcublas.so.12"})
+      if ((cublas_lib_ = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     if (!cublas_lib_)
-      throw Unavailable(std::string("cuda backend: cuBLAS 13 could not be loaded: ") + dlerror());
+      throw Unavailable(std::string("cuda backend: cuBLAS (libcublas.so.13 or .12) could not be "
+                                    "loaded: ") +
+                        dlerror());
     auto sym = [this](auto& fn, const char* name) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(cublas_lib_, name));
       if (!fn) throw Unavailable(std::string("cuda backend: cuBLAS lacks ") + name);
@@ -200,6 +237,12 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
   mutable std::array<Scratch, kScratchSlots> scratch_;
+  struct Staging {
+    void* p = nullptr;  // page-locked host memory
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // the last upload from it has completed
+  };
+  mutable std::array<Staging, kScratchSlots> staging_;
 };
 
 std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
@@ -231,12 +274,7 @@ void* device_scratch(const Backend& be, int slot, size_t bytes) {
 }
 
 const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes) {
-  const auto& cb = static_cast<const CudaBackend&>(be);
-  void* d = cb.scratch(slot, bytes);
-  // From pageable host memory: the copy is staged before this returns (the caller may reuse
-  // `host`), and ordered on the stream before the kernels that read it.
-  check(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cb.stream()), "cudaMemcpyAsync");
-  return d;
+  return static_cast<const CudaBackend&>(be).upload(slot, host, bytes);
 }
 
 BackendEntry backend_entry() {

@@ -30,9 +30,10 @@ void check_launch(const char* what);
 // The stream every op of this backend runs on (`be` is a CUDA backend).
 cudaStream_t stream_of(const Backend& be);
 
-// Host step metadata (token ids, block tables, angles) in device memory: `count` elements copied
-// into the backend's scratch `slot` (grown as needed), ordered on its stream before the ops that
-// read it. Valid until the next upload into the same slot. A Backend is driven by one thread.
+// Host step metadata (token ids, block tables, angles) in device memory: `bytes` copied into the
+// backend's scratch `slot` (grown as needed) through page-locked staging, ordered on its stream
+// before the ops that read it; `host` may be freed on return. Valid until the next upload into
+// the same slot. A Backend is driven by one thread.
 const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes);
 // The backend's device scratch `slot` of at least `bytes` (grown as needed; ordered uses only).
 void* device_scratch(const Backend& be, int slot, size_t bytes);

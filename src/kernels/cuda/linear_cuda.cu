@@ -65,14 +65,8 @@ LinearPlan plan(const Backend&, int64_t, const PackedLinear& w, const LinearOpti
 
 void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt) {
-  if (w.empty()) throw InvalidArgument("linear: the PackedLinear is empty (not packed)");
-  if (w.device() != be.device())
-    throw InvalidArgument("linear: these weights were packed for " + device_str(w.device()) +
-                          ", not " + device_str(be.device()));
+  // The dispatcher (kernels/linear.cpp) checked the sizes, pointers and device.
   if (w.blocked()) throw InvalidArgument("linear: blocked weights are the CPU's layout");
-  if (n < 0) throw InvalidArgument("linear: negative row count " + std::to_string(n));
-  if (n == 0) return;
-  if (!x || !y) throw InvalidArgument("linear: null input or output pointer");
   if (n > 2147483647 || w.in() > 2147483647 || w.out() > 2147483647)
     throw InvalidArgument("linear: a dimension over cuBLAS's int range");
   const int64_t k = w.in(), out = w.out();

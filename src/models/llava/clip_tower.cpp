@@ -79,12 +79,12 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   m.positions = kernels::Buffer(be, T * E);
   std::vector<int32_t> ids(static_cast<size_t>(T));
   for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  kernels::embedding(be, get(vm + "embeddings.position_embedding.weight"), ids.data(), T,
+  kernels::embedding(be, be.upload(get(vm + "embeddings.position_embedding.weight")), ids.data(), T,
                      m.positions.data());
   m.class_embedding = kernels::Buffer(be, E);
   const int32_t zero = 0;
-  kernels::embedding(be, get(vm + "embeddings.class_embedding").reshape({1, E}), &zero, 1,
-                     m.class_embedding.data());
+  kernels::embedding(be, be.upload(get(vm + "embeddings.class_embedding").reshape({1, E})), &zero,
+                     1, m.class_embedding.data());
   m.pre_w = be.upload(get(vm + "pre_layrnorm.weight"));
   m.pre_b = be.upload(get(vm + "pre_layrnorm.bias"));
   m.layers.resize(static_cast<size_t>(cfg.vision_layers_used()));

@@ -119,15 +119,15 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   DecoderConfig dc = decoder_config(s.cfg, layout.naming);
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
-  const EncoderPrecision prec =
-      encoder_precision(be, opts, lm->weight_format());
+  const EncoderPrecision prec = encoder_precision(be, opts, lm->weight_format());
   auto tower = ClipTower::load(be, st, s.cfg, prec);
   kernels::Buffer newline;
   if (s.cfg.next) {
     const Tensor nl = st.get(tensor_name(layout.naming, "image_newline"));
     newline = kernels::Buffer(be, s.cfg.text.hidden_size);
     const int32_t zero = 0;
-    kernels::embedding(be, nl.reshape({1, s.cfg.text.hidden_size}), &zero, 1, newline.data());
+    kernels::embedding(be, be.upload(nl.reshape({1, s.cfg.text.hidden_size})), &zero, 1,
+                       newline.data());
   }
   Model m;
   m.spec = decoder_model_spec(*lm, dir,
