@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/emulated_device.h"
 #include "core/device.h"
 #include "kernels/backend.h"
 #include "kernels/kv_cache.h"
@@ -21,18 +22,26 @@
 
 namespace mmrt::test {
 
-// The device the model tests compute on: $MMRT_TEST_DEVICE ("cpu" when unset, "cuda", "cuda:N").
-// ctest runs the model suites once per backend this build has (models_ref, models_ref_cuda);
-// device_env.cpp skips a whole run, with the reason, where its device is absent or lacks an op
-// a family needs.
+// The device the model tests compute on: $MMRT_TEST_DEVICE ("cpu" when unset, "cuda", "cuda:N",
+// or "emulated": the CPU's kernels on memory called a GPU's, ../common/emulated_device.h).
+// ctest runs the model suites once per backend this build has (models_ref, models_ref_cuda,
+// models_ref_emulated); device_env.cpp skips a whole run, with the reason, where its device is
+// absent or lacks an op a family needs.
+inline bool emulated_device() {
+  const char* env = std::getenv("MMRT_TEST_DEVICE");
+  return env && std::string(env) == "emulated";
+}
 inline Device test_device() {
+  if (emulated_device()) return kEmulatedDevice;
   const char* env = std::getenv("MMRT_TEST_DEVICE");
   return parse_device(env && *env ? env : "cpu");
 }
 
 // The compute every model test runs on (on the CPU: all cores, the best kernel variant).
 inline const kernels::Backend& test_backend() {
-  static const std::unique_ptr<kernels::Backend> b = kernels::create_backend(test_device());
+  static const std::unique_ptr<kernels::Backend> b = emulated_device()
+                                                         ? std::make_unique<EmulatedDevice>()
+                                                         : kernels::create_backend(test_device());
   return *b;
 }
 

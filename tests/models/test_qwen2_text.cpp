@@ -137,7 +137,7 @@ void check_logits(const Fixture& f, double tol, bool decode_last = false,
     s.kv_before = 63;
     s.want_logits = true;
   }
-  Tensor logits = model->forward({&s, 1}).clone();  // [1, vocab]
+  Tensor logits = test::host(model->forward({&s, 1})).clone();  // [1, vocab], a host copy
 
   fs::path lf = f.dir / "ref_logits.bin", hf = f.dir / "ref_hidden.bin";
   run(ref_cmd("logits", f.dir, prompt) + " --out " + lf.string());

@@ -26,7 +26,9 @@ struct GemmStateDeleter {
 };
 }  // namespace detail
 
-class CpuBackend final : public Backend {
+// Not final: the tests' EmulatedDevice (tests/common) runs these kernels on memory it calls a
+// GPU's, to find model code that hands an op host memory or reads device memory on the host.
+class CpuBackend : public Backend {
  public:
   // Throws InvalidArgument for a negative thread count.
   explicit CpuBackend(const BackendOptions& opts = {});

@@ -224,6 +224,7 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
     }
   }
   const int64_t in = p.in, out = p.out;
+  p.device = be.device();
 
   auto same_type = [fmt](const Tensor& w) {
     return (fmt == WeightFormat::kBF16 && w.dtype() == DType::kBF16) ||
