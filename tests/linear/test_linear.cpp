@@ -103,8 +103,8 @@ Tensor f32_tensor(const std::vector<float>& v, Shape s) {
   return t;
 }
 
-const char* const kBackends[] = {"cpu-portable", "cpu-avx2", "cpu-avx512", "cpu-avx512bf16",
-                                 "cuda"};
+const char* const kBackends[] = {"cpu-portable",   "cpu-avx2", "cpu-avx512",
+                                 "cpu-avx512bf16", "emulated", "cuda"};
 
 class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, WeightFormat>> {
  protected:

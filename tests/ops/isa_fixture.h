@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/emulated_device.h"
 #include "core/device.h"
 #include "core/isa.h"
 #include "kernels/backend.h"
@@ -30,7 +31,9 @@
 namespace mmrt::test {
 
 inline const char* const kIsas[] = {"scalar", "avx2", "avx512"};
-inline const char* const kDevices[] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cuda"};
+// "emulated": the CPU's kernels on memory called a GPU's (../common/emulated_device.h), so a test
+// that hands an op host memory fails here before it fails on a GPU.
+inline const char* const kDevices[] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "emulated", "cuda"};
 
 // The best variant, every CPU (tests that are not per variant).
 inline const kernels::CpuBackend& be() {
@@ -42,11 +45,17 @@ inline const kernels::CpuBackend& be() {
 // says why it cannot run here (a variant this CPU lacks, a device this build or machine lacks).
 struct BackendParam {
   std::optional<Isa> cpu_isa;  // set for "cpu-<variant>"
+  bool emulated = false;       // "emulated"
   Device device;
   std::string skip;
 };
 inline BackendParam parse_backend_param(const std::string& p) {
   BackendParam b;
+  if (p == "emulated") {
+    b.emulated = true;
+    b.device = kEmulatedDevice;
+    return b;
+  }
   if (p.starts_with("cpu-")) {
     b.cpu_isa = parse_isa(p.substr(4));
     if (!b.cpu_isa) throw InvalidArgument("unknown CPU variant in '" + p + "'");
@@ -60,6 +69,8 @@ inline BackendParam parse_backend_param(const std::string& p) {
 }
 // The backend for a parameter that can run here (the CPU: `threads`, capped at the variant).
 inline std::unique_ptr<kernels::Backend> backend_for(const BackendParam& b, int threads = 0) {
+  if (b.emulated)
+    return std::make_unique<EmulatedDevice>(kernels::BackendOptions{.threads = threads});
   if (b.cpu_isa)
     return std::make_unique<kernels::CpuBackend>(
         kernels::BackendOptions{.threads = threads, .max_isa = *b.cpu_isa});
