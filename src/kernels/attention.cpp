@@ -1,7 +1,10 @@
-// Dispatchers of the attention ops: the arguments checked once for every device (block ids,
-// query ranges, masks, strides), then the backend's device table.
+// Dispatchers of the attention ops: the backend's device table (a device without the op is told
+// so first), then the arguments checked once for every device (block ids, query ranges, masks,
+// strides).
 #include "kernels/attention.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -100,17 +103,61 @@ void check_varlen(const VarlenAttentionArgs& a) {
 
 }  // namespace
 
+namespace detail {
+
+void query_key_limits(MaskKind kind, std::span<const KvSpan> spans, int32_t kv_len, int32_t n_q,
+                      int32_t tok_begin, int32_t n, int32_t* lim) {
+  if (kind == MaskKind::kFull) {
+    for (int32_t i = 0; i < n; ++i) lim[i] = kv_len;
+    return;
+  }
+  const int32_t p0 = kv_len - n_q + tok_begin;  // kv position of the first query
+  const KvSpan* sp = spans.data();
+  const KvSpan* end = spans.data() + spans.size();
+  sp = std::upper_bound(sp, end, p0, [](int32_t p, const KvSpan& x) { return p < x.end; });
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t p = p0 + i;
+    while (sp != end && sp->end <= p) ++sp;
+    int32_t L = p + 1;
+    if (sp != end && sp->begin <= p) L = std::max(L, std::min(sp->end, kv_len));
+    lim[i] = L;
+  }
+}
+
+}  // namespace detail
+
+namespace {
+float resolved_scale(float scale, int32_t head_dim) {
+  return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+}  // namespace
+
 void paged_attention(const Backend& be, const PagedAttentionArgs& args, const KvLayerView& kv,
                      std::span<const AttnSeq> seqs) {
+  const auto fn =
+      detail::entry(be, be.ops().attention, &AttentionOps::paged_attention, Op::kPagedAttention);
   check_paged(args, kv, seqs);
-  detail::entry(be, be.ops().attention, &AttentionOps::paged_attention, Op::kPagedAttention)(
-      be, args, kv, seqs);
+  PagedAttentionArgs a = args;
+  const int64_t row = int64_t(a.n_heads) * kv.head_dim;
+  if (!a.q_stride) a.q_stride = row;
+  if (!a.out_stride) a.out_stride = row;
+  a.scale = resolved_scale(a.scale, kv.head_dim);
+  fn(be, a, kv, seqs);
 }
 
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args) {
+  const auto fn =
+      detail::entry(be, be.ops().attention, &AttentionOps::varlen_attention, Op::kVarlenAttention);
   check_varlen(args);
-  detail::entry(be, be.ops().attention, &AttentionOps::varlen_attention, Op::kVarlenAttention)(
-      be, args);
+  if (args.cu_seqlens.back() == 0) return;  // no tokens
+  VarlenAttentionArgs a = args;
+  const int64_t qrow = int64_t(a.n_heads) * a.head_dim, kvrow = int64_t(a.n_kv_heads) * a.head_dim;
+  if (!a.q_stride) a.q_stride = qrow;
+  if (!a.out_stride) a.out_stride = qrow;
+  if (!a.k_stride) a.k_stride = kvrow;
+  if (!a.v_stride) a.v_stride = kvrow;
+  a.scale = resolved_scale(a.scale, a.head_dim);
+  fn(be, a);
 }
 
 }  // namespace mmrt::kernels

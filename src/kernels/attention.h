@@ -85,8 +85,18 @@ void varlen_attention(const Backend& be, const VarlenAttentionArgs& args);
 // Which CPU kernels the attention ops use at most `cap`: "avx512", "avx2" or "scalar".
 const char* attention_isa(Isa cap);
 
+namespace detail {
+// For every device: lim[i] = how many leading keys (positions [0, lim[i])) query tok_begin + i
+// of a sequence sees, the sequence holding kv_len keys of which its n_q queries are the newest,
+// under `kind` and the bidirectional `spans` (MaskDesc's rules); non-decreasing in i.
+void query_key_limits(MaskKind kind, std::span<const KvSpan> spans, int32_t kv_len, int32_t n_q,
+                      int32_t tok_begin, int32_t n, int32_t* lim);
+}  // namespace detail
+
 // A device's attention kernels (arguments as above; block tables and cu_seqlens are host
 // memory, step metadata).
+// The dispatchers resolve the defaults first: a device's entry gets every stride and the scale
+// explicit (never 0), and a varlen call with tokens.
 struct AttentionOps {
   void (*paged_attention)(const Backend&, const PagedAttentionArgs& args, const KvLayerView& kv,
                           std::span<const AttnSeq> seqs);

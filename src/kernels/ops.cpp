@@ -1,5 +1,5 @@
-// Dispatchers of the element-wise ops: the arguments checked once for every device, then the
-// backend's device table.
+// Dispatchers of the element-wise ops: the backend's device table (a device without the op is
+// told so first), the arguments checked once for every device, and no call for zero rows.
 #include "kernels/ops.h"
 
 #include <string>
@@ -11,11 +11,6 @@ namespace mmrt::kernels {
 namespace {
 const ElementwiseOps* table(const Backend& be) {
   return be.ops().elementwise;
-}
-
-// A device without the op is told so before its arguments are judged.
-void need(const Backend& be, Op op) {
-  if (!be.has(op)) detail::throw_missing_op(be, op);
 }
 
 void check_rows(const char* op, const void* x, const void* y, int64_t n, int64_t d) {
@@ -34,15 +29,20 @@ void check_device(const Backend& be, const char* op, const char* what, const Ten
                           device_str(be.device()) + " (upload it)");
 }
 
+// Weights, biases and embedding tables are stored f32, bf16 or f16.
+void check_float(const char* op, const char* what, const Tensor& t) {
+  if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16 && t.dtype() != DType::kF16)
+    throw InvalidArgument(std::string(op) + ": " + what + " must be f32, bf16 or f16, got " +
+                          t.describe());
+}
+
 // A [d] parameter vector (weight, bias): contiguous f32, bf16 or f16, on the backend's device.
 void check_param(const Backend& be, const char* op, const char* what, const Tensor& t, int64_t d) {
   check_device(be, op, what, t);
   if (t.rank() != 1 || t.dim(0) != d || !t.is_contiguous())
     throw InvalidArgument(std::string(op) + ": " + what + " must be a contiguous [" +
                           std::to_string(d) + "] tensor, got " + t.describe());
-  if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16 && t.dtype() != DType::kF16)
-    throw InvalidArgument(std::string(op) + ": " + what + " must be f32, bf16 or f16, got " +
-                          t.describe());
+  check_float(op, what, t);
 }
 }  // namespace
 
@@ -50,25 +50,26 @@ using detail::entry;
 
 void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps, float* y,
               int64_t n, int64_t d) {
-  need(be, Op::kRmsNorm);
+  const auto fn = entry(be, table(be), &ElementwiseOps::rms_norm, Op::kRmsNorm);
   check_rows("rms_norm", x, y, n, d);
   check_param(be, "rms_norm", "weight", weight, d);
-  entry(be, table(be), &ElementwiseOps::rms_norm, Op::kRmsNorm)(be, x, weight, eps, y, n, d);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, weight, eps, y, n, d);
 }
 
 void layer_norm(const Backend& be, const float* x, const Tensor& weight, const Tensor& bias,
                 float eps, float* y, int64_t n, int64_t d) {
-  need(be, Op::kLayerNorm);
+  const auto fn = entry(be, table(be), &ElementwiseOps::layer_norm, Op::kLayerNorm);
   check_rows("layer_norm", x, y, n, d);
   check_param(be, "layer_norm", "weight", weight, d);
   check_param(be, "layer_norm", "bias", bias, d);
-  entry(be, table(be), &ElementwiseOps::layer_norm, Op::kLayerNorm)(be, x, weight, bias, eps, y, n,
-                                                                    d);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, weight, bias, eps, y, n, d);
 }
 
 void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
                       int64_t d, const Tensor& weight, const Tensor& bias, float eps) {
-  need(be, Op::kLayerNormHeads);
+  const auto fn = entry(be, table(be), &ElementwiseOps::layer_norm_heads, Op::kLayerNormHeads);
   check_rows("layer_norm_heads", x, x, n * n_heads, d);
   if (n_heads < 1 || stride < n_heads * d)
     throw InvalidArgument("layer_norm_heads: " + std::to_string(n_heads) + " heads of " +
@@ -76,27 +77,28 @@ void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, in
                           std::to_string(stride));
   check_param(be, "layer_norm_heads", "weight", weight, d);
   check_param(be, "layer_norm_heads", "bias", bias, d);
-  entry(be, table(be), &ElementwiseOps::layer_norm_heads, Op::kLayerNormHeads)(
-      be, x, n, stride, n_heads, d, weight, bias, eps);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, n, stride, n_heads, d, weight, bias, eps);
 }
 
 void add(const Backend& be, float* acc, const float* x, int64_t n) {
-  need(be, Op::kAdd);
+  const auto fn = entry(be, table(be), &ElementwiseOps::add, Op::kAdd);
   check_rows("add", acc, x, n, 1);
-  entry(be, table(be), &ElementwiseOps::add, Op::kAdd)(be, acc, x, n);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, acc, x, n);
 }
 
 void silu_mul(const Backend& be, const float* gate, const float* up, float* out, int64_t n,
               int64_t inter, int64_t in_stride) {
-  need(be, Op::kSiluMul);
+  const auto fn = entry(be, table(be), &ElementwiseOps::silu_mul, Op::kSiluMul);
   check_rows("silu_mul", gate, out, n, inter);
   if (n > 0 && !up) throw InvalidArgument("silu_mul: null up pointer");
   if (in_stride == 0) in_stride = inter;
   if (in_stride < inter)
     throw InvalidArgument("silu_mul: in_stride " + std::to_string(in_stride) + " < inter " +
                           std::to_string(inter));
-  entry(be, table(be), &ElementwiseOps::silu_mul, Op::kSiluMul)(be, gate, up, out, n, inter,
-                                                                in_stride);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, gate, up, out, n, inter, in_stride);
 }
 
 void silu_mul_fused(const Backend& be, const float* gate_up, float* out, int64_t n, int64_t inter) {
@@ -105,38 +107,40 @@ void silu_mul_fused(const Backend& be, const float* gate_up, float* out, int64_t
 }
 
 void gelu_erf(const Backend& be, const float* x, float* y, int64_t n) {
-  need(be, Op::kGeluErf);
+  const auto fn = entry(be, table(be), &ElementwiseOps::gelu_erf, Op::kGeluErf);
   check_rows("gelu_erf", x, y, n, 1);
-  entry(be, table(be), &ElementwiseOps::gelu_erf, Op::kGeluErf)(be, x, y, n);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, y, n);
 }
 
 void quick_gelu(const Backend& be, const float* x, float* y, int64_t n) {
-  need(be, Op::kQuickGelu);
+  const auto fn = entry(be, table(be), &ElementwiseOps::quick_gelu, Op::kQuickGelu);
   check_rows("quick_gelu", x, y, n, 1);
-  entry(be, table(be), &ElementwiseOps::quick_gelu, Op::kQuickGelu)(be, x, y, n);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, y, n);
 }
 
 void relu_squared(const Backend& be, const float* x, float* y, int64_t n) {
-  need(be, Op::kReluSquared);
+  const auto fn = entry(be, table(be), &ElementwiseOps::relu_squared, Op::kReluSquared);
   check_rows("relu_squared", x, y, n, 1);
-  entry(be, table(be), &ElementwiseOps::relu_squared, Op::kReluSquared)(be, x, y, n);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, y, n);
 }
 
 void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d) {
-  need(be, Op::kSoftmax);
+  const auto fn = entry(be, table(be), &ElementwiseOps::softmax, Op::kSoftmax);
   check_rows("softmax", x, y, n, d);
-  entry(be, table(be), &ElementwiseOps::softmax, Op::kSoftmax)(be, x, y, n, d);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, x, y, n, d);
 }
 
 void embedding(const Backend& be, const Tensor& table_, const int32_t* ids, int64_t n, float* out) {
-  need(be, Op::kEmbedding);
+  const auto fn = entry(be, table(be), &ElementwiseOps::embedding, Op::kEmbedding);
   if (table_.rank() != 2 || !table_.is_contiguous())
     throw InvalidArgument("embedding: table must be a contiguous [vocab, d] tensor, got " +
                           table_.describe());
   check_device(be, "embedding", "the table", table_);
-  const DType dt = table_.dtype();
-  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16)
-    throw InvalidArgument("embedding: table must be f32, bf16 or f16, got " + table_.describe());
+  check_float("embedding", "table", table_);
   if (n < 0) throw InvalidArgument("embedding: negative token count");
   if (n > 0 && (!ids || !out)) throw InvalidArgument("embedding: null pointer");
   const int64_t vocab = table_.dim(0);
@@ -145,7 +149,8 @@ void embedding(const Backend& be, const Tensor& table_, const int32_t* ids, int6
       throw InvalidArgument("embedding: token id " + std::to_string(ids[i]) + " at index " +
                             std::to_string(i) + " is outside the vocabulary [0, " +
                             std::to_string(vocab) + ")");
-  entry(be, table(be), &ElementwiseOps::embedding, Op::kEmbedding)(be, table_, ids, n, out);
+  if (n == 0) return;  // nothing for the device to do
+  fn(be, table_, ids, n, out);
 }
 
 }  // namespace mmrt::kernels

@@ -110,6 +110,7 @@ void rope_angle_rows(const RopeTable& table, const int32_t* pos, int64_t n_token
 
 RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t* pos,
                        int64_t n_tokens) {
+  const auto fn = detail::entry(be, be.ops().rope, &RopeOps::rope_angles, Op::kRopeAngles);
   const int32_t half = table.head_dim / 2;
   if (table.head_dim <= 0 || table.head_dim % 2 || table.inv_freq.size() != size_t(half) ||
       table.component.size() != size_t(half) || table.n_components < 1)
@@ -121,12 +122,12 @@ RopeAngles rope_angles(const Backend& be, const RopeTable& table, const int32_t*
                             " outside [0, " + std::to_string(table.n_components) + ")");
   if (n_tokens < 0) throw InvalidArgument("rope_angles: negative token count");
   if (n_tokens > 0 && !pos) throw InvalidArgument("rope_angles: null positions");
-  return detail::entry(be, be.ops().rope, &RopeOps::rope_angles, Op::kRopeAngles)(be, table, pos,
-                                                                                  n_tokens);
+  return fn(be, table, pos, n_tokens);
 }
 
 void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n_heads,
                 int64_t row_stride, int64_t head_stride) {
+  const auto fn = detail::entry(be, be.ops().rope, &RopeOps::apply_rope, Op::kApplyRope);
   const int64_t hd = angles.head_dim, half = hd / 2, n = angles.n_tokens;
   if (hd <= 0 || hd % 2 || angles.cos.size() != size_t(n * half) ||
       angles.sin.size() != size_t(n * half))
@@ -143,8 +144,7 @@ void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n
                           std::to_string(n_heads * head_stride));
   if (n > 0 && !x) throw InvalidArgument("apply_rope: null input");
   if (n == 0) return;
-  detail::entry(be, be.ops().rope, &RopeOps::apply_rope, Op::kApplyRope)(be, angles, x, n_heads,
-                                                                         row_stride, head_stride);
+  fn(be, angles, x, n_heads, row_stride, head_stride);
 }
 
 void apply_rope(const Backend& be, const RopeTable& table, const int32_t* pos, int64_t n_tokens,

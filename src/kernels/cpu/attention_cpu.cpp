@@ -24,24 +24,6 @@ const AttnFns& attn_fns_scalar() {
   return f;
 }
 
-void attn_query_limits(const AttnSeqDesc& s, int32_t tok_begin, int32_t n, int32_t* lim) {
-  if (s.kind == MaskKind::kFull) {
-    for (int32_t i = 0; i < n; ++i) lim[i] = s.kv_len;
-    return;
-  }
-  const int32_t p0 = s.kv_len - s.n_q + tok_begin;  // kv position of the first query
-  const KvSpan* sp = s.spans;
-  const KvSpan* end = s.spans + s.n_spans;
-  sp = std::upper_bound(sp, end, p0, [](int32_t p, const KvSpan& x) { return p < x.end; });
-  for (int32_t i = 0; i < n; ++i) {
-    const int32_t p = p0 + i;
-    while (sp != end && sp->end <= p) ++sp;
-    int32_t L = p + 1;
-    if (sp != end && sp->begin <= p) L = std::max(L, std::min(sp->end, s.kv_len));
-    lim[i] = L;
-  }
-}
-
 }  // namespace detail
 
 namespace {
@@ -172,10 +154,6 @@ void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSe
   });
 }
 
-float default_scale(float scale, int32_t head_dim) {
-  return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-}
-
 }  // namespace
 
 namespace cpu {
@@ -183,9 +161,7 @@ namespace cpu {
 void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const KvLayerView& kv,
                      std::span<const AttnSeq> seqs) {
   const int32_t hd = kv.head_dim, hk = kv.n_kv_heads, bs = kv.block_size;
-  const int64_t row = int64_t(a.n_heads) * hd;
-  const int64_t q_stride = a.q_stride ? a.q_stride : row;
-  const int64_t out_stride = a.out_stride ? a.out_stride : row;
+  const int64_t q_stride = a.q_stride, out_stride = a.out_stride;  // resolved by the dispatcher
 
   std::vector<AttnSeqDesc> desc;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -210,7 +186,7 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
   pb.n_kv_heads = hk;
   pb.head_dim = hd;
   pb.group = a.n_heads / hk;
-  pb.scale = default_scale(a.scale, hd);
+  pb.scale = a.scale;
   pb.paged = true;
   pb.k = kv.k;
   pb.v = kv.v;
@@ -221,16 +197,10 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
 
 void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& a) {
   const int32_t hd = a.head_dim, hk = a.n_kv_heads;
-  const int64_t n_tokens = a.cu_seqlens.back();
-  const int64_t qrow = int64_t(a.n_heads) * hd, kvrow = int64_t(hk) * hd;
-  const int64_t q_stride = a.q_stride ? a.q_stride : qrow;
-  const int64_t out_stride = a.out_stride ? a.out_stride : qrow;
-  const int64_t k_stride = a.k_stride ? a.k_stride : kvrow;
-  const int64_t v_stride = a.v_stride ? a.v_stride : kvrow;
-  if (n_tokens == 0) return;
-  if (detail::varlen_attention_gemm(be, a, q_stride, k_stride, v_stride, out_stride,
-                                    default_scale(a.scale, hd)))
-    return;
+  // Strides and scale resolved by the dispatcher.
+  const int64_t q_stride = a.q_stride, out_stride = a.out_stride;
+  const int64_t k_stride = a.k_stride, v_stride = a.v_stride;
+  if (detail::varlen_attention_gemm(be, a)) return;
 
   // Pack K transposed per (segment, kv head): [n_chunks, hd, kAttnChunk], zero padded.
   const size_t n_seqs = a.cu_seqlens.size() - 1;
@@ -274,7 +244,7 @@ void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& a) {
   pb.n_kv_heads = hk;
   pb.head_dim = hd;
   pb.group = a.n_heads / hk;
-  pb.scale = default_scale(a.scale, hd);
+  pb.scale = a.scale;
   pb.paged = false;
   pb.k = kt;
   pb.v = a.v;

@@ -36,8 +36,11 @@ int64_t round_up(int64_t v, int64_t m) {
 
 }  // namespace
 
-bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, int64_t q_stride,
-                           int64_t k_stride, int64_t v_stride, int64_t out_stride, float scale) {
+bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a) {
+  // Strides and scale as the dispatcher resolved them.
+  const int64_t q_stride = a.q_stride, k_stride = a.k_stride, v_stride = a.v_stride;
+  const int64_t out_stride = a.out_stride;
+  const float scale = a.scale;
   // The backend's variant is never above what the CPU has: kAvx512Bf16 means AVX512-BF16. Even
   // head dims only (every model's, and what the tests cover); an odd one takes the exact kernel.
   if (!a.bf16 || a.mask != MaskKind::kFull || a.n_heads != a.n_kv_heads || a.head_dim % 2 != 0 ||

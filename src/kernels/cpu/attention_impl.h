@@ -59,7 +59,10 @@ struct AttnItem {
 };
 
 // lim[i] = number of leading keys that query token tok_begin + i of `s` sees (non-decreasing).
-void attn_query_limits(const AttnSeqDesc& s, int32_t tok_begin, int32_t n, int32_t* lim);
+inline void attn_query_limits(const AttnSeqDesc& s, int32_t tok_begin, int32_t n, int32_t* lim) {
+  query_key_limits(s.kind, {s.spans, static_cast<size_t>(s.n_spans)}, s.kv_len, s.n_q, tok_begin, n,
+                   lim);
+}
 
 struct AttnFns {
   const char* isa;
@@ -69,8 +72,7 @@ struct AttnFns {
 
 // Encoder attention as bf16 GEMMs (attention_gemm.cpp): false (nothing done) where it does not
 // apply (VarlenAttentionArgs::bf16 unset, a causal mask, grouped heads, no AVX512-BF16).
-bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a, int64_t q_stride,
-                           int64_t k_stride, int64_t v_stride, int64_t out_stride, float scale);
+bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a);
 // Rows [rows, lenp] of scores: P = bf16(exp(s - max)) over the first len, zeros to lenp (a
 // multiple of 16); sums = the rows' sums of the rounded P. AVX512-BF16 only.
 void softmax_rows_bf16(const float* s, int rows, int len, int lenp, uint16_t* p, float* sums);

@@ -16,7 +16,6 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/linear_impl.h"
-#include "kernels/cpu/ops_impl.h"
 
 namespace mmrt::kernels {
 
@@ -355,14 +354,9 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
                  ? static_cast<float*>(be.scratch(kFinishSlot, static_cast<size_t>(n * out) * 4))
                  : y;
   run_gemv(be, x, n, w, t, opt);
-  const detail::OpsFns& f = detail::ops_fns(be.isa());
+  const detail::Finish fin = detail::finish_for(be.isa(), opt);
   be.pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      float* tr = t + r * out;
-      if (opt.act == LinearAct::kQuickGelu) f.quick_gelu(tr, tr, out);
-      if (opt.act == LinearAct::kGeluErf) f.gelu_erf(tr, tr, out);
-      if (opt.accumulate) f.add(y + r * out, tr, out);
-    }
+    for (int64_t r = b; r < e; ++r) detail::finish_row(fin, y + r * out, t + r * out, out);
   });
 }
 

@@ -22,6 +22,22 @@
 
 namespace mmrt::kernels::detail {
 
+Finish finish_for(Isa cap, const LinearOptions& opt) {
+  const OpsFns& f = ops_fns(cap);
+  Finish fin;
+  fin.act = opt.act == LinearAct::kQuickGelu ? f.quick_gelu
+            : opt.act == LinearAct::kGeluErf ? f.gelu_erf
+                                             : nullptr;
+  fin.accumulate = opt.accumulate;
+  fin.add = f.add;
+  return fin;
+}
+
+void finish_row(const Finish& fin, float* yr, float* dst, int64_t cols) {
+  if (fin.act) fin.act(dst, dst, cols);
+  if (fin.accumulate) fin.add(yr, dst, cols);
+}
+
 namespace {
 
 constexpr int64_t kRowPad = 16;                  // oneDNN row count granularity
@@ -53,25 +69,6 @@ void widen_panel(const LinearKernels& ks, const PackedLinear& w, int64_t r0, int
     ks.i8_to_f32(q, static_cast<float*>(dst), cnt);
 }
 
-// What an epilogue does after the scale and the bias (LinearOptions::act and accumulate): the
-// element-wise ops' own row kernels, on rows still in cache.
-struct Finish {
-  void (*act)(const float* x, float* y, int64_t n) = nullptr;  // in place
-  bool accumulate = false;                                     // y += the row
-  void (*add)(float* acc, const float* x, int64_t n) = nullptr;
-};
-
-Finish finish_for(const CpuBackend& be, const LinearOptions& opt) {
-  const OpsFns& f = ops_fns(be.isa());
-  Finish fin;
-  fin.act = opt.act == LinearAct::kQuickGelu ? f.quick_gelu
-            : opt.act == LinearAct::kGeluErf ? f.gelu_erf
-                                             : nullptr;
-  fin.accumulate = opt.accumulate;
-  fin.add = f.add;
-  return fin;
-}
-
 // One row of a float tile scaled and biased (t may alias y: the OpenBLAS path works in place).
 void scale_bias_row(const float* t, const float* scale, const float* bias, float* y, int64_t cols) {
   if (scale && bias)
@@ -96,11 +93,6 @@ void s8_row(const int32_t* __restrict t, float sx, const float* __restrict sw,
 // Where an epilogue writes a row before `fin`: y's row, or `buf` when it is added to y.
 float* row_dst(const Finish& fin, float* yr, float* buf) {
   return fin.accumulate ? buf : yr;
-}
-
-void finish_row(const Finish& fin, float* yr, float* dst, int64_t cols) {
-  if (fin.act) fin.act(dst, dst, cols);
-  if (fin.accumulate) fin.add(yr, dst, cols);
 }
 
 // y[r, c] = t[r, c] * scale[c] + bias[c] for a [rows, cols] tile (t may alias y unless
@@ -151,7 +143,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   const bool widen = !c.s8 && (w.format() == WeightFormat::kInt8 ||
                                (w.format() == WeightFormat::kBF16 && !c.bf16));
   const size_t gemm_esz = c.s8 ? 1 : c.bf16 ? 2 : 4;
-  const Finish fin = finish_for(be, opt);
+  const Finish fin = finish_for(be.isa(), opt);
 
   // The x operand: [mp, k] in the GEMM's type; rows past m are zero.
   const int64_t mp = c.openblas ? m : round_up(m, kRowPad);

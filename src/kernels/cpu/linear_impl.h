@@ -55,6 +55,19 @@ void put_blocked_row(T* blocks, int64_t o, const T* row, int64_t in, int64_t in_
   for (; k < in_padded; k += G) std::memset(col + k * kB, 0, G * sizeof(T));
 }
 
+// LinearOptions::act and accumulate on a row the product was written to, with the element-wise
+// ops' own row kernels: the GEMM's epilogue (rows still in cache) and the matrix-vector path
+// (after its kernels) both finish rows this way.
+struct Finish {
+  void (*act)(const float* x, float* y, int64_t n) = nullptr;  // in place
+  bool accumulate = false;                                     // y += the row
+  void (*add)(float* acc, const float* x, int64_t n) = nullptr;
+};
+Finish finish_for(Isa cap, const LinearOptions& opt);
+// `dst` (the product's row) gets the activation in place, then is added to y's row `yr` where
+// fin.accumulate (dst may be yr otherwise).
+void finish_row(const Finish& fin, float* yr, float* dst, int64_t cols);
+
 struct LinearKernels {
   const char* isa;
   GemvFn gemv_f32;

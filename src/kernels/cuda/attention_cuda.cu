@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/kv_cache.h"
 
 namespace mmrt::kernels::cuda {
@@ -28,7 +29,7 @@ constexpr int kKvSlotsSlot = 7;  // scratch slot of a KV write's or read's slots
 
 __device__ __forceinline__ float kv_load(const void* p, int64_t i, bool bf16) {
   if (!bf16) return static_cast<const float*>(p)[i];
-  return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
+  return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -102,7 +103,7 @@ __global__ void paged_kernel(const float* q, int64_t q_stride, float* out, int64
 }
 
 __global__ void varlen_kernel(VarlenAttentionArgs a, const int32_t* cu, int32_t n_seqs,
-                              int64_t n_tokens, float scale) {
+                              int64_t n_tokens) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (item >= n_tokens * a.n_heads) return;
   const int64_t row = item / a.n_heads;
@@ -122,11 +123,7 @@ __global__ void varlen_kernel(VarlenAttentionArgs a, const int32_t* cu, int32_t 
   auto key_at = [&](int32_t j, int d) { return a.k[(first + j) * a.k_stride + hkv * hd + d]; };
   auto value_at = [&](int32_t j, int d) { return a.v[(first + j) * a.v_stride + hkv * hd + d]; };
   attend(a.q + row * a.q_stride + int64_t(h) * hd, a.out + row * a.out_stride + int64_t(h) * hd, hd,
-         scale, n_keys, key_at, value_at);
-}
-
-float default_scale(float scale, int32_t head_dim) {
-  return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+         a.scale, n_keys, key_at, value_at);
 }
 
 unsigned warp_blocks(int64_t items) {
@@ -137,24 +134,22 @@ unsigned warp_blocks(int64_t items) {
 
 void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLayerView& kv,
                      std::span<const AttnSeq> seqs) {
+  // Strides and scale as the dispatcher resolved them.
   const int32_t hd = kv.head_dim, bs = kv.block_size;
-  const int64_t row = int64_t(a.n_heads) * hd;
   // The step's metadata in one upload: rows, then sequences, then the block tables.
   std::vector<PagedRow> rows;
   std::vector<PagedSeq> sq;
-  std::vector<int32_t> tables;
+  std::vector<int32_t> tables, lim;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q == 0) continue;
     sq.push_back({static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), s.block_table, s.block_table + (s.kv_len + bs - 1) / bs);
-    for (int32_t r = 0; r < s.n_q; ++r) {
-      const int32_t pos = s.kv_len - s.n_q + r;  // the query's own kv position
-      int32_t last = s.mask.kind == MaskKind::kFull ? s.kv_len - 1 : pos;
-      for (const KvSpan& sp : s.mask.bidirectional)
-        if (sp.begin <= pos && pos < sp.end) last = std::min(sp.end, s.kv_len) - 1;
-      rows.push_back({s.q_begin + r, static_cast<int32_t>(sq.size() - 1), last + 1});
-    }
+    lim.resize(static_cast<size_t>(s.n_q));
+    detail::query_key_limits(s.mask.kind, s.mask.bidirectional, s.kv_len, s.n_q, 0, s.n_q,
+                             lim.data());
+    for (int32_t r = 0; r < s.n_q; ++r)
+      rows.push_back({s.q_begin + r, static_cast<int32_t>(sq.size() - 1), lim[size_t(r)]});
   }
   if (rows.empty()) return;
   std::vector<char> meta(rows.size() * sizeof(PagedRow) + sq.size() * sizeof(PagedSeq) +
@@ -171,27 +166,20 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
                                                           sq.size() * sizeof(PagedSeq));
   const int64_t n_rows = static_cast<int64_t>(rows.size());
   paged_kernel<<<warp_blocks(n_rows * a.n_heads), 32 * kWarps, 0, stream_of(be)>>>(
-      a.q, a.q_stride ? a.q_stride : row, a.out, a.out_stride ? a.out_stride : row, d_rows, n_rows,
-      d_seqs, d_tables, kv.k, kv.v, kv.dtype == DType::kBF16, a.n_heads, kv.n_kv_heads, hd, bs,
-      default_scale(a.scale, hd));
+      a.q, a.q_stride, a.out, a.out_stride, d_rows, n_rows, d_seqs, d_tables, kv.k, kv.v,
+      kv.dtype == DType::kBF16, a.n_heads, kv.n_kv_heads, hd, bs, a.scale);
   check_launch("paged_attention");
 }
 
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args) {
-  VarlenAttentionArgs a = args;
+  VarlenAttentionArgs a = args;  // strides and scale as the dispatcher resolved them
   const int64_t n_tokens = a.cu_seqlens.back();
-  if (n_tokens == 0) return;
-  const int64_t qrow = int64_t(a.n_heads) * a.head_dim, kvrow = int64_t(a.n_kv_heads) * a.head_dim;
-  if (!a.q_stride) a.q_stride = qrow;
-  if (!a.out_stride) a.out_stride = qrow;
-  if (!a.k_stride) a.k_stride = kvrow;
-  if (!a.v_stride) a.v_stride = kvrow;
   const auto* cu = static_cast<const int32_t*>(
       upload_scratch(be, kMetaSlot, a.cu_seqlens.data(), a.cu_seqlens.size() * sizeof(int32_t)));
   const int32_t n_seqs = static_cast<int32_t>(a.cu_seqlens.size() - 1);
   a.cu_seqlens = {};  // host memory: the kernel reads `cu`
-  varlen_kernel<<<warp_blocks(n_tokens * a.n_heads), 32 * kWarps, 0, stream_of(be)>>>(
-      a, cu, n_seqs, n_tokens, default_scale(a.scale, a.head_dim));
+  varlen_kernel<<<warp_blocks(n_tokens * a.n_heads), 32 * kWarps, 0, stream_of(be)>>>(a, cu, n_seqs,
+                                                                                      n_tokens);
   check_launch("varlen_attention");
 }
 
@@ -231,7 +219,6 @@ __global__ void kv_read_kernel(KvLayerView layer, const int32_t* slots, int64_t 
 
 void kv_write(const Backend& be, const KvLayerView& layer, const float* k, const float* v,
               const int32_t* slots, int64_t n, int64_t k_stride, int64_t v_stride) {
-  if (n == 0) return;
   const auto* ds = static_cast<const int32_t*>(
       upload_scratch(be, kKvSlotsSlot, slots, static_cast<size_t>(n) * sizeof(int32_t)));
   const int64_t count = n * layer.n_kv_heads * layer.head_dim;
@@ -242,7 +229,6 @@ void kv_write(const Backend& be, const KvLayerView& layer, const float* k, const
 
 void kv_read(const Backend& be, const KvLayerView& layer, const int32_t* slots, int64_t n, float* k,
              float* v) {
-  if (n == 0) return;
   const auto* ds = static_cast<const int32_t*>(
       upload_scratch(be, kKvSlotsSlot, slots, static_cast<size_t>(n) * sizeof(int32_t)));
   const int64_t count = n * layer.n_kv_heads * layer.head_dim;

@@ -157,24 +157,25 @@ class CudaBackend final : public Backend {
   }
 
   // Device scratch `slot` of at least `bytes` (grown, never shrunk).
+  // Device scratch `slot` of at least `bytes` (grown, never shrunk) that the caller writes: it no
+  // longer holds a host upload.
   void* scratch(int slot, size_t bytes) const {
-    if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
-    Scratch& s = scratch_[static_cast<size_t>(slot)];
-    if (!s.p || s.bytes < bytes) {
-      synchronize();  // the old buffer may still be read by queued work
-      s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
-      s.p = allocate(s.bytes, false);
-    }
-    return s.p.get();
+    void* d = grown(slot, bytes);
+    staging_[static_cast<size_t>(slot)].held = 0;
+    return d;
   }
 
   // `bytes` of host data into device scratch `slot` through the slot's page-locked staging
   // buffer: the host copy is made before this returns (the caller may free `host`), the upload
   // is ordered on the stream before the kernels that read it, and the staging buffer is reused
   // only after its previous upload has completed.
+  // The same bytes as the slot's last upload are not copied again: a step's rotary angles, block
+  // tables and KV slots are the same for every layer (and for q and k).
   const void* upload(int slot, const void* host, size_t bytes) const {
-    void* d = scratch(slot, bytes);
+    void* d = grown(slot, bytes);
     Staging& s = staging_[static_cast<size_t>(slot)];
+    if (bytes == 0 || (s.held == bytes && std::memcmp(s.p, host, bytes) == 0)) return d;
+    s.held = 0;
     if (s.done) check(cudaEventSynchronize(s.done), "cudaEventSynchronize");
     if (s.bytes < bytes) {
       if (s.p) check(cudaFreeHost(s.p), "cudaFreeHost");
@@ -187,6 +188,7 @@ class CudaBackend final : public Backend {
     std::memcpy(s.p, host, bytes);
     check(cudaMemcpyAsync(d, s.p, bytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync");
     check(cudaEventRecord(s.done, stream_), "cudaEventRecord");
+    s.held = bytes;
     return d;
   }
 
@@ -201,6 +203,19 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Device scratch `slot` of at least `bytes`; growing it drops what it held.
+  void* grown(int slot, size_t bytes) const {
+    if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
+    Scratch& s = scratch_[static_cast<size_t>(slot)];
+    if (!s.p || s.bytes < bytes) {
+      synchronize();  // the old buffer may still be read by queued work
+      s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
+      s.p = allocate(s.bytes, false);
+      staging_[static_cast<size_t>(slot)].held = 0;
+    }
+    return s.p.get();
+  }
+
   void load_cublas() {
     // cuBLAS 13 (this build's toolkit), else 12: the entries used have the same signatures.
     for (const char* name : {"libcublas.so.13", "libcublas.so.12"})
@@ -241,6 +256,7 @@ class CudaBackend final : public Backend {
     void* p = nullptr;  // page-locked host memory
     size_t bytes = 0;
     cudaEvent_t done = nullptr;  // the last upload from it has completed
+    size_t held = 0;  // bytes of its content the device scratch holds (0: none, or overwritten)
   };
   mutable std::array<Staging, kScratchSlots> staging_;
 };

@@ -33,9 +33,11 @@ cudaStream_t stream_of(const Backend& be);
 // Host step metadata (token ids, block tables, angles) in device memory: `bytes` copied into the
 // backend's scratch `slot` (grown as needed) through page-locked staging, ordered on its stream
 // before the ops that read it; `host` may be freed on return. Valid until the next upload into
-// the same slot. A Backend is driven by one thread.
+// the same slot; bytes equal to the slot's last upload are not copied again. A Backend is driven
+// by one thread.
 const void* upload_scratch(const Backend& be, int slot, const void* host, size_t bytes);
-// The backend's device scratch `slot` of at least `bytes` (grown as needed; ordered uses only).
+// The backend's device scratch `slot` of at least `bytes` (grown as needed; ordered uses only),
+// for the caller to write.
 void* device_scratch(const Backend& be, int slot, size_t bytes);
 constexpr int kScratchSlots = 8;
 

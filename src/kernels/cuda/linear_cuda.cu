@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_pack.h"
 #include "kernels/linear.h"
 
@@ -47,8 +48,8 @@ __global__ void epilogue_kernel(const float* t, int64_t n, int64_t out, const fl
     float v = t[i];
     if (scale) v = v * scale[c];
     if (bias) v = v + bias[c];
-    if (act == 1) v = v / (1.0f + expf(-1.702f * v));               // quick_gelu
-    if (act == 2) v = 0.5f * v * erfcf(-v * 0.70710678118654752f);  // exact GELU
+    if (act == 1) v = x_sigmoid(v, 1.702f);  // quick_gelu
+    if (act == 2) v = gelu_exact(v);         // exact GELU
     y[i] = accumulate ? y[i] + v : v;
   }
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/ops.h"
 
 namespace mmrt::kernels::cuda {
@@ -24,10 +25,6 @@ struct Param {
 
 Param param(const Tensor& t) {
   return {t.raw(), t.dtype() == DType::kF32 ? 0 : t.dtype() == DType::kBF16 ? 1 : 2};
-}
-
-__device__ __forceinline__ float bf16_bits_to_f32(uint16_t v) {
-  return __uint_as_float(static_cast<uint32_t>(v) << 16);
 }
 
 __device__ __forceinline__ float load(const Param& w, int64_t i) {
@@ -132,11 +129,11 @@ __global__ void add_kernel(float* acc, const float* x, int64_t n) {
   MMRT_CUDA_FOR(i, n) acc[i] += x[i];
 }
 
-struct GeluErfF {  // x/2 * (1 + erf(x / sqrt2)) = x/2 * erfc(-x / sqrt2)
-  __device__ float operator()(float x) const { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
+struct GeluErfF {
+  __device__ float operator()(float x) const { return gelu_exact(x); }
 };
-struct QuickGeluF {  // x * sigmoid(1.702 x)
-  __device__ float operator()(float x) const { return x / (1.0f + expf(-1.702f * x)); }
+struct QuickGeluF {
+  __device__ float operator()(float x) const { return x_sigmoid(x, 1.702f); }
 };
 struct ReluSquaredF {
   __device__ float operator()(float x) const {
@@ -147,7 +144,6 @@ struct ReluSquaredF {
 
 template <class F>
 void run_flat(const Backend& be, const float* x, float* y, int64_t n, F f, const char* what) {
-  if (n == 0) return;
   flat_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(x, y, n, f);
   check_launch(what);
 }
@@ -157,7 +153,7 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
   MMRT_CUDA_FOR(i, n * inter) {
     const int64_t r = i / inter, c = i % inter;
     const float g = gate[r * in_stride + c];
-    out[i] = g / (1.0f + expf(-g)) * up[r * in_stride + c];
+    out[i] = x_sigmoid(g, 1.0f) * up[r * in_stride + c];
   }
 }
 
@@ -169,7 +165,6 @@ unsigned row_blocks(const char* op, int64_t rows) {
 
 void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps, float* y,
               int64_t n, int64_t d) {
-  if (n == 0) return;
   rms_norm_kernel<<<row_blocks("rms_norm", n), kRowThreads, 0, stream_of(be)>>>(x, param(weight),
                                                                                 eps, y, d);
   check_launch("rms_norm");
@@ -177,7 +172,6 @@ void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps
 
 void layer_norm(const Backend& be, const float* x, const Tensor& weight, const Tensor& bias,
                 float eps, float* y, int64_t n, int64_t d) {
-  if (n == 0) return;
   layer_norm_kernel<<<row_blocks("layer_norm", n), kRowThreads, 0, stream_of(be)>>>(
       x, param(weight), param(bias), eps, y, d);
   check_launch("layer_norm");
@@ -185,7 +179,6 @@ void layer_norm(const Backend& be, const float* x, const Tensor& weight, const T
 
 void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
                       int64_t d, const Tensor& weight, const Tensor& bias, float eps) {
-  if (n == 0) return;
   layer_norm_heads_kernel<<<row_blocks("layer_norm_heads", n * n_heads), kRowThreads, 0,
                             stream_of(be)>>>(x, n_heads, stride, param(weight), param(bias), eps,
                                              d);
@@ -193,14 +186,12 @@ void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, in
 }
 
 void add(const Backend& be, float* acc, const float* x, int64_t n) {
-  if (n == 0) return;
   add_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(acc, x, n);
   check_launch("add");
 }
 
 void silu_mul(const Backend& be, const float* gate, const float* up, float* out, int64_t n,
               int64_t inter, int64_t in_stride) {
-  if (n == 0) return;
   // Threads run in any order: an output row may overwrite inputs only where each element is
   // its own input's place (contiguous rows).
   const auto* o = reinterpret_cast<const char*>(out);
@@ -232,13 +223,11 @@ void relu_squared(const Backend& be, const float* x, float* y, int64_t n) {
 }
 
 void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d) {
-  if (n == 0) return;
   softmax_kernel<<<row_blocks("softmax", n), kRowThreads, 0, stream_of(be)>>>(x, y, d);
   check_launch("softmax");
 }
 
 void embedding(const Backend& be, const Tensor& table, const int32_t* ids, int64_t n, float* out) {
-  if (n == 0) return;
   const auto* dev_ids = static_cast<const int32_t*>(
       upload_scratch(be, 0, ids, static_cast<size_t>(n) * sizeof(int32_t)));
   embedding_kernel<<<row_blocks("embedding", n), kRowThreads, 0, stream_of(be)>>>(
