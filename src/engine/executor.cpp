@@ -17,6 +17,8 @@ ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner,
       kv_(std::make_unique<kernels::KvCache>(be, models::kv_cache_config(runner, kv))),
       store_(be) {
   be.require({kernels::Op::kCopy2d}, "the engine's media rows");
+  be.require({kernels::Op::kEditLogits, kernels::Op::kArgmaxRows, kernels::Op::kTopKRows},
+             "the engine's sampling");
 }
 
 StepOutput ModelExecutor::execute(const StepPlan& plan) {
@@ -78,24 +80,12 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
     s.embeds = rows.empty() ? nullptr : emb;
     s.want_logits = c.sample;
   }
-  // [n_sample, vocab]: sampled on the host (a counted copy where the backend is a device).
-  Tensor logits = be_.to_host(runner_.forward(steps, *kv_));
-  int64_t w = 0;
-  const int64_t V = logits.dim(1);
-  for (size_t k = 0; k < nc; ++k) {
-    const ScheduledChunk& c = plan.chunks[k];
-    if (!c.sample) continue;
-    std::span<float> row(logits.data<float>() + w * V, static_cast<size_t>(V));
-    ++w;
-    const SampleSpec& sp = c.sampling;
-    if (sp.logprobs >= 0) raw_.assign(row.begin(), row.end());  // sampling rewrites the row
-    out.sampled.push_back(
-        sample_token(row, sp.settings, sp.draw, sp.prompt, sp.output, sample_scratch_));
-    if (sp.logprobs >= 0) {
-      out.logprobs.resize(out.sampled.size());
-      out.logprobs.back() = token_logprobs(raw_, out.sampled.back(), sp.logprobs);
-    }
-  }
+  // [n_sample, vocab] in the backend's memory: drawn there (only ids and candidates come back).
+  Tensor logits = runner_.forward(steps, *kv_);
+  specs_.clear();
+  for (const ScheduledChunk& c : plan.chunks)
+    if (c.sample) specs_.push_back(&c.sampling);
+  sampler_.sample(be_, logits, specs_, out.sampled, out.logprobs);
   out.step_ns = now_ns() - t0;
   return out;
 }

@@ -1,8 +1,9 @@
 // Executes a StepPlan: frees the encoder entries the plan evicted, runs the encoder jobs (the
 // model's Runner -> the encoder store), then one decoder forward over every scheduled chunk,
-// then sampling. The executor owns the memory, all of it the backend's: the paged KV cache, the
-// encoder outputs (f16) and each chunk's gathered media rows; only the sampled rows' logits come
-// to the host (counted in Backend::transfers where the backend is a device). The plan says
+// then sampling on the backend (engine/step_sampler.h). The executor owns the memory, all of it
+// the backend's: the paged KV cache, the encoder outputs (f16) and each chunk's gathered media
+// rows; only sampled ids, top-k candidates and the rows drawn from their whole vocabulary come to
+// the host (counted in Backend::transfers where the backend is a device). The plan says
 // everything else (the scheduler keeps the books).
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "engine/encoder_cache.h"
 #include "engine/scheduler.h"
+#include "engine/step_sampler.h"
 #include "kernels/kv_cache.h"
 #include "kernels/scratch.h"
 #include "models/model.h"
@@ -48,8 +50,8 @@ class ModelExecutor : public Executor {
   // Per-chunk buffers, reused across steps.
   std::vector<std::vector<int32_t>> rows_;
   std::vector<kernels::Scratch> embeds_;  // the chunk's media rows [n, embed_dim]
-  std::vector<std::pair<float, int32_t>> sample_scratch_;
-  std::vector<float> raw_;  // a row's raw logits for log-probabilities
+  std::vector<const SampleSpec*> specs_;  // the sampled chunks' specs, in plan order
+  StepSampler sampler_;
 };
 
 }  // namespace mmrt::engine

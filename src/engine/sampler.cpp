@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/ops.h"
+#include "kernels/sampling.h"
 
 namespace mmrt::engine {
 
@@ -76,61 +78,42 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int k
   return t;
 }
 
-int32_t sample_token(std::span<float> logits, const SamplerSettings& p, uint64_t draw,
-                     std::span<const int32_t> prompt, std::span<const int32_t> output,
-                     std::vector<std::pair<float, int32_t>>& scratch) {
-  const int64_t V = static_cast<int64_t>(logits.size());
-  if (V < 1) throw InvalidArgument("sampling: empty logits");
-  auto in_range = [&](int32_t t) { return t >= 0 && t < V; };
-  // Repetition penalty over every token seen (prompt + output), each token once.
-  if (p.repetition_penalty != 1.0f) {
-    auto penalise = [&](int32_t t) {
-      float& l = logits[static_cast<size_t>(t)];
-      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
-    };
-    std::vector<int32_t> seen(prompt.begin(), prompt.end());
-    seen.insert(seen.end(), output.begin(), output.end());
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t t : seen)
-      if (in_range(t)) penalise(t);
-  }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    std::vector<int32_t> out(output.begin(), output.end());
-    std::sort(out.begin(), out.end());
-    for (size_t i = 0; i < out.size();) {
-      size_t j = i;
-      while (j < out.size() && out[j] == out[i]) ++j;
-      if (in_range(out[i]))
-        logits[static_cast<size_t>(out[i])] -=
-            p.presence_penalty + p.frequency_penalty * static_cast<float>(j - i);
-      i = j;
+void penalty_edits(const SamplerSettings& p, int32_t row, int64_t vocab,
+                   std::span<const int32_t> prompt, std::span<const int32_t> output,
+                   std::vector<kernels::LogitEdit>& edits) {
+  const bool rep = p.repetition_penalty != 1.0f;
+  const bool sub = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (!rep && !sub) return;
+  // (token, 0 for a prompt token / 1 for an output token), sorted: each token's run says whether
+  // it was seen and how often it was generated.
+  std::vector<std::pair<int32_t, int>> seen;
+  seen.reserve((rep ? prompt.size() : 0) + output.size());
+  if (rep)
+    for (int32_t t : prompt) seen.emplace_back(t, 0);
+  for (int32_t t : output) seen.emplace_back(t, 1);
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size();) {
+    size_t j = i, generated = 0;
+    for (; j < seen.size() && seen[j].first == seen[i].first; ++j) generated += seen[j].second;
+    const int32_t t = seen[i].first;
+    if (t >= 0 && t < vocab) {
+      kernels::LogitEdit e{.row = row, .token = t};
+      if (rep) e.scale = p.repetition_penalty;
+      if (sub && generated > 0)
+        e.subtract = p.presence_penalty + p.frequency_penalty * static_cast<float>(generated);
+      if (e.scale != 1.0f || e.subtract != 0.0f) edits.push_back(e);
     }
+    i = j;
   }
+}
 
-  if (p.temperature == 0.0f)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  // Candidates sorted by logit (descending); top-k cuts the list first.
-  scratch.clear();
-  scratch.reserve(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i)
-    scratch.emplace_back(logits[static_cast<size_t>(i)] / p.temperature, static_cast<int32_t>(i));
-  size_t keep = scratch.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = static_cast<size_t>(p.top_k);
-  auto desc = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  if (keep < scratch.size()) {
-    std::partial_sort(scratch.begin(), scratch.begin() + static_cast<long>(keep), scratch.end(),
-                      desc);
-    scratch.resize(keep);
-  } else {
-    std::sort(scratch.begin(), scratch.end(), desc);
-  }
+int32_t draw_candidate(std::span<const std::pair<float, int32_t>> sorted, const SamplerSettings& p,
+                       uint64_t draw) {
+  if (sorted.empty()) throw InvalidArgument("sampling: no candidates");
   // Softmax over the kept candidates (double for a stable sum).
-  double mx = scratch[0].first, sum = 0;
-  std::vector<double> prob(scratch.size());
-  for (size_t i = 0; i < scratch.size(); ++i) sum += prob[i] = std::exp(scratch[i].first - mx);
+  double mx = sorted[0].first, sum = 0;
+  std::vector<double> prob(sorted.size());
+  for (size_t i = 0; i < sorted.size(); ++i) sum += prob[i] = std::exp(sorted[i].first - mx);
   for (auto& q : prob) q /= sum;
   // min-p: relative to the most likely token.
   if (p.min_p > 0.0f) {
@@ -164,7 +147,47 @@ int32_t sample_token(std::span<float> logits, const SamplerSettings& p, uint64_t
     }
     r -= prob[i];
   }
-  return scratch[pick].second;
+  return sorted[pick].second;
+}
+
+int32_t sample_edited(std::span<const float> logits, const SamplerSettings& p, uint64_t draw,
+                      std::vector<std::pair<float, int32_t>>& scratch) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  if (V < 1) throw InvalidArgument("sampling: empty logits");
+  if (p.temperature == 0.0f) return static_cast<int32_t>(kernels::argmax(logits.data(), V));
+  // Candidates sorted by logit / temperature (descending; equal values: the lower id first);
+  // top-k cuts the list first.
+  scratch.clear();
+  scratch.reserve(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i)
+    scratch.emplace_back(logits[static_cast<size_t>(i)] / p.temperature, static_cast<int32_t>(i));
+  size_t keep = scratch.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = static_cast<size_t>(p.top_k);
+  auto desc = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  if (keep < scratch.size()) {
+    std::partial_sort(scratch.begin(), scratch.begin() + static_cast<long>(keep), scratch.end(),
+                      desc);
+    scratch.resize(keep);
+  } else {
+    std::sort(scratch.begin(), scratch.end(), desc);
+  }
+  return draw_candidate(scratch, p, draw);
+}
+
+int32_t sample_token(std::span<float> logits, const SamplerSettings& p, uint64_t draw,
+                     std::span<const int32_t> prompt, std::span<const int32_t> output,
+                     std::vector<std::pair<float, int32_t>>& scratch) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  if (V < 1) throw InvalidArgument("sampling: empty logits");
+  std::vector<kernels::LogitEdit> edits;
+  penalty_edits(p, 0, V, prompt, output, edits);
+  for (const kernels::LogitEdit& e : edits) {
+    float& l = logits[static_cast<size_t>(e.token)];
+    l = kernels::edit_logit(l, e);
+  }
+  return sample_edited(logits, p, draw, scratch);
 }
 
 Sampler::Sampler(const SamplingParams& params) : s_(params.sampler()) {

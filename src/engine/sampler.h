@@ -8,6 +8,10 @@
 #include <utility>
 #include <vector>
 
+namespace mmrt::kernels {
+struct LogitEdit;  // kernels/sampling.h
+}
+
 namespace mmrt::engine {
 
 // What drawing one token depends on (the plain-data part of SamplingParams).
@@ -23,7 +27,7 @@ struct SamplerSettings {
 };
 
 struct SamplingParams {
-  float temperature = 0.0f;         // 0: greedy (argmax after penalties)
+  float temperature = 0.0f;         // 0: greedy (argmax after penalties; NaN largest)
   int32_t top_k = 0;                // 0: off
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off; keep tokens with p >= min_p * p_max
@@ -54,6 +58,24 @@ struct TokenLogprobs {
 // log-softmax of `logits` (computed in double) at `token`, and the `k` most likely tokens (ties:
 // lower id first). `logits` are the model's raw scores.
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int k);
+
+// The penalties of `s` as edits of row `row` (kernels::LogitEdit, one per token, tokens outside
+// [0, vocab) left out), appended to `edits`: the repetition penalty over every token of `prompt`
+// and `output`, presence and frequency over `output`. Nothing when `s` has no penalty.
+void penalty_edits(const SamplerSettings& s, int32_t row, int64_t vocab,
+                   std::span<const int32_t> prompt, std::span<const int32_t> output,
+                   std::vector<kernels::LogitEdit>& edits);
+
+// The draw from candidates (logit / temperature, id) sorted best first (equal values: the lower
+// id first) after the top-k cut: softmax over them in double, min-p, top-p, then the draw's
+// random number. The last step of sample_token; the engine calls it on the candidates a device
+// returns (kernels::top_k_rows).
+int32_t draw_candidate(std::span<const std::pair<float, int32_t>> sorted, const SamplerSettings& s,
+                       uint64_t draw);
+
+// sample_token on logits its penalties have already edited.
+int32_t sample_edited(std::span<const float> logits, const SamplerSettings& s, uint64_t draw,
+                      std::vector<std::pair<float, int32_t>>& scratch);
 
 // Applies penalties and filters to `logits` in place and draws one token id. A pure function of
 // its arguments: draw `draw` of a request (its output length so far) uses a random stream

@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "kernels/registry.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
 
 namespace mmrt::kernels {
 
@@ -53,6 +54,9 @@ constexpr OpInfo kOps[] = {
     {"patchify_2d", &has_entry<&OpTables::layout, &LayoutOps::patchify_2d>},
     {"to_f16", &has_entry<&OpTables::layout, &LayoutOps::to_f16>},
     {"from_f16", &has_entry<&OpTables::layout, &LayoutOps::from_f16>},
+    {"edit_logits", &has_entry<&OpTables::sampling, &SamplingOps::edit_logits>},
+    {"argmax_rows", &has_entry<&OpTables::sampling, &SamplingOps::argmax_rows>},
+    {"top_k_rows", &has_entry<&OpTables::sampling, &SamplingOps::top_k_rows>},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kCount), "one kOps row per Op");
 

@@ -4,13 +4,14 @@
 //     host staging for copies (pinned on a GPU); every copy between host and device goes
 //     through copy_to_device / copy_to_host and is counted (transfers());
 //   - its op tables: one table per op family (ops.h, linear.h, rope.h, attention.h,
-//     kv_cache.h, layout.h), each entry a function of this device. An op family's public
-//     function dispatches on the backend's device first (its table), then, inside the CPU
+//     kv_cache.h, layout.h, sampling.h), each entry a function of this device. An op family's
+//     public function dispatches on the backend's device first (its table), then, inside the CPU
 //     backend, on the CPU's instruction set (IsaVariants). A table or entry the device lacks is
 //     an Unimplemented error naming the op and the device; there is no silent host fallback,
 //     and require() checks a model's whole list at load.
 // Pointers an op takes for activations, weights and outputs are memory of the backend's device;
-// step metadata (token ids, positions, block tables, slot lists, rotary angles) is host memory.
+// step metadata (token ids, positions, block tables, slot lists, rotary angles, sampling rows) is
+// host memory.
 // There is no process-wide backend. A Backend is driven by one thread at a time.
 #pragma once
 
@@ -53,6 +54,9 @@ enum class Op : uint8_t {
   kPatchify2d,
   kToF16,
   kFromF16,
+  kEditLogits,
+  kArgmaxRows,
+  kTopKRows,
   kCount
 };
 const char* op_name(Op op);  // "rms_norm", "paged_attention", ...
@@ -65,6 +69,7 @@ struct RopeOps;
 struct AttentionOps;
 struct KvOps;
 struct LayoutOps;
+struct SamplingOps;
 struct OpTables {
   const ElementwiseOps* elementwise = nullptr;
   const LinearOps* linear = nullptr;
@@ -72,6 +77,7 @@ struct OpTables {
   const AttentionOps* attention = nullptr;
   const KvOps* kv = nullptr;
   const LayoutOps* layout = nullptr;
+  const SamplingOps* sampling = nullptr;
 };
 
 // Copies through a backend since it was made (host<->device; device-to-device).

@@ -55,12 +55,18 @@ const LayoutOps kLayout{
     .to_f16 = &OnCpu<&cpu::to_f16>::call,
     .from_f16 = &OnCpu<&cpu::from_f16>::call,
 };
+const SamplingOps kSampling{
+    .edit_logits = &OnCpu<&cpu::edit_logits>::call,
+    .argmax_rows = &OnCpu<&cpu::argmax_rows>::call,
+    .top_k_rows = &OnCpu<&cpu::top_k_rows>::call,
+};
 const OpTables kCpuOps{.elementwise = &kElementwise,
                        .linear = &kLinear,
                        .rope = &kRope,
                        .attention = &kAttention,
                        .kv = &kKv,
-                       .layout = &kLayout};
+                       .layout = &kLayout,
+                       .sampling = &kSampling};
 
 DeviceDiscovery discover_cpu() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

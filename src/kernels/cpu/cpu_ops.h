@@ -11,6 +11,7 @@
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
 
 namespace mmrt::kernels {
 class CpuBackend;
@@ -69,5 +70,12 @@ void patchify_2d(const CpuBackend& be, const float* images, int64_t n, int64_t c
                  int64_t size, int64_t patch, float* rows);
 void to_f16(const CpuBackend& be, const float* x, uint16_t* y, int64_t n);
 void from_f16(const CpuBackend& be, const uint16_t* x, float* y, int64_t n);
+
+// sampling_cpu.cpp
+void edit_logits(const CpuBackend& be, float* x, int64_t stride, std::span<const LogitEdit> edits);
+void argmax_rows(const CpuBackend& be, const float* x, int64_t stride, int64_t vocab,
+                 std::span<const int32_t> rows, int32_t* out);
+void top_k_rows(const CpuBackend& be, const float* x, int64_t stride, int64_t vocab,
+                std::span<const TopKRow> rows, std::pair<float, int32_t>* out);
 
 }  // namespace mmrt::kernels::cpu

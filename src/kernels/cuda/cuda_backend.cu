@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "kernels/registry.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
 
 namespace mmrt::kernels::cuda {
 
@@ -79,7 +80,8 @@ const OpTables kCudaOps{.elementwise = &kElementwise,
                         .rope = &kRope,
                         .attention = &kAttention,
                         .kv = &kKv,
-                        .layout = &kLayout};
+                        .layout = &kLayout,
+                        .sampling = &kSampling};
 
 class CudaBackend final : public Backend {
  public:

@@ -16,6 +16,7 @@ struct RopeOps;
 struct LinearOps;
 struct AttentionOps;
 struct KvOps;
+struct SamplingOps;
 }  // namespace mmrt::kernels
 
 namespace mmrt::kernels::cuda {
@@ -39,7 +40,7 @@ const void* upload_scratch(const Backend& be, int slot, const void* host, size_t
 // The backend's device scratch `slot` of at least `bytes` (grown as needed; ordered uses only),
 // for the caller to write.
 void* device_scratch(const Backend& be, int slot, size_t bytes);
-constexpr int kScratchSlots = 8;
+constexpr int kScratchSlots = 10;
 
 // cuBLAS, loaded (dlopen) when a CUDA backend is made: a process that never makes one never maps
 // its libraries (linked, they added 80 ms and 215 MB to every mmrt process's start). The
@@ -82,5 +83,6 @@ extern const RopeOps kRope;                // rope_cuda.cu
 extern const LinearOps kLinear;            // linear_cuda.cu
 extern const AttentionOps kAttention;      // attention_cuda.cu
 extern const KvOps kKv;                    // attention_cuda.cu
+extern const SamplingOps kSampling;        // sampling_cuda.cu
 
 }  // namespace mmrt::kernels::cuda
