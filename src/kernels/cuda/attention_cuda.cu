@@ -1,15 +1,17 @@
 // The CUDA backend's attention (kernels/attention.h; the dispatcher checked the arguments) and
-// its KV-cache writes and reads (kernels/kv_cache.h). A first, simple version: one warp per
-// (query row, head) walks the keys its mask lets it see with an online softmax in f32 (running
-// max and sum; each lane holds every 32nd dimension of q and of the output), reading K and V
-// where they lie (paged blocks through the block table, or strided rows). Correct for every mask
-// the CPU serves; the tiled prefill kernel and split-kv decode are still to come. Exact f32
+// its KV-cache writes and reads (kernels/kv_cache.h). One kernel for both: a block of four warps
+// per (query row, head) and range of keys (split-kv: a range longer than 256 keys is split over
+// blocks and merged by a second kernel, so a decode row's keys are read by many SMs at once);
+// each warp scores 32 keys at a time, one per lane, with an online softmax in f32, reading K and
+// V where they lie (paged blocks through the block table, or strided rows). Correct for every mask
+// the CPU serves; no tensor cores yet (the tiled prefill kernel is still to come). Exact f32
 // products: VarlenAttentionArgs::bf16 is a permission, not taken here.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -22,10 +24,14 @@ namespace mmrt::kernels::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;        // warps per block: one (row, head) each
+constexpr int kWarps = 4;        // warps per block
+constexpr int kTile = 32;        // keys per warp step: one per lane
+constexpr int kSplitKeys = 256;  // keys per block by default (split-kv: a long range in parts)
 constexpr int kMaxPerLane = 16;  // head_dim <= 512 = 32 lanes x 16
+constexpr int kMaxHeadDim = 32 * kMaxPerLane;
 constexpr int kMetaSlot = 6;     // scratch slot of the step's attention metadata
 constexpr int kKvSlotsSlot = 7;  // scratch slot of a KV write's or read's slots
+constexpr int kPartSlot = 10;    // scratch slot of the split-kv partial results
 
 __device__ __forceinline__ float kv_load(const void* p, int64_t i, bool bf16) {
   if (!bf16) return static_cast<const float*>(p)[i];
@@ -37,41 +43,24 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The online softmax over keys [0, n_keys) of one (row, head): key(j) / value(j) give the
-// element d of key or value j.
-template <class KeyAt, class ValueAt>
-__device__ void attend(const float* q, float* out, int hd, float scale, int32_t n_keys,
-                       KeyAt key_at, ValueAt value_at) {
-  const int lane = threadIdx.x & 31;
-  float qv[kMaxPerLane], acc[kMaxPerLane];
-  for (int t = 0; t < kMaxPerLane; ++t) {
-    const int d = lane + 32 * t;
-    qv[t] = d < hd ? q[d] * scale : 0.f;
-    acc[t] = 0.f;
-  }
-  float m = -INFINITY, l = 0.f;
-  for (int32_t j = 0; j < n_keys; ++j) {
-    float part = 0.f;
-    for (int t = 0; t < kMaxPerLane; ++t) {
-      const int d = lane + 32 * t;
-      if (d < hd) part += qv[t] * key_at(j, d);
-    }
-    const float s = warp_sum(part);
-    const float m_new = fmaxf(m, s);
-    const float c = expf(m - m_new), p = expf(s - m_new);
-    l = l * c + p;
-    for (int t = 0; t < kMaxPerLane; ++t) {
-      const int d = lane + 32 * t;
-      if (d < hd) acc[t] = acc[t] * c + p * value_at(j, d);
-    }
-    m = m_new;
-  }
-  const float inv = n_keys > 0 ? 1.0f / l : 0.f;
-  for (int t = 0; t < kMaxPerLane; ++t) {
-    const int d = lane + 32 * t;
-    if (d < hd) out[d] = acc[t] * inv;
-  }
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
+
+// exp(a - b) that is 0 where a is -inf (a running max before any key), not NaN.
+__device__ __forceinline__ float rescale(float a, float b) {
+  return a == -INFINITY ? 0.f : expf(a - b);
+}
+
+// One (query row, head) of a launch: its q and output rows, how many keys it sees, where they are.
+struct Item {
+  const float* q;
+  float* out;
+  int32_t n_keys, hkv;
+  const int32_t* table;  // paged: the sequence's block table
+  int64_t first;         // varlen: the segment's first row
+};
 
 // Per query row of a paged batch: its row in q / out, its sequence, how many keys it sees.
 struct PagedRow {
@@ -81,55 +70,195 @@ struct PagedSeq {
   int32_t table_off;  // into the flattened block tables
 };
 
-__global__ void paged_kernel(const float* q, int64_t q_stride, float* out, int64_t out_stride,
-                             const PagedRow* rows, int64_t n_rows, const PagedSeq* seqs,
-                             const int32_t* tables, const void* k, const void* v, bool bf16,
-                             int32_t n_heads, int32_t hk, int32_t hd, int32_t bs, float scale) {
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (item >= n_rows * n_heads) return;
-  const PagedRow r = rows[item / n_heads];
-  const int32_t h = static_cast<int32_t>(item % n_heads), hkv = h / (n_heads / hk);
-  const int32_t* table = tables + seqs[r.seq].table_off;
-  auto key_at = [&](int32_t j, int d) {
-    const int64_t blk = table[j / bs];
-    return kv_load(k, ((blk * hk + hkv) * hd + d) * bs + j % bs, bf16);
-  };
-  auto value_at = [&](int32_t j, int d) {
-    const int64_t blk = table[j / bs];
-    return kv_load(v, ((blk * hk + hkv) * bs + j % bs) * hd + d, bf16);
-  };
-  attend(q + r.q_row * q_stride + int64_t(h) * hd, out + r.q_row * out_stride + int64_t(h) * hd, hd,
-         scale, r.n_keys, key_at, value_at);
-}
-
-__global__ void varlen_kernel(VarlenAttentionArgs a, const int32_t* cu, int32_t n_seqs,
-                              int64_t n_tokens) {
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (item >= n_tokens * a.n_heads) return;
-  const int64_t row = item / a.n_heads;
-  const int32_t h = static_cast<int32_t>(item % a.n_heads), hkv = h / (a.n_heads / a.n_kv_heads);
-  int32_t lo = 0, hi = n_seqs;  // the segment of `row`: cu[s] <= row < cu[s + 1]
-  while (hi - lo > 1) {
-    const int32_t mid = (lo + hi) / 2;
-    if (cu[mid] <= row)
-      lo = mid;
-    else
-      hi = mid;
+// Keys and values in the paged cache: K blocks [kv head][d][slot], V blocks [kv head][slot][d].
+struct PagedSrc {
+  const float* q;
+  float* out;
+  int64_t q_stride, out_stride;
+  const PagedRow* rows;
+  const PagedSeq* seqs;
+  const int32_t* tables;
+  const void *k, *v;
+  bool bf16;
+  int32_t n_heads, hk, hd, bs;
+  __device__ Item item(int64_t i) const {
+    const PagedRow r = rows[i / n_heads];
+    const int32_t h = static_cast<int32_t>(i % n_heads);
+    return {q + r.q_row * q_stride + int64_t(h) * hd,
+            out + r.q_row * out_stride + int64_t(h) * hd,
+            r.n_keys,
+            h / (n_heads / hk),
+            tables + seqs[r.seq].table_off,
+            0};
   }
-  const int64_t first = cu[lo];
-  const int32_t n_keys =
-      static_cast<int32_t>(a.mask == MaskKind::kFull ? cu[lo + 1] - first : row - first + 1);
-  const int hd = a.head_dim;
-  auto key_at = [&](int32_t j, int d) { return a.k[(first + j) * a.k_stride + hkv * hd + d]; };
-  auto value_at = [&](int32_t j, int d) { return a.v[(first + j) * a.v_stride + hkv * hd + d]; };
-  attend(a.q + row * a.q_stride + int64_t(h) * hd, a.out + row * a.out_stride + int64_t(h) * hd, hd,
-         a.scale, n_keys, key_at, value_at);
+  // Element d of key j is at k_at(it, j) + d * k_step(); of value j at v_at(it, j) + d.
+  __device__ int64_t k_at(const Item& it, int32_t j) const {
+    return ((int64_t(it.table[j / bs]) * hk + it.hkv) * hd) * bs + j % bs;
+  }
+  __device__ int64_t k_step() const { return bs; }
+  __device__ int64_t v_at(const Item& it, int32_t j) const {
+    return ((int64_t(it.table[j / bs]) * hk + it.hkv) * bs + j % bs) * hd;
+  }
+};
+
+// Keys and values as strided rows of f32 (the encoders' fused q|k|v), segments by cu_seqlens.
+struct VarlenSrc {
+  VarlenAttentionArgs a;
+  const int32_t* cu;
+  int32_t n_seqs;
+  const void *k, *v;
+  bool bf16;  // always false: f32 rows
+  __device__ Item item(int64_t i) const {
+    const int64_t row = i / a.n_heads;
+    const int32_t h = static_cast<int32_t>(i % a.n_heads);
+    int32_t lo = 0, hi = n_seqs;  // the segment of `row`: cu[s] <= row < cu[s + 1]
+    while (hi - lo > 1) {
+      const int32_t mid = (lo + hi) / 2;
+      if (cu[mid] <= row)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const int64_t first = cu[lo];
+    const int32_t n_keys =
+        static_cast<int32_t>(a.mask == MaskKind::kFull ? cu[lo + 1] - first : row - first + 1);
+    const int hd = a.head_dim;
+    return {a.q + row * a.q_stride + int64_t(h) * hd,
+            a.out + row * a.out_stride + int64_t(h) * hd,
+            n_keys,
+            h / (a.n_heads / a.n_kv_heads),
+            nullptr,
+            first};
+  }
+  __device__ int64_t k_at(const Item& it, int32_t j) const {
+    return (it.first + j) * a.k_stride + int64_t(it.hkv) * a.head_dim;
+  }
+  __device__ int64_t k_step() const { return 1; }
+  __device__ int64_t v_at(const Item& it, int32_t j) const {
+    return (it.first + j) * a.v_stride + int64_t(it.hkv) * a.head_dim;
+  }
+};
+
+// Attention of one (row, head) item over keys [split * split_keys, +split_keys) of the n_keys it
+// sees: block (item, split) of kWarps warps. Each warp takes 32 keys at a time, one per lane (the
+// dot products with q, whose scaled copy is in shared memory; a paged K block is [d][slot], so the
+// lanes read consecutive slots), then adds the 32 values (lanes over d) with the online softmax's
+// rescaling in f32. The warps' results merge in shared memory; with one split the block writes
+// the output, else its (max, sum, unnormalised output) for merge_kernel.
+template <class Src>
+__global__ void __launch_bounds__(32 * kWarps)
+    attend_kernel(Src src, int32_t hd, float scale, int32_t split_keys, float* part) {
+  const int64_t index = blockIdx.x;
+  const Item it = src.item(index);
+  const int32_t begin = static_cast<int32_t>(blockIdx.y) * split_keys;
+  const int32_t end = min(it.n_keys, begin + split_keys);
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float wm[kWarps], wl[kWarps];
+  __shared__ float wacc[kWarps][kMaxHeadDim];
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = it.q[d] * scale;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  float m = -INFINITY, l = 0.f, acc[kMaxPerLane];
+  for (int t = 0; t < kMaxPerLane; ++t) acc[t] = 0.f;
+  const int64_t kstep = src.k_step();
+  for (int32_t base = begin + w * kTile; base < end; base += kWarps * kTile) {
+    const int32_t j = base + lane;
+    float s = -INFINITY;
+    if (j < end) {
+      const int64_t kp = src.k_at(it, j);
+      float dot = 0.f;
+      for (int d = 0; d < hd; ++d) dot += qs[d] * kv_load(src.k, kp + d * kstep, src.bf16);
+      s = dot;
+    }
+    const float m_new = fmaxf(m, warp_max(s));  // finite: lane 0's key is in range
+    const float p = j < end ? expf(s - m_new) : 0.f;
+    const float c = rescale(m, m_new);
+    l = l * c + warp_sum(p);
+    for (int t = 0; t < kMaxPerLane; ++t) acc[t] *= c;
+    const int n = min(kTile, end - base);
+    for (int jj = 0; jj < n; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const int64_t vp = src.v_at(it, base + jj);
+      for (int t = 0; t < kMaxPerLane; ++t) {
+        const int d = lane + 32 * t;
+        if (d < hd) acc[t] += pj * kv_load(src.v, vp + d, src.bf16);
+      }
+    }
+    m = m_new;
+  }
+  if (lane == 0) wm[w] = m, wl[w] = l;
+  for (int t = 0; t < kMaxPerLane; ++t) {
+    const int d = lane + 32 * t;
+    if (d < hd) wacc[w][d] = acc[t];
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int k = 0; k < kWarps; ++k) mx = fmaxf(mx, wm[k]);
+  float sum = 0.f;
+  for (int k = 0; k < kWarps; ++k) sum += wl[k] * rescale(wm[k], mx);
+  const bool whole = gridDim.y == 1;
+  float* pp = whole ? nullptr : part + (index * gridDim.y + blockIdx.y) * (hd + 2);
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float o = 0.f;
+    for (int k = 0; k < kWarps; ++k) o += wacc[k][d] * rescale(wm[k], mx);
+    if (whole)
+      it.out[d] = sum > 0.f ? o / sum : 0.f;
+    else
+      pp[2 + d] = o;
+  }
+  if (!whole && threadIdx.x == 0) pp[0] = mx, pp[1] = sum;
 }
 
-unsigned warp_blocks(int64_t items) {
-  const int64_t b = (items + kWarps - 1) / kWarps;
-  if (b > 2147483647) throw InvalidArgument("attention: too many rows for one launch");
-  return static_cast<unsigned>(b);
+// Merges the splits of each item: one warp per item.
+template <class Src>
+__global__ void merge_kernel(Src src, int64_t n_items, int32_t hd, int32_t n_splits,
+                             const float* part) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (index >= n_items) return;
+  const int lane = threadIdx.x & 31;
+  const Item it = src.item(index);
+  const float* pp = part + index * n_splits * (hd + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, pp[s * (hd + 2)]);
+  float sum = 0.f;
+  for (int s = 0; s < n_splits; ++s) sum += pp[s * (hd + 2) + 1] * rescale(pp[s * (hd + 2)], mx);
+  for (int d = lane; d < hd; d += 32) {
+    float o = 0.f;
+    for (int s = 0; s < n_splits; ++s)
+      o += pp[s * (hd + 2) + 2 + d] * rescale(pp[s * (hd + 2)], mx);
+    it.out[d] = sum > 0.f ? o / sum : 0.f;
+  }
+}
+
+// Keys per block for items seeing up to max_keys keys: kSplitKeys, or the caller's split count
+// (kv_splits > 0), in whole warp tiles.
+int32_t split_keys_for(int32_t max_keys, int32_t kv_splits) {
+  if (kv_splits <= 0) return kSplitKeys;
+  const int32_t per = (max_keys + kv_splits - 1) / kv_splits;
+  return std::max(kTile, (per + kTile - 1) / kTile * kTile);
+}
+
+// Launches attend_kernel over every item and split, and merge_kernel where there is more than one
+// split.
+template <class Src>
+void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t hd, float scale,
+                   int32_t max_keys, int32_t kv_splits, const char* what) {
+  if (n_items > 2147483647) throw InvalidArgument(std::string(what) + ": too many rows");
+  const int32_t split_keys = split_keys_for(max_keys, kv_splits);
+  const int32_t n_splits = std::max(1, (max_keys + split_keys - 1) / split_keys);
+  if (n_splits > 65535) throw InvalidArgument(std::string(what) + ": too many keys");
+  float* part = nullptr;
+  if (n_splits > 1)
+    part = static_cast<float*>(device_scratch(
+        be, kPartSlot,
+        static_cast<size_t>(n_items) * static_cast<size_t>(n_splits) * (hd + 2) * sizeof(float)));
+  const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(n_splits));
+  attend_kernel<Src><<<grid, 32 * kWarps, 0, stream_of(be)>>>(src, hd, scale, split_keys, part);
+  check_launch(what);
+  if (n_splits == 1) return;
+  const auto blocks = static_cast<unsigned>((n_items + kWarps - 1) / kWarps);
+  merge_kernel<Src><<<blocks, 32 * kWarps, 0, stream_of(be)>>>(src, n_items, hd, n_splits, part);
+  check_launch(what);
 }
 
 void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLayerView& kv,
@@ -140,6 +269,7 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
   std::vector<PagedRow> rows;
   std::vector<PagedSeq> sq;
   std::vector<int32_t> tables, lim;
+  int32_t max_keys = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q == 0) continue;
@@ -148,8 +278,10 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
     lim.resize(static_cast<size_t>(s.n_q));
     detail::query_key_limits(s.mask.kind, s.mask.bidirectional, s.kv_len, s.n_q, 0, s.n_q,
                              lim.data());
-    for (int32_t r = 0; r < s.n_q; ++r)
+    for (int32_t r = 0; r < s.n_q; ++r) {
       rows.push_back({s.q_begin + r, static_cast<int32_t>(sq.size() - 1), lim[size_t(r)]});
+      max_keys = std::max(max_keys, lim[size_t(r)]);
+    }
   }
   if (rows.empty()) return;
   std::vector<char> meta(rows.size() * sizeof(PagedRow) + sq.size() * sizeof(PagedSeq) +
@@ -160,27 +292,38 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
   std::memcpy(p + rows.size() * sizeof(PagedRow) + sq.size() * sizeof(PagedSeq), tables.data(),
               tables.size() * sizeof(int32_t));
   const char* d = static_cast<const char*>(upload_scratch(be, kMetaSlot, meta.data(), meta.size()));
-  const auto* d_rows = reinterpret_cast<const PagedRow*>(d);
-  const auto* d_seqs = reinterpret_cast<const PagedSeq*>(d + rows.size() * sizeof(PagedRow));
-  const auto* d_tables = reinterpret_cast<const int32_t*>(d + rows.size() * sizeof(PagedRow) +
-                                                          sq.size() * sizeof(PagedSeq));
-  const int64_t n_rows = static_cast<int64_t>(rows.size());
-  paged_kernel<<<warp_blocks(n_rows * a.n_heads), 32 * kWarps, 0, stream_of(be)>>>(
-      a.q, a.q_stride, a.out, a.out_stride, d_rows, n_rows, d_seqs, d_tables, kv.k, kv.v,
-      kv.dtype == DType::kBF16, a.n_heads, kv.n_kv_heads, hd, bs, a.scale);
-  check_launch("paged_attention");
+  PagedSrc src{.q = a.q,
+               .out = a.out,
+               .q_stride = a.q_stride,
+               .out_stride = a.out_stride,
+               .rows = reinterpret_cast<const PagedRow*>(d),
+               .seqs = reinterpret_cast<const PagedSeq*>(d + rows.size() * sizeof(PagedRow)),
+               .tables = reinterpret_cast<const int32_t*>(d + rows.size() * sizeof(PagedRow) +
+                                                          sq.size() * sizeof(PagedSeq)),
+               .k = kv.k,
+               .v = kv.v,
+               .bf16 = kv.dtype == DType::kBF16,
+               .n_heads = a.n_heads,
+               .hk = kv.n_kv_heads,
+               .hd = hd,
+               .bs = bs};
+  run_attention(be, src, static_cast<int64_t>(rows.size()) * a.n_heads, hd, a.scale, max_keys,
+                a.kv_splits, "paged_attention");
 }
 
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args) {
   VarlenAttentionArgs a = args;  // strides and scale as the dispatcher resolved them
   const int64_t n_tokens = a.cu_seqlens.back();
+  int32_t max_keys = 0;
+  for (size_t i = 1; i < a.cu_seqlens.size(); ++i)
+    max_keys = std::max(max_keys, a.cu_seqlens[i] - a.cu_seqlens[i - 1]);
   const auto* cu = static_cast<const int32_t*>(
       upload_scratch(be, kMetaSlot, a.cu_seqlens.data(), a.cu_seqlens.size() * sizeof(int32_t)));
-  const int32_t n_seqs = static_cast<int32_t>(a.cu_seqlens.size() - 1);
+  const auto n_seqs = static_cast<int32_t>(a.cu_seqlens.size() - 1);
   a.cu_seqlens = {};  // host memory: the kernel reads `cu`
-  varlen_kernel<<<warp_blocks(n_tokens * a.n_heads), 32 * kWarps, 0, stream_of(be)>>>(a, cu, n_seqs,
-                                                                                      n_tokens);
-  check_launch("varlen_attention");
+  const VarlenSrc src{.a = a, .cu = cu, .n_seqs = n_seqs, .k = a.k, .v = a.v, .bf16 = false};
+  run_attention(be, src, n_tokens * a.n_heads, a.head_dim, a.scale, max_keys, a.kv_splits,
+                "varlen_attention");
 }
 
 // ---- KV cache ----

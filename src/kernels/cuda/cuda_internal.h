@@ -40,7 +40,7 @@ const void* upload_scratch(const Backend& be, int slot, const void* host, size_t
 // The backend's device scratch `slot` of at least `bytes` (grown as needed; ordered uses only),
 // for the caller to write.
 void* device_scratch(const Backend& be, int slot, size_t bytes);
-constexpr int kScratchSlots = 10;
+constexpr int kScratchSlots = 11;
 
 // cuBLAS, loaded (dlopen) when a CUDA backend is made: a process that never makes one never maps
 // its libraries (linked, they added 80 ms and 215 MB to every mmrt process's start). The
