@@ -44,8 +44,14 @@ engine::KvOptions kv_options(Args& args) {
   engine::KvOptions o;
   o.dtype =
       args.get_choice<DType>("kv-dtype", "bf16", {{"bf16", DType::kBF16}, {"f32", DType::kF32}});
+  const bool mb_given = args.get("kv-mb").has_value();
+  const bool fraction_given = args.get("gpu-memory-fraction").has_value();
+  if (mb_given && fraction_given)
+    throw InvalidArgument("--kv-mb and --gpu-memory-fraction both size the KV cache: give one");
   const int64_t mb = args.get_int("kv-mb", 256, 1, int64_t{1} << 24);
   o.bytes = static_cast<uint64_t>(mb) << 20;
+  // A GPU's cache is sized from its memory unless --kv-mb says otherwise (the CPU ignores it).
+  o.device_fraction = mb_given ? 0.0 : args.get_double("gpu-memory-fraction", 0.9, 0.05, 1.0);
   return o;
 }
 

@@ -31,7 +31,11 @@
   "                          projector and the last --encoder-keep-last blocks stay bf16\n"    \
   "  --encoder-keep-last N   encoder blocks at the end kept in bf16 (default 3)\n"             \
   "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                           \
-  "  --kv-mb N               KV cache size in MiB (default 256)\n"                             \
+  "  --kv-mb N               KV cache size in MiB (default 256 on the CPU; on a GPU the\n"     \
+  "                          cache is sized by --gpu-memory-fraction unless this is given)\n" \
+  "  --gpu-memory-fraction F   a GPU's KV cache: what keeps the device's memory in use,\n"     \
+  "                          weights included, at or under F of its total (0.05..1,\n"        \
+  "                          default 0.9; the rest is the activations' and encoders' room)\n" \
   "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"       \
   "                          env MMRT_THREADS)\n"                                              \
   "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"          \
@@ -63,7 +67,7 @@ namespace mmrt::cli {
 models::LoadOptions load_options(Args& args);
 // Reads --long-audio split|refuse (default split).
 models::LoadOptions::LongAudio long_audio_option(Args& args);
-// Reads --kv-dtype, --kv-mb.
+// Reads --kv-dtype, --kv-mb, --gpu-memory-fraction.
 engine::KvOptions kv_options(Args& args);
 // Reads --max-image-bytes (default 64 MiB): the limit for reading an image file.
 io::FileLimit image_file_limit(Args& args);

@@ -14,7 +14,7 @@ ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner,
     : be_(be),
       runner_(runner),
       embed_dim_(embed_dim),
-      kv_(std::make_unique<kernels::KvCache>(be, models::kv_cache_config(runner, kv))),
+      kv_(std::make_unique<kernels::KvCache>(be, models::kv_cache_config(be, runner, kv))),
       store_(be) {
   be.require({kernels::Op::kCopy2d}, "the engine's media rows");
   be.require({kernels::Op::kEditLogits, kernels::Op::kArgmaxRows, kernels::Op::kTopKRows},

@@ -135,6 +135,11 @@ class Backend {
   TransferStats transfers() const;
   // Waits for the device's queued work (a no-op where ops run synchronously).
   virtual void synchronize() const {}
+  // The device's memory now: free and total bytes (the CPU: available and physical memory).
+  struct MemoryInfo {
+    uint64_t free = 0, total = 0;
+  };
+  virtual MemoryInfo memory() const = 0;
 
   // ---- ops ----
   const OpTables& ops() const { return ops_; }

@@ -4,7 +4,9 @@
 // penalties edit the logits first, on the device. Logits are memory of the backend's device, rows
 // `stride` floats apart; row lists, edits and outputs are host memory. Every device gives the
 // same bits (no reduction of values: comparisons and one rounding each), so a draw is the same on
-// every device (engine/sampler.h). Rows with a NaN are compared as argmax() documents.
+// every device (engine/sampler.h). A NaN is largest for argmax_rows (as argmax()); where a top-k
+// row holds a NaN its place among the candidates is unspecified (the CPU's sort has no order
+// for it either).
 #pragma once
 
 #include <cstdint>

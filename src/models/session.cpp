@@ -7,27 +7,46 @@
 
 namespace mmrt::models {
 
-kernels::KvCacheConfig kv_cache_config(const Runner& runner, const KvOptions& o) {
+kernels::KvCacheConfig kv_cache_config(const kernels::Backend& be, const Runner& runner,
+                                       const KvOptions& o) {
   kernels::KvCacheConfig kc = runner.kv_config();
   kc.block_size = o.block_size;
   kc.dtype = o.dtype;
   if (o.blocks > 0) {
     kc.num_blocks = o.blocks;
-  } else {
-    const uint64_t per_block = std::max<uint64_t>(kernels::kv_bytes_per_block(kc), 1);
-    kc.num_blocks = static_cast<int32_t>(
-        std::min<uint64_t>(INT32_MAX, std::max<uint64_t>(1, o.bytes / per_block)));
+    return kc;
   }
+  const uint64_t per_block = std::max<uint64_t>(kernels::kv_bytes_per_block(kc), 1);
+  uint64_t budget = o.bytes;
+  if (o.device_fraction > 0 && !be.device().is_host()) {
+    if (!(o.device_fraction <= 1.0))
+      throw InvalidArgument("the KV cache's device memory fraction must be in (0, 1], got " +
+                            std::to_string(o.device_fraction));
+    const kernels::Backend::MemoryInfo m = be.memory();
+    const uint64_t used = m.total > m.free ? m.total - m.free : 0;
+    const auto allowed = static_cast<uint64_t>(o.device_fraction * static_cast<double>(m.total));
+    auto gib = [](uint64_t b) { return std::to_string(static_cast<double>(b) / (1ull << 30)); };
+    if (m.total == 0 || allowed < used + per_block)
+      throw ResourceExhausted("no room for the KV cache on " + device_str(be.device()) + ": " +
+                              gib(used) + " of " + gib(m.total) +
+                              " GiB in use (the weights among it), and the memory fraction " +
+                              std::to_string(o.device_fraction) + " allows " + gib(allowed) +
+                              " GiB (raise --gpu-memory-fraction, or give --kv-mb)");
+    budget = allowed - used;
+  }
+  kc.num_blocks = static_cast<int32_t>(
+      std::min<uint64_t>(INT32_MAX, std::max<uint64_t>(1, budget / per_block)));
   return kc;
 }
 
 Session::Session(const kernels::Backend& be, Model model, const KvOptions& kv, int64_t min_blocks)
     : be_(be), model_(std::move(model)) {
-  kernels::KvCacheConfig kc = kv_cache_config(*model_.runner, kv);
+  kernels::KvCacheConfig kc = kv_cache_config(be, *model_.runner, kv);
   if (min_blocks > INT32_MAX)
     throw InvalidArgument("the session's KV cache would need " + std::to_string(min_blocks) +
                           " blocks");
-  kc.num_blocks = std::max<int32_t>(kc.num_blocks, static_cast<int32_t>(std::max<int64_t>(min_blocks, 0)));
+  kc.num_blocks =
+      std::max<int32_t>(kc.num_blocks, static_cast<int32_t>(std::max<int64_t>(min_blocks, 0)));
   kv_ = std::make_unique<kernels::KvCache>(be, kc);
 }
 

@@ -20,12 +20,20 @@ namespace mmrt::models {
 struct KvOptions {
   DType dtype = DType::kBF16;     // kF32 for exactness tests
   int32_t block_size = 16;        // tokens per block, a multiple of 16
-  int32_t blocks = 0;             // 0: as many as `bytes` holds
-  uint64_t bytes = 256ull << 20;  // KV budget when blocks == 0
+  int32_t blocks = 0;             // 0: as many as the budget holds
+  uint64_t bytes = 256ull << 20;  // the budget when blocks == 0 (on a device: see below)
+  // On a device backend (not the CPU), when > 0 and blocks == 0: the budget is what keeps the
+  // device's memory in use at or under this fraction of its total, counting everything already
+  // allocated there (the weights) at the time the cache is made; `bytes` is ignored. The rest
+  // (1 - fraction) is the step's activations' and the encoders' room.
+  double device_fraction = 0;
 };
 
-// The KV cache `runner` needs under `o` (at least one block; InvalidArgument past INT32_MAX).
-kernels::KvCacheConfig kv_cache_config(const Runner& runner, const KvOptions& o);
+// The KV cache `runner` needs under `o` on `be` (at least one block; InvalidArgument past
+// INT32_MAX; ResourceExhausted when a device's fraction leaves no room for one block, naming
+// the memory in use and the fraction).
+kernels::KvCacheConfig kv_cache_config(const kernels::Backend& be, const Runner& runner,
+                                       const KvOptions& o);
 
 // A prompt for Session::prefill. Prompt rows `media_rows` (strictly increasing) take the rows of
 // `media` ([media_rows.size(), hidden] f32, the backend's memory) in order.

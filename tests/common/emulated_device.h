@@ -15,11 +15,17 @@ inline constexpr Device kEmulatedDevice{.kind = DeviceKind::kCuda, .index = 99};
 
 class EmulatedDevice final : public kernels::CpuBackend {
  public:
-  explicit EmulatedDevice(const kernels::BackendOptions& o = {}) : CpuBackend(o) {}
+  // `memory`: what memory() reports (a GPU's free and total bytes); unset: the host's.
+  explicit EmulatedDevice(const kernels::BackendOptions& o = {}, MemoryInfo memory = {})
+      : CpuBackend(o), memory_(memory) {}
   Device device() const override { return kEmulatedDevice; }
+  MemoryInfo memory() const override { return memory_.total > 0 ? memory_ : CpuBackend::memory(); }
   std::string describe() const override {
     return "cuda:99, emulated: the CPU's kernels on memory called a GPU's";
   }
+
+ private:
+  MemoryInfo memory_;
 };
 
 }  // namespace mmrt::test

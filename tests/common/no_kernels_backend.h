@@ -17,6 +17,7 @@ class NoKernelsBackend : public kernels::Backend {
       : Backend(kernels::OpTables{}), index_(cuda_index) {}
   Device device() const override { return {.kind = DeviceKind::kCuda, .index = index_}; }
   std::string describe() const override { return "no kernels"; }
+  MemoryInfo memory() const override { return {}; }
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
     return aligned_alloc_shared(bytes, zero);
   }

@@ -229,3 +229,33 @@ TEST_F(Registry, EncoderPrecisionFollowsTheOptionTheBackendAndTheModel) {
   EXPECT_EQ(m.spec.encoder_precision, "f32");
   EXPECT_EQ(m.spec.encoder_blocks, 2);
 }
+
+TEST_F(Registry, ADevicesKvCacheIsSizedFromItsMemoryFraction) {
+  // A device reporting 8 GiB of 10 free (2 GiB in use: the weights and whatever else is there).
+  constexpr uint64_t kGiB = 1ull << 30;
+  const test::EmulatedDevice gpu({.threads = 1}, {.free = 8 * kGiB, .total = 10 * kGiB});
+  const models::Model m = load_model(gpu, model());
+  KvOptions o{.bytes = 256ull << 20, .device_fraction = 0.5};
+  const kernels::KvCacheConfig kc = kv_cache_config(gpu, *m.runner, o);
+  const uint64_t per_block = kernels::kv_bytes_per_block(kc);
+  EXPECT_EQ(static_cast<uint64_t>(kc.num_blocks), 3 * kGiB / per_block);  // 5 GiB allowed - 2
+  // Explicit blocks win; the CPU ignores the fraction (--kv-mb's bytes).
+  o.blocks = 7;
+  EXPECT_EQ(kv_cache_config(gpu, *m.runner, o).num_blocks, 7);
+  o.blocks = 0;
+  const kernels::CpuBackend cpu({.threads = 1});
+  EXPECT_EQ(static_cast<uint64_t>(kv_cache_config(cpu, *m.runner, o).num_blocks),
+            (256ull << 20) / per_block);
+  // A fraction the memory in use already exceeds: refused, naming the numbers and the options.
+  o.device_fraction = 0.15;
+  try {
+    kv_cache_config(gpu, *m.runner, o);
+    ADD_FAILURE() << "a KV cache with no room was sized";
+  } catch (const ResourceExhausted& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cuda:99"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--gpu-memory-fraction"), std::string::npos) << msg;
+  }
+  o.device_fraction = 1.5;
+  EXPECT_THROW(kv_cache_config(gpu, *m.runner, o), InvalidArgument);
+}

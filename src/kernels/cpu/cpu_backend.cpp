@@ -126,6 +126,14 @@ std::string CpuBackend::describe() const {
          std::string(isa_name(isa_)) + (batch_invariant_ ? ", batch-invariant" : "");
 }
 
+Backend::MemoryInfo CpuBackend::memory() const {
+  const long page = sysconf(_SC_PAGE_SIZE), avail = sysconf(_SC_AVPHYS_PAGES),
+             phys = sysconf(_SC_PHYS_PAGES);
+  if (page <= 0) return {};
+  return {.free = avail > 0 ? uint64_t(avail) * uint64_t(page) : 0,
+          .total = phys > 0 ? uint64_t(phys) * uint64_t(page) : 0};
+}
+
 std::shared_ptr<void> CpuBackend::allocate(size_t bytes, bool zero) const {
   return aligned_alloc_shared(bytes, zero);
 }

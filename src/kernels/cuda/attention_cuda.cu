@@ -1,7 +1,7 @@
 // The CUDA backend's attention (kernels/attention.h; the dispatcher checked the arguments) and
 // its KV-cache writes and reads (kernels/kv_cache.h). One kernel for both: a block of four warps
-// per (query row, head) and range of keys (split-kv: a range longer than 256 keys is split over
-// blocks and merged by a second kernel, so a decode row's keys are read by many SMs at once);
+// per (query row, head) and range of keys (split-kv where the rows alone would not fill the
+// device: a few decode rows' keys split over blocks, merged by a second kernel);
 // each warp scores 32 keys at a time, one per lane, with an online softmax in f32, reading K and
 // V where they lie (paged blocks through the block table, or strided rows). Correct for every mask
 // the CPU serves; no tensor cores yet (the tiled prefill kernel is still to come). Exact f32
@@ -26,7 +26,6 @@ namespace {
 
 constexpr int kWarps = 4;        // warps per block
 constexpr int kTile = 32;        // keys per warp step: one per lane
-constexpr int kSplitKeys = 256;  // keys per block by default (split-kv: a long range in parts)
 constexpr int kMaxPerLane = 16;  // head_dim <= 512 = 32 lanes x 16
 constexpr int kMaxHeadDim = 32 * kMaxPerLane;
 constexpr int kMetaSlot = 6;     // scratch slot of the step's attention metadata
@@ -230,12 +229,21 @@ __global__ void merge_kernel(Src src, int64_t n_items, int32_t hd, int32_t n_spl
   }
 }
 
-// Keys per block for items seeing up to max_keys keys: kSplitKeys, or the caller's split count
-// (kv_splits > 0), in whole warp tiles.
-int32_t split_keys_for(int32_t max_keys, int32_t kv_splits) {
-  if (kv_splits <= 0) return kSplitKeys;
-  const int32_t per = (max_keys + kv_splits - 1) / kv_splits;
-  return std::max(kTile, (per + kTile - 1) / kTile * kTile);
+// Keys per block for items seeing up to max_keys keys, in whole passes of the block's warps:
+// kv_splits > 0 asks for that many parts; 0 splits only where the items alone would not fill the
+// device (a few decode rows over long contexts), so a prefill's many items never split and the
+// partials stay at about kTargetBlocks items' worth.
+constexpr int64_t kMinSplitKeys = kWarps * kTile;  // 128
+int32_t split_keys_for(const Backend& be, int64_t n_items, int32_t max_keys, int32_t kv_splits) {
+  int64_t parts = kv_splits;
+  if (parts <= 0) {
+    const int64_t target = 8 * static_cast<int64_t>(sm_count(be));  // blocks to fill it
+    parts = std::max<int64_t>(1, (target + n_items - 1) / n_items);
+  }
+  parts = std::clamp<int64_t>(parts, 1, std::max<int64_t>(1, (max_keys + kTile - 1) / kTile));
+  const int64_t per = (max_keys + parts - 1) / parts;
+  const int64_t step = kv_splits > 0 ? kTile : kMinSplitKeys;
+  return static_cast<int32_t>(std::max<int64_t>(step, (per + step - 1) / step * step));
 }
 
 // Launches attend_kernel over every item and split, and merge_kernel where there is more than one
@@ -244,8 +252,8 @@ template <class Src>
 void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t hd, float scale,
                    int32_t max_keys, int32_t kv_splits, const char* what) {
   if (n_items > 2147483647) throw InvalidArgument(std::string(what) + ": too many rows");
-  const int32_t split_keys = split_keys_for(max_keys, kv_splits);
-  const int32_t n_splits = std::max(1, (max_keys + split_keys - 1) / split_keys);
+  const int32_t split_keys = split_keys_for(be, n_items, max_keys, kv_splits);
+  const int64_t n_splits = std::max<int64_t>(1, (int64_t{max_keys} + split_keys - 1) / split_keys);
   if (n_splits > 65535) throw InvalidArgument(std::string(what) + ": too many keys");
   float* part = nullptr;
   if (n_splits > 1)
@@ -257,7 +265,8 @@ void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t h
   check_launch(what);
   if (n_splits == 1) return;
   const auto blocks = static_cast<unsigned>((n_items + kWarps - 1) / kWarps);
-  merge_kernel<Src><<<blocks, 32 * kWarps, 0, stream_of(be)>>>(src, n_items, hd, n_splits, part);
+  merge_kernel<Src><<<blocks, 32 * kWarps, 0, stream_of(be)>>>(
+      src, n_items, hd, static_cast<int32_t>(n_splits), part);
   check_launch(what);
 }
 

@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp p{};
     check(cudaGetDeviceProperties(&p, device_.index), "cudaGetDeviceProperties");
     name_ = p.name;
+    sms_ = p.multiProcessorCount;
     memory_ = p.totalGlobalMem;
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     try {
@@ -114,6 +115,13 @@ class CudaBackend final : public Backend {
   Device device() const override { return device_; }
   std::string describe() const override {
     return device_str(device_) + ", " + name_ + ", " + gib(memory_);
+  }
+
+  MemoryInfo memory() const override {
+    check(cudaSetDevice(device_.index), "cudaSetDevice");
+    size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return {.free = free, .total = total};
   }
 
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
@@ -143,6 +151,7 @@ class CudaBackend final : public Backend {
 
   // The stream every op runs on, with this backend's device current on the calling thread (the
   // engine's step thread is not the one that made the backend).
+  int sms() const { return sms_; }
   cudaStream_t stream() const {
     check(cudaSetDevice(device_.index), "cudaSetDevice");
     return stream_;
@@ -244,6 +253,7 @@ class CudaBackend final : public Backend {
   Device device_;
   std::string name_;
   uint64_t memory_ = 0;
+  int sms_ = 1;
   cudaStream_t stream_ = nullptr;
   void* cublas_lib_ = nullptr;
   CublasApi api_;
@@ -273,6 +283,10 @@ std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
 
 cudaStream_t stream_of(const Backend& be) {
   return static_cast<const CudaBackend&>(be).stream();
+}
+
+int sm_count(const Backend& be) {
+  return static_cast<const CudaBackend&>(be).sms();
 }
 
 const CublasApi& cublas_api(const Backend& be) {

@@ -30,6 +30,8 @@ void check_launch(const char* what);
 
 // The stream every op of this backend runs on (`be` is a CUDA backend).
 cudaStream_t stream_of(const Backend& be);
+// The device's streaming multiprocessors (how many blocks a launch needs to fill it).
+int sm_count(const Backend& be);
 
 // Host step metadata (token ids, block tables, angles) in device memory: `bytes` copied into the
 // backend's scratch `slot` (grown as needed) through page-locked staging, ordered on its stream
