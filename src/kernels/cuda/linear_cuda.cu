@@ -1,15 +1,21 @@
-// The CUDA backend's linear layers (kernels/linear.h): every row count through cuBLAS's GEMM with
-// f32 accumulation, then one epilogue kernel (the per-channel int8 scale, the bias, the
-// activation, the residual add).
+// The CUDA backend's linear layers (kernels/linear.h).
+//   Up to gemv_max_rows rows (decode): a matrix-vector kernel of ours that streams each weight
+//     row once for every x row (16-byte loads: 4 f32, 8 bf16 or 16 int8 weights a lane), sums in
+//     f32 and applies the int8 scale, bias, activation and residual add itself: one launch, the
+//     weights read at the memory's rate, int8 weights half the bytes of bf16 (no widening).
+//   More rows: cuBLAS's GEMM with f32 accumulation, then one epilogue kernel (the per-channel
+//     int8 scale, the bias, the activation, the residual add).
 //   f32 weights:  x and W in f32 (CUBLAS_COMPUTE_32F: no TF32), exact as the CPU's f32 path.
 //   bf16 weights: x rounded to bf16 once, bf16 x bf16 with f32 sums (x_rounded_to_bf16).
-//   int8 weights: each call widens W to bf16 (exact: |q| <= 127), then as bf16, the scale in the
-//                 epilogue. Int8Gemm::kQ8Row and Int8Activations change nothing here yet.
-// A first version: correct against the CPU references; the decode-sized GEMV kernel, the int8
-// GEMM without widening and the fused cuBLASLt epilogues are still to come.
+//   int8 weights: bf16(x) times the integers (exact in f32), the scale after the sum; the GEMM
+//                 widens W to bf16 per call (exact: |q| <= 127). Int8Gemm::kQ8Row and
+//                 Int8Activations change nothing here yet.
+// Still to come: the int8 GEMM without widening and the fused cuBLASLt epilogues.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -54,13 +60,158 @@ __global__ void epilogue_kernel(const float* t, int64_t n, int64_t out, const fl
   }
 }
 
-LinearPlan plan(const Backend&, int64_t, const PackedLinear& w, const LinearOptions&) {
+// ---- the matrix-vector kernel ----
+
+constexpr int kGemvWarps = 8;  // warps per block, one output channel each at a time
+
+// A weight type's 16-byte load: kPer weights as f32.
+template <class T>
+struct Weights;
+template <>
+struct Weights<float> {
+  static constexpr int kPer = 4;
+  __device__ static void load(const float* p, float* w) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  }
+  __device__ static float one(const float* p) { return __ldg(p); }
+};
+template <>
+struct Weights<uint16_t> {  // bf16 bits
+  static constexpr int kPer = 8;
+  __device__ static void load(const uint16_t* p, float* w) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; ++i) {
+      w[2 * i] = __uint_as_float(u[i] << 16);
+      w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+  }
+  __device__ static float one(const uint16_t* p) { return bf16_bits_to_f32(__ldg(p)); }
+};
+template <>
+struct Weights<int8_t> {
+  static constexpr int kPer = 16;
+  __device__ static void load(const int8_t* p, float* w) {
+    const int4 v = __ldg(reinterpret_cast<const int4*>(p));
+    const int u[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; ++i)
+      for (int b = 0; b < 4; ++b)
+        w[4 * i + b] = static_cast<float>(static_cast<int8_t>(u[i] >> (8 * b)));
+  }
+  __device__ static float one(const int8_t* p) { return static_cast<float>(__ldg(p)); }
+};
+
+template <bool RoundX>
+__device__ __forceinline__ float rx(float v) {
+  return RoundX ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+}
+
+// y[r, o] (+)= act(scale[o] * sum_i x[r, i] w[o, i] + bias[o]) for r < n <= gemv_max_rows: each
+// warp takes output channels in turn; each lane sums its slice of the channel's weights against
+// every row of x, then the warp reduces. Vec: 16-byte weight loads and x read as float4 (k a
+// multiple of kPer, w and x 16-byte aligned); else one element a lane at a time.
+template <class T, bool Vec, bool RoundX>
+__global__ void __launch_bounds__(32 * kGemvWarps)
+    gemv_kernel(const float* x, int n, int64_t k, const T* w, int64_t out, const float* scale,
+                const float* bias, int act, bool accumulate, float* y) {
+  constexpr int R = 8;  // gemv_max_rows
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kGemvWarps;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5); o < out;
+       o += warps) {
+    const T* wr = w + o * k;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.f;
+    if constexpr (Vec) {
+      constexpr int P = Weights<T>::kPer;
+      for (int64_t i = static_cast<int64_t>(lane) * P; i < k; i += 32 * P) {
+        float wv[P];
+        Weights<T>::load(wr + i, wv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r < n) {
+            const float4* xr = reinterpret_cast<const float4*>(x + r * k + i);
+            float s = 0.f;
+#pragma unroll
+            for (int e = 0; e < P; e += 4) {
+              const float4 xv = __ldg(xr + e / 4);
+              s += wv[e] * rx<RoundX>(xv.x) + wv[e + 1] * rx<RoundX>(xv.y) +
+                   wv[e + 2] * rx<RoundX>(xv.z) + wv[e + 3] * rx<RoundX>(xv.w);
+            }
+            acc[r] += s;
+          }
+        }
+      }
+    } else {
+      for (int64_t i = lane; i < k; i += 32) {
+        const float wv = Weights<T>::one(wr + i);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (r < n) acc[r] += wv * rx<RoundX>(__ldg(x + r * k + i));
+      }
+    }
+    const float sc = scale ? scale[o] : 1.f, b = bias ? bias[o] : 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r < n) {
+        float v = acc[r];
+        for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+        if (lane == r) {  // the rows' epilogues on different lanes
+          if (scale) v = v * sc;
+          if (bias) v = v + b;
+          if (act == 1) v = x_sigmoid(v, 1.702f);  // quick_gelu
+          if (act == 2) v = gelu_exact(v);         // exact GELU
+          float& dst = y[r * out + o];
+          dst = accumulate ? dst + v : v;
+        }
+      }
+    }
+  }
+}
+
+template <class T, bool RoundX>
+void launch_gemv(const Backend& be, const float* x, int64_t n, int64_t k, const T* w, int64_t out,
+                 const float* scale, const float* bias, int act, bool accumulate, float* y) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = k % Weights<T>::kPer == 0 && aligned(w) && aligned(x);
+  const int64_t want = (out + kGemvWarps - 1) / kGemvWarps;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(want, 32 * int64_t{sm_count(be)}));
+  cudaStream_t st = stream_of(be);
+  constexpr int64_t kRows = gemv_max_rows(WeightFormat::kF32);
+  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(n - r0, kRows));
+    if (vec)
+      gemv_kernel<T, true, RoundX><<<blocks, 32 * kGemvWarps, 0, st>>>(
+          x + r0 * k, rows, k, w, out, scale, bias, act, accumulate, y + r0 * out);
+    else
+      gemv_kernel<T, false, RoundX><<<blocks, 32 * kGemvWarps, 0, st>>>(
+          x + r0 * k, rows, k, w, out, scale, bias, act, accumulate, y + r0 * out);
+    check_launch("linear: gemv");
+  }
+}
+
+// Whether `n` rows take the matrix-vector kernel (LinearPath::kGemv: any n, 8 rows a launch).
+bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
+  if (opt.path == LinearPath::kGemm) return false;
+  return opt.path == LinearPath::kGemv || n <= gemv_max_rows(w.format());
+}
+
+int act_code(const LinearOptions& opt) {
+  return opt.act == LinearAct::kQuickGelu ? 1 : opt.act == LinearAct::kGeluErf ? 2 : 0;
+}
+
+LinearPlan plan(const Backend&, int64_t n, const PackedLinear& w, const LinearOptions& opt) {
   LinearPlan p;
-  p.gemv = false;
+  p.gemv = use_gemv(n, w, opt);
   p.x_rounded_to_bf16 = w.format() != WeightFormat::kF32;
-  p.kernel = w.format() == WeightFormat::kF32    ? "cublas f32"
-             : w.format() == WeightFormat::kBF16 ? "cublas bf16"
-                                                 : "cublas bf16 (int8 widened)";
+  const char* fmt = w.format() == WeightFormat::kF32    ? "f32"
+                    : w.format() == WeightFormat::kBF16 ? "bf16"
+                                                        : "int8";
+  p.kernel = p.gemv                              ? std::string("cuda gemv ") + fmt
+             : w.format() == WeightFormat::kInt8 ? "cublas bf16 (int8 widened)"
+                                                 : std::string("cublas ") + fmt;
   return p;
 }
 
@@ -71,6 +222,23 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
   if (n > 2147483647 || w.in() > 2147483647 || w.out() > 2147483647)
     throw InvalidArgument("linear: a dimension over cuBLAS's int range");
   const int64_t k = w.in(), out = w.out();
+  const int act = act_code(opt);
+  if (use_gemv(n, w, opt)) {
+    switch (w.format()) {
+      case WeightFormat::kF32:
+        launch_gemv<float, false>(be, x, n, k, static_cast<const float*>(w.weight_data()), out,
+                                  w.scales(), w.bias(), act, opt.accumulate, y);
+        return;
+      case WeightFormat::kBF16:
+        launch_gemv<uint16_t, true>(be, x, n, k, static_cast<const uint16_t*>(w.weight_data()), out,
+                                    w.scales(), w.bias(), act, opt.accumulate, y);
+        return;
+      case WeightFormat::kInt8:
+        launch_gemv<int8_t, true>(be, x, n, k, static_cast<const int8_t*>(w.weight_data()), out,
+                                  w.scales(), w.bias(), act, opt.accumulate, y);
+        return;
+    }
+  }
   cudaStream_t st = stream_of(be);
   cublasHandle_t h = cublas_of(be);
   const bool f32 = w.format() == WeightFormat::kF32;
@@ -103,7 +271,6 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
                            static_cast<int>(k), &zero, t, CUDA_R_32F, static_cast<int>(out),
                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
-  const int act = opt.act == LinearAct::kQuickGelu ? 1 : opt.act == LinearAct::kGeluErf ? 2 : 0;
   if (w.scales() || w.bias() || act || opt.accumulate) {
     epilogue_kernel<<<flat_blocks(n * out), kFlatThreads, 0, st>>>(t, n, out, w.scales(), w.bias(),
                                                                    act, opt.accumulate, y);
