@@ -140,6 +140,10 @@ class Backend {
     uint64_t free = 0, total = 0;
   };
   virtual MemoryInfo memory() const = 0;
+  // The device's memory read bandwidth in GB/s (1e9 bytes/s): the best of `reps` passes of its
+  // widest read loop over `bytes` of its own memory (choose far above its caches). What the
+  // decode benchmarks report their weight-streaming rate against.
+  virtual double measure_read_bandwidth_gbs(size_t bytes, int reps = 5) const = 0;
 
   // ---- ops ----
   const OpTables& ops() const { return ops_; }

@@ -18,6 +18,7 @@ class NoKernelsBackend : public kernels::Backend {
   Device device() const override { return {.kind = DeviceKind::kCuda, .index = index_}; }
   std::string describe() const override { return "no kernels"; }
   MemoryInfo memory() const override { return {}; }
+  double measure_read_bandwidth_gbs(size_t, int) const override { return 0; }
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
     return aligned_alloc_shared(bytes, zero);
   }

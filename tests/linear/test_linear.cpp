@@ -285,6 +285,49 @@ std::string param_name(const ::testing::TestParamInfo<LinearRef::ParamType>& inf
   return b + "_" + std::string(weight_format_name(std::get<1>(info.param)));
 }
 
+// LinearOptions::act and accumulate in the kernel, on every backend and path: y = act(x·Wᵀ + b)
+// (+ y's old values) against the plain product with the activation and the add done in double on
+// the host (relative 1e-5: the device's activation rounds in f32).
+TEST_P(LinearRef, ActivationAndResidualAddInTheKernel) {
+  const WeightFormat fmt = std::get<1>(GetParam());
+  for (const Case& c : cases_) {
+    const PackedLinear p = pack(c, fmt);
+    const test::DeviceBuf x(*be_, c.x);
+    const size_t cnt = static_cast<size_t>(c.n * c.out);
+    std::vector<float> y0(cnt);
+    for (size_t i = 0; i < cnt; ++i) y0[i] = std::sin(0.37f * static_cast<float>(i));
+    for (const LinearPath path : {LinearPath::kGemv, LinearPath::kGemm}) {
+      LinearOptions o;
+      o.path = path;
+      test::DeviceBuf plain(*be_, cnt);
+      linear(*be_, x.get(), c.n, p, plain.get(), o);
+      const std::vector<float> base = plain.host();
+      for (const LinearAct act : {LinearAct::kQuickGelu, LinearAct::kGeluErf})
+        for (const bool acc : {false, true}) {
+          test::DeviceBuf y(*be_, y0);
+          o.act = act;
+          o.accumulate = acc;
+          linear(*be_, x.get(), c.n, p, y.get(), o);
+          const std::vector<float> got = y.host();
+          size_t bad = 0;
+          for (size_t i = 0; i < cnt; ++i) {
+            const double v = base[i];
+            const double a = act == LinearAct::kQuickGelu
+                                 ? v / (1.0 + std::exp(-1.702 * v))
+                                 : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+            const double want = a + (acc ? y0[i] : 0.0);
+            const double tol = 1e-5 * (std::fabs(a) + (acc ? std::fabs(y0[i]) : 0.0)) + 1e-6;
+            if (!(std::fabs(got[i] - want) <= tol) && ++bad <= 3)
+              ADD_FAILURE() << linear_plan(*be_, c.n, p, o).kernel << " n=" << c.n << " in=" << c.in
+                            << " out=" << c.out << " act " << static_cast<int>(act) << " acc "
+                            << acc << " [" << i << "]: got " << got[i] << " want " << want;
+          }
+          EXPECT_EQ(bad, 0u);
+        }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LinearRef,
                          ::testing::Combine(::testing::ValuesIn(kBackends),
                                             ::testing::Values(WeightFormat::kF32,

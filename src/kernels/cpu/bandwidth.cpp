@@ -72,4 +72,8 @@ double measure_read_bandwidth_gbs(const CpuBackend& be, size_t bytes, int reps) 
   return measure_read_bandwidth(be, bytes, size_t{32} << 20, reps).pass_gbs;
 }
 
+double CpuBackend::measure_read_bandwidth_gbs(size_t bytes, int reps) const {
+  return kernels::measure_read_bandwidth_gbs(*this, bytes, reps);
+}
+
 }  // namespace mmrt::kernels

@@ -37,6 +37,7 @@ class CpuBackend : public Backend {
   Device device() const override { return {}; }
   std::string describe() const override;  // "cpu, 2 threads, kernels up to avx512bf16"
   MemoryInfo memory() const override;
+  double measure_read_bandwidth_gbs(size_t bytes, int reps = 5) const override;
   // 64-byte aligned; 4 MiB and more on 2 MiB pages where the OS grants them.
   std::shared_ptr<void> allocate(size_t bytes, bool zero = false) const override;
   std::shared_ptr<void> allocate_staging(size_t bytes) const override;

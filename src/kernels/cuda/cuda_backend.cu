@@ -124,6 +124,8 @@ class CudaBackend final : public Backend {
     return {.free = free, .total = total};
   }
 
+  double measure_read_bandwidth_gbs(size_t bytes, int reps) const override;
+
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
     void* p = nullptr;
     check(cudaSetDevice(device_.index), "cudaSetDevice");
@@ -280,6 +282,43 @@ std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
 }
 
 }  // namespace
+
+// Every thread sums its grid-stride share of 16-byte words; one store per block keeps the loads.
+__global__ void read_kernel(const uint4* p, int64_t n, unsigned* sink) {
+  unsigned acc = 0;
+  MMRT_CUDA_FOR(i, n) {
+    const uint4 v = __ldcs(p + i);  // streaming: not kept in L2 for a next pass
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;  // practically never: the loads must stay
+}
+
+double CudaBackend::measure_read_bandwidth_gbs(size_t bytes, int reps) const {
+  bytes = std::max<size_t>(bytes / 16 * 16, 16);
+  const std::shared_ptr<void> buf = allocate(bytes, true);
+  const std::shared_ptr<void> sink = allocate(65536 * sizeof(unsigned), false);
+  int sms = sms_;
+  const auto blocks = static_cast<unsigned>(std::max(1, sms) * 8);  // enough loads in flight
+  cudaEvent_t a = nullptr, b = nullptr;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  double best = 0;
+  const auto n = static_cast<int64_t>(bytes / 16);
+  for (int r = 0; r <= std::max(1, reps); ++r) {  // the first pass warms up
+    check(cudaEventRecord(a, stream_), "cudaEventRecord");
+    read_kernel<<<blocks, kFlatThreads, 0, stream_>>>(static_cast<const uint4*>(buf.get()), n,
+                                                      static_cast<unsigned*>(sink.get()));
+    check_launch("read bandwidth");
+    check(cudaEventRecord(b, stream_), "cudaEventRecord");
+    check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    if (r > 0 && ms > 0) best = std::max(best, static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return best;
+}
 
 cudaStream_t stream_of(const Backend& be) {
   return static_cast<const CudaBackend&>(be).stream();

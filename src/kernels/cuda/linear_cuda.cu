@@ -1,8 +1,9 @@
 // The CUDA backend's linear layers (kernels/linear.h).
 //   Up to gemv_max_rows rows (decode): a matrix-vector kernel of ours that streams each weight
-//     row once for every x row (16-byte loads: 4 f32, 8 bf16 or 16 int8 weights a lane), sums in
-//     f32 and applies the int8 scale, bias, activation and residual add itself: one launch, the
-//     weights read at the memory's rate, int8 weights half the bytes of bf16 (no widening).
+//     row once for every x row (16-byte words: 4 f32, 8 bf16 or 16 int8 weights a lane, four in
+//     flight), x staged in shared memory once per block, sums in f32, and the int8 scale, bias,
+//     activation and residual add applied before the one write: one launch, int8 weights half
+//     the bytes of bf16 (no widening). Rows longer than 12,288 floats take the GEMM.
 //   More rows: cuBLAS's GEMM with f32 accumulation, then one epilogue kernel (the per-channel
 //     int8 scale, the bias, the activation, the residual add).
 //   f32 weights:  x and W in f32 (CUBLAS_COMPUTE_32F: no TF32), exact as the CPU's f32 path.
@@ -64,42 +65,50 @@ __global__ void epilogue_kernel(const float* t, int64_t n, int64_t out, const fl
 
 constexpr int kGemvWarps = 8;  // warps per block, one output channel each at a time
 
-// A weight type's 16-byte load: kPer weights as f32.
+// A weight type's 16-byte word: kPer weights, unpacked to f32 with integer operations only (no
+// conversion instructions: they issue at a quarter of the rate the weights stream at).
 template <class T>
 struct Weights;
 template <>
 struct Weights<float> {
   static constexpr int kPer = 4;
-  __device__ static void load(const float* p, float* w) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  __device__ static void unpack(uint4 v, float* w) {
+    w[0] = __uint_as_float(v.x), w[1] = __uint_as_float(v.y), w[2] = __uint_as_float(v.z),
+    w[3] = __uint_as_float(v.w);
   }
   __device__ static float one(const float* p) { return __ldg(p); }
 };
 template <>
-struct Weights<uint16_t> {  // bf16 bits
+struct Weights<uint16_t> {  // bf16 bits; element 2i is the low half of word i (little-endian)
   static constexpr int kPer = 8;
-  __device__ static void load(const uint16_t* p, float* w) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  __device__ static void unpack(uint4 v, float* w) {
     const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
       w[2 * i] = __uint_as_float(u[i] << 16);
       w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
     }
   }
-  __device__ static float one(const uint16_t* p) { return bf16_bits_to_f32(__ldg(p)); }
+  __device__ static float one(const uint16_t* p) {
+    return bf16_bits_to_f32(__ldg(p));
+  }
 };
 template <>
 struct Weights<int8_t> {
   static constexpr int kPer = 16;
-  __device__ static void load(const int8_t* p, float* w) {
-    const int4 v = __ldg(reinterpret_cast<const int4*>(p));
-    const int u[4] = {v.x, v.y, v.z, v.w};
+  // q in [-128, 127]: the float 2^23 + (q + 128) built from its bits, less 2^23 + 128 (exact).
+  __device__ static void unpack(uint4 v, float* w) {
+    const uint32_t u[4] = {v.x ^ 0x80808080u, v.y ^ 0x80808080u, v.z ^ 0x80808080u,
+                           v.w ^ 0x80808080u};
+#pragma unroll
     for (int i = 0; i < 4; ++i)
+#pragma unroll
       for (int b = 0; b < 4; ++b)
-        w[4 * i + b] = static_cast<float>(static_cast<int8_t>(u[i] >> (8 * b)));
+        w[4 * i + b] = __uint_as_float(__byte_perm(u[i], 0x4B000000u, 0x7540u + b)) - 8388736.0f;
   }
-  __device__ static float one(const int8_t* p) { return static_cast<float>(__ldg(p)); }
+  __device__ static float one(const int8_t* p) {
+    return static_cast<float>(__ldg(p));
+  }
 };
 
 template <bool RoundX>
@@ -107,15 +116,24 @@ __device__ __forceinline__ float rx(float v) {
   return RoundX ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
 
+constexpr int kGemvUnroll = 4;                   // 16-byte weight words a lane has in flight
+constexpr int64_t kGemvSharedX = 48 * 1024 / 4;  // x rows staged in shared memory up to this
+
 // y[r, o] (+)= act(scale[o] * sum_i x[r, i] w[o, i] + bias[o]) for r < n <= gemv_max_rows: each
 // warp takes output channels in turn; each lane sums its slice of the channel's weights against
-// every row of x, then the warp reduces. Vec: 16-byte weight loads and x read as float4 (k a
-// multiple of kPer, w and x 16-byte aligned); else one element a lane at a time.
+// every row of x, then the warp reduces. x (n * k <= kGemvSharedX floats) is staged in shared
+// memory once per block, rounded as RoundX says. Vec: 16-byte weight words, kGemvUnroll of them
+// loaded before any is used, and x read as float4 (k a multiple of kPer, w 16-byte aligned);
+// else one element a lane at a time.
 template <class T, bool Vec, bool RoundX>
 __global__ void __launch_bounds__(32 * kGemvWarps)
     gemv_kernel(const float* x, int n, int64_t k, const T* w, int64_t out, const float* scale,
                 const float* bias, int act, bool accumulate, float* y) {
   constexpr int R = 8;  // gemv_max_rows
+  extern __shared__ float4 xs4[];
+  float* xs = reinterpret_cast<float*>(xs4);
+  for (int64_t i = threadIdx.x; i < n * k; i += blockDim.x) xs[i] = rx<RoundX>(__ldg(x + i));
+  __syncthreads();
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kGemvWarps;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5); o < out;
@@ -126,21 +144,32 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
     for (int r = 0; r < R; ++r) acc[r] = 0.f;
     if constexpr (Vec) {
       constexpr int P = Weights<T>::kPer;
-      for (int64_t i = static_cast<int64_t>(lane) * P; i < k; i += 32 * P) {
-        float wv[P];
-        Weights<T>::load(wr + i, wv);
+      constexpr int64_t kStep = 32 * P;
+      for (int64_t i0 = static_cast<int64_t>(lane) * P; i0 < k; i0 += kStep * kGemvUnroll) {
+        uint4 raw[kGemvUnroll];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (r < n) {
-            const float4* xr = reinterpret_cast<const float4*>(x + r * k + i);
-            float s = 0.f;
+        for (int u = 0; u < kGemvUnroll; ++u) {
+          const int64_t i = i0 + u * kStep;
+          raw[u] = i < k ? __ldg(reinterpret_cast<const uint4*>(wr + i)) : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
-            for (int e = 0; e < P; e += 4) {
-              const float4 xv = __ldg(xr + e / 4);
-              s += wv[e] * rx<RoundX>(xv.x) + wv[e + 1] * rx<RoundX>(xv.y) +
-                   wv[e + 2] * rx<RoundX>(xv.z) + wv[e + 3] * rx<RoundX>(xv.w);
+        for (int u = 0; u < kGemvUnroll; ++u) {
+          const int64_t i = i0 + u * kStep;
+          if (i >= k) break;
+          float wv[P];
+          Weights<T>::unpack(raw[u], wv);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r < n) {
+              const float4* xr = reinterpret_cast<const float4*>(xs + r * k + i);
+              float sum = 0.f;
+#pragma unroll
+              for (int e = 0; e < P; e += 4) {
+                const float4 xv = xr[e / 4];
+                sum += wv[e] * xv.x + wv[e + 1] * xv.y + wv[e + 2] * xv.z + wv[e + 3] * xv.w;
+              }
+              acc[r] += sum;
             }
-            acc[r] += s;
           }
         }
       }
@@ -149,7 +178,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
         const float wv = Weights<T>::one(wr + i);
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (r < n) acc[r] += wv * rx<RoundX>(__ldg(x + r * k + i));
+          if (r < n) acc[r] += wv * xs[r * k + i];
       }
     }
     const float sc = scale ? scale[o] : 1.f, b = bias ? bias[o] : 0.f;
@@ -171,22 +200,24 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
   }
 }
 
+// The matrix-vector kernel over n rows, up to 8 a launch; where 8 rows of x do not fit in shared
+// memory, fewer rows a launch (at least one: a row over kGemvSharedX floats takes the GEMM).
 template <class T, bool RoundX>
 void launch_gemv(const Backend& be, const float* x, int64_t n, int64_t k, const T* w, int64_t out,
                  const float* scale, const float* bias, int act, bool accumulate, float* y) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = k % Weights<T>::kPer == 0 && aligned(w) && aligned(x);
+  const bool vec = k % Weights<T>::kPer == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   const int64_t want = (out + kGemvWarps - 1) / kGemvWarps;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(want, 32 * int64_t{sm_count(be)}));
   cudaStream_t st = stream_of(be);
-  constexpr int64_t kRows = gemv_max_rows(WeightFormat::kF32);
-  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-    const int rows = static_cast<int>(std::min<int64_t>(n - r0, kRows));
+  const int64_t per = std::min<int64_t>(gemv_max_rows(WeightFormat::kF32), kGemvSharedX / k);
+  for (int64_t r0 = 0; r0 < n; r0 += per) {
+    const int rows = static_cast<int>(std::min<int64_t>(n - r0, per));
+    const size_t smem = static_cast<size_t>(rows * k) * sizeof(float);
     if (vec)
-      gemv_kernel<T, true, RoundX><<<blocks, 32 * kGemvWarps, 0, st>>>(
+      gemv_kernel<T, true, RoundX><<<blocks, 32 * kGemvWarps, smem, st>>>(
           x + r0 * k, rows, k, w, out, scale, bias, act, accumulate, y + r0 * out);
     else
-      gemv_kernel<T, false, RoundX><<<blocks, 32 * kGemvWarps, 0, st>>>(
+      gemv_kernel<T, false, RoundX><<<blocks, 32 * kGemvWarps, smem, st>>>(
           x + r0 * k, rows, k, w, out, scale, bias, act, accumulate, y + r0 * out);
     check_launch("linear: gemv");
   }
@@ -194,7 +225,7 @@ void launch_gemv(const Backend& be, const float* x, int64_t n, int64_t k, const 
 
 // Whether `n` rows take the matrix-vector kernel (LinearPath::kGemv: any n, 8 rows a launch).
 bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
-  if (opt.path == LinearPath::kGemm) return false;
+  if (opt.path == LinearPath::kGemm || w.in() > kGemvSharedX) return false;
   return opt.path == LinearPath::kGemv || n <= gemv_max_rows(w.format());
 }
 
