@@ -49,7 +49,16 @@ struct DecodeFigures {
 
 using obs::median;
 
-DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer& probe) {
+// One decoder step, complete on return (a device's queued work waited for, as a step whose
+// tokens are sampled is).
+Tensor step(Lm& lm, std::span<const models::SeqStep> batch) {
+  Tensor logits = lm.forward(batch);
+  lm.backend().synchronize();
+  return logits;
+}
+
+// probe: a CPU's paired bandwidth windows (null on a device).
+DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer* probe) {
   DecodeFigures f;
   const int64_t V = lm.spec().vocab_size;
   auto blocks_for = [&](int seq, int64_t tokens) { return lm.block_table(seq, tokens); };
@@ -63,7 +72,7 @@ DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreame
     s.tokens = prompt;
     s.block_table = blocks;
     Stopwatch sw;
-    lm.forward({&s, 1});
+    step(lm, {&s, 1});
     best = std::min(best, sw.seconds());
   }
   f.prefill_tok_s = static_cast<double>(prompt_len) / best;
@@ -84,7 +93,7 @@ DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreame
       for (int k = 0; k < n; ++k) {
         for (int i = 0; i < b; ++i)
           st[static_cast<size_t>(i)].kv_before = static_cast<int32_t>(kv0 + k);
-        lm.forward(st);
+        step(lm, st);
       }
     };
     run_steps(1, prompt_len);
@@ -99,14 +108,14 @@ DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreame
     Stopwatch sw;
     run_steps(steps, prompt_len + 1);
     double s = sw.seconds();
-    if (b == 1) {
+    if (b == 1 && probe) {
       const double wbytes = static_cast<double>(lm.weight_bytes());
-      const size_t window = std::min<size_t>(lm.weight_bytes(), probe.bytes());
+      const size_t window = std::min<size_t>(lm.weight_bytes(), probe->bytes());
       for (int k = 0; k < steps; ++k) {
         Stopwatch one;
         run_steps(1, prompt_len + 1 + steps + k);
         const double t_step = one.seconds();
-        const double t_win = probe.read_next(window);
+        const double t_win = probe->read_next(window);
         f.b1_paired.push_back((wbytes / t_step) / (static_cast<double>(window) / t_win));
       }
     }
@@ -130,7 +139,7 @@ double decode_step_s(Lm& lm, int64_t prompt_len) {
   s.kv_before = static_cast<int32_t>(prompt_len);  // rewrites the same slot every time
   s.block_table = table;
   Stopwatch sw;
-  lm.forward({&s, 1});
+  step(lm, {&s, 1});
   return sw.seconds();
 }
 
@@ -192,12 +201,20 @@ int run_bench_model(Args& args) {
   const kernels::CpuBackend& cpu = own_cpu ? *own_cpu : kernels::as_cpu(be);
   const Isa isa = cpu.isa();
 
+  const bool device = !be.device().is_host();
   std::printf("== machine: %s, CPU matrix kernels %s\n", be.describe().c_str(),
               kernels::linear_isa(isa));
-  double bw = kernels::measure_read_bandwidth_gbs(cpu, static_cast<size_t>(bw_mb) << 20);
-  std::printf("   memory read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n", bw,
-              static_cast<long long>(bw_mb));
-  kernels::ReadStreamer probe(cpu, static_cast<size_t>(bw_mb) << 20);  // paired windows
+  // The compute device's own memory: the host's, or a GPU's (its HBM, read by a kernel).
+  const double bw = be.measure_read_bandwidth_gbs(static_cast<size_t>(bw_mb) << 20);
+  std::printf("   %s read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n",
+              device ? "device memory" : "memory", bw, static_cast<long long>(bw_mb));
+  if (device)
+    std::printf("   CUDA graphs: off (decode steps are launched op by op; not built yet)\n");
+  // On the CPU, windows of the same probe read right after decode steps (paired under the same
+  // load); a device has no such probe.
+  std::unique_ptr<kernels::ReadStreamer> probe;
+  if (!device)
+    probe = std::make_unique<kernels::ReadStreamer>(cpu, static_cast<size_t>(bw_mb) << 20);
 
   // Passes: the weights as asked (default: as stored), then int8 with the chosen activations,
   // then, where those were Q8 blocks, int8 strictly weight-only (float activations).
@@ -243,11 +260,16 @@ int run_bench_model(Args& args) {
           "tokens\n",
           kv_mib, static_cast<unsigned long long>(kvo.bytes >> 20),
           static_cast<long long>(per_seq));
-    auto f = run_lm(*lm, prompt_len, steps, probe);
-    std::printf("   prefill %lld tokens: %.1f tokens/s\n", static_cast<long long>(prompt_len),
-                f.prefill_tok_s);
+    auto f = run_lm(*lm, prompt_len, steps, probe.get());
+    // The linear layers' multiply-adds: two flops per weight per token (attention left out).
+    const double weights = static_cast<double>(lm->weight_bytes()) /
+                           static_cast<double>(kernels::weight_format_bytes(lm->weight_format()));
+    std::printf("   prefill %lld tokens: %.1f tokens/s (%.2f TFLOP/s in the linear layers)\n",
+                static_cast<long long>(prompt_len), f.prefill_tok_s,
+                2 * weights * f.prefill_tok_s / 1e12);
     std::printf(
-        "   decode batch 1: %.2f tokens/s = %.1f GB/s of weights = %.0f%% of the bandwidth above\n",
+        "   decode batch 1: %.2f tokens/s = %.1f GB/s of weights = %.0f%% of the bandwidth above "
+        "(MBU)\n",
         f.decode_b1_tok_s, f.b1_weight_gbs, 100 * f.b1_weight_gbs / bw);
     if (pass > 0) {
       std::printf("   decode batch 1 rate / the first model's: %.2fx\n",
@@ -259,12 +281,13 @@ int run_bench_model(Args& args) {
           median(r), r.size(), *std::min_element(r.begin(), r.end()),
           *std::max_element(r.begin(), r.end()));
     }
-    std::printf(
-        "   decode batch 1, each step paired with a bandwidth window read right after it:\n"
-        "     weight rate / read rate = %.0f%% median of %zu pairs (min %.0f%%, max %.0f%%)\n",
-        100 * median(f.b1_paired), f.b1_paired.size(),
-        100 * *std::min_element(f.b1_paired.begin(), f.b1_paired.end()),
-        100 * *std::max_element(f.b1_paired.begin(), f.b1_paired.end()));
+    if (!f.b1_paired.empty())
+      std::printf(
+          "   decode batch 1, each step paired with a bandwidth window read right after it:\n"
+          "     weight rate / read rate = %.0f%% median of %zu pairs (min %.0f%%, max %.0f%%)\n",
+          100 * median(f.b1_paired), f.b1_paired.size(),
+          100 * *std::min_element(f.b1_paired.begin(), f.b1_paired.end()),
+          100 * *std::max_element(f.b1_paired.begin(), f.b1_paired.end()));
     std::printf("   decode batch 8: %.2f tokens/s (%.2fx batch 1)\n", f.decode_b8_tok_s,
                 f.decode_b8_tok_s / f.decode_b1_tok_s);
     if (pass == 0) {
@@ -284,6 +307,7 @@ int run_bench_model(Args& args) {
     for (int i = 0; i < 2; ++i) {
       Stopwatch sw;
       first->runner().encode(item);
+      be.synchronize();  // a device's queued work counts
       best = std::min(best, sw.seconds());
     }
     std::printf(
@@ -374,9 +398,11 @@ MMRT_COMMAND(
     "bench-model", "runtime speed on a checkpoint vs the machine's measured memory bandwidth",
     "usage: mmrt bench-model --model DIR [--prompt N] [--steps N] [--no-int8] [--image-side N]\n"
     "                        [--audio-seconds 5,10,30] [--concurrency 1,4,16] [options]\n\n"
-    "Measures, in one run: memory read bandwidth; prefill tokens/s for an N-token prompt\n"
-    "(default 512); decode tokens/s at batch 1 and 8 with the weight bytes streamed per second\n"
-    "as a fraction of that bandwidth; the same with int8 weights (skip with --no-int8), both\n"
+    "Measures, in one run: memory read bandwidth (with --device cuda: the GPU's memory, read\n"
+    "by a kernel); prefill tokens/s for an N-token prompt (default 512) and the linear layers'\n"
+    "TFLOP/s; decode tokens/s at batch 1 and 8 with the weight bytes streamed per second as a\n"
+    "fraction of that bandwidth (MBU); every step waited for, as a sampled step is; the same with "
+    "int8 weights (skip with --no-int8), both\n"
     "with q8 activations and strictly weight-only where the CPU has the q8 kernel; the\n"
     "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; on a model\n"
     "that takes audio, for synthetic clips of each length in --audio-seconds (default\n"
