@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "media/host_context.h"
 #include "models/model.h"
 
@@ -16,7 +17,7 @@ namespace mmrt::cli {
 std::vector<double> parse_audio_seconds(const std::string& value);
 
 // Runs the section on `model` (which must take audio) and prints it on stdout, progress on stderr.
-void bench_audio_encoder(const media::HostContext& host, models::Model& model,
-                         const std::vector<double>& seconds);
+void bench_audio_encoder(const kernels::Backend& be, const media::HostContext& host,
+                         models::Model& model, const std::vector<double>& seconds);
 
 }  // namespace mmrt::cli

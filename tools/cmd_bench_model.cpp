@@ -319,7 +319,7 @@ int run_bench_model(Args& args) {
         first->runner().encode_flops(item) / best / 1e9);
   }
   if (!audio_seconds.empty() && first->spec().takes(models::Modality::kAudio))
-    bench_audio_encoder(host, first->model(), audio_seconds);
+    bench_audio_encoder(be, host, first->model(), audio_seconds);
   first.reset();  // the engine runs below get the memory back
 
   if (!conc.empty()) {
