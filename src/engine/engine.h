@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,10 +38,14 @@ struct EngineConfig {
   std::string model_dir;
   Device device;                    // where the model computes (kernels/registry.h)
   kernels::BackendOptions backend;  // the backend's settings: CPU threads, kernel variant cap
-  media::HostOptions host;          // media buffers and the media kernels' cap
-  models::LoadOptions model;        // weight format and placement
-  KvOptions kv;                     // KV cache element type, block size, size
-  SchedulerConfig scheduler;        // position_rows / encoder_row_bytes come from the model
+  // Makes the backend instead of the registry (kernels::create_backend), e.g. a test's emulated
+  // device; null: the registry's backend for `device`.
+  std::function<std::unique_ptr<kernels::Backend>(Device, const kernels::BackendOptions&)>
+      make_backend;
+  media::HostOptions host;    // media buffers and the media kernels' cap
+  models::LoadOptions model;  // weight format and placement
+  KvOptions kv;               // KV cache element type, block size, size
+  SchedulerConfig scheduler;  // position_rows / encoder_row_bytes come from the model
   std::string policy = "fcfs";
   uint64_t encoder_cache_bytes = 256ull << 20;
   bool prefix_caching = true;

@@ -574,17 +574,23 @@ TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {
 
 // The engine on every backend of this build (tests/ops/isa_fixture.h's device list): the same
 // mixed workload, batched with chunks, preemption and both caches, gives on each device the tokens
-// each request gives alone (on the same CPU variant; a device against the CPU's best). A device
-// this build or machine lacks, or one without the model's kernels (the engine refuses it at load,
-// naming them), reports the test skipped.
+// each request gives alone (on the same CPU variant; a device against the CPU's best). The
+// emulated device runs the engine's whole seam as on a GPU (executor, KV cache, encoder store,
+// sampling on the device) with the CPU's kernels. A device this build or machine lacks, or one
+// without the model's kernels (the engine refuses it at load, naming them), reports the test
+// skipped.
 class EngineDevice : public EngineModel, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(EngineDevice, BatchedOnTheDeviceMatchesTheCpuAlone) {
   const test::BackendParam b = test::parse_backend_param(GetParam());
   if (!b.skip.empty()) GTEST_SKIP() << b.skip;
-  if (b.emulated) GTEST_SKIP() << "the engine makes its backend from the registry's devices";
   EngineConfig dev = config(24, 26, true), alone = config(4096, 512, false);
-  if (b.cpu_isa) {
+  if (b.emulated) {  // the CPU's kernels on memory called a GPU's: the engine's seam as a GPU's
+    dev.device = b.device;
+    dev.make_backend = [](Device, const kernels::BackendOptions& o) {
+      return std::unique_ptr<kernels::Backend>(std::make_unique<test::EmulatedDevice>(o));
+    };
+  } else if (b.cpu_isa) {
     dev.backend.max_isa = alone.backend.max_isa = *b.cpu_isa;  // rounding differs by variant
   } else {
     dev.device = b.device;
