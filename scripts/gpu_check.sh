@@ -6,7 +6,8 @@
 # a stage that would pass DEADLINE seconds (default 480: a device call's limit is 600) is cut to
 # it, and the stages after it are reported as not run. Exit status: 0 when no stage failed.
 # usage: OUT=/some/dir [DEADLINE=480] scripts/gpu_check.sh [STAGE...]
-#        (stages: ops linear models models_ref bench_model bench hf; default all, in that order)
+#        (stages: ops linear models engine bench_model models_ref bench hf; default all, in
+#        that order: the figures before the slow PyTorch model references)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/mmrt-gpu-out}
@@ -55,7 +56,7 @@ stage() {
   printf '| %-16s | rc %3s | %4s ok | %3s failed | %3s skipped | %4ss | %s\n' "$name" "$rc" \
     "$pass" "$fail" "$skip" "$((SECONDS - t0))" "$note" >> "$summary"
 }
-stages=(${@:-ops linear models models_ref bench_model bench hf})
+stages=(${@:-ops linear models engine bench_model models_ref bench hf})
 for s in "${stages[@]}"; do
   case $s in
     ops)  # every op suite's cuda parameter (PyTorch references run on this machine's python3)
@@ -66,13 +67,15 @@ for s in "${stages[@]}"; do
       stage linear_ref_cuda 90 "" "$B/test_linear_ref" --gtest_filter='*cuda*' ;;
     models)
       stage models_cuda 60 "MMRT_TEST_DEVICE=cuda" "$B/test_models" ;;
+    engine)  # the engine's mixed workload batched on the GPU against each request alone
+      stage engine_cuda 60 "" "$B/test_engine_model" --gtest_filter='*EngineDevice*/cuda' ;;
     models_ref)
       stage models_ref_cuda 300 "MMRT_TEST_DEVICE=cuda" "$B/test_models_ref" ;;
-    bench_model)  # the 2b-shape checkpoint on cuda: prefill, decode, the vision tower
+    bench_model)  # the 2b-shape checkpoint on cuda: bandwidth, prefill, decode bf16 and int8
       "$B/mmrt" make-tiny-model --arch qwen2-vl --size 2b-shape --out "$dir/m2b" \
         > "$OUT/make_m2b.log" 2>&1
-      stage bench_model_cuda 120 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
-        --prompt 307 --steps 16 --no-int8 --image-side 448 ;;
+      stage bench_model_cuda 150 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
+        --prompt 307 --steps 16 --image-side 448 --audio-seconds 0 --bandwidth-mb 4096 ;;
     hf)  # the anchors in the same call: Hugging Face eager, then plain PyTorch with a CUDA graph
       stage hf_anchor 150 "" python3 scripts/gpu/hf_anchor.py
       stage torch_anchor 90 "" python3 scripts/gpu/torch_decode_anchor.py ;;

@@ -10,7 +10,8 @@ cmake --build --preset gpu -j"$(nproc)"
 b=build/gpu
 exes=("$b/tools/mmrt" "$b/tests/ops/test_ops" "$b/tests/ops/test_ops_ref"
   "$b/tests/linear/test_linear" "$b/tests/linear/test_linear_ref" "$b/tests/models/test_models"
-  "$b/tests/models/test_models_ref" "$b/bench/bench_ops" "$b/bench/bench_linear")
+  "$b/tests/models/test_models_ref" "$b/tests/engine_model/test_engine_model" "$b/bench/bench_ops"
+  "$b/bench/bench_linear")
 scripts/gpu/pack.sh build/gpu-pack/mmrt-gpu.tar.xz "${exes[@]}"
 size=$(stat -c %s build/gpu-pack/mmrt-gpu.tar.xz)
 # A device call carries 64 MiB in all, the working tree included.
