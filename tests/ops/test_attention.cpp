@@ -309,6 +309,28 @@ TEST_P(AttnDevice, VarlenMatchesTorch) {
   }
 }
 
+// The encoders' bf16 permission (VarlenAttentionArgs::bf16) on every device: full masks within
+// the rounding of q, k, the probabilities and v to bf16 against the float64 reference
+// (1e-2 + 1e-2 |ref|, as on the CPU), a causal mask the exact kernel's bits. On a GPU the full
+// masks run on tensor cores, so there they must differ from the exact kernel.
+TEST_P(AttnDevice, VarlenBf16PermissionWithinItsRounding) {
+  for (const auto& sp : varlen_specs()) {
+    const Data d = make_data(sp, spec_seed(sp));
+    const RefCase& c = RefSuite::get().at(case_name(sp, false));
+    const auto exact = run_varlen(be(), sp, d, 0, false);
+    const auto out = run_varlen(be(), sp, d, 0, true);
+    if (sp.seqs[0].kind != MaskKind::kFull) {
+      EXPECT_EQ(std::memcmp(out.data(), exact.data(), out.size() * 4), 0) << sp.name;
+      continue;
+    }
+    expect_close(out.data(), c.out.f.data(), out.size(), 1e-2, 1e-2, sp.name + " bf16");
+    if (std::string(GetParam()) == "cuda") {
+      EXPECT_NE(std::memcmp(out.data(), exact.data(), out.size() * 4), 0)
+          << sp.name << ": the tensor-core path did not run";
+    }
+  }
+}
+
 TEST_P(AttnDevice, PagedAndContiguousAreIdentical) {
   for (const auto& sp : varlen_specs()) {
     const Data d = make_data(sp, spec_seed(sp));

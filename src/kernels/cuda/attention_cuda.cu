@@ -4,8 +4,8 @@
 // device: a few decode rows' keys split over blocks, merged by a second kernel);
 // each warp scores 32 keys at a time, one per lane, with an online softmax in f32, reading K and
 // V where they lie (paged blocks through the block table, or strided rows). Correct for every mask
-// the CPU serves; no tensor cores yet (the tiled prefill kernel is still to come). Exact f32
-// products: VarlenAttentionArgs::bf16 is a permission, not taken here.
+// the CPU serves. Exact f32 products; where VarlenAttentionArgs::bf16 allows bf16 ones (the
+// encoders, kFull masks) attention_tc_cuda.cu runs it on tensor cores instead.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_math.cuh"
 #include "kernels/kv_cache.h"
@@ -321,7 +322,8 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
 }
 
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args) {
-  VarlenAttentionArgs a = args;  // strides and scale as the dispatcher resolved them
+  if (tensor_core_attention(be, args)) return;  // the encoders' bf16 permission, kFull masks
+  VarlenAttentionArgs a = args;                 // strides and scale as the dispatcher resolved them
   const int64_t n_tokens = a.cu_seqlens.back();
   int32_t max_keys = 0;
   for (size_t i = 1; i < a.cu_seqlens.size(); ++i)
