@@ -38,7 +38,8 @@ std::vector<uint8_t> synthetic_audio() {
 
 }  // namespace
 
-EncoderCalibration calibrate_encoder(const models::Model& model, const media::MediaContext& ctx) {
+EncoderCalibration calibrate_encoder(const kernels::Backend& be, const models::Model& model,
+                                     const media::MediaContext& ctx) {
   EncoderCalibration c;
   try {
     std::vector<uint8_t> bytes;
@@ -56,6 +57,7 @@ EncoderCalibration calibrate_encoder(const models::Model& model, const media::Me
     auto timed = [&] {
       Stopwatch sw;
       (void)model.runner->encode(item);
+      be.synchronize();
       return sw.seconds();
     };
     c.seconds = timed();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/backend.h"
 #include "media/image.h"
 #include "models/model.h"
 
@@ -29,7 +30,10 @@ struct EncoderCalibration {
 // tower's bf16 blocks measured 4.03 ms per patch cold against ~1.7 warm, which priced every
 // image 2.4x too high). Never throws: units = 0 when the model takes neither, and a failure is
 // described in `error`.
-EncoderCalibration calibrate_encoder(const models::Model& model, const media::MediaContext& ctx);
+// `be`: the backend the model computes on (each timed run waits for its queued work: a GPU's ops
+// return before they have run).
+EncoderCalibration calibrate_encoder(const kernels::Backend& be, const models::Model& model,
+                                     const media::MediaContext& ctx);
 
 // "encoder measured at load: 1.234 ms per unit (image patch, audio frame) over 1728 units", or
 // why it was not; "" when it was not tried.

@@ -450,7 +450,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   }
   m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost, cfg.admission_reserve);
   if (cfg.calibrate_encoder) {
-    m.stats.encoder_calibration = calibrate_encoder(m.model, m.host->media_context());
+    m.stats.encoder_calibration = calibrate_encoder(*m.backend, m.model, m.host->media_context());
     m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
   }
   MediaStageConfig mc;

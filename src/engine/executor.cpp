@@ -42,6 +42,9 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
       store_.put(job.key, feats);
     else
       step_only.emplace(job.key, std::move(feats));
+    // The encoder's own time for the cost model: a GPU's queued work waited for (its ops return
+    // before they have run; without this the decoder step after it would be charged).
+    be_.synchronize();
     t.end_ns = now_ns();
     out.encoder.push_back(t);
   }
@@ -86,6 +89,7 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   for (const ScheduledChunk& c : plan.chunks)
     if (c.sample) specs_.push_back(&c.sampling);
   sampler_.sample(be_, logits, specs_, out.sampled, out.logprobs);
+  be_.synchronize();  // a step without sampled rows still ends when its work has run
   out.step_ns = now_ns() - t0;
   return out;
 }
