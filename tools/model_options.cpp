@@ -17,9 +17,12 @@ namespace mmrt::cli {
 models::LoadOptions load_options(Args& args) {
   models::LoadOptions o;
   using WF = kernels::WeightFormat;
-  o.weight_format = args.get_choice<std::optional<WF>>(
-      "weights", "auto",
-      {{"auto", std::nullopt}, {"f32", WF::kF32}, {"bf16", WF::kBF16}, {"int8", WF::kInt8}});
+  o.weight_format = args.get_choice<std::optional<WF>>("weights", "auto",
+                                                       {{"auto", std::nullopt},
+                                                        {"f32", WF::kF32},
+                                                        {"bf16", WF::kBF16},
+                                                        {"int8", WF::kInt8},
+                                                        {"fp8", WF::kFp8}});
   if (args.flag("map-weights")) o.weight_placement = kernels::WeightPlacement::kViewIfPossible;
   o.int8_activations = args.get_choice<kernels::Int8Activations>(
       "int8-activations", "q8",

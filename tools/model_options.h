@@ -13,7 +13,9 @@
 #define MMRT_MODEL_OPTIONS_HELP                                                                \
   "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"   \
   "                          the backends of this build and the devices present\n"             \
-  "  --weights auto|f32|bf16|int8   linear-layer weight storage (default auto: as stored)\n"   \
+  "  --weights auto|f32|bf16|int8|fp8   linear-layer weight storage (default auto: as\n"     \
+  "                          stored); fp8: E4M3 with a scale per output channel, CUDA\n"      \
+  "                          devices only\n"                                                  \
   "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"    \
   "                          copying them to huge pages (faster load, less memory, ~20%\n"     \
   "                          slower decode)\n"                                                 \

@@ -1,5 +1,6 @@
 #include "core/convert.h"
 
+#include <cmath>
 #include <cstring>
 #include <string_view>
 
@@ -68,6 +69,34 @@ uint16_t f32_to_bf16_scalar(float f) {
 
 float bf16_to_f32_scalar(uint16_t b) {
   return u2f(static_cast<uint32_t>(b) << 16);
+}
+
+uint8_t f32_to_e4m3(float f) {
+  const uint32_t u = f2u(f);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7f;                // NaN
+  if (a >= 0x43e00000u) return sign | 0x7e;               // >= 448 (and inf): saturate
+  if (a < 0x3c800000u) {                                  // < 2^-6: subnormal steps of 2^-9
+    const float steps = std::nearbyint(u2f(a) * 512.0f);  // exact scaling, then RNE
+    return sign | static_cast<uint8_t>(steps);            // 8 is 2^-6, the first normal
+  }
+  int32_t e = static_cast<int32_t>(a >> 23) - 127 + 7;  // 1..15
+  uint32_t keep = (a >> 20) & 7u;
+  const uint32_t rem = a & 0xfffffu;
+  if (rem > 0x80000u || (rem == 0x80000u && (keep & 1u))) {
+    if (++keep == 8) keep = 0, ++e;
+  }
+  if (e > 15 || (e == 15 && keep == 7)) return sign | 0x7e;  // rounded past 448
+  return sign | static_cast<uint8_t>((e << 3) | static_cast<int32_t>(keep));
+}
+
+float e4m3_to_f32(uint8_t q) {
+  const uint32_t sign = static_cast<uint32_t>(q & 0x80) << 24;
+  const uint32_t e = (q >> 3) & 15u, m = q & 7u;
+  if (e == 15 && m == 7) return u2f(sign | 0x7fc00000u);
+  if (e == 0) return u2f(sign | f2u(static_cast<float>(m) * 0.001953125f));  // m * 2^-9
+  return u2f(sign | ((e + 120) << 23) | (m << 20));
 }
 
 namespace detail {

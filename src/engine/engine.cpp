@@ -420,9 +420,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.cfg = cfg;
-  m.backend = cfg.make_backend ? cfg.make_backend(cfg.device, cfg.backend)
-                               : kernels::create_backend(cfg.device, cfg.backend);
-  if (!m.backend) throw InvalidArgument("engine: the backend factory made no backend");
+  m.backend = cfg.make_backend(cfg.device, cfg.backend);
   m.host = std::make_unique<media::HostContext>(cfg.host);
   const models::ModelFamily& family = models::family_for_checkpoint(cfg.model_dir);
   m.tok = std::make_unique<io::Tokenizer>(models::load_tokenizer(cfg.model_dir));

@@ -25,6 +25,7 @@
 #include "engine/scheduler.h"
 #include "engine/sla.h"
 #include "kernels/backend.h"
+#include "kernels/registry.h"
 #include "media/host_context.h"
 #include "models/model.h"
 
@@ -38,10 +39,11 @@ struct EngineConfig {
   std::string model_dir;
   Device device;                    // where the model computes (kernels/registry.h)
   kernels::BackendOptions backend;  // the backend's settings: CPU threads, kernel variant cap
-  // Makes the backend instead of the registry (kernels::create_backend), e.g. a test's emulated
-  // device; null: the registry's backend for `device`.
+  // Makes the backend for `device` (the registry's, kernels::create_backend; a test may hand the
+  // engine its own, e.g. the emulated device).
   std::function<std::unique_ptr<kernels::Backend>(Device, const kernels::BackendOptions&)>
-      make_backend;
+      make_backend =
+          [](Device d, const kernels::BackendOptions& o) { return kernels::create_backend(d, o); };
   media::HostOptions host;    // media buffers and the media kernels' cap
   models::LoadOptions model;  // weight format and placement
   KvOptions kv;               // KV cache element type, block size, size

@@ -16,6 +16,8 @@ std::string_view weight_format_name(WeightFormat f) {
       return "bf16";
     case WeightFormat::kInt8:
       return "int8";
+    case WeightFormat::kFp8:
+      return "fp8";
   }
   return "?";
 }
@@ -27,6 +29,7 @@ size_t weight_format_bytes(WeightFormat f) {
     case WeightFormat::kBF16:
       return 2;
     case WeightFormat::kInt8:
+    case WeightFormat::kFp8:
       return 1;
   }
   return 0;
@@ -87,6 +90,7 @@ Tensor PackedLinear::weight() const {
     return unblock<uint16_t>(w_, DType::kBF16, out_, in_, blocked_in(in_), &blocked_offset);
   const DType t = fmt_ == WeightFormat::kF32    ? DType::kF32
                   : fmt_ == WeightFormat::kBF16 ? DType::kBF16
+                  : fmt_ == WeightFormat::kFp8  ? DType::kU8  // E4M3 codes
                                                 : DType::kI8;
   return Tensor::on_device(const_cast<void*>(w_), t, {out_, in_}, w_owner_, device_);
 }

@@ -23,9 +23,12 @@ namespace mmrt::kernels {
 //   kBF16 bf16 (source rounded to nearest even).
 //   kInt8 weight-only int8 with one f32 scale per output channel: scale = max|w_row| / 127,
 //         q = round-half-even(w / scale) (symmetric; an all-zero row has scale 0).
-enum class WeightFormat : uint8_t { kF32, kBF16, kInt8 };
-std::string_view weight_format_name(WeightFormat f);  // "f32", "bf16", "int8"
-size_t weight_format_bytes(WeightFormat f);           // bytes per stored weight: 4, 2, 1
+//   kFp8  FP8 E4M3 (core/convert.h) with one f32 scale per output channel: scale =
+//         max|w_row| / 448, q = e4m3(w / scale) (nearest even; an all-zero row has scale 0).
+//         CUDA devices only (Hopper's FP8); the CPU packs it (for a device) but has no kernel.
+enum class WeightFormat : uint8_t { kF32, kBF16, kInt8, kFp8 };
+std::string_view weight_format_name(WeightFormat f);  // "f32", "bf16", "int8", "fp8"
+size_t weight_format_bytes(WeightFormat f);           // bytes per stored weight: 4, 2, 1, 1
 
 // Where packed weights live.
 //   kCopy           memory of their own, on 2 MiB pages where the OS grants them. Decode
@@ -49,7 +52,7 @@ class PackedLinear {
     int64_t in = 0, out = 0;
     const void* w = nullptr;
     std::shared_ptr<void> w_owner;
-    std::shared_ptr<void> scale;  // [out] f32, kInt8 only
+    std::shared_ptr<void> scale;  // [out] f32, kInt8 and kFp8 only
     std::shared_ptr<void> bias;   // [out] f32 or null
     bool zero_copy = false;
     bool blocked = false;  // bf16 or int8 weights in the GEMM's blocked layout (see blocked())
@@ -108,10 +111,11 @@ class PackedLinear {
   Device device() const { return device_; }  // where the packed weights live
   // Stored weights: row-major [out, in] (f32, bf16 bits or int8 values), or blocked().
   const void* weight_data() const { return w_; }
-  // [out] f32 for kInt8, else null
+  // [out] f32 for kInt8 and kFp8, else null
   const float* scales() const { return static_cast<const float*>(scale_.get()); }
   const float* bias() const { return static_cast<const float*>(bias_.get()); }  // [out] or null
-  // The stored weights as a tensor (f32 / bf16 / i8 [out, in]): a view sharing ownership, or for
+  // The stored weights as a tensor (f32 / bf16 / i8 / u8 E4M3 codes [out, in]): a view sharing
+  // ownership, or for
   // blocked() weights a row-major copy in host memory.
   Tensor weight() const;
 

@@ -80,6 +80,10 @@ std::unique_ptr<Processor> load_processor(const std::string& dir) {
 Model load_model(const ModelFamily& family, const kernels::Backend& be, const std::string& dir,
                  const LoadOptions& opts) {
   be.require(family.ops, std::string("a ") + family.name + " model");
+  if (opts.weight_format == kernels::WeightFormat::kFp8 && be.device().is_host())
+    throw InvalidArgument(
+        "--weights fp8 computes on CUDA devices (Hopper's FP8); the CPU has "
+        "int8 and bf16 (--weights int8|bf16)");
   Model m = family.load(be, dir, opts);
   m.spec.weights_key = weights_fingerprint(dir);
   return m;

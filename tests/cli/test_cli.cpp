@@ -139,7 +139,7 @@ TEST_F(Cli, ClearErrors) {
   EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
   r = mmrt("generate --model " + model() + " --prompt x --weights int4");
   EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.err.find("--weights must be auto, f32, bf16 or int8, got 'int4'"), std::string::npos)
+  EXPECT_NE(r.err.find("--weights must be auto, f32, bf16, int8 or fp8, got 'int4'"), std::string::npos)
       << r.err;
   r = mmrt("generate --model " + model() + " --prompt x --int8-activations fp16");
   EXPECT_NE(r.rc, 0);

@@ -51,6 +51,10 @@ struct Case {
       row_bound, mag;
   std::vector<int8_t> q;     // [out, in]
   std::vector<float> scale;  // [out]
+  // FP8 E4M3 weights: bf16(x) against them, their codes and per-row scales.
+  std::vector<double> y_fp8;
+  std::vector<uint8_t> q_fp8;
+  std::vector<float> scale_fp8;
 };
 
 std::vector<Case> make_cases() {
@@ -136,6 +140,9 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
         read_into(f, *v, ny);
       read_into(f, c.q, static_cast<size_t>(c.out * c.in));
       read_into(f, c.scale, static_cast<size_t>(c.out));
+      read_into(f, c.y_fp8, ny);
+      read_into(f, c.q_fp8, static_cast<size_t>(c.out * c.in));
+      read_into(f, c.scale_fp8, static_cast<size_t>(c.out));
     }
     f.peek();
     ASSERT_TRUE(f.eof()) << "reference output longer than expected";
@@ -149,7 +156,13 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     be_ = test::backend_for(b, /*threads=*/2);
     if (!be_->has(Op::kLinear))
       GTEST_SKIP() << std::get<0>(GetParam()) << " has no kernel for linear";
+    fp8_packs_only_ =
+        std::get<1>(GetParam()) == WeightFormat::kFp8 && (be_->device().is_host() || b.emulated);
   }
+  // FP8 weights on a backend of CPU kernels: packed (for a GPU), never multiplied.
+  bool fp8_packs_only_ = false;
+#define MMRT_SKIP_FP8_ON_CPU() \
+  if (fp8_packs_only_) GTEST_SKIP() << "fp8 weights compute on CUDA devices only"
 
   PackedLinear pack(const Case& c, WeightFormat fmt) const {
     const Tensor w = f32_tensor(c.w, {c.out, c.in});
@@ -159,6 +172,7 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
 
   // Runs every case through `opt` and checks it against the matching reference.
   void check_all(const LinearOptions& opt, const char* what) {
+    MMRT_SKIP_FP8_ON_CPU();
     const WeightFormat fmt = std::get<1>(GetParam());
     for (const Case& c : cases_) {
       const PackedLinear p = pack(c, fmt);
@@ -184,6 +198,9 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
                 : plan.x_rounded_to_bf16  ? &c.y_i8_xbf16
                                           : &c.y_i8;
           exact = &c.y_i8;
+          break;
+        case WeightFormat::kFp8:
+          ref = exact = &c.y_fp8;  // x always rounded to bf16
           break;
       }
       size_t bad = 0;
@@ -250,10 +267,11 @@ TEST_P(LinearRef, GemmInt8RowsMatchesTorch) {
   check_all(opt, "gemm/q8-row");
   const bool vnni = std::string(std::get<0>(GetParam())) == "cpu-avx512bf16" &&
                     int8_q8_available(Isa::kAvx512Bf16);
-  if (vnni && std::get<1>(GetParam()) == WeightFormat::kInt8)
+  if (vnni && std::get<1>(GetParam()) == WeightFormat::kInt8) {
     EXPECT_TRUE(
         linear_plan(*be_, 64, pack(cases_.back(), WeightFormat::kInt8), opt).x_quantised_q8_row)
         << "a VNNI CPU must take the integer GEMM";
+  }
 }
 
 TEST_P(LinearRef, AutoPathMatchesTorch) {
@@ -278,6 +296,30 @@ TEST_P(LinearRef, Int8QuantisationMatchesTorch) {
   }
 }
 
+// FP8 E4M3 packing on every backend (the CPU packs for a GPU too): the reference's codes and
+// scales, bit for bit; a CPU then refuses to multiply them, naming the devices that can.
+TEST_P(LinearRef, Fp8QuantisationMatchesTheDefinition) {
+  if (std::get<1>(GetParam()) != WeightFormat::kFp8) GTEST_SKIP() << "fp8 only";
+  for (const Case& c : cases_) {
+    const PackedLinear p = pack(c, WeightFormat::kFp8);
+    std::vector<uint8_t> q(static_cast<size_t>(c.out * c.in));
+    std::vector<float> scales(static_cast<size_t>(c.out));
+    be_->copy_to_host(q.data(), p.weight_data(), q.size());
+    be_->copy_to_host(scales.data(), p.scales(), scales.size() * sizeof(float));
+    for (int64_t o = 0; o < c.out; ++o) {
+      ASSERT_EQ(scales[static_cast<size_t>(o)], c.scale_fp8[static_cast<size_t>(o)]) << "row " << o;
+      for (int64_t k = 0; k < c.in; ++k)
+        ASSERT_EQ(q[o * c.in + k], c.q_fp8[static_cast<size_t>(o * c.in + k)])
+            << "row " << o << " col " << k;
+    }
+    if (fp8_packs_only_) {
+      const test::DeviceBuf x(*be_, c.x);
+      test::DeviceBuf y(*be_, static_cast<size_t>(c.n * c.out));
+      EXPECT_THROW(linear(*be_, x.get(), c.n, p, y.get(), {}), Unimplemented);
+    }
+  }
+}
+
 std::string param_name(const ::testing::TestParamInfo<LinearRef::ParamType>& info) {
   std::string b = std::get<0>(info.param);
   for (char& ch : b)
@@ -289,6 +331,7 @@ std::string param_name(const ::testing::TestParamInfo<LinearRef::ParamType>& inf
 // (+ y's old values) against the plain product with the activation and the add done in double on
 // the host (relative 1e-5: the device's activation rounds in f32).
 TEST_P(LinearRef, ActivationAndResidualAddInTheKernel) {
+  MMRT_SKIP_FP8_ON_CPU();
   const WeightFormat fmt = std::get<1>(GetParam());
   for (const Case& c : cases_) {
     const PackedLinear p = pack(c, fmt);
@@ -328,11 +371,11 @@ TEST_P(LinearRef, ActivationAndResidualAddInTheKernel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LinearRef,
-                         ::testing::Combine(::testing::ValuesIn(kBackends),
-                                            ::testing::Values(WeightFormat::kF32,
-                                                              WeightFormat::kBF16,
-                                                              WeightFormat::kInt8)),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(
+    Backends, LinearRef,
+    ::testing::Combine(::testing::ValuesIn(kBackends),
+                       ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16,
+                                         WeightFormat::kInt8, WeightFormat::kFp8)),
+    param_name);
 
 }  // namespace

@@ -63,6 +63,10 @@ void naive(const Tensor& x, const PackedLinear& p, std::vector<double>& y,
         case WeightFormat::kInt8:
           w[i] = static_cast<double>(static_cast<const int8_t*>(wd)[o * k + i]) * p.scales()[o];
           break;
+        case WeightFormat::kFp8:
+          w[i] = static_cast<double>(e4m3_to_f32(static_cast<const uint8_t*>(wd)[o * k + i])) *
+                 p.scales()[o];
+          break;
       }
     }
     const double b = p.bias() ? p.bias()[o] : 0.0;

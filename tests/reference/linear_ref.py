@@ -20,6 +20,11 @@ OUT.bin, per case in order:
   int8    q          [out, in] symmetric per-row quantisation of W: scale = amax / 127 (float32),
                                q = round-half-even(W / scale) (float32 division), 0 for a zero row
   float32 scale      [out]
+  float64 y_fp8      [n, out]  bf16(x) . (e4m3(W / s8) * s8)^T + b       (fp8 weights, x in bf16)
+  uint8   q_fp8      [out, in] FP8 E4M3 codes of W / s8 (float32 division): the nearest of the
+                               format's values, ties to the even mantissa, saturating at 448;
+                               0 for a zero row
+  float32 s8         [out]     amax / 448 (float32)
 """
 import sys
 
@@ -58,6 +63,22 @@ def q8_row(x):
     q = torch.round(x / safe).clamp(-127, 127)
     q = torch.where(scale > 0, q, torch.zeros_like(q))
     return q.double() * scale.double(), amax.expand_as(x).double()
+
+
+# FP8 E4M3's positive finite values by code (0..126), from the format's definition: 4 exponent
+# bits with bias 7, 3 mantissa bits, subnormals below 2^-6, no infinities, 448 the largest.
+E4M3 = np.array([(c & 7) * 2.0 ** -9 if c >> 3 == 0 else (1 + (c & 7) / 8) * 2.0 ** ((c >> 3) - 7)
+                 for c in range(127)])
+
+
+def e4m3(v):
+    """float32 array -> E4M3 codes (uint8): the nearest value, ties to the even code."""
+    a = np.abs(v.astype(np.float64))
+    i = np.clip(np.searchsorted(E4M3, a), 1, 126)
+    lo, hi = E4M3[i - 1], E4M3[i]
+    up = (hi - a < a - lo) | ((hi - a == a - lo) & (i % 2 == 0))
+    code = np.where(a >= 448.0, 126, np.where(up, i, i - 1)).astype(np.uint8)
+    return code | np.where(np.signbit(v), 0x80, 0).astype(np.uint8)
 
 
 def main():
@@ -108,6 +129,17 @@ def main():
             out_parts.append(o.numpy().astype('<f8').tobytes())
         out_parts.append(q.to(torch.int8).numpy().tobytes())
         out_parts.append(scale.numpy().astype('<f4').tobytes())
+        s8 = (amax / 448.0).numpy().astype(np.float32)   # float32, as at pack time
+        wn = w.numpy()
+        q8c = np.zeros(wn.shape, dtype=np.uint8)
+        for o in range(m):
+            if s8[o] > 0:
+                q8c[o] = e4m3((wn[o] / s8[o]).astype(np.float32))
+        mag8 = E4M3[q8c & 0x7f] * np.where(q8c & 0x80, -1.0, 1.0)
+        deq8 = torch.from_numpy(mag8 * s8.astype(np.float64)[:, None])
+        out_parts.append((bf(x) @ deq8.T + bd).numpy().astype('<f8').tobytes())
+        out_parts.append(q8c.tobytes())
+        out_parts.append(s8.astype('<f4').tobytes())
     assert off == len(raw), 'trailing bytes in cases file'
     with open(dst, 'wb') as f:
         for p in out_parts:

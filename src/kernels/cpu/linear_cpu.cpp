@@ -53,20 +53,33 @@ void check_float_tensor(const Tensor& t, const char* what) {
 }
 
 // Symmetric per-row int8: scale = max|w| / 127, q = round-half-even(w / scale).
-void quantize_row(const float* w, int64_t n, int8_t* q, float* scale, int64_t row) {
+// max|w| of a row to be quantised; InvalidArgument naming `what` for a weight that is not finite.
+float row_amax(const float* w, int64_t n, int64_t row, const char* what) {
   float amax = 0.f;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(w[i]))
-      throw InvalidArgument("PackedLinear: int8 quantisation needs finite weights; row " +
-                            std::to_string(row) + " has " + std::to_string(w[i]));
+      throw InvalidArgument(std::string("PackedLinear: ") + what +
+                            " quantisation needs finite weights; row " + std::to_string(row) +
+                            " has " + std::to_string(w[i]));
     amax = std::max(amax, std::fabs(w[i]));
   }
-  const float s = amax / 127.f;
+  return amax;
+}
+
+void quantize_row(const float* w, int64_t n, int8_t* q, float* scale, int64_t row) {
+  const float s = row_amax(w, n, row, "int8") / 127.f;
   *scale = s;
   for (int64_t i = 0; i < n; ++i) {
     const float v = s > 0.f ? std::nearbyint(w[i] / s) : 0.f;
     q[i] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
   }
+}
+
+// Per-row FP8 E4M3: scale = max|w| / 448, q = e4m3(w / scale) (nearest even, saturating).
+void quantize_row_e4m3(const float* w, int64_t n, uint8_t* q, float* scale, int64_t row) {
+  const float s = row_amax(w, n, row, "fp8") / kE4m3Max;
+  *scale = s;
+  for (int64_t i = 0; i < n; ++i) q[i] = s > 0.f ? f32_to_e4m3(w[i] / s) : 0;
 }
 
 }  // namespace
@@ -195,7 +208,8 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
   if (!biases.empty() && biases.size() != ws.size())
     throw InvalidArgument("PackedLinear: " + std::to_string(biases.size()) + " biases for " +
                           std::to_string(ws.size()) + " weights");
-  if (fmt != WeightFormat::kF32 && fmt != WeightFormat::kBF16 && fmt != WeightFormat::kInt8)
+  if (fmt != WeightFormat::kF32 && fmt != WeightFormat::kBF16 && fmt != WeightFormat::kInt8 &&
+      fmt != WeightFormat::kFp8)
     throw InvalidArgument("PackedLinear: unknown weight format");
   PackedLinear::Parts p;
   p.fmt = fmt;
@@ -256,7 +270,8 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
         blocked_i8  ? be.allocate(static_cast<size_t>(np * kp8), /*zero=*/true)
         : p.blocked ? be.allocate(static_cast<size_t>(np * kp) * 2, /*zero=*/true)
                     : be.allocate(static_cast<size_t>(out * in) * esz);
-    if (fmt == WeightFormat::kInt8) p.scale = be.allocate(static_cast<size_t>(out) * sizeof(float));
+    if (fmt == WeightFormat::kInt8 || fmt == WeightFormat::kFp8)
+      p.scale = be.allocate(static_cast<size_t>(out) * sizeof(float));
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       const int64_t rows = w.dim(0);
@@ -303,6 +318,10 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
             case WeightFormat::kInt8:
               quantize_row(tmp.data(), in, reinterpret_cast<int8_t*>(dst), scale0 + r, row0[i] + r);
               break;
+            case WeightFormat::kFp8:
+              quantize_row_e4m3(tmp.data(), in, reinterpret_cast<uint8_t*>(dst), scale0 + r,
+                                row0[i] + r);
+              break;
           }
         }
       });
@@ -324,9 +343,17 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
   return PackedLinear(std::move(p));
 }
 
+// The CPU packs FP8 weights for a GPU but multiplies none.
+static void refuse_fp8(const PackedLinear& w) {
+  if (w.format() == WeightFormat::kFp8)
+    throw Unimplemented(
+        "linear: fp8 weights compute on CUDA devices (Hopper's FP8); the CPU has int8 and bf16");
+}
+
 void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear& w, float* y,
             const LinearOptions& opt) {
   // The dispatcher (kernels/linear.cpp) checked the sizes, pointers and device.
+  refuse_fp8(w);
   if (w.blocked() && w.format() == WeightFormat::kBF16 &&
       !detail::linear_kernels(be.isa()).gemv_bf16_blocked)
     throw InvalidArgument(std::string("linear: these bf16 weights were packed blocked for "
@@ -362,6 +389,7 @@ void linear(const CpuBackend& be, const float* x, int64_t n, const PackedLinear&
 
 LinearPlan linear_plan(const CpuBackend& be, int64_t n, const PackedLinear& w,
                        const LinearOptions& opt) {
+  refuse_fp8(w);
   LinearPlan p;
   if (use_gemv(be, n, w, opt)) {
     p.gemv = true;

@@ -11,6 +11,8 @@
 //   int8 weights: bf16(x) times the integers (exact in f32), the scale after the sum; the GEMM
 //                 widens W to bf16 per call (exact: |q| <= 127). Int8Gemm::kQ8Row and
 //                 Int8Activations change nothing here yet.
+//   fp8 weights:  E4M3 (core/convert.h) as int8: bf16(x) times the values (exact in f32 and in
+//                 bf16, so the GEMM's widening is exact too), the scale after the sum.
 // Still to come: the int8 GEMM without widening and the fused cuBLASLt epilogues.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -45,6 +47,16 @@ __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) {
 
 __global__ void i8_to_bf16_kernel(const int8_t* q, __nv_bfloat16* y, int64_t n) {
   MMRT_CUDA_FOR(i, n) y[i] = __float2bfloat16_rn(static_cast<float>(q[i]));
+}
+
+// FP8 E4M3 (core/convert.h): the byte's exponent and mantissa placed where an f32's are, so
+// the f32 is the value times 2^-120 (e4m3 subnormals become f32 subnormals), then scaled back
+// exactly. No conversion instructions.
+__device__ __forceinline__ float e4m3_value(uint32_t top) {  // the byte in bits 31..24
+  return __uint_as_float(((top >> 4) & 0x07f00000u) | (top & 0x80000000u)) * 0x1p120f;
+}
+__global__ void e4m3_to_bf16_kernel(const uint8_t* q, __nv_bfloat16* y, int64_t n) {
+  MMRT_CUDA_FOR(i, n) y[i] = __float2bfloat16_rn(e4m3_value(static_cast<uint32_t>(q[i]) << 24));
 }
 
 // y[r, c] (+)= act(t[r, c] * scale[c] + bias[c]); t may be y (not with accumulate).
@@ -108,6 +120,22 @@ struct Weights<int8_t> {
   }
   __device__ static float one(const int8_t* p) {
     return static_cast<float>(__ldg(p));
+  }
+};
+
+template <>
+struct Weights<uint8_t> {  // FP8 E4M3 bytes
+  static constexpr int kPer = 16;
+  __device__ static void unpack(uint4 v, float* w) {
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        w[4 * i + b] = e4m3_value(__byte_perm(u[i], 0u, 0x0444u | (b << 12)));
+  }
+  __device__ static float one(const uint8_t* p) {
+    return e4m3_value(static_cast<uint32_t>(__ldg(p)) << 24);
   }
 };
 
@@ -237,12 +265,11 @@ LinearPlan plan(const Backend&, int64_t n, const PackedLinear& w, const LinearOp
   LinearPlan p;
   p.gemv = use_gemv(n, w, opt);
   p.x_rounded_to_bf16 = w.format() != WeightFormat::kF32;
-  const char* fmt = w.format() == WeightFormat::kF32    ? "f32"
-                    : w.format() == WeightFormat::kBF16 ? "bf16"
-                                                        : "int8";
-  p.kernel = p.gemv                              ? std::string("cuda gemv ") + fmt
-             : w.format() == WeightFormat::kInt8 ? "cublas bf16 (int8 widened)"
-                                                 : std::string("cublas ") + fmt;
+  const std::string fmt(weight_format_name(w.format()));
+  const bool eight = w.format() == WeightFormat::kInt8 || w.format() == WeightFormat::kFp8;
+  p.kernel = p.gemv  ? "cuda gemv " + fmt
+             : eight ? "cublas bf16 (" + fmt + " widened)"
+                     : "cublas " + fmt;
   return p;
 }
 
@@ -268,6 +295,10 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
         launch_gemv<int8_t, true>(be, x, n, k, static_cast<const int8_t*>(w.weight_data()), out,
                                   w.scales(), w.bias(), act, opt.accumulate, y);
         return;
+      case WeightFormat::kFp8:
+        launch_gemv<uint8_t, true>(be, x, n, k, static_cast<const uint8_t*>(w.weight_data()), out,
+                                   w.scales(), w.bias(), act, opt.accumulate, y);
+        return;
     }
   }
   cudaStream_t st = stream_of(be);
@@ -280,11 +311,15 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
     to_bf16_kernel<<<flat_blocks(n * k), kFlatThreads, 0, st>>>(x, xb, n * k);
     check_launch("linear: x to bf16");
     a = xb;
-    if (w.format() == WeightFormat::kInt8) {
+    if (w.format() == WeightFormat::kInt8 || w.format() == WeightFormat::kFp8) {
       auto* wb = static_cast<__nv_bfloat16*>(device_scratch(be, kSlotW, size_t(out * k) * 2));
-      i8_to_bf16_kernel<<<flat_blocks(out * k), kFlatThreads, 0, st>>>(
-          static_cast<const int8_t*>(w.weight_data()), wb, out * k);
-      check_launch("linear: int8 weights to bf16");
+      if (w.format() == WeightFormat::kInt8)
+        i8_to_bf16_kernel<<<flat_blocks(out * k), kFlatThreads, 0, st>>>(
+            static_cast<const int8_t*>(w.weight_data()), wb, out * k);
+      else
+        e4m3_to_bf16_kernel<<<flat_blocks(out * k), kFlatThreads, 0, st>>>(
+            static_cast<const uint8_t*>(w.weight_data()), wb, out * k);
+      check_launch("linear: 8-bit weights to bf16");
       b = wb;
     }
   }
