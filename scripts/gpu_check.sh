@@ -71,10 +71,10 @@ for s in "${stages[@]}"; do
       stage engine_cuda 60 "" "$B/test_engine_model" --gtest_filter='*EngineDevice*/cuda' ;;
     models_ref)
       stage models_ref_cuda 300 "MMRT_TEST_DEVICE=cuda" "$B/test_models_ref" ;;
-    bench_model)  # the 2b-shape checkpoint on cuda: bandwidth, prefill, decode bf16 and int8
+    bench_model)  # the 2b-shape checkpoint on cuda: bandwidth, prefill, decode bf16, int8, fp8
       "$B/mmrt" make-tiny-model --arch qwen2-vl --size 2b-shape --out "$dir/m2b" \
         > "$OUT/make_m2b.log" 2>&1
-      stage bench_model_cuda 150 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
+      stage bench_model_cuda 180 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
         --prompt 307 --steps 16 --image-side 448 --audio-seconds 0 --bandwidth-mb 4096 ;;
     hf)  # the anchors in the same call: Hugging Face eager, then plain PyTorch with a CUDA graph
       stage hf_anchor 150 "" python3 scripts/gpu/hf_anchor.py

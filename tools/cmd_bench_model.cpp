@@ -217,13 +217,18 @@ int run_bench_model(Args& args) {
     probe = std::make_unique<kernels::ReadStreamer>(cpu, static_cast<size_t>(bw_mb) << 20);
 
   // Passes: the weights as asked (default: as stored), then int8 with the chosen activations,
-  // then, where those were Q8 blocks, int8 strictly weight-only (float activations).
+  // then, on the CPU where those were Q8 blocks, int8 strictly weight-only (float activations);
+  // on a GPU (the activations' choice changes nothing there) FP8 E4M3 instead.
   std::vector<models::LoadOptions> passes{base};
   if (do_int8) {
     models::LoadOptions o = base;
     o.weight_format = kernels::WeightFormat::kInt8;
     passes.push_back(o);
-    if (o.int8_activations == kernels::Int8Activations::kQ8 && kernels::int8_q8_available(isa)) {
+    if (device) {
+      o.weight_format = kernels::WeightFormat::kFp8;
+      passes.push_back(o);
+    } else if (o.int8_activations == kernels::Int8Activations::kQ8 &&
+               kernels::int8_q8_available(isa)) {
       o.int8_activations = kernels::Int8Activations::kFloat;
       passes.push_back(o);
     }
@@ -243,7 +248,11 @@ int run_bench_model(Args& args) {
     const double kv_mib = static_cast<double>(kc.num_blocks) * 2.0 * kc.n_layers * kc.block_size *
                           kc.n_kv_heads * kc.head_dim * dtype_size(kc.dtype) / (1 << 20);
     std::string what(kernels::weight_format_name(lm->weight_format()));
-    if (lm->weight_format() == kernels::WeightFormat::kInt8) {
+    if (lm->weight_format() == kernels::WeightFormat::kInt8 && device) {
+      what += " (per output channel; x in bf16)";
+    } else if (lm->weight_format() == kernels::WeightFormat::kFp8) {
+      what += " E4M3 (per output channel; x in bf16)";
+    } else if (lm->weight_format() == kernels::WeightFormat::kInt8) {
       const bool q8 = kernels::int8_q8_available(isa);
       what += o.int8_activations == kernels::Int8Activations::kQ8 && q8
                   ? " (decode on q8 blocks of x"
@@ -401,9 +410,9 @@ MMRT_COMMAND(
     "Measures, in one run: memory read bandwidth (with --device cuda: the GPU's memory, read\n"
     "by a kernel); prefill tokens/s for an N-token prompt (default 512) and the linear layers'\n"
     "TFLOP/s; decode tokens/s at batch 1 and 8 with the weight bytes streamed per second as a\n"
-    "fraction of that bandwidth (MBU); every step waited for, as a sampled step is; the same with "
-    "int8 weights (skip with --no-int8), both\n"
-    "with q8 activations and strictly weight-only where the CPU has the q8 kernel; the\n"
+    "fraction of that bandwidth (MBU); every step waited for, as a sampled step is; the\n"
+    "same with int8 weights (skip with --no-int8), on the CPU both with q8 activations and\n"
+    "strictly weight-only where it has the q8 kernel, on a GPU then FP8 E4M3 weights; the\n"
     "vision tower on an N x N image (default 448, 0 to skip) with GFLOP/s; on a model\n"
     "that takes audio, for synthetic clips of each length in --audio-seconds (default\n"
     "5,10,30; 0 to skip): decode + resample + log-mel time (one thread), the audio encoder's\n"
