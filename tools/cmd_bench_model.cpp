@@ -4,6 +4,7 @@
 // the audio preprocessing and encoder (bench_audio_encoder.h), and the engine at several
 // concurrency levels with a repeated-image second turn.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -130,6 +131,40 @@ DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreame
   return f;
 }
 
+// The last-token logits of a fixed 64-token prompt (a host copy): what each weight format's pass
+// is compared on.
+std::vector<float> probe_logits(Lm& lm) {
+  const std::vector<int32_t> ids = random_ids(64, lm.spec().vocab_size, 3);
+  const Tensor t = lm.prefill({.ids = ids}, 64, lm.block_table(0, 64));
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
+
+// b's logits against a's: relative L2 error, KL(softmax a || softmax b) in nats (in double), and
+// whether the most likely token is the same.
+void print_logit_drift(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0, ma = -1e300, mb = -1e300;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(a[i]) * a[i];
+    ma = std::max(ma, double(a[i]));
+    mb = std::max(mb, double(b[i]));
+  }
+  double za = 0, zb = 0;
+  for (size_t i = 0; i < a.size(); ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
+  double kl = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
+    kl += std::exp(la) * (la - lb);
+  }
+  const auto top = [](const std::vector<float>& v) {
+    return std::max_element(v.begin(), v.end()) - v.begin();
+  };
+  std::printf(
+      "   first-token logits of a 64-token prompt against the first model's: relative error "
+      "%.2e, KL %.2e nats, top-1 %s (random weights: a real checkpoint's figures differ)\n",
+      std::sqrt(num / std::max(den, 1e-300)), kl, top(a) == top(b) ? "same" : "different");
+}
+
 // One batch-1 decode step of `lm` (its sequence 0 prefilled by run_lm), timed in seconds.
 double decode_step_s(Lm& lm, int64_t prompt_len) {
   const std::vector<int32_t> table = lm.block_table(0, prompt_len + 1);
@@ -234,6 +269,7 @@ int run_bench_model(Args& args) {
     }
   }
   double first_b1 = 0;
+  std::vector<float> first_logits;
   std::unique_ptr<Lm> first;  // kept for the alternated comparison
   for (size_t pass = 0; pass < passes.size(); ++pass) {
     const models::LoadOptions o = passes[pass];
@@ -269,6 +305,11 @@ int run_bench_model(Args& args) {
           "tokens\n",
           kv_mib, static_cast<unsigned long long>(kvo.bytes >> 20),
           static_cast<long long>(per_seq));
+    const std::vector<float> logits = probe_logits(*lm);
+    if (pass == 0)
+      first_logits = logits;
+    else
+      print_logit_drift(first_logits, logits);
     auto f = run_lm(*lm, prompt_len, steps, probe.get());
     // The linear layers' multiply-adds: two flops per weight per token (attention left out).
     const double weights = static_cast<double>(lm->weight_bytes()) /
