@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/ops.h"
 #include "kernels/sampling.h"
 
 namespace mmrt::engine {
@@ -41,6 +40,17 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+// The first NaN, else the first largest: kernels::argmax's rule (and the devices' argmax_rows),
+// here in scalar code so that this file needs no kernel library.
+size_t first_argmax(std::span<const float> v) {
+  size_t best = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(v[i])) return i;
+    if (v[i] > v[best]) best = i;
+  }
+  return best;
+}
+
 }  // namespace
 
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int k) {
@@ -154,7 +164,7 @@ int32_t sample_edited(std::span<const float> logits, const SamplerSettings& p, u
                       std::vector<std::pair<float, int32_t>>& scratch) {
   const int64_t V = static_cast<int64_t>(logits.size());
   if (V < 1) throw InvalidArgument("sampling: empty logits");
-  if (p.temperature == 0.0f) return static_cast<int32_t>(kernels::argmax(logits.data(), V));
+  if (p.temperature == 0.0f) return static_cast<int32_t>(first_argmax(logits));
   // Candidates sorted by logit / temperature (descending; equal values: the lower id first);
   // top-k cuts the list first.
   scratch.clear();

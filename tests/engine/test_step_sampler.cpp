@@ -5,6 +5,7 @@
 // ids and candidates cross to the host for greedy and top-k rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -87,6 +88,32 @@ TEST(StepSampler, DrawsAsSampleTokenOnTheCpu) {
 
 TEST(StepSampler, DrawsAsSampleTokenOnADevice) {
   expect_as_sample_token(test::EmulatedDevice({.threads = 1}));
+}
+
+// Greedy rows with ties and NaN: the device op's argmax and sample_token's agree (NaN wins, the
+// first of equals).
+TEST(StepSampler, GreedyTiesAndNanAsSampleToken) {
+  const kernels::CpuBackend be({.threads = 1});
+  std::vector<SampleSpec> specs(4);
+  std::vector<const SampleSpec*> ptrs{&specs[0], &specs[1], &specs[2], &specs[3]};
+  std::vector<float> host(4 * kVocab, 1.0f);                // row 0: all equal
+  host[kVocab + 7] = host[kVocab + 9] = 2.0f;               // row 1: a tie
+  host[2 * kVocab + 5] = NAN, host[2 * kVocab + 6] = 9.0f;  // row 2: NaN first
+  host[3 * kVocab] = -0.0f;                                 // row 3: zeros of both signs
+  std::fill(host.begin() + 3 * kVocab + 1, host.end(), 0.0f);
+  Tensor x = be.empty(DType::kF32, {4, kVocab});
+  be.copy_to_device(x.raw(), host.data(), host.size() * sizeof(float));
+  StepSampler sampler;
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> lp;
+  sampler.sample(be, x, ptrs, tokens, lp);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (size_t i = 0; i < 4; ++i) {
+    std::vector<float> row(host.begin() + static_cast<long>(i * kVocab),
+                           host.begin() + static_cast<long>((i + 1) * kVocab));
+    EXPECT_EQ(tokens[i], sample_token(row, specs[i].settings, 0, {}, {}, scratch)) << i;
+  }
+  EXPECT_EQ(tokens, (std::vector<int32_t>{0, 7, 5, 0}));
 }
 
 TEST(StepSampler, GreedyAndTopKRowsBringBackOnlyIdsAndCandidates) {
