@@ -170,6 +170,22 @@ class LinearRef : public ::testing::TestWithParam<std::tuple<const char*, Weight
     return PackedLinear::pack(*be_, w, c.bias ? &b : nullptr, fmt);
   }
 
+  // p's stored 8-bit weights and per-row scales (copied to the host) are q and scale bit for bit.
+  template <class Q>
+  void expect_stored(const Case& c, const PackedLinear& p, const std::vector<Q>& q,
+                     const std::vector<float>& scale) const {
+    std::vector<Q> got(static_cast<size_t>(c.out * c.in));
+    std::vector<float> scales(static_cast<size_t>(c.out));
+    be_->copy_to_host(got.data(), p.weight_data(), got.size());
+    be_->copy_to_host(scales.data(), p.scales(), scales.size() * sizeof(float));
+    for (int64_t o = 0; o < c.out; ++o) {
+      ASSERT_EQ(scales[static_cast<size_t>(o)], scale[static_cast<size_t>(o)]) << "row " << o;
+      for (int64_t k = 0; k < c.in; ++k)
+        ASSERT_EQ(got[o * c.in + k], q[static_cast<size_t>(o * c.in + k)])
+            << "row " << o << " col " << k;
+    }
+  }
+
   // Runs every case through `opt` and checks it against the matching reference.
   void check_all(const LinearOptions& opt, const char* what) {
     MMRT_SKIP_FP8_ON_CPU();
@@ -281,19 +297,7 @@ TEST_P(LinearRef, AutoPathMatchesTorch) {
 // Our int8 packing must reproduce torch's quantisation exactly (same f32 arithmetic).
 TEST_P(LinearRef, Int8QuantisationMatchesTorch) {
   if (std::get<1>(GetParam()) != WeightFormat::kInt8) GTEST_SKIP() << "int8 only";
-  for (const Case& c : cases_) {
-    const PackedLinear p = pack(c, WeightFormat::kInt8);
-    std::vector<int8_t> q(static_cast<size_t>(c.out * c.in));  // the stored weights, on the host
-    std::vector<float> scales(static_cast<size_t>(c.out));
-    be_->copy_to_host(q.data(), p.weight_data(), q.size());
-    be_->copy_to_host(scales.data(), p.scales(), scales.size() * sizeof(float));
-    for (int64_t o = 0; o < c.out; ++o) {
-      ASSERT_EQ(scales[static_cast<size_t>(o)], c.scale[static_cast<size_t>(o)]) << "row " << o;
-      for (int64_t k = 0; k < c.in; ++k)
-        ASSERT_EQ(q[o * c.in + k], c.q[static_cast<size_t>(o * c.in + k)])
-            << "row " << o << " col " << k;
-    }
-  }
+  for (const Case& c : cases_) expect_stored(c, pack(c, WeightFormat::kInt8), c.q, c.scale);
 }
 
 // FP8 E4M3 packing on every backend (the CPU packs for a GPU too): the reference's codes and
@@ -302,16 +306,7 @@ TEST_P(LinearRef, Fp8QuantisationMatchesTheDefinition) {
   if (std::get<1>(GetParam()) != WeightFormat::kFp8) GTEST_SKIP() << "fp8 only";
   for (const Case& c : cases_) {
     const PackedLinear p = pack(c, WeightFormat::kFp8);
-    std::vector<uint8_t> q(static_cast<size_t>(c.out * c.in));
-    std::vector<float> scales(static_cast<size_t>(c.out));
-    be_->copy_to_host(q.data(), p.weight_data(), q.size());
-    be_->copy_to_host(scales.data(), p.scales(), scales.size() * sizeof(float));
-    for (int64_t o = 0; o < c.out; ++o) {
-      ASSERT_EQ(scales[static_cast<size_t>(o)], c.scale_fp8[static_cast<size_t>(o)]) << "row " << o;
-      for (int64_t k = 0; k < c.in; ++k)
-        ASSERT_EQ(q[o * c.in + k], c.q_fp8[static_cast<size_t>(o * c.in + k)])
-            << "row " << o << " col " << k;
-    }
+    expect_stored(c, p, c.q_fp8, c.scale_fp8);
     if (fp8_packs_only_) {
       const test::DeviceBuf x(*be_, c.x);
       test::DeviceBuf y(*be_, static_cast<size_t>(c.n * c.out));

@@ -251,6 +251,14 @@ void launch_gemv(const Backend& be, const float* x, int64_t n, int64_t k, const 
   }
 }
 
+// launch_gemv on packed weights stored as T.
+template <class T, bool RoundX>
+void gemv_packed(const Backend& be, const float* x, int64_t n, const PackedLinear& w, int act,
+                 bool accumulate, float* y) {
+  launch_gemv<T, RoundX>(be, x, n, w.in(), static_cast<const T*>(w.weight_data()), w.out(),
+                         w.scales(), w.bias(), act, accumulate, y);
+}
+
 // Whether `n` rows take the matrix-vector kernel (LinearPath::kGemv: any n, 8 rows a launch).
 bool use_gemv(int64_t n, const PackedLinear& w, const LinearOptions& opt) {
   if (opt.path == LinearPath::kGemm || w.in() > kGemvSharedX) return false;
@@ -282,23 +290,15 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
   const int64_t k = w.in(), out = w.out();
   const int act = act_code(opt);
   if (use_gemv(n, w, opt)) {
-    switch (w.format()) {
+    switch (w.format()) {  // the stored type; x rounded to bf16 unless the weights are f32
       case WeightFormat::kF32:
-        launch_gemv<float, false>(be, x, n, k, static_cast<const float*>(w.weight_data()), out,
-                                  w.scales(), w.bias(), act, opt.accumulate, y);
-        return;
+        return gemv_packed<float, false>(be, x, n, w, act, opt.accumulate, y);
       case WeightFormat::kBF16:
-        launch_gemv<uint16_t, true>(be, x, n, k, static_cast<const uint16_t*>(w.weight_data()), out,
-                                    w.scales(), w.bias(), act, opt.accumulate, y);
-        return;
+        return gemv_packed<uint16_t, true>(be, x, n, w, act, opt.accumulate, y);
       case WeightFormat::kInt8:
-        launch_gemv<int8_t, true>(be, x, n, k, static_cast<const int8_t*>(w.weight_data()), out,
-                                  w.scales(), w.bias(), act, opt.accumulate, y);
-        return;
+        return gemv_packed<int8_t, true>(be, x, n, w, act, opt.accumulate, y);
       case WeightFormat::kFp8:
-        launch_gemv<uint8_t, true>(be, x, n, k, static_cast<const uint8_t*>(w.weight_data()), out,
-                                   w.scales(), w.bias(), act, opt.accumulate, y);
-        return;
+        return gemv_packed<uint8_t, true>(be, x, n, w, act, opt.accumulate, y);
     }
   }
   cudaStream_t st = stream_of(be);
