@@ -2,8 +2,8 @@
 // few (one per sequence drawing a token) and each is one pass over the vocabulary, so they run on
 // the calling thread.
 #include <algorithm>
-#include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/ops.h"
 #include "kernels/sampling.h"
@@ -23,18 +23,22 @@ void argmax_rows(const CpuBackend&, const float* x, int64_t stride, int64_t voca
     out[i] = static_cast<int32_t>(argmax(x + rows[i] * stride, vocab));
 }
 
-void top_k_rows(const CpuBackend&, const float* x, int64_t stride, int64_t vocab,
+void top_k_rows(const CpuBackend& be, const float* x, int64_t stride, int64_t vocab,
                 std::span<const TopKRow> rows, std::pair<float, int32_t>* out) {
-  std::vector<std::pair<float, int32_t>> c(static_cast<size_t>(vocab));
-  auto desc = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  // The candidates in the backend's scratch: no vocabulary-sized allocation per step.
+  struct Candidate {
+    float value;
+    int32_t id;
+  };
+  auto* c = static_cast<Candidate*>(be.scratch(0, static_cast<size_t>(vocab) * sizeof(Candidate)));
+  auto desc = [](const Candidate& a, const Candidate& b) {
+    return a.value > b.value || (a.value == b.value && a.id < b.id);
   };
   for (const TopKRow& r : rows) {
     const float* xr = x + r.row * stride;
-    for (int64_t i = 0; i < vocab; ++i)
-      c[static_cast<size_t>(i)] = {xr[i] / r.temperature, static_cast<int32_t>(i)};
-    std::partial_sort(c.begin(), c.begin() + r.k, c.end(), desc);
-    out = std::copy(c.begin(), c.begin() + r.k, out);
+    for (int64_t i = 0; i < vocab; ++i) c[i] = {xr[i] / r.temperature, static_cast<int32_t>(i)};
+    std::partial_sort(c, c + r.k, c + vocab, desc);
+    for (int32_t j = 0; j < r.k; ++j) *out++ = {c[j].value, c[j].id};
   }
 }
 

@@ -252,7 +252,6 @@ int32_t split_keys_for(const Backend& be, int64_t n_items, int32_t max_keys, int
 template <class Src>
 void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t hd, float scale,
                    int32_t max_keys, int32_t kv_splits, const char* what) {
-  if (n_items > 2147483647) throw InvalidArgument(std::string(what) + ": too many rows");
   const int32_t split_keys = split_keys_for(be, n_items, max_keys, kv_splits);
   const int64_t n_splits = std::max<int64_t>(1, (int64_t{max_keys} + split_keys - 1) / split_keys);
   if (n_splits > 65535) throw InvalidArgument(std::string(what) + ": too many keys");
@@ -261,7 +260,7 @@ void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t h
     part = static_cast<float*>(device_scratch(
         be, kPartSlot,
         static_cast<size_t>(n_items) * static_cast<size_t>(n_splits) * (hd + 2) * sizeof(float)));
-  const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(n_splits));
+  const dim3 grid(row_blocks(what, n_items), static_cast<unsigned>(n_splits));
   attend_kernel<Src><<<grid, 32 * kWarps, 0, stream_of(be)>>>(src, hd, scale, split_keys, part);
   check_launch(what);
   if (n_splits == 1) return;

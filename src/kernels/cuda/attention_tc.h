@@ -10,4 +10,8 @@ namespace mmrt::kernels::cuda {
 // caller allows bf16 products (args.bf16), a kFull mask, head_dim <= 128. False: nothing was done.
 bool tensor_core_attention(const Backend& be, const VarlenAttentionArgs& args);
 
+// Lets the kernel use the shared memory its largest head needs (over the 48 KB default), on the
+// current device: once, when a backend is made, instead of on every call.
+void allow_tensor_core_attention_smem();
+
 }  // namespace mmrt::kernels::cuda

@@ -165,6 +165,12 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(VarlenAttentionArgs a, 
 
 }  // namespace
 
+void allow_tensor_core_attention_smem() {
+  check(cudaFuncSetAttribute(flash_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(Layout(kMaxHd).bytes)),
+        "cudaFuncSetAttribute");
+}
+
 bool tensor_core_attention(const Backend& be, const VarlenAttentionArgs& args) {
   const VarlenAttentionArgs& a = args;
   if (!a.bf16 || a.mask != MaskKind::kFull || a.head_dim > kMaxHd || a.head_dim % 16 != 0 ||
@@ -176,17 +182,13 @@ bool tensor_core_attention(const Backend& be, const VarlenAttentionArgs& args) {
     for (int32_t q0 = 0; q0 < len; q0 += kBq) tiles.push_back({first, len, q0});
   }
   if (tiles.empty()) return true;
-  if (tiles.size() > 2147483647u)
-    throw InvalidArgument("varlen_attention: too many rows for one launch");
+  const unsigned blocks = row_blocks("varlen_attention", static_cast<int64_t>(tiles.size()));
   const auto* d_tiles = static_cast<const Tile*>(
       upload_scratch(be, kTileSlot, tiles.data(), tiles.size() * sizeof(Tile)));
   const Layout lay(a.head_dim);
-  check(cudaFuncSetAttribute(flash_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(lay.bytes)),
-        "cudaFuncSetAttribute");
   VarlenAttentionArgs k = a;
   k.cu_seqlens = {};  // host memory: the kernel reads the tiles
-  const dim3 grid(static_cast<unsigned>(tiles.size()), static_cast<unsigned>(a.n_heads));
+  const dim3 grid(blocks, static_cast<unsigned>(a.n_heads));
   flash_kernel<<<grid, kThreads, lay.bytes, stream_of(be)>>>(k, d_tiles);
   check_launch("varlen_attention (tensor cores)");
   return true;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/kv_cache.h"
 #include "kernels/layout.h"
@@ -94,6 +95,7 @@ class CudaBackend final : public Backend {
     memory_ = p.totalGlobalMem;
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     try {
+      allow_tensor_core_attention_smem();
       load_cublas();
     } catch (...) {
       if (cublas_) api_.destroy(cublas_);
@@ -322,6 +324,11 @@ double CudaBackend::measure_read_bandwidth_gbs(size_t bytes, int reps) const {
 
 cudaStream_t stream_of(const Backend& be) {
   return static_cast<const CudaBackend&>(be).stream();
+}
+
+unsigned row_blocks(const char* op, int64_t rows) {
+  if (rows > 2147483647) throw InvalidArgument(std::string(op) + ": too many rows for one launch");
+  return static_cast<unsigned>(rows);
 }
 
 int sm_count(const Backend& be) {

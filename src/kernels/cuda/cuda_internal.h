@@ -74,6 +74,10 @@ inline unsigned flat_blocks(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+// A grid's x dimension of `rows` blocks (one per row, tile or item); InvalidArgument naming `op`
+// past what one launch takes.
+unsigned row_blocks(const char* op, int64_t rows);
+
 // One thread per element of [0, n) in a grid-stride loop (blocks from flat_blocks(n)).
 #define MMRT_CUDA_FOR(i, n)                                                              \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \

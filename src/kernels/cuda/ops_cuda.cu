@@ -157,12 +157,6 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
   }
 }
 
-// Rows of a row kernel: the grid's x dimension.
-unsigned row_blocks(const char* op, int64_t rows) {
-  if (rows > 2147483647) throw InvalidArgument(std::string(op) + ": too many rows for one launch");
-  return static_cast<unsigned>(rows);
-}
-
 void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps, float* y,
               int64_t n, int64_t d) {
   rms_norm_kernel<<<row_blocks("rms_norm", n), kRowThreads, 0, stream_of(be)>>>(x, param(weight),

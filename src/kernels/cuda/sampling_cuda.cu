@@ -196,11 +196,6 @@ __global__ void __launch_bounds__(kTopKThreads)
   for (int j = threadIdx.x; j < job.k; j += blockDim.x) out[job.out + j] = {values[j], ids[j]};
 }
 
-unsigned grid_of(const char* op, size_t rows) {
-  if (rows > 2147483647u) throw InvalidArgument(std::string(op) + ": too many rows for one launch");
-  return static_cast<unsigned>(rows);
-}
-
 void edit_logits(const Backend& be, float* x, int64_t stride, std::span<const LogitEdit> edits) {
   const auto* dev = static_cast<const LogitEdit*>(
       upload_scratch(be, kInSlot, edits.data(), edits.size() * sizeof(LogitEdit)));
@@ -214,8 +209,8 @@ void argmax_rows(const Backend& be, const float* x, int64_t stride, int64_t voca
   const auto* dev_rows = static_cast<const int32_t*>(
       upload_scratch(be, kInSlot, rows.data(), rows.size() * sizeof(int32_t)));
   auto* dev_out = static_cast<int32_t*>(device_scratch(be, kOutSlot, rows.size() * 4));
-  argmax_kernel<<<grid_of("argmax_rows", rows.size()), kRowThreads, 0, stream_of(be)>>>(
-      x, stride, vocab, dev_rows, dev_out);
+  argmax_kernel<<<row_blocks("argmax_rows", static_cast<int64_t>(rows.size())), kRowThreads, 0,
+                  stream_of(be)>>>(x, stride, vocab, dev_rows, dev_out);
   check_launch("argmax_rows");
   be.copy_to_host(out, dev_out, rows.size() * sizeof(int32_t));
 }
@@ -232,8 +227,8 @@ void top_k_rows(const Backend& be, const float* x, int64_t stride, int64_t vocab
       upload_scratch(be, kInSlot, jobs.data(), jobs.size() * sizeof(TopKJob)));
   auto* dev_out = static_cast<Candidate*>(
       device_scratch(be, kOutSlot, static_cast<size_t>(total) * sizeof(Candidate)));
-  top_k_kernel<<<grid_of("top_k_rows", rows.size()), kTopKThreads, 0, stream_of(be)>>>(
-      x, stride, vocab, dev_jobs, dev_out);
+  top_k_kernel<<<row_blocks("top_k_rows", static_cast<int64_t>(rows.size())), kTopKThreads, 0,
+                 stream_of(be)>>>(x, stride, vocab, dev_jobs, dev_out);
   check_launch("top_k_rows");
   std::vector<Candidate> host(static_cast<size_t>(total));
   be.copy_to_host(host.data(), dev_out, host.size() * sizeof(Candidate));
