@@ -20,6 +20,8 @@ enum class ErrorCode {
 };
 
 std::string_view error_code_name(ErrorCode code);
+// "<code name>: <message>", e.g. "invalid_argument: ...".
+std::string with_code(ErrorCode code, const std::string& message);
 
 class Error : public std::runtime_error {
  public:
@@ -30,9 +32,9 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-#define MMRT_DEFINE_ERROR(Name, Code) \
-  class Name : public Error {         \
-   public:                            \
+#define MMRT_DEFINE_ERROR(Name, Code)                                  \
+  class Name : public Error {                                          \
+   public:                                                             \
     explicit Name(const std::string& m) : Error(ErrorCode::Code, m) {} \
   };
 MMRT_DEFINE_ERROR(InvalidArgument, kInvalidArgument)

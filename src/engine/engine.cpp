@@ -20,14 +20,6 @@
 
 namespace mmrt::engine {
 
-namespace {
-
-std::string with_code(ErrorCode code, const std::string& message) {
-  return std::string(error_code_name(code)) + ": " + message;
-}
-
-}  // namespace
-
 struct Engine::Impl : SchedulerView {
   EngineConfig cfg;
   std::unique_ptr<kernels::Backend> backend;
@@ -401,6 +393,7 @@ struct Engine::Impl : SchedulerView {
     s.media_skipped = media_skipped;
     s.media_redecoded = media_redecoded;
     s.transfers = backend->transfers();
+    s.step_graph_steps = exec->step_graph_stats();
     s.kv_blocks_used = kv->num_used_blocks();
     s.waiting = sched->num_waiting() + in_media.size();
     s.in_media = in_media.size();
@@ -451,6 +444,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     m.stats.encoder_calibration = calibrate_encoder(*m.backend, m.model, m.host->media_context());
     m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
   }
+  m.stats.step_graphs =
+      m.exec->capture_step_graphs({cfg.step_graphs.max_rows, cfg.step_graphs.max_context,
+                                   cfg.scheduler.token_budget, cfg.scheduler.max_running});
   MediaStageConfig mc;
   mc.media_threads = std::max(1, cfg.media_threads);
   mc.kv_capacity_tokens = static_cast<int64_t>(kvc.num_blocks) * kvc.block_size;

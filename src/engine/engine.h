@@ -24,6 +24,7 @@
 #include "engine/media_stage.h"
 #include "engine/scheduler.h"
 #include "engine/sla.h"
+#include "engine/step_graphs.h"
 #include "kernels/backend.h"
 #include "kernels/registry.h"
 #include "media/host_context.h"
@@ -86,6 +87,9 @@ struct EngineConfig {
   // (engine/encoder_calibration.h); off: the cost model's prior until image steps have run.
   // Costs one or two encodes at load (CLIP ViT-L on 2 cores: about 2 s).
   bool calibrate_encoder = true;
+  // Decode steps replayed as device graphs where the backend records them (a GPU): the decode
+  // sizes that get one, and the longest context that replays (warm_tokens: the step budget).
+  StepGraphOptions step_graphs;
   BatchControllerConfig batch;  // max_budget is taken from scheduler.token_budget
 };
 
@@ -145,6 +149,8 @@ struct EngineStats : AdmissionStats {
   RemoteEncodeStats remote_encode;
   std::array<double, 5> cost_coefficients_ns{};
   EncoderCalibration encoder_calibration;  // EngineConfig::calibrate_encoder's measurement
+  std::string step_graphs;                 // what capturing them at load did (engine/step_graphs.h)
+  StepGraphs::Stats step_graph_steps;      // decode steps replayed and not
 };
 
 class Engine {

@@ -21,6 +21,14 @@ ModelExecutor::ModelExecutor(const kernels::Backend& be, models::Runner& runner,
              "the engine's sampling");
 }
 
+std::string ModelExecutor::capture_step_graphs(const StepGraphOptions& o) {
+  graphs_.reset();
+  auto g = std::make_unique<StepGraphs>(be_, runner_, *kv_, o);
+  std::string line = g->capture();
+  if (g->stats().captured > 0) graphs_ = std::move(g);
+  return line;
+}
+
 StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const int64_t t0 = now_ns();
   const int64_t H = embed_dim_;
@@ -84,7 +92,7 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
     s.want_logits = c.sample;
   }
   // [n_sample, vocab] in the backend's memory: drawn there (only ids and candidates come back).
-  Tensor logits = runner_.forward(steps, *kv_);
+  Tensor logits = graphs_ ? graphs_->forward(steps) : runner_.forward(steps, *kv_);
   specs_.clear();
   for (const ScheduledChunk& c : plan.chunks)
     if (c.sample) specs_.push_back(&c.sampling);

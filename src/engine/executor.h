@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/encoder_cache.h"
 #include "engine/scheduler.h"
+#include "engine/step_graphs.h"
 #include "engine/step_sampler.h"
 #include "kernels/kv_cache.h"
 #include "kernels/scratch.h"
@@ -40,6 +42,12 @@ class ModelExecutor : public Executor {
 
   const kernels::KvCacheConfig& kv_config() const { return kv_->config(); }
   const EncoderStore& encoder_store() const { return store_; }
+  // Captures decode step graphs (engine/step_graphs.h) where the backend records them; at load,
+  // before the first step. Returns the line for the log.
+  std::string capture_step_graphs(const StepGraphOptions& o);
+  StepGraphs::Stats step_graph_stats() const {
+    return graphs_ ? graphs_->stats() : StepGraphs::Stats{};
+  }
 
  private:
   const kernels::Backend& be_;
@@ -52,6 +60,7 @@ class ModelExecutor : public Executor {
   std::vector<kernels::Scratch> embeds_;  // the chunk's media rows [n, embed_dim]
   std::vector<const SampleSpec*> specs_;  // the sampled chunks' specs, in plan order
   StepSampler sampler_;
+  std::unique_ptr<StepGraphs> graphs_;  // null: every step eager
 };
 
 }  // namespace mmrt::engine

@@ -154,6 +154,16 @@ Tensor Backend::to_host(const Tensor& t) const {
   return out;
 }
 
+std::unique_ptr<Backend::StepGraph> Backend::capture_step(const std::function<void()>&,
+                                                          std::string* why) const {
+  if (why) *why = device_str(device()) + " records no step graphs";
+  return nullptr;
+}
+
+bool Backend::replay_step(const StepGraph&, const std::function<void()>&) const {
+  return false;
+}
+
 TransferStats Backend::transfers() const {
   auto n = [&](int i) { return n_[i].load(std::memory_order_relaxed); };
   auto b = [&](int i) { return bytes_[i].load(std::memory_order_relaxed); };

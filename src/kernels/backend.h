@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -144,6 +145,31 @@ class Backend {
   // widest read loop over `bytes` of its own memory (choose far above its caches). What the
   // decode benchmarks report their weight-streaming rate against.
   virtual double measure_read_bandwidth_gbs(size_t bytes, int reps = 5) const = 0;
+
+  // ---- step graphs ----
+  // A step's device work recorded once and replayed as one launch (CUDA graphs): the ops' host
+  // code still runs at every replay (it computes the step's metadata), but launches nothing;
+  // the graph runs when what the ops would have launched is what was recorded (the same kernels,
+  // shapes, buffers and scalars; the metadata may differ).
+  class StepGraph {
+   public:
+    virtual ~StepGraph() = default;
+  };
+  // Whether this device records step graphs (the CPU does not).
+  virtual bool records_step_graphs() const { return false; }
+  // Runs `step` eagerly on the buffers step graphs use, sizing them: every shape to be captured
+  // runs so first (a capture cannot grow them, and a later one would move a recorded buffer).
+  // Where nothing is recorded: runs `step`.
+  virtual void size_step(const std::function<void()>& step) const { step(); }
+  // Runs `step` with its device work recorded, not run: the graph, or null where the step
+  // cannot be recorded (`why` says why: it allocated or synchronised, or the metadata did not
+  // fit); then nothing ran. `step` must not read device results.
+  virtual std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step,
+                                                  std::string* why) const;
+  // Runs `step`'s host code against `g`: true when its launches were those recorded and the
+  // graph now runs in their place; false when they differ, and then no device work ran (run
+  // `step` again, eagerly).
+  virtual bool replay_step(const StepGraph& g, const std::function<void()>& step) const;
 
   // ---- ops ----
   const OpTables& ops() const { return ops_; }

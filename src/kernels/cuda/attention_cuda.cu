@@ -101,6 +101,11 @@ struct PagedSrc {
   }
 };
 
+void sign_struct(const Backend& be, const PagedSrc& s) {
+  sign_args(be, s.q, s.out, s.q_stride, s.out_stride, s.rows, s.seqs, s.tables, s.k, s.v, s.bf16,
+            s.n_heads, s.hk, s.hd, s.bs);
+}
+
 // Keys and values as strided rows of f32 (the encoders' fused q|k|v), segments by cu_seqlens.
 struct VarlenSrc {
   VarlenAttentionArgs a;
@@ -139,6 +144,11 @@ struct VarlenSrc {
   }
 };
 
+void sign_struct(const Backend& be, const VarlenSrc& s) {
+  cuda::sign_struct(be, s.a);
+  sign_args(be, s.cu, s.n_seqs, s.k, s.v, s.bf16);
+}
+
 // Attention of one (row, head) item over keys [split * split_keys, +split_keys) of the n_keys it
 // sees: block (item, split) of kWarps warps. Each warp takes 32 keys at a time, one per lane (the
 // dot products with q, whose scaled copy is in shared memory; a paged K block is [d][slot], so the
@@ -150,6 +160,11 @@ __global__ void __launch_bounds__(32 * kWarps)
     attend_kernel(Src src, int32_t hd, float scale, int32_t split_keys, float* part) {
   const int64_t index = blockIdx.x;
   const Item it = src.item(index);
+  if (split_keys == 0) {  // each item's keys in gridDim.y parts of whole passes (step graphs)
+    constexpr int32_t kPass = kWarps * kTile;
+    const int32_t per = (it.n_keys + static_cast<int32_t>(gridDim.y) - 1) / gridDim.y;
+    split_keys = max(kPass, (per + kPass - 1) / kPass * kPass);
+  }
   const int32_t begin = static_cast<int32_t>(blockIdx.y) * split_keys;
   const int32_t end = min(it.n_keys, begin + split_keys);
   __shared__ float qs[kMaxHeadDim];
@@ -248,12 +263,21 @@ int32_t split_keys_for(const Backend& be, int64_t n_items, int32_t max_keys, int
 }
 
 // Launches attend_kernel over every item and split, and merge_kernel where there is more than one
-// split.
+// split. In a step graph the launch may not depend on the keys (they change from step to step
+// under the same graph): the parts come from the items alone, and each item divides its own
+// keys among them (split_keys 0; parts past its keys are empty).
 template <class Src>
 void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t hd, float scale,
                    int32_t max_keys, int32_t kv_splits, const char* what) {
-  const int32_t split_keys = split_keys_for(be, n_items, max_keys, kv_splits);
-  const int64_t n_splits = std::max<int64_t>(1, (int64_t{max_keys} + split_keys - 1) / split_keys);
+  int32_t split_keys = 0;
+  int64_t n_splits = 1;
+  if (recording(be) != Recording::kOff) {
+    const int64_t target = 8 * static_cast<int64_t>(sm_count(be));
+    n_splits = std::clamp<int64_t>((target + n_items - 1) / n_items, 1, 1024);
+  } else {
+    split_keys = split_keys_for(be, n_items, max_keys, kv_splits);
+    n_splits = std::max<int64_t>(1, (int64_t{max_keys} + split_keys - 1) / split_keys);
+  }
   if (n_splits > 65535) throw InvalidArgument(std::string(what) + ": too many keys");
   float* part = nullptr;
   if (n_splits > 1)
@@ -261,13 +285,11 @@ void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t h
         be, kPartSlot,
         static_cast<size_t>(n_items) * static_cast<size_t>(n_splits) * (hd + 2) * sizeof(float)));
   const dim3 grid(row_blocks(what, n_items), static_cast<unsigned>(n_splits));
-  attend_kernel<Src><<<grid, 32 * kWarps, 0, stream_of(be)>>>(src, hd, scale, split_keys, part);
-  check_launch(what);
+  launch(be, what, attend_kernel<Src>, grid, 32 * kWarps, 0, src, hd, scale, split_keys, part);
   if (n_splits == 1) return;
   const auto blocks = static_cast<unsigned>((n_items + kWarps - 1) / kWarps);
-  merge_kernel<Src><<<blocks, 32 * kWarps, 0, stream_of(be)>>>(
-      src, n_items, hd, static_cast<int32_t>(n_splits), part);
-  check_launch(what);
+  launch(be, what, merge_kernel<Src>, blocks, 32 * kWarps, 0, src, n_items, hd,
+         static_cast<int32_t>(n_splits), part);
 }
 
 void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLayerView& kv,
@@ -375,9 +397,8 @@ void kv_write(const Backend& be, const KvLayerView& layer, const float* k, const
   const auto* ds = static_cast<const int32_t*>(
       upload_scratch(be, kKvSlotsSlot, slots, static_cast<size_t>(n) * sizeof(int32_t)));
   const int64_t count = n * layer.n_kv_heads * layer.head_dim;
-  kv_write_kernel<<<flat_blocks(count), kFlatThreads, 0, stream_of(be)>>>(layer, k, v, ds, n,
-                                                                          k_stride, v_stride);
-  check_launch("kv_write");
+  launch(be, "kv_write", kv_write_kernel, flat_blocks(count), kFlatThreads, 0, layer, k, v, ds, n,
+         k_stride, v_stride);
 }
 
 void kv_read(const Backend& be, const KvLayerView& layer, const int32_t* slots, int64_t n, float* k,
@@ -385,8 +406,7 @@ void kv_read(const Backend& be, const KvLayerView& layer, const int32_t* slots, 
   const auto* ds = static_cast<const int32_t*>(
       upload_scratch(be, kKvSlotsSlot, slots, static_cast<size_t>(n) * sizeof(int32_t)));
   const int64_t count = n * layer.n_kv_heads * layer.head_dim;
-  kv_read_kernel<<<flat_blocks(count), kFlatThreads, 0, stream_of(be)>>>(layer, ds, n, k, v);
-  check_launch("kv_read");
+  launch(be, "kv_read", kv_read_kernel, flat_blocks(count), kFlatThreads, 0, layer, ds, n, k, v);
 }
 
 }  // namespace

@@ -189,8 +189,8 @@ bool tensor_core_attention(const Backend& be, const VarlenAttentionArgs& args) {
   VarlenAttentionArgs k = a;
   k.cu_seqlens = {};  // host memory: the kernel reads the tiles
   const dim3 grid(blocks, static_cast<unsigned>(a.n_heads));
-  flash_kernel<<<grid, kThreads, lay.bytes, stream_of(be)>>>(k, d_tiles);
-  check_launch("varlen_attention (tensor cores)");
+  launch(be, "varlen_attention (tensor cores)", flash_kernel, grid, kThreads, lay.bytes, k,
+         d_tiles);
   return true;
 }
 

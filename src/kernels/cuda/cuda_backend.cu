@@ -7,8 +7,10 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/attention.h"
@@ -43,6 +45,30 @@ void check_launch(const char* what) {
 }
 
 namespace {
+
+// Why a step could not be recorded or replayed: thrown out of the ops' host code while a step
+// graph is recorded or replayed, and caught by capture_step / replay_step (not an Error: no
+// handler in between takes it for a user's mistake).
+struct GraphMismatch {
+  std::string why;
+};
+
+constexpr size_t kArenaBytes = size_t{16} << 20;  // a step graph's metadata, at most
+
+// A recorded step: the instantiated graph, its signature (every launch's words, in order) and
+// where its uploads lie in the metadata arena.
+struct CudaStepGraph final : Backend::StepGraph {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<uint64_t> words;
+  struct Region {
+    size_t off = 0, cap = 0;
+  };
+  std::vector<Region> regions;
+  size_t used = 0;  // arena bytes its uploads span
+  ~CudaStepGraph() override {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
 
 std::string gib(uint64_t bytes) {
   char buf[32];
@@ -105,6 +131,8 @@ class CudaBackend final : public Backend {
     }
   }
   ~CudaBackend() override {
+    if (arena_done_) cudaEventDestroy(arena_done_);
+    if (arena_h_) cudaFreeHost(arena_h_);
     for (Staging& s : staging_) {
       if (s.done) cudaEventDestroy(s.done);
       if (s.p) cudaFreeHost(s.p);
@@ -129,6 +157,7 @@ class CudaBackend final : public Backend {
   double measure_read_bandwidth_gbs(size_t bytes, int reps) const override;
 
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
+    if (rec_ != Recording::kOff) throw GraphMismatch{"the step allocated device memory"};
     void* p = nullptr;
     check(cudaSetDevice(device_.index), "cudaSetDevice");
     check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");  // 256-byte aligned
@@ -150,6 +179,7 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() const override {
+    if (rec_ != Recording::kOff) throw GraphMismatch{"the step synchronised with the device"};
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
@@ -187,6 +217,7 @@ class CudaBackend final : public Backend {
   // The same bytes as the slot's last upload are not copied again: a step's rotary angles, block
   // tables and KV slots are the same for every layer (and for q and k).
   const void* upload(int slot, const void* host, size_t bytes) const {
+    if (rec_ != Recording::kOff) return arena_upload(slot, host, bytes);
     void* d = grown(slot, bytes);
     Staging& s = staging_[static_cast<size_t>(slot)];
     if (bytes == 0 || (s.held == bytes && std::memcmp(s.p, host, bytes) == 0)) return d;
@@ -207,8 +238,52 @@ class CudaBackend final : public Backend {
     return d;
   }
 
+  // ---- step graphs ----
+  bool records_step_graphs() const override { return true; }
+  void size_step(const std::function<void()>& step) const override {
+    if (rec_ != Recording::kOff || sizing_) throw InternalError("cuda backend: nested step graphs");
+    sizing_ = true;
+    for (Staging& s : staging_) s.held = 0;  // its uploads go to the other buffers
+    try {
+      step();
+    } catch (...) {
+      sizing_ = false;
+      for (Staging& s : staging_) s.held = 0;
+      throw;
+    }
+    sizing_ = false;
+    for (Staging& s : staging_) s.held = 0;
+  }
+  std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step,
+                                          std::string* why) const override;
+  bool replay_step(const StepGraph& g, const std::function<void()>& step) const override;
+  Recording recording() const { return rec_; }
+
+  // The launch signature: `n` bytes as words (with their count). Capture appends them; replay
+  // compares them with the graph's as they come and stops the step at the first difference.
+  void sign(const void* p, size_t n) const {
+    auto word = [&](uint64_t w) {
+      if (rec_ == Recording::kCapture) {
+        words_.push_back(w);
+      } else {
+        if (pos_ >= replaying_->words.size() || replaying_->words[pos_] != w)
+          throw GraphMismatch{"launch arguments differ from the recorded step's at word " +
+                              std::to_string(pos_)};
+        ++pos_;
+      }
+    };
+    word(n);
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; i += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, b + i, std::min<size_t>(8, n - i));
+      word(w);
+    }
+  }
+
  protected:
   void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind kind) const override {
+    if (rec_ != Recording::kOff) throw GraphMismatch{"the step copied memory synchronously"};
     const cudaMemcpyKind k = kind == CopyKind::kToDevice ? cudaMemcpyHostToDevice
                              : kind == CopyKind::kToHost ? cudaMemcpyDeviceToHost
                                                          : cudaMemcpyDeviceToDevice;
@@ -218,11 +293,63 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A step graph's upload: into the metadata arena (the host half now, the device half by one
+  // copy before the graph runs), at the place the capture gave the same upload. Bytes equal to
+  // the slot's last upload of this step are not placed again (a step's angles, block tables and
+  // KV slots are the same for every layer).
+  const void* arena_upload(int slot, const void* host, size_t bytes) const {
+    if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
+    Last& l = last_[static_cast<size_t>(slot)];
+    auto* h = static_cast<char*>(arena_h_);
+    auto* d = static_cast<char*>(arena_d_.get());
+    if (l.valid && l.bytes == bytes && std::memcmp(h + l.off, host, bytes) == 0) return d + l.off;
+    size_t off = 0;
+    if (rec_ == Recording::kCapture) {
+      off = (used_ + 255) / 256 * 256;
+      if (off + bytes > kArenaBytes)
+        throw GraphMismatch{"the step's metadata is over the graph arena's " +
+                            std::to_string(kArenaBytes >> 20) + " MiB"};
+      regions_.push_back({off, bytes});
+      used_ = off + bytes;
+    } else {
+      if (region_ >= replaying_->regions.size() || bytes > replaying_->regions[region_].cap)
+        throw GraphMismatch{"the step's metadata is larger than the recorded step's"};
+      off = replaying_->regions[region_].off;
+    }
+    ++region_;
+    std::memcpy(h + off, host, bytes);
+    l = {.off = off, .bytes = bytes, .valid = true};
+    return d + off;
+  }
+
+  // Enters `r` with an empty signature and no uploads.
+  void begin_recording(Recording r) const {
+    if (rec_ != Recording::kOff) throw InternalError("cuda backend: a step graph inside another");
+    if (!arena_h_) {
+      arena_d_ = allocate(kArenaBytes, false);
+      check(cudaMallocHost(&arena_h_, kArenaBytes), "cudaMallocHost");
+      check(cudaEventCreateWithFlags(&arena_done_, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    check(cudaEventSynchronize(arena_done_), "cudaEventSynchronize");  // the last copy read it
+    words_.clear();
+    regions_.clear();
+    used_ = 0;
+    pos_ = 0;
+    region_ = 0;
+    for (Last& l : last_) l = {};
+    rec_ = r;
+  }
+
   // Device scratch `slot` of at least `bytes`; growing it drops what it held.
   void* grown(int slot, size_t bytes) const {
     if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
-    Scratch& s = scratch_[static_cast<size_t>(slot)];
+    // Steps recorded as graphs have buffers of their own: eager steps of other shapes (a
+    // prefill, an encoder) never move what a graph recorded.
+    const bool graph = sizing_ || rec_ != Recording::kOff;
+    Scratch& s = scratch_[graph ? 1 : 0][static_cast<size_t>(slot)];
     if (!s.p || s.bytes < bytes) {
+      if (rec_ != Recording::kOff)
+        throw GraphMismatch{"device scratch slot " + std::to_string(slot) + " had to grow"};
       synchronize();  // the old buffer may still be read by queued work
       s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
       s.p = allocate(s.bytes, false);
@@ -252,6 +379,11 @@ class CudaBackend final : public Backend {
       throw Unavailable("cuda backend: cublasCreate failed on " + device_str(device_));
     if (api_.set_stream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS)
       throw Unavailable("cuda backend: cublasSetStream failed");
+    // A workspace of its own, set once: cuBLAS then never allocates inside a step graph.
+    sym(api_.set_workspace, "cublasSetWorkspace_v2");
+    workspace_ = allocate(kCublasWorkspace, false);
+    if (api_.set_workspace(cublas_, workspace_.get(), kCublasWorkspace) != CUBLAS_STATUS_SUCCESS)
+      throw Unavailable("cuda backend: cublasSetWorkspace failed");
   }
 
   Device device_;
@@ -262,12 +394,14 @@ class CudaBackend final : public Backend {
   void* cublas_lib_ = nullptr;
   CublasApi api_;
   cublasHandle_t cublas_ = nullptr;
+  static constexpr size_t kCublasWorkspace = size_t{32} << 20;  // NVIDIA's advice for Hopper
+  std::shared_ptr<void> workspace_;
   mutable std::unique_ptr<Backend> host_;
   struct Scratch {
     std::shared_ptr<void> p;
     size_t bytes = 0;
   };
-  mutable std::array<Scratch, kScratchSlots> scratch_;
+  mutable std::array<Scratch, kScratchSlots> scratch_[2];  // eager steps', step graphs'
   struct Staging {
     void* p = nullptr;  // page-locked host memory
     size_t bytes = 0;
@@ -275,7 +409,91 @@ class CudaBackend final : public Backend {
     size_t held = 0;  // bytes of its content the device scratch holds (0: none, or overwritten)
   };
   mutable std::array<Staging, kScratchSlots> staging_;
+  // Step graphs: what is being recorded, the capture's signature and uploads, or the graph
+  // being replayed and how far the replay has come; the metadata arena (page-locked host,
+  // device) and the event of its last copy.
+  mutable Recording rec_ = Recording::kOff;
+  mutable bool sizing_ = false;  // size_step: eager, on the step graphs' buffers
+  mutable std::vector<uint64_t> words_;
+  mutable std::vector<CudaStepGraph::Region> regions_;
+  mutable const CudaStepGraph* replaying_ = nullptr;
+  mutable size_t used_ = 0, pos_ = 0, region_ = 0;
+  struct Last {
+    size_t off = 0, bytes = 0;
+    bool valid = false;
+  };
+  mutable std::array<Last, kScratchSlots> last_;
+  mutable void* arena_h_ = nullptr;
+  mutable std::shared_ptr<void> arena_d_;
+  mutable cudaEvent_t arena_done_ = nullptr;
 };
+
+std::unique_ptr<Backend::StepGraph> CudaBackend::capture_step(const std::function<void()>& step,
+                                                              std::string* why) const {
+  begin_recording(Recording::kCapture);
+  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+  std::string failed;
+  auto end_capture = [&]() {
+    rec_ = Recording::kOff;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (failed.empty()) failed = cuda_error("cudaStreamEndCapture", e);
+    }
+    return graph;
+  };
+  try {
+    step();
+  } catch (const GraphMismatch& m) {
+    failed = m.why;
+  } catch (...) {
+    if (cudaGraph_t g = end_capture()) cudaGraphDestroy(g);
+    throw;
+  }
+  cudaGraph_t graph = end_capture();
+  if (!failed.empty()) {
+    if (graph) cudaGraphDestroy(graph);
+    if (why) *why = failed;
+    return nullptr;
+  }
+  auto g = std::make_unique<CudaStepGraph>();
+  const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    g->exec = nullptr;
+    if (why) *why = cuda_error("cudaGraphInstantiate", e);
+    return nullptr;
+  }
+  g->words = std::move(words_);
+  g->regions = regions_;
+  g->used = used_;
+  return g;
+}
+
+bool CudaBackend::replay_step(const StepGraph& sg, const std::function<void()>& step) const {
+  const auto& g = dynamic_cast<const CudaStepGraph&>(sg);
+  begin_recording(Recording::kReplay);
+  replaying_ = &g;
+  try {
+    step();
+  } catch (const GraphMismatch&) {
+    rec_ = Recording::kOff;
+    return false;
+  } catch (...) {
+    rec_ = Recording::kOff;
+    throw;
+  }
+  rec_ = Recording::kOff;
+  if (pos_ != g.words.size() || region_ != g.regions.size()) return false;
+  check(cudaMemcpyAsync(arena_d_.get(), arena_h_, g.used, cudaMemcpyHostToDevice, stream()),
+        "cudaMemcpyAsync (step metadata)");
+  check(cudaEventRecord(arena_done_, stream_), "cudaEventRecord");
+  check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+  return true;
+}
 
 std::unique_ptr<Backend> create(Device device, const BackendOptions& opts) {
   if (opts.batch_invariant)
@@ -320,6 +538,24 @@ double CudaBackend::measure_read_bandwidth_gbs(size_t bytes, int reps) const {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return best;
+}
+
+Recording recording(const Backend& be) {
+  return static_cast<const CudaBackend&>(be).recording();
+}
+
+void sign_bytes(const Backend& be, const void* p, size_t n) {
+  static_cast<const CudaBackend&>(be).sign(p, n);
+}
+
+void sign_struct(const Backend& be, const KvLayerView& v) {
+  sign_args(be, v.k, v.v, v.dtype, v.num_blocks, v.block_size, v.n_kv_heads, v.head_dim);
+}
+
+void sign_struct(const Backend& be, const VarlenAttentionArgs& a) {
+  sign_args(be, a.q, a.k, a.v, a.out, a.q_stride, a.k_stride, a.v_stride, a.out_stride,
+            a.cu_seqlens.data(), a.cu_seqlens.size(), a.n_heads, a.n_kv_heads, a.head_dim, a.mask,
+            a.scale, a.kv_splits, a.bf16);
 }
 
 cudaStream_t stream_of(const Backend& be) {

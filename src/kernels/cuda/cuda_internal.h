@@ -6,8 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 
+#include "kernels/attention.h"
 #include "kernels/backend.h"
+#include "kernels/kv_cache.h"
 
 namespace mmrt::kernels {
 struct ElementwiseOps;
@@ -56,6 +60,7 @@ struct CublasApi {
                             int, const void*, void*, cudaDataType, int, cublasComputeType_t,
                             cublasGemmAlgo_t) = nullptr;
   const char* (*status_string)(cublasStatus_t) = nullptr;
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
 };
 
 // The backend's cuBLAS entries and handle (bound to its stream), and a CPU backend for
@@ -77,6 +82,56 @@ inline unsigned flat_blocks(int64_t n) {
 // A grid's x dimension of `rows` blocks (one per row, tile or item); InvalidArgument naming `op`
 // past what one launch takes.
 unsigned row_blocks(const char* op, int64_t rows);
+
+// ---- step graphs (cuda_backend.cu) ----
+// While a step graph is captured every launch is recorded into it and signed; while one is
+// replayed the ops' host code runs again without launching: uploads write the graph's metadata
+// arena and every launch is signed, and the graph runs only if the signature equals the
+// capture's (the same kernels, grids and arguments: pointers, sizes, scalars).
+enum class Recording : uint8_t { kOff, kCapture, kReplay };
+Recording recording(const Backend& be);
+// Adds `n` bytes to the running signature (capture and replay only).
+void sign_bytes(const Backend& be, const void* p, size_t n);
+
+// The signature of one argument: its bytes where they are its value alone, else (structs with
+// padding or floats) the struct's sign_struct overload, which signs its fields one by one.
+void sign_struct(const Backend& be, const KvLayerView& v);
+void sign_struct(const Backend& be, const VarlenAttentionArgs& a);
+template <class T>
+void sign_arg(const Backend& be, const T& v) {
+  if constexpr (std::is_empty_v<T>) {
+    (void)be, (void)v;  // a stateless functor: the kernel's address tells it
+  } else if constexpr (std::is_scalar_v<T> || std::has_unique_object_representations_v<T>) {
+    sign_bytes(be, &v, sizeof v);
+  } else {
+    sign_struct(be, v);
+  }
+}
+template <class... T>
+void sign_args(const Backend& be, const T&... v) {
+  (sign_arg(be, v), ...);
+}
+
+// Launches `kernel` on the backend's stream with `args` converted to its parameter types (and
+// signs the launch while a step graph is recorded; while one is replayed, only signs it).
+template <class... P, class... A>
+void launch(const Backend& be, const char* what, void (*kernel)(P...), dim3 grid, dim3 block,
+            size_t smem, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch: argument count");
+  const std::tuple<std::decay_t<P>...> t(std::forward<A>(args)...);
+  const Recording r = recording(be);
+  if (r != Recording::kOff) {
+    const void* k = reinterpret_cast<const void*>(kernel);
+    const unsigned dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+    sign_bytes(be, &k, sizeof k);
+    sign_bytes(be, dims, sizeof dims);
+    sign_bytes(be, &smem, sizeof smem);
+    std::apply([&](const auto&... a) { sign_args(be, a...); }, t);
+    if (r == Recording::kReplay) return;
+  }
+  std::apply([&](const auto&... a) { kernel<<<grid, block, smem, stream_of(be)>>>(a...); }, t);
+  check_launch(what);
+}
 
 // One thread per element of [0, n) in a grid-stride loop (blocks from flat_blocks(n)).
 #define MMRT_CUDA_FOR(i, n)                                                              \

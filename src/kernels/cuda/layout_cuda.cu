@@ -47,26 +47,22 @@ void copy2d(const Backend& be, float* dst, int64_t dst_stride, const float* src,
 }
 
 void im2col_1d(const Backend& be, const float* x, const Im2col1d& s, float* cols) {
-  im2col_1d_kernel<<<flat_blocks(s.t_out * s.channels * s.k), kFlatThreads, 0, stream_of(be)>>>(
-      x, s, cols);
-  check_launch("im2col_1d");
+  launch(be, "im2col_1d", im2col_1d_kernel, flat_blocks(s.t_out * s.channels * s.k), kFlatThreads,
+         0, x, s, cols);
 }
 
 void patchify_2d(const Backend& be, const float* images, int64_t n, int64_t channels, int64_t size,
                  int64_t patch, float* rows) {
-  patchify_2d_kernel<<<flat_blocks(n * channels * size * size), kFlatThreads, 0, stream_of(be)>>>(
-      images, n, channels, size, patch, rows);
-  check_launch("patchify_2d");
+  launch(be, "patchify_2d", patchify_2d_kernel, flat_blocks(n * channels * size * size),
+         kFlatThreads, 0, images, n, channels, size, patch, rows);
 }
 
 void to_f16(const Backend& be, const float* x, uint16_t* y, int64_t n) {
-  to_f16_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(x, y, n);
-  check_launch("to_f16");
+  launch(be, "to_f16", to_f16_kernel, flat_blocks(n), kFlatThreads, 0, x, y, n);
 }
 
 void from_f16(const Backend& be, const uint16_t* x, float* y, int64_t n) {
-  from_f16_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(x, y, n);
-  check_launch("from_f16");
+  launch(be, "from_f16", from_f16_kernel, flat_blocks(n), kFlatThreads, 0, x, y, n);
 }
 
 }  // namespace

@@ -236,18 +236,13 @@ void launch_gemv(const Backend& be, const float* x, int64_t n, int64_t k, const 
   const bool vec = k % Weights<T>::kPer == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   const int64_t want = (out + kGemvWarps - 1) / kGemvWarps;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(want, 32 * int64_t{sm_count(be)}));
-  cudaStream_t st = stream_of(be);
   const int64_t per = std::min<int64_t>(gemv_max_rows(WeightFormat::kF32), kGemvSharedX / k);
   for (int64_t r0 = 0; r0 < n; r0 += per) {
     const int rows = static_cast<int>(std::min<int64_t>(n - r0, per));
     const size_t smem = static_cast<size_t>(rows * k) * sizeof(float);
-    if (vec)
-      gemv_kernel<T, true, RoundX><<<blocks, 32 * kGemvWarps, smem, st>>>(
-          x + r0 * k, rows, k, w, out, scale, bias, act, accumulate, y + r0 * out);
-    else
-      gemv_kernel<T, false, RoundX><<<blocks, 32 * kGemvWarps, smem, st>>>(
-          x + r0 * k, rows, k, w, out, scale, bias, act, accumulate, y + r0 * out);
-    check_launch("linear: gemv");
+    launch(be, "linear: gemv", vec ? gemv_kernel<T, true, RoundX> : gemv_kernel<T, false, RoundX>,
+           blocks, 32 * kGemvWarps, smem, x + r0 * k, rows, k, w, out, scale, bias, act, accumulate,
+           y + r0 * out);
   }
 }
 
@@ -301,25 +296,23 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
         return gemv_packed<uint8_t, true>(be, x, n, w, act, opt.accumulate, y);
     }
   }
-  cudaStream_t st = stream_of(be);
   cublasHandle_t h = cublas_of(be);
   const bool f32 = w.format() == WeightFormat::kF32;
   const void* a = x;                // [n, k]
   const void* b = w.weight_data();  // [out, k]
   if (!f32) {
     auto* xb = static_cast<__nv_bfloat16*>(device_scratch(be, kSlotX, size_t(n * k) * 2));
-    to_bf16_kernel<<<flat_blocks(n * k), kFlatThreads, 0, st>>>(x, xb, n * k);
-    check_launch("linear: x to bf16");
+    launch(be, "linear: x to bf16", to_bf16_kernel, flat_blocks(n * k), kFlatThreads, 0, x, xb,
+           n * k);
     a = xb;
     if (w.format() == WeightFormat::kInt8 || w.format() == WeightFormat::kFp8) {
       auto* wb = static_cast<__nv_bfloat16*>(device_scratch(be, kSlotW, size_t(out * k) * 2));
       if (w.format() == WeightFormat::kInt8)
-        i8_to_bf16_kernel<<<flat_blocks(out * k), kFlatThreads, 0, st>>>(
-            static_cast<const int8_t*>(w.weight_data()), wb, out * k);
+        launch(be, "linear: int8 weights to bf16", i8_to_bf16_kernel, flat_blocks(out * k),
+               kFlatThreads, 0, static_cast<const int8_t*>(w.weight_data()), wb, out * k);
       else
-        e4m3_to_bf16_kernel<<<flat_blocks(out * k), kFlatThreads, 0, st>>>(
-            static_cast<const uint8_t*>(w.weight_data()), wb, out * k);
-      check_launch("linear: 8-bit weights to bf16");
+        launch(be, "linear: fp8 weights to bf16", e4m3_to_bf16_kernel, flat_blocks(out * k),
+               kFlatThreads, 0, static_cast<const uint8_t*>(w.weight_data()), wb, out * k);
       b = wb;
     }
   }
@@ -331,17 +324,21 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t ty = f32 ? CUDA_R_32F : CUDA_R_16BF;
   const CublasApi& api = cublas_api(be);
-  check_cublas(api,
-               api.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
-                           static_cast<int>(k), &one, b, ty, static_cast<int>(k), a, ty,
-                           static_cast<int>(k), &zero, t, CUDA_R_32F, static_cast<int>(out),
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
-  if (w.scales() || w.bias() || act || opt.accumulate) {
-    epilogue_kernel<<<flat_blocks(n * out), kFlatThreads, 0, st>>>(t, n, out, w.scales(), w.bias(),
-                                                                   act, opt.accumulate, y);
-    check_launch("linear: epilogue");
+  const Recording rec = recording(be);
+  if (rec != Recording::kOff) {  // a step graph: the call's arguments are its signature
+    const int dims[3] = {static_cast<int>(out), static_cast<int>(n), static_cast<int>(k)};
+    sign_args(be, dims, b, a, t, ty);
   }
+  if (rec != Recording::kReplay)
+    check_cublas(api,
+                 api.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                             static_cast<int>(n), static_cast<int>(k), &one, b, ty,
+                             static_cast<int>(k), a, ty, static_cast<int>(k), &zero, t, CUDA_R_32F,
+                             static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  if (w.scales() || w.bias() || act || opt.accumulate)
+    launch(be, "linear: epilogue", epilogue_kernel, flat_blocks(n * out), kFlatThreads, 0, t, n,
+           out, w.scales(), w.bias(), act, opt.accumulate, y);
 }
 
 PackedLinear pack(const Backend& be, std::span<const Tensor* const> ws,

@@ -23,6 +23,10 @@ struct Param {
   int kind = 0;  // 0 f32, 1 bf16, 2 f16
 };
 
+void sign_struct(const Backend& be, const Param& w) {
+  sign_args(be, w.p, w.kind);
+}
+
 Param param(const Tensor& t) {
   return {t.raw(), t.dtype() == DType::kF32 ? 0 : t.dtype() == DType::kBF16 ? 1 : 2};
 }
@@ -144,8 +148,7 @@ struct ReluSquaredF {
 
 template <class F>
 void run_flat(const Backend& be, const float* x, float* y, int64_t n, F f, const char* what) {
-  flat_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(x, y, n, f);
-  check_launch(what);
+  launch(be, what, flat_kernel<F>, flat_blocks(n), kFlatThreads, 0, x, y, n, f);
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n,
@@ -159,29 +162,25 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
 
 void rms_norm(const Backend& be, const float* x, const Tensor& weight, float eps, float* y,
               int64_t n, int64_t d) {
-  rms_norm_kernel<<<row_blocks("rms_norm", n), kRowThreads, 0, stream_of(be)>>>(x, param(weight),
-                                                                                eps, y, d);
-  check_launch("rms_norm");
+  launch(be, "rms_norm", rms_norm_kernel, row_blocks("rms_norm", n), kRowThreads, 0, x,
+         param(weight), eps, y, d);
 }
 
 void layer_norm(const Backend& be, const float* x, const Tensor& weight, const Tensor& bias,
                 float eps, float* y, int64_t n, int64_t d) {
-  layer_norm_kernel<<<row_blocks("layer_norm", n), kRowThreads, 0, stream_of(be)>>>(
-      x, param(weight), param(bias), eps, y, d);
-  check_launch("layer_norm");
+  launch(be, "layer_norm", layer_norm_kernel, row_blocks("layer_norm", n), kRowThreads, 0, x,
+         param(weight), param(bias), eps, y, d);
 }
 
 void layer_norm_heads(const Backend& be, float* x, int64_t n, int64_t stride, int64_t n_heads,
                       int64_t d, const Tensor& weight, const Tensor& bias, float eps) {
-  layer_norm_heads_kernel<<<row_blocks("layer_norm_heads", n * n_heads), kRowThreads, 0,
-                            stream_of(be)>>>(x, n_heads, stride, param(weight), param(bias), eps,
-                                             d);
-  check_launch("layer_norm_heads");
+  launch(be, "layer_norm_heads", layer_norm_heads_kernel,
+         row_blocks("layer_norm_heads", n * n_heads), kRowThreads, 0, x, n_heads, stride,
+         param(weight), param(bias), eps, d);
 }
 
 void add(const Backend& be, float* acc, const float* x, int64_t n) {
-  add_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(acc, x, n);
-  check_launch("add");
+  launch(be, "add", add_kernel, flat_blocks(n), kFlatThreads, 0, acc, x, n);
 }
 
 void silu_mul(const Backend& be, const float* gate, const float* up, float* out, int64_t n,
@@ -199,9 +198,8 @@ void silu_mul(const Backend& be, const float* gate, const float* up, float* out,
     throw InvalidArgument(
         "silu_mul: on cuda the output may alias an input only element for element (contiguous "
         "rows)");
-  silu_mul_kernel<<<flat_blocks(n * inter), kFlatThreads, 0, stream_of(be)>>>(gate, up, out, n,
-                                                                              inter, in_stride);
-  check_launch("silu_mul");
+  launch(be, "silu_mul", silu_mul_kernel, flat_blocks(n * inter), kFlatThreads, 0, gate, up, out, n,
+         inter, in_stride);
 }
 
 void gelu_erf(const Backend& be, const float* x, float* y, int64_t n) {
@@ -217,16 +215,14 @@ void relu_squared(const Backend& be, const float* x, float* y, int64_t n) {
 }
 
 void softmax(const Backend& be, const float* x, float* y, int64_t n, int64_t d) {
-  softmax_kernel<<<row_blocks("softmax", n), kRowThreads, 0, stream_of(be)>>>(x, y, d);
-  check_launch("softmax");
+  launch(be, "softmax", softmax_kernel, row_blocks("softmax", n), kRowThreads, 0, x, y, d);
 }
 
 void embedding(const Backend& be, const Tensor& table, const int32_t* ids, int64_t n, float* out) {
   const auto* dev_ids = static_cast<const int32_t*>(
       upload_scratch(be, 0, ids, static_cast<size_t>(n) * sizeof(int32_t)));
-  embedding_kernel<<<row_blocks("embedding", n), kRowThreads, 0, stream_of(be)>>>(
-      param(table), dev_ids, table.dim(1), out);
-  check_launch("embedding");
+  launch(be, "embedding", embedding_kernel, row_blocks("embedding", n), kRowThreads, 0,
+         param(table), dev_ids, table.dim(1), out);
 }
 
 }  // namespace

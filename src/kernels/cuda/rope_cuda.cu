@@ -35,9 +35,8 @@ void apply_rope(const Backend& be, const RopeAngles& angles, float* x, int64_t n
   const size_t bytes = angles.cos.size() * sizeof(float);
   const auto* cos = static_cast<const float*>(upload_scratch(be, 1, angles.cos.data(), bytes));
   const auto* sin = static_cast<const float*>(upload_scratch(be, 2, angles.sin.data(), bytes));
-  rope_kernel<<<flat_blocks(n * n_heads * half), kFlatThreads, 0, stream_of(be)>>>(
-      x, cos, sin, n, n_heads, row_stride, head_stride, half);
-  check_launch("apply_rope");
+  launch(be, "apply_rope", rope_kernel, flat_blocks(n * n_heads * half), kFlatThreads, 0, x, cos,
+         sin, n, n_heads, row_stride, head_stride, half);
 }
 
 }  // namespace

@@ -200,8 +200,7 @@ void edit_logits(const Backend& be, float* x, int64_t stride, std::span<const Lo
   const auto* dev = static_cast<const LogitEdit*>(
       upload_scratch(be, kInSlot, edits.data(), edits.size() * sizeof(LogitEdit)));
   const auto n = static_cast<int64_t>(edits.size());
-  edit_kernel<<<flat_blocks(n), kFlatThreads, 0, stream_of(be)>>>(x, stride, dev, n);
-  check_launch("edit_logits");
+  launch(be, "edit_logits", edit_kernel, flat_blocks(n), kFlatThreads, 0, x, stride, dev, n);
 }
 
 void argmax_rows(const Backend& be, const float* x, int64_t stride, int64_t vocab,
@@ -209,9 +208,9 @@ void argmax_rows(const Backend& be, const float* x, int64_t stride, int64_t voca
   const auto* dev_rows = static_cast<const int32_t*>(
       upload_scratch(be, kInSlot, rows.data(), rows.size() * sizeof(int32_t)));
   auto* dev_out = static_cast<int32_t*>(device_scratch(be, kOutSlot, rows.size() * 4));
-  argmax_kernel<<<row_blocks("argmax_rows", static_cast<int64_t>(rows.size())), kRowThreads, 0,
-                  stream_of(be)>>>(x, stride, vocab, dev_rows, dev_out);
-  check_launch("argmax_rows");
+  launch(be, "argmax_rows", argmax_kernel,
+         row_blocks("argmax_rows", static_cast<int64_t>(rows.size())), kRowThreads, 0, x, stride,
+         vocab, dev_rows, dev_out);
   be.copy_to_host(out, dev_out, rows.size() * sizeof(int32_t));
 }
 
@@ -227,9 +226,9 @@ void top_k_rows(const Backend& be, const float* x, int64_t stride, int64_t vocab
       upload_scratch(be, kInSlot, jobs.data(), jobs.size() * sizeof(TopKJob)));
   auto* dev_out = static_cast<Candidate*>(
       device_scratch(be, kOutSlot, static_cast<size_t>(total) * sizeof(Candidate)));
-  top_k_kernel<<<row_blocks("top_k_rows", static_cast<int64_t>(rows.size())), kTopKThreads, 0,
-                 stream_of(be)>>>(x, stride, vocab, dev_jobs, dev_out);
-  check_launch("top_k_rows");
+  launch(be, "top_k_rows", top_k_kernel,
+         row_blocks("top_k_rows", static_cast<int64_t>(rows.size())), kTopKThreads, 0, x, stride,
+         vocab, dev_jobs, dev_out);
   std::vector<Candidate> host(static_cast<size_t>(total));
   be.copy_to_host(host.data(), dev_out, host.size() * sizeof(Candidate));
   for (size_t i = 0; i < host.size(); ++i) out[i] = {host[i].value, host[i].id};
