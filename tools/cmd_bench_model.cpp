@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/step_graphs.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/linear.h"
@@ -52,14 +53,16 @@ using obs::median;
 
 // One decoder step, complete on return (a device's queued work waited for, as a step whose
 // tokens are sampled is).
-Tensor step(Lm& lm, std::span<const models::SeqStep> batch) {
-  Tensor logits = lm.forward(batch);
+// A decode step is replayed as its step graph where `g` has one.
+Tensor step(Lm& lm, std::span<const models::SeqStep> batch, engine::StepGraphs* g = nullptr) {
+  Tensor logits = g ? g->forward(batch) : lm.forward(batch);
   lm.backend().synchronize();
   return logits;
 }
 
 // probe: a CPU's paired bandwidth windows (null on a device).
-DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer* probe) {
+DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreamer* probe,
+                     engine::StepGraphs* graphs) {
   DecodeFigures f;
   const int64_t V = lm.spec().vocab_size;
   auto blocks_for = [&](int seq, int64_t tokens) { return lm.block_table(seq, tokens); };
@@ -94,7 +97,7 @@ DecodeFigures run_lm(Lm& lm, int64_t prompt_len, int steps, kernels::ReadStreame
       for (int k = 0; k < n; ++k) {
         for (int i = 0; i < b; ++i)
           st[static_cast<size_t>(i)].kv_before = static_cast<int32_t>(kv0 + k);
-        step(lm, st);
+        step(lm, st, graphs);
       }
     };
     run_steps(1, prompt_len);
@@ -166,7 +169,7 @@ void print_logit_drift(const std::vector<float>& a, const std::vector<float>& b)
 }
 
 // One batch-1 decode step of `lm` (its sequence 0 prefilled by run_lm), timed in seconds.
-double decode_step_s(Lm& lm, int64_t prompt_len) {
+double decode_step_s(Lm& lm, engine::StepGraphs* g, int64_t prompt_len) {
   const std::vector<int32_t> table = lm.block_table(0, prompt_len + 1);
   int32_t tok = 7;
   models::SeqStep s;
@@ -174,22 +177,24 @@ double decode_step_s(Lm& lm, int64_t prompt_len) {
   s.kv_before = static_cast<int32_t>(prompt_len);  // rewrites the same slot every time
   s.block_table = table;
   Stopwatch sw;
-  step(lm, {&s, 1});
+  step(lm, {&s, 1}, g);
   return sw.seconds();
 }
 
-// Decode steps of `a` and `b` alternated (a b, b a, ...): per pair, b's rate over a's. A change in
-// the machine's load between the two halves of a run hits both sides of every pair.
-std::vector<double> alternated_rate_ratios(Lm& a, Lm& b, int64_t prompt_len, int pairs) {
+// Decode steps of `a` and `b` alternated (a b, b a, ...; each through its step graphs where
+// given): per pair, b's rate over a's. A change in the machine's load between the two halves of a
+// run hits both sides of every pair.
+std::vector<double> alternated_rate_ratios(Lm& a, engine::StepGraphs* ga, Lm& b,
+                                           engine::StepGraphs* gb, int64_t prompt_len, int pairs) {
   std::vector<double> r;
   for (int k = 0; k < pairs; ++k) {
     double ta, tb;
     if (k % 2) {
-      tb = decode_step_s(b, prompt_len);
-      ta = decode_step_s(a, prompt_len);
+      tb = decode_step_s(b, gb, prompt_len);
+      ta = decode_step_s(a, ga, prompt_len);
     } else {
-      ta = decode_step_s(a, prompt_len);
-      tb = decode_step_s(b, prompt_len);
+      ta = decode_step_s(a, ga, prompt_len);
+      tb = decode_step_s(b, gb, prompt_len);
     }
     r.push_back(ta / tb);
   }
@@ -243,8 +248,6 @@ int run_bench_model(Args& args) {
   const double bw = be.measure_read_bandwidth_gbs(static_cast<size_t>(bw_mb) << 20);
   std::printf("   %s read bandwidth: %.1f GB/s (streaming %lld MiB, best of 5)\n",
               device ? "device memory" : "memory", bw, static_cast<long long>(bw_mb));
-  if (device)
-    std::printf("   CUDA graphs: off (decode steps are launched op by op; not built yet)\n");
   // On the CPU, windows of the same probe read right after decode steps (paired under the same
   // load); a device has no such probe.
   std::unique_ptr<kernels::ReadStreamer> probe;
@@ -271,6 +274,7 @@ int run_bench_model(Args& args) {
   double first_b1 = 0;
   std::vector<float> first_logits;
   std::unique_ptr<Lm> first;  // kept for the alternated comparison
+  std::unique_ptr<engine::StepGraphs> first_graphs;
   for (size_t pass = 0; pass < passes.size(); ++pass) {
     const models::LoadOptions o = passes[pass];
     Stopwatch load;
@@ -310,7 +314,19 @@ int run_bench_model(Args& args) {
       first_logits = logits;
     else
       print_logit_drift(first_logits, logits);
-    auto f = run_lm(*lm, prompt_len, steps, probe.get());
+    // A GPU's decode steps (batch 1 and 8) as step graphs, CUDA graphs captured here.
+    std::unique_ptr<engine::StepGraphs> graphs;
+    if (device) {
+      graphs = std::make_unique<engine::StepGraphs>(
+          be, lm->runner(), lm->kv(),
+          engine::StepGraphOptions{
+              .max_rows = std::min(8, co.step_graph_rows),
+              .max_context = static_cast<int32_t>(std::max<int64_t>(8192, per_seq)),
+              .warm_tokens = static_cast<int32_t>(prompt_len),
+              .warm_rows = 8});
+      std::printf("   CUDA graphs: %s\n", graphs->capture().c_str());
+    }
+    auto f = run_lm(*lm, prompt_len, steps, probe.get(), graphs.get());
     // The linear layers' multiply-adds: two flops per weight per token (attention left out).
     const double weights = static_cast<double>(lm->weight_bytes()) /
                            static_cast<double>(kernels::weight_format_bytes(lm->weight_format()));
@@ -324,7 +340,8 @@ int run_bench_model(Args& args) {
     if (pass > 0) {
       std::printf("   decode batch 1 rate / the first model's: %.2fx\n",
                   f.decode_b1_tok_s / first_b1);
-      const auto r = alternated_rate_ratios(*first, *lm, prompt_len, 2 * steps);
+      const auto r = alternated_rate_ratios(*first, first_graphs.get(), *lm, graphs.get(),
+                                            prompt_len, 2 * steps);
       std::printf(
           "     with their decode steps alternated: %.2fx median of %zu pairs (min %.2fx, "
           "max %.2fx)\n",
@@ -340,9 +357,19 @@ int run_bench_model(Args& args) {
           100 * *std::max_element(f.b1_paired.begin(), f.b1_paired.end()));
     std::printf("   decode batch 8: %.2f tokens/s (%.2fx batch 1)\n", f.decode_b8_tok_s,
                 f.decode_b8_tok_s / f.decode_b1_tok_s);
+    if (graphs && graphs->stats().captured > 0) {
+      const engine::StepGraphs::Stats gs = graphs->stats();
+      const auto r = alternated_rate_ratios(*lm, nullptr, *lm, graphs.get(), prompt_len, 2 * steps);
+      std::printf(
+          "   decode steps replayed as graphs %lld, eager %lld; batch 1 as a graph / launched op "
+          "by op, alternated: %.2fx median of %zu pairs (min %.2fx, max %.2fx)\n",
+          static_cast<long long>(gs.replayed), static_cast<long long>(gs.eager), median(r),
+          r.size(), *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()));
+    }
     if (pass == 0) {
       first_b1 = f.decode_b1_tok_s;
       first = std::move(lm);
+      first_graphs = std::move(graphs);
     }
   }
 
@@ -370,6 +397,7 @@ int run_bench_model(Args& args) {
   }
   if (!audio_seconds.empty() && first->spec().takes(models::Modality::kAudio))
     bench_audio_encoder(be, host, first->model(), audio_seconds);
+  first_graphs.reset();
   first.reset();  // the engine runs below get the memory back
 
   if (!conc.empty()) {

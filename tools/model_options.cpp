@@ -117,6 +117,7 @@ ComputeOptions compute_options(Args& args) {
   kernels::BackendOptions& o = c.backend;
   o.threads = thread_count_option(args);
   o.batch_invariant = args.flag("batch-invariant");
+  c.step_graph_rows = static_cast<int32_t>(args.get_int("step-graphs", 64, 0, 4096));
   if (auto isa = args.get("isa")) {
     auto v = parse_isa(*isa);
     if (!v)
@@ -139,6 +140,7 @@ void set_compute(engine::EngineConfig& cfg, const ComputeOptions& o) {
   cfg.device = o.device;
   cfg.backend = o.backend;
   cfg.host = o.host;
+  cfg.step_graphs.max_rows = o.step_graph_rows;
 }
 
 void apply_policy_option(const std::string& value, engine::EngineConfig& cfg) {

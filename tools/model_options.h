@@ -13,9 +13,9 @@
 #define MMRT_MODEL_OPTIONS_HELP                                                                \
   "  --device cpu|cuda[:N]   where the model computes (default cpu); `mmrt devices` lists\n"   \
   "                          the backends of this build and the devices present\n"             \
-  "  --weights auto|f32|bf16|int8|fp8   linear-layer weight storage (default auto: as\n"     \
-  "                          stored); fp8: E4M3 with a scale per output channel, CUDA\n"      \
-  "                          devices only\n"                                                  \
+  "  --weights auto|f32|bf16|int8|fp8   linear-layer weight storage (default auto: as\n"       \
+  "                          stored); fp8: E4M3 with a scale per output channel, CUDA\n"       \
+  "                          devices only\n"                                                   \
   "  --map-weights           read bf16/f32 weights from the mapped checkpoint instead of\n"    \
   "                          copying them to huge pages (faster load, less memory, ~20%\n"     \
   "                          slower decode)\n"                                                 \
@@ -34,10 +34,13 @@
   "  --encoder-keep-last N   encoder blocks at the end kept in bf16 (default 3)\n"             \
   "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                           \
   "  --kv-mb N               KV cache size in MiB (default 256 on the CPU; on a GPU the\n"     \
-  "                          cache is sized by --gpu-memory-fraction unless this is given)\n" \
+  "                          cache is sized by --gpu-memory-fraction unless this is given)\n"  \
   "  --gpu-memory-fraction F   a GPU's KV cache: what keeps the device's memory in use,\n"     \
-  "                          weights included, at or under F of its total (0.05..1,\n"        \
-  "                          default 0.9; the rest is the activations' and encoders' room)\n" \
+  "                          weights included, at or under F of its total (0.05..1,\n"         \
+  "                          default 0.9; the rest is the activations' and encoders' room)\n"  \
+  "  --step-graphs N         a GPU's decode steps of 1..N sequences run as CUDA graphs,\n"     \
+  "                          captured at load (default 64; 0: every step launched op by\n"     \
+  "                          op). A step with a context over 8192 tokens runs eagerly\n"       \
   "  --threads N             compute threads, at most 4 per CPU (default 0: all CPUs;\n"       \
   "                          env MMRT_THREADS)\n"                                              \
   "  --isa NAME              highest CPU kernel variant (compute on the CPU, media\n"          \
@@ -93,8 +96,10 @@ struct ComputeOptions {
   Device device;
   kernels::BackendOptions backend;
   media::HostOptions host;
+  int32_t step_graph_rows = 64;  // --step-graphs
 };
-// Reads --device, --threads (as above) and --isa (the CPU backend's and the media kernels' cap).
+// Reads --device, --threads (as above), --isa (the CPU backend's and the media kernels' cap) and
+// --step-graphs.
 ComputeOptions compute_options(Args& args);
 // The backend of `o.device` (FailedPrecondition naming the backends and devices there are).
 std::unique_ptr<kernels::Backend> make_backend(const ComputeOptions& o);

@@ -13,7 +13,7 @@ namespace mmrt::test {
 
 inline constexpr Device kEmulatedDevice{.kind = DeviceKind::kCuda, .index = 99};
 
-class EmulatedDevice final : public kernels::CpuBackend {
+class EmulatedDevice : public kernels::CpuBackend {
  public:
   // `memory`: what memory() reports (a GPU's free and total bytes); unset: the host's.
   explicit EmulatedDevice(const kernels::BackendOptions& o = {}, MemoryInfo memory = {})

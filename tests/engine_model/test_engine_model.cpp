@@ -3,10 +3,14 @@
 // cancellation frees everything; bad inputs end as one clear outcome while others go on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -598,8 +602,101 @@ TEST_P(EngineDevice, BatchedOnTheDeviceMatchesTheCpuAlone) {
     if (!test::backend_for(b)->missing(models::family_for_checkpoint(dir_.string()).ops).empty())
       GTEST_SKIP() << GetParam() << " has no kernels for some of the model's ops yet";
   }
-  test::expect_batched_match_alone(workload(), alone, dev);
+  const test::AloneVsBatched r = test::expect_batched_match_alone(workload(), alone, dev);
+  // A GPU replays its decode steps as graphs (engine/step_graphs.h).
+  if (!b.emulated && !b.cpu_isa) {
+    std::printf("%s; decode steps replayed %lld, eager %lld\n", r.stats.step_graphs.c_str(),
+                static_cast<long long>(r.stats.step_graph_steps.replayed),
+                static_cast<long long>(r.stats.step_graph_steps.eager));
+    EXPECT_GT(r.stats.step_graph_steps.replayed, 0) << r.stats.step_graphs;
+  }
+}
+
+// The same on a GPU with every step eager (no step graphs): where the test above fails and this
+// one passes, the graphs are at fault, not the kernels.
+TEST_P(EngineDevice, WithoutStepGraphsMatchesTheCpuAlone) {
+  const test::BackendParam b = test::parse_backend_param(GetParam());
+  if (!b.skip.empty()) GTEST_SKIP() << b.skip;
+  if (b.emulated || b.cpu_isa) GTEST_SKIP() << "a device that records step graphs only";
+  EngineConfig dev = config(24, 26, true), alone = config(4096, 512, false);
+  dev.device = b.device;
+  dev.step_graphs.max_rows = 0;
+  if (!test::backend_for(b)->missing(models::family_for_checkpoint(dir_.string()).ops).empty())
+    GTEST_SKIP() << GetParam() << " has no kernels for some of the model's ops yet";
+  const test::AloneVsBatched r = test::expect_batched_match_alone(workload(), alone, dev);
+  EXPECT_EQ(r.stats.step_graph_steps.replayed, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Device, EngineDevice, ::testing::ValuesIn(test::kDevices),
                          test::isa_param_name);
+
+namespace {
+
+// What a step-graph device was asked to do, in order: "size", "capture", "replay", "refuse".
+struct GraphLog {
+  std::mutex mu;
+  std::vector<std::string> calls;
+  int replays = 0;
+  void add(const std::string& c) {
+    std::lock_guard<std::mutex> lk(mu);
+    calls.push_back(c);
+  }
+};
+
+// The emulated device with step graphs of a kind the CPU can keep: a capture records nothing
+// and runs no work (a GPU's capture runs none either); every other replay runs the step eagerly
+// (a graph that is what was recorded) and the others find "other launches", reporting false
+// before any work ran, as a GPU's replay does. The engine's side of the protocol (capture at
+// load after sizing every shape, replay only for decode steps, rerun eagerly when refused) is
+// what this checks; the CUDA recorder itself needs a GPU (EngineDevice above on `cuda`).
+class GraphEmulatedDevice final : public test::EmulatedDevice {
+ public:
+  GraphEmulatedDevice(const kernels::BackendOptions& o, std::shared_ptr<GraphLog> log)
+      : EmulatedDevice(o), log_(std::move(log)) {}
+  bool records_step_graphs() const override { return true; }
+  void size_step(const std::function<void()>& step) const override {
+    log_->add("size");
+    step();
+  }
+  std::unique_ptr<StepGraph> capture_step(const std::function<void()>&,
+                                          std::string*) const override {
+    log_->add("capture");
+    return std::make_unique<StepGraph>();
+  }
+  bool replay_step(const StepGraph&, const std::function<void()>& step) const override {
+    if (log_->replays++ % 2 == 1) {
+      log_->add("refuse");
+      return false;
+    }
+    log_->add("replay");
+    step();
+    return true;
+  }
+
+ private:
+  std::shared_ptr<GraphLog> log_;
+};
+
+}  // namespace
+
+TEST_F(EngineModel, DecodeStepGraphsReplayOrRunEagerlyWithTheSameTokens) {
+  auto log = std::make_shared<GraphLog>();
+  EngineConfig dev = config(24, 26, true), alone = config(4096, 512, false);
+  dev.device = test::kEmulatedDevice;
+  dev.step_graphs.max_rows = 4;
+  dev.make_backend = [log](Device, const kernels::BackendOptions& o) {
+    return std::unique_ptr<kernels::Backend>(std::make_unique<GraphEmulatedDevice>(o, log));
+  };
+  const test::AloneVsBatched r = test::expect_batched_match_alone(workload(), alone, dev);
+  // Captured at load: every size sized first (largest down), then 1..4 captured.
+  const std::vector<std::string> load = {"size",    "size",    "size",    "size",
+                                         "capture", "capture", "capture", "capture"};
+  ASSERT_GE(log->calls.size(), load.size());
+  EXPECT_EQ(std::vector<std::string>(log->calls.begin(), log->calls.begin() + 8), load);
+  EXPECT_NE(r.stats.step_graphs.find("4 captured"), std::string::npos) << r.stats.step_graphs;
+  // Decode steps replayed, and refused ones rerun eagerly, with the tokens of each request alone.
+  EXPECT_GT(r.stats.step_graph_steps.replayed, 0);
+  EXPECT_GT(r.stats.step_graph_steps.eager, 0);
+  EXPECT_EQ(r.stats.step_graph_steps.replayed + r.stats.step_graph_steps.eager, log->replays);
+  EXPECT_EQ(std::count(log->calls.begin(), log->calls.end(), "capture"), 4);
+}

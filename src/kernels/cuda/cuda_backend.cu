@@ -157,7 +157,7 @@ class CudaBackend final : public Backend {
   double measure_read_bandwidth_gbs(size_t bytes, int reps) const override;
 
   std::shared_ptr<void> allocate(size_t bytes, bool zero) const override {
-    if (rec_ != Recording::kOff) throw GraphMismatch{"the step allocated device memory"};
+    if (recorded()) throw GraphMismatch{"the step allocated device memory"};
     void* p = nullptr;
     check(cudaSetDevice(device_.index), "cudaSetDevice");
     check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");  // 256-byte aligned
@@ -179,7 +179,7 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() const override {
-    if (rec_ != Recording::kOff) throw GraphMismatch{"the step synchronised with the device"};
+    if (recorded()) throw GraphMismatch{"the step synchronised with the device"};
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
@@ -217,7 +217,7 @@ class CudaBackend final : public Backend {
   // The same bytes as the slot's last upload are not copied again: a step's rotary angles, block
   // tables and KV slots are the same for every layer (and for q and k).
   const void* upload(int slot, const void* host, size_t bytes) const {
-    if (rec_ != Recording::kOff) return arena_upload(slot, host, bytes);
+    if (recorded()) return arena_upload(slot, host, bytes);
     void* d = grown(slot, bytes);
     Staging& s = staging_[static_cast<size_t>(slot)];
     if (bytes == 0 || (s.held == bytes && std::memcmp(s.p, host, bytes) == 0)) return d;
@@ -241,23 +241,24 @@ class CudaBackend final : public Backend {
   // ---- step graphs ----
   bool records_step_graphs() const override { return true; }
   void size_step(const std::function<void()>& step) const override {
-    if (rec_ != Recording::kOff || sizing_) throw InternalError("cuda backend: nested step graphs");
-    sizing_ = true;
+    if (rec_ != Recording::kOff) throw InternalError("cuda backend: nested step graphs");
+    rec_ = Recording::kSizing;
     for (Staging& s : staging_) s.held = 0;  // its uploads go to the other buffers
     try {
       step();
     } catch (...) {
-      sizing_ = false;
+      rec_ = Recording::kOff;
       for (Staging& s : staging_) s.held = 0;
       throw;
     }
-    sizing_ = false;
+    rec_ = Recording::kOff;
     for (Staging& s : staging_) s.held = 0;
   }
   std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step,
                                           std::string* why) const override;
   bool replay_step(const StepGraph& g, const std::function<void()>& step) const override;
   Recording recording() const { return rec_; }
+  bool recorded() const { return rec_ == Recording::kCapture || rec_ == Recording::kReplay; }
 
   // The launch signature: `n` bytes as words (with their count). Capture appends them; replay
   // compares them with the graph's as they come and stops the step at the first difference.
@@ -283,7 +284,7 @@ class CudaBackend final : public Backend {
 
  protected:
   void copy_bytes(void* dst, const void* src, size_t bytes, CopyKind kind) const override {
-    if (rec_ != Recording::kOff) throw GraphMismatch{"the step copied memory synchronously"};
+    if (recorded()) throw GraphMismatch{"the step copied memory synchronously"};
     const cudaMemcpyKind k = kind == CopyKind::kToDevice ? cudaMemcpyHostToDevice
                              : kind == CopyKind::kToHost ? cudaMemcpyDeviceToHost
                                                          : cudaMemcpyDeviceToDevice;
@@ -345,10 +346,10 @@ class CudaBackend final : public Backend {
     if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
     // Steps recorded as graphs have buffers of their own: eager steps of other shapes (a
     // prefill, an encoder) never move what a graph recorded.
-    const bool graph = sizing_ || rec_ != Recording::kOff;
+    const bool graph = rec_ != Recording::kOff;
     Scratch& s = scratch_[graph ? 1 : 0][static_cast<size_t>(slot)];
     if (!s.p || s.bytes < bytes) {
-      if (rec_ != Recording::kOff)
+      if (recorded())
         throw GraphMismatch{"device scratch slot " + std::to_string(slot) + " had to grow"};
       synchronize();  // the old buffer may still be read by queued work
       s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
@@ -413,7 +414,6 @@ class CudaBackend final : public Backend {
   // being replayed and how far the replay has come; the metadata arena (page-locked host,
   // device) and the event of its last copy.
   mutable Recording rec_ = Recording::kOff;
-  mutable bool sizing_ = false;  // size_step: eager, on the step graphs' buffers
   mutable std::vector<uint64_t> words_;
   mutable std::vector<CudaStepGraph::Region> regions_;
   mutable const CudaStepGraph* replaying_ = nullptr;

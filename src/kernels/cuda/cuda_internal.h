@@ -88,7 +88,9 @@ unsigned row_blocks(const char* op, int64_t rows);
 // replayed the ops' host code runs again without launching: uploads write the graph's metadata
 // arena and every launch is signed, and the graph runs only if the signature equals the
 // capture's (the same kernels, grids and arguments: pointers, sizes, scalars).
-enum class Recording : uint8_t { kOff, kCapture, kReplay };
+// kSizing (Backend::size_step) launches as kOff does, on the graphs' buffers and with their
+// launch shapes (so that it sizes those buffers for a capture).
+enum class Recording : uint8_t { kOff, kSizing, kCapture, kReplay };
 Recording recording(const Backend& be);
 // Adds `n` bytes to the running signature (capture and replay only).
 void sign_bytes(const Backend& be, const void* p, size_t n);
@@ -120,7 +122,7 @@ void launch(const Backend& be, const char* what, void (*kernel)(P...), dim3 grid
   static_assert(sizeof...(P) == sizeof...(A), "launch: argument count");
   const std::tuple<std::decay_t<P>...> t(std::forward<A>(args)...);
   const Recording r = recording(be);
-  if (r != Recording::kOff) {
+  if (r == Recording::kCapture || r == Recording::kReplay) {
     const void* k = reinterpret_cast<const void*>(kernel);
     const unsigned dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
     sign_bytes(be, &k, sizeof k);

@@ -325,7 +325,7 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
   const cudaDataType_t ty = f32 ? CUDA_R_32F : CUDA_R_16BF;
   const CublasApi& api = cublas_api(be);
   const Recording rec = recording(be);
-  if (rec != Recording::kOff) {  // a step graph: the call's arguments are its signature
+  if (rec == Recording::kCapture || rec == Recording::kReplay) {  // its arguments: its signature
     const int dims[3] = {static_cast<int>(out), static_cast<int>(n), static_cast<int>(k)};
     sign_args(be, dims, b, a, t, ty);
   }
