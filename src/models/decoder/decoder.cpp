@@ -35,6 +35,7 @@ struct Decoder::Impl {
   const kernels::Backend* be = nullptr;
   kernels::WeightFormat fmt = kernels::WeightFormat::kBF16;
   kernels::LinearOptions lin;       // how every linear layer runs
+  kernels::LinearOptions residual;  // lin, added to its output (o and down: x += ...)
   Tensor embed_tokens;              // [vocab, hidden]
   Tensor final_norm, final_norm_b;  // [hidden] (the bias: LayerNorm)
   kernels::PackedLinear lm_head;    // [vocab, hidden]
@@ -42,8 +43,8 @@ struct Decoder::Impl {
   kernels::RopeTable rope;  // head_dim (or rotary_dim) wide
 
   int64_t hidden = 0, n_heads = 0, n_kv = 0, head_dim = 0, inter = 0, vocab = 0;
-  int32_t rows = 1;                                                        // position rows
-  kernels::Scratch x, h, qkv, attn, tmp, gate_up, act, logits_in, logits;  // the backend's memory
+  int32_t rows = 1;                                                   // position rows
+  kernels::Scratch x, h, qkv, attn, gate_up, act, logits_in, logits;  // the backend's memory
   std::vector<int32_t> tokens, pos, slots;
   std::vector<kernels::AttnSeq> seqs;
 };
@@ -193,6 +194,8 @@ std::unique_ptr<Decoder> Decoder::load(const kernels::Backend& be, const io::Saf
   Tensor lm = cfg.tied_embeddings ? m.embed_tokens : get("lm_head.weight");
   m.lin.int8_x = opts.int8_activations;
   m.lin.int8_gemm = opts.int8_prefill;
+  m.residual = m.lin;
+  m.residual.accumulate = true;
   m.lm_head = kernels::PackedLinear::pack(be, lm, nullptr, m.fmt, place);
 
   m.layers.resize(static_cast<size_t>(cfg.num_layers));
@@ -342,7 +345,6 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
   float* h = m.h.get(be, static_cast<size_t>(N * H));                   // [N, hidden]
   float* qkv = m.qkv.get(be, static_cast<size_t>(N * qkv_width));       // [N, q | k | v]
   float* attn = m.attn.get(be, static_cast<size_t>(N * q_width));       // [N, n_heads * head_dim]
-  float* tmp = m.tmp.get(be, static_cast<size_t>(N * H));               // [N, hidden]
   float* gu = m.gate_up.get(be, static_cast<size_t>(N * 2 * m.inter));  // [N, 2 * inter]
   float* act = m.act.get(be, static_cast<size_t>(N * m.inter));         // [N, inter]
 
@@ -402,16 +404,14 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
     kv.write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(), N,
              qkv_width, qkv_width);
     kernels::paged_attention(be, pa, kv.layer(static_cast<int32_t>(li)), m.seqs);
-    kernels::linear(be, attn, N, ly.o, tmp, m.lin);
-    kernels::add(be, x, tmp, N * H);
+    kernels::linear(be, attn, N, ly.o, x, m.residual);  // x += o(attn)
     norm(x, ly.post_norm, ly.post_norm_b, h, N);
     kernels::linear(be, h, N, ly.gate_up, gu, m.lin);
     if (m.cfg.mlp == MlpKind::kSwiGlu)
       kernels::silu_mul_fused(be, gu, act, N, m.inter);
     else
       kernels::relu_squared(be, gu, act, N * m.inter);
-    kernels::linear(be, act, N, ly.down, tmp, m.lin);
-    kernels::add(be, x, tmp, N * H);
+    kernels::linear(be, act, N, ly.down, x, m.residual);  // x += down(act)
     if (capture_) kernels::copy2d(be, capture_->data<float>() + (li + 1) * N * H, H, x, H, N, H);
   }
 
