@@ -39,6 +39,16 @@ std::string StepGraphs::capture() {
   if (opt_.max_rows == 0) return "step graphs: off (--step-graphs 0)";
   if (!be_.records_step_graphs())
     return "step graphs: off (" + device_str(be_.device()) + " records none)";
+  try {
+    return capture_all();
+  } catch (const Error& e) {  // e.g. no memory for the graphs' buffers: every step eager
+    graphs_.clear();
+    stats_ = {};
+    return std::string("step graphs: off (") + e.what() + ")";
+  }
+}
+
+std::string StepGraphs::capture_all() {
   const auto t0 = std::chrono::steady_clock::now();
   // The largest shapes first, eagerly: a prefill of the step budget and the most sequences,
   // then every decode size from the largest down on the graphs' buffers (the KV cache holds no

@@ -3,7 +3,8 @@
 // step whose every sequence decodes one token (no media rows, logits wanted) and whose size has
 // a graph runs the runner's host code against the graph (the metadata changes, the launches
 // may not) and then the graph as one launch; any other step, and one whose launches differ from
-// the recorded ones (a context past max_context, a buffer that had to grow), runs eagerly.
+// the recorded ones (block tables longer than the capture's, of max_context tokens a sequence;
+// a buffer that had to grow), runs eagerly.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,7 @@ class StepGraphs {
   Stats stats() const { return stats_; }
 
  private:
+  std::string capture_all();  // capture()'s work, which may throw
   // The dummy decode step of `rows` sequences at max_context (block 0 for every block).
   std::vector<models::SeqStep> dummy_decode(int32_t rows);
 

@@ -157,14 +157,13 @@ void sign_struct(const Backend& be, const VarlenSrc& s) {
 // the output, else its (max, sum, unnormalised output) for merge_kernel.
 template <class Src>
 __global__ void __launch_bounds__(32 * kWarps)
-    attend_kernel(Src src, int32_t hd, float scale, int32_t split_keys, float* part) {
+    attend_kernel(Src src, int32_t hd, float scale, int32_t pass, float* part) {
   const int64_t index = blockIdx.x;
   const Item it = src.item(index);
-  if (split_keys == 0) {  // each item's keys in gridDim.y parts of whole passes (step graphs)
-    constexpr int32_t kPass = kWarps * kTile;
-    const int32_t per = (it.n_keys + static_cast<int32_t>(gridDim.y) - 1) / gridDim.y;
-    split_keys = max(kPass, (per + kPass - 1) / kPass * kPass);
-  }
+  // The item's keys in gridDim.y parts of whole `pass`es (the last parts may be empty).
+  const int32_t parts = static_cast<int32_t>(gridDim.y);
+  const int32_t per = (it.n_keys + parts - 1) / parts;
+  const int32_t split_keys = max(pass, (per + pass - 1) / pass * pass);
   const int32_t begin = static_cast<int32_t>(blockIdx.y) * split_keys;
   const int32_t end = min(it.n_keys, begin + split_keys);
   __shared__ float qs[kMaxHeadDim];
@@ -245,39 +244,20 @@ __global__ void merge_kernel(Src src, int64_t n_items, int32_t hd, int32_t n_spl
   }
 }
 
-// Keys per block for items seeing up to max_keys keys, in whole passes of the block's warps:
-// kv_splits > 0 asks for that many parts; 0 splits only where the items alone would not fill the
-// device (a few decode rows over long contexts), so a prefill's many items never split and the
-// partials stay at about kTargetBlocks items' worth.
-constexpr int64_t kMinSplitKeys = kWarps * kTile;  // 128
-int32_t split_keys_for(const Backend& be, int64_t n_items, int32_t max_keys, int32_t kv_splits) {
-  int64_t parts = kv_splits;
-  if (parts <= 0) {
-    const int64_t target = 8 * static_cast<int64_t>(sm_count(be));  // blocks to fill it
-    parts = std::max<int64_t>(1, (target + n_items - 1) / n_items);
-  }
-  parts = std::clamp<int64_t>(parts, 1, std::max<int64_t>(1, (max_keys + kTile - 1) / kTile));
-  const int64_t per = (max_keys + parts - 1) / parts;
-  const int64_t step = kv_splits > 0 ? kTile : kMinSplitKeys;
-  return static_cast<int32_t>(std::max<int64_t>(step, (per + step - 1) / step * step));
-}
-
-// Launches attend_kernel over every item and split, and merge_kernel where there is more than one
-// split. In a step graph the launch may not depend on the keys (they change from step to step
-// under the same graph): the parts come from the items alone, and each item divides its own
-// keys among them (split_keys 0; parts past its keys are empty).
+// Launches attend_kernel over every item and part of its keys, and merge_kernel where there is
+// more than one part. The parts: kv_splits > 0 asks for that many; 0 as many as fill the device
+// with the items alone (8 blocks per SM: a few decode rows over long contexts split, a prefill's
+// many items never do). Never from the keys, so that a step graph replays one launch whatever
+// the contexts, and an eager step divides its keys as a replayed one does (the same rounding).
+// Each item divides its own keys among the parts in whole passes of the block's warps (128 keys;
+// 32 where kv_splits asks, so that a test's few keys still make several parts).
 template <class Src>
 void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t hd, float scale,
-                   int32_t max_keys, int32_t kv_splits, const char* what) {
-  int32_t split_keys = 0;
-  int64_t n_splits = 1;
-  if (recording(be) != Recording::kOff) {
-    const int64_t target = 8 * static_cast<int64_t>(sm_count(be));
-    n_splits = std::clamp<int64_t>((target + n_items - 1) / n_items, 1, 1024);
-  } else {
-    split_keys = split_keys_for(be, n_items, max_keys, kv_splits);
-    n_splits = std::max<int64_t>(1, (int64_t{max_keys} + split_keys - 1) / split_keys);
-  }
+                   int32_t kv_splits, const char* what) {
+  const int64_t target = 8 * static_cast<int64_t>(sm_count(be));
+  const int64_t n_splits =
+      kv_splits > 0 ? kv_splits : std::clamp<int64_t>((target + n_items - 1) / n_items, 1, 1024);
+  const int32_t pass = kv_splits > 0 ? kTile : kWarps * kTile;
   if (n_splits > 65535) throw InvalidArgument(std::string(what) + ": too many keys");
   float* part = nullptr;
   if (n_splits > 1)
@@ -285,7 +265,7 @@ void run_attention(const Backend& be, const Src& src, int64_t n_items, int32_t h
         be, kPartSlot,
         static_cast<size_t>(n_items) * static_cast<size_t>(n_splits) * (hd + 2) * sizeof(float)));
   const dim3 grid(row_blocks(what, n_items), static_cast<unsigned>(n_splits));
-  launch(be, what, attend_kernel<Src>, grid, 32 * kWarps, 0, src, hd, scale, split_keys, part);
+  launch(be, what, attend_kernel<Src>, grid, 32 * kWarps, 0, src, hd, scale, pass, part);
   if (n_splits == 1) return;
   const auto blocks = static_cast<unsigned>((n_items + kWarps - 1) / kWarps);
   launch(be, what, merge_kernel<Src>, blocks, 32 * kWarps, 0, src, n_items, hd,
@@ -300,7 +280,6 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
   std::vector<PagedRow> rows;
   std::vector<PagedSeq> sq;
   std::vector<int32_t> tables, lim;
-  int32_t max_keys = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q == 0) continue;
@@ -311,7 +290,6 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
                              lim.data());
     for (int32_t r = 0; r < s.n_q; ++r) {
       rows.push_back({s.q_begin + r, static_cast<int32_t>(sq.size() - 1), lim[size_t(r)]});
-      max_keys = std::max(max_keys, lim[size_t(r)]);
     }
   }
   if (rows.empty()) return;
@@ -338,23 +316,20 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& a, const KvLay
                .hk = kv.n_kv_heads,
                .hd = hd,
                .bs = bs};
-  run_attention(be, src, static_cast<int64_t>(rows.size()) * a.n_heads, hd, a.scale, max_keys,
-                a.kv_splits, "paged_attention");
+  run_attention(be, src, static_cast<int64_t>(rows.size()) * a.n_heads, hd, a.scale, a.kv_splits,
+                "paged_attention");
 }
 
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args) {
   if (tensor_core_attention(be, args)) return;  // the encoders' bf16 permission, kFull masks
   VarlenAttentionArgs a = args;                 // strides and scale as the dispatcher resolved them
   const int64_t n_tokens = a.cu_seqlens.back();
-  int32_t max_keys = 0;
-  for (size_t i = 1; i < a.cu_seqlens.size(); ++i)
-    max_keys = std::max(max_keys, a.cu_seqlens[i] - a.cu_seqlens[i - 1]);
   const auto* cu = static_cast<const int32_t*>(
       upload_scratch(be, kMetaSlot, a.cu_seqlens.data(), a.cu_seqlens.size() * sizeof(int32_t)));
   const auto n_seqs = static_cast<int32_t>(a.cu_seqlens.size() - 1);
   a.cu_seqlens = {};  // host memory: the kernel reads `cu`
   const VarlenSrc src{.a = a, .cu = cu, .n_seqs = n_seqs, .k = a.k, .v = a.v, .bf16 = false};
-  run_attention(be, src, n_tokens * a.n_heads, a.head_dim, a.scale, max_keys, a.kv_splits,
+  run_attention(be, src, n_tokens * a.n_heads, a.head_dim, a.scale, a.kv_splits,
                 "varlen_attention");
 }
 

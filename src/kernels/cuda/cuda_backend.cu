@@ -326,10 +326,19 @@ class CudaBackend final : public Backend {
   // Enters `r` with an empty signature and no uploads.
   void begin_recording(Recording r) const {
     if (rec_ != Recording::kOff) throw InternalError("cuda backend: a step graph inside another");
-    if (!arena_h_) {
-      arena_d_ = allocate(kArenaBytes, false);
-      check(cudaMallocHost(&arena_h_, kArenaBytes), "cudaMallocHost");
-      check(cudaEventCreateWithFlags(&arena_done_, cudaEventDisableTiming), "cudaEventCreate");
+    if (!arena_h_) {  // made whole or not at all
+      std::shared_ptr<void> d = allocate(kArenaBytes, false);
+      void* h = nullptr;
+      check(cudaMallocHost(&h, kArenaBytes), "cudaMallocHost");
+      cudaEvent_t ev = nullptr;
+      if (const cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+          e != cudaSuccess) {
+        cudaFreeHost(h);
+        check(e, "cudaEventCreate");
+      }
+      arena_d_ = std::move(d);
+      arena_h_ = h;
+      arena_done_ = ev;
     }
     check(cudaEventSynchronize(arena_done_), "cudaEventSynchronize");  // the last copy read it
     words_.clear();
@@ -346,7 +355,9 @@ class CudaBackend final : public Backend {
     if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
     // Steps recorded as graphs have buffers of their own: eager steps of other shapes (a
     // prefill, an encoder) never move what a graph recorded.
-    const bool graph = rec_ != Recording::kOff;
+    // Except the widened weights' slot (linear_cuda.cu: as large as the largest 8-bit weight
+    // matrix, the lm_head's; the warm-up prefill before any capture sizes it).
+    const bool graph = rec_ != Recording::kOff && slot != kSharedSlot;
     Scratch& s = scratch_[graph ? 1 : 0][static_cast<size_t>(slot)];
     if (!s.p || s.bytes < bytes) {
       if (recorded())
@@ -431,8 +442,13 @@ class CudaBackend final : public Backend {
 std::unique_ptr<Backend::StepGraph> CudaBackend::capture_step(const std::function<void()>& step,
                                                               std::string* why) const {
   begin_recording(Recording::kCapture);
-  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal),
-        "cudaStreamBeginCapture");
+  if (const cudaError_t e = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
+      e != cudaSuccess) {
+    rec_ = Recording::kOff;
+    (void)cudaGetLastError();
+    if (why) *why = cuda_error("cudaStreamBeginCapture", e);
+    return nullptr;
+  }
   std::string failed;
   auto end_capture = [&]() {
     rec_ = Recording::kOff;
@@ -448,6 +464,8 @@ std::unique_ptr<Backend::StepGraph> CudaBackend::capture_step(const std::functio
     step();
   } catch (const GraphMismatch& m) {
     failed = m.why;
+  } catch (const Error& e) {  // e.g. a call the capture refused: the step cannot be a graph
+    failed = e.what();
   } catch (...) {
     if (cudaGraph_t g = end_capture()) cudaGraphDestroy(g);
     throw;

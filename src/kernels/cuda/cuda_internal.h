@@ -47,6 +47,8 @@ const void* upload_scratch(const Backend& be, int slot, const void* host, size_t
 // for the caller to write.
 void* device_scratch(const Backend& be, int slot, size_t bytes);
 constexpr int kScratchSlots = 11;
+// The one slot eager steps and step graphs share (linear_cuda.cu's widened 8-bit weights).
+constexpr int kSharedSlot = 4;
 
 // cuBLAS, loaded (dlopen) when a CUDA backend is made: a process that never makes one never maps
 // its libraries (linked, they added 80 ms and 215 MB to every mmrt process's start). The

@@ -32,7 +32,7 @@ namespace mmrt::kernels::cuda {
 namespace {
 
 // Scratch slots of the linear op (cuda_internal.h: 0-2 are the step metadata's).
-constexpr int kSlotX = 3, kSlotW = 4, kSlotTile = 5;
+constexpr int kSlotX = 3, kSlotW = kSharedSlot, kSlotTile = 5;
 
 void check_cublas(const CublasApi& api, cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;

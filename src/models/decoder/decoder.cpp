@@ -415,16 +415,21 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
     if (capture_) kernels::copy2d(be, capture_->data<float>() + (li + 1) * N * H, H, x, H, N, H);
   }
 
-  // Final norm and lm_head for the last token of each sequence that wants logits.
+  // Final norm and lm_head for the last token of each sequence that wants logits (in a decode
+  // step, every row of x as it is: nothing to gather).
   float* last =
       m.logits_in.get(be, static_cast<size_t>(std::max<int64_t>(n_want, 1) * H));  // [n_want, H]
-  int64_t w = 0;
-  row = 0;
-  for (const auto& s : batch) {
-    row += static_cast<int64_t>(s.tokens.size());
-    if (s.want_logits) kernels::copy2d(be, last + (w++) * H, H, x + (row - 1) * H, H, 1, H);
+  const float* last_in = x;
+  if (n_want != N) {
+    int64_t w = 0;
+    row = 0;
+    for (const auto& s : batch) {
+      row += static_cast<int64_t>(s.tokens.size());
+      if (s.want_logits) kernels::copy2d(be, last + (w++) * H, H, x + (row - 1) * H, H, 1, H);
+    }
+    last_in = last;
   }
-  norm(last, m.final_norm, m.final_norm_b, last, n_want);
+  norm(last_in, m.final_norm, m.final_norm_b, last, n_want);
   float* logits = m.logits.get(be, static_cast<size_t>(std::max<int64_t>(n_want, 1) * m.vocab));
   if (n_want > 0) kernels::linear(be, last, n_want, m.lm_head, logits, m.lin);
   return Tensor::on_device(logits, DType::kF32, {n_want, m.vocab}, nullptr, be.device());
