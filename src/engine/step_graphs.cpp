@@ -99,8 +99,12 @@ Tensor StepGraphs::forward(std::span<const models::SeqStep> batch) {
     decode = decode && s.tokens.size() == 1 && s.embed_rows.empty() && s.want_logits;
   if (!decode) return runner_.forward(batch, kv_);
   Tensor out;
+  const auto t0 = std::chrono::steady_clock::now();
   if (be_.replay_step(*graphs_[n - 1], [&] { out = runner_.forward(batch, kv_); })) {
     ++stats_.replayed;
+    stats_.replay_host_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     return out;
   }
   ++stats_.eager;

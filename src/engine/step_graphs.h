@@ -48,6 +48,9 @@ class StepGraphs {
     int64_t captured = 0;  // graphs held
     int64_t replayed = 0;  // steps run as a graph
     int64_t eager = 0;     // decode steps of a captured size that ran eagerly (launches differed)
+    // Host time of the replayed steps: the runner's host code against the graph, and the
+    // metadata copy and graph launch queued (the device's time not included).
+    int64_t replay_host_ns = 0;
   };
   Stats stats() const { return stats_; }
 
