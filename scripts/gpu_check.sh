@@ -6,8 +6,8 @@
 # a stage that would pass DEADLINE seconds (default 480: a device call's limit is 600) is cut to
 # it, and the stages after it are reported as not run. Exit status: 0 when no stage failed.
 # usage: OUT=/some/dir [DEADLINE=480] scripts/gpu_check.sh [STAGE...]
-#        (stages: ops linear models engine bench_model models_ref bench hf; default all, in
-#        that order: the figures before the slow PyTorch model references)
+#        (stages: ops linear models engine bench_model bench_engine models_ref bench hf; default
+#        all, in that order: the figures before the slow PyTorch model references)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/mmrt-gpu-out}
@@ -34,6 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm,clo
 # stage NAME LIMIT_S ENV CMD...: runs one stage, logs to $OUT/NAME.log, adds its table row.
 DEADLINE=${DEADLINE:-480}
 failed=0
+last_rc=0  # the last stage's exit status
 stage() {
   local name=$1 limit=$2 env=$3
   shift 3
@@ -53,10 +54,11 @@ stage() {
   note=$(grep -m1 -o 'model tests skipped on .*\|model tests on .*' "$OUT/$name.log" | cut -c1-90)
   ((rc == 124)) && note="timed out after ${limit}s"
   ((rc != 0)) && failed=1
+  last_rc=$rc
   printf '| %-16s | rc %3s | %4s ok | %3s failed | %3s skipped | %4ss | %s\n' "$name" "$rc" \
     "$pass" "$fail" "$skip" "$((SECONDS - t0))" "$note" >> "$summary"
 }
-stages=(${@:-ops linear models engine bench_model models_ref bench hf})
+stages=(${@:-ops linear models engine bench_model bench_engine models_ref bench hf})
 for s in "${stages[@]}"; do
   case $s in
     ops)  # every op suite's cuda parameter (PyTorch references run on this machine's python3)
@@ -75,7 +77,15 @@ for s in "${stages[@]}"; do
       "$B/mmrt" make-tiny-model --arch qwen2-vl --size 2b-shape --out "$dir/m2b" \
         > "$OUT/make_m2b.log" 2>&1
       stage bench_model_cuda 180 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
-        --prompt 307 --steps 16 --image-side 448 --audio-seconds 0 --bandwidth-mb 4096 ;;
+        --prompt 307 --steps 16 --image-side 448 --audio-seconds 0 --bandwidth-mb 4096
+      # Without step graphs where that failed: the op-by-op figures at least.
+      ((last_rc != 0)) && stage bench_model_eager 120 "" "$B/mmrt" bench-model --model \
+        "$dir/m2b" --device cuda --prompt 307 --steps 16 --image-side 448 --audio-seconds 0 \
+        --bandwidth-mb 4096 --step-graphs 0 ;;
+    bench_engine)  # 64 streams through the engine (decode steps as graphs), after 1
+      stage bench_engine_cuda 120 "" "$B/mmrt" bench-model --model "$dir/m2b" --device cuda \
+        --prompt 64 --steps 4 --no-int8 --image-side 448 --audio-seconds 0 --bandwidth-mb 1024 \
+        --kv-mb 4096 --concurrency 1,64 ;;
     hf)  # the anchors in the same call: Hugging Face eager, then plain PyTorch with a CUDA graph
       stage hf_anchor 150 "" python3 scripts/gpu/hf_anchor.py
       stage torch_anchor 90 "" python3 scripts/gpu/torch_decode_anchor.py ;;

@@ -439,6 +439,12 @@ int run_bench_model(Args& args) {
       std::printf("   %2d concurrent requests: %.1f generated tokens/s (%.2f s)\n", c,
                   static_cast<double>(toks) / sw.seconds(), sw.seconds());
     }
+    if (device) {
+      const engine::EngineStats st = eng->stats();
+      std::printf("   %s; decode steps replayed %lld, eager %lld\n", st.step_graphs.c_str(),
+                  static_cast<long long>(st.step_graph_steps.replayed),
+                  static_cast<long long>(st.step_graph_steps.eager));
+    }
     // Repeated image: the second turn of a conversation about the same image.
     auto img =
         synthetic_png(image_side > 0 ? image_side : 448, image_side > 0 ? image_side : 448, 5);
