@@ -40,7 +40,6 @@ struct VecScalar {
   static R sub(R a, R b) { return a - b; }
   static R mul(R a, R b) { return a * b; }
   static R div(R a, R b) { return a / b; }
-  static R rcp(R d) { return 1.0f / d; }
   static R max(R a, R b) { return a > b || std::isnan(a) ? a : b; }
   static R fma(R a, R b, R c) { return a * b + c; }
   static float hsum(R v) { return v; }
@@ -75,11 +74,6 @@ struct Vec512 {
   static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
-  // 1/d to about an ulp: the 14-bit estimate and one Newton step (a division is ~10x the cost).
-  static R rcp(R d) {
-    const R r = _mm512_rcp14_ps(d);
-    return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
-  }
   // NaN in `a` propagates (max_ps returns the second operand when either is NaN).
   static R max(R a, R b) { return _mm512_max_ps(b, a); }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
@@ -130,11 +124,6 @@ struct Vec256 {
   static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
-  // 1/d to a few ulp: the 12-bit estimate and one Newton step.
-  static R rcp(R d) {
-    const R r = _mm256_rcp_ps(d);
-    return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
-  }
   static R max(R a, R b) { return _mm256_max_ps(b, a); }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static float hsum(R v) {
