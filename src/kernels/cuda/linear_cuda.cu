@@ -316,27 +316,33 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
       b = wb;
     }
   }
-  // The product lands in y unless it is to be added to y.
-  float* t =
-      opt.accumulate ? static_cast<float*>(device_scratch(be, kSlotTile, size_t(n * out) * 4)) : y;
+  // The product lands in y, added to it by cuBLAS itself (beta 1) where nothing else is applied
+  // first (a residual add without scales, bias or activation: the o and down projections); else
+  // in a tile the epilogue applies and adds.
+  const bool epilogue = w.scales() || w.bias() || act;
+  const bool add_in_gemm = opt.accumulate && !epilogue;
+  float* t = opt.accumulate && epilogue
+                 ? static_cast<float*>(device_scratch(be, kSlotTile, size_t(n * out) * 4))
+                 : y;
   // Row-major y[n, out] = x[n, k] W[out, k]^T is column-major y^T[out, n] = W^T x^T: cuBLAS's
   // A = W (op T, lda k), B = x (op N, ldb k), C = y (ldc out).
   const float one = 1.0f, zero = 0.0f;
+  const float* beta = add_in_gemm ? &one : &zero;
   const cudaDataType_t ty = f32 ? CUDA_R_32F : CUDA_R_16BF;
   const CublasApi& api = cublas_api(be);
   const Recording rec = recording(be);
   if (rec == Recording::kCapture || rec == Recording::kReplay) {  // its arguments: its signature
     const int dims[3] = {static_cast<int>(out), static_cast<int>(n), static_cast<int>(k)};
-    sign_args(be, dims, b, a, t, ty);
+    sign_args(be, dims, b, a, t, ty, *beta);
   }
   if (rec != Recording::kReplay)
     check_cublas(api,
                  api.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
                              static_cast<int>(n), static_cast<int>(k), &one, b, ty,
-                             static_cast<int>(k), a, ty, static_cast<int>(k), &zero, t, CUDA_R_32F,
+                             static_cast<int>(k), a, ty, static_cast<int>(k), beta, t, CUDA_R_32F,
                              static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
-  if (w.scales() || w.bias() || act || opt.accumulate)
+  if (epilogue)
     launch(be, "linear: epilogue", epilogue_kernel, flat_blocks(n * out), kFlatThreads, 0, t, n,
            out, w.scales(), w.bias(), act, opt.accumulate, y);
 }
