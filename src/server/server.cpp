@@ -64,6 +64,8 @@ int run_server(ServerConfig cfg) {
       if (const std::string c = engine::encoder_calibration_text(eng->stats().encoder_calibration);
           !c.empty())
         std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
+      if (eng->backend().records_step_graphs())
+        std::fprintf(stderr, "[mmrt] %s\n", eng->stats().step_graphs.c_str());
       if (cfg.on_loaded) cfg.on_loaded(*eng);
       const std::string backend = eng->backend().describe();
       svc.set_engine(std::move(eng));
