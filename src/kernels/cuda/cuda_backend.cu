@@ -131,6 +131,10 @@ class CudaBackend final : public Backend {
     }
   }
   ~CudaBackend() override {
+    for (LoadBuffer& b : load_) {
+      if (b.done) cudaEventDestroy(b.done);
+      if (b.p) cudaFreeHost(b.p);
+    }
     if (arena_done_) cudaEventDestroy(arena_done_);
     if (arena_h_) cudaFreeHost(arena_h_);
     for (Staging& s : staging_) {
@@ -289,11 +293,37 @@ class CudaBackend final : public Backend {
                              : kind == CopyKind::kToHost ? cudaMemcpyDeviceToHost
                                                          : cudaMemcpyDeviceToDevice;
     // Ordered on the backend's stream, complete on return (the caller may reuse host memory).
+    if (kind == CopyKind::kToDevice && bytes >= kStagedMin) {
+      copy_staged(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+      return;
+    }
     check(cudaMemcpyAsync(dst, src, bytes, k, stream_), "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
  private:
+  // A large host-to-device copy (the weights at load, from the checkpoint's mapping): through
+  // two page-locked buffers in turn, the host filling one while the other's copy runs (from
+  // pageable memory the driver copies in small pieces, each waited for).
+  static constexpr size_t kStagedMin = size_t{4} << 20, kStagedChunk = size_t{32} << 20;
+  void copy_staged(char* dst, const char* src, size_t bytes) const {
+    if (!load_[0].p)
+      for (LoadBuffer& b : load_) {
+        check(cudaMallocHost(&b.p, kStagedChunk), "cudaMallocHost");
+        check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
+      }
+    for (size_t off = 0, i = 0; off < bytes; i ^= 1) {
+      LoadBuffer& b = load_[i];
+      check(cudaEventSynchronize(b.done), "cudaEventSynchronize");  // its last copy has run
+      const size_t n = std::min(kStagedChunk, bytes - off);
+      std::memcpy(b.p, src + off, n);
+      check(cudaMemcpyAsync(dst + off, b.p, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+      check(cudaEventRecord(b.done, stream_), "cudaEventRecord");
+      off += n;
+    }
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
   // A step graph's upload: into the metadata arena (the host half now, the device half by one
   // copy before the graph runs), at the place the capture gave the same upload. Bytes equal to
   // the slot's last upload of this step are not placed again (a step's angles, block tables and
@@ -424,6 +454,11 @@ class CudaBackend final : public Backend {
   // Step graphs: what is being recorded, the capture's signature and uploads, or the graph
   // being replayed and how far the replay has come; the metadata arena (page-locked host,
   // device) and the event of its last copy.
+  struct LoadBuffer {
+    void* p = nullptr;  // page-locked, kStagedChunk bytes
+    cudaEvent_t done = nullptr;
+  };
+  mutable std::array<LoadBuffer, 2> load_;
   mutable Recording rec_ = Recording::kOff;
   mutable std::vector<uint64_t> words_;
   mutable std::vector<CudaStepGraph::Region> regions_;
