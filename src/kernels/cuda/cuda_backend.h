@@ -1,8 +1,10 @@
 // The CUDA backend (an NVIDIA GPU through the CUDA runtime): device discovery, device memory
 // (cudaMalloc), page-locked host staging (cudaMallocHost) and counted copies on the backend's
-// own stream, and the op tables written so far: the element-wise ops (ops_cuda.cu). A model
-// whose ops are not all there is refused at load, listing the ops it lacks (Backend::require).
-// Built when CMake finds the CUDA toolkit (MMRT_CUDA).
+// own stream, an op table for every family (ops_, layout_, rope_, linear_, attention_ and
+// sampling_cuda.cu), and step graphs (CUDA graphs: Backend::capture_step / replay_step, every
+// launch signed through cuda_internal.h's launch()). A model whose ops are not all there is
+// refused at load, listing the ops it lacks (Backend::require). Built when CMake finds the CUDA
+// toolkit (MMRT_CUDA).
 #pragma once
 
 #include "kernels/registry.h"
