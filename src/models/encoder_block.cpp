@@ -94,10 +94,8 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
   residual.accumulate = true;
   norm(b.ln1_w, b.ln1_b);
   kernels::linear(be, s.h, N, b.qkv, s.qkv, b.opt);
-  if (s.rope) {
-    kernels::apply_rope(be, *s.rope, s.qkv, s.heads, 3 * E);
-    kernels::apply_rope(be, *s.rope, s.qkv + E, s.heads, 3 * E);
-  }
+  if (s.rope)  // q's and k's heads are adjacent in each qkv row: one rotation over both
+    kernels::apply_rope(be, *s.rope, s.qkv, 2 * s.heads, 3 * E);
   kernels::varlen_attention(be, va);
   kernels::linear(be, s.attn, N, b.proj, s.x, residual);  // x += proj(attn)
   norm(b.ln2_w, b.ln2_b);

@@ -399,8 +399,8 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
       kernels::layer_norm_heads(be, qkv + q_width, N, qkv_width, m.n_kv, hd, ly.k_norm, ly.k_norm_b,
                                 eps);
     }
-    kernels::apply_rope(be, angles, qkv, m.n_heads, qkv_width, hd);
-    kernels::apply_rope(be, angles, qkv + q_width, m.n_kv, qkv_width, hd);
+    // q's and k's heads are adjacent in each qkv row: one rotation over both.
+    kernels::apply_rope(be, angles, qkv, m.n_heads + m.n_kv, qkv_width, hd);
     kv.write(static_cast<int32_t>(li), qkv + q_width, qkv + q_width + kv_width, m.slots.data(), N,
              qkv_width, qkv_width);
     kernels::paged_attention(be, pa, kv.layer(static_cast<int32_t>(li)), m.seqs);
