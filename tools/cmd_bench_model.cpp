@@ -441,9 +441,7 @@ int run_bench_model(Args& args) {
     }
     if (device) {
       const engine::EngineStats st = eng->stats();
-      std::printf("   %s; decode steps replayed %lld, eager %lld\n", st.step_graphs.c_str(),
-                  static_cast<long long>(st.step_graph_steps.replayed),
-                  static_cast<long long>(st.step_graph_steps.eager));
+      std::printf("   %s\n", engine::step_graphs_text(st.step_graphs, st.step_graph_steps).c_str());
     }
     // Repeated image: the second turn of a conversation about the same image.
     auto img =

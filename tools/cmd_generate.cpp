@@ -196,9 +196,8 @@ int run_generate(Args& args) {
     if (const std::string c = engine::encoder_calibration_text(s.encoder_calibration); !c.empty())
       std::fprintf(stderr, "[mmrt] %s\n", c.c_str());
     if (eng->backend().records_step_graphs())
-      std::fprintf(stderr, "[mmrt] %s; decode steps replayed %lld, eager %lld\n",
-                   s.step_graphs.c_str(), static_cast<long long>(s.step_graph_steps.replayed),
-                   static_cast<long long>(s.step_graph_steps.eager));
+      std::fprintf(stderr, "[mmrt] %s\n",
+                   engine::step_graphs_text(s.step_graphs, s.step_graph_steps).c_str());
     if (cfg.media_sandbox.enabled)
       std::fprintf(stderr,
                    "[mmrt] media sandbox: %lld items decoded, %lld failed, %lld workers started, "

@@ -111,4 +111,9 @@ Tensor StepGraphs::forward(std::span<const models::SeqStep> batch) {
   return runner_.forward(batch, kv_);
 }
 
+std::string step_graphs_text(const std::string& capture_line, const StepGraphs::Stats& s) {
+  return capture_line + "; decode steps replayed " + std::to_string(s.replayed) + ", eager " +
+         std::to_string(s.eager);
+}
+
 }  // namespace mmrt::engine

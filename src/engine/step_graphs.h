@@ -68,4 +68,7 @@ class StepGraphs {
   Stats stats_;
 };
 
+// For logs: "<what capture() said>; decode steps replayed N, eager M".
+std::string step_graphs_text(const std::string& capture_line, const StepGraphs::Stats& s);
+
 }  // namespace mmrt::engine

@@ -605,9 +605,8 @@ TEST_P(EngineDevice, BatchedOnTheDeviceMatchesTheCpuAlone) {
   const test::AloneVsBatched r = test::expect_batched_match_alone(workload(), alone, dev);
   // A GPU replays its decode steps as graphs (engine/step_graphs.h).
   if (!b.emulated && !b.cpu_isa) {
-    std::printf("%s; decode steps replayed %lld, eager %lld\n", r.stats.step_graphs.c_str(),
-                static_cast<long long>(r.stats.step_graph_steps.replayed),
-                static_cast<long long>(r.stats.step_graph_steps.eager));
+    std::printf("%s\n",
+                engine::step_graphs_text(r.stats.step_graphs, r.stats.step_graph_steps).c_str());
     EXPECT_GT(r.stats.step_graph_steps.replayed, 0) << r.stats.step_graphs;
   }
 }

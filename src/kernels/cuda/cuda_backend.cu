@@ -53,6 +53,12 @@ struct GraphMismatch {
   std::string why;
 };
 
+// Leaves whatever a step graph's recording, sizing or replay was in, however the step ends.
+struct Leave {
+  Recording& rec;
+  ~Leave() { rec = Recording::kOff; }
+};
+
 constexpr size_t kArenaBytes = size_t{16} << 20;  // a step graph's metadata, at most
 
 // A recorded step: the instantiated graph, its signature (every launch's words, in order) and
@@ -111,6 +117,14 @@ const OpTables kCudaOps{.elementwise = &kElementwise,
                         .sampling = &kSampling};
 
 class CudaBackend final : public Backend {
+  // A page-locked host buffer for copies to the device, and the event of its last copy.
+  struct Staging {
+    void* p = nullptr;  // page-locked host memory
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // the last upload from it has completed
+    size_t held = 0;  // bytes of its content the device scratch holds (0: none, or overwritten)
+  };
+
  public:
   explicit CudaBackend(Device device) : Backend(kCudaOps), device_(device) {
     check(cudaSetDevice(device_.index), "cudaSetDevice");
@@ -131,16 +145,14 @@ class CudaBackend final : public Backend {
     }
   }
   ~CudaBackend() override {
-    for (LoadBuffer& b : load_) {
-      if (b.done) cudaEventDestroy(b.done);
-      if (b.p) cudaFreeHost(b.p);
-    }
     if (arena_done_) cudaEventDestroy(arena_done_);
     if (arena_h_) cudaFreeHost(arena_h_);
-    for (Staging& s : staging_) {
+    const auto release = [](Staging& s) {
       if (s.done) cudaEventDestroy(s.done);
       if (s.p) cudaFreeHost(s.p);
-    }
+    };
+    for (Staging& s : staging_) release(s);
+    for (Staging& s : load_) release(s);
     if (cublas_) api_.destroy(cublas_);
     if (cublas_lib_) dlclose(cublas_lib_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -205,11 +217,13 @@ class CudaBackend final : public Backend {
     return *host_;
   }
 
-  // Device scratch `slot` of at least `bytes` (grown, never shrunk).
   // Device scratch `slot` of at least `bytes` (grown, never shrunk) that the caller writes: it no
-  // longer holds a host upload.
+  // longer holds a host upload. Steps recorded as graphs (and sized for them) have buffers of
+  // their own: eager steps of other shapes (a prefill, an encoder) never move what a graph
+  // recorded. Except the widened weights' slot (linear_cuda.cu: as large as the largest 8-bit
+  // weight matrix, the lm_head's; the warm-up prefill before any capture sizes it).
   void* scratch(int slot, size_t bytes) const {
-    void* d = grown(slot, bytes);
+    void* d = grown(slot, bytes, rec_ != Recording::kOff && slot != kSharedSlot);
     staging_[static_cast<size_t>(slot)].held = 0;
     return d;
   }
@@ -221,23 +235,12 @@ class CudaBackend final : public Backend {
   // The same bytes as the slot's last upload are not copied again: a step's rotary angles, block
   // tables and KV slots are the same for every layer (and for q and k).
   const void* upload(int slot, const void* host, size_t bytes) const {
-    if (recorded()) return arena_upload(slot, host, bytes);
-    void* d = grown(slot, bytes);
+    if (recorded()) return arena_upload(slot, host, bytes);  // the graphs' metadata: the arena
+    void* d = grown(slot, bytes, false);
     Staging& s = staging_[static_cast<size_t>(slot)];
     if (bytes == 0 || (s.held == bytes && std::memcmp(s.p, host, bytes) == 0)) return d;
     s.held = 0;
-    if (s.done) check(cudaEventSynchronize(s.done), "cudaEventSynchronize");
-    if (s.bytes < bytes) {
-      if (s.p) check(cudaFreeHost(s.p), "cudaFreeHost");
-      s.p = nullptr;
-      s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
-      check(cudaMallocHost(&s.p, s.bytes), "cudaMallocHost");
-    }
-    if (!s.done)
-      check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
-    std::memcpy(s.p, host, bytes);
-    check(cudaMemcpyAsync(d, s.p, bytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync");
-    check(cudaEventRecord(s.done, stream_), "cudaEventRecord");
+    staged_copy(s, d, host, bytes);
     s.held = bytes;
     return d;
   }
@@ -247,16 +250,8 @@ class CudaBackend final : public Backend {
   void size_step(const std::function<void()>& step) const override {
     if (rec_ != Recording::kOff) throw InternalError("cuda backend: nested step graphs");
     rec_ = Recording::kSizing;
-    for (Staging& s : staging_) s.held = 0;  // its uploads go to the other buffers
-    try {
-      step();
-    } catch (...) {
-      rec_ = Recording::kOff;
-      for (Staging& s : staging_) s.held = 0;
-      throw;
-    }
-    rec_ = Recording::kOff;
-    for (Staging& s : staging_) s.held = 0;
+    const Leave leave{rec_};
+    step();
   }
   std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step,
                                           std::string* why) const override;
@@ -307,21 +302,29 @@ class CudaBackend final : public Backend {
   // pageable memory the driver copies in small pieces, each waited for).
   static constexpr size_t kStagedMin = size_t{4} << 20, kStagedChunk = size_t{32} << 20;
   void copy_staged(char* dst, const char* src, size_t bytes) const {
-    if (!load_[0].p)
-      for (LoadBuffer& b : load_) {
-        check(cudaMallocHost(&b.p, kStagedChunk), "cudaMallocHost");
-        check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
-      }
     for (size_t off = 0, i = 0; off < bytes; i ^= 1) {
-      LoadBuffer& b = load_[i];
-      check(cudaEventSynchronize(b.done), "cudaEventSynchronize");  // its last copy has run
       const size_t n = std::min(kStagedChunk, bytes - off);
-      std::memcpy(b.p, src + off, n);
-      check(cudaMemcpyAsync(dst + off, b.p, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
-      check(cudaEventRecord(b.done, stream_), "cudaEventRecord");
+      staged_copy(load_[i], dst + off, src + off, n);
       off += n;
     }
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+  // `bytes` of host data to `dst` on the stream through the page-locked buffer `s` (grown as
+  // needed), reused only once its previous copy has completed; `host` may be freed on return.
+  void staged_copy(Staging& s, void* dst, const void* host, size_t bytes) const {
+    if (s.done) check(cudaEventSynchronize(s.done), "cudaEventSynchronize");
+    if (s.bytes < bytes) {
+      if (s.p) check(cudaFreeHost(s.p), "cudaFreeHost");
+      s.p = nullptr;
+      s.bytes = std::max<size_t>({bytes, s.bytes + s.bytes / 2, 4096});
+      check(cudaMallocHost(&s.p, s.bytes), "cudaMallocHost");
+    }
+    if (!s.done)
+      check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    std::memcpy(s.p, host, bytes);
+    check(cudaMemcpyAsync(dst, s.p, bytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync");
+    check(cudaEventRecord(s.done, stream_), "cudaEventRecord");
   }
 
   // A step graph's upload: into the metadata arena (the host half now, the device half by one
@@ -380,14 +383,10 @@ class CudaBackend final : public Backend {
     rec_ = r;
   }
 
-  // Device scratch `slot` of at least `bytes`; growing it drops what it held.
-  void* grown(int slot, size_t bytes) const {
+  // Device scratch `slot` of at least `bytes`, of the graphs' set or the eager steps'; growing it
+  // drops what it held (and cannot happen while a graph is recorded or replayed).
+  void* grown(int slot, size_t bytes, bool graph) const {
     if (slot < 0 || slot >= kScratchSlots) throw InternalError("cuda backend: bad scratch slot");
-    // Steps recorded as graphs have buffers of their own: eager steps of other shapes (a
-    // prefill, an encoder) never move what a graph recorded.
-    // Except the widened weights' slot (linear_cuda.cu: as large as the largest 8-bit weight
-    // matrix, the lm_head's; the warm-up prefill before any capture sizes it).
-    const bool graph = rec_ != Recording::kOff && slot != kSharedSlot;
     Scratch& s = scratch_[graph ? 1 : 0][static_cast<size_t>(slot)];
     if (!s.p || s.bytes < bytes) {
       if (recorded())
@@ -444,21 +443,11 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
   mutable std::array<Scratch, kScratchSlots> scratch_[2];  // eager steps', step graphs'
-  struct Staging {
-    void* p = nullptr;  // page-locked host memory
-    size_t bytes = 0;
-    cudaEvent_t done = nullptr;  // the last upload from it has completed
-    size_t held = 0;  // bytes of its content the device scratch holds (0: none, or overwritten)
-  };
-  mutable std::array<Staging, kScratchSlots> staging_;
+  mutable std::array<Staging, kScratchSlots> staging_;     // the step metadata's, per slot
+  mutable std::array<Staging, 2> load_;                    // copy_staged's, used in turn
   // Step graphs: what is being recorded, the capture's signature and uploads, or the graph
   // being replayed and how far the replay has come; the metadata arena (page-locked host,
   // device) and the event of its last copy.
-  struct LoadBuffer {
-    void* p = nullptr;  // page-locked, kStagedChunk bytes
-    cudaEvent_t done = nullptr;
-  };
-  mutable std::array<LoadBuffer, 2> load_;
   mutable Recording rec_ = Recording::kOff;
   mutable std::vector<uint64_t> words_;
   mutable std::vector<CudaStepGraph::Region> regions_;
@@ -531,15 +520,11 @@ bool CudaBackend::replay_step(const StepGraph& sg, const std::function<void()>& 
   begin_recording(Recording::kReplay);
   replaying_ = &g;
   try {
+    const Leave leave{rec_};
     step();
   } catch (const GraphMismatch&) {
-    rec_ = Recording::kOff;
     return false;
-  } catch (...) {
-    rec_ = Recording::kOff;
-    throw;
   }
-  rec_ = Recording::kOff;
   if (pos_ != g.words.size() || region_ != g.regions.size()) return false;
   check(cudaMemcpyAsync(arena_d_.get(), arena_h_, g.used, cudaMemcpyHostToDevice, stream()),
         "cudaMemcpyAsync (step metadata)");

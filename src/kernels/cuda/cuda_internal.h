@@ -116,23 +116,28 @@ void sign_args(const Backend& be, const T&... v) {
   (sign_arg(be, v), ...);
 }
 
-// Launches `kernel` on the backend's stream with `args` converted to its parameter types (and
-// signs the launch while a step graph is recorded; while one is replayed, only signs it).
+// Every call that puts work on the device (a launch, a cuBLAS call, an asynchronous copy) first
+// signs what it would do: its `parts` (what it calls, its shape, its arguments) while a step
+// graph is captured or replayed. False while one is replayed: the call is not to be made.
+template <class... T>
+bool sign_call(const Backend& be, const T&... parts) {
+  const Recording r = recording(be);
+  if (r == Recording::kCapture || r == Recording::kReplay) sign_args(be, parts...);
+  return r != Recording::kReplay;
+}
+
+// Launches `kernel` on the backend's stream with `args` converted to its parameter types (signed
+// as sign_call says).
 template <class... P, class... A>
 void launch(const Backend& be, const char* what, void (*kernel)(P...), dim3 grid, dim3 block,
             size_t smem, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "launch: argument count");
   const std::tuple<std::decay_t<P>...> t(std::forward<A>(args)...);
-  const Recording r = recording(be);
-  if (r == Recording::kCapture || r == Recording::kReplay) {
-    const void* k = reinterpret_cast<const void*>(kernel);
-    const unsigned dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
-    sign_bytes(be, &k, sizeof k);
-    sign_bytes(be, dims, sizeof dims);
-    sign_bytes(be, &smem, sizeof smem);
-    std::apply([&](const auto&... a) { sign_args(be, a...); }, t);
-    if (r == Recording::kReplay) return;
-  }
+  const unsigned dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  const auto run = [&](const auto&... a) {
+    return sign_call(be, reinterpret_cast<const void*>(kernel), dims, smem, a...);
+  };
+  if (!std::apply(run, t)) return;
   std::apply([&](const auto&... a) { kernel<<<grid, block, smem, stream_of(be)>>>(a...); }, t);
   check_launch(what);
 }

@@ -40,10 +40,7 @@ __global__ void from_f16_kernel(const uint16_t* x, float* y, int64_t n) {
 
 void copy2d(const Backend& be, float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
             int64_t rows, int64_t cols) {
-  const Recording r = recording(be);  // a step graph's copy is signed as a launch is
-  if (r == Recording::kCapture || r == Recording::kReplay)
-    sign_args(be, dst, dst_stride, src, src_stride, rows, cols);
-  if (r == Recording::kReplay) return;
+  if (!sign_call(be, dst, dst_stride, src, src_stride, rows, cols)) return;
   check(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_stride) * 4, src,
                           static_cast<size_t>(src_stride) * 4, static_cast<size_t>(cols) * 4,
                           static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_of(be)),

@@ -330,12 +330,8 @@ void linear(const Backend& be, const float* x, int64_t n, const PackedLinear& w,
   const float* beta = add_in_gemm ? &one : &zero;
   const cudaDataType_t ty = f32 ? CUDA_R_32F : CUDA_R_16BF;
   const CublasApi& api = cublas_api(be);
-  const Recording rec = recording(be);
-  if (rec == Recording::kCapture || rec == Recording::kReplay) {  // its arguments: its signature
-    const int dims[3] = {static_cast<int>(out), static_cast<int>(n), static_cast<int>(k)};
-    sign_args(be, dims, b, a, t, ty, *beta);
-  }
-  if (rec != Recording::kReplay)
+  const int dims[3] = {static_cast<int>(out), static_cast<int>(n), static_cast<int>(k)};
+  if (sign_call(be, dims, b, a, t, ty, *beta))
     check_cublas(api,
                  api.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
                              static_cast<int>(n), static_cast<int>(k), &one, b, ty,
