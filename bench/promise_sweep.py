@@ -222,8 +222,8 @@ def summarize(recs, duration):
 
 
 def engine_work(port):
-    """The engine's own account of the run, from /metrics: steps, tokens prefilled and generated,
-    preemptions, and requests ended by outcome (work spent on a request that ends refused or
+    """The engine's own account of the run, from /metrics: steps, the time in them and the time the
+    step loop was busy, tokens prefilled and generated, preemptions, and requests ended by outcome (work spent on a request that ends refused or
     cancelled is work no client got)."""
     st, _, body = hu.request(port, "GET", "/metrics")
     if st != 200:
@@ -236,6 +236,8 @@ def engine_work(port):
                      "mmrt_generation_tokens_total"):
                 key = n[len("mmrt_"):-len("_total")]
                 out[key] = out.get(key, 0) + int(v)
+            elif n in ("mmrt_engine_step_seconds_total", "mmrt_engine_busy_seconds_total"):
+                out[n[len("mmrt_"):-len("_total")]] = round(v, 2)
             elif n == "mmrt_request_outcome_total":
                 key = "ended_" + lab.get("outcome", "?")
                 out[key] = out.get(key, 0) + int(v)

@@ -45,7 +45,8 @@ struct Engine::Impl : SchedulerView {
   std::vector<Request*> in_media;  // admitted, media being preprocessed
   mutable std::vector<Request*> waiting_view;
   int64_t encoder_runs = 0, media_skipped = 0, media_redecoded = 0;
-  int64_t last_late_check = 0;  // when the step loop last ran admission's late check
+  int64_t step_ns = 0, loop_busy_ns = 0;  // EngineStats' sums
+  int64_t last_late_check = 0;            // when the step loop last ran admission's late check
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable cv, idle_cv;
@@ -294,6 +295,7 @@ struct Engine::Impl : SchedulerView {
       fails.swap(failed);
     }
     std::unique_lock<std::mutex> books(books_mu);
+    const int64_t began = now_ns();
     for (auto& [s, f] : fails) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
       complete(*s, f.outcome, with_code(f.code, f.message), f.code);
@@ -351,6 +353,8 @@ struct Engine::Impl : SchedulerView {
     if (bc) bc->observe(static_cast<double>(out.step_ns), bc->goal_ns(), f);
     const std::vector<Request*> changed = sched->update(plan, out, now_ns());
     for (Request* r : changed) after_token(*r);
+    step_ns += out.step_ns;
+    loop_busy_ns += now_ns() - began;
     snapshot(1);
     return true;
   }
@@ -384,6 +388,8 @@ struct Engine::Impl : SchedulerView {
     std::lock_guard<std::mutex> lk(mu);
     EngineStats& s = stats;
     s.steps += steps;
+    s.step_ns = step_ns;
+    s.loop_busy_ns = loop_busy_ns;
     s.preemptions = sched->total_preemptions();
     s.prefix_query_tokens = kv->stats().prefix_query_tokens;
     s.prefix_hit_tokens = kv->stats().prefix_hit_tokens;

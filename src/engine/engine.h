@@ -130,6 +130,10 @@ struct GenerateRequest {
 // With admission's counts (refused, downgraded, refused_late, ..., admission.h).
 struct EngineStats : AdmissionStats {
   int64_t steps = 0, submitted = 0, finished = 0, preemptions = 0;
+  // Time the step loop spent, summed: in the steps themselves (the model's forward passes and
+  // encoders), and busy in all (each iteration that ran a step: admission, scheduling, the step,
+  // the tokens out). Over a run's wall time: how much of it the engine worked.
+  int64_t step_ns = 0, loop_busy_ns = 0;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t encoder_hits = 0, encoder_misses = 0, encoder_runs = 0;
   // Media items admitted without decoding (served from a cache: skip_cached_media), and of

@@ -208,6 +208,11 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
   gauge("mmrt_num_preemptions_total", "Requests preempted (KV freed for recompute).",
         static_cast<double>(s.preemptions), "counter");
   gauge("mmrt_engine_steps_total", "Engine steps run.", static_cast<double>(s.steps), "counter");
+  gauge("mmrt_engine_step_seconds_total", "Time in the engine's steps (forward passes), summed.",
+        static_cast<double>(s.step_ns) * 1e-9, "counter");
+  gauge("mmrt_engine_busy_seconds_total",
+        "Time the step loop was busy (iterations that ran a step, the step included).",
+        static_cast<double>(s.loop_busy_ns) * 1e-9, "counter");
   gauge("mmrt_media_sandbox_items_total", "Media items decoded in sandbox workers.",
         static_cast<double>(s.media_sandbox.items), "counter");
   gauge("mmrt_media_sandbox_workers_lost_total", "Sandbox workers killed or crashed.",

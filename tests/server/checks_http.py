@@ -278,6 +278,10 @@ def metrics_text(ctx):
     # What earlier checks did shows up: served tokens, an image decoded, an SLA refusal.
     gen = sum(v for _, lab, v in fams["mmrt_generation_tokens_total"]["samples"])
     expect(gen > 0, "generation tokens counted")
+    # The engine's time: in its steps, and busy in all (the steps and the loop's own work).
+    step_s = fams["mmrt_engine_step_seconds_total"]["samples"][0][2]
+    busy_s = fams["mmrt_engine_busy_seconds_total"]["samples"][0][2]
+    expect(0 < step_s <= busy_s, f"engine step {step_s} s, busy {busy_s} s")
     ttft = [v for n, lab, v in fams["mmrt_time_to_first_token_seconds"]["samples"]
             if n.endswith("_count") and lab["sla_class"] == "batch"]
     expect(ttft and ttft[0] > 0, "TTFT observed for the default class")
