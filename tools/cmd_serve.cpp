@@ -74,6 +74,8 @@ int run_serve(Args& args) {
       static_cast<int32_t>(args.get_int("realtime-segment-silence-ms", 400, 20, 10000));
   const std::string sla_file = args.get_or("sla-config", "");
   apply_policy_option(args.get_or("policy", "slo"), cfg.engine);
+  cfg.engine.encoder_parts =
+      args.get_choice<bool>("encoder-parts", "on", {{"on", true}, {"off", false}});
   cfg.engine.scheduler.token_budget = step_tokens_option(args);
   cfg.engine.model = load_options(args);
   cfg.engine.kv = kv_options(args);
@@ -308,6 +310,9 @@ MMRT_COMMAND(
     "                          admission control and the batch controller (a baseline);\n"
     "                          slo:reserve admits lighter classes only with room for the\n"
     "                          recent inflow of heavier ones (more platinum, fewer in all)\n"
+    "  --encoder-parts on|off  with the batch controller, run a large image's vision tower a\n"
+    "                          few blocks a step, as the running requests' TPOT schedules\n"
+    "                          allow, instead of whole in one step (default on)\n"
     "cluster (docs/scale-out.md):\n"
     "  --cluster-etcd URL      register in the cluster whose etcd answers at URL\n"
     "                          (http://host:port) once the model is loaded; `mmrt router`\n"

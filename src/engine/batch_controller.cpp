@@ -62,16 +62,27 @@ int32_t BatchController::plan_step(const CostModel& cost, std::span<Request* con
   return next_budget(cost, goal_ns_, n_decode, context_tokens);
 }
 
+double BatchController::prefill_token_ns(const CostModel& cost, int64_t n_decode,
+                                         double context_tokens) const {
+  StepFeatures base{0, static_cast<double>(n_decode), 0, context_tokens};
+  StepFeatures one = base;
+  one.prefill_tokens = 100;
+  return std::max({1.0, (cost.predict_ns(one) - cost.predict_ns(base)) / 100.0, prefill_ns_});
+}
+
+double BatchController::encoder_tokens_per_patch(const CostModel& cost) const {
+  if (goal_ns_ <= 0) return 0;
+  const double patch_ns = cost.coefficients_ns()[3];
+  return patch_ns > 0 ? patch_ns / prefill_token_ns(cost, 0, 0) : 0;
+}
+
 int32_t BatchController::budget_for(const CostModel& cost, int64_t goal_ns, int64_t n_decode,
                                     double context_tokens) const {
   const int64_t floor_budget = n_decode + cfg_.min_budget;
   if (goal_ns <= 0) return std::max<int32_t>(cfg_.max_budget, static_cast<int32_t>(floor_budget));
   const double goal = static_cast<double>(goal_ns) * scale_;
-  StepFeatures base{0, static_cast<double>(n_decode), 0, context_tokens};
-  const double t0 = cost.predict_ns(base);
-  StepFeatures one = base;
-  one.prefill_tokens = 100;
-  const double per_token = std::max({1.0, (cost.predict_ns(one) - t0) / 100.0, prefill_ns_});
+  const double t0 = cost.predict_ns({0, static_cast<double>(n_decode), 0, context_tokens});
+  const double per_token = prefill_token_ns(cost, n_decode, context_tokens);
   double prefill = (goal - t0) / per_token;
   int64_t budget = n_decode + static_cast<int64_t>(std::floor(std::max(0.0, prefill)));
   budget =

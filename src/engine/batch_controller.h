@@ -59,12 +59,18 @@ class BatchController {
   int32_t plan_step(const CostModel& cost, std::span<Request* const> running, int64_t now,
                     int64_t n_decode, double context_tokens);
   int64_t goal_ns() const { return goal_ns_; }
+  // What one encoder patch costs in prefill tokens of the planned step's budget, by the cost
+  // model's encoder and prefill terms (0 when the step has no time goal or the model no encoder
+  // cost).
+  double encoder_tokens_per_patch(const CostModel& cost) const;
   int32_t planning_budget() const { return planning_; }
   double correction() const { return scale_; }
   // Measured cost of a prefill token (0: none measured yet): a floor under the cost model's.
   double prefill_ns_per_token() const { return prefill_ns_; }
 
  private:
+  // A prefill token's time in a step with these decode rows (a floor: the measured one).
+  double prefill_token_ns(const CostModel& cost, int64_t n_decode, double context_tokens) const;
   BatchControllerConfig cfg_;
   double scale_ = 1.0;
   // Measured, not fitted: the recent decode-only step time, and what a step's prefill tokens

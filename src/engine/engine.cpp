@@ -44,7 +44,7 @@ struct Engine::Impl : SchedulerView {
   std::mutex books_mu;
   std::vector<Request*> in_media;  // admitted, media being preprocessed
   mutable std::vector<Request*> waiting_view;
-  int64_t encoder_runs = 0, media_skipped = 0, media_redecoded = 0;
+  int64_t media_skipped = 0, media_redecoded = 0;
   int64_t step_ns = 0, loop_busy_ns = 0;  // EngineStats' sums
   int64_t last_late_check = 0;            // when the step loop last ran admission's late check
 
@@ -315,16 +315,16 @@ struct Engine::Impl : SchedulerView {
       const RunningLoad l = running_load(sched->running());
       sched->set_token_budget(
           bc->plan_step(cost, sched->running(), now_ns(), l.n_decode, l.context));
+      // A step with a time goal charges its encoder work to it: a large item runs in parts.
+      sched->set_encoder_tokens_per_patch(cfg.encoder_parts ? bc->encoder_tokens_per_patch(cost)
+                                                            : 0);
     }
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);
-    if (plan.empty() && !plan.need_media.empty()) {
-      snapshot();
-      return true;
-    }
     if (plan.empty()) {
-      // Nothing fits even with the running set empty: the head request can never run.
-      if (sched->num_running() == 0 && sched->num_waiting() > 0)
+      // Nothing fits even with the running set empty (and none left for its media): the head
+      // request can never run.
+      if (plan.need_media.empty() && sched->num_running() == 0 && sched->num_waiting() > 0)
         end(sched->waiting().front(), Outcome::kFailed, ErrorCode::kResourceExhausted,
             "not enough KV cache for the prompt");
       snapshot();
@@ -337,17 +337,12 @@ struct Engine::Impl : SchedulerView {
     } catch (const std::exception& err) {
       // A failed step fails the requests in it; everyone else goes on.
       books.lock();
-      sched->abort(plan);
-      std::vector<Request*> in_plan;
-      for (const auto& c : plan.chunks)
-        for (Request* r : sched->running())
-          if (r->id == c.id) in_plan.push_back(r);
-      for (Request* r : in_plan) end(r, Outcome::kFailed, ErrorCode::kInternal, err.what());
+      for (Request* r : sched->abort(plan))
+        end(r, Outcome::kFailed, ErrorCode::kInternal, err.what());
       snapshot();
       return true;
     }
     books.lock();
-    encoder_runs += static_cast<int64_t>(plan.encoder_jobs.size());
     const StepFeatures f = step_features(plan);
     cost.observe(f, static_cast<double>(out.step_ns), encoder_ns(out));
     if (bc) bc->observe(static_cast<double>(out.step_ns), bc->goal_ns(), f);
@@ -395,7 +390,8 @@ struct Engine::Impl : SchedulerView {
     s.prefix_hit_tokens = kv->stats().prefix_hit_tokens;
     s.encoder_hits = enc->stats().hits;
     s.encoder_misses = enc->stats().misses;
-    s.encoder_runs = encoder_runs;
+    s.encoder_runs = sched->encoder_runs();
+    s.encoder_split_steps = sched->encoder_split_steps();
     s.media_skipped = media_skipped;
     s.media_redecoded = media_redecoded;
     s.transfers = backend->transfers();
@@ -437,6 +433,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
   SchedulerConfig sc = cfg.scheduler;
   sc.position_rows = spec.position_rows;
   sc.encoder_row_bytes = static_cast<uint64_t>(spec.embed_dim) * 2;  // stored as f16
+  models::Runner* runner = m.model.runner.get();
+  sc.encode_parts = [runner](const models::PreparedMedia& p) { return runner->encode_parts(p); };
   m.sched = std::make_unique<Scheduler>(
       sc, *m.kv, *m.enc,
       make_policy(cfg.policy, {&m.cost, cfg.sla.max_starvation_ns, cfg.scheduler.token_budget}));

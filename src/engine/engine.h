@@ -83,6 +83,10 @@ struct EngineConfig {
   // tenant's own (GenerateRequest::tenant_max_prompt_tokens).
   int64_t tenant_max_prompt_tokens = 0;
   bool batch_controller = true;  // adapt the step budget to the tightest running TPOT target
+  // With the batch controller: an item whose encoder runs in parts (a Qwen vision tower: one per
+  // block) runs as many as the step's time goal leaves room for, the rest in the next steps, so
+  // the decoding requests keep their TPOT schedules while it is encoded. Off: whole items.
+  bool encoder_parts = true;
   // Time one encode of a synthetic item at load and price media by it from the first request
   // (engine/encoder_calibration.h); off: the cost model's prior until image steps have run.
   // Costs one or two encodes at load (CLIP ViT-L on 2 cores: about 2 s).
@@ -136,6 +140,9 @@ struct EngineStats : AdmissionStats {
   int64_t step_ns = 0, loop_busy_ns = 0;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t encoder_hits = 0, encoder_misses = 0, encoder_runs = 0;
+  // Steps that ran some of an item's encoder parts and left the rest to later steps (the step's
+  // time goal had no room for the whole item: EngineConfig::encoder_parts).
+  int64_t encoder_split_steps = 0;
   // Media items admitted without decoding (served from a cache: skip_cached_media), and of
   // those, the ones decoded after all because the cache lost them before they were encoded.
   int64_t media_skipped = 0, media_redecoded = 0;

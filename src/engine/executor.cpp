@@ -34,22 +34,24 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   const int64_t H = embed_dim_;
   StepOutput out;
   for (const Hash128& k : plan.encoder_frees) store_.erase(k);
-  // Encoder jobs: whole items (their attention is bidirectional).
+  for (const Hash128& k : plan.encoder_drops) partial_.erase(k);
+  // Encoder jobs: whole items (their attention is bidirectional), or some of their parts.
   std::unordered_map<Hash128, Tensor, Hash128Hasher> step_only;  // outputs not kept
   for (const EncoderJob& job : plan.encoder_jobs) {
     EncoderTiming t;
     t.start_ns = now_ns();
     // [n_tokens, embed_dim] in the backend's memory, where the store keeps it too; an output
     // computed elsewhere (an encode worker) is copied there once.
-    Tensor feats =
-        job.input.encoded_elsewhere() ? be_.upload(job.input.encoded) : runner_.encode(job.input);
-    if (feats.dim(0) != job.input.n_tokens || feats.dim(1) != H)
-      throw InternalError("encoder produced " + feats.describe() + " for an item of " +
-                          std::to_string(job.input.n_tokens) + " tokens x " + std::to_string(H));
-    if (job.keep)
-      store_.put(job.key, feats);
-    else
-      step_only.emplace(job.key, std::move(feats));
+    Tensor feats = job.input.encoded_elsewhere() ? be_.upload(job.input.encoded) : run_encoder(job);
+    if (feats.rank() > 0) {
+      if (feats.dim(0) != job.input.n_tokens || feats.dim(1) != H)
+        throw InternalError("encoder produced " + feats.describe() + " for an item of " +
+                            std::to_string(job.input.n_tokens) + " tokens x " + std::to_string(H));
+      if (job.keep)
+        store_.put(job.key, feats);
+      else
+        step_only.emplace(job.key, std::move(feats));
+    }
     // The encoder's own time for the cost model: a GPU's queued work waited for (its ops return
     // before they have run; without this the decoder step after it would be charged).
     be_.synchronize();
@@ -58,6 +60,10 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   }
 
   const size_t nc = plan.chunks.size();
+  if (nc == 0) {  // a step of encoder parts alone
+    out.step_ns = now_ns() - t0;
+    return out;
+  }
   rows_.resize(nc);
   embeds_.resize(nc);
   std::vector<models::SeqStep> steps(nc);
@@ -99,6 +105,29 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
   sampler_.sample(be_, logits, specs_, out.sampled, out.logprobs);
   be_.synchronize();  // a step without sampled rows still ends when its work has run
   out.step_ns = now_ns() - t0;
+  return out;
+}
+
+Tensor ModelExecutor::run_encoder(const EncoderJob& job) {
+  if (job.first() && job.last() && job.parts == 1) return runner_.encode(job.input);
+  if (job.first()) {
+    auto p = std::make_unique<Partial>();
+    p->input = job.input;
+    p->job = runner_.encode_job(p->input);
+    if (p->job->parts() != job.parts)
+      throw InternalError("encoder job planned in " + std::to_string(job.parts) +
+                          " parts, the model runs it in " + std::to_string(p->job->parts()));
+    partial_[job.key] = std::move(p);
+  }
+  auto it = partial_.find(job.key);
+  if (it == partial_.end() || it->second->job->done() != job.part_begin)
+    throw InternalError("encoder job: parts from " + std::to_string(job.part_begin) +
+                        " planned, the item's encode is not there");
+  models::EncodeJob& j = *it->second->job;
+  j.run(job.part_end - job.part_begin);
+  if (!job.last()) return {};
+  Tensor out = j.result();
+  partial_.erase(it);
   return out;
 }
 

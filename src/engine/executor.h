@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/encoder_cache.h"
@@ -61,6 +62,14 @@ class ModelExecutor : public Executor {
   std::vector<const SampleSpec*> specs_;  // the sampled chunks' specs, in plan order
   StepSampler sampler_;
   std::unique_ptr<StepGraphs> graphs_;  // null: every step eager
+  // Items encoded in parts, between their first part's step and their last's.
+  struct Partial {
+    models::PreparedMedia input;  // what the job reads (shares the request's features)
+    std::unique_ptr<models::EncodeJob> job;
+  };
+  std::unordered_map<Hash128, std::unique_ptr<Partial>, Hash128Hasher> partial_;
+  // Runs the plan's parts of `job`; its output once the last has run (else empty).
+  Tensor run_encoder(const EncoderJob& job);
 };
 
 }  // namespace mmrt::engine

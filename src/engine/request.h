@@ -46,6 +46,7 @@ struct MediaItem {
   int64_t begin = 0;               // first prompt index of its placeholder run
   int64_t n_tokens = 0;            // length of the run
   int64_t encoder_cost = 0;        // encoder work in the scheduler's units (vision patches)
+  int64_t encode_parts = 1;        // parts its encoder runs in (models::Runner::encode_parts)
   // Admission found its encoder output, or its whole span, in a cache, so it was not decoded:
   // `prepared` is the header's (exact) estimate, without features. Should the cache lose it
   // before the scheduler needs the encoder, the request goes back to the media stage.

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -27,6 +28,10 @@ Scheduler::Scheduler(const SchedulerConfig& cfg, KvBlockManager& kv, EncoderCach
 }
 
 void Scheduler::add(Request* req, int64_t now_ns) {
+  if (cfg_.encode_parts)
+    for (MediaItem& m : req->media)
+      m.encode_parts =
+          m.prepared.encoded_elsewhere() ? 1 : std::max<int64_t>(1, cfg_.encode_parts(m.prepared));
   req->status = RequestStatus::kWaiting;
   req->timeline.add(Event::kQueued, now_ns);
   waiting_.push_back(req);
@@ -54,20 +59,31 @@ void Scheduler::preempt(Request* v, StepPlan& plan, int64_t now_ns) {
   plan.preempted.push_back(v->id);
 }
 
-int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget) {
+int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget,
+                                   int64_t& budget) {
   const int64_t start = r->num_computed;
   for (const MediaItem& m : r->media)
     if (m.features_skipped && m.begin < start + n && m.begin + m.n_tokens > start &&
-        !enc_.contains(m.key)) {
+        !enc_.contains(m.key) && !encoding_.contains(m.key)) {
       plan.need_media.push_back(r->id);
       return 0;
     }
   for (size_t i = 0; i < r->media.size(); ++i) {
     const MediaItem& m = r->media[i];
     if (m.begin >= start + n || m.begin + m.n_tokens <= start) continue;
-    bool planned = std::any_of(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
-                               [&](const EncoderJob& j) { return j.key == m.key; });
-    if (planned) continue;
+    const int64_t before = std::max<int64_t>(0, m.begin - start);  // the chunk cut before m
+    auto planned = std::find_if(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
+                                [&](const EncoderJob& j) { return j.key == m.key; });
+    if (planned != plan.encoder_jobs.end()) {
+      if (planned->last()) continue;  // its output exists once this step's encoder work has run
+      return before;
+    }
+    if (auto e = encoding_.find(m.key); e != encoding_.end()) {  // begun in an earlier step
+      if (!plan_parts(r, i, e->second.done, plan, enc_budget, budget) ||
+          !plan.encoder_jobs.back().last())
+        return before;
+      continue;
+    }
     if (enc_.contains(m.key)) {
       // Read from the cache this step: pinned now, so no job reserved later in this plan can
       // evict it before the executor reads it.
@@ -76,24 +92,78 @@ int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_
       pinned_.push_back(m.key);
       continue;
     }
-    // One item always fits an otherwise empty encoder budget (never starve a large image).
-    bool fits = m.encoder_cost <= enc_budget || plan.encoder_patches == 0;
-    if (fits) {
-      EncoderJob job{r->id, i, m.key, m.prepared, true};
-      const uint64_t bytes = static_cast<uint64_t>(m.n_tokens) * cfg_.encoder_row_bytes;
-      job.keep = enc_.reserve(m.key, bytes, plan.encoder_frees, m.file_hash);
-      if (job.keep) {
-        enc_.pin(m.key);
-        pinned_.push_back(m.key);
-      }
-      plan.encoder_jobs.push_back(std::move(job));
-      plan.encoder_patches += m.encoder_cost;
-      enc_budget -= m.encoder_cost;
-      continue;
-    }
-    return std::max<int64_t>(0, m.begin - start);  // stop just before this item
+    if (!plan_parts(r, i, 0, plan, enc_budget, budget) || !plan.encoder_jobs.back().last())
+      return before;  // stop just before this item
   }
   return n;
+}
+
+bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, int64_t& enc_budget,
+                           int64_t& budget) {
+  const MediaItem& m = r->media[i];
+  const int64_t parts = std::max<int64_t>(1, m.encode_parts);
+  // Patches of parts [a, b): the item's cost spread so that the parts' sum is exact.
+  auto patches = [&](int64_t a, int64_t b) {
+    return m.encoder_cost * b / parts - m.encoder_cost * a / parts;
+  };
+  // One part always fits a step without other encoder work (never starve a large image).
+  const bool first_work = plan.encoder_patches == 0;
+  int64_t k = parts - done;
+  if (encoder_tokens_per_patch_ > 0 && parts > 1) {
+    while (k > 0 && static_cast<double>(patches(done, done + k)) * encoder_tokens_per_patch_ >
+                        static_cast<double>(budget))
+      --k;
+  }
+  while (k > 0 && patches(done, done + k) > enc_budget) --k;
+  if (parts == 1 && k == 0 && first_work) k = 1;
+  if (parts > 1 && k == 0 && first_work) k = 1;
+  if (k == 0) return false;
+  EncoderJob job{r->id, i, m.key, m.prepared, true};
+  job.part_begin = done;
+  job.part_end = done + k;
+  job.parts = parts;
+  if (done == 0) {
+    const uint64_t bytes = static_cast<uint64_t>(m.n_tokens) * cfg_.encoder_row_bytes;
+    job.keep = enc_.reserve(m.key, bytes, plan.encoder_frees, m.file_hash);
+    if (job.keep) enc_.pin(m.key);  // until the last part's step (update)
+  } else {
+    job.keep = encoding_.at(m.key).keep;
+  }
+  if (job.last()) {
+    if (job.keep) pinned_.push_back(m.key);
+    encoding_.erase(m.key);
+  } else {
+    encoding_[m.key] = Encoding{job.part_end, parts, job.keep};
+  }
+  const int64_t p = patches(job.part_begin, job.part_end);
+  plan.encoder_patches += p;
+  enc_budget -= p;
+  if (encoder_tokens_per_patch_ > 0 && parts > 1)
+    budget -= static_cast<int64_t>(std::ceil(static_cast<double>(p) * encoder_tokens_per_patch_));
+  plan.encoder_jobs.push_back(std::move(job));
+  return true;
+}
+
+void Scheduler::drop_orphan_encodes(StepPlan& plan) {
+  plan.encoder_drops.swap(dropped_);
+  dropped_.clear();
+  for (auto it = encoding_.begin(); it != encoding_.end();) {
+    auto needs = [&](const Request* r) {
+      return std::any_of(r->media.begin(), r->media.end(),
+                         [&](const MediaItem& m) { return m.key == it->first; });
+    };
+    if (std::any_of(running_.begin(), running_.end(), needs) ||
+        std::any_of(waiting_.begin(), waiting_.end(), needs)) {
+      ++it;
+      continue;
+    }
+    if (it->second.keep) {
+      enc_.unpin(it->first);
+      enc_.erase(it->first);
+    }
+    plan.encoder_drops.push_back(it->first);
+    it = encoding_.erase(it);
+  }
 }
 
 StepPlan Scheduler::schedule(int64_t now_ns) {
@@ -101,6 +171,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
   std::vector<Request*> chunk_reqs;  // the request of each chunk, in plan order
   int64_t budget = cfg_.token_budget;
   int64_t enc_budget = cfg_.encoder_patch_budget;
+  drop_orphan_encodes(plan);
   policy_->order_running(running_, now_ns);
   std::vector<Request*> scheduled;
 
@@ -108,7 +179,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
   auto try_schedule = [&](Request* r, bool may_preempt) -> bool {
     int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
     if (n <= 0) return false;
-    n = limit_for_media(r, n, plan, enc_budget);
+    n = limit_for_media(r, n, plan, enc_budget, budget);
     if (n <= 0) return false;
     while (!kv_.allocate(*r, n)) {
       if (!may_preempt) return false;
@@ -169,7 +240,7 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     Request* r = waiting_[next_waiting++];
     int64_t hit = kv_.acquire_cached_prefix(*r);
     int64_t n = std::min(r->num_tokens() - r->num_computed, budget);
-    n = limit_for_media(r, n, plan, enc_budget);
+    n = limit_for_media(r, n, plan, enc_budget, budget);
     if (n <= 0 || !kv_.allocate(*r, n)) {
       kv_.free(*r);
       r->num_computed = 0;
@@ -242,29 +313,51 @@ void Scheduler::describe_chunks(StepPlan& plan, const std::vector<Request*>& req
       }
     }
   }
-  for (const EncoderJob& j : plan.encoder_jobs) {
-    (void)j;
-    enc_.record_miss();
-  }
+  for (const EncoderJob& j : plan.encoder_jobs)
+    if (j.first()) enc_.record_miss();  // an item encoded in parts: once
 }
 
-void Scheduler::abort(const StepPlan& plan) {
-  for (const EncoderJob& j : plan.encoder_jobs)
-    if (j.keep) enc_.erase(j.key);  // its output was never stored
+std::vector<Request*> Scheduler::abort(const StepPlan& plan) {
+  for (const EncoderJob& j : plan.encoder_jobs) {
+    if (j.keep) {
+      if (!j.last()) enc_.unpin(j.key);  // held from its first part (a last one: in pinned_)
+      enc_.erase(j.key);                 // its output was never stored
+    }
+    encoding_.erase(j.key);
+    if (j.parts > 1) dropped_.push_back(j.key);  // the executor's part-done encode, if any
+  }
   for (const Hash128& k : pinned_) enc_.unpin(k);
   pinned_.clear();
+  std::vector<Request*> in_plan;
+  auto add = [&](RequestId id) {
+    auto it = by_id_.find(id);
+    if (it != by_id_.end() &&
+        std::find(in_plan.begin(), in_plan.end(), it->second) == in_plan.end())
+      in_plan.push_back(it->second);
+  };
+  for (const auto& c : plan.chunks) add(c.id);
+  for (const EncoderJob& j : plan.encoder_jobs) add(j.owner);
+  return in_plan;
 }
 
 std::vector<Request*> Scheduler::update(const StepPlan& plan, const StepOutput& out,
                                         int64_t now_ns) {
   for (const Hash128& k : pinned_) enc_.unpin(k);
   pinned_.clear();
+  bool split = false;
+  for (const EncoderJob& j : plan.encoder_jobs) {
+    encoder_runs_ += j.first() ? 1 : 0;
+    split |= !j.last();
+  }
+  encoder_split_steps_ += split ? 1 : 0;
   for (size_t i = 0; i < plan.encoder_jobs.size() && i < out.encoder.size(); ++i) {
     auto it = by_id_.find(plan.encoder_jobs[i].owner);
     if (it == by_id_.end()) continue;
-    const auto media = static_cast<int64_t>(plan.encoder_jobs[i].media);
-    it->second->timeline.add(Event::kEncoderStart, out.encoder[i].start_ns, media);
-    it->second->timeline.add(Event::kEncoderEnd, out.encoder[i].end_ns, media);
+    const EncoderJob& j = plan.encoder_jobs[i];
+    const auto media = static_cast<int64_t>(j.media);
+    // An item encoded in parts: from its first part's start to its last's end.
+    if (j.first()) it->second->timeline.add(Event::kEncoderStart, out.encoder[i].start_ns, media);
+    if (j.last()) it->second->timeline.add(Event::kEncoderEnd, out.encoder[i].end_ns, media);
   }
   std::vector<Request*> changed;
   size_t s = 0;
@@ -334,7 +427,10 @@ StepFeatures step_features(const StepPlan& plan) {
   f.prefill_tokens = static_cast<double>(plan.num_prefill_tokens);
   f.decode_tokens = static_cast<double>(plan.num_decode_tokens);
   f.encoder_patches = static_cast<double>(plan.encoder_patches);
-  f.encoder_items = static_cast<double>(plan.encoder_jobs.size());
+  // An item's fixed cost comes with its first part.
+  f.encoder_items =
+      static_cast<double>(std::count_if(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
+                                        [](const EncoderJob& j) { return j.first(); }));
   for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
   return f;
 }

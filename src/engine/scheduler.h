@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -31,6 +32,9 @@ struct SchedulerConfig {
   int32_t max_running = 64;
   int32_t position_rows = 1;       // rows of ScheduledChunk::positions
   uint64_t encoder_row_bytes = 0;  // bytes of one stored encoder row (embed_dim * 2)
+  // The parts an item's encoder runs in (models::Runner::encode_parts; none: 1), asked when a
+  // request is added (an output computed elsewhere is one part).
+  std::function<int64_t(const models::PreparedMedia&)> encode_parts;
 };
 
 class Scheduler {
@@ -45,9 +49,10 @@ class Scheduler {
   // token, reached max_tokens or the context length. Returns the requests that got a token or
   // finished, in plan order.
   std::vector<Request*> update(const StepPlan& plan, const StepOutput& out, int64_t now_ns);
-  // The step of `plan` failed: forgets the encoder entries it reserved and unpins what it read
-  // (the engine fails the plan's requests).
-  void abort(const StepPlan& plan);
+  // The step of `plan` failed: forgets the encoder entries it reserved and the encodes in parts
+  // it advanced, unpins what it read, and returns the requests it had work for (a chunk, an
+  // encoder job), which the engine fails.
+  std::vector<Request*> abort(const StepPlan& plan);
   // Takes a request out of scheduling (its KV blocks freed, nothing computed) to come back
   // through add() later: one of plan.need_media.
   void withdraw(Request* req);
@@ -61,17 +66,33 @@ class Scheduler {
   const std::vector<Request*>& running() const { return running_; }
   const std::vector<Request*>& waiting() const { return waiting_; }
   void set_token_budget(int32_t b) { cfg_.token_budget = b; }
+  // What an encoder patch costs in tokens of the step's budget (> 0: a step with a time goal,
+  // whose encoder work is charged to its token budget, so an item of several parts runs as many
+  // as fit and the rest in the next steps; at least one part a step. 0: whole items, within the
+  // patch budget).
+  void set_encoder_tokens_per_patch(double t) { encoder_tokens_per_patch_ = t; }
   int32_t token_budget() const { return cfg_.token_budget; }
   const SchedulerConfig& config() const { return cfg_; }
   Policy& policy() { return *policy_; }
   const Policy& policy() const { return *policy_; }
   int64_t total_preemptions() const { return preemptions_; }
+  // Items whose encoder began (a run), and steps that ran part of an item's encoder and left the
+  // rest to later steps.
+  int64_t encoder_runs() const { return encoder_runs_; }
+  int64_t encoder_split_steps() const { return encoder_split_steps_; }
 
  private:
   // Cuts n so the chunk [start, start + n) only enters media whose encoder output is cached or
   // whose encoder job fits this step's budget (scheduling those jobs). 0, with the request in
   // plan.need_media, when the chunk needs an encoder job for an item without features.
-  int64_t limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget);
+  int64_t limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_t& enc_budget,
+                          int64_t& budget);
+  // Plans parts of item `i` of `r` from part `done` (of m.encode_parts) as this step's budgets
+  // allow; false when none fits.
+  bool plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, int64_t& enc_budget,
+                  int64_t& budget);
+  // Drops the encodes in parts that no waiting or running request needs any longer.
+  void drop_orphan_encodes(StepPlan& plan);
   void preempt(Request* victim, StepPlan& plan, int64_t now_ns);
   void remove_running(Request* r);
   // Fills the plain data of the chunks (tokens, positions, tables, media rows, sampling), pins
@@ -85,7 +106,17 @@ class Scheduler {
   std::vector<Request*> waiting_, running_;
   std::unordered_map<RequestId, Request*> by_id_;  // every request in waiting_ or running_
   std::vector<Hash128> pinned_;                    // pinned by the last plan, until update()
+  // Items whose encoder runs in parts, from their first part's plan until their last's: parts
+  // planned, and whether the cache holds room (pinned meanwhile).
+  struct Encoding {
+    int64_t done = 0, parts = 1;
+    bool keep = false;
+  };
+  std::unordered_map<Hash128, Encoding, Hash128Hasher> encoding_;
+  std::vector<Hash128> dropped_;  // by abort(), for the next plan's encoder_drops
+  double encoder_tokens_per_patch_ = 0;
   int64_t preemptions_ = 0;
+  int64_t encoder_runs_ = 0, encoder_split_steps_ = 0;
 };
 
 // The cost model's view of a plan: its prefill and decode tokens, the context they attend, its

@@ -48,25 +48,32 @@ struct ScheduledChunk {
   SampleSpec sampling;  // when sample
 };
 
+// Encoder work on one item this step: all of it, or some of its parts (models::EncodeJob) when
+// the step's time allows no more; the item's output exists once its last part has run.
 struct EncoderJob {
   RequestId owner = 0;  // the request whose prefill needs it (timeline attribution)
   size_t media = 0;     // index into that request's media
   Hash128 key;
   models::PreparedMedia input;  // shares the request's features (no copy)
   bool keep = true;  // the cache reserved room: store the output; else use it for this step only
+  int64_t part_begin = 0, part_end = 1, parts = 1;  // parts [begin, end) of the item's `parts`
+  bool first() const { return part_begin == 0; }
+  bool last() const { return part_end == parts; }
 };
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
   std::vector<EncoderJob> encoder_jobs;
   std::vector<Hash128> encoder_frees;  // evicted entries: the executor frees them first
+  std::vector<Hash128> encoder_drops;  // items encoded in parts that nobody needs any longer
   std::vector<RequestId> preempted;
   // Requests that reached a media item whose features were skipped and whose encoder output is
   // no longer cached: they have no chunk in the plan; the engine withdraws them for decoding.
   std::vector<RequestId> need_media;
   int64_t num_tokens = 0, num_decode_tokens = 0, num_prefill_tokens = 0;
   int64_t encoder_patches = 0;
-  bool empty() const { return chunks.empty(); }
+  // Nothing to run: no chunk and no encoder work (a step may only advance an encode in parts).
+  bool empty() const { return chunks.empty() && encoder_jobs.empty(); }
 };
 
 struct EncoderTiming {
@@ -76,7 +83,7 @@ struct EncoderTiming {
 struct StepOutput {
   std::vector<int32_t> sampled;         // one per chunk with sample = true, in plan order
   std::vector<TokenLogprobs> logprobs;  // parallel to sampled where a chunk asked (else empty)
-  std::vector<EncoderTiming> encoder;   // one per encoder job, in plan order
+  std::vector<EncoderTiming> encoder;   // one per encoder job (its parts this step), in plan order
   int64_t step_ns = 0;
 };
 

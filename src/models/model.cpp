@@ -109,6 +109,38 @@ bool ModelSpec::takes(Modality m) const {
   return std::find(modalities.begin(), modalities.end(), m) != modalities.end();
 }
 
+namespace {
+
+// encode() as one part.
+class WholeEncode final : public EncodeJob {
+ public:
+  WholeEncode(Runner& r, const PreparedMedia& item) : runner_(r), item_(item) {}
+  int64_t parts() const override { return 1; }
+  int64_t done() const override { return done_ ? 1 : 0; }
+  void run(int64_t n) override {
+    if (n <= 0) return;
+    if (done_ || n > 1) throw InternalError("encode job: more parts run than it has (1)");
+    out_ = runner_.encode(item_);
+    done_ = true;
+  }
+  Tensor result() override {
+    if (!done_) throw InternalError("encode job: the result asked before its part ran");
+    return std::move(out_);
+  }
+
+ private:
+  Runner& runner_;
+  const PreparedMedia& item_;
+  Tensor out_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<EncodeJob> Runner::encode_job(const PreparedMedia& item) {
+  return std::make_unique<WholeEncode>(*this, item);
+}
+
 std::string ModelSpec::encoder_identity() const {
   return config_key.hex() + "/" + weights_key.hex() + "/" + encoder_precision;
 }

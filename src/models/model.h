@@ -244,11 +244,32 @@ struct SeqStep {
   bool want_logits = true;  // logits of this sequence's last new token
 };
 
+// One item's encode in parts that run in order, so that a step can run some of it: the engine
+// spreads a large item's encoder over steps that keep the decoding requests on their TPOT
+// schedules. The parts' outputs equal encode()'s, bit for bit.
+class EncodeJob {
+ public:
+  virtual ~EncodeJob() = default;
+  virtual int64_t parts() const = 0;
+  virtual int64_t done() const = 0;
+  virtual void run(int64_t n) = 0;  // the next n parts (InternalError past the last)
+  // After the last part: [item.n_tokens, embed_dim] f32, as encode() returns it.
+  virtual Tensor result() = 0;
+};
+
 class Runner {
  public:
   virtual ~Runner() = default;
   // Encoder output of one item: [item.n_tokens, embed_dim] f32.
   virtual Tensor encode(const PreparedMedia& item) = 0;
+  // How many parts encode_job(item) runs in (1, the default: the whole encode at once).
+  virtual int64_t encode_parts(const PreparedMedia& item) const {
+    (void)item;
+    return 1;
+  }
+  // `item`'s encode in encode_parts(item) parts; the default runs encode() as its one part.
+  // `item` must outlive the job.
+  virtual std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item);
   // One decoder step; K/V are read and written in `kv` (laid out as kv_config() describes).
   // Returns logits [n_want, vocab] f32 (valid until the next call). InvalidArgument for
   // inconsistent inputs.

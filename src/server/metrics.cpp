@@ -192,6 +192,9 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
         static_cast<double>(s.encoder_hits), "counter");
   gauge("mmrt_encoder_runs_total", "Encoder jobs run.", static_cast<double>(s.encoder_runs),
         "counter");
+  gauge("mmrt_encoder_split_steps_total",
+        "Steps that ran part of an item's encoder, the rest left to later steps.",
+        static_cast<double>(s.encoder_split_steps), "counter");
   gauge("mmrt_media_items_skipped_total",
         "Media items not decoded because a cache held their encoder output or prompt span.",
         static_cast<double>(s.media_skipped), "counter");

@@ -42,9 +42,21 @@ class FakeExecutor {
   StepOutput execute(const StepPlan& plan) {
     StepOutput out;
     for (const Hash128& k : plan.encoder_frees) store_.erase(k);
+    for (const Hash128& k : plan.encoder_drops) partial_.erase(k);
     std::unordered_map<Hash128, Tensor, Hash128Hasher> step_only;
     for (const auto& job : plan.encoder_jobs) {
       ++encoder_runs;
+      if (job.parts > 1) {  // an item in parts: in order, each once, the output after the last
+        EXPECT_TRUE(job.part_begin < job.part_end && job.part_end <= job.parts);
+        int64_t& done = partial_[job.key];
+        EXPECT_EQ(done, job.part_begin) << "parts out of order, or a dropped encode resumed";
+        done = job.part_end;
+        if (!job.last()) {
+          out.encoder.push_back({1, 2});
+          continue;
+        }
+        partial_.erase(job.key);
+      }
       Tensor f = features(job.key, job.input.n_tokens);
       if (job.keep)
         store_.put(job.key, f);
@@ -73,6 +85,7 @@ class FakeExecutor {
 
   int64_t encoder_runs = 0;
   const EncoderStore& store() const { return store_; }
+  size_t partial_encodes() const { return partial_.size(); }
 
  private:
   // What the "KV" of the chunk's token i is: its id, or for a media token the fake feature row
@@ -100,6 +113,7 @@ class FakeExecutor {
   std::vector<uint64_t> slots_;
   kernels::CpuBackend be_{kernels::BackendOptions{.threads = 1}};
   EncoderStore store_{be_};
+  std::unordered_map<Hash128, int64_t, Hash128Hasher> partial_;  // parts run of items in parts
 };
 
 }  // namespace mmrt::engine::testing

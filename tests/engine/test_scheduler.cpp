@@ -349,6 +349,96 @@ TEST(Scheduler, ImagePrefillWaitsForItsEncoderJobAndMaySpanChunks) {
   EXPECT_GE(r->timeline.count(Event::kPrefillChunk), 6);
 }
 
+// An item whose encoder runs in parts, in steps whose time goal charges encoder work to the token
+// budget: each step runs the parts that fit (at least one), the chunk stops before the item
+// until the step that runs its last part, and the tokens are those of the item encoded whole.
+TEST(Scheduler, AnItemInPartsRunsAsTheBudgetAllowsAndItsPrefillWaitsForTheLast) {
+  auto run = [](double tokens_per_patch, int64_t parts) {
+    Harness h(256, 16, 64);
+    h.sched.set_encoder_tokens_per_patch(tokens_per_patch);
+    MediaItem m = image(9, 5, 24);  // 96 patches
+    m.encode_parts = parts;
+    Request* r = h.submit(tokens(60, 4), 3, "t0", {m});
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    while (!h.sched.idle()) {
+      StepPlan plan = h.sched.schedule(++h.now);
+      bool last = false;
+      for (const EncoderJob& j : plan.encoder_jobs) {
+        ranges.emplace_back(j.part_begin, j.part_end);
+        last |= j.last();
+      }
+      for (const auto& c : plan.chunks)
+        if (c.start + c.n > m.begin && c.start < m.begin + m.n_tokens)
+          EXPECT_TRUE(h.exec.store().contains(m.key) || last)
+              << "a chunk entered the item before its last part";
+      h.sched.update(plan, h.exec.execute(plan), ++h.now);
+    }
+    EXPECT_EQ(r->outcome, Outcome::kFinished);
+    EXPECT_EQ(r->timeline.count(Event::kEncoderStart), 1);
+    EXPECT_EQ(r->timeline.count(Event::kEncoderEnd), 1);
+    EXPECT_EQ(h.exec.partial_encodes(), 0u);
+    return std::make_pair(r->output, ranges);
+  };
+  const auto whole = run(0, 1);
+  // 24 patches a part at 1 token a patch: two parts fit the 64-token budget, then two more.
+  const auto halves = run(1.0, 4);
+  EXPECT_EQ(halves.first, whole.first);
+  EXPECT_EQ(halves.second, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 4}}));
+  // Nothing fits: one part a step.
+  const auto ones = run(100.0, 4);
+  EXPECT_EQ(ones.first, whole.first);
+  EXPECT_EQ(ones.second,
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
+  // Without a time goal (0 tokens a patch) the item runs whole, however many parts it has.
+  const auto all = run(0, 4);
+  EXPECT_EQ(all.first, whole.first);
+  EXPECT_EQ(all.second, (std::vector<std::pair<int64_t, int64_t>>{{0, 4}}));
+}
+
+// An encode in parts whose request goes (cancelled) is dropped: the executor forgets it, the
+// cache its reservation and pin; the same image sent again starts over from its first part. A
+// failed step drops the encodes it advanced the same way.
+TEST(Scheduler, AnEncodeInPartsNobodyNeedsIsDropped) {
+  Harness h(256, 16, 64, "fcfs", 200);  // room for one 24-row item (4 columns x 2 bytes each)
+  h.sched.set_encoder_tokens_per_patch(100.0);
+  MediaItem m = image(9, 5, 24);
+  m.encode_parts = 4;
+  Request* a = h.submit(tokens(60, 4), 3, "t0", {m});
+  ASSERT_TRUE(h.step());
+  ASSERT_TRUE(h.step());
+  EXPECT_EQ(h.exec.partial_encodes(), 1u);
+  h.sched.finish(a, Outcome::kCancelled, ++h.now);
+  Request* b = h.submit(tokens(30, 5), 2);
+  StepPlan p = h.sched.schedule(++h.now);
+  EXPECT_EQ(p.encoder_drops, std::vector<Hash128>{m.key});
+  EXPECT_FALSE(h.enc.contains(m.key));
+  h.sched.update(p, h.exec.execute(p), ++h.now);
+  EXPECT_EQ(h.exec.partial_encodes(), 0u);
+  h.run();
+  EXPECT_EQ(b->outcome, Outcome::kFinished);
+  // The room it held is free again: another item fits the cache whole.
+  Request* c = h.submit(tokens(60, 4), 3, "t0", {m});
+  StepPlan first = h.sched.schedule(++h.now);
+  ASSERT_EQ(first.encoder_jobs.size(), 1u);
+  EXPECT_EQ(first.encoder_jobs[0].part_begin, 0);
+  EXPECT_TRUE(first.encoder_jobs[0].keep) << "the dropped encode still held the cache's room";
+  // A failed step: its requests are failed, its encodes dropped from the next plan.
+  h.exec.execute(first);
+  h.sched.abort(first);
+  h.sched.finish(c, Outcome::kFailed, ++h.now);
+  EXPECT_FALSE(h.enc.contains(m.key));
+  Request* d = h.submit(tokens(60, 4), 3, "t0", {m});
+  StepPlan next = h.sched.schedule(++h.now);
+  EXPECT_EQ(next.encoder_drops, std::vector<Hash128>{m.key});
+  ASSERT_EQ(next.encoder_jobs.size(), 1u);
+  EXPECT_EQ(next.encoder_jobs[0].part_begin, 0);
+  h.sched.update(next, h.exec.execute(next), ++h.now);
+  h.run();
+  EXPECT_EQ(d->outcome, Outcome::kFinished);
+  EXPECT_EQ(h.exec.partial_encodes(), 0u);
+  EXPECT_EQ(h.kv.num_used_blocks(), 0);
+}
+
 // An item admitted without features (its encoder output was cached) whose cache entry is gone
 // by the time the prefill reaches it: the request leaves the plan for its media (no chunk, no
 // KV held) and does not block the requests behind it; once it has features it runs as usual.

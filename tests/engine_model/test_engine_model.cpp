@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "../ops/isa_fixture.h"
 #include "core/clock.h"
@@ -173,6 +174,40 @@ TEST_F(EngineModel, RepeatedImageHitsEncoderAndPrefixCaches) {
   EXPECT_EQ(plain->submit(g2).wait().tokens, second.tokens);
   EXPECT_EQ(plain->submit(g3).wait().tokens, eng->submit(g3).wait().tokens);
   EXPECT_EQ(plain->stats().media_skipped, 0);
+}
+
+// A large image arrives while a stream with a (very tight) TPOT target decodes: the steps' time
+// goal leaves no room for its whole encoder, so it runs a part (a block) a step beside the
+// stream's tokens. Both requests have the tokens they have with the image encoded whole.
+TEST_F(EngineModel, AnImageEncodedInPartsBesideAStreamHasTheTokensOfAWholeEncode) {
+  auto run = [&](bool parts) {
+    EngineConfig c = config(512, 512, true);
+    c.policy = "slo";
+    c.encoder_parts = parts;
+    c.sla = SlaConfig::from_json(
+        R"({"classes":[{"name":"stream","ttft_ms":60000,"tpot_ms":1,"on_miss":"accept"}]})",
+        "test");
+    auto eng = Engine::create(c);
+    GenerateRequest s = text_req("Tell me a story about a cat.", 3000);
+    s.sla_class = "stream";
+    RequestHandle hs = eng->submit(s);
+    // Its first token: it decodes, on its TPOT schedule, when the image comes.
+    for (auto e = hs.next(); e && e->kind != StreamEvent::Kind::kDone; e = hs.next())
+      if (!e->token_ids.empty() || e->kind == StreamEvent::Kind::kText) break;
+    GenerateRequest g = image_req({"big.png"}, "Describe.", 4);
+    g.sla_class = "stream";
+    const RequestResult ri = eng->submit(g).wait();
+    const RequestResult rs = hs.wait();
+    EXPECT_EQ(ri.outcome, Outcome::kFinished) << ri.reason;
+    EXPECT_EQ(rs.outcome, Outcome::kFinished) << rs.reason;
+    return std::make_tuple(ri.tokens, rs.tokens, eng->stats().encoder_split_steps);
+  };
+  const auto [whole_image, whole_stream, none] = run(false);
+  const auto [image, stream, split] = run(true);
+  EXPECT_EQ(none, 0);
+  EXPECT_GT(split, 0) << "the image's encoder ran whole in one step";
+  EXPECT_EQ(image, whole_image);
+  EXPECT_EQ(stream, whole_stream);
 }
 
 // A request admitted without decoding its image (an encoder-cache hit) whose cache entry is

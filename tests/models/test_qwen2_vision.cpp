@@ -3,6 +3,8 @@
 // 1e-4 relative (to the largest reference value) in f32; greedy tokens identical.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <sstream>
 
 #include "batch_runner.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -147,6 +150,32 @@ TEST(Qwen2Vision, EmbeddingsMatchReference) {
   EXPECT_LE(rel_err(got.data<float>(), reinterpret_cast<const float*>(ref.data()),
                     static_cast<size_t>(got.numel())),
             1e-4);
+}
+
+// The tower as a job of one part per block (the engine runs a large image's encoder a few blocks
+// a step): in any split, the same bits as forward(); parts past the end and a result before it
+// are errors.
+TEST(Qwen2Vision, TheTowerInPartsEqualsForwardBitForBit) {
+  World w(DType::kBF16);
+  auto st = io::SafeTensors::open(w.dir.string());
+  auto vt = models::qwen2_vl::VisionTower::load(test::test_backend(), st, w.cfg,
+                                                kernels::WeightFormat::kBF16);
+  const Tensor whole = test::host(vt->forward(w.pixels, w.grids));
+  ASSERT_EQ(vt->parts(), w.cfg.vision.depth);
+  ASSERT_GE(vt->parts(), 2) << "the tiny tower needs two blocks for this test";
+  for (int64_t first : {int64_t{1}, vt->parts() - 1}) {
+    auto job = vt->begin(w.pixels, w.grids);
+    ASSERT_EQ(job->parts(), vt->parts());
+    EXPECT_THROW(job->result(), InternalError);
+    job->run(0);
+    job->run(first);
+    EXPECT_EQ(job->done(), first);
+    EXPECT_THROW(job->run(job->parts()), InternalError);
+    job->run(job->parts() - first);
+    const Tensor got = test::host(job->result());
+    ASSERT_EQ(got.nbytes(), whole.nbytes());
+    EXPECT_EQ(std::memcmp(got.raw(), whole.raw(), got.nbytes()), 0) << "first " << first;
+  }
 }
 
 // The int8 encoder blocks (EncoderPrecision: block 0 of 2 int8, x per row, integer sums; block

@@ -35,11 +35,46 @@ class VisionRunner final : public DecoderRunner {
                           " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
     return out;
   }
+  // An image runs in the tower's parts (its blocks); a video (its slices, each a forward) and a
+  // pruned item whole.
+  int64_t encode_parts(const PreparedMedia& item) const override {
+    return whole_only(item) ? 1 : vision_->parts();
+  }
+  std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
+    if (whole_only(item) || vision_->parts() <= 1) return Runner::encode_job(item);
+    const GridThw g = grid_of(item);
+    std::unique_ptr<EncodeJob> job = vision_->begin(item.features, {&g, 1});
+    if (!job) return Runner::encode_job(item);
+    return std::make_unique<CheckedRows>(std::move(job), item.n_tokens);
+  }
   double encode_flops(const PreparedMedia& item) const override {
     return vision_->flops(grid_of(item));
   }
 
  private:
+  // A tower's job whose result must have the item's rows.
+  class CheckedRows final : public EncodeJob {
+   public:
+    CheckedRows(std::unique_ptr<EncodeJob> job, int64_t rows) : job_(std::move(job)), rows_(rows) {}
+    int64_t parts() const override { return job_->parts(); }
+    int64_t done() const override { return job_->done(); }
+    void run(int64_t n) override { job_->run(n); }
+    Tensor result() override {
+      Tensor out = job_->result();
+      if (out.dim(0) != rows_)
+        throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
+                            " rows for an image of " + std::to_string(rows_) + " tokens");
+      return out;
+    }
+
+   private:
+    std::unique_ptr<EncodeJob> job_;
+    int64_t rows_;
+  };
+  bool whole_only(const PreparedMedia& item) const {
+    const GridThw g = grid_of(item);
+    return g[0] > 1 || !item.kept_tokens.empty();
+  }
   GridThw grid_of(const PreparedMedia& item) const {
     if ((item.modality != Modality::kImage && item.modality != Modality::kVideo) ||
         item.dims.size() != 3)

@@ -22,6 +22,15 @@ class GridEncoder {
   virtual Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) = 0;
   // Floating-point operations of forward() for one item of this grid (0: unknown).
   virtual double flops(const GridThw& grid) const = 0;
+  // forward() as a job of parts() parts (the same output), or nullptr for a tower that runs only
+  // whole (the default).
+  virtual std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values,
+                                           std::span<const GridThw> grids) {
+    (void)pixel_values;
+    (void)grids;
+    return nullptr;
+  }
+  virtual int64_t parts() const { return 1; }
 };
 
 // `merge`: spatial_merge_size (a token is merge x merge patches); `reuse_slices`:

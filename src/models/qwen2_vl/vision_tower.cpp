@@ -1,5 +1,7 @@
 #include "models/qwen2_vl/vision_tower.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -134,47 +136,94 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
 }
 
-Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
-  Impl& m = *impl_;
-  const kernels::Backend& be = *m.be;
-  const auto& vc = m.vc;
-  const int64_t E = vc.embed_dim, nh = vc.num_heads, ms = vc.spatial_merge_size;
-  const int64_t mlp = vc.mlp_hidden();
-  // Positions (row, col) per patch in merge-block order, and one segment per frame.
-  const PatchGrid pg = patch_grid(pixel_values, grids, patch_dim(), ms);
-  const int64_t N = pg.n;
-  Tensor px = be.upload(pixel_values.contiguous());  // the one copy of the features (a device)
-  kernels::Buffer x(be, N * E), h(be, N * E);        // [N, embed]
-  kernels::Buffer qkv(be, N * 3 * E);                // [N, 3 * embed]
-  kernels::Buffer attn(be, N * E);
-  kernels::Buffer act(be, N * mlp);  // [N, mlp]
-  kernels::linear(be, px.data<float>(), N, m.patch_embed, x.data());
-  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, pg.positions.data(), N);
+// forward() as a job of one part per block: the patch embedding and the rotary angles run with
+// the first part, the merger with the last. Its buffers live as long as the job.
+class VisionTower::Job final : public EncodeJob {
+ public:
+  Job(const Impl& m, const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim)
+      : m_(m), pg_(patch_grid(pixel_values, grids, patch_dim, m.vc.spatial_merge_size)) {
+    const kernels::Backend& be = *m.be;
+    const int64_t N = pg_.n, E = m.vc.embed_dim, mlp = m.vc.mlp_hidden();
+    px_ = be.upload(pixel_values.contiguous());  // the one copy of the features (a device)
+    x_ = kernels::Buffer(be, N * E);             // [N, embed]
+    h_ = kernels::Buffer(be, N * E);
+    qkv_ = kernels::Buffer(be, N * 3 * E);  // [N, 3 * embed]
+    attn_ = kernels::Buffer(be, N * E);
+    act_ = kernels::Buffer(be, N * mlp);  // [N, mlp]
+  }
+  int64_t parts() const override { return std::max<int64_t>(1, blocks()); }
+  int64_t done() const override { return done_; }
+  void run(int64_t n) override {
+    if (n < 0 || n > parts() - done_)
+      throw InternalError("vision tower job: " + std::to_string(n) + " parts asked, " +
+                          std::to_string(parts() - done_) + " left");
+    for (int64_t k = 0; k < n; ++k, ++done_) {
+      if (done_ == 0) embed();
+      if (done_ < blocks()) run_encoder_block(*m_.be, m_.blocks[static_cast<size_t>(done_)], step_);
+      if (done_ + 1 == parts()) merge();
+    }
+  }
+  Tensor result() override {
+    if (done_ != parts()) throw InternalError("vision tower job: the result asked before its end");
+    return std::move(out_);
+  }
 
-  const float eps = 1e-6f;
-  const EncoderStep step{.n = N,
-                         .embed = E,
-                         .mlp = mlp,
-                         .heads = static_cast<int32_t>(nh),
-                         .eps = eps,
-                         .quick_gelu = m.quick_gelu,
-                         .cu_seqlens = pg.frames,
-                         .rope = &angles,
-                         .x = x.data(),
-                         .h = h.data(),
-                         .qkv = qkv.data(),
-                         .attn = attn.data(),
-                         .act = act.data()};
-  for (const EncoderBlock& b : m.blocks) run_encoder_block(be, b, step);
-  // Merger: LayerNorm per patch, then 2x2 blocks (4 consecutive rows) as one vector.
-  kernels::layer_norm(be, x.data(), m.ln_q_w, m.ln_q_b, eps, h.data(), N, E);
-  const int64_t M = N / (ms * ms), ME = E * ms * ms;
-  kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
-  kernels::linear(be, h.data(), M, m.mlp0, mid.data());
-  kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
-  Tensor out = be.empty(DType::kF32, {M, vc.hidden_size});  // [M, out_hidden]
-  kernels::linear(be, mid.data(), M, m.mlp2, out.data<float>());
-  return out;
+ private:
+  int64_t blocks() const { return static_cast<int64_t>(m_.blocks.size()); }
+  void embed() {
+    const kernels::Backend& be = *m_.be;
+    const int64_t N = pg_.n;
+    kernels::linear(be, px_.data<float>(), N, m_.patch_embed, x_.data());
+    angles_ = kernels::rope_angles(be, m_.rope, pg_.positions.data(), N);
+    step_ = EncoderStep{.n = N,
+                        .embed = m_.vc.embed_dim,
+                        .mlp = m_.vc.mlp_hidden(),
+                        .heads = static_cast<int32_t>(m_.vc.num_heads),
+                        .eps = kEps,
+                        .quick_gelu = m_.quick_gelu,
+                        .cu_seqlens = pg_.frames,
+                        .rope = &angles_,
+                        .x = x_.data(),
+                        .h = h_.data(),
+                        .qkv = qkv_.data(),
+                        .attn = attn_.data(),
+                        .act = act_.data()};
+  }
+  // Merger: LayerNorm per patch, then merge x merge blocks (consecutive rows) as one vector.
+  void merge() {
+    const kernels::Backend& be = *m_.be;
+    const int64_t N = pg_.n, E = m_.vc.embed_dim, ms = m_.vc.spatial_merge_size;
+    kernels::layer_norm(be, x_.data(), m_.ln_q_w, m_.ln_q_b, kEps, h_.data(), N, E);
+    const int64_t M = N / (ms * ms), ME = E * ms * ms;
+    kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
+    kernels::linear(be, h_.data(), M, m_.mlp0, mid.data());
+    kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
+    out_ = be.empty(DType::kF32, {M, m_.vc.hidden_size});  // [M, out_hidden]
+    kernels::linear(be, mid.data(), M, m_.mlp2, out_.data<float>());
+  }
+  static constexpr float kEps = 1e-6f;
+  const Impl& m_;
+  PatchGrid pg_;
+  Tensor px_, out_;
+  kernels::Buffer x_, h_, qkv_, attn_, act_;
+  kernels::RopeAngles angles_;
+  EncoderStep step_;
+  int64_t done_ = 0;
+};
+
+int64_t VisionTower::parts() const {
+  return std::max<int64_t>(1, static_cast<int64_t>(impl_->blocks.size()));
+}
+
+std::unique_ptr<EncodeJob> VisionTower::begin(const Tensor& pixel_values,
+                                              std::span<const GridThw> grids) {
+  return std::make_unique<Job>(*impl_, pixel_values, grids, patch_dim());
+}
+
+Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
+  Job job(*impl_, pixel_values, grids, patch_dim());
+  job.run(job.parts());
+  return job.result();
 }
 
 }  // namespace mmrt::models::qwen2_vl

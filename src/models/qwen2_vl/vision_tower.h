@@ -53,6 +53,11 @@ class VisionTower final : public GridEncoder {
   // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
   // concatenated) -> image embeddings [sum_i t_i*h_i*w_i / merge², out_hidden] f32.
   Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) override;
+  // forward() in parts: one per block (the patch embedding runs with the first, the merger with
+  // the last).
+  std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values,
+                                   std::span<const GridThw> grids) override;
+  int64_t parts() const override;
 
   int64_t patch_dim() const;  // C * T * p * p (1176)
   int64_t out_hidden() const;
@@ -61,6 +66,7 @@ class VisionTower final : public GridEncoder {
 
  private:
   struct Impl;
+  class Job;
   explicit VisionTower(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
