@@ -316,8 +316,10 @@ struct Engine::Impl : SchedulerView {
       sched->set_token_budget(
           bc->plan_step(cost, sched->running(), now_ns(), l.n_decode, l.context));
       // A step with a time goal charges its encoder work to it: a large item runs in parts.
-      sched->set_encoder_tokens_per_patch(cfg.encoder_parts ? bc->encoder_tokens_per_patch(cost)
-                                                            : 0);
+      if (cfg.encoder_parts)
+        sched->set_encoder_pacing({bc->encoder_tokens_per_patch(cost),
+                                   cost.predict_ns({0, double(l.n_decode), 0, l.context}),
+                                   cost.coefficients_ns()[3]});
     }
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);

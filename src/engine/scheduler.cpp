@@ -78,10 +78,18 @@ int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_
       if (planned->last()) continue;  // its output exists once this step's encoder work has run
       return before;
     }
+    // The item's last part runs this step: the chunk takes what the parts left of the step's
+    // budget (a step-only output, which the cache had no room for, is read whole now).
+    auto after_parts = [&] {
+      const EncoderJob& j = plan.encoder_jobs.back();
+      if (j.keep && j.parts > 1 && pacing_.tokens_per_patch > 0)
+        n = std::max(before, std::min(n, budget));
+    };
     if (auto e = encoding_.find(m.key); e != encoding_.end()) {  // begun in an earlier step
       if (!plan_parts(r, i, e->second.done, plan, enc_budget, budget) ||
           !plan.encoder_jobs.back().last())
         return before;
+      after_parts();
       continue;
     }
     if (enc_.contains(m.key)) {
@@ -94,6 +102,7 @@ int64_t Scheduler::limit_for_media(Request* r, int64_t n, StepPlan& plan, int64_
     }
     if (!plan_parts(r, i, 0, plan, enc_budget, budget) || !plan.encoder_jobs.back().last())
       return before;  // stop just before this item
+    after_parts();
   }
   return n;
 }
@@ -109,12 +118,26 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
   // One part always fits a step without other encoder work (never starve a large image).
   const bool first_work = plan.encoder_patches == 0;
   int64_t k = parts - done;
-  if (encoder_tokens_per_patch_ > 0 && parts > 1) {
-    while (k > 0 && static_cast<double>(patches(done, done + k)) * encoder_tokens_per_patch_ >
+  if (pacing_.tokens_per_patch > 0 && parts > 1) {
+    while (k > 0 && static_cast<double>(patches(done, done + k)) * pacing_.tokens_per_patch >
                         static_cast<double>(budget))
       --k;
   }
   while (k > 0 && patches(done, done + k) > enc_budget) --k;
+  // The request's deadline: steps of (step + k parts) until the encoder ends, within half the
+  // time left: k >= left x step / (half - left x part).
+  if (pacing_.tokens_per_patch > 0 && parts > 1 && r->deadline_ns > 0 && pacing_.step_ns > 0) {
+    const int64_t left = parts - done;
+    const double part_ns =
+        pacing_.patch_ns * static_cast<double>(m.encoder_cost) / static_cast<double>(parts);
+    const double room =
+        0.5 * static_cast<double>(r->deadline_ns - now_) - static_cast<double>(left) * part_ns;
+    const int64_t need =
+        room <= pacing_.step_ns
+            ? left
+            : static_cast<int64_t>(std::ceil(static_cast<double>(left) * pacing_.step_ns / room));
+    k = std::max(k, std::min(left, need));
+  }
   if (parts == 1 && k == 0 && first_work) k = 1;
   if (parts > 1 && k == 0 && first_work) k = 1;
   if (k == 0) return false;
@@ -138,8 +161,8 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
   const int64_t p = patches(job.part_begin, job.part_end);
   plan.encoder_patches += p;
   enc_budget -= p;
-  if (encoder_tokens_per_patch_ > 0 && parts > 1)
-    budget -= static_cast<int64_t>(std::ceil(static_cast<double>(p) * encoder_tokens_per_patch_));
+  if (pacing_.tokens_per_patch > 0 && parts > 1)
+    budget -= static_cast<int64_t>(std::ceil(static_cast<double>(p) * pacing_.tokens_per_patch));
   plan.encoder_jobs.push_back(std::move(job));
   return true;
 }
@@ -168,6 +191,7 @@ void Scheduler::drop_orphan_encodes(StepPlan& plan) {
 
 StepPlan Scheduler::schedule(int64_t now_ns) {
   StepPlan plan;
+  now_ = now_ns;
   std::vector<Request*> chunk_reqs;  // the request of each chunk, in plan order
   int64_t budget = cfg_.token_budget;
   int64_t enc_budget = cfg_.encoder_patch_budget;

@@ -37,6 +37,18 @@ struct SchedulerConfig {
   std::function<int64_t(const models::PreparedMedia&)> encode_parts;
 };
 
+// How a step with a time goal paces an item whose encoder runs in parts (set before each
+// schedule(); tokens_per_patch 0: whole items, within the patch budget).
+struct EncoderPacing {
+  // An encoder patch's cost in tokens of the step's budget (> 0: the parts are charged to it and
+  // a step runs those that fit, at least one).
+  double tokens_per_patch = 0;
+  // A step's time without encoder work and a patch's (ns; 0: unknown). An item whose request has
+  // a first-token deadline runs at least the parts a step that end its encoder within half the
+  // time left, so that its prefill still has the other half.
+  double step_ns = 0, patch_ns = 0;
+};
+
 class Scheduler {
  public:
   Scheduler(const SchedulerConfig& cfg, KvBlockManager& kv, EncoderCache& enc,
@@ -66,11 +78,8 @@ class Scheduler {
   const std::vector<Request*>& running() const { return running_; }
   const std::vector<Request*>& waiting() const { return waiting_; }
   void set_token_budget(int32_t b) { cfg_.token_budget = b; }
-  // What an encoder patch costs in tokens of the step's budget (> 0: a step with a time goal,
-  // whose encoder work is charged to its token budget, so an item of several parts runs as many
-  // as fit and the rest in the next steps; at least one part a step. 0: whole items, within the
-  // patch budget).
-  void set_encoder_tokens_per_patch(double t) { encoder_tokens_per_patch_ = t; }
+  // How the next steps pace an item's encoder parts (EncoderPacing; all 0: whole items).
+  void set_encoder_pacing(const EncoderPacing& p) { pacing_ = p; }
   int32_t token_budget() const { return cfg_.token_budget; }
   const SchedulerConfig& config() const { return cfg_; }
   Policy& policy() { return *policy_; }
@@ -114,7 +123,8 @@ class Scheduler {
   };
   std::unordered_map<Hash128, Encoding, Hash128Hasher> encoding_;
   std::vector<Hash128> dropped_;  // by abort(), for the next plan's encoder_drops
-  double encoder_tokens_per_patch_ = 0;
+  EncoderPacing pacing_;
+  int64_t now_ = 0;  // schedule()'s time
   int64_t preemptions_ = 0;
   int64_t encoder_runs_ = 0, encoder_split_steps_ = 0;
 };

@@ -355,7 +355,7 @@ TEST(Scheduler, ImagePrefillWaitsForItsEncoderJobAndMaySpanChunks) {
 TEST(Scheduler, AnItemInPartsRunsAsTheBudgetAllowsAndItsPrefillWaitsForTheLast) {
   auto run = [](double tokens_per_patch, int64_t parts) {
     Harness h(256, 16, 64);
-    h.sched.set_encoder_tokens_per_patch(tokens_per_patch);
+    h.sched.set_encoder_pacing({tokens_per_patch});
     MediaItem m = image(9, 5, 24);  // 96 patches
     m.encode_parts = parts;
     Request* r = h.submit(tokens(60, 4), 3, "t0", {m});
@@ -395,12 +395,32 @@ TEST(Scheduler, AnItemInPartsRunsAsTheBudgetAllowsAndItsPrefillWaitsForTheLast) 
   EXPECT_EQ(all.second, (std::vector<std::pair<int64_t, int64_t>>{{0, 4}}));
 }
 
+// The request's first-token deadline sets a floor under the parts a step: its encoder must end
+// within half the time left (steps of 10 ms and 4 parts of 2.4 ms: with 60 ms left, two a step).
+TEST(Scheduler, AnEncodeInPartsKeepsPaceWithItsRequestsDeadline) {
+  auto first_range = [](int64_t deadline_in_ns) {
+    Harness h(256, 16, 64);
+    h.sched.set_encoder_pacing({100.0, 10e6, 0.1e6});  // nothing fits the budget: one part
+    MediaItem m = image(9, 5, 24);                     // 96 patches, 24 a part
+    m.encode_parts = 4;
+    Request* r = h.submit(tokens(60, 4), 3, "t0", {m});
+    r->deadline_ns = deadline_in_ns > 0 ? h.now + 1 + deadline_in_ns : 0;
+    StepPlan plan = h.sched.schedule(++h.now);
+    EXPECT_EQ(plan.encoder_jobs.size(), 1u);
+    return plan.encoder_jobs.empty() ? -1 : plan.encoder_jobs[0].part_end;
+  };
+  EXPECT_EQ(first_range(0), 1) << "no deadline: one part";
+  EXPECT_EQ(first_range(1'000'000'000), 1) << "a second left: one part";
+  EXPECT_EQ(first_range(60'000'000), 2);
+  EXPECT_EQ(first_range(20'000'000), 4) << "no room: the whole rest now";
+}
+
 // An encode in parts whose request goes (cancelled) is dropped: the executor forgets it, the
 // cache its reservation and pin; the same image sent again starts over from its first part. A
 // failed step drops the encodes it advanced the same way.
 TEST(Scheduler, AnEncodeInPartsNobodyNeedsIsDropped) {
   Harness h(256, 16, 64, "fcfs", 200);  // room for one 24-row item (4 columns x 2 bytes each)
-  h.sched.set_encoder_tokens_per_patch(100.0);
+  h.sched.set_encoder_pacing({100.0});
   MediaItem m = image(9, 5, 24);
   m.encode_parts = 4;
   Request* a = h.submit(tokens(60, 4), 3, "t0", {m});
