@@ -70,10 +70,12 @@ double BatchController::prefill_token_ns(const CostModel& cost, int64_t n_decode
   return std::max({1.0, (cost.predict_ns(one) - cost.predict_ns(base)) / 100.0, prefill_ns_});
 }
 
-double BatchController::encoder_tokens_per_patch(const CostModel& cost) const {
-  if (goal_ns_ <= 0) return 0;
+EncoderPacing BatchController::encoder_pacing(const CostModel& cost, int64_t n_decode,
+                                              double context_tokens) const {
   const double patch_ns = cost.coefficients_ns()[3];
-  return patch_ns > 0 ? patch_ns / prefill_token_ns(cost, 0, 0) : 0;
+  if (goal_ns_ <= 0 || patch_ns <= 0) return {};
+  return {patch_ns / prefill_token_ns(cost, 0, 0),
+          cost.predict_ns({0, static_cast<double>(n_decode), 0, context_tokens}), patch_ns};
 }
 
 int32_t BatchController::budget_for(const CostModel& cost, int64_t goal_ns, int64_t n_decode,

@@ -30,6 +30,19 @@ struct BatchControllerConfig {
 
 struct Request;
 
+// How a step with a time goal paces an item whose encoder runs in parts (Scheduler::
+// set_encoder_pacing before each schedule(); tokens_per_patch 0: whole items, within the patch
+// budget).
+struct EncoderPacing {
+  // An encoder patch's cost in tokens of the step's budget (> 0: the parts are charged to it and
+  // a step runs those that fit, at least one).
+  double tokens_per_patch = 0;
+  // A step's time without encoder work and a patch's (ns; 0: unknown). An item whose request has
+  // a first-token deadline runs at least the parts a step that end its encoder within half the
+  // time left, so that its prefill still has the other half.
+  double step_ns = 0, patch_ns = 0;
+};
+
 // Time the next step may take (0: no running request has a TPOT target): the earliest due time
 // of the decoding requests' next tokens, from `now`, within the config's bounds.
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
@@ -59,10 +72,11 @@ class BatchController {
   int32_t plan_step(const CostModel& cost, std::span<Request* const> running, int64_t now,
                     int64_t n_decode, double context_tokens);
   int64_t goal_ns() const { return goal_ns_; }
-  // What one encoder patch costs in prefill tokens of the planned step's budget, by the cost
-  // model's encoder and prefill terms (0 when the step has no time goal or the model no encoder
-  // cost).
-  double encoder_tokens_per_patch(const CostModel& cost) const;
+  // The planned step's pacing of encoder parts, by the cost model: a patch in prefill tokens of
+  // its budget (0 when the step has no time goal or the model no encoder cost), the step's time
+  // with these decode rows and no encoder work, a patch's time.
+  EncoderPacing encoder_pacing(const CostModel& cost, int64_t n_decode,
+                               double context_tokens) const;
   int32_t planning_budget() const { return planning_; }
   double correction() const { return scale_; }
   // Measured cost of a prefill token (0: none measured yet): a floor under the cost model's.

@@ -315,11 +315,8 @@ struct Engine::Impl : SchedulerView {
       const RunningLoad l = running_load(sched->running());
       sched->set_token_budget(
           bc->plan_step(cost, sched->running(), now_ns(), l.n_decode, l.context));
-      // A step with a time goal charges its encoder work to it: a large item runs in parts.
-      if (cfg.encoder_parts)
-        sched->set_encoder_pacing({bc->encoder_tokens_per_patch(cost),
-                                   cost.predict_ns({0, double(l.n_decode), 0, l.context}),
-                                   cost.coefficients_ns()[3]});
+      if (cfg.encoder_parts)  // a step with a time goal charges its encoder work to it
+        sched->set_encoder_pacing(bc->encoder_pacing(cost, l.n_decode, l.context));
     }
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);

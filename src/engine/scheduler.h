@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/batch_controller.h"
 #include "engine/cost_model.h"
 #include "engine/encoder_cache.h"
 #include "engine/kv_manager.h"
@@ -35,18 +36,6 @@ struct SchedulerConfig {
   // The parts an item's encoder runs in (models::Runner::encode_parts; none: 1), asked when a
   // request is added (an output computed elsewhere is one part).
   std::function<int64_t(const models::PreparedMedia&)> encode_parts;
-};
-
-// How a step with a time goal paces an item whose encoder runs in parts (set before each
-// schedule(); tokens_per_patch 0: whole items, within the patch budget).
-struct EncoderPacing {
-  // An encoder patch's cost in tokens of the step's budget (> 0: the parts are charged to it and
-  // a step runs those that fit, at least one).
-  double tokens_per_patch = 0;
-  // A step's time without encoder work and a patch's (ns; 0: unknown). An item whose request has
-  // a first-token deadline runs at least the parts a step that end its encoder within half the
-  // time left, so that its prefill still has the other half.
-  double step_ns = 0, patch_ns = 0;
 };
 
 class Scheduler {
