@@ -152,6 +152,27 @@ TEST(Qwen25VL, VisionTowerMatchesReference) {
             1e-4);
 }
 
+// The tower as a job of one part per block (window and full attention blocks alike): in any
+// split, the same bits as forward().
+TEST(Qwen25VL, TheTowerInPartsEqualsForwardBitForBit) {
+  World w;
+  auto st = io::SafeTensors::open(w.dir.string());
+  auto vt = models::qwen2_5_vl::VisionTower::load(test::test_backend(), st, w.cfg,
+                                                  kernels::WeightFormat::kBF16);
+  const Tensor whole = test::host(vt->forward(w.pixels, w.grids));
+  ASSERT_EQ(vt->parts(), w.cfg.vision.depth);
+  for (int64_t first = 1; first < vt->parts(); ++first) {
+    auto job = vt->begin(w.pixels, w.grids);
+    job->run(first);
+    EXPECT_THROW(job->result(), InternalError);
+    job->run(job->parts() - first);
+    EXPECT_THROW(job->run(1), InternalError);
+    const Tensor got = test::host(job->result());
+    ASSERT_EQ(got.nbytes(), whole.nbytes());
+    EXPECT_EQ(std::memcmp(got.raw(), whole.raw(), got.nbytes()), 0) << "first " << first;
+  }
+}
+
 // int8 encoder blocks (blocks 0-2 of 4 in int8: x per row, weights per output channel, gate|up
 // fused; block 3, the patch embedding and the merger f32) against the reference that quantises
 // the same way. Float rounding moves a value across a rounding boundary of the next

@@ -1,5 +1,7 @@
 #include "models/qwen2_5_vl/vision_tower.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -125,67 +127,118 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
 }
 
+// forward() as a job of one part per block: the window reordering, the patch embedding and the
+// rotary angles run with the first part, the merger and the reordering back with the last. Its
+// buffers live as long as the job.
+class VisionTower::Job final : public EncodeJob {
+ public:
+  Job(const Impl& m, const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim)
+      : m_(m),
+        pg_(qwen2_vl::patch_grid(pixel_values, grids, patch_dim, m.vc.spatial_merge_size)),
+        order_(window_order(grids, m.vc)),
+        src_(m.be->upload(pixel_values.contiguous())) {}  // the one copy to the backend
+  int64_t parts() const override { return std::max<int64_t>(1, m_.vc.depth); }
+  int64_t done() const override { return done_; }
+  void run(int64_t n) override {
+    if (n < 0 || n > parts() - done_)
+      throw InternalError("vision tower job: " + std::to_string(n) + " parts asked, " +
+                          std::to_string(parts() - done_) + " left");
+    for (int64_t k = 0; k < n; ++k, ++done_) {
+      if (done_ == 0) embed();
+      if (done_ < m_.vc.depth) {
+        step_.cu_seqlens = m_.vc.full_attention(done_) ? order_.cu_frame : order_.cu_window;
+        run_encoder_block(*m_.be, m_.blocks[static_cast<size_t>(done_)], step_);
+      }
+      if (done_ + 1 == parts()) merge();
+    }
+  }
+  Tensor result() override {
+    if (done_ != parts()) throw InternalError("vision tower job: the result asked before its end");
+    return std::move(out_);
+  }
+
+ private:
+  void embed() {
+    const kernels::Backend& be = *m_.be;
+    const auto& vc = m_.vc;
+    const int64_t E = vc.hidden_size, unit = vc.spatial_merge_size * vc.spatial_merge_size;
+    const int64_t I = vc.intermediate_size, D = src_.dim(1), N = pg_.n, M = N / unit;
+    // Window order: merged token index[j]'s patch rows (and positions) move to rows j*unit...
+    kernels::Buffer px(be, N * D);  // reordered
+    std::vector<int32_t> wpos(static_cast<size_t>(2 * N));
+    for (int64_t j = 0; j < M; ++j) {
+      const int64_t k = order_.index[static_cast<size_t>(j)];
+      kernels::copy2d(be, px.data() + j * unit * D, D, src_.data<float>() + k * unit * D, D, unit,
+                      D);
+      for (int64_t u = 0; u < unit; ++u)
+        for (int64_t a = 0; a < 2; ++a)
+          wpos[static_cast<size_t>(a * N + j * unit + u)] =
+              pg_.positions[static_cast<size_t>(a * N + k * unit + u)];
+    }
+    x_ = kernels::Buffer(be, N * E);  // [N, embed]
+    h_ = kernels::Buffer(be, N * E);
+    qkv_ = kernels::Buffer(be, N * 3 * E);  // [N, 3 * embed]
+    attn_ = kernels::Buffer(be, N * E);
+    act_ = kernels::Buffer(be, N * I);
+    gate_up_ = kernels::Buffer(be, N * 2 * I);
+    kernels::linear(be, px.data(), N, m_.patch_embed, x_.data());
+    angles_ = kernels::rope_angles(be, m_.rope, wpos.data(), N);
+    step_ = EncoderStep{.n = N,
+                        .embed = E,
+                        .mlp = I,
+                        .heads = static_cast<int32_t>(vc.num_heads),
+                        .eps = 1e-6f,
+                        .quick_gelu = false,
+                        .cu_seqlens = {},
+                        .rope = &angles_,
+                        .x = x_.data(),
+                        .h = h_.data(),
+                        .qkv = qkv_.data(),
+                        .attn = attn_.data(),
+                        .act = act_.data(),
+                        .gate_up = gate_up_.data()};
+  }
+  // Merger: RMSNorm per patch, then each merged token's 4 consecutive rows as one vector; then
+  // back to the image's order (window position j holds merged token index[j]).
+  void merge() {
+    const kernels::Backend& be = *m_.be;
+    const auto& vc = m_.vc;
+    const int64_t E = vc.hidden_size, unit = vc.spatial_merge_size * vc.spatial_merge_size;
+    const int64_t N = pg_.n, M = N / unit, ME = E * unit, O = vc.out_hidden_size;
+    kernels::rms_norm(be, x_.data(), m_.ln_q_w, 1e-6f, h_.data(), N, E);
+    kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
+    kernels::linear(be, h_.data(), M, m_.mlp0, mid.data());
+    kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
+    kernels::Buffer merged(be, M * O);
+    kernels::linear(be, mid.data(), M, m_.mlp2, merged.data());
+    out_ = be.empty(DType::kF32, {M, O});
+    for (int64_t j = 0; j < M; ++j)
+      kernels::copy2d(be, out_.data<float>() + order_.index[static_cast<size_t>(j)] * O, O,
+                      merged.data() + j * O, O, 1, O);
+  }
+  const Impl& m_;
+  qwen2_vl::PatchGrid pg_;
+  WindowOrder order_;
+  Tensor src_, out_;
+  kernels::Buffer x_, h_, qkv_, attn_, act_, gate_up_;
+  kernels::RopeAngles angles_;
+  EncoderStep step_;
+  int64_t done_ = 0;
+};
+
+int64_t VisionTower::parts() const {
+  return std::max<int64_t>(1, impl_->vc.depth);
+}
+
+std::unique_ptr<EncodeJob> VisionTower::begin(const Tensor& pixel_values,
+                                              std::span<const GridThw> grids) {
+  return std::make_unique<Job>(*impl_, pixel_values, grids, patch_dim());
+}
+
 Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
-  Impl& m = *impl_;
-  const kernels::Backend& be = *m.be;
-  const auto& vc = m.vc;
-  const int64_t E = vc.hidden_size, ms = vc.spatial_merge_size, unit = ms * ms;
-  const int64_t I = vc.intermediate_size, D = patch_dim();
-  // Positions (row, col) per patch in merge-block order, as Qwen2-VL's.
-  const qwen2_vl::PatchGrid pg = qwen2_vl::patch_grid(pixel_values, grids, D, ms);
-  const int64_t N = pg.n, M = N / unit;
-  const WindowOrder order = window_order(grids, vc);
-  // Window order: merged token index[j]'s patch rows (and positions) move to rows j*unit...
-  const Tensor src = be.upload(pixel_values.contiguous());  // the one copy to the backend
-  kernels::Buffer px(be, N * D);                            // reordered
-  std::vector<int32_t> wpos(static_cast<size_t>(2 * N));
-  for (int64_t j = 0; j < M; ++j) {
-    const int64_t k = order.index[static_cast<size_t>(j)];
-    kernels::copy2d(be, px.data() + j * unit * D, D, src.data<float>() + k * unit * D, D, unit, D);
-    for (int64_t u = 0; u < unit; ++u)
-      for (int64_t a = 0; a < 2; ++a)
-        wpos[static_cast<size_t>(a * N + j * unit + u)] =
-            pg.positions[static_cast<size_t>(a * N + k * unit + u)];
-  }
-  kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]
-  kernels::Buffer qkv(be, N * 3 * E);          // [N, 3 * embed]
-  kernels::Buffer attn(be, N * E);
-  kernels::Buffer act(be, N * I), gate_up(be, N * 2 * I);
-  kernels::linear(be, px.data(), N, m.patch_embed, x.data());
-  kernels::RopeAngles angles = kernels::rope_angles(be, m.rope, wpos.data(), N);
-  EncoderStep step{.n = N,
-                   .embed = E,
-                   .mlp = I,
-                   .heads = static_cast<int32_t>(vc.num_heads),
-                   .eps = 1e-6f,
-                   .quick_gelu = false,
-                   .cu_seqlens = {},
-                   .rope = &angles,
-                   .x = x.data(),
-                   .h = h.data(),
-                   .qkv = qkv.data(),
-                   .attn = attn.data(),
-                   .act = act.data(),
-                   .gate_up = gate_up.data()};
-  for (int64_t b = 0; b < vc.depth; ++b) {
-    step.cu_seqlens = vc.full_attention(b) ? order.cu_frame : order.cu_window;
-    run_encoder_block(be, m.blocks[static_cast<size_t>(b)], step);
-  }
-  // Merger: RMSNorm per patch, then each merged token's 4 consecutive rows as one vector.
-  kernels::rms_norm(be, x.data(), m.ln_q_w, 1e-6f, h.data(), N, E);
-  const int64_t ME = E * unit;
-  kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
-  kernels::linear(be, h.data(), M, m.mlp0, mid.data());
-  kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
-  kernels::Buffer merged(be, M * vc.out_hidden_size);
-  kernels::linear(be, mid.data(), M, m.mlp2, merged.data());
-  // Back to the image's order: window position j holds merged token index[j].
-  const int64_t O = vc.out_hidden_size;
-  Tensor out = be.empty(DType::kF32, {M, O});
-  for (int64_t j = 0; j < M; ++j)
-    kernels::copy2d(be, out.data<float>() + order.index[static_cast<size_t>(j)] * O, O,
-                    merged.data() + j * O, O, 1, O);
-  return out;
+  Job job(*impl_, pixel_values, grids, patch_dim());
+  job.run(job.parts());
+  return job.result();
 }
 
 }  // namespace mmrt::models::qwen2_5_vl

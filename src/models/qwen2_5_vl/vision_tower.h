@@ -58,6 +58,11 @@ class VisionTower final : public qwen2_vl::GridEncoder {
   // Qwen2-VL image processor writes them) -> embeddings [sum_i t_i*h_i*w_i / merge²,
   // out_hidden_size] f32, in the same token order.
   Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) override;
+  // forward() in parts: one per block (the patch embedding runs with the first, the merger with
+  // the last).
+  std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values,
+                                   std::span<const GridThw> grids) override;
+  int64_t parts() const override;
 
   int64_t patch_dim() const;  // C * T * p * p (1176)
   // Floating-point operations of forward() for one image of this grid (for GFLOP/s reports).
@@ -65,6 +70,7 @@ class VisionTower final : public qwen2_vl::GridEncoder {
 
  private:
   struct Impl;
+  class Job;
   explicit VisionTower(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
