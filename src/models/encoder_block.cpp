@@ -1,5 +1,6 @@
 #include "models/encoder_block.h"
 
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -109,6 +110,53 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
     kernels::linear(be, s.h, N, b.fc1, s.act, act);
   }
   kernels::linear(be, s.act, N, b.fc2, s.x, residual);  // x += fc2(...)
+}
+
+EncoderActivations::EncoderActivations(const kernels::Backend& be, int64_t rows, int64_t e,
+                                       int64_t m, bool gated)
+    : n(rows),
+      embed(e),
+      mlp(m),
+      x(be, rows * e),
+      h(be, rows * e),
+      qkv(be, rows * 3 * e),
+      attn(be, rows * e),
+      act(be, rows * m),
+      gate_up(be, gated ? rows * 2 * m : 0) {}
+
+EncoderStep EncoderActivations::step(int32_t heads, float eps, bool quick_gelu,
+                                     std::span<const int32_t> cu_seqlens,
+                                     const kernels::RopeAngles* rope) {
+  return EncoderStep{.n = n,
+                     .embed = embed,
+                     .mlp = mlp,
+                     .heads = heads,
+                     .eps = eps,
+                     .quick_gelu = quick_gelu,
+                     .cu_seqlens = cu_seqlens,
+                     .rope = rope,
+                     .x = x.data(),
+                     .h = h.data(),
+                     .qkv = qkv.data(),
+                     .attn = attn.data(),
+                     .act = act.data(),
+                     .gate_up = gate_up.empty() ? nullptr : gate_up.data()};
+}
+
+void BlockJob::run(int64_t n) {
+  if (n < 0 || n > parts() - done_)
+    throw InternalError("encoder job: " + std::to_string(n) + " parts asked, " +
+                        std::to_string(parts() - done_) + " left");
+  for (int64_t k = 0; k < n; ++k, ++done_) {
+    if (done_ == 0) begin();
+    if (done_ < blocks_) block(done_);
+    if (done_ + 1 == parts()) out_ = end();
+  }
+}
+
+Tensor BlockJob::result() {
+  if (done_ != parts()) throw InternalError("encoder job: the result asked before its last part");
+  return std::move(out_);
 }
 
 }  // namespace mmrt::models

@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "kernels/linear.h"
 #include "kernels/rope.h"
+#include "kernels/scratch.h"
 #include "models/model.h"
 
 namespace mmrt::models {
@@ -87,5 +88,36 @@ struct EncoderStep {
 };
 
 void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const EncoderStep& s);
+
+// The activations of a stack of blocks over n rows, in the backend's memory, and the step over
+// them.
+struct EncoderActivations {
+  int64_t n = 0, embed = 0, mlp = 0;
+  kernels::Buffer x, h, qkv, attn, act, gate_up;  // gate_up: gated blocks only
+  EncoderActivations() = default;
+  EncoderActivations(const kernels::Backend& be, int64_t n, int64_t embed, int64_t mlp, bool gated);
+  EncoderStep step(int32_t heads, float eps, bool quick_gelu, std::span<const int32_t> cu_seqlens,
+                   const kernels::RopeAngles* rope);
+};
+
+// A tower's forward() as an EncodeJob of one part per block (at least one part): begin() runs
+// with the first part, block(i) is part i, end() runs with the last and gives the output.
+class BlockJob : public EncodeJob {
+ public:
+  explicit BlockJob(int64_t blocks) : blocks_(blocks) {}
+  int64_t parts() const final { return blocks_ > 0 ? blocks_ : 1; }
+  int64_t done() const final { return done_; }
+  void run(int64_t n) final;
+  Tensor result() final;
+
+ protected:
+  virtual void begin() = 0;
+  virtual void block(int64_t i) = 0;
+  virtual Tensor end() = 0;
+
+ private:
+  int64_t blocks_, done_ = 0;
+  Tensor out_;
+};
 
 }  // namespace mmrt::models

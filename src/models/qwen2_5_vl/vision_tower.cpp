@@ -130,39 +130,21 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
 // forward() as a job of one part per block: the window reordering, the patch embedding and the
 // rotary angles run with the first part, the merger and the reordering back with the last. Its
 // buffers live as long as the job.
-class VisionTower::Job final : public EncodeJob {
+class VisionTower::Job final : public BlockJob {
  public:
   Job(const Impl& m, const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim)
-      : m_(m),
+      : BlockJob(m.vc.depth),
+        m_(m),
         pg_(qwen2_vl::patch_grid(pixel_values, grids, patch_dim, m.vc.spatial_merge_size)),
         order_(window_order(grids, m.vc)),
         src_(m.be->upload(pixel_values.contiguous())) {}  // the one copy to the backend
-  int64_t parts() const override { return std::max<int64_t>(1, m_.vc.depth); }
-  int64_t done() const override { return done_; }
-  void run(int64_t n) override {
-    if (n < 0 || n > parts() - done_)
-      throw InternalError("vision tower job: " + std::to_string(n) + " parts asked, " +
-                          std::to_string(parts() - done_) + " left");
-    for (int64_t k = 0; k < n; ++k, ++done_) {
-      if (done_ == 0) embed();
-      if (done_ < m_.vc.depth) {
-        step_.cu_seqlens = m_.vc.full_attention(done_) ? order_.cu_frame : order_.cu_window;
-        run_encoder_block(*m_.be, m_.blocks[static_cast<size_t>(done_)], step_);
-      }
-      if (done_ + 1 == parts()) merge();
-    }
-  }
-  Tensor result() override {
-    if (done_ != parts()) throw InternalError("vision tower job: the result asked before its end");
-    return std::move(out_);
-  }
 
  private:
-  void embed() {
+  void begin() override {
     const kernels::Backend& be = *m_.be;
     const auto& vc = m_.vc;
-    const int64_t E = vc.hidden_size, unit = vc.spatial_merge_size * vc.spatial_merge_size;
-    const int64_t I = vc.intermediate_size, D = src_.dim(1), N = pg_.n, M = N / unit;
+    const int64_t unit = vc.spatial_merge_size * vc.spatial_merge_size;
+    const int64_t D = src_.dim(1), N = pg_.n, M = N / unit;
     // Window order: merged token index[j]'s patch rows (and positions) move to rows j*unit...
     kernels::Buffer px(be, N * D);  // reordered
     std::vector<int32_t> wpos(static_cast<size_t>(2 * N));
@@ -175,55 +157,41 @@ class VisionTower::Job final : public EncodeJob {
           wpos[static_cast<size_t>(a * N + j * unit + u)] =
               pg_.positions[static_cast<size_t>(a * N + k * unit + u)];
     }
-    x_ = kernels::Buffer(be, N * E);  // [N, embed]
-    h_ = kernels::Buffer(be, N * E);
-    qkv_ = kernels::Buffer(be, N * 3 * E);  // [N, 3 * embed]
-    attn_ = kernels::Buffer(be, N * E);
-    act_ = kernels::Buffer(be, N * I);
-    gate_up_ = kernels::Buffer(be, N * 2 * I);
-    kernels::linear(be, px.data(), N, m_.patch_embed, x_.data());
+    a_ = EncoderActivations(be, N, vc.hidden_size, vc.intermediate_size, true);
+    kernels::linear(be, px.data(), N, m_.patch_embed, a_.x.data());
     angles_ = kernels::rope_angles(be, m_.rope, wpos.data(), N);
-    step_ = EncoderStep{.n = N,
-                        .embed = E,
-                        .mlp = I,
-                        .heads = static_cast<int32_t>(vc.num_heads),
-                        .eps = 1e-6f,
-                        .quick_gelu = false,
-                        .cu_seqlens = {},
-                        .rope = &angles_,
-                        .x = x_.data(),
-                        .h = h_.data(),
-                        .qkv = qkv_.data(),
-                        .attn = attn_.data(),
-                        .act = act_.data(),
-                        .gate_up = gate_up_.data()};
+    step_ = a_.step(static_cast<int32_t>(vc.num_heads), 1e-6f, false, {}, &angles_);
+  }
+  void block(int64_t b) override {
+    step_.cu_seqlens = m_.vc.full_attention(b) ? order_.cu_frame : order_.cu_window;
+    run_encoder_block(*m_.be, m_.blocks[static_cast<size_t>(b)], step_);
   }
   // Merger: RMSNorm per patch, then each merged token's 4 consecutive rows as one vector; then
   // back to the image's order (window position j holds merged token index[j]).
-  void merge() {
+  Tensor end() override {
     const kernels::Backend& be = *m_.be;
     const auto& vc = m_.vc;
     const int64_t E = vc.hidden_size, unit = vc.spatial_merge_size * vc.spatial_merge_size;
     const int64_t N = pg_.n, M = N / unit, ME = E * unit, O = vc.out_hidden_size;
-    kernels::rms_norm(be, x_.data(), m_.ln_q_w, 1e-6f, h_.data(), N, E);
+    kernels::rms_norm(be, a_.x.data(), m_.ln_q_w, 1e-6f, a_.h.data(), N, E);
     kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
-    kernels::linear(be, h_.data(), M, m_.mlp0, mid.data());
+    kernels::linear(be, a_.h.data(), M, m_.mlp0, mid.data());
     kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
     kernels::Buffer merged(be, M * O);
     kernels::linear(be, mid.data(), M, m_.mlp2, merged.data());
-    out_ = be.empty(DType::kF32, {M, O});
+    Tensor out = be.empty(DType::kF32, {M, O});
     for (int64_t j = 0; j < M; ++j)
-      kernels::copy2d(be, out_.data<float>() + order_.index[static_cast<size_t>(j)] * O, O,
+      kernels::copy2d(be, out.data<float>() + order_.index[static_cast<size_t>(j)] * O, O,
                       merged.data() + j * O, O, 1, O);
+    return out;
   }
   const Impl& m_;
   qwen2_vl::PatchGrid pg_;
   WindowOrder order_;
-  Tensor src_, out_;
-  kernels::Buffer x_, h_, qkv_, attn_, act_, gate_up_;
+  Tensor src_;
+  EncoderActivations a_;
   kernels::RopeAngles angles_;
   EncoderStep step_;
-  int64_t done_ = 0;
 };
 
 int64_t VisionTower::parts() const {
@@ -233,12 +201,6 @@ int64_t VisionTower::parts() const {
 std::unique_ptr<EncodeJob> VisionTower::begin(const Tensor& pixel_values,
                                               std::span<const GridThw> grids) {
   return std::make_unique<Job>(*impl_, pixel_values, grids, patch_dim());
-}
-
-Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
-  Job job(*impl_, pixel_values, grids, patch_dim());
-  job.run(job.parts());
-  return job.result();
 }
 
 }  // namespace mmrt::models::qwen2_5_vl

@@ -41,11 +41,9 @@ class VisionRunner final : public DecoderRunner {
     return whole_only(item) ? 1 : vision_->parts();
   }
   std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
-    if (whole_only(item) || vision_->parts() <= 1) return Runner::encode_job(item);
+    if (whole_only(item)) return Runner::encode_job(item);
     const GridThw g = grid_of(item);
-    std::unique_ptr<EncodeJob> job = vision_->begin(item.features, {&g, 1});
-    if (!job) return Runner::encode_job(item);
-    return std::make_unique<CheckedRows>(std::move(job), item.n_tokens);
+    return std::make_unique<CheckedRows>(vision_->begin(item.features, {&g, 1}), item.n_tokens);
   }
   double encode_flops(const PreparedMedia& item) const override {
     return vision_->flops(grid_of(item));

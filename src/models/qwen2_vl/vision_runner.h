@@ -14,23 +14,23 @@
 
 namespace mmrt::models::qwen2_vl {
 
-// What the runner needs of a vision tower.
+// What the runner needs of a vision tower: its forward pass as a job of parts (one per block).
 class GridEncoder {
  public:
   virtual ~GridEncoder() = default;
-  // pixel_values [sum of t*h*w, patch_dim] f32 -> [sum of t*h*w / merge², out_hidden] f32.
-  virtual Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) = 0;
+  // pixel_values [sum of t*h*w, patch_dim] f32 -> [sum of t*h*w / merge², out_hidden] f32, in
+  // parts() parts.
+  virtual std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values,
+                                           std::span<const GridThw> grids) = 0;
+  virtual int64_t parts() const = 0;
+  // The whole job at once.
+  Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
+    std::unique_ptr<EncodeJob> job = begin(pixel_values, grids);
+    job->run(job->parts());
+    return job->result();
+  }
   // Floating-point operations of forward() for one item of this grid (0: unknown).
   virtual double flops(const GridThw& grid) const = 0;
-  // forward() as a job of parts() parts (the same output), or nullptr for a tower that runs only
-  // whole (the default).
-  virtual std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values,
-                                           std::span<const GridThw> grids) {
-    (void)pixel_values;
-    (void)grids;
-    return nullptr;
-  }
-  virtual int64_t parts() const { return 1; }
 };
 
 // `merge`: spatial_merge_size (a token is merge x merge patches); `reuse_slices`:

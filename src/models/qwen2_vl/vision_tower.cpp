@@ -138,77 +138,46 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
 
 // forward() as a job of one part per block: the patch embedding and the rotary angles run with
 // the first part, the merger with the last. Its buffers live as long as the job.
-class VisionTower::Job final : public EncodeJob {
+class VisionTower::Job final : public BlockJob {
  public:
   Job(const Impl& m, const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim)
-      : m_(m), pg_(patch_grid(pixel_values, grids, patch_dim, m.vc.spatial_merge_size)) {
-    const kernels::Backend& be = *m.be;
-    const int64_t N = pg_.n, E = m.vc.embed_dim, mlp = m.vc.mlp_hidden();
-    px_ = be.upload(pixel_values.contiguous());  // the one copy of the features (a device)
-    x_ = kernels::Buffer(be, N * E);             // [N, embed]
-    h_ = kernels::Buffer(be, N * E);
-    qkv_ = kernels::Buffer(be, N * 3 * E);  // [N, 3 * embed]
-    attn_ = kernels::Buffer(be, N * E);
-    act_ = kernels::Buffer(be, N * mlp);  // [N, mlp]
-  }
-  int64_t parts() const override { return std::max<int64_t>(1, blocks()); }
-  int64_t done() const override { return done_; }
-  void run(int64_t n) override {
-    if (n < 0 || n > parts() - done_)
-      throw InternalError("vision tower job: " + std::to_string(n) + " parts asked, " +
-                          std::to_string(parts() - done_) + " left");
-    for (int64_t k = 0; k < n; ++k, ++done_) {
-      if (done_ == 0) embed();
-      if (done_ < blocks()) run_encoder_block(*m_.be, m_.blocks[static_cast<size_t>(done_)], step_);
-      if (done_ + 1 == parts()) merge();
-    }
-  }
-  Tensor result() override {
-    if (done_ != parts()) throw InternalError("vision tower job: the result asked before its end");
-    return std::move(out_);
-  }
+      : BlockJob(static_cast<int64_t>(m.blocks.size())),
+        m_(m),
+        pg_(patch_grid(pixel_values, grids, patch_dim, m.vc.spatial_merge_size)),
+        px_(m.be->upload(pixel_values.contiguous())) {}  // the one copy of the features
 
  private:
-  int64_t blocks() const { return static_cast<int64_t>(m_.blocks.size()); }
-  void embed() {
+  void begin() override {
     const kernels::Backend& be = *m_.be;
-    const int64_t N = pg_.n;
-    kernels::linear(be, px_.data<float>(), N, m_.patch_embed, x_.data());
-    angles_ = kernels::rope_angles(be, m_.rope, pg_.positions.data(), N);
-    step_ = EncoderStep{.n = N,
-                        .embed = m_.vc.embed_dim,
-                        .mlp = m_.vc.mlp_hidden(),
-                        .heads = static_cast<int32_t>(m_.vc.num_heads),
-                        .eps = kEps,
-                        .quick_gelu = m_.quick_gelu,
-                        .cu_seqlens = pg_.frames,
-                        .rope = &angles_,
-                        .x = x_.data(),
-                        .h = h_.data(),
-                        .qkv = qkv_.data(),
-                        .attn = attn_.data(),
-                        .act = act_.data()};
+    a_ = EncoderActivations(be, pg_.n, m_.vc.embed_dim, m_.vc.mlp_hidden(), false);
+    kernels::linear(be, px_.data<float>(), pg_.n, m_.patch_embed, a_.x.data());
+    angles_ = kernels::rope_angles(be, m_.rope, pg_.positions.data(), pg_.n);
+    step_ =
+        a_.step(static_cast<int32_t>(m_.vc.num_heads), kEps, m_.quick_gelu, pg_.frames, &angles_);
+  }
+  void block(int64_t i) override {
+    run_encoder_block(*m_.be, m_.blocks[static_cast<size_t>(i)], step_);
   }
   // Merger: LayerNorm per patch, then merge x merge blocks (consecutive rows) as one vector.
-  void merge() {
+  Tensor end() override {
     const kernels::Backend& be = *m_.be;
     const int64_t N = pg_.n, E = m_.vc.embed_dim, ms = m_.vc.spatial_merge_size;
-    kernels::layer_norm(be, x_.data(), m_.ln_q_w, m_.ln_q_b, kEps, h_.data(), N, E);
+    kernels::layer_norm(be, a_.x.data(), m_.ln_q_w, m_.ln_q_b, kEps, a_.h.data(), N, E);
     const int64_t M = N / (ms * ms), ME = E * ms * ms;
     kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
-    kernels::linear(be, h_.data(), M, m_.mlp0, mid.data());
+    kernels::linear(be, a_.h.data(), M, m_.mlp0, mid.data());
     kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
-    out_ = be.empty(DType::kF32, {M, m_.vc.hidden_size});  // [M, out_hidden]
-    kernels::linear(be, mid.data(), M, m_.mlp2, out_.data<float>());
+    Tensor out = be.empty(DType::kF32, {M, m_.vc.hidden_size});  // [M, out_hidden]
+    kernels::linear(be, mid.data(), M, m_.mlp2, out.data<float>());
+    return out;
   }
   static constexpr float kEps = 1e-6f;
   const Impl& m_;
   PatchGrid pg_;
-  Tensor px_, out_;
-  kernels::Buffer x_, h_, qkv_, attn_, act_;
+  Tensor px_;
+  EncoderActivations a_;
   kernels::RopeAngles angles_;
   EncoderStep step_;
-  int64_t done_ = 0;
 };
 
 int64_t VisionTower::parts() const {
@@ -218,12 +187,6 @@ int64_t VisionTower::parts() const {
 std::unique_ptr<EncodeJob> VisionTower::begin(const Tensor& pixel_values,
                                               std::span<const GridThw> grids) {
   return std::make_unique<Job>(*impl_, pixel_values, grids, patch_dim());
-}
-
-Tensor VisionTower::forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
-  Job job(*impl_, pixel_values, grids, patch_dim());
-  job.run(job.parts());
-  return job.result();
 }
 
 }  // namespace mmrt::models::qwen2_vl
