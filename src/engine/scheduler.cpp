@@ -138,8 +138,7 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
             : static_cast<int64_t>(std::ceil(static_cast<double>(left) * pacing_.step_ns / room));
     k = std::max(k, std::min(left, need));
   }
-  if (parts == 1 && k == 0 && first_work) k = 1;
-  if (parts > 1 && k == 0 && first_work) k = 1;
+  if (k == 0 && first_work) k = 1;
   if (k == 0) return false;
   EncoderJob job{r->id, i, m.key, m.prepared, true};
   job.part_begin = done;
