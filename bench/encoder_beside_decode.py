@@ -8,7 +8,7 @@ and TPOT_MS per output token, and "image", a first token within 60 s, so that ad
 every image on a slow machine. Per trial, a streamed text request of class stream (TOKENS tokens,
 EOS ignored) starts; in an "images" trial, once its first byte is in, IMAGES requests of class
 image with a new SIDExSIDE PNG each (random pixels: no cache can serve them) follow 0.3 s apart. The client measures the stream's mean TPOT
-(its last byte minus its first over the tokens between) and each image request's TTFT (its first
+(its last event minus its first over the tokens between) and each image request's TTFT (its first
 content byte); the stream's longest gap between two tokens comes from the server's trace (the
 client cannot see a token whose text the detokenizer holds back). A "none" trial is the same
 stream alone.
@@ -17,51 +17,28 @@ Usage: encoder_beside_decode.py --mmrt BIN --model DIR [--side 448] [--tpot-ms 2
                                 [--tokens 24] [--images 1] [--rounds 2] [--serve-arg ARG ...]
 """
 import argparse
-import base64
-import io
 import json
 import os
-import socket
 import statistics
 import sys
 import threading
 import time
 
-import numpy as np
-from PIL import Image
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "server"))
 import http_util as hu  # noqa: E402
+import image_ttft  # noqa: E402  (its random-pixel PNG)
+import sse_client  # noqa: E402
 from server_test import Server  # noqa: E402
 
 
 def png_url(side, seed):
-    rng = np.random.default_rng(seed)
-    buf = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(buf, "PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return "data:image/png;base64," + image_ttft.png(side, seed)
 
 
 def stream(port, body, first_byte=None):
-    """(status, first content byte s, last byte s, raw answer) from sending the request."""
-    t0 = time.perf_counter()
-    first = last = None
-    buf = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=600) as s:
-        s.sendall(hu.raw(port, "POST", "/v1/chat/completions", json.dumps(body).encode()))
-        while b"data: [DONE]" not in buf:
-            c = s.recv(65536)
-            if not c:
-                break
-            t = time.perf_counter() - t0
-            buf += c
-            if first is None and b"data: {" in buf:
-                first = t
-                if first_byte:
-                    first_byte.set()
-            last = t
-    status = int(buf.split(b" ", 2)[1]) if buf.startswith(b"HTTP/") else 0
-    return status, first, last, buf
+    """(status, first content byte s, last one s, raw answer) from sending the request."""
+    status, times, raw = sse_client.stream(port, body, 600, first_byte.set if first_byte else None)
+    return status, times[0] if times else None, times[-1] if times else None, raw
 
 
 def server_gaps_ms(port, raw):

@@ -12,8 +12,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import http_util as hu  # noqa: E402
 
 
-def stream(port, body, timeout=300):
-    """(status, arrival times of events in s after sending, raw answer bytes); `body` a dict."""
+def stream(port, body, timeout=300, on_first=None):
+    """(status, arrival times of events in s after sending, raw answer bytes); `body` a dict.
+    `on_first`, if given, is called once the first event is in."""
     t0 = time.perf_counter()
     times = []
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
@@ -26,5 +27,7 @@ def stream(port, body, timeout=300):
             buf += c
             if b"data: {" in c:
                 times.append(time.perf_counter() - t0)
+                if on_first and len(times) == 1:
+                    on_first()
     status = int(buf.split(b" ", 2)[1]) if buf.startswith(b"HTTP/") else 0
     return status, times, buf

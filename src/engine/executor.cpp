@@ -109,7 +109,7 @@ StepOutput ModelExecutor::execute(const StepPlan& plan) {
 }
 
 Tensor ModelExecutor::run_encoder(const EncoderJob& job) {
-  if (job.first() && job.last() && job.parts == 1) return runner_.encode(job.input);
+  if (job.parts == 1) return runner_.encode(job.input);
   if (job.first()) {
     auto p = std::make_unique<Partial>();
     p->input = job.input;

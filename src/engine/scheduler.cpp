@@ -117,8 +117,9 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
   };
   // One part always fits a step without other encoder work (never starve a large image).
   const bool first_work = plan.encoder_patches == 0;
+  const bool paced = pacing_.tokens_per_patch > 0 && parts > 1;  // charged to the token budget
   int64_t k = parts - done;
-  if (pacing_.tokens_per_patch > 0 && parts > 1) {
+  if (paced) {
     while (k > 0 && static_cast<double>(patches(done, done + k)) * pacing_.tokens_per_patch >
                         static_cast<double>(budget))
       --k;
@@ -126,7 +127,7 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
   while (k > 0 && patches(done, done + k) > enc_budget) --k;
   // The request's deadline: steps of (step + k parts) until the encoder ends, within half the
   // time left: k >= left x step / (half - left x part).
-  if (pacing_.tokens_per_patch > 0 && parts > 1 && r->deadline_ns > 0 && pacing_.step_ns > 0) {
+  if (paced && r->deadline_ns > 0 && pacing_.step_ns > 0) {
     const int64_t left = parts - done;
     const double part_ns =
         pacing_.patch_ns * static_cast<double>(m.encoder_cost) / static_cast<double>(parts);
@@ -160,7 +161,7 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
   const int64_t p = patches(job.part_begin, job.part_end);
   plan.encoder_patches += p;
   enc_budget -= p;
-  if (pacing_.tokens_per_patch > 0 && parts > 1)
+  if (paced)
     budget -= static_cast<int64_t>(std::ceil(static_cast<double>(p) * pacing_.tokens_per_patch));
   plan.encoder_jobs.push_back(std::move(job));
   return true;

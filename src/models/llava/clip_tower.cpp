@@ -136,38 +136,27 @@ Tensor ClipTower::forward(const Tensor& pixel_values) {
   kernels::patchify_2d(be, px.data<float>(), n_crops, C, S, P, patches.data());
   kernels::Buffer emb(be, n_crops * side * side * E);
   kernels::linear(be, patches.data(), n_crops * side * side, m.patch_embed, emb.data());
-  kernels::Buffer x(be, N * E), h(be, N * E);  // [N, embed]
+  EncoderActivations a(be, N, E, M, false);
+  float* x = a.x.data();  // [N, embed]
   for (int64_t c = 0; c < n_crops; ++c) {
-    float* row = x.data() + c * T * E;
+    float* row = x + c * T * E;
     kernels::copy2d(be, row, E, m.class_embedding.data(), E, 1, E);
     kernels::copy2d(be, row + E, E, emb.data() + c * side * side * E, E, side * side, E);
     kernels::add(be, row, m.positions.data(), T * E);
   }
   const float eps = static_cast<float>(v.layer_norm_eps);
-  kernels::layer_norm(be, x.data(), m.pre_w, m.pre_b, eps, x.data(), N, E);
+  kernels::layer_norm(be, x, m.pre_w, m.pre_b, eps, x, N, E);
 
-  kernels::Buffer qkv(be, N * 3 * E), attn(be, N * E);
-  kernels::Buffer act(be, N * M);  // [N, mlp]
   std::vector<int32_t> cu(static_cast<size_t>(n_crops + 1));
   for (int64_t c = 0; c <= n_crops; ++c) cu[static_cast<size_t>(c)] = static_cast<int32_t>(c * T);
-  const EncoderStep step{.n = N,
-                         .embed = E,
-                         .mlp = M,
-                         .heads = static_cast<int32_t>(v.num_attention_heads),
-                         .eps = eps,
-                         .quick_gelu = m.quick_gelu,
-                         .cu_seqlens = cu,
-                         .x = x.data(),
-                         .h = h.data(),
-                         .qkv = qkv.data(),
-                         .attn = attn.data(),
-                         .act = act.data()};
+  const EncoderStep step =
+      a.step(static_cast<int32_t>(v.num_attention_heads), eps, m.quick_gelu, cu, nullptr);
   for (const EncoderBlock& l : m.layers) run_encoder_block(be, l, step);
   // The selected hidden state, the class token dropped ("default"), through the projector.
   const int64_t per = tokens_per_crop(), rows = n_crops * per, skip = T - per;
   kernels::Buffer sel(be, rows * E);
   for (int64_t c = 0; c < n_crops; ++c)
-    kernels::copy2d(be, sel.data() + c * per * E, E, x.data() + (c * T + skip) * E, E, per, E);
+    kernels::copy2d(be, sel.data() + c * per * E, E, x + (c * T + skip) * E, E, per, E);
   const int64_t H = m.text_hidden;
   kernels::Buffer mid(be, rows * H);
   kernels::linear(be, sel.data(), rows, m.proj1, mid.data());

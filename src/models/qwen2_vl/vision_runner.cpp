@@ -43,35 +43,20 @@ class VisionRunner final : public DecoderRunner {
   std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
     if (whole_only(item)) return Runner::encode_job(item);
     const GridThw g = grid_of(item);
-    return std::make_unique<CheckedRows>(vision_->begin(item.features, {&g, 1}), item.n_tokens);
+    return vision_->begin(item.features, {&g, 1});  // its rows: checked by the executor
   }
   double encode_flops(const PreparedMedia& item) const override {
     return vision_->flops(grid_of(item));
   }
 
  private:
-  // A tower's job whose result must have the item's rows.
-  class CheckedRows final : public EncodeJob {
-   public:
-    CheckedRows(std::unique_ptr<EncodeJob> job, int64_t rows) : job_(std::move(job)), rows_(rows) {}
-    int64_t parts() const override { return job_->parts(); }
-    int64_t done() const override { return job_->done(); }
-    void run(int64_t n) override { job_->run(n); }
-    Tensor result() override {
-      Tensor out = job_->result();
-      if (out.dim(0) != rows_)
-        throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
-                            " rows for an image of " + std::to_string(rows_) + " tokens");
-      return out;
-    }
-
-   private:
-    std::unique_ptr<EncodeJob> job_;
-    int64_t rows_;
-  };
+  // One part: a video of several slices (each a forward), a pruned item, and an item the
+  // encoder refuses (encode() says why; the scheduler asks for the parts when it adds the
+  // request, where nothing may throw).
   bool whole_only(const PreparedMedia& item) const {
-    const GridThw g = grid_of(item);
-    return g[0] > 1 || !item.kept_tokens.empty();
+    const bool grid = (item.modality == Modality::kImage || item.modality == Modality::kVideo) &&
+                      item.dims.size() == 3;
+    return !grid || item.dims[0] != 1 || !item.kept_tokens.empty();
   }
   GridThw grid_of(const PreparedMedia& item) const {
     if ((item.modality != Modality::kImage && item.modality != Modality::kVideo) ||
