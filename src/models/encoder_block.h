@@ -3,14 +3,18 @@
 //   x += proj(attention(N1(x)))      bidirectional within each segment, optional rotary on q, k
 //   x += fc2(act(fc1(N2(x))))        act: quick_gelu or exact GELU
 //   x += fc2(silu(gate) * up)        gated (Qwen2.5-VL): fc1 = gate|up, fc2 = down
-// N: LayerNorm with bias, or RMSNorm (Qwen2.5-VL).
+// N: LayerNorm with bias, or RMSNorm (Qwen2.5-VL). The Whisper-style audio tower's layers are the
+// same with exact GELU and its keys masked past the window's valid frames (EncoderStep::keys).
 // on the backend's ops only, over activation memory the caller owns (the backend's).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/backend.h"
@@ -79,12 +83,15 @@ struct EncoderStep {
   bool quick_gelu = true;                     // else exact GELU
   std::span<const int32_t> cu_seqlens;        // attention segments [n_seqs + 1] (host)
   const kernels::RopeAngles* rope = nullptr;  // rotary on q and k, or none
-  float* x = nullptr;                         // [n, embed] the residual stream, in and out
-  float* h = nullptr;                         // [n, embed] scratch
-  float* qkv = nullptr;                       // [n, 3 * embed] scratch
-  float* attn = nullptr;                      // [n, embed] scratch
-  float* act = nullptr;                       // [n, mlp] scratch
-  float* gate_up = nullptr;                   // [n, 2 * mlp] scratch (gated blocks only)
+  // > 0: every query attends to the first `keys` rows only (one segment; the audio tower's
+  // padded window); 0: to every row of its segment.
+  int64_t keys = 0;
+  float* x = nullptr;        // [n, embed] the residual stream, in and out
+  float* h = nullptr;        // [n, embed] scratch
+  float* qkv = nullptr;      // [n, 3 * embed] scratch
+  float* attn = nullptr;     // [n, embed] scratch
+  float* act = nullptr;      // [n, mlp] scratch
+  float* gate_up = nullptr;  // [n, 2 * mlp] scratch (gated blocks only)
 };
 
 void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const EncoderStep& s);
@@ -119,5 +126,16 @@ class BlockJob : public EncodeJob {
   int64_t blocks_, done_ = 0;
   Tensor out_;
 };
+
+// `job`'s parts, its result passed through `f` after the last (LLaVA's packing of the crops).
+std::unique_ptr<EncodeJob> map_result(std::unique_ptr<EncodeJob> job,
+                                      std::function<Tensor(Tensor)> f);
+
+// `jobs` one after another as one job of all their parts; the result: their results' rows
+// concatenated, [sum of rows, cols] f32 on `be` (each result [rows_i, cols]). `keep` lives as
+// long as the job (the memory the jobs read, e.g. the item's features on the device).
+std::unique_ptr<EncodeJob> concat_jobs(const kernels::Backend& be,
+                                       std::vector<std::unique_ptr<EncodeJob>> jobs, int64_t cols,
+                                       Tensor keep = {});
 
 }  // namespace mmrt::models

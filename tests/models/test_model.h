@@ -2,8 +2,11 @@
 // what the model tests drive directly (no scheduler).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -100,6 +103,28 @@ inline Tensor chunked_prefill(TestModel& lm, std::span<const int32_t> ids,
                      .media_rows = rows,
                      .media = &embeds},
                     chunk, block_table);
+}
+
+// `item`'s encode as the engine runs it in parts (Runner::encode_job): in `parts` parts, run
+// one then the rest and all but one then the last, each the same bits as `whole` (its
+// encode()); parts past the end and a result before the last are errors.
+inline void expect_parts_equal_encode(models::Runner& r, const models::PreparedMedia& item,
+                                      const Tensor& whole, int64_t parts) {
+  ASSERT_EQ(r.encode_parts(item), parts);
+  const Tensor want = host(whole);
+  for (int64_t first : {int64_t{1}, parts - 1}) {
+    SCOPED_TRACE("first " + std::to_string(first) + " of " + std::to_string(parts) + " parts");
+    std::unique_ptr<models::EncodeJob> job = r.encode_job(item);
+    ASSERT_EQ(job->parts(), parts);
+    EXPECT_THROW(job->result(), InternalError);
+    job->run(first);
+    EXPECT_EQ(job->done(), first);
+    EXPECT_THROW(job->run(parts), InternalError);
+    job->run(parts - first);
+    const Tensor got = host(job->result());
+    ASSERT_EQ(got.nbytes(), want.nbytes());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+  }
 }
 
 }  // namespace mmrt::test

@@ -1,11 +1,12 @@
 #include "models/llava/clip_tower.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "kernels/attention.h"
 #include "kernels/layout.h"
 #include "kernels/ops.h"
 #include "kernels/scratch.h"
@@ -118,52 +119,92 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   return std::unique_ptr<ClipTower>(new ClipTower(std::move(impl)));
 }
 
-Tensor ClipTower::forward(const Tensor& pixel_values) {
-  Impl& m = *impl_;
-  const kernels::Backend& be = *m.be;
-  const VisionConfig& v = m.vc;
-  const int64_t E = v.hidden_size, M = v.intermediate_size, S = v.image_size, P = v.patch_size;
-  const int64_t C = v.num_channels, side = v.side(), T = v.n_positions(), PD = C * P * P;
-  if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 4 || pixel_values.dim(0) < 1 ||
-      pixel_values.dim(1) != C || pixel_values.dim(2) != S || pixel_values.dim(3) != S)
-    throw InvalidArgument("clip tower: pixel_values must be f32 [n_crops, " + std::to_string(C) +
-                          ", " + std::to_string(S) + ", " + std::to_string(S) + "], got " +
-                          pixel_values.describe());
-  const Tensor px = be.upload(pixel_values.contiguous());  // the features on the device
-  const int64_t n_crops = px.dim(0), N = n_crops * T;
-  // Patch rows in (c, y, x) order, the conv weight's order; row 0 of each crop is the class slot.
-  kernels::Buffer patches(be, n_crops * side * side * PD);
-  kernels::patchify_2d(be, px.data<float>(), n_crops, C, S, P, patches.data());
-  kernels::Buffer emb(be, n_crops * side * side * E);
-  kernels::linear(be, patches.data(), n_crops * side * side, m.patch_embed, emb.data());
-  EncoderActivations a(be, N, E, M, false);
-  float* x = a.x.data();  // [N, embed]
-  for (int64_t c = 0; c < n_crops; ++c) {
-    float* row = x + c * T * E;
-    kernels::copy2d(be, row, E, m.class_embedding.data(), E, 1, E);
-    kernels::copy2d(be, row + E, E, emb.data() + c * side * side * E, E, side * side, E);
-    kernels::add(be, row, m.positions.data(), T * E);
+// forward() as a job of one part per layer: the patch embedding, class token, positions and
+// pre_layrnorm run with the first part, the selection and the projector with the last.
+class ClipTower::Job final : public BlockJob {
+ public:
+  Job(const Impl& m, const Tensor& pixel_values, int64_t tokens_per_crop)
+      : BlockJob(static_cast<int64_t>(m.layers.size())), m_(m), per_(tokens_per_crop) {
+    const VisionConfig& v = m.vc;
+    const int64_t S = v.image_size, C = v.num_channels;
+    if (pixel_values.dtype() != DType::kF32 || pixel_values.rank() != 4 ||
+        pixel_values.dim(0) < 1 || pixel_values.dim(1) != C || pixel_values.dim(2) != S ||
+        pixel_values.dim(3) != S)
+      throw InvalidArgument("clip tower: pixel_values must be f32 [n_crops, " + std::to_string(C) +
+                            ", " + std::to_string(S) + ", " + std::to_string(S) + "], got " +
+                            pixel_values.describe());
+    px_ = m.be->upload(pixel_values.contiguous());  // the features on the device
   }
-  const float eps = static_cast<float>(v.layer_norm_eps);
-  kernels::layer_norm(be, x, m.pre_w, m.pre_b, eps, x, N, E);
 
-  std::vector<int32_t> cu(static_cast<size_t>(n_crops + 1));
-  for (int64_t c = 0; c <= n_crops; ++c) cu[static_cast<size_t>(c)] = static_cast<int32_t>(c * T);
-  const EncoderStep step =
-      a.step(static_cast<int32_t>(v.num_attention_heads), eps, m.quick_gelu, cu, nullptr);
-  for (const EncoderBlock& l : m.layers) run_encoder_block(be, l, step);
+ private:
+  void begin() override {
+    const kernels::Backend& be = *m_.be;
+    const VisionConfig& v = m_.vc;
+    const int64_t E = v.hidden_size, S = v.image_size, P = v.patch_size, C = v.num_channels;
+    const int64_t side = v.side(), T = v.n_positions(), PD = C * P * P;
+    const int64_t n_crops = px_.dim(0), N = n_crops * T;
+    // Patch rows in (c, y, x) order, the conv weight's order; row 0 of each crop is the class
+    // slot.
+    kernels::Buffer patches(be, n_crops * side * side * PD);
+    kernels::patchify_2d(be, px_.data<float>(), n_crops, C, S, P, patches.data());
+    kernels::Buffer emb(be, n_crops * side * side * E);
+    kernels::linear(be, patches.data(), n_crops * side * side, m_.patch_embed, emb.data());
+    a_ = EncoderActivations(be, N, E, v.intermediate_size, false);
+    float* x = a_.x.data();  // [N, embed]
+    for (int64_t c = 0; c < n_crops; ++c) {
+      float* row = x + c * T * E;
+      kernels::copy2d(be, row, E, m_.class_embedding.data(), E, 1, E);
+      kernels::copy2d(be, row + E, E, emb.data() + c * side * side * E, E, side * side, E);
+      kernels::add(be, row, m_.positions.data(), T * E);
+    }
+    const float eps = static_cast<float>(v.layer_norm_eps);
+    kernels::layer_norm(be, x, m_.pre_w, m_.pre_b, eps, x, N, E);
+    cu_.resize(static_cast<size_t>(n_crops + 1));
+    for (int64_t c = 0; c <= n_crops; ++c)
+      cu_[static_cast<size_t>(c)] = static_cast<int32_t>(c * T);
+    step_ = a_.step(static_cast<int32_t>(v.num_attention_heads), eps, m_.quick_gelu, cu_, nullptr);
+  }
+  void block(int64_t i) override {
+    run_encoder_block(*m_.be, m_.layers[static_cast<size_t>(i)], step_);
+  }
   // The selected hidden state, the class token dropped ("default"), through the projector.
-  const int64_t per = tokens_per_crop(), rows = n_crops * per, skip = T - per;
-  kernels::Buffer sel(be, rows * E);
-  for (int64_t c = 0; c < n_crops; ++c)
-    kernels::copy2d(be, sel.data() + c * per * E, E, x + (c * T + skip) * E, E, per, E);
-  const int64_t H = m.text_hidden;
-  kernels::Buffer mid(be, rows * H);
-  kernels::linear(be, sel.data(), rows, m.proj1, mid.data());
-  kernels::gelu_erf(be, mid.data(), mid.data(), rows * H);
-  Tensor out = be.empty(DType::kF32, {rows, H});  // [n_crops * per, hidden]
-  kernels::linear(be, mid.data(), rows, m.proj2, out.data<float>());
-  return out;
+  Tensor end() override {
+    const kernels::Backend& be = *m_.be;
+    const int64_t E = m_.vc.hidden_size, T = m_.vc.n_positions(), n_crops = px_.dim(0);
+    const int64_t rows = n_crops * per_, skip = T - per_;
+    kernels::Buffer sel(be, rows * E);
+    for (int64_t c = 0; c < n_crops; ++c)
+      kernels::copy2d(be, sel.data() + c * per_ * E, E, a_.x.data() + (c * T + skip) * E, E, per_,
+                      E);
+    const int64_t H = m_.text_hidden;
+    kernels::Buffer mid(be, rows * H);
+    kernels::linear(be, sel.data(), rows, m_.proj1, mid.data());
+    kernels::gelu_erf(be, mid.data(), mid.data(), rows * H);
+    Tensor out = be.empty(DType::kF32, {rows, H});  // [n_crops * per, hidden]
+    kernels::linear(be, mid.data(), rows, m_.proj2, out.data<float>());
+    return out;
+  }
+
+  const Impl& m_;
+  int64_t per_;
+  Tensor px_;
+  EncoderActivations a_;
+  std::vector<int32_t> cu_;
+  EncoderStep step_;
+};
+
+int64_t ClipTower::parts() const {
+  return std::max<int64_t>(1, static_cast<int64_t>(impl_->layers.size()));
+}
+
+std::unique_ptr<EncodeJob> ClipTower::begin(const Tensor& pixel_values) const {
+  return std::make_unique<Job>(*impl_, pixel_values, tokens_per_crop());
+}
+
+Tensor ClipTower::forward(const Tensor& pixel_values) const {
+  std::unique_ptr<EncodeJob> job = begin(pixel_values);
+  job->run(job->parts());
+  return job->result();
 }
 
 }  // namespace mmrt::models::llava

@@ -35,7 +35,11 @@ class ClipTower {
 
   // pixel_values [n_crops, 3, S, S] f32 -> [n_crops * tokens_per_crop(), text hidden] f32, the
   // crops' projected features in order.
-  Tensor forward(const Tensor& pixel_values);
+  Tensor forward(const Tensor& pixel_values) const;
+  // forward() as a job of parts() parts (one per layer that runs): the engine runs a large
+  // image's encoder a few layers a step beside the decoding streams.
+  std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values) const;
+  int64_t parts() const;
 
   int64_t tokens_per_crop() const;  // side² (+1 with the class token kept)
   // Floating-point operations of forward() for `n_crops` crops.
@@ -43,6 +47,7 @@ class ClipTower {
 
  private:
   struct Impl;
+  class Job;
   explicit ClipTower(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

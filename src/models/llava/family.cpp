@@ -88,18 +88,41 @@ class LlavaRunner final : public DecoderRunner {
 
   // The image's crops through CLIP and the projector, then packed as pack_image_features does.
   Tensor encode(const PreparedMedia& item) override {
-    const ImageLayout l = item_layout(item, layout_);
-    if (item.features.rank() != 4 || item.features.dim(0) != l.n_crops)
-      throw InvalidArgument("llava: an image of " + std::to_string(l.n_crops) +
-                            " crops has features " + item.features.describe());
-    return pack_image_features(be_, tower_->forward(item.features), l,
-                               newline_.empty() ? nullptr : newline_.data());
+    std::unique_ptr<EncodeJob> job = encode_job_checked(item);
+    job->run(job->parts());
+    return job->result();
+  }
+  // A layer a part; an item the encoder refuses runs whole (encode() says why: the scheduler asks
+  // when it adds the request, where nothing may throw).
+  int64_t encode_parts(const PreparedMedia& item) const override {
+    try {
+      const ImageLayout l = item_layout(item, layout_);
+      const Tensor& f = item.features;
+      return f.rank() == 4 && f.dim(0) == l.n_crops ? tower_->parts() : 1;
+    } catch (const InvalidArgument&) {
+      return 1;
+    }
+  }
+  std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
+    if (encode_parts(item) == 1) return Runner::encode_job(item);
+    return encode_job_checked(item);
   }
   double encode_flops(const PreparedMedia& item) const override {
     return tower_->flops(item_layout(item, layout_).n_crops);
   }
 
  private:
+  std::unique_ptr<EncodeJob> encode_job_checked(const PreparedMedia& item) const {
+    const ImageLayout l = item_layout(item, layout_);
+    if (item.features.rank() != 4 || item.features.dim(0) != l.n_crops)
+      throw InvalidArgument("llava: an image of " + std::to_string(l.n_crops) +
+                            " crops has features " + item.features.describe());
+    const float* newline = newline_.empty() ? nullptr : newline_.data();
+    return map_result(tower_->begin(item.features), [this, l, newline](Tensor crops) {
+      return pack_image_features(be_, crops, l, newline);
+    });
+  }
+
   std::unique_ptr<ClipTower> tower_;
   LayoutParams layout_;
   kernels::Buffer newline_;  // image_newline [hidden] f32 (LLaVA-NeXT), the backend's memory

@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "kernels/attention.h"
 #include "kernels/layout.h"
 #include "kernels/ops.h"
 #include "kernels/scratch.h"
@@ -19,69 +18,6 @@ namespace {
 
 constexpr float kLayerNormEps = 1e-5f;
 
-struct Layer {
-  Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [d_model]
-  kernels::PackedLinear qkv;          // [3 * d_model, d_model]: q (bias) | k (no bias) | v (bias)
-  kernels::PackedLinear out;          // [d_model, d_model] + bias
-  kernels::PackedLinear fc1;          // [ffn, d_model] + bias
-  kernels::PackedLinear fc2;          // [d_model, ffn] + bias
-  kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
-  bool bf16_attention = false;        // VarlenAttentionArgs::bf16 (a 16-bit encoder)
-};
-
-// Bidirectional attention of R query rows over the first V key rows (V <= R) of a fused
-// qkv buffer [R, 3 * H * hd]: out [R, H * hd]. The kernel takes equal query and key segments
-// with head_dim a multiple of 16, so when R > V or head_dim is not such a multiple the heads are
-// zero-padded to a multiple of 16 (the dot products and the first hd output dims unchanged) and
-// the V keys repeated under every V-row block of queries, one segment per block. bf16: the
-// products in bf16 where the backend has them (VarlenAttentionArgs::bf16).
-void key_masked_attention(const kernels::Backend& be, const float* qkv, int64_t R, int64_t V,
-                          int64_t H, int64_t hd, float* out, bool bf16) {
-  const int64_t E = H * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  kernels::VarlenAttentionArgs va;
-  va.bf16 = bf16;
-  va.n_heads = va.n_kv_heads = static_cast<int32_t>(H);
-  va.mask = kernels::MaskKind::kFull;
-  va.scale = scale;
-  if (hd % 16 == 0 && R == V) {
-    const int32_t cu[2] = {0, static_cast<int32_t>(R)};
-    va.q = qkv;
-    va.k = qkv + E;
-    va.v = qkv + 2 * E;
-    va.out = out;
-    va.q_stride = va.k_stride = va.v_stride = 3 * E;
-    va.cu_seqlens = cu;
-    va.head_dim = static_cast<int32_t>(hd);
-    kernels::varlen_attention(be, va);
-    return;
-  }
-  const int64_t hdp = (hd + 15) / 16 * 16, row = H * hdp;
-  const int64_t blocks = (R + V - 1) / V, rows = blocks * V;
-  kernels::Buffer q(be, rows * row);  // [rows, H, hdp], zero padded
-  kernels::Buffer k(be, rows * row), v(be, rows * row), o(be, rows * row);
-  // Heads padded to hdp: q rows as they are, the V key / value rows under every block.
-  for (int64_t h = 0; h < H; ++h) {
-    kernels::copy2d(be, q.data() + h * hdp, row, qkv + h * hd, 3 * E, R, hd);
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      kernels::copy2d(be, k.data() + blk * V * row + h * hdp, row, qkv + E + h * hd, 3 * E, V, hd);
-      kernels::copy2d(be, v.data() + blk * V * row + h * hdp, row, qkv + 2 * E + h * hd, 3 * E, V,
-                      hd);
-    }
-  }
-  std::vector<int32_t> cu(static_cast<size_t>(blocks + 1));
-  for (int64_t i = 0; i <= blocks; ++i) cu[static_cast<size_t>(i)] = static_cast<int32_t>(i * V);
-  va.q = q.data();
-  va.k = k.data();
-  va.v = v.data();
-  va.out = o.data();
-  va.cu_seqlens = cu;
-  va.head_dim = static_cast<int32_t>(hdp);
-  kernels::varlen_attention(be, va);
-  for (int64_t h = 0; h < H; ++h)
-    kernels::copy2d(be, out + h * hd, E, o.data() + h * hdp, row, R, hd);
-}
-
 }  // namespace
 
 struct AudioTower::Impl {
@@ -90,8 +26,9 @@ struct AudioTower::Impl {
   int64_t hidden = 0;                  // text hidden size (projector output)
   kernels::PackedLinear conv1, conv2;  // [d, n_mels * 3], [d, d * 3] (+ bias)
   Tensor positions;                    // f32 [max_source_positions, d]
-  std::vector<Layer> layers;
-  Tensor ln_w, ln_b;                // final layer_norm [d]
+  std::vector<EncoderBlock>
+      layers;         // self_attn_layer_norm, q|k|v, out_proj, final_layer_norm, fc1, fc2
+  Tensor ln_w, ln_b;  // final layer_norm [d]
   kernels::PackedLinear projector;  // [hidden, d] + bias
 };
 
@@ -135,7 +72,7 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
   m.layers.resize(static_cast<size_t>(m.ac.encoder_layers));
   for (int64_t i = 0; i < m.ac.encoder_layers; ++i) {
     const std::string p = "audio_tower.layers." + std::to_string(i) + ".";
-    Layer& l = m.layers[static_cast<size_t>(i)];
+    EncoderBlock& l = m.layers[static_cast<size_t>(i)];
     l.ln1_w = be.upload(get(p + "self_attn_layer_norm.weight"));
     l.ln1_b = be.upload(get(p + "self_attn_layer_norm.bias"));
     l.ln2_w = be.upload(get(p + "final_layer_norm.weight"));
@@ -148,7 +85,7 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
     const kernels::WeightFormat f = prec.block_format(i, m.ac.encoder_layers);
     const kernels::WeightPlacement pl = prec.block_placement(i, m.ac.encoder_layers);
     l.qkv = kernels::PackedLinear::pack_concat(be, ws, bs, f, pl);
-    l.out = lin(p + "self_attn.out_proj", f, pl);
+    l.proj = lin(p + "self_attn.out_proj", f, pl);
     l.fc1 = lin(p + "fc1", f, pl);
     l.fc2 = lin(p + "fc2", f, pl);
     l.opt = prec.block_options(i, m.ac.encoder_layers);
@@ -170,6 +107,100 @@ double AudioTower::flops(int64_t valid_frames) const {
          2 * std::floor(V / 2) * d * static_cast<double>(impl_->hidden);
 }
 
+// One window as a job of one part per layer: the conv front end runs with the first part, the
+// pooling, final LayerNorm and projector with the last. A window of no tokens runs nothing.
+class AudioTower::Job final : public BlockJob {
+ public:
+  Job(const Impl& m, std::span<const float> mel, int64_t L, bool all_rows)
+      : BlockJob(static_cast<int64_t>(m.layers.size())), m_(m), mel_(mel) {
+    const AudioConfig& a = m.ac;
+    const int64_t C = a.num_mel_bins, T = a.n_frames();
+    if (static_cast<int64_t>(mel.size()) != C * T)
+      throw InvalidArgument("audio tower: a window must be [" + std::to_string(C) + ", " +
+                            std::to_string(T) + "] mel values, got " + std::to_string(mel.size()));
+    if (L < 0 || L > T)
+      throw InvalidArgument("audio tower: valid mel frames " + std::to_string(L) + " outside [0, " +
+                            std::to_string(T) + "]");
+    // V keys are unmasked; R rows are computed (V, or all of them).
+    V_ = L > 0 ? (L - 1) / 2 + 1 : 0;
+    R_ = all_rows ? a.max_source_positions : V_;
+    P_ = R_ / 2;  // pooled rows
+  }
+
+ private:
+  void begin() override {
+    if (P_ == 0) return;
+    const kernels::Backend& be = *m_.be;
+    const AudioConfig& a = m_.ac;
+    const int64_t C = a.num_mel_bins, T = a.n_frames(), D = a.d_model, R = R_;
+    // conv1 over the 2R frames conv2 reads (frames t-1, t, t+1; zero outside [0, T)), then GELU.
+    const int64_t C1 = 2 * R;
+    kernels::Buffer cols(be, std::max(C1 * C * 3, R * D * 3));
+    kernels::im2col_1d(
+        be, mel_.data(),
+        {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1, .t_out = C1},
+        cols.data());
+    kernels::Buffer y1(be, C1 * D);  // [2R, d]
+    kernels::linear(be, cols.data(), C1, m_.conv1, y1.data());
+    kernels::gelu_erf(be, y1.data(), y1.data(), C1 * D);
+    // conv2 (stride 2): row t reads conv1 rows 2t-1, 2t, 2t+1 (row -1 is zero padding).
+    kernels::im2col_1d(be, y1.data(),
+                       {.channels = D,
+                        .t_in = C1,
+                        .c_stride = 1,
+                        .t_stride = D,
+                        .k = 3,
+                        .stride = 2,
+                        .pad = 1,
+                        .t_out = R},
+                       cols.data());
+    a_ = EncoderActivations(be, R, D, a.encoder_ffn_dim, false);
+    float* x = a_.x.data();  // [R, d]
+    kernels::linear(be, cols.data(), R, m_.conv2, x);
+    kernels::gelu_erf(be, x, x, R * D);
+    kernels::add(be, x, m_.positions.data<float>(), R * D);
+    cu_[1] = static_cast<int32_t>(R);
+    step_ = a_.step(static_cast<int32_t>(a.encoder_attention_heads), kLayerNormEps, false, cu_,
+                    nullptr);
+    step_.keys = V_;
+  }
+  void block(int64_t i) override {
+    if (P_ > 0) run_encoder_block(*m_.be, m_.layers[static_cast<size_t>(i)], step_);
+  }
+  // AvgPool1d(2, 2) over time, then the final LayerNorm, then the projector.
+  Tensor end() override {
+    const kernels::Backend& be = *m_.be;
+    Tensor out = be.empty(DType::kF32, {P_, m_.hidden});  // [P, hidden]
+    if (P_ == 0) return out;
+    const int64_t D = m_.ac.d_model;
+    float *h = a_.h.data(), *pooled = a_.attn.data();
+    for (int64_t i = 0; i < P_; ++i) {
+      const float* r0 = a_.x.data() + 2 * i * D;
+      float* dst = h + i * D;
+      for (int64_t c = 0; c < D; ++c) dst[c] = (r0[c] + r0[D + c]) * 0.5f;
+    }
+    kernels::layer_norm(be, h, m_.ln_w, m_.ln_b, kLayerNormEps, pooled, P_, D);
+    kernels::linear(be, pooled, P_, m_.projector, out.data<float>());
+    return out;
+  }
+
+  const Impl& m_;
+  std::span<const float> mel_;
+  int64_t V_ = 0, R_ = 0, P_ = 0;
+  EncoderActivations a_;
+  int32_t cu_[2] = {0, 0};
+  EncoderStep step_;
+};
+
+int64_t AudioTower::parts() const {
+  return std::max<int64_t>(1, static_cast<int64_t>(impl_->layers.size()));
+}
+
+std::unique_ptr<EncodeJob> AudioTower::begin(std::span<const float> mel,
+                                             int64_t valid_frames) const {
+  return std::make_unique<Job>(*impl_, mel, valid_frames, false);
+}
+
 Tensor AudioTower::forward(std::span<const float> mel, int64_t valid_frames) const {
   return run(mel, valid_frames, false);
 }
@@ -181,73 +212,9 @@ Tensor AudioTower::forward_all(std::span<const float> mel, int64_t valid_frames)
 }
 
 Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) const {
-  const Impl& m = *impl_;
-  const kernels::Backend& be = *m.be;
-  const AudioConfig& a = m.ac;
-  const int64_t C = a.num_mel_bins, T = a.n_frames(), D = a.d_model, F = a.encoder_ffn_dim;
-  const int64_t H = a.encoder_attention_heads;
-  if (static_cast<int64_t>(mel.size()) != C * T)
-    throw InvalidArgument("audio tower: a window must be [" + std::to_string(C) + ", " +
-                          std::to_string(T) + "] mel values, got " + std::to_string(mel.size()));
-  if (L < 0 || L > T)
-    throw InvalidArgument("audio tower: valid mel frames " + std::to_string(L) + " outside [0, " +
-                          std::to_string(T) + "]");
-  // V keys are unmasked; R rows are computed (V, or all of them).
-  const int64_t V = L > 0 ? (L - 1) / 2 + 1 : 0;
-  const int64_t R = all_rows ? a.max_source_positions : V;
-  const int64_t P = R / 2;                            // pooled rows
-  Tensor out = be.empty(DType::kF32, {P, m.hidden});  // [P, hidden]
-  if (P == 0) return out;
-
-  // conv1 over the 2R frames conv2 reads (frames t-1, t, t+1; zero outside [0, T)), then GELU.
-  const int64_t C1 = 2 * R;
-  kernels::Buffer cols(be, std::max(C1 * C * 3, R * D * 3));
-  kernels::im2col_1d(
-      be, mel.data(),
-      {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1, .t_out = C1},
-      cols.data());
-  kernels::Buffer y1(be, C1 * D);  // [2R, d]
-  kernels::linear(be, cols.data(), C1, m.conv1, y1.data());
-  kernels::gelu_erf(be, y1.data(), y1.data(), C1 * D);
-  // conv2 (stride 2): row t reads conv1 rows 2t-1, 2t, 2t+1 (row -1 is zero padding).
-  kernels::im2col_1d(be, y1.data(),
-                     {.channels = D,
-                      .t_in = C1,
-                      .c_stride = 1,
-                      .t_stride = D,
-                      .k = 3,
-                      .stride = 2,
-                      .pad = 1,
-                      .t_out = R},
-                     cols.data());
-  kernels::Buffer x(be, R * D), h(be, R * D), tmp(be, R * D);  // [R, d]
-  kernels::linear(be, cols.data(), R, m.conv2, x.data());
-  kernels::gelu_erf(be, x.data(), x.data(), R * D);
-  kernels::add(be, x.data(), m.positions.data<float>(), R * D);
-
-  kernels::Buffer qkv(be, R * 3 * D);  // [R, 3d]
-  kernels::Buffer act(be, R * F);      // [R, ffn]
-  for (const Layer& l : m.layers) {
-    kernels::layer_norm(be, x.data(), l.ln1_w, l.ln1_b, kLayerNormEps, h.data(), R, D);
-    kernels::linear(be, h.data(), R, l.qkv, qkv.data(), l.opt);
-    key_masked_attention(be, qkv.data(), R, V, H, a.head_dim(), h.data(), l.bf16_attention);
-    kernels::linear(be, h.data(), R, l.out, tmp.data(), l.opt);
-    kernels::add(be, x.data(), tmp.data(), R * D);
-    kernels::layer_norm(be, x.data(), l.ln2_w, l.ln2_b, kLayerNormEps, h.data(), R, D);
-    kernels::linear(be, h.data(), R, l.fc1, act.data(), l.opt);
-    kernels::gelu_erf(be, act.data(), act.data(), R * F);
-    kernels::linear(be, act.data(), R, l.fc2, tmp.data(), l.opt);
-    kernels::add(be, x.data(), tmp.data(), R * D);
-  }
-  // AvgPool1d(2, 2) over time, then the final LayerNorm, then the projector.
-  for (int64_t i = 0; i < P; ++i) {
-    const float* r0 = x.data() + 2 * i * D;
-    float* dst = h.data() + i * D;
-    for (int64_t c = 0; c < D; ++c) dst[c] = (r0[c] + r0[D + c]) * 0.5f;
-  }
-  kernels::layer_norm(be, h.data(), m.ln_w, m.ln_b, kLayerNormEps, tmp.data(), P, D);
-  kernels::linear(be, tmp.data(), P, m.projector, out.data<float>());
-  return out;
+  Job job(*impl_, mel, L, all_rows);
+  job.run(job.parts());
+  return job.result();
 }
 
 }  // namespace mmrt::models::qwen2_audio

@@ -50,6 +50,10 @@ class AudioTower {
   // projector's output for all max_source_positions / 2 pooled rows [750, text hidden]. Needs
   // valid_frames >= 1 (with no valid key the HF softmax is NaN).
   Tensor forward_all(std::span<const float> mel, int64_t valid_frames) const;
+  // forward() as a job of parts() parts (one per layer; `mel` must outlive it): the engine runs
+  // a long clip's encoder a few layers a step beside the decoding streams.
+  std::unique_ptr<EncodeJob> begin(std::span<const float> mel, int64_t valid_frames) const;
+  int64_t parts() const;
 
   int64_t n_mels() const;
   int64_t n_frames() const;  // 2 * max_source_positions
@@ -59,6 +63,7 @@ class AudioTower {
 
  private:
   struct Impl;
+  class Job;
   explicit AudioTower(std::unique_ptr<Impl> impl);
   Tensor run(std::span<const float> mel, int64_t valid_frames, bool all_rows) const;
   std::unique_ptr<Impl> impl_;

@@ -8,8 +8,6 @@
 #include "core/error.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
-#include "kernels/layout.h"
-#include "kernels/scratch.h"
 #include "models/checkpoint.h"
 #include "models/decoder/decoder.h"
 #include "models/decoder/decoder_runner.h"
@@ -59,6 +57,36 @@ class Qwen2AudioRunner final : public DecoderRunner {
 
   // Each window through the tower, the token rows concatenated in window order.
   Tensor encode(const PreparedMedia& item) override {
+    std::unique_ptr<EncodeJob> job = encode_job_checked(item);
+    job->run(job->parts());
+    Tensor out = job->result();
+    if (out.dim(0) != item.n_tokens)
+      throw InternalError("audio tower produced " + std::to_string(out.dim(0)) +
+                          " rows for an item of " + std::to_string(item.n_tokens) + " tokens");
+    return out;
+  }
+  // A layer a part, window after window; an item the encoder refuses runs whole (encode() says
+  // why: the scheduler asks when it adds the request, where nothing may throw).
+  int64_t encode_parts(const PreparedMedia& item) const override {
+    const int64_t W = item.dims.size() > 2 ? static_cast<int64_t>(item.dims.size()) - 2 : 0;
+    const Tensor& f = item.features;
+    const bool ok = item.modality == Modality::kAudio && W > 0 && f.dtype() == DType::kF32 &&
+                    f.rank() == 3 && f.dim(0) == W && f.dim(1) == audio_.num_mel_bins &&
+                    f.dim(2) == audio_.n_frames();
+    return ok ? W * tower_->parts() : 1;
+  }
+  std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
+    if (encode_parts(item) == 1) return Runner::encode_job(item);
+    return encode_job_checked(item);
+  }
+  double encode_flops(const PreparedMedia& item) const override {
+    double f = 0;
+    for (int64_t L : window_frames(item, audio_)) f += tower_->flops(L);
+    return f;
+  }
+
+ private:
+  std::unique_ptr<EncodeJob> encode_job_checked(const PreparedMedia& item) const {
     const std::vector<int64_t> frames = window_frames(item, audio_);
     const int64_t W = static_cast<int64_t>(frames.size()), C = audio_.num_mel_bins,
                   T = audio_.n_frames();
@@ -68,29 +96,14 @@ class Qwen2AudioRunner final : public DecoderRunner {
       throw InvalidArgument("qwen2-audio: features must be f32 [" + std::to_string(W) + ", " +
                             std::to_string(C) + ", " + std::to_string(T) + "], got " +
                             f.describe());
-    const Tensor mel = be_.upload(f.contiguous());  // the features on the device
-    const int64_t hidden = tower_->out_hidden();
-    Tensor out = be_.empty(DType::kF32, {item.n_tokens, hidden});  // [n_tokens, hidden]
-    int64_t row = 0;
-    for (int64_t k = 0; k < W; ++k) {
-      const Tensor t =
-          tower_->forward({mel.data<float>() + k * C * T, static_cast<size_t>(C * T)}, frames[k]);
-      kernels::copy2d(be_, out.data<float>() + row * hidden, hidden, t.data<float>(), hidden,
-                      t.dim(0), hidden);
-      row += t.dim(0);
-    }
-    if (row != item.n_tokens)
-      throw InternalError("audio tower produced " + std::to_string(row) + " rows for an item of " +
-                          std::to_string(item.n_tokens) + " tokens");
-    return out;
-  }
-  double encode_flops(const PreparedMedia& item) const override {
-    double f = 0;
-    for (int64_t L : window_frames(item, audio_)) f += tower_->flops(L);
-    return f;
+    Tensor mel = be_.upload(f.contiguous());  // the features on the device, as long as the job
+    std::vector<std::unique_ptr<EncodeJob>> windows;
+    for (int64_t k = 0; k < W; ++k)
+      windows.push_back(
+          tower_->begin({mel.data<float>() + k * C * T, static_cast<size_t>(C * T)}, frames[k]));
+    return concat_jobs(be_, std::move(windows), tower_->out_hidden(), std::move(mel));
   }
 
- private:
   std::unique_ptr<AudioTower> tower_;
   AudioConfig audio_;
 };
@@ -102,8 +115,7 @@ Model load(const kernels::Backend& be, const std::string& dir, const LoadOptions
   DecoderConfig dc = decoder_config(s.cfg);
   dc.tied_embeddings = layout.tied;
   auto lm = Decoder::load(be, st, dc, opts);
-  const EncoderPrecision prec =
-      encoder_precision(be, opts, lm->weight_format());
+  const EncoderPrecision prec = encoder_precision(be, opts, lm->weight_format());
   auto tower = AudioTower::load(be, st, s.cfg, prec);
   Model m;
   m.spec = decoder_model_spec(*lm, dir,
