@@ -115,9 +115,62 @@ void Admission::learn(const Request& r, double actual) {
   if (samples.size() > kBiasWindow) samples.pop_front();
 }
 
-SlaConfig::MissAction Admission::on_miss(const Request& r, int64_t ttft_ns) const {
-  if (r.own_deadline) return {OnMiss::kRefuse, -1};
+SlaConfig::MissAction Admission::on_miss(const Request& r, int64_t ttft_ns, bool tpot) const {
+  if (r.own_deadline || (tpot && r.own_tpot)) return {OnMiss::kRefuse, -1};
   return sla_.on_miss(r.sla_class, ttft_ns);
+}
+
+void Admission::observe_step(const StepFeatures& f, double step_ns) {
+  if (f.decode_tokens <= 0 || f.prefill_tokens > 0 || f.encoder_patches > 0 || step_ns <= 0) return;
+  const double a = decode_steps_ == 0 ? 1.0 : 0.1;
+  decode_step_ns_ += a * (step_ns - decode_step_ns_);
+  decode_rows_ += a * (f.decode_tokens - decode_rows_);
+  ++decode_steps_;
+}
+
+double Admission::decode_step_ns(double n_decode) const {
+  // The measured decode step at its rows, moved by the fitted cost of a decoding sequence (within
+  // [0, the measured step's share per row]: a fit that extrapolates badly moves it little).
+  const double per_row = decode_step_ns_ / std::max(1.0, decode_rows_);
+  const double marginal = std::clamp(cost_.coefficients_ns()[2], 0.0, per_row);
+  return std::max(0.0, decode_step_ns_ + marginal * (n_decode - decode_rows_));
+}
+
+Admission::TpotMiss Admission::tpot_miss(const Request& r, const SchedulerView& v) const {
+  TpotMiss m;
+  if (decode_steps_ < kTpotObservations) return m;
+  // Every running request decodes beside r (one still in its prompt soon will).
+  const std::span<Request* const> running = v.running();
+  const auto n = static_cast<double>(running.size());
+  const double with = decode_step_ns(n + 1), without = decode_step_ns(n);
+  if (r.tpot_target_ns > 0 && with > static_cast<double>(r.tpot_target_ns)) {
+    m.step_ns = with;
+    m.target_ns = r.tpot_target_ns;
+  } else {
+    for (const Request* q : running)
+      if (q->tpot_target_ns > 0 && without <= static_cast<double>(q->tpot_target_ns) &&
+          with > static_cast<double>(q->tpot_target_ns) &&
+          (!m.victim || q->tpot_target_ns < m.target_ns)) {
+        m.step_ns = with;
+        m.target_ns = q->tpot_target_ns;
+        m.victim = q;
+      }
+    if (!m.victim) return m;
+  }
+  // A retry helps once enough running requests have finished that the step fits (each decodes
+  // its remaining tokens at about this step's time); never when r alone is over its target.
+  const double target = static_cast<double>(m.target_ns);
+  if (!m.victim && decode_step_ns(1) > target) return m;
+  std::vector<double> left;
+  for (const Request* q : running)
+    left.push_back(
+        static_cast<double>(std::max<int64_t>(1, q->sampling.max_tokens - q->generated())) * with);
+  std::sort(left.begin(), left.end());
+  int64_t fits = static_cast<int64_t>(n);  // decoders that may stay
+  while (fits > 0 && decode_step_ns(static_cast<double>(fits) + 1) > target) --fits;
+  const auto go = static_cast<size_t>(std::max<int64_t>(1, static_cast<int64_t>(n) - fits));
+  if (go <= left.size()) m.retry_after_ns = static_cast<int64_t>(left[go - 1]);
+  return m;
 }
 
 void Admission::downgrade(Request& r, int to) {
@@ -286,10 +339,13 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns;
     int64_t late_by_ns = 0;
     const Request* victim = fits ? displaced_by(r, p, v, now, late_by_ns) : nullptr;
-    if (fits && !victim) return admitted();
-    const SlaConfig::MissAction m = on_miss(r, r.predicted_ttft_ns + p.guard_ns);
+    const TpotMiss tpot = fits && !victim ? tpot_miss(r, v) : TpotMiss{};
+    if (fits && !victim && tpot.step_ns == 0) return admitted();
+    const SlaConfig::MissAction m =
+        on_miss(r, r.predicted_ttft_ns + p.guard_ns, tpot.step_ns > 0 && !tpot.victim);
     if (m.action == OnMiss::kAccept) return admitted();
-    if (victim) ++stats_.displacing;
+    if (victim || tpot.victim) ++stats_.displacing;
+    if (tpot.step_ns > 0) ++stats_.tpot_misses;
     if (m.action == OnMiss::kDowngrade) {
       downgrade(r, m.to);
       if (r.deadline_ns == 0) return admitted();
@@ -297,6 +353,27 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
     }
     ++stats_.refused;
     const int64_t budget_ns = r.deadline_ns - r.arrival_ns;
+    if (tpot.step_ns > 0) {
+      char buf[320];
+      if (tpot.victim)
+        std::snprintf(buf, sizeof buf,
+                      "admitting it would make a %s request admitted before it late on its time "
+                      "per output token: a decode step with it is predicted at %.0f ms, over "
+                      "that request's %.0f ms",
+                      tpot.victim->sla_class.empty() ? "classed" : tpot.victim->sla_class.c_str(),
+                      tpot.step_ns * 1e-6, static_cast<double>(tpot.target_ns) * 1e-6);
+      else
+        std::snprintf(buf, sizeof buf,
+                      "a token of it is predicted to take %.0f ms (a decode step of the %zu "
+                      "running requests and it), over the %s%s %.0f ms per output token%s",
+                      tpot.step_ns * 1e-6, v.running().size(), r.own_tpot ? "" : class_name(r),
+                      r.own_tpot ? "request's own" : " class's",
+                      static_cast<double>(tpot.target_ns) * 1e-6,
+                      tpot.retry_after_ns < 0 ? ": this server cannot serve it in that class" : "");
+      why = buf;
+      r.retry_after_ns = tpot.retry_after_ns;
+      return false;
+    }
     if (victim) {
       char buf[320];
       std::snprintf(buf, sizeof buf,

@@ -54,6 +54,8 @@ struct AdmissionStats {
   // Of refused and downgraded: decided at arrival because admitting the request in its class
   // would have made an admitted request late.
   int64_t displacing = 0;
+  // Of refused and downgraded: decided for a time per output token the decode step would miss.
+  int64_t tpot_misses = 0;
 };
 
 // What admission would predict now, per class, for a request that has not arrived (a cluster
@@ -114,6 +116,10 @@ class Admission {
   // next check.
   std::vector<Refusal> expire_late(const SchedulerView& v, int64_t now, int64_t since_ns = 0);
 
+  // A step ran: a decode-only one (no prefill, no encoder) is what a token of a request
+  // admitted now takes at least (the time per output token checks).
+  void observe_step(const StepFeatures& f, double step_ns);
+
   // The first token of an admitted request came: learns its class's bias.
   void observe_first_token(const Request& r, int64_t first_token_ns);
   // The class bias for a weight: the least-squares slope of actual on modelled TTFT over the
@@ -124,6 +130,7 @@ class Admission {
   const AdmissionStats& stats() const { return stats_; }
 
   static constexpr size_t kBiasWindow = 64;
+  static constexpr int64_t kTpotObservations = 8;
   static constexpr int64_t kInflowWindowNs = 5'000'000'000;
 
  private:
@@ -159,8 +166,23 @@ class Admission {
   const Request* displaced_by(const Request& r, const Prediction& p, const SchedulerView& v,
                               int64_t now, int64_t& late_by_ns) const;
   // The class's rule for r missing its deadline by a prediction of `ttft_ns` (refuse for a
-  // deadline of its own).
-  SlaConfig::MissAction on_miss(const Request& r, int64_t ttft_ns) const;
+  // deadline of its own; `tpot`: for a TPOT of its own, when its TPOT is what is missed).
+  SlaConfig::MissAction on_miss(const Request& r, int64_t ttft_ns, bool tpot = false) const;
+  // r's time per output token: the decode step of the running requests and r, which no budget
+  // makes shorter (the batch controller only holds prefill back). A miss when it is over r's
+  // TPOT target, or over a running request's that the step without r meets (r would make it
+  // late). Not judged before kTpotObservations decode-only steps were measured: the joint fit
+  // extrapolates a decode-only step badly from prefill steps (a tiny model's 1 ms step was
+  // predicted at 100-350 ms after a few image requests).
+  struct TpotMiss {
+    double step_ns = 0;               // the predicted decode step with r (0: no miss)
+    int64_t target_ns = 0;            // the target it is over
+    const Request* victim = nullptr;  // whose target it is, when not r's
+    int64_t retry_after_ns = -1;      // when enough decoders have finished (-1: never)
+  };
+  TpotMiss tpot_miss(const Request& r, const SchedulerView& v) const;
+  // A decode step of n sequences: measured (observe_step), not fitted.
+  double decode_step_ns(double n_decode) const;
   // Moves r to class `to` (its promise, weight and deadline from arrival).
   void downgrade(Request& r, int to);
   MediaWork uncached_media(const Request& q, const SchedulerView& v) const;
@@ -192,6 +214,9 @@ class Admission {
   // Per class weight: (modelled, actual) TTFT of its last kBiasWindow first tokens.
   std::map<double, std::deque<std::pair<double, double>>> bias_samples_;
   AdmissionStats stats_;
+  // Decode-only steps: their time and rows (moving averages) and how many were seen.
+  double decode_step_ns_ = 0, decode_rows_ = 0;
+  int64_t decode_steps_ = 0;
 };
 
 }  // namespace mmrt::engine

@@ -344,6 +344,7 @@ struct Engine::Impl : SchedulerView {
     books.lock();
     const StepFeatures f = step_features(plan);
     cost.observe(f, static_cast<double>(out.step_ns), encoder_ns(out));
+    admission->observe_step(f, static_cast<double>(out.step_ns));
     if (bc) bc->observe(static_cast<double>(out.step_ns), bc->goal_ns(), f);
     const std::vector<Request*> changed = sched->update(plan, out, now_ns());
     for (Request* r : changed) after_token(*r);

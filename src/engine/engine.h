@@ -116,7 +116,7 @@ struct GenerateRequest {
   // admission's prediction count the time the server spent before submit (reading, parsing,
   // fetching media). A stamp in the future or before the read is taken as submit time.
   int64_t arrival_ns = 0, read_ns = 0;
-  int64_t tpot_target_ns = 0;  // explicit TPOT target (overrides the class)
+  int64_t tpot_target_ns = 0;  // explicit TPOT target (tightens the class's, never loosens it)
   // Its tenant's cap on prompt tokens in flight (0: the engine's, EngineConfig).
   int64_t tenant_max_prompt_tokens = 0;
   // The output a worker that failed mid-stream had already delivered (its token ids, from the

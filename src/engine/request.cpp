@@ -61,7 +61,11 @@ void apply_promise(Request& r, const GenerateRequest& g, const SlaConfig& sla) {
     r.deadline_ns = r.arrival_ns + sla.ttft_budget_ns(r.sla_class, g.ttft_deadline_ns);
     r.own_deadline = true;
   }
-  if (g.tpot_target_ns) r.tpot_target_ns = g.tpot_target_ns;
+  if (g.tpot_target_ns) {  // tightens the class's, never loosens it
+    r.tpot_target_ns =
+        r.tpot_target_ns ? std::min(r.tpot_target_ns, g.tpot_target_ns) : g.tpot_target_ns;
+    r.own_tpot = true;
+  }
 }
 
 }  // namespace mmrt::engine

@@ -74,7 +74,10 @@ struct Request {
   // The deadline was the request's own (GenerateRequest::ttft_deadline_ns): a miss is refused,
   // whatever its class's rule (the client asked for that time, not for a lower class).
   bool own_deadline = false;
-  int64_t tpot_target_ns = 0;     // per-output-token target (0: none)
+  int64_t tpot_target_ns = 0;  // per-output-token target (0: none)
+  // The TPOT target was the request's own (GenerateRequest::tpot_target_ns): a miss of it is
+  // refused, and a downgrade for its first token keeps it.
+  bool own_tpot = false;
   std::string sla_class;          // "" when none (best effort)
   double weight = 1.0;            // the class weight (slo policy)
   int64_t predicted_ttft_ns = 0;  // admission's prediction (0: none made)

@@ -223,6 +223,7 @@ nlohmann::json Report::json() const {
                  {"downgraded", e.downgraded},
                  {"downgraded_late", e.downgraded_late},
                  {"displacing", e.displacing},
+                 {"tpot_misses", e.tpot_misses},
                  {"encoder_runs", e.encoder_runs},
                  {"ttft_prediction",
                   {{"count", e.ttft_prediction.count},

@@ -303,6 +303,10 @@ void parse_sla(const Fields& f, const ApiOptions& opt, ParsedRequest& out) {
     // deadline without a class used to escape both).
     out.request.ttft_deadline_ns = static_cast<int64_t>(*ms * 1e6);
   }
+  if (auto ms = f.number("tpot_target_ms", 0, 3.6e6)) {
+    if (*ms <= 0) throw bad_request("`tpot_target_ms` must be positive", "tpot_target_ms");
+    out.request.tpot_target_ns = static_cast<int64_t>(*ms * 1e6);  // tightens, as the deadline
+  }
   out.class_chosen = chosen;
   out.request.sla_class = sla.index_of(cls) >= 0 ? cls : "";
   out.requested_class = out.request.sla_class;

@@ -26,6 +26,14 @@ double encoder_share(const StepFeatures& f) {
   return 20e3 * f.encoder_patches;
 }
 
+// Decode-only steps of 1..16 sequences at the law, as the engine reports them.
+void measure_decode(Admission& adm) {
+  for (int i = 0; i < 32; ++i) {
+    const StepFeatures f{0, static_cast<double>(1 + i % 16), 0, 0};
+    adm.observe_step(f, law(f));
+  }
+}
+
 CostModel trained() {
   CostModel c;
   std::mt19937 rng(7);
@@ -255,6 +263,100 @@ TEST(Admission, RefusesWhatWouldMakeAnAdmittedRequestLate) {
   Request* later = q.make(sla, "silver", 1000, kMs);
   EXPECT_TRUE(fcfs_adm.admit(*later, fv, kMs, why)) << why;
   EXPECT_EQ(fcfs_adm.stats().displacing, 0);
+}
+
+// A token takes at least the decode step of every running request and the new one; no budget
+// makes it shorter. With 240 running (3 + 0.2 x 241 = 51.2 ms a step) platinum's 50 ms per token
+// cannot be kept: refused, with a retry when six have finished (the step is then 50 ms); gold's 100
+// ms can. With 500 running gold downgrades to silver (no TPOT promise); a TPOT of the request's
+// own is refused instead. Before enough decode steps were measured nothing is judged.
+TEST(Admission, ATimePerTokenTheDecodeStepCannotKeepIsAMiss) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  measure_decode(adm);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  auto fill = [&](int n) {
+    v.running_.clear();
+    for (int i = 0; i < n; ++i) {
+      Request* r = q.make(sla, "silver", 1, 0);
+      r->sampling.max_tokens = 10 + i;  // decodes left: 10, 11, ...
+      r->num_computed = 1;
+      v.running_.push_back(r);
+    }
+  };
+  fill(240);
+  Request* p = q.make(sla, "platinum", 10, 0);
+  EXPECT_FALSE(adm.admit(*p, v, 0, why));
+  EXPECT_NE(why.find("predicted to take 51 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("platinum class's 50 ms per output token"), std::string::npos) << why;
+  EXPECT_EQ(why.find("cannot serve"), std::string::npos) << why;
+  // Six must finish (the sixth has 15 tokens left); the seventh where the fit rounds 50.0 ms up.
+  EXPECT_GE(static_cast<double>(p->retry_after_ns), 0.97 * 15 * 51.2 * kMs);
+  EXPECT_LE(static_cast<double>(p->retry_after_ns), 1.03 * 16 * 51.2 * kMs);
+  EXPECT_EQ(adm.stats().tpot_misses, 1);
+  Request* g = q.make(sla, "gold", 10, 0);
+  EXPECT_TRUE(adm.admit(*g, v, 0, why)) << why;
+  EXPECT_EQ(g->sla_class, "gold");
+
+  fill(500);
+  Request* g2 = q.make(sla, "gold", 10, 0);
+  EXPECT_TRUE(adm.admit(*g2, v, 0, why)) << why;
+  EXPECT_EQ(g2->sla_class, "silver");
+  EXPECT_EQ(g2->tpot_target_ns, 0);
+  Request* own = q.make(sla, "gold", 10, 0);
+  own->own_tpot = true;
+  EXPECT_FALSE(adm.admit(*own, v, 0, why));
+  EXPECT_NE(why.find("request's own 100 ms per output token"), std::string::npos) << why;
+  EXPECT_EQ(adm.stats().tpot_misses, 3);
+
+  // A target no step can keep, even alone: no retry helps.
+  Request* tiny = q.make(sla, "platinum", 10, 0);
+  tiny->tpot_target_ns = 2 * kMs;
+  tiny->own_tpot = true;
+  v.running_.clear();
+  EXPECT_FALSE(adm.admit(*tiny, v, 0, why));
+  EXPECT_NE(why.find("cannot serve it"), std::string::npos) << why;
+  EXPECT_EQ(tiny->retry_after_ns, -1);
+
+  Admission unmeasured(sla, cost);  // no decode step measured
+  fill(500);
+  Request* p2 = q.make(sla, "platinum", 10, 0);
+  EXPECT_TRUE(unmeasured.admit(*p2, v, 0, why)) << why;
+  EXPECT_EQ(p2->sla_class, "platinum");
+}
+
+// A request that the running requests' decode step fits without but not with would make a
+// running request with such a target late on every token: its miss (platinum's rule: refused).
+TEST(Admission, ATimePerTokenItWouldBreakForAnotherIsAMiss) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  measure_decode(adm);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  for (int i = 0; i < 100; ++i) {
+    Request* r = q.make(sla, "silver", 1, 0);
+    r->num_computed = 1;
+    v.running_.push_back(r);
+  }
+  // 100 decoding: 23.0 ms a step, 101: 23.2 ms. A running request promised 23.1 ms per token.
+  v.running_[7]->tpot_target_ns = 23'100'000;
+  v.running_[7]->sla_class = "gold";
+  Request* p = q.make(sla, "platinum", 10, 0);
+  EXPECT_FALSE(adm.admit(*p, v, 0, why));
+  EXPECT_NE(why.find("would make a gold request admitted before it late on its time per output "
+                     "token"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(adm.stats().displacing, 1);
+  EXPECT_GE(p->retry_after_ns, 0);
+  v.running_[7]->tpot_target_ns = 23'300'000;  // kept with it too
+  Request* p2 = q.make(sla, "platinum", 10, 0);
+  EXPECT_TRUE(adm.admit(*p2, v, 0, why)) << why;
 }
 
 // A class that downgrades on a miss does so when it would displace, and decides again in the

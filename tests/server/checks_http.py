@@ -100,6 +100,16 @@ def methods_and_paths(ctx):
     # Its own work alone is over 1 us: no Retry-After, and the client is told not to retry.
     expect_error(st, b, 429, contains="this server cannot serve it in that class")
     expect("retry-after" not in hd and hd.get("x-should-retry") == "false", hd)
+    # A time per output token no decode step here keeps (1 us), once decode steps were measured:
+    # refused at once, never served late, with no retry hint either.
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("x", max_tokens=12, ignore_eos=True))
+    expect(st == 200, f"a request to measure decode steps with: {st} {str(b)[:200]}")
+    st, hd, b = hu.post(ctx.port, "/v1/chat/completions",
+                        chat("x", stream=True, sla_class="silver", tpot_target_ms=0.001))
+    expect_error(st, b, 429, contains="per output token: this server cannot serve it")
+    expect("retry-after" not in hd and hd.get("x-should-retry") == "false", hd)
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", chat("x", tpot_target_ms=0))
+    expect_error(st, b, 400, param="tpot_target_ms")
 
 
 def oversize_bodies(ctx):
