@@ -178,7 +178,9 @@ void Admission::downgrade(Request& r, int to) {
   r.sla_class = lower.name;
   r.weight = lower.weight;
   r.deadline_ns = lower.ttft_ns ? r.arrival_ns + lower.ttft_ns : 0;
-  r.tpot_target_ns = lower.tpot_ns;
+  // A TPOT of the request's own stays (tightened by the lower class's, should that be tighter).
+  if (!r.own_tpot || (lower.tpot_ns > 0 && lower.tpot_ns < r.tpot_target_ns))
+    r.tpot_target_ns = lower.tpot_ns;
   ++stats_.downgraded;
 }
 

@@ -181,7 +181,15 @@ TEST(Admission, GoldThatCannotBeMetIsDowngradedToSilver) {
   EXPECT_TRUE(adm.admit(*g, v, 0, why)) << why;
   EXPECT_EQ(g->sla_class, "silver");
   EXPECT_EQ(g->deadline_ns, 5000 * kMs);
+  EXPECT_EQ(g->tpot_target_ns, 0) << "silver promises no TPOT";
   EXPECT_EQ(adm.stats().downgraded, 1);
+  // A TPOT the request asked for itself stays with it in the lower class.
+  Request* own = q.make(sla, "gold", 100, 0);
+  own->tpot_target_ns = 90 * kMs;
+  own->own_tpot = true;
+  EXPECT_TRUE(adm.admit(*own, v, 0, why)) << why;
+  EXPECT_EQ(own->sla_class, "silver");
+  EXPECT_EQ(own->tpot_target_ns, 90 * kMs);
 }
 
 // A deadline of the request's own is refused when missed, whatever its class's rule (gold
