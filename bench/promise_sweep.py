@@ -177,6 +177,16 @@ def summarize(recs, duration):
     late_refusals = [r for r in refused if "can no longer come within" in r.get("error", "")]
     s["refused_late"] = len(late_refusals)
     s["refused_late_ms_p50"] = statistics.median([r["status_ms"] for r in late_refusals] or [0])
+    # Why, per requested class: the refusal message's kind (its numbers stripped).
+    kinds = [("tpot", "per output token"), ("displacing", "would make a"),
+             ("own work", "its own work alone"), ("spent before", "spent before admission"),
+             ("late", "can no longer come within"), ("ttft", "predicted time to first token")]
+    reasons = {}
+    for r in refused:
+        kind = next((k for k, text in kinds if text in r.get("error", "")), "other")
+        per_cls = reasons.setdefault(r["class"], {})
+        per_cls[kind] = per_cls.get(kind, 0) + 1
+    s["refusal_reasons"] = reasons
     # Per requested class, each judged against the class it was served in (a downgraded gold
     # request against silver's budget).
     late, per = 0, {}
@@ -288,7 +298,8 @@ def main():
               f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
               f"late {s['late']} (platinum {s['classes']['platinum']['late_pct']} %, gold "
               f"{s['classes']['gold']['late_pct']} %), refused late {s['refused_late']} "
-              f"(after {s['refused_late_ms_p50']:.0f} ms p50), goodput {s['goodput_rps']}/s (weighted "
+              f"(after {s['refused_late_ms_p50']:.0f} ms p50; why, per class: {s['refusal_reasons']}), "
+              f"goodput {s['goodput_rps']}/s (weighted "
               f"{s['weighted_goodput']}, within TPOT too {s['goodput_tpot_rps']}), client-"
               f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
               f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}; engine "
