@@ -8,6 +8,7 @@
 // on the backend's ops only, over activation memory the caller owns (the backend's).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -107,12 +108,17 @@ struct EncoderActivations {
                    const kernels::RopeAngles* rope);
 };
 
-// A tower's forward() as an EncodeJob of one part per block (at least one part): begin() runs
-// with the first part, block(i) is part i, end() runs with the last and gives the output.
+// A tower's forward() as an EncodeJob of one part per block and one more for its end: begin()
+// runs with the first part, block(i) is part i, end() is the last part and gives the output. The
+// end is a part of its own because it can weigh more than a block (LLaVA's projector into a
+// 4,096-wide language model: about three CLIP layers' time, measured), and the scheduler prices
+// every part of an item alike.
 class BlockJob : public EncodeJob {
  public:
-  explicit BlockJob(int64_t blocks) : blocks_(blocks) {}
-  int64_t parts() const final { return blocks_ > 0 ? blocks_ : 1; }
+  explicit BlockJob(int64_t blocks) : blocks_(std::max<int64_t>(0, blocks)) {}
+  // The parts of a job of `blocks` blocks.
+  static constexpr int64_t parts_for(int64_t blocks) { return (blocks > 0 ? blocks : 0) + 1; }
+  int64_t parts() const final { return parts_for(blocks_); }
   int64_t done() const final { return done_; }
   void run(int64_t n) final;
   Tensor result() final;

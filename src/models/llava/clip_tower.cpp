@@ -119,8 +119,8 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
   return std::unique_ptr<ClipTower>(new ClipTower(std::move(impl)));
 }
 
-// forward() as a job of one part per layer: the patch embedding, class token, positions and
-// pre_layrnorm run with the first part, the selection and the projector with the last.
+// forward() as a job of one part per layer and a last one for the selection and the projector:
+// the patch embedding, class token, positions and pre_layrnorm run with the first part.
 class ClipTower::Job final : public BlockJob {
  public:
   Job(const Impl& m, const Tensor& pixel_values, int64_t tokens_per_crop)
@@ -194,7 +194,7 @@ class ClipTower::Job final : public BlockJob {
 };
 
 int64_t ClipTower::parts() const {
-  return std::max<int64_t>(1, static_cast<int64_t>(impl_->layers.size()));
+  return BlockJob::parts_for(static_cast<int64_t>(impl_->layers.size()));
 }
 
 std::unique_ptr<EncodeJob> ClipTower::begin(const Tensor& pixel_values) const {

@@ -36,7 +36,8 @@ class ClipTower {
   // pixel_values [n_crops, 3, S, S] f32 -> [n_crops * tokens_per_crop(), text hidden] f32, the
   // crops' projected features in order.
   Tensor forward(const Tensor& pixel_values) const;
-  // forward() as a job of parts() parts (one per layer that runs): the engine runs a large
+  // forward() as a job of parts() parts (one per layer that runs, one for the projector,
+  // BlockJob): the engine runs a large
   // image's encoder a few layers a step beside the decoding streams.
   std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values) const;
   int64_t parts() const;

@@ -127,9 +127,9 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
 }
 
-// forward() as a job of one part per block: the window reordering, the patch embedding and the
-// rotary angles run with the first part, the merger and the reordering back with the last. Its
-// buffers live as long as the job.
+// forward() as a job of one part per block and a last one for the merger and the reordering
+// back: the window reordering, the patch embedding and the rotary angles run with the first
+// part. Its buffers live as long as the job.
 class VisionTower::Job final : public BlockJob {
  public:
   Job(const Impl& m, const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim)
@@ -195,7 +195,7 @@ class VisionTower::Job final : public BlockJob {
 };
 
 int64_t VisionTower::parts() const {
-  return std::max<int64_t>(1, impl_->vc.depth);
+  return BlockJob::parts_for(impl_->vc.depth);
 }
 
 std::unique_ptr<EncodeJob> VisionTower::begin(const Tensor& pixel_values,

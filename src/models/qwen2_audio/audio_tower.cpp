@@ -107,8 +107,8 @@ double AudioTower::flops(int64_t valid_frames) const {
          2 * std::floor(V / 2) * d * static_cast<double>(impl_->hidden);
 }
 
-// One window as a job of one part per layer: the conv front end runs with the first part, the
-// pooling, final LayerNorm and projector with the last. A window of no tokens runs nothing.
+// One window as a job of one part per layer and a last one for the pooling, final LayerNorm and
+// projector: the conv front end runs with the first part. A window of no tokens runs nothing.
 class AudioTower::Job final : public BlockJob {
  public:
   Job(const Impl& m, std::span<const float> mel, int64_t L, bool all_rows)
@@ -193,7 +193,7 @@ class AudioTower::Job final : public BlockJob {
 };
 
 int64_t AudioTower::parts() const {
-  return std::max<int64_t>(1, static_cast<int64_t>(impl_->layers.size()));
+  return BlockJob::parts_for(static_cast<int64_t>(impl_->layers.size()));
 }
 
 std::unique_ptr<EncodeJob> AudioTower::begin(std::span<const float> mel,

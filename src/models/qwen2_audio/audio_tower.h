@@ -50,7 +50,8 @@ class AudioTower {
   // projector's output for all max_source_positions / 2 pooled rows [750, text hidden]. Needs
   // valid_frames >= 1 (with no valid key the HF softmax is NaN).
   Tensor forward_all(std::span<const float> mel, int64_t valid_frames) const;
-  // forward() as a job of parts() parts (one per layer; `mel` must outlive it): the engine runs
+  // forward() as a job of parts() parts (one per layer, one for the projector, BlockJob; `mel`
+  // must outlive it): the engine runs
   // a long clip's encoder a few layers a step beside the decoding streams.
   std::unique_ptr<EncodeJob> begin(std::span<const float> mel, int64_t valid_frames) const;
   int64_t parts() const;

@@ -14,7 +14,7 @@
 
 namespace mmrt::models::qwen2_vl {
 
-// What the runner needs of a vision tower: its forward pass as a job of parts (one per block).
+// What the runner needs of a vision tower: its forward pass as a job of parts (BlockJob).
 class GridEncoder {
  public:
   virtual ~GridEncoder() = default;

@@ -136,8 +136,8 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
   return std::unique_ptr<VisionTower>(new VisionTower(std::move(impl)));
 }
 
-// forward() as a job of one part per block: the patch embedding and the rotary angles run with
-// the first part, the merger with the last. Its buffers live as long as the job.
+// forward() as a job of one part per block and the merger's: the patch embedding and the rotary
+// angles run with the first part. Its buffers live as long as the job.
 class VisionTower::Job final : public BlockJob {
  public:
   Job(const Impl& m, const Tensor& pixel_values, std::span<const GridThw> grids, int64_t patch_dim)
@@ -181,7 +181,7 @@ class VisionTower::Job final : public BlockJob {
 };
 
 int64_t VisionTower::parts() const {
-  return std::max<int64_t>(1, static_cast<int64_t>(impl_->blocks.size()));
+  return BlockJob::parts_for(static_cast<int64_t>(impl_->blocks.size()));
 }
 
 std::unique_ptr<EncodeJob> VisionTower::begin(const Tensor& pixel_values,

@@ -52,8 +52,8 @@ class VisionTower final : public GridEncoder {
 
   // pixel_values [sum_i t_i*h_i*w_i, C*T*p*p] f32 (rows in merge-block order per image, images
   // concatenated) -> image embeddings [sum_i t_i*h_i*w_i / merge², out_hidden] f32.
-  // As a job of one part per block (the patch embedding runs with the first, the merger with
-  // the last); GridEncoder::forward runs it whole.
+  // As a job of one part per block and one for the merger (BlockJob; the patch embedding runs
+  // with the first); GridEncoder::forward runs it whole.
   std::unique_ptr<EncodeJob> begin(const Tensor& pixel_values,
                                    std::span<const GridThw> grids) override;
   int64_t parts() const override;
