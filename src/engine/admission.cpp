@@ -122,23 +122,30 @@ SlaConfig::MissAction Admission::on_miss(const Request& r, int64_t ttft_ns, bool
 
 void Admission::observe_step(const StepFeatures& f, double step_ns) {
   if (f.decode_tokens <= 0 || f.prefill_tokens > 0 || f.encoder_patches > 0 || step_ns <= 0) return;
-  const double a = decode_steps_ == 0 ? 1.0 : 0.1;
-  decode_step_ns_ += a * (step_ns - decode_step_ns_);
-  decode_rows_ += a * (f.decode_tokens - decode_rows_);
-  ++decode_steps_;
+  decode_steps_[static_cast<size_t>(n_decode_steps_ % kDecodeSteps)] = {f.decode_tokens, step_ns};
+  ++n_decode_steps_;
 }
 
 double Admission::decode_step_ns(double n_decode) const {
-  // The measured decode step at its rows, moved by the fitted cost of a decoding sequence (within
-  // [0, the measured step's share per row]: a fit that extrapolates badly moves it little).
-  const double per_row = decode_step_ns_ / std::max(1.0, decode_rows_);
-  const double marginal = std::clamp(cost_.coefficients_ns()[2], 0.0, per_row);
-  return std::max(0.0, decode_step_ns_ + marginal * (n_decode - decode_rows_));
+  // Each recent decode-only step moved to n_decode rows by the fitted cost of a decoding
+  // sequence (within [0, that step's share per row]: a fit that extrapolates badly moves it
+  // little); their median, which one slow step (a first call's set-up, a neighbour on the host)
+  // does not move.
+  const double fitted = cost_.coefficients_ns()[2];
+  const size_t n = static_cast<size_t>(std::min(n_decode_steps_, kDecodeSteps));
+  std::vector<double> at(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto [rows, ns] = decode_steps_[i];
+    const double marginal = std::clamp(fitted, 0.0, ns / std::max(1.0, rows));
+    at[i] = std::max(0.0, ns + marginal * (n_decode - rows));
+  }
+  std::nth_element(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(n / 2), at.end());
+  return n ? at[n / 2] : 0;
 }
 
 Admission::TpotMiss Admission::tpot_miss(const Request& r, const SchedulerView& v) const {
   TpotMiss m;
-  if (decode_steps_ < kTpotObservations) return m;
+  if (n_decode_steps_ < kTpotObservations) return m;
   // Every running request decodes beside r (one still in its prompt soon will).
   const std::span<Request* const> running = v.running();
   const auto n = static_cast<double>(running.size());

@@ -8,11 +8,13 @@
 // its own (no scheduler, no model).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cost_model.h"
@@ -214,9 +216,10 @@ class Admission {
   // Per class weight: (modelled, actual) TTFT of its last kBiasWindow first tokens.
   std::map<double, std::deque<std::pair<double, double>>> bias_samples_;
   AdmissionStats stats_;
-  // Decode-only steps: their time and rows (moving averages) and how many were seen.
-  double decode_step_ns_ = 0, decode_rows_ = 0;
-  int64_t decode_steps_ = 0;
+  // The last kDecodeSteps decode-only steps (rows, ns), a ring, and how many were seen.
+  static constexpr int64_t kDecodeSteps = 16;
+  std::array<std::pair<double, double>, kDecodeSteps> decode_steps_{};
+  int64_t n_decode_steps_ = 0;
 };
 
 }  // namespace mmrt::engine
