@@ -13,13 +13,20 @@ content byte); the stream's longest gap between two tokens comes from the server
 client cannot see a token whose text the detokenizer holds back). A "none" trial is the same
 stream alone.
 
+With `--video SECONDS` each "image" is a video instead: a new SIDExSIDE H.264 clip of SECONDS
+seconds at 2 frames per second (ffmpeg's cellauto pattern with a new seed, so that no cache and
+no slice reuse can serve it), sent as a `video_url`; a Qwen-VL model encodes it slice by slice.
+
 Usage: encoder_beside_decode.py --mmrt BIN --model DIR [--side 448] [--tpot-ms 200]
-                                [--tokens 24] [--images 1] [--rounds 2] [--serve-arg ARG ...]
+                                [--tokens 24] [--images 1] [--rounds 2] [--video SECONDS]
+                                [--serve-arg ARG ...]
 """
 import argparse
 import json
 import os
+import base64
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -33,6 +40,22 @@ from server_test import Server  # noqa: E402
 
 def png_url(side, seed):
     return "data:image/png;base64," + image_ttft.png(side, seed)
+
+
+def video_url(side, seconds, seed, work):
+    path = os.path.join(work, f"clip{seed}.mp4")
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f", "lavfi",
+                    "-i", f"cellauto=s={side}x{side}:r=2:seed={seed}:rule=110", "-t", str(seconds),
+                    "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", path],
+                   check=True, timeout=120)
+    with open(path, "rb") as f:
+        return "data:video/mp4;base64," + base64.b64encode(f.read()).decode()
+
+
+def media_part(a, seed, work):
+    if a.video:
+        return {"type": "video_url", "video_url": {"url": video_url(a.side, a.video, seed, work)}}
+    return {"type": "image_url", "image_url": {"url": png_url(a.side, seed)}}
 
 
 def stream(port, body, first_byte=None):
@@ -66,7 +89,7 @@ def trial(port, a, with_images, seed):
         for i in range(a.images):
             body = {"stream": True, "max_tokens": 4, "sla_class": "image",
                     "messages": [{"role": "user", "content": [
-                        {"type": "image_url", "image_url": {"url": png_url(a.side, seed * 100 + i)}},
+                        media_part(a, seed * 100 + i, a.work),
                         {"type": "text", "text": "Describe this image."}]}]}
             t = threading.Thread(target=lambda b=body: imgs.append(stream(port, b)))
             t.start()
@@ -96,10 +119,12 @@ def main():
     ap.add_argument("--tokens", type=int, default=24)
     ap.add_argument("--images", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--video", type=float, default=0)
     ap.add_argument("--serve-arg", action="append", default=[])
     a = ap.parse_args()
     work = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bench",
                         "encoder_beside_decode")
+    a.work = work
     os.makedirs(work, exist_ok=True)
     sla = os.path.join(work, "sla.json")
     with open(sla, "w") as f:

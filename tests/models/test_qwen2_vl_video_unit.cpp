@@ -238,6 +238,20 @@ TEST_F(Qwen2VLVideoUnit, StaticClipReusesFramesAndSlices) {
   EXPECT_EQ(
       std::memcmp(a.data<float>(), a.data<float>() + per * a.dim(1), size_t(per * a.dim(1)) * 4),
       0);
+  // In parts as the engine runs it (each slice's blocks and merger; the equal slice's parts run
+  // nothing with reuse on): the same bits, with reuse on and off.
+  const int64_t per_slice = on.spec.encoder_blocks + 1;
+  test::expect_parts_equal_encode(*on.runner, item, a, 2 * per_slice);
+  test::expect_parts_equal_encode(*every.runner, item, b, 2 * per_slice);
+  // Pruned to tokens of the second slice: that slice's parts alone, its kept rows.
+  PreparedMedia pruned = item;
+  pruned.kept_tokens = {static_cast<int32_t>(per), static_cast<int32_t>(per + 2)};
+  pruned.n_tokens = 2;
+  const Tensor p = on.runner->encode(pruned);
+  ASSERT_EQ(p.dim(0), 2);
+  EXPECT_EQ(std::memcmp(p.data<float>(), a.data<float>() + per * a.dim(1), size_t(a.dim(1)) * 4),
+            0);
+  test::expect_parts_equal_encode(*on.runner, pruned, p, per_slice);
   // A features tensor that does not fit the grid is refused.
   PreparedMedia wrong = item;
   wrong.dims = {3, item.dims[1], item.dims[2]};

@@ -1,5 +1,6 @@
 #include "models/qwen2_vl/vision_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -14,6 +15,131 @@ namespace mmrt::models::qwen2_vl {
 
 namespace {
 
+// Which 2-frame slices of a video (or of a pruned item) go through the tower: the wanted ones
+// (every slice, or those holding a kept token), each encoded on its own (attention, window and
+// rotary positions are all per slice); a slice whose pixel rows are bit-identical to an earlier
+// wanted slice's reuses that slice's output (the exact temporal tier, `reuse`).
+struct SlicePlan {
+  int64_t rows = 0, dim = 0, per = 0;  // patch rows and their width, tokens per slice
+  std::vector<int64_t> wanted;         // slice indices, in order
+  std::vector<int64_t> source;         // [slices]: the wanted slice whose output it has, or -1
+};
+
+SlicePlan plan_slices(const PreparedMedia& item, const GridThw& g, int64_t merge, bool reuse,
+                      const std::string& family) {
+  SlicePlan p;
+  p.rows = g[1] * g[2];
+  p.dim = item.features.dim(1);
+  if (item.features.rank() != 2 || item.features.dim(0) != g[0] * p.rows)
+    throw InvalidArgument(family + ": the video's features have " +
+                          std::to_string(item.features.dim(0)) + " rows, its grid needs " +
+                          std::to_string(g[0] * p.rows));
+  p.per = p.rows / (merge * merge);
+  const std::span<const int32_t> kept = item.kept_tokens;
+  std::vector<char> wanted(static_cast<size_t>(g[0]), kept.empty() ? 1 : 0);
+  for (int32_t q : kept) {
+    if (q < 0 || q >= g[0] * p.per)
+      throw InvalidArgument(family + ": kept token " + std::to_string(q) + " is outside the " +
+                            std::to_string(g[0] * p.per) + " tokens of the video");
+    wanted[static_cast<size_t>(q / p.per)] = 1;
+  }
+  const float* px = item.features.data<float>();
+  const size_t slice_bytes = static_cast<size_t>(p.rows * p.dim) * sizeof(float);
+  p.source.assign(static_cast<size_t>(g[0]), -1);
+  std::unordered_map<Hash128, int64_t, Hash128Hasher> seen;  // content -> first wanted slice
+  for (int64_t s = 0; s < g[0]; ++s) {
+    if (!wanted[static_cast<size_t>(s)]) continue;
+    p.wanted.push_back(s);
+    p.source[static_cast<size_t>(s)] = s;
+    if (!reuse) continue;
+    const float* row = px + s * p.rows * p.dim;
+    auto [it, fresh] = seen.emplace(hash128(row, slice_bytes), s);
+    if (!fresh && std::memcmp(px + it->second * p.rows * p.dim, row, slice_bytes) == 0)
+      p.source[static_cast<size_t>(s)] = it->second;
+  }
+  if (p.wanted.empty()) throw InvalidArgument(family + ": a video item keeps no token");
+  return p;
+}
+
+// A video's (or a pruned item's) encode as a job of the tower's parts for every wanted slice, in
+// order: a reused slice's parts run nothing; a distinct slice's tower job is made when its first
+// part runs and freed after its last. The result: every slice's rows, or the kept tokens' rows.
+class SliceJob final : public EncodeJob {
+ public:
+  SliceJob(const kernels::Backend& be, GridEncoder& tower, const PreparedMedia& item,
+           const GridThw& g, SlicePlan plan)
+      : be_(be),
+        tower_(tower),
+        item_(item),
+        g_(g),
+        plan_(std::move(plan)),
+        per_slice_(tower.parts()) {
+    out_.resize(static_cast<size_t>(g[0]));
+  }
+  int64_t parts() const override { return static_cast<int64_t>(plan_.wanted.size()) * per_slice_; }
+  int64_t done() const override { return done_; }
+  void run(int64_t n) override {
+    if (n < 0 || n > parts() - done_)
+      throw InternalError("encoder job: " + std::to_string(n) + " parts asked, " +
+                          std::to_string(parts() - done_) + " left");
+    while (n > 0) {
+      const int64_t s = plan_.wanted[static_cast<size_t>(done_ / per_slice_)];
+      const int64_t in = done_ % per_slice_, k = std::min(n, per_slice_ - in);
+      if (plan_.source[static_cast<size_t>(s)] == s) {
+        if (in == 0) {
+          const GridThw one{1, g_[1], g_[2]};
+          const float* px = item_.features.data<float>() + s * plan_.rows * plan_.dim;
+          job_ = tower_.begin(
+              Tensor::view(const_cast<float*>(px), DType::kF32, {plan_.rows, plan_.dim}),
+              {&one, 1});
+        }
+        job_->run(k);
+        if (in + k == per_slice_) {
+          out_[static_cast<size_t>(s)] = job_->result();
+          job_.reset();
+          if (out_[static_cast<size_t>(s)].dim(0) != plan_.per)
+            throw InternalError("vision tower produced " +
+                                std::to_string(out_[static_cast<size_t>(s)].dim(0)) +
+                                " rows for a slice of " + std::to_string(plan_.per) + " tokens");
+        }
+      }
+      done_ += k;
+      n -= k;
+    }
+  }
+  Tensor result() override {
+    if (done_ != parts()) throw InternalError("encoder job: the result asked before its last part");
+    const std::span<const int32_t> kept = item_.kept_tokens;
+    const int64_t per = plan_.per;
+    const int64_t hidden = out_[static_cast<size_t>(plan_.wanted[0])].dim(1);
+    auto slice_rows = [&](int64_t s) {
+      return out_[static_cast<size_t>(plan_.source[static_cast<size_t>(s)])].data<float>();
+    };
+    Tensor out = be_.empty(
+        DType::kF32, {kept.empty() ? g_[0] * per : static_cast<int64_t>(kept.size()), hidden});
+    float* o = out.data<float>();
+    if (kept.empty())
+      for (int64_t s = 0; s < g_[0]; ++s)
+        kernels::copy2d(be_, o + s * per * hidden, hidden, slice_rows(s), hidden, per, hidden);
+    else
+      for (size_t i = 0; i < kept.size(); ++i)
+        kernels::copy2d(be_, o + static_cast<int64_t>(i) * hidden, hidden,
+                        slice_rows(kept[i] / per) + (kept[i] % per) * hidden, hidden, 1, hidden);
+    out_.clear();
+    return out;
+  }
+
+ private:
+  const kernels::Backend& be_;
+  GridEncoder& tower_;
+  const PreparedMedia& item_;
+  GridThw g_;
+  SlicePlan plan_;
+  int64_t per_slice_, done_ = 0;
+  std::unique_ptr<EncodeJob> job_;  // the slice in progress
+  std::vector<Tensor> out_;         // [slices]: the distinct wanted slices' outputs
+};
+
 class VisionRunner final : public DecoderRunner {
  public:
   VisionRunner(const kernels::Backend& be, io::SafeTensors st, std::unique_ptr<Decoder> lm,
@@ -26,38 +152,41 @@ class VisionRunner final : public DecoderRunner {
         family_(family) {}
 
   Tensor encode(const PreparedMedia& item) override {
-    const GridThw g = grid_of(item);
-    Tensor out = g[0] > 1 || !item.kept_tokens.empty()
-                     ? encode_slices(item, g)
-                     : vision_->forward(item.features, {&g, 1});  // [n_tokens, hidden]
+    std::unique_ptr<EncodeJob> job = encode_job_checked(item);
+    job->run(job->parts());
+    Tensor out = job->result();  // [n_tokens, hidden]
     if (out.dim(0) != item.n_tokens)
       throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
                           " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
     return out;
   }
-  // An image runs in the tower's parts (its blocks); a video (its slices, each a forward) and a
-  // pruned item whole.
+  // The tower's parts (its blocks and its merger) for an image, and for every wanted slice of a
+  // video or a pruned item; one part for an item the encoder refuses (encode() says why: the
+  // scheduler asks when it adds the request, where nothing may throw).
   int64_t encode_parts(const PreparedMedia& item) const override {
-    return whole_only(item) ? 1 : vision_->parts();
+    const bool grid = (item.modality == Modality::kImage || item.modality == Modality::kVideo) &&
+                      item.dims.size() == 3 && item.dims[0] >= 1 && item.features.rank() == 2;
+    if (!grid) return 1;
+    const int64_t t = item.dims[0], per = item.dims[1] * item.dims[2] / (merge_ * merge_);
+    if (item.kept_tokens.empty()) return t * vision_->parts();
+    std::vector<char> wanted(static_cast<size_t>(t), 0);
+    int64_t n = 0;
+    for (int32_t q : item.kept_tokens) {
+      if (q < 0 || per <= 0 || q >= t * per) return 1;
+      n += !wanted[static_cast<size_t>(q / per)];
+      wanted[static_cast<size_t>(q / per)] = 1;
+    }
+    return std::max<int64_t>(1, n * vision_->parts());
   }
   std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
-    if (whole_only(item)) return Runner::encode_job(item);
-    const GridThw g = grid_of(item);
-    return vision_->begin(item.features, {&g, 1});  // its rows: checked by the executor
+    if (encode_parts(item) == 1) return Runner::encode_job(item);
+    return encode_job_checked(item);  // its rows: checked by the executor
   }
   double encode_flops(const PreparedMedia& item) const override {
     return vision_->flops(grid_of(item));
   }
 
  private:
-  // One part: a video of several slices (each a forward), a pruned item, and an item the
-  // encoder refuses (encode() says why; the scheduler asks for the parts when it adds the
-  // request, where nothing may throw).
-  bool whole_only(const PreparedMedia& item) const {
-    const bool grid = (item.modality == Modality::kImage || item.modality == Modality::kVideo) &&
-                      item.dims.size() == 3;
-    return !grid || item.dims[0] != 1 || !item.kept_tokens.empty();
-  }
   GridThw grid_of(const PreparedMedia& item) const {
     if ((item.modality != Modality::kImage && item.modality != Modality::kVideo) ||
         item.dims.size() != 3)
@@ -65,69 +194,12 @@ class VisionRunner final : public DecoderRunner {
                             ": the encoder takes an image or a video with its (t, h, w) grid");
     return {item.dims[0], item.dims[1], item.dims[2]};
   }
-  // The exact temporal tier: every 2-frame slice is encoded on its own (attention, window and
-  // rotary positions are all per slice), so a slice whose pixel rows are bit-identical to an
-  // earlier slice's has that slice's output; only distinct slices go through the tower. With
-  // token pruning (item.kept_tokens) the output has the kept tokens' rows only, and a slice
-  // that keeps none is not encoded.
-  Tensor encode_slices(const PreparedMedia& item, const GridThw& g) {
-    const int64_t rows = g[1] * g[2], D = item.features.dim(1);
-    if (item.features.dim(0) != g[0] * rows)
-      throw InvalidArgument(family_ + ": the video's features have " +
-                            std::to_string(item.features.dim(0)) + " rows, its grid needs " +
-                            std::to_string(g[0] * rows));
-    const int64_t per = rows / (merge_ * merge_);  // tokens per slice
-    const std::span<const int32_t> kept = item.kept_tokens;
-    std::vector<char> wanted(static_cast<size_t>(g[0]), kept.empty() ? 1 : 0);
-    for (int32_t q : kept) {
-      if (q < 0 || q >= g[0] * per)
-        throw InvalidArgument(family_ + ": kept token " + std::to_string(q) + " is outside the " +
-                              std::to_string(g[0] * per) + " tokens of the video");
-      wanted[static_cast<size_t>(q / per)] = 1;
-    }
-    const float* px = item.features.data<float>();
-    const size_t slice_bytes = static_cast<size_t>(rows * D) * sizeof(float);
-    std::vector<int64_t> source(static_cast<size_t>(g[0]), -1);  // slice -> index among distinct
-    std::vector<int64_t> distinct;
-    std::unordered_map<Hash128, int64_t, Hash128Hasher> seen;
-    for (int64_t s = 0; s < g[0]; ++s) {
-      if (!wanted[static_cast<size_t>(s)]) continue;
-      const float* p = px + s * rows * D;
-      auto [it, fresh] =
-          seen.emplace(hash128(p, slice_bytes), static_cast<int64_t>(distinct.size()));
-      if (!fresh && reuse_slices_ &&
-          std::memcmp(px + distinct[static_cast<size_t>(it->second)] * rows * D, p, slice_bytes) ==
-              0) {
-        source[static_cast<size_t>(s)] = it->second;
-        continue;
-      }
-      source[static_cast<size_t>(s)] = static_cast<int64_t>(distinct.size());
-      distinct.push_back(s);
-    }
-    const GridThw one{1, g[1], g[2]};
-    std::vector<Tensor> enc;
-    for (int64_t s : distinct)
-      enc.push_back(vision_->forward(
-          Tensor::view(const_cast<float*>(px + s * rows * D), DType::kF32, {rows, D}), {&one, 1}));
-    if (enc.empty()) throw InvalidArgument(family_ + ": a video item keeps no token");
-    if (enc[0].dim(0) != per)
-      throw InternalError("vision tower produced " + std::to_string(enc[0].dim(0)) +
-                          " rows for a slice of " + std::to_string(per) + " tokens");
-    const int64_t hidden = enc[0].dim(1);
-    auto slice_rows = [&](int64_t s) {
-      return enc[static_cast<size_t>(source[static_cast<size_t>(s)])].data<float>();
-    };
-    Tensor out = be_.empty(DType::kF32,
-                           {kept.empty() ? g[0] * per : static_cast<int64_t>(kept.size()), hidden});
-    float* o = out.data<float>();
-    if (kept.empty())
-      for (int64_t s = 0; s < g[0]; ++s)
-        kernels::copy2d(be_, o + s * per * hidden, hidden, slice_rows(s), hidden, per, hidden);
-    else
-      for (size_t i = 0; i < kept.size(); ++i)
-        kernels::copy2d(be_, o + static_cast<int64_t>(i) * hidden, hidden,
-                        slice_rows(kept[i] / per) + (kept[i] % per) * hidden, hidden, 1, hidden);
-    return out;
+  // An image through the tower's job; a video or a pruned item slice by slice (SliceJob).
+  std::unique_ptr<EncodeJob> encode_job_checked(const PreparedMedia& item) {
+    const GridThw g = grid_of(item);
+    if (g[0] == 1 && item.kept_tokens.empty()) return vision_->begin(item.features, {&g, 1});
+    return std::make_unique<SliceJob>(be_, *vision_, item, g,
+                                      plan_slices(item, g, merge_, reuse_slices_, family_));
   }
   std::unique_ptr<GridEncoder> vision_;
   int64_t merge_;  // spatial_merge_size: a token is merge x merge patches
