@@ -131,16 +131,19 @@ double Admission::decode_step_ns(double n_decode) const {
   // sequence (within [0, that step's share per row]: a fit that extrapolates badly moves it
   // little); their median, which one slow step (a first call's set-up, a neighbour on the host)
   // does not move.
+  // Each moved step is non-decreasing in n_decode, and so is their median.
   const double fitted = cost_.coefficients_ns()[2];
-  const size_t n = static_cast<size_t>(std::min(n_decode_steps_, kDecodeSteps));
-  std::vector<double> at(n);
+  const auto n = static_cast<size_t>(std::min(n_decode_steps_, kDecodeSteps));
+  if (n == 0) return 0;
+  std::array<double, kDecodeSteps> at{};
   for (size_t i = 0; i < n; ++i) {
     const auto [rows, ns] = decode_steps_[i];
     const double marginal = std::clamp(fitted, 0.0, ns / std::max(1.0, rows));
     at[i] = std::max(0.0, ns + marginal * (n_decode - rows));
   }
-  std::nth_element(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(n / 2), at.end());
-  return n ? at[n / 2] : 0;
+  std::nth_element(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(n / 2),
+                   at.begin() + static_cast<std::ptrdiff_t>(n));
+  return at[n / 2];
 }
 
 Admission::TpotMiss Admission::tpot_miss(const Request& r, const SchedulerView& v) const {
@@ -168,15 +171,24 @@ Admission::TpotMiss Admission::tpot_miss(const Request& r, const SchedulerView& 
   // its remaining tokens at about this step's time); never when r alone is over its target.
   const double target = static_cast<double>(m.target_ns);
   if (!m.victim && decode_step_ns(1) > target) return m;
-  std::vector<double> left;
+  // Decoders that may stay: the most whose step with r keeps the target (the step grows with the
+  // rows, so a bisection finds it).
+  int64_t lo = 0, hi = static_cast<int64_t>(n);
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (decode_step_ns(static_cast<double>(mid) + 1) <= target)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const auto go = static_cast<size_t>(std::max<int64_t>(1, static_cast<int64_t>(n) - lo));
+  if (go > running.size()) return m;
+  std::vector<double> left;  // each running request's remaining decode time
   for (const Request* q : running)
     left.push_back(
         static_cast<double>(std::max<int64_t>(1, q->sampling.max_tokens - q->generated())) * with);
-  std::sort(left.begin(), left.end());
-  int64_t fits = static_cast<int64_t>(n);  // decoders that may stay
-  while (fits > 0 && decode_step_ns(static_cast<double>(fits) + 1) > target) --fits;
-  const auto go = static_cast<size_t>(std::max<int64_t>(1, static_cast<int64_t>(n) - fits));
-  if (go <= left.size()) m.retry_after_ns = static_cast<int64_t>(left[go - 1]);
+  std::nth_element(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(go - 1), left.end());
+  m.retry_after_ns = static_cast<int64_t>(left[go - 1]);
   return m;
 }
 

@@ -255,6 +255,11 @@ class EncodeJob {
   virtual void run(int64_t n) = 0;  // the next n parts (InternalError past the last)
   // After the last part: [item.n_tokens, embed_dim] f32, as encode() returns it.
   virtual Tensor result() = 0;
+  // The parts not run yet, then the result.
+  Tensor run_rest() {
+    run(parts() - done());
+    return result();
+  }
 };
 
 class Runner {
@@ -262,13 +267,15 @@ class Runner {
   virtual ~Runner() = default;
   // Encoder output of one item: [item.n_tokens, embed_dim] f32.
   virtual Tensor encode(const PreparedMedia& item) = 0;
-  // How many parts encode_job(item) runs in (1, the default: the whole encode at once).
+  // How many parts encode_job(item) runs in (1, the default: the whole encode at once). Never
+  // throws: an item the encoder refuses counts as one part (the executor runs a one-part item
+  // through encode(), which says why).
   virtual int64_t encode_parts(const PreparedMedia& item) const {
     (void)item;
     return 1;
   }
   // `item`'s encode in encode_parts(item) parts; the default runs encode() as its one part.
-  // `item` must outlive the job.
+  // `item` must outlive the job. InvalidArgument for an item the encoder refuses.
   virtual std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item);
   // One decoder step; K/V are read and written in `kv` (laid out as kv_config() describes).
   // Returns logits [n_want, vocab] f32 (valid until the next call). InvalidArgument for

@@ -178,8 +178,8 @@ class ClipTower::Job final : public BlockJob {
                       E);
     const int64_t H = m_.text_hidden;
     kernels::Buffer mid(be, rows * H);
-    kernels::linear(be, sel.data(), rows, m_.proj1, mid.data());
-    kernels::gelu_erf(be, mid.data(), mid.data(), rows * H);
+    kernels::linear(be, sel.data(), rows, m_.proj1, mid.data(),
+                    kernels::LinearOptions{.act = kernels::LinearAct::kGeluErf});
     Tensor out = be.empty(DType::kF32, {rows, H});  // [n_crops * per, hidden]
     kernels::linear(be, mid.data(), rows, m_.proj2, out.data<float>());
     return out;
@@ -202,9 +202,7 @@ std::unique_ptr<EncodeJob> ClipTower::begin(const Tensor& pixel_values) const {
 }
 
 Tensor ClipTower::forward(const Tensor& pixel_values) const {
-  std::unique_ptr<EncodeJob> job = begin(pixel_values);
-  job->run(job->parts());
-  return job->result();
+  return begin(pixel_values)->run_rest();
 }
 
 }  // namespace mmrt::models::llava

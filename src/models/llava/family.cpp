@@ -87,13 +87,9 @@ class LlavaRunner final : public DecoderRunner {
         newline_(std::move(newline)) {}
 
   // The image's crops through CLIP and the projector, then packed as pack_image_features does.
-  Tensor encode(const PreparedMedia& item) override {
-    std::unique_ptr<EncodeJob> job = encode_job_checked(item);
-    job->run(job->parts());
-    return job->result();
-  }
-  // A layer a part; an item the encoder refuses runs whole (encode() says why: the scheduler asks
-  // when it adds the request, where nothing may throw).
+  Tensor encode(const PreparedMedia& item) override { return encode_job(item)->run_rest(); }
+  // A layer a part and one for the projector; one part for an item the encoder refuses (encode()
+  // says why: the scheduler asks when it adds the request, where nothing may throw).
   int64_t encode_parts(const PreparedMedia& item) const override {
     try {
       const ImageLayout l = item_layout(item, layout_);
@@ -104,15 +100,6 @@ class LlavaRunner final : public DecoderRunner {
     }
   }
   std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
-    if (encode_parts(item) == 1) return Runner::encode_job(item);
-    return encode_job_checked(item);
-  }
-  double encode_flops(const PreparedMedia& item) const override {
-    return tower_->flops(item_layout(item, layout_).n_crops);
-  }
-
- private:
-  std::unique_ptr<EncodeJob> encode_job_checked(const PreparedMedia& item) const {
     const ImageLayout l = item_layout(item, layout_);
     if (item.features.rank() != 4 || item.features.dim(0) != l.n_crops)
       throw InvalidArgument("llava: an image of " + std::to_string(l.n_crops) +
@@ -122,7 +109,11 @@ class LlavaRunner final : public DecoderRunner {
       return pack_image_features(be_, crops, l, newline);
     });
   }
+  double encode_flops(const PreparedMedia& item) const override {
+    return tower_->flops(item_layout(item, layout_).n_crops);
+  }
 
+ private:
   std::unique_ptr<ClipTower> tower_;
   LayoutParams layout_;
   kernels::Buffer newline_;  // image_newline [hidden] f32 (LLaVA-NeXT), the backend's memory

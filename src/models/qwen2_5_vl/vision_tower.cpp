@@ -175,8 +175,8 @@ class VisionTower::Job final : public BlockJob {
     const int64_t N = pg_.n, M = N / unit, ME = E * unit, O = vc.out_hidden_size;
     kernels::rms_norm(be, a_.x.data(), m_.ln_q_w, 1e-6f, a_.h.data(), N, E);
     kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
-    kernels::linear(be, a_.h.data(), M, m_.mlp0, mid.data());
-    kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
+    kernels::linear(be, a_.h.data(), M, m_.mlp0, mid.data(),
+                    kernels::LinearOptions{.act = kernels::LinearAct::kGeluErf});
     kernels::Buffer merged(be, M * O);
     kernels::linear(be, mid.data(), M, m_.mlp2, merged.data());
     Tensor out = be.empty(DType::kF32, {M, O});

@@ -141,8 +141,8 @@ class AudioTower::Job final : public BlockJob {
         {.channels = C, .t_in = T, .c_stride = T, .t_stride = 1, .k = 3, .pad = 1, .t_out = C1},
         cols.data());
     kernels::Buffer y1(be, C1 * D);  // [2R, d]
-    kernels::linear(be, cols.data(), C1, m_.conv1, y1.data());
-    kernels::gelu_erf(be, y1.data(), y1.data(), C1 * D);
+    const kernels::LinearOptions gelu{.act = kernels::LinearAct::kGeluErf};
+    kernels::linear(be, cols.data(), C1, m_.conv1, y1.data(), gelu);
     // conv2 (stride 2): row t reads conv1 rows 2t-1, 2t, 2t+1 (row -1 is zero padding).
     kernels::im2col_1d(be, y1.data(),
                        {.channels = D,
@@ -156,8 +156,7 @@ class AudioTower::Job final : public BlockJob {
                        cols.data());
     a_ = EncoderActivations(be, R, D, a.encoder_ffn_dim, false);
     float* x = a_.x.data();  // [R, d]
-    kernels::linear(be, cols.data(), R, m_.conv2, x);
-    kernels::gelu_erf(be, x, x, R * D);
+    kernels::linear(be, cols.data(), R, m_.conv2, x, gelu);
     kernels::add(be, x, m_.positions.data<float>(), R * D);
     cu_[1] = static_cast<int32_t>(R);
     step_ = a_.step(static_cast<int32_t>(a.encoder_attention_heads), kLayerNormEps, false, cu_,
@@ -212,9 +211,7 @@ Tensor AudioTower::forward_all(std::span<const float> mel, int64_t valid_frames)
 }
 
 Tensor AudioTower::run(std::span<const float> mel, int64_t L, bool all_rows) const {
-  Job job(*impl_, mel, L, all_rows);
-  job.run(job.parts());
-  return job.result();
+  return Job(*impl_, mel, L, all_rows).run_rest();
 }
 
 }  // namespace mmrt::models::qwen2_audio

@@ -57,15 +57,13 @@ class Qwen2AudioRunner final : public DecoderRunner {
 
   // Each window through the tower, the token rows concatenated in window order.
   Tensor encode(const PreparedMedia& item) override {
-    std::unique_ptr<EncodeJob> job = encode_job_checked(item);
-    job->run(job->parts());
-    Tensor out = job->result();
+    Tensor out = encode_job(item)->run_rest();
     if (out.dim(0) != item.n_tokens)
       throw InternalError("audio tower produced " + std::to_string(out.dim(0)) +
                           " rows for an item of " + std::to_string(item.n_tokens) + " tokens");
     return out;
   }
-  // A layer a part, window after window; an item the encoder refuses runs whole (encode() says
+  // A layer a part, window after window; one part for an item the encoder refuses (encode() says
   // why: the scheduler asks when it adds the request, where nothing may throw).
   int64_t encode_parts(const PreparedMedia& item) const override {
     const int64_t W = item.dims.size() > 2 ? static_cast<int64_t>(item.dims.size()) - 2 : 0;
@@ -76,17 +74,6 @@ class Qwen2AudioRunner final : public DecoderRunner {
     return ok ? W * tower_->parts() : 1;
   }
   std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
-    if (encode_parts(item) == 1) return Runner::encode_job(item);
-    return encode_job_checked(item);
-  }
-  double encode_flops(const PreparedMedia& item) const override {
-    double f = 0;
-    for (int64_t L : window_frames(item, audio_)) f += tower_->flops(L);
-    return f;
-  }
-
- private:
-  std::unique_ptr<EncodeJob> encode_job_checked(const PreparedMedia& item) const {
     const std::vector<int64_t> frames = window_frames(item, audio_);
     const int64_t W = static_cast<int64_t>(frames.size()), C = audio_.num_mel_bins,
                   T = audio_.n_frames();
@@ -103,7 +90,13 @@ class Qwen2AudioRunner final : public DecoderRunner {
           tower_->begin({mel.data<float>() + k * C * T, static_cast<size_t>(C * T)}, frames[k]));
     return concat_jobs(be_, std::move(windows), tower_->out_hidden(), std::move(mel));
   }
+  double encode_flops(const PreparedMedia& item) const override {
+    double f = 0;
+    for (int64_t L : window_frames(item, audio_)) f += tower_->flops(L);
+    return f;
+  }
 
+ private:
   std::unique_ptr<AudioTower> tower_;
   AudioConfig audio_;
 };

@@ -25,6 +25,21 @@ struct SlicePlan {
   std::vector<int64_t> source;         // [slices]: the wanted slice whose output it has, or -1
 };
 
+// Which of `t` slices of `per` tokens hold a kept token (every slice when none is kept); empty,
+// with the first kept token outside the video in `bad`, when one is.
+std::vector<char> wanted_slices(std::span<const int32_t> kept, int64_t t, int64_t per,
+                                int64_t& bad) {
+  std::vector<char> wanted(static_cast<size_t>(t), kept.empty() ? 1 : 0);
+  for (int32_t q : kept) {
+    if (q < 0 || per <= 0 || q >= t * per) {
+      bad = q;
+      return {};
+    }
+    wanted[static_cast<size_t>(q / per)] = 1;
+  }
+  return wanted;
+}
+
 SlicePlan plan_slices(const PreparedMedia& item, const GridThw& g, int64_t merge, bool reuse,
                       const std::string& family) {
   SlicePlan p;
@@ -35,14 +50,11 @@ SlicePlan plan_slices(const PreparedMedia& item, const GridThw& g, int64_t merge
                           std::to_string(item.features.dim(0)) + " rows, its grid needs " +
                           std::to_string(g[0] * p.rows));
   p.per = p.rows / (merge * merge);
-  const std::span<const int32_t> kept = item.kept_tokens;
-  std::vector<char> wanted(static_cast<size_t>(g[0]), kept.empty() ? 1 : 0);
-  for (int32_t q : kept) {
-    if (q < 0 || q >= g[0] * p.per)
-      throw InvalidArgument(family + ": kept token " + std::to_string(q) + " is outside the " +
-                            std::to_string(g[0] * p.per) + " tokens of the video");
-    wanted[static_cast<size_t>(q / p.per)] = 1;
-  }
+  int64_t bad = 0;
+  const std::vector<char> wanted = wanted_slices(item.kept_tokens, g[0], p.per, bad);
+  if (wanted.empty())
+    throw InvalidArgument(family + ": kept token " + std::to_string(bad) + " is outside the " +
+                          std::to_string(g[0] * p.per) + " tokens of the video");
   const float* px = item.features.data<float>();
   const size_t slice_bytes = static_cast<size_t>(p.rows * p.dim) * sizeof(float);
   p.source.assign(static_cast<size_t>(g[0]), -1);
@@ -152,9 +164,7 @@ class VisionRunner final : public DecoderRunner {
         family_(family) {}
 
   Tensor encode(const PreparedMedia& item) override {
-    std::unique_ptr<EncodeJob> job = encode_job_checked(item);
-    job->run(job->parts());
-    Tensor out = job->result();  // [n_tokens, hidden]
+    Tensor out = encode_job(item)->run_rest();  // [n_tokens, hidden]
     if (out.dim(0) != item.n_tokens)
       throw InternalError("vision tower produced " + std::to_string(out.dim(0)) +
                           " rows for an image of " + std::to_string(item.n_tokens) + " tokens");
@@ -168,19 +178,18 @@ class VisionRunner final : public DecoderRunner {
                       item.dims.size() == 3 && item.dims[0] >= 1 && item.features.rank() == 2;
     if (!grid) return 1;
     const int64_t t = item.dims[0], per = item.dims[1] * item.dims[2] / (merge_ * merge_);
-    if (item.kept_tokens.empty()) return t * vision_->parts();
-    std::vector<char> wanted(static_cast<size_t>(t), 0);
-    int64_t n = 0;
-    for (int32_t q : item.kept_tokens) {
-      if (q < 0 || per <= 0 || q >= t * per) return 1;
-      n += !wanted[static_cast<size_t>(q / per)];
-      wanted[static_cast<size_t>(q / per)] = 1;
-    }
+    int64_t bad = 0;
+    const std::vector<char> wanted = wanted_slices(item.kept_tokens, t, per, bad);
+    const auto n = static_cast<int64_t>(std::count(wanted.begin(), wanted.end(), 1));
     return std::max<int64_t>(1, n * vision_->parts());
   }
+  // An image through the tower's job; a video or a pruned item slice by slice (SliceJob). Its
+  // rows: checked by the executor.
   std::unique_ptr<EncodeJob> encode_job(const PreparedMedia& item) override {
-    if (encode_parts(item) == 1) return Runner::encode_job(item);
-    return encode_job_checked(item);  // its rows: checked by the executor
+    const GridThw g = grid_of(item);
+    if (g[0] == 1 && item.kept_tokens.empty()) return vision_->begin(item.features, {&g, 1});
+    return std::make_unique<SliceJob>(be_, *vision_, item, g,
+                                      plan_slices(item, g, merge_, reuse_slices_, family_));
   }
   double encode_flops(const PreparedMedia& item) const override {
     return vision_->flops(grid_of(item));
@@ -193,13 +202,6 @@ class VisionRunner final : public DecoderRunner {
       throw InvalidArgument(family_ +
                             ": the encoder takes an image or a video with its (t, h, w) grid");
     return {item.dims[0], item.dims[1], item.dims[2]};
-  }
-  // An image through the tower's job; a video or a pruned item slice by slice (SliceJob).
-  std::unique_ptr<EncodeJob> encode_job_checked(const PreparedMedia& item) {
-    const GridThw g = grid_of(item);
-    if (g[0] == 1 && item.kept_tokens.empty()) return vision_->begin(item.features, {&g, 1});
-    return std::make_unique<SliceJob>(be_, *vision_, item, g,
-                                      plan_slices(item, g, merge_, reuse_slices_, family_));
   }
   std::unique_ptr<GridEncoder> vision_;
   int64_t merge_;  // spatial_merge_size: a token is merge x merge patches

@@ -25,9 +25,7 @@ class GridEncoder {
   virtual int64_t parts() const = 0;
   // The whole job at once.
   Tensor forward(const Tensor& pixel_values, std::span<const GridThw> grids) {
-    std::unique_ptr<EncodeJob> job = begin(pixel_values, grids);
-    job->run(job->parts());
-    return job->result();
+    return begin(pixel_values, grids)->run_rest();
   }
   // Floating-point operations of forward() for one item of this grid (0: unknown).
   virtual double flops(const GridThw& grid) const = 0;

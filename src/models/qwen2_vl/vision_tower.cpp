@@ -165,8 +165,8 @@ class VisionTower::Job final : public BlockJob {
     kernels::layer_norm(be, a_.x.data(), m_.ln_q_w, m_.ln_q_b, kEps, a_.h.data(), N, E);
     const int64_t M = N / (ms * ms), ME = E * ms * ms;
     kernels::Buffer mid(be, M * ME);  // [M, 4 * embed]
-    kernels::linear(be, a_.h.data(), M, m_.mlp0, mid.data());
-    kernels::gelu_erf(be, mid.data(), mid.data(), M * ME);
+    kernels::linear(be, a_.h.data(), M, m_.mlp0, mid.data(),
+                    kernels::LinearOptions{.act = kernels::LinearAct::kGeluErf});
     Tensor out = be.empty(DType::kF32, {M, m_.vc.hidden_size});  // [M, out_hidden]
     kernels::linear(be, mid.data(), M, m_.mlp2, out.data<float>());
     return out;
