@@ -45,6 +45,7 @@ PackedLinear::PackedLinear(Parts p)
       bias_(std::move(p.bias)),
       zero_copy_(p.zero_copy),
       blocked_(p.blocked),
+      x_offset_sums_(std::move(p.x_offset_sums)),
       device_(p.device) {}
 
 PackedLinear PackedLinear::pack(const Backend& be, const Tensor& w, const Tensor* bias,

@@ -56,6 +56,7 @@ class PackedLinear {
     std::shared_ptr<void> bias;   // [out] f32 or null
     bool zero_copy = false;
     bool blocked = false;  // bf16 or int8 weights in the GEMM's blocked layout (see blocked())
+    std::shared_ptr<void> x_offset_sums;  // [out] int32, blocked int8 only (see x_offset_sums())
     Device device;
   };
   explicit PackedLinear(Parts p);
@@ -86,6 +87,10 @@ class PackedLinear {
   // int8 weights packed WeightPlacement::kGemmOnly are blocked the same way for the int8 GEMM
   // (oneDNN's BA16a64b4a): quads of inputs side by side, `in` padded to kBlockedInI8.
   bool blocked() const { return blocked_; }
+  // Blocked int8 weights: 128 x the sum of each output channel's int8 weights, [out] int32. The
+  // GEMM multiplies x as u8 = q + 128 (the products AVX512-VNNI has) and subtracts these: the
+  // exact int32 sums of q x w. Null otherwise.
+  const int32_t* x_offset_sums() const { return static_cast<const int32_t*>(x_offset_sums_.get()); }
   static constexpr int64_t kBlockedOut = 64, kBlockedIn = 32, kBlockedInI8 = 64;
   // A blocked layout's `in` padded to kBlockedIn, and the offset of weight (o, k) in it.
   static constexpr int64_t blocked_in(int64_t in) {
@@ -128,6 +133,7 @@ class PackedLinear {
   std::shared_ptr<void> bias_;   // [out] f32
   bool zero_copy_ = false;
   bool blocked_ = false;
+  std::shared_ptr<void> x_offset_sums_;  // [out] int32
   Device device_;
 };
 

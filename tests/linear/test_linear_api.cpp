@@ -337,8 +337,11 @@ TEST(Linear, BlockedBf16WeightsOnEveryPath) {
 // int8 weights packed for the GEMM alone (WeightPlacement::kGemmOnly: the encoders' int8
 // blocks) are stored blocked where the CPU multiplies int8 on oneDNN. With `out` and `in` off
 // the blocks' sizes, at row counts up to two GEMM tiles, the kQ8Row GEMM gives the same bits as
-// on the row-major int8 weights (the same integers and scales, exact int32 sums); weight() gives
-// the row-major integers back; any other path is refused.
+// on the row-major int8 weights (the same integers and scales, exact int32 sums: the blocked GEMM
+// multiplies x as u8 = q + 128 and subtracts x_offset_sums, 128 x each channel's weight sum);
+// weight() gives the row-major integers back; any other path is refused. (Before the u8 form,
+// s8 x s8 on the blocked layout ran oneDNN's reference kernel on CPUs without AMX; the GEMM now
+// refuses a reference kernel, so this test fails there instead of running 2,600x slower.)
 TEST(Linear, BlockedInt8WeightsForTheGemm) {
   const CpuBackend best({.threads = 2});
   const Tensor w = random_f32({150, 77}, 60), b = random_f32({150}, 61);
@@ -358,6 +361,13 @@ TEST(Linear, BlockedInt8WeightsForTheGemm) {
   ASSERT_EQ(wb.dtype(), DType::kI8);
   EXPECT_EQ(std::memcmp(wr.raw(), wb.raw(), 150 * 77), 0);
   EXPECT_EQ(std::memcmp(rows.scales(), blk.scales(), 150 * sizeof(float)), 0);
+  ASSERT_NE(blk.x_offset_sums(), nullptr);
+  EXPECT_EQ(rows.x_offset_sums(), nullptr);
+  for (int64_t o = 0; o < 150; ++o) {
+    int32_t sum = 0;
+    for (int64_t k = 0; k < 77; ++k) sum += wr.data<int8_t>()[o * 77 + k];
+    EXPECT_EQ(blk.x_offset_sums()[o], 128 * sum) << "channel " << o;
+  }
   for (int64_t n : {1, 5, 16, 33, 130, 600}) {
     const Tensor x = random_f32({n, 77}, 70 + static_cast<uint32_t>(n));
     const Tensor a = linear(best, x, rows, q8), c = linear(best, x, blk, q8);

@@ -259,7 +259,9 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
     constexpr int64_t kB = PackedLinear::kBlockedOut;
     const bool blocked_i8 = fmt == WeightFormat::kInt8 && place == WeightPlacement::kGemmOnly &&
                             detail::linear_kernels(be.isa()).quantize_rows_q8 != nullptr &&
-                            detail::onednn_s8_supported();
+                            detail::onednn_s8_supported() &&
+                            detail::onednn_u8s8_blocked_supported() &&
+                            in <= 65536;  // 255 x 127 x in within int32
     p.blocked = blocked_i8 || (fmt == WeightFormat::kBF16 &&
                                detail::linear_kernels(be.isa()).gemv_bf16_blocked != nullptr &&
                                detail::onednn_bf16_supported());
@@ -272,6 +274,7 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
                     : be.allocate(static_cast<size_t>(out * in) * esz);
     if (fmt == WeightFormat::kInt8 || fmt == WeightFormat::kFp8)
       p.scale = be.allocate(static_cast<size_t>(out) * sizeof(float));
+    if (blocked_i8) p.x_offset_sums = be.allocate(static_cast<size_t>(out) * sizeof(int32_t));
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = *ws[i];
       const int64_t rows = w.dim(0);
@@ -286,6 +289,9 @@ PackedLinear pack_linear(const CpuBackend& be, std::span<const Tensor* const> ws
           if (blocked_i8) {
             row_to_f32(w, r, tmp.data());
             quantize_row(tmp.data(), in, row8.data(), scale0 + r, row0[i] + r);
+            int32_t sum = 0;
+            for (int64_t c = 0; c < in; ++c) sum += row8[static_cast<size_t>(c)];
+            static_cast<int32_t*>(p.x_offset_sums.get())[row0[i] + r] = 128 * sum;
             detail::put_blocked_row<4>(static_cast<int8_t*>(buf.get()), row0[i] + r, row8.data(),
                                        in, kp8);
             continue;

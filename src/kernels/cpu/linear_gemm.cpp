@@ -6,7 +6,9 @@
 //   bf16 weights, AVX512-BF16: x rounded to bf16 once, oneDNN bf16 x bf16 -> f32 (brgemm).
 //   int8 weights, AVX512-BF16: each panel widened to bf16 first (exact: |q| <= 127).
 //   int8 weights, Int8Gemm::kQ8Row on AVX512-VNNI: x quantised per row once, oneDNN s8 x s8 ->
-//     s32 on the stored weights (no widening), the scales applied in the epilogue.
+//     s32 on the stored weights (no widening), the scales applied in the epilogue. Blocked int8
+//     weights: x as u8 = q + 128, u8 x s8 -> s32, minus PackedLinear::x_offset_sums (the same
+//     int32 sums; oneDNN multiplies s8 x s8 on its blocked layout natively only on AMX).
 //   f32 weights, or bf16/int8 without AVX512-BF16: f32 GEMM (oneDNN or OpenBLAS) with x exact,
 //     bf16/int8 panels widened to f32 first.
 // oneDNN primitives are cached per shape, so rows are padded to a multiple of 16 and run in
@@ -81,9 +83,16 @@ void scale_bias_row(const float* t, const float* scale, const float* bias, float
     std::memcpy(y, t, static_cast<size_t>(cols) * 4);
 }
 
-// One row of an int32 tile: y = f32(t) * sx * sw + bias.
-void s8_row(const int32_t* __restrict t, float sx, const float* __restrict sw,
-            const float* __restrict bias, float* __restrict y, int64_t cols) {
+// One row of an int32 tile: y = f32(t - off) * sx * sw + bias (off: the u8 products' offset
+// sums, or null).
+void s8_row(const int32_t* __restrict t, const int32_t* __restrict off, float sx,
+            const float* __restrict sw, const float* __restrict bias, float* __restrict y,
+            int64_t cols) {
+  alignas(64) int32_t d[kPanel];
+  if (off) {
+    for (int64_t c = 0; c < cols; ++c) d[c] = t[c] - off[c];
+    t = d;
+  }
   if (bias)
     for (int64_t c = 0; c < cols; ++c) y[c] = static_cast<float>(t[c]) * sx * sw[c] + bias[c];
   else
@@ -108,14 +117,16 @@ void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const flo
   }
 }
 
-// y[r, c] = f32(t[r, c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile, then `fin`.
-void epilogue_s8(const int32_t* t, int64_t ldt, int64_t rows, int64_t cols, const float* sx,
-                 const float* sw, const float* bias, float* y, int64_t ldy, const Finish& fin) {
+// y[r, c] = f32(t[r, c] - off[c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile
+// (off null: none), then `fin`.
+void epilogue_s8(const int32_t* t, int64_t ldt, int64_t rows, int64_t cols, const int32_t* off,
+                 const float* sx, const float* sw, const float* bias, float* y, int64_t ldy,
+                 const Finish& fin) {
   alignas(64) float buf[kPanel];
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * ldy;
     float* dst = row_dst(fin, yr, buf);
-    s8_row(t + r * ldt, sx[r], sw, bias, dst, cols);
+    s8_row(t + r * ldt, off, sx[r], sw, bias, dst, cols);
     finish_row(fin, yr, dst, cols);
   }
 }
@@ -149,6 +160,9 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   const int64_t mp = c.openblas ? m : round_up(m, kRowPad);
   const void* a = x;
   const float* x_scale = nullptr;  // [mp], s8 only
+  // Blocked int8 weights multiply x as u8 = q + 128 (the flipped sign bit; padding rows q = 0).
+  const bool u8 = c.s8 && w.blocked();
+  if (u8 && !w.x_offset_sums()) throw InternalError("blocked int8 weights without offset sums");
   if (c.s8) {
     const size_t qbytes = static_cast<size_t>(round_up(mp * k, 64));
     auto* buf = static_cast<char*>(be.scratch(kSlotX, qbytes + static_cast<size_t>(mp) * 4));
@@ -160,6 +174,10 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       for (int64_t r = b + real; r < e; ++r) {
         std::memset(q + r * k, 0, static_cast<size_t>(k));
         sc[r] = 0;
+      }
+      if (u8) {
+        auto* bytes = reinterpret_cast<uint8_t*>(q + b * k);
+        for (int64_t i = 0; i < (e - b) * k; ++i) bytes[i] ^= 0x80;
       }
     });
     a = q;
@@ -242,14 +260,18 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       for (int64_t r0 = 0; r0 < mp; r0 += kMaxTileRows) {
         const int64_t rows = std::min(kMaxTileRows, mp - r0);
         void* t = be.scratch(kSlotTile, static_cast<size_t>(rows * cols) * 4);
-        const GemmType type = c.s8 ? GemmType::kS8 : c.bf16 ? GemmType::kBF16 : GemmType::kF32;
+        const GemmType type = u8       ? GemmType::kU8S8
+                              : c.s8   ? GemmType::kS8
+                              : c.bf16 ? GemmType::kBF16
+                                       : GemmType::kF32;
         onednn_matmul(be, type,
                       static_cast<const char*>(a) + static_cast<size_t>(r0 * k) * gemm_esz, rows, k,
                       wp, cols, k, t, cols,
                       w.blocked() ? WeightLayout::kBlocked : WeightLayout::kNK);  // t: [rows, cols]
         if (c.s8)
           epilogue_s8(static_cast<const int32_t*>(t), cols, std::min(rows, m - r0), cols,
-                      x_scale + r0, scale, bias, y + r0 * n + c0, n, fin);
+                      u8 ? w.x_offset_sums() + c0 : nullptr, x_scale + r0, scale, bias,
+                      y + r0 * n + c0, n, fin);
         else
           epilogue(static_cast<const float*>(t), cols, std::min(rows, m - r0), cols, scale, bias,
                    y + r0 * n + c0, n, fin);

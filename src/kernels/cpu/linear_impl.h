@@ -150,8 +150,10 @@ void run_gemm(const float* x, int64_t n, const PackedLinear& w, float* y, const 
 // same element type: f32, bf16 bits or int8 (`type`); y is f32, or int32 for int8. No bias.
 // Primitives are cached per shape in the backend. Throws Unimplemented when this CPU/library cannot
 // run the type. Runs on the calling pool thread with that thread's stream and scratch.
-enum class GemmType : uint8_t { kF32, kBF16, kS8 };
-// kS8: x and W int8, y int32 (exact sums). How W is stored: kNK rows of k (ldw apart: y =
+enum class GemmType : uint8_t { kF32, kBF16, kS8, kU8S8 };
+// kS8: x and W int8, y int32 (exact sums); kU8S8: x uint8, W int8, y int32 (the products VNNI
+// multiplies natively: blocked int8 weights use it, see PackedLinear::x_offset_sums). How W is
+// stored: kNK rows of k (ldw apart: y =
 // x . W^T), kKN rows of n (ldw apart: y = x . W), kBlocked in PackedLinear's blocked layout of
 // the type (bf16 pairs or int8 quads; the panel's first block; ldw unused).
 enum class WeightLayout : uint8_t { kNK, kKN, kBlocked };
@@ -162,6 +164,12 @@ void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m
 // creating a primitive; a reference implementation does not count).
 bool onednn_bf16_supported();
 bool onednn_s8_supported();
+// Whether oneDNN runs u8 x s8 -> s32 natively on int8 weights in PackedLinear's blocked layout
+// (the layout int8 kGemmOnly weights take where it does). s8 x s8 on that layout is native only
+// on AMX: on AVX512-VNNI alone oneDNN 2.6 takes its reference kernel (about 2,600x slower,
+// measured), so the blocked GEMM multiplies x as u8 = q + 128 and subtracts 128 x the channel's
+// weight sum in its epilogue (exact in int32: the same sums as s8 x s8).
+bool onednn_u8s8_blocked_supported();
 // f32 only: y[m, ldy] = x[m, k] . W[n, k]^T (OpenBLAS sgemm, one thread).
 void openblas_sgemm(const float* x, int64_t m, int64_t k, const float* w, int64_t n, int64_t ldw,
                     float* y, int64_t ldy);
