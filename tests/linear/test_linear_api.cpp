@@ -529,9 +529,14 @@ TEST(Quantize, RowsRoundAsTheDivisionDoes) {
       x.insert(x.end(), r.begin(), r.end());
     }
   }
-  std::vector<int8_t> q(static_cast<size_t>(rows * k));
-  std::vector<float> scale(static_cast<size_t>(rows));
-  ks.quantize_rows_q8(x.data(), k, rows, k, q.data(), k, scale.data());
+  std::vector<int8_t> q(static_cast<size_t>(rows * k)), qu(q.size());
+  std::vector<float> scale(static_cast<size_t>(rows)), scale_u(scale.size());
+  ks.quantize_rows_q8(x.data(), k, rows, k, q.data(), k, scale.data(), false);
+  // The u8 form (the blocked GEMM's x): the same values + 128, the same scales.
+  ks.quantize_rows_q8(x.data(), k, rows, k, qu.data(), k, scale_u.data(), true);
+  ASSERT_EQ(scale, scale_u);
+  for (size_t i = 0; i < q.size(); ++i)
+    ASSERT_EQ(static_cast<int>(static_cast<uint8_t>(qu[i])), q[i] + 128) << "element " << i;
   for (int64_t j = 0; j < rows; ++j) {
     float top = 0;
     for (int64_t i = 0; i < k; ++i) top = std::max(top, std::fabs(x[j * k + i]));

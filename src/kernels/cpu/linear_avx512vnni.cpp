@@ -116,9 +116,11 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
 }
 
 // x [n, k] f32 -> q [n, ldq] int8 and scale [n]: per row, scale = max|x_row| / 127 and
-// q = round-half-even(x / scale), clamped to +-127 (as prep_x per block, for the GEMM path).
+// q = round-half-even(x / scale), clamped to +-127 (as prep_x per block, for the GEMM path);
+// stored as q + 128 (u8) where `u8`.
 void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q, int64_t ldq,
-                   float* scale) {
+                   float* scale, bool u8) {
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(u8 ? 0x80 : 0));
   for (int64_t j = 0; j < n; ++j) {
     const float* xr = x + j * ldx;
     __m512 amax = _mm512_setzero_ps();
@@ -140,7 +142,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q,
       __m512i v = _mm512_setzero_si512();
       if (s > 0.f) v = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_maskz_loadu_ps(m, xr + i), vs));
       v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
-      _mm512_mask_cvtsepi32_storeu_epi8(q + j * ldq + i, m, v);
+      _mm_mask_storeu_epi8(q + j * ldq + i, m, _mm_xor_si128(_mm512_cvtsepi32_epi8(v), flip));
     }
   }
 }

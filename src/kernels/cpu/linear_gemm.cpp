@@ -32,6 +32,8 @@ Finish finish_for(Isa cap, const LinearOptions& opt) {
                                              : nullptr;
   fin.accumulate = opt.accumulate;
   fin.add = f.add;
+  fin.act_code = opt.act == LinearAct::kQuickGelu ? 1 : opt.act == LinearAct::kGeluErf ? 2 : 0;
+  fin.ops = &f;
   return fin;
 }
 
@@ -71,64 +73,23 @@ void widen_panel(const LinearKernels& ks, const PackedLinear& w, int64_t r0, int
     ks.i8_to_f32(q, static_cast<float*>(dst), cnt);
 }
 
-// One row of a float tile scaled and biased (t may alias y: the OpenBLAS path works in place).
-void scale_bias_row(const float* t, const float* scale, const float* bias, float* y, int64_t cols) {
-  if (scale && bias)
-    for (int64_t c = 0; c < cols; ++c) y[c] = t[c] * scale[c] + bias[c];
-  else if (scale)
-    for (int64_t c = 0; c < cols; ++c) y[c] = t[c] * scale[c];
-  else if (bias)
-    for (int64_t c = 0; c < cols; ++c) y[c] = t[c] + bias[c];
-  else if (t != y)
-    std::memcpy(y, t, static_cast<size_t>(cols) * 4);
-}
-
-// One row of an int32 tile: y = f32(t - off) * sx * sw + bias (off: the u8 products' offset
-// sums, or null).
-void s8_row(const int32_t* __restrict t, const int32_t* __restrict off, float sx,
-            const float* __restrict sw, const float* __restrict bias, float* __restrict y,
-            int64_t cols) {
-  alignas(64) int32_t d[kPanel];
-  if (off) {
-    for (int64_t c = 0; c < cols; ++c) d[c] = t[c] - off[c];
-    t = d;
-  }
-  if (bias)
-    for (int64_t c = 0; c < cols; ++c) y[c] = static_cast<float>(t[c]) * sx * sw[c] + bias[c];
-  else
-    for (int64_t c = 0; c < cols; ++c) y[c] = static_cast<float>(t[c]) * sx * sw[c];
-}
-
-// Where an epilogue writes a row before `fin`: y's row, or `buf` when it is added to y.
-float* row_dst(const Finish& fin, float* yr, float* buf) {
-  return fin.accumulate ? buf : yr;
-}
-
 // y[r, c] = t[r, c] * scale[c] + bias[c] for a [rows, cols] tile (t may alias y unless
-// fin.accumulate), then `fin`.
+// fin.accumulate), then `fin`: one pass per row (OpsFns::gemm_row_f32).
 void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const float* scale,
               const float* bias, float* y, int64_t ldy, const Finish& fin) {
-  alignas(64) float buf[kPanel];
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * ldy;
-    float* dst = row_dst(fin, yr, buf);
-    scale_bias_row(t + r * ldt, scale, bias, dst, cols);
-    finish_row(fin, yr, dst, cols);
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    fin.ops->gemm_row_f32(t + r * ldt, scale, bias, fin.act_code, fin.accumulate, y + r * ldy,
+                          cols);
 }
 
 // y[r, c] = f32(t[r, c] - off[c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile
-// (off null: none), then `fin`.
+// (off null: none), then `fin`: one pass per row (OpsFns::gemm_row_i32).
 void epilogue_s8(const int32_t* t, int64_t ldt, int64_t rows, int64_t cols, const int32_t* off,
                  const float* sx, const float* sw, const float* bias, float* y, int64_t ldy,
                  const Finish& fin) {
-  alignas(64) float buf[kPanel];
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * ldy;
-    float* dst = row_dst(fin, yr, buf);
-    s8_row(t + r * ldt, off, sx[r], sw, bias, dst, cols);
-    finish_row(fin, yr, dst, cols);
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    fin.ops->gemm_row_i32(t + r * ldt, off, sx[r], sw, bias, fin.act_code, fin.accumulate,
+                          y + r * ldy, cols);
 }
 
 }  // namespace
@@ -170,14 +131,10 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     auto* sc = reinterpret_cast<float*>(buf + qbytes);
     pool.parallel_for(mp, std::max<int64_t>(1, 16384 / k), [&](int64_t b, int64_t e) {
       const int64_t real = std::clamp<int64_t>(m - b, 0, e - b);
-      if (real > 0) ks.quantize_rows_q8(x + b * k, k, real, k, q + b * k, k, sc + b);
+      if (real > 0) ks.quantize_rows_q8(x + b * k, k, real, k, q + b * k, k, sc + b, u8);
       for (int64_t r = b + real; r < e; ++r) {
-        std::memset(q + r * k, 0, static_cast<size_t>(k));
+        std::memset(q + r * k, u8 ? 0x80 : 0, static_cast<size_t>(k));
         sc[r] = 0;
-      }
-      if (u8) {
-        auto* bytes = reinterpret_cast<uint8_t*>(q + b * k);
-        for (int64_t i = 0; i < (e - b) * k; ++i) bytes[i] ^= 0x80;
       }
     });
     a = q;

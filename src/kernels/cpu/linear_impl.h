@@ -58,10 +58,13 @@ void put_blocked_row(T* blocks, int64_t o, const T* row, int64_t in, int64_t in_
 // LinearOptions::act and accumulate on a row the product was written to, with the element-wise
 // ops' own row kernels: the GEMM's epilogue (rows still in cache) and the matrix-vector path
 // (after its kernels) both finish rows this way.
+struct OpsFns;
 struct Finish {
   void (*act)(const float* x, float* y, int64_t n) = nullptr;  // in place
   bool accumulate = false;                                     // y += the row
   void (*add)(float* acc, const float* x, int64_t n) = nullptr;
+  int act_code = 0;             // OpsFns::gemm_row_*'s act: 0 none, 1 quick_gelu, 2 GELU
+  const OpsFns* ops = nullptr;  // the table act and add come from (its gemm_row_* too)
 };
 Finish finish_for(Isa cap, const LinearOptions& opt);
 // `dst` (the product's row) gets the activation in place, then is added to y's row `yr` where
@@ -96,8 +99,9 @@ struct LinearKernels {
   // lacks AVX512-VNNI. prep_x_q8 writes x [n, k] as n rows of q8_row_bytes(k) bytes each.
   GemvFn gemv_i8_q8 = nullptr;
   // x [n, k] -> int8 [n, ldq] and one scale per row (Int8Gemm::kQ8Row); null without VNNI.
+  // u8: each value stored as the u8 q + 128 (its sign bit flipped), for the blocked GEMM.
   void (*quantize_rows_q8)(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q,
-                           int64_t ldq, float* scale) = nullptr;
+                           int64_t ldq, float* scale, bool u8) = nullptr;
   void (*prep_x_q8)(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq,
                     int64_t row_bytes) = nullptr;
 };

@@ -20,6 +20,14 @@ struct OpsFns {
   void (*quick_gelu)(const float* x, float* y, int64_t n);
   void (*softmax_row)(const float* x, float* y, int64_t d);
   float (*max)(const float* x, int64_t n);  // n >= 1; NaN if any element is NaN
+  // One row of a GEMM tile's epilogue, in one pass over it: v = f32(t - off) * sx * sw + bias
+  // (int32 sums of the int8 GEMM) or v = t * sw + bias (f32 sums), then the activation `act`
+  // (0 none, 1 quick_gelu, 2 exact GELU: the values of those ops), then y = v, or y += v where
+  // `accumulate`. off, sw and bias may be null (none); the f32 t may be y itself.
+  void (*gemm_row_i32)(const int32_t* t, const int32_t* off, float sx, const float* sw,
+                       const float* bias, int act, bool accumulate, float* y, int64_t n);
+  void (*gemm_row_f32)(const float* t, const float* sw, const float* bias, int act, bool accumulate,
+                       float* y, int64_t n);
 };
 
 const OpsFns& ops_fns_scalar();

@@ -119,18 +119,74 @@ void quick_gelu(const float* x, float* y, int64_t n) {
 
 // gelu(x) = x/2 * (1 + erf(x/sqrt2)); 1 + erf(z) = erfc(-z), computed from erfc(|z|) so that the
 // negative tail keeps its relative precision.
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+template <class V>
+typename V::R gelu_erf_v(typename V::R v) {
+  auto c = V::erfc(V::abs(V::mul(v, V::set1(kInvSqrt2))));
+  auto one_plus_erf = V::select_neg(v, c, V::sub(V::set1(2.0f), c));
+  return V::mul(V::mul(v, V::set1(0.5f)), one_plus_erf);
+}
+inline float gelu_erf_scalar(float x) {
+  return 0.5f * x * std::erfc(-x * kInvSqrt2);
+}
+
 template <class V>
 void gelu_erf(const float* x, float* y, int64_t n) {
   constexpr int W = V::W;
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(y + i, gelu_erf_v<V>(V::load(x + i)));
+  for (; i < n; ++i) y[i] = gelu_erf_scalar(x[i]);
+}
+
+// One row of a GEMM tile's epilogue in one pass (detail::OpsFns::gemm_row_*): the same values as
+// the separate scale / bias, activation and add passes, lane by lane.
+template <class V>
+typename V::R gemm_act(typename V::R v, int act) {
+  return act == 1 ? x_sigmoid<V>(v, 1.702f) : act == 2 ? gelu_erf_v<V>(v) : v;
+}
+inline float gemm_act_scalar(float v, int act) {
+  return act == 1 ? x_sigmoid_scalar(v, 1.702f) : act == 2 ? gelu_erf_scalar(v) : v;
+}
+template <class V>
+void gemm_row_i32(const int32_t* t, const int32_t* off, float sx, const float* sw,
+                  const float* bias, int act, bool accumulate, float* y, int64_t n) {
+  constexpr int W = V::W;
+  const auto vsx = V::set1(sx);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    auto v = V::load(x + i);
-    auto c = V::erfc(V::abs(V::mul(v, V::set1(kInvSqrt2))));
-    auto one_plus_erf = V::select_neg(v, c, V::sub(V::set1(2.0f), c));
-    V::store(y + i, V::mul(V::mul(v, V::set1(0.5f)), one_plus_erf));
+    auto v = V::mul(V::load_i32(t + i, off ? off + i : nullptr), vsx);
+    if (sw) v = V::mul(v, V::load(sw + i));
+    if (bias) v = V::add(v, V::load(bias + i));
+    v = gemm_act<V>(v, act);
+    V::store(y + i, accumulate ? V::add(V::load(y + i), v) : v);
   }
-  for (; i < n; ++i) y[i] = 0.5f * x[i] * std::erfc(-x[i] * kInvSqrt2);
+  for (; i < n; ++i) {
+    float v = static_cast<float>(off ? t[i] - off[i] : t[i]) * sx;
+    if (sw) v = v * sw[i];
+    if (bias) v = v + bias[i];
+    v = gemm_act_scalar(v, act);
+    y[i] = accumulate ? y[i] + v : v;
+  }
+}
+template <class V>
+void gemm_row_f32(const float* t, const float* sw, const float* bias, int act, bool accumulate,
+                  float* y, int64_t n) {
+  constexpr int W = V::W;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    auto v = V::load(t + i);
+    if (sw) v = V::mul(v, V::load(sw + i));
+    if (bias) v = V::add(v, V::load(bias + i));
+    v = gemm_act<V>(v, act);
+    V::store(y + i, accumulate ? V::add(V::load(y + i), v) : v);
+  }
+  for (; i < n; ++i) {
+    float v = t[i];
+    if (sw) v = v * sw[i];
+    if (bias) v = v + bias[i];
+    v = gemm_act_scalar(v, act);
+    y[i] = accumulate ? y[i] + v : v;
+  }
 }
 
 // Largest element; NaN if any element is NaN (like torch.max).
@@ -211,8 +267,9 @@ void rope_rotate_row(float* x, int64_t n_heads, int64_t head_stride, int64_t rot
 
 template <class V>
 detail::OpsFns make_ops_fns(const char* isa) {
-  return detail::OpsFns{isa,         rms_norm_row<V>, layer_norm_row<V>, add<V>,    silu_mul<V>,
-                        gelu_erf<V>, quick_gelu<V>,   softmax_row<V>,    max_val<V>};
+  return detail::OpsFns{isa,         rms_norm_row<V>, layer_norm_row<V>, add<V>,
+                        silu_mul<V>, gelu_erf<V>,     quick_gelu<V>,     softmax_row<V>,
+                        max_val<V>,  gemm_row_i32<V>, gemm_row_f32<V>};
 }
 
 template <class V>

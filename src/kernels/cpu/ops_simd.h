@@ -34,6 +34,10 @@ struct VecScalar {
   using R = float;
   static R load(const float* p) { return *p; }
   static R load(const uint16_t* p) { return bf16_bits_to_f32(*p); }  // bf16 bits
+  // f32(a - b) of int32 lanes (b null: f32(a)); the difference must not overflow.
+  static R load_i32(const int32_t* a, const int32_t* b) {
+    return static_cast<float>(b ? *a - *b : *a);
+  }
   static void store(float* p, R v) { *p = v; }
   static R set1(float v) { return v; }
   static R add(R a, R b) { return a + b; }
@@ -67,6 +71,11 @@ struct Vec512 {
   static R load(const uint16_t* p) {
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static R load_i32(const int32_t* a, const int32_t* b) {
+    __m512i v = _mm512_loadu_si512(a);
+    if (b) v = _mm512_sub_epi32(v, _mm512_loadu_si512(b));
+    return _mm512_cvtepi32_ps(v);
   }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static R set1(float v) { return _mm512_set1_ps(v); }
@@ -117,6 +126,11 @@ struct Vec256 {
   static R load(const uint16_t* p) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static R load_i32(const int32_t* a, const int32_t* b) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+    if (b) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    return _mm256_cvtepi32_ps(v);
   }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   static R set1(float v) { return _mm256_set1_ps(v); }
