@@ -177,7 +177,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       throw InternalError("blocked weights on a GEMM that does not multiply their type");
     panel = round_up(panel, kB);
   }
-  if (panel > kPanel) throw InternalError("linear: a GEMM panel wider than the epilogue's row");
+  if (panel > kPanel) throw InternalError("linear: a GEMM panel wider than kPanel channels");
   const int64_t n_panels = (n + panel - 1) / panel;
   // Elements per output channel as stored (`in`, padded in a blocked layout): a panel starts
   // c0 channels of them in (whole blocks of a blocked layout are contiguous).
