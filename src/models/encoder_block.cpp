@@ -195,9 +195,7 @@ EncoderStep EncoderActivations::step(int32_t heads, float eps, bool quick_gelu,
 }
 
 void BlockJob::run(int64_t n) {
-  if (n < 0 || n > parts() - done_)
-    throw InternalError("encoder job: " + std::to_string(n) + " parts asked, " +
-                        std::to_string(parts() - done_) + " left");
+  check_run(n);
   for (int64_t k = 0; k < n; ++k, ++done_) {
     if (done_ == 0) begin();
     if (done_ < blocks_) block(done_);
@@ -206,7 +204,7 @@ void BlockJob::run(int64_t n) {
 }
 
 Tensor BlockJob::result() {
-  if (done_ != parts()) throw InternalError("encoder job: the result asked before its last part");
+  check_finished();
   return std::move(out_);
 }
 
@@ -241,9 +239,7 @@ class ConcatJob final : public EncodeJob {
   int64_t parts() const override { return parts_; }
   int64_t done() const override { return done_; }
   void run(int64_t n) override {
-    if (n < 0 || n > parts_ - done_)
-      throw InternalError("encoder job: " + std::to_string(n) + " parts asked, " +
-                          std::to_string(parts_ - done_) + " left");
+    check_run(n);
     while (n > 0) {
       EncodeJob& j = *jobs_[cur_];
       const int64_t k = std::min(n, j.parts() - j.done());
@@ -254,7 +250,7 @@ class ConcatJob final : public EncodeJob {
     }
   }
   Tensor result() override {
-    if (done_ != parts_) throw InternalError("encoder job: the result asked before its last part");
+    check_finished();
     int64_t rows = 0;
     for (const Tensor& t : results_) {
       if (t.rank() != 2 || t.dim(1) != cols_)

@@ -137,6 +137,16 @@ class WholeEncode final : public EncodeJob {
 
 }  // namespace
 
+void EncodeJob::check_run(int64_t n) const {
+  if (n < 0 || n > parts() - done())
+    throw InternalError("encoder job: " + std::to_string(n) + " parts asked, " +
+                        std::to_string(parts() - done()) + " left");
+}
+
+void EncodeJob::check_finished() const {
+  if (done() != parts()) throw InternalError("encoder job: the result asked before its last part");
+}
+
 std::unique_ptr<EncodeJob> Runner::encode_job(const PreparedMedia& item) {
   return std::make_unique<WholeEncode>(*this, item);
 }

@@ -260,6 +260,11 @@ class EncodeJob {
     run(parts() - done());
     return result();
   }
+
+ protected:
+  // InternalError unless n (>= 0) parts are left to run; unless every part has run.
+  void check_run(int64_t n) const;
+  void check_finished() const;
 };
 
 class Runner {

@@ -25,21 +25,15 @@
 namespace mmrt::kernels::detail {
 
 Finish finish_for(Isa cap, const LinearOptions& opt) {
-  const OpsFns& f = ops_fns(cap);
   Finish fin;
-  fin.act = opt.act == LinearAct::kQuickGelu ? f.quick_gelu
-            : opt.act == LinearAct::kGeluErf ? f.gelu_erf
-                                             : nullptr;
+  fin.act = opt.act == LinearAct::kQuickGelu ? 1 : opt.act == LinearAct::kGeluErf ? 2 : 0;
   fin.accumulate = opt.accumulate;
-  fin.add = f.add;
-  fin.act_code = opt.act == LinearAct::kQuickGelu ? 1 : opt.act == LinearAct::kGeluErf ? 2 : 0;
-  fin.ops = &f;
+  fin.ops = &ops_fns(cap);
   return fin;
 }
 
-void finish_row(const Finish& fin, float* yr, float* dst, int64_t cols) {
-  if (fin.act) fin.act(dst, dst, cols);
-  if (fin.accumulate) fin.add(yr, dst, cols);
+void finish_row(const Finish& fin, float* yr, const float* dst, int64_t cols) {
+  fin.ops->gemm_row_f32(dst, nullptr, nullptr, fin.act, fin.accumulate, yr, cols);
 }
 
 namespace {
@@ -78,8 +72,7 @@ void widen_panel(const LinearKernels& ks, const PackedLinear& w, int64_t r0, int
 void epilogue(const float* t, int64_t ldt, int64_t rows, int64_t cols, const float* scale,
               const float* bias, float* y, int64_t ldy, const Finish& fin) {
   for (int64_t r = 0; r < rows; ++r)
-    fin.ops->gemm_row_f32(t + r * ldt, scale, bias, fin.act_code, fin.accumulate, y + r * ldy,
-                          cols);
+    fin.ops->gemm_row_f32(t + r * ldt, scale, bias, fin.act, fin.accumulate, y + r * ldy, cols);
 }
 
 // y[r, c] = f32(t[r, c] - off[c]) * sx[r] * sw[c] + bias[c] for a [rows, cols] int32 tile
@@ -88,8 +81,8 @@ void epilogue_s8(const int32_t* t, int64_t ldt, int64_t rows, int64_t cols, cons
                  const float* sx, const float* sw, const float* bias, float* y, int64_t ldy,
                  const Finish& fin) {
   for (int64_t r = 0; r < rows; ++r)
-    fin.ops->gemm_row_i32(t + r * ldt, off, sx[r], sw, bias, fin.act_code, fin.accumulate,
-                          y + r * ldy, cols);
+    fin.ops->gemm_row_i32(t + r * ldt, off, sx[r], sw, bias, fin.act, fin.accumulate, y + r * ldy,
+                          cols);
 }
 
 }  // namespace

@@ -55,21 +55,19 @@ void put_blocked_row(T* blocks, int64_t o, const T* row, int64_t in, int64_t in_
   for (; k < in_padded; k += G) std::memset(col + k * kB, 0, G * sizeof(T));
 }
 
-// LinearOptions::act and accumulate on a row the product was written to, with the element-wise
-// ops' own row kernels: the GEMM's epilogue (rows still in cache) and the matrix-vector path
-// (after its kernels) both finish rows this way.
+// LinearOptions::act and accumulate on a row, with the element-wise ops' row epilogues
+// (OpsFns::gemm_row_*): the GEMM's epilogue (with its scales and bias, rows still in cache) and
+// the matrix-vector path (after its kernels) both finish rows this way.
 struct OpsFns;
 struct Finish {
-  void (*act)(const float* x, float* y, int64_t n) = nullptr;  // in place
-  bool accumulate = false;                                     // y += the row
-  void (*add)(float* acc, const float* x, int64_t n) = nullptr;
-  int act_code = 0;             // OpsFns::gemm_row_*'s act: 0 none, 1 quick_gelu, 2 GELU
-  const OpsFns* ops = nullptr;  // the table act and add come from (its gemm_row_* too)
+  int act = 0;                  // OpsFns::gemm_row_*'s act: 0 none, 1 quick_gelu, 2 exact GELU
+  bool accumulate = false;      // y += the row
+  const OpsFns* ops = nullptr;  // the element-wise kernels of the backend's ISA
 };
 Finish finish_for(Isa cap, const LinearOptions& opt);
-// `dst` (the product's row) gets the activation in place, then is added to y's row `yr` where
-// fin.accumulate (dst may be yr otherwise).
-void finish_row(const Finish& fin, float* yr, float* dst, int64_t cols);
+// `dst` (the product's row) gets the activation, then is added to y's row `yr` where
+// fin.accumulate, else written there (dst may be yr then).
+void finish_row(const Finish& fin, float* yr, const float* dst, int64_t cols);
 
 struct LinearKernels {
   const char* isa;

@@ -147,21 +147,22 @@ typename V::R gemm_act(typename V::R v, int act) {
 inline float gemm_act_scalar(float v, int act) {
   return act == 1 ? x_sigmoid_scalar(v, 1.702f) : act == 2 ? gelu_erf_scalar(v) : v;
 }
-template <class V>
-void gemm_row_i32(const int32_t* t, const int32_t* off, float sx, const float* sw,
-                  const float* bias, int act, bool accumulate, float* y, int64_t n) {
+// v = load(i) (W lanes) / load_one(i) (the tail), then * sw, + bias, the activation, and stored
+// or added to y.
+template <class V, class Load, class LoadOne>
+void gemm_row(Load load, LoadOne load_one, const float* sw, const float* bias, int act,
+              bool accumulate, float* y, int64_t n) {
   constexpr int W = V::W;
-  const auto vsx = V::set1(sx);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    auto v = V::mul(V::load_i32(t + i, off ? off + i : nullptr), vsx);
+    auto v = load(i);
     if (sw) v = V::mul(v, V::load(sw + i));
     if (bias) v = V::add(v, V::load(bias + i));
     v = gemm_act<V>(v, act);
     V::store(y + i, accumulate ? V::add(V::load(y + i), v) : v);
   }
   for (; i < n; ++i) {
-    float v = static_cast<float>(off ? t[i] - off[i] : t[i]) * sx;
+    float v = load_one(i);
     if (sw) v = v * sw[i];
     if (bias) v = v + bias[i];
     v = gemm_act_scalar(v, act);
@@ -169,24 +170,18 @@ void gemm_row_i32(const int32_t* t, const int32_t* off, float sx, const float* s
   }
 }
 template <class V>
+void gemm_row_i32(const int32_t* t, const int32_t* off, float sx, const float* sw,
+                  const float* bias, int act, bool accumulate, float* y, int64_t n) {
+  const auto vsx = V::set1(sx);
+  gemm_row<V>([&](int64_t i) { return V::mul(V::load_i32(t + i, off ? off + i : nullptr), vsx); },
+              [&](int64_t i) { return static_cast<float>(off ? t[i] - off[i] : t[i]) * sx; }, sw,
+              bias, act, accumulate, y, n);
+}
+template <class V>
 void gemm_row_f32(const float* t, const float* sw, const float* bias, int act, bool accumulate,
                   float* y, int64_t n) {
-  constexpr int W = V::W;
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    auto v = V::load(t + i);
-    if (sw) v = V::mul(v, V::load(sw + i));
-    if (bias) v = V::add(v, V::load(bias + i));
-    v = gemm_act<V>(v, act);
-    V::store(y + i, accumulate ? V::add(V::load(y + i), v) : v);
-  }
-  for (; i < n; ++i) {
-    float v = t[i];
-    if (sw) v = v * sw[i];
-    if (bias) v = v + bias[i];
-    v = gemm_act_scalar(v, act);
-    y[i] = accumulate ? y[i] + v : v;
-  }
+  gemm_row<V>([&](int64_t i) { return V::load(t + i); }, [&](int64_t i) { return t[i]; }, sw, bias,
+              act, accumulate, y, n);
 }
 
 // Largest element; NaN if any element is NaN (like torch.max).

@@ -91,9 +91,7 @@ class SliceJob final : public EncodeJob {
   int64_t parts() const override { return static_cast<int64_t>(plan_.wanted.size()) * per_slice_; }
   int64_t done() const override { return done_; }
   void run(int64_t n) override {
-    if (n < 0 || n > parts() - done_)
-      throw InternalError("encoder job: " + std::to_string(n) + " parts asked, " +
-                          std::to_string(parts() - done_) + " left");
+    check_run(n);
     while (n > 0) {
       const int64_t s = plan_.wanted[static_cast<size_t>(done_ / per_slice_)];
       const int64_t in = done_ % per_slice_, k = std::min(n, per_slice_ - in);
@@ -120,7 +118,7 @@ class SliceJob final : public EncodeJob {
     }
   }
   Tensor result() override {
-    if (done_ != parts()) throw InternalError("encoder job: the result asked before its last part");
+    check_finished();
     const std::span<const int32_t> kept = item_.kept_tokens;
     const int64_t per = plan_.per;
     const int64_t hidden = out_[static_cast<size_t>(plan_.wanted[0])].dim(1);
