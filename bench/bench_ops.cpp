@@ -215,7 +215,12 @@ void BM_VisionAttention(benchmark::State& st) {
                            .n_kv_heads = heads,
                            .head_dim = hd,
                            .mask = MaskKind::kFull,
-                           .bf16 = st.range(1) != 0};
+                           .bf16 = st.range(1) != 0,
+                           .int8_scores = st.range(1) == 2};
+  if (args.int8_scores && !varlen_int8_scores_supported(tp)) {
+    st.SkipWithError("no int8 attention scores on this CPU");
+    return;
+  }
   for (auto _ : st) {
     varlen_attention(tp, args);
     benchmark::DoNotOptimize(out.data());
@@ -224,13 +229,14 @@ void BM_VisionAttention(benchmark::State& st) {
   st.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_VisionAttention)
-    ->ArgNames({"n", "bf16", "threads"})
-    ->ArgsProduct({{1024, 4096}, {0, 1}, {1, 0}})
+    ->ArgNames({"n", "bf16", "threads"})  // bf16 2: int8 scores, bf16 P . V
+    ->ArgsProduct({{1024, 4096}, {0, 1, 2}, {1, 0}})
     ->UseRealTime();
 
 // One Qwen2-VL-2B vision block (embed 1280, 16 heads, MLP 5120, quick-GELU, 2-D rotary) over a
 // 448² image's 1024 patches: int8 = 1 is an int8 block of the quantised tower (int8 weights per
-// channel, x per row: EncoderPrecision::block_options), 0 its bf16 block. The ratio of the two
+// channel, x per row: EncoderPrecision::block_options), 2 the same with int8 attention scores
+// (EncoderPrecision::int8_scores, where the CPU has them), 0 its bf16 block. The ratio of the two
 // is what the int8 tower can gain per block; GFLOPs counts the linears and the attention.
 void BM_EncoderBlock(benchmark::State& st) {
   const int64_t n = st.range(0), E = 1280, mlp = 5120;
@@ -246,6 +252,11 @@ void BM_EncoderBlock(benchmark::State& st) {
   };
   models::EncoderPrecision prec;
   prec.int8 = int8;
+  prec.int8_scores = st.range(1) == 2;
+  if (prec.int8_scores && !varlen_int8_scores_supported(be)) {
+    st.SkipWithError("no int8 attention scores on this CPU");
+    return;
+  }
   auto lin = [&](int64_t out, int64_t in, uint32_t seed) {  // as the tower loads a bf16 checkpoint
     const Tensor w = tensor({out, in}, seed, 0.02f).to(DType::kBF16);
     const Tensor b = tensor({out}, seed + 1, 0.02f).to(DType::kBF16);
@@ -262,6 +273,7 @@ void BM_EncoderBlock(benchmark::State& st) {
   b.fc2 = lin(E, mlp, 40);
   b.opt = prec.block_options(0, 32);
   b.bf16_attention = true;
+  b.int8_attention = prec.int8_attention(0, 32);
   std::vector<int32_t> pos(size_t(2 * n));
   for (int64_t i = 0; i < n; ++i)
     pos[size_t(i)] = int32_t(i / 32), pos[size_t(n + i)] = int32_t(i % 32);
@@ -294,7 +306,7 @@ void BM_EncoderBlock(benchmark::State& st) {
 }
 BENCHMARK(BM_EncoderBlock)
     ->ArgNames({"n", "int8", "threads"})
-    ->ArgsProduct({{1024}, {0, 1}, {0}})
+    ->ArgsProduct({{1024}, {0, 1, 2}, {0}})
     ->UseRealTime();
 
 }  // namespace

@@ -145,10 +145,21 @@ void paged_attention(const Backend& be, const PagedAttentionArgs& args, const Kv
   fn(be, a, kv, seqs);
 }
 
+bool varlen_int8_scores_supported(const Backend& be) {
+  const AttentionOps* ops = be.ops().attention;
+  return ops && ops->varlen_int8_scores && ops->varlen_int8_scores(be);
+}
+
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args) {
   const auto fn =
       detail::entry(be, be.ops().attention, &AttentionOps::varlen_attention, Op::kVarlenAttention);
   check_varlen(args);
+  if (args.int8_scores && !varlen_int8_scores_supported(be))
+    throw Unimplemented(
+        "varlen_attention: this backend has no int8 attention scores (the CPU "
+        "needs AVX512-VNNI and AVX512-BF16)");
+  if (args.int8_scores && (args.mask != MaskKind::kFull || args.n_heads != args.n_kv_heads))
+    throw InvalidArgument("varlen_attention: int8 scores take full masks and equal head counts");
   if (args.cu_seqlens.back() == 0) return;  // no tokens
   VarlenAttentionArgs a = args;
   const int64_t qrow = int64_t(a.n_heads) * a.head_dim, kvrow = int64_t(a.n_kv_heads) * a.head_dim;

@@ -76,11 +76,22 @@ struct VarlenAttentionArgs {
   // in f32 (the CPU: kFull masks, n_heads == n_kv_heads, AVX512-BF16; ~2x the f32 kernel). The
   // 16-bit encoders ask for it; f32 models keep the exact kernel.
   bool bf16 = false;
+  // The scores from int8 q and k, for the int8 encoder blocks: per query row and head q is
+  // quantised as the int8 linears quantise x (scale = max|q| / 127, round half to even), each
+  // key's head likewise after the segment's mean key is subtracted from it (per head and dim:
+  // the softmax cannot see it, and the keys' common offset no longer eats their int8 range),
+  // the integer products summed exactly and scaled by both scales and `scale`; P and v then in
+  // bf16 as under `bf16` (whatever it says). Only where varlen_int8_scores_supported(be) (the
+  // CPU: AVX512-VNNI and AVX512-BF16 without AMX, whose bf16 tiles are faster; kFull masks,
+  // n_heads == n_kv_heads); elsewhere Unimplemented.
+  bool int8_scores = false;
 };
 
 // Attention within each segment [cu_seqlens[i], cu_seqlens[i+1]) of contiguous q/k/v; e.g. the
 // vision tower (q, k, v are views into one fused qkv buffer through the strides).
 void varlen_attention(const Backend& be, const VarlenAttentionArgs& args);
+// Whether this backend computes VarlenAttentionArgs::int8_scores.
+bool varlen_int8_scores_supported(const Backend& be);
 
 // Which CPU kernels the attention ops use at most `cap`: "avx512", "avx2" or "scalar".
 const char* attention_isa(Isa cap);
@@ -101,6 +112,7 @@ struct AttentionOps {
   void (*paged_attention)(const Backend&, const PagedAttentionArgs& args, const KvLayerView& kv,
                           std::span<const AttnSeq> seqs);
   void (*varlen_attention)(const Backend&, const VarlenAttentionArgs& args);
+  bool (*varlen_int8_scores)(const Backend&) = nullptr;  // null: int8 scores unsupported
 };
 
 }  // namespace mmrt::kernels

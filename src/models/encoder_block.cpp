@@ -27,12 +27,13 @@ kernels::LinearOptions EncoderPrecision::block_options(int64_t i, int64_t depth)
 
 std::string EncoderPrecision::describe(int64_t depth) const {
   const std::string f(kernels::weight_format_name(fmt));
+  const std::string scores = int8_scores ? ", int8 attention scores" : "";
   if (int8 && only_block >= 0 && only_block < depth)
-    return "int8 (block " + std::to_string(only_block) + " only; the rest " + f + ")";
+    return "int8 (block " + std::to_string(only_block) + " only" + scores + "; the rest " + f + ")";
   const int64_t n = int8 && only_block < 0 ? std::max<int64_t>(0, depth - keep_last) : 0;
   if (n == 0) return f;
-  return "int8 (blocks 0-" + std::to_string(n - 1) + "; the last " + std::to_string(depth - n) +
-         " and the projections " + f + ")";
+  return "int8 (blocks 0-" + std::to_string(n - 1) + scores + "; the last " +
+         std::to_string(depth - n) + " and the projections " + f + ")";
 }
 
 EncoderPrecision encoder_precision(const kernels::Backend& be, const LoadOptions& opts,
@@ -69,6 +70,7 @@ EncoderPrecision encoder_precision(const kernels::Backend& be, const LoadOptions
   } else {
     p.int8 = native && lm_format != kernels::WeightFormat::kF32;
   }
+  p.int8_scores = p.int8 && kernels::varlen_int8_scores_supported(be);
   return p;
 }
 
@@ -125,6 +127,7 @@ void run_encoder_block(const kernels::Backend& be, const EncoderBlock& b, const 
   va.head_dim = static_cast<int32_t>(E / s.heads);
   va.mask = kernels::MaskKind::kFull;
   va.bf16 = b.bf16_attention;
+  va.int8_scores = b.int8_attention;
   const bool masked = (s.keys > 0 && s.keys < N) || va.head_dim % 16 != 0;
   if (s.keys < 0 || s.keys > N || (masked && s.cu_seqlens.size() != 2))
     throw InternalError("encoder block: " + std::to_string(s.keys) + " keys of " +

@@ -35,11 +35,17 @@ struct EncoderPrecision {
   bool int8 = false;  // the other blocks: int8 weights per output channel, x int8 per row
   int64_t keep_last = 3;
   int64_t only_block = -1;  // >= 0: this block alone in int8 (the sensitivity report)
+  // The int8 blocks' attention scores from int8 q and k too (VarlenAttentionArgs::int8_scores),
+  // where the backend has them (encoder_precision decides).
+  bool int8_scores = false;
   EncoderPrecision() = default;
   // Every layer in `f` (int8 here is weight-only, as the language model's prefill).
   EncoderPrecision(kernels::WeightFormat f) : fmt(f) {}  // NOLINT: implicit on purpose
   bool int8_block(int64_t i, int64_t depth) const {
     return int8 && (only_block >= 0 ? i == only_block : i < depth - keep_last);
+  }
+  bool int8_attention(int64_t i, int64_t depth) const {
+    return int8_scores && int8_block(i, depth);
   }
   kernels::WeightFormat block_format(int64_t i, int64_t depth) const;
   // kQ8Row GEMMs for an int8 block (on the GEMM path at any row count: one rounding rule).
@@ -51,7 +57,8 @@ struct EncoderPrecision {
     return int8_block(i, depth) ? kernels::WeightPlacement::kGemmOnly
                                 : kernels::WeightPlacement::kViewIfPossible;
   }
-  // For logs and cache keys, e.g. "int8 (blocks 0-28; the last 3 and the projections bf16)".
+  // For logs and cache keys, e.g. "int8 (blocks 0-28; the last 3 and the projections bf16)",
+  // "int8 (blocks 0-28, int8 attention scores; ...)" with int8_scores.
   std::string describe(int64_t depth) const;
   // Attention in bf16 products where the backend has them: every encoder but an f32 one.
   bool bf16_attention() const { return fmt != kernels::WeightFormat::kF32; }
@@ -72,6 +79,7 @@ struct EncoderBlock {
   kernels::PackedLinear fc2;          // [embed, mlp] + bias
   kernels::LinearOptions opt;         // for all four (EncoderPrecision::block_options)
   bool bf16_attention = false;        // VarlenAttentionArgs::bf16 (a 16-bit encoder)
+  bool int8_attention = false;        // VarlenAttentionArgs::int8_scores (an int8 block)
   bool rms_norm = false;              // RMSNorm (weights only), else LayerNorm
   bool gated_silu = false;            // fc2(silu(gate) * up), else fc2(act(fc1(x)))
 };

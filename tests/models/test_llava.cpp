@@ -205,15 +205,21 @@ TEST(LlavaTower, Int8LayersMatchTheQuantisedReference) {
   lo.encoder_weights = "int8";
   lo.encoder_keep_last = 1;
   std::string why;
-  if (!test::int8_encoder(1, why)) GTEST_SKIP() << why;  // no integer GEMM on this backend
+  const std::optional<models::EncoderPrecision> prec = test::int8_encoder(1, why);
+  if (!prec) GTEST_SKIP() << why;  // no integer GEMM on this backend
   const Model m = load_model(test::test_backend(), w.model(), lo);
   ASSERT_EQ(m.spec.encoder_blocks, 2);
-  EXPECT_EQ(m.spec.encoder_precision, "int8 (blocks 0-0; the last 1 and the projections f32)");
+  EXPECT_EQ(m.spec.encoder_precision,
+            prec->int8_scores
+                ? "int8 (blocks 0-0, int8 attention scores; the last 1 and the projections f32)"
+                : "int8 (blocks 0-0; the last 1 and the projections f32)");
   const Item it = prepare(w, *m.processor, "square.png");
   const Tensor got = test::host(m.runner->encode(it.media));
   const std::string args = "tower --model " + w.model() + it.args();
-  const Diff impl = diff(got, ref_tensor(w, args + " --int8-layers 1"));
-  const Diff effect = diff(ref_tensor(w, args), ref_tensor(w, args + " --int8-layers 1"));
+  const std::string q =
+      " --int8-layers 1" + std::string(prec->int8_scores ? " --int8-attention" : "");
+  const Diff impl = diff(got, ref_tensor(w, args + q));
+  const Diff effect = diff(ref_tensor(w, args), ref_tensor(w, args + q));
   report("llava int8 layer 0 against the quantised reference", impl);
   report("llava int8 layer 0: the quantisation's own effect", effect);
   EXPECT_LE(impl.rel(), 1e-5);

@@ -193,8 +193,9 @@ TEST(Qwen25VL, Int8BlocksMatchTheQuantisedReference) {
   Tensor got = test::host(vt->forward(w.pixels, w.grids));
   auto ref_of = [&](int blocks) {
     fs::path out = w.dir / ("vision_q" + std::to_string(blocks) + ".bin");
-    test::shell_out(
-        w.ref("vision", "--int8-blocks " + std::to_string(blocks) + " --out " + out.string()));
+    const std::string scores = blocks > 0 && prec.int8_scores ? " --int8-attention" : "";
+    test::shell_out(w.ref(
+        "vision", "--int8-blocks " + std::to_string(blocks) + scores + " --out " + out.string()));
     auto r = test::file_bytes(out);
     EXPECT_EQ(r.size(), got.nbytes());
     return r;

@@ -185,9 +185,10 @@ TEST(Qwen2Audio, TowerInt8LayersMatchTheQuantisedReference) {
   if (!int8) GTEST_SKIP() << why;  // no integer GEMM on this CPU
   const models::EncoderPrecision& prec = *int8;
   const World::Clip c = w.clip(40000, 4);
-  const Diff impl = tower_diff(w, prec, c, " --int8-layers 1");
-  const Diff effect =
-      diff(ref_tensor(w, tower_args(w, c)), ref_tensor(w, tower_args(w, c) + " --int8-layers 1"));
+  const std::string q =
+      " --int8-layers 1" + std::string(prec.int8_scores ? " --int8-attention" : "");
+  const Diff impl = tower_diff(w, prec, c, q);
+  const Diff effect = diff(ref_tensor(w, tower_args(w, c)), ref_tensor(w, tower_args(w, c) + q));
   report("audio int8 layer 0 against the quantised reference", impl);
   report("audio int8 layer 0: the quantisation's own effect", effect);
   EXPECT_LE(impl.rel(), 1e-5);

@@ -191,13 +191,18 @@ TEST(Qwen2Vision, Int8BlocksMatchTheQuantisedReference) {
   if (!int8) GTEST_SKIP() << why;
   const models::EncoderPrecision& prec = *int8;
   ASSERT_TRUE(prec.int8);
-  EXPECT_EQ(prec.describe(2), "int8 (blocks 0-0; the last 1 and the projections f32)");
+  EXPECT_EQ(prec.describe(2), prec.int8_scores ? "int8 (blocks 0-0, int8 attention scores; the "
+                                                 "last 1 and the projections f32)"
+                                               : "int8 (blocks 0-0; the last 1 and the "
+                                                 "projections f32)");
   auto st = io::SafeTensors::open(w.dir.string());
   auto vt = models::qwen2_vl::VisionTower::load(be, st, w.cfg, prec);
   Tensor got = test::host(vt->forward(w.pixels, w.grids));
   auto ref_of = [&](int blocks) {
     fs::path out = w.dir / ("vision_q" + std::to_string(blocks) + ".bin");
-    shell(w.ref("vision", "--int8-blocks " + std::to_string(blocks) + " --out " + out.string()));
+    const std::string scores = blocks > 0 && prec.int8_scores ? " --int8-attention" : "";
+    shell(w.ref("vision",
+                "--int8-blocks " + std::to_string(blocks) + scores + " --out " + out.string()));
     auto r = read_bytes(out);
     EXPECT_EQ(r.size(), got.nbytes());
     return r;

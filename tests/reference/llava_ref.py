@@ -73,7 +73,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from int8_ref import int8_linear  # noqa: E402
+from int8_ref import int8_attention, int8_linear  # noqa: E402
 from qwen2_vl_ref import parse_ids, read_safetensors  # noqa: E402
 
 # ---- HF config class defaults -------------------------------------------------------------------
@@ -237,6 +237,7 @@ class ClipVision:
         self.eps = v["layer_norm_eps"]
         self.act = ACTIVATIONS[v["hidden_act"]]
         self.int8_layers = 0  # the first N layers' linears as mmrt's int8 blocks (int8_linear)
+        self.int8_attention = False  # their attention scores too (int8_ref.int8_attention)
 
     def ln(self, x, name):
         return F.layer_norm(x, (self.d,), self.w[name + ".weight"], self.w[name + ".bias"],
@@ -262,8 +263,12 @@ class ClipVision:
         h = self.ln(x, p + "layer_norm1")
         q, k, vv = (linear(h, w, p + f"self_attn.{t}_proj").view(n, S, self.n_heads, self.hd)
                     .transpose(1, 2) for t in ("q", "k", "v"))
-        att = torch.softmax((q @ k.transpose(2, 3)) * self.hd ** -0.5, dim=-1, dtype=torch.float32)
-        o = (att @ vv).transpose(1, 2).reshape(n, S, self.d)
+        if i < self.int8_layers and self.int8_attention:
+            o = int8_attention(q, k, vv, self.hd ** -0.5)
+        else:
+            o = torch.softmax((q @ k.transpose(2, 3)) * self.hd ** -0.5, dim=-1,
+                              dtype=torch.float32) @ vv
+        o = o.transpose(1, 2).reshape(n, S, self.d)
         x = x + linear(o, w, p + "self_attn.out_proj")
         h = self.act(linear(self.ln(x, p + "layer_norm2"), w, p + "mlp.fc1"))
         return x + linear(h, w, p + "mlp.fc2")
@@ -605,6 +610,8 @@ def main():
     ap.add_argument("--max-new", type=int, default=32)
     ap.add_argument("--int8-layers", type=int, default=0,
                     help="tower: the first N CLIP layers' linears as mmrt's int8 encoder blocks")
+    ap.add_argument("--int8-attention", action="store_true",
+                    help="tower: the int8 layers' attention scores in int8 too")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -625,6 +632,7 @@ def main():
         return
     m = Llava(a.model)
     m.clip.int8_layers = a.int8_layers
+    m.clip.int8_attention = a.int8_attention
     if a.mode == "tower":
         if len(a.pixels) != 1:
             raise ValueError("tower takes exactly one --pixels")

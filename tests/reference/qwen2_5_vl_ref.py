@@ -14,7 +14,8 @@ block: the independent formulation of what mmrt runs as segments.
 usage:
   qwen2_5_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE [--int8-blocks N]
         # float32 [n_merged_tokens, out_hidden_size]; --int8-blocks N: the first N blocks'
-        # linears quantised as mmrt's int8 encoder blocks (int8_ref.int8_linear)
+        # linears quantised as mmrt's int8 encoder blocks (int8_ref.int8_linear); with
+        # --int8-attention their attention scores too (int8_ref.int8_attention)
   qwen2_5_vl_ref.py windows  --model DIR --grid G.npy --out FILE
         # int64: window_index (merged tokens), then cu_window_seqlens (deduplicated), then the
         # count of each (the two lengths last)
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from int8_ref import int8_linear  # noqa: E402
+from int8_ref import int8_attention_segments, int8_linear  # noqa: E402
 from qwen2_vl_ref import Qwen2VLFull, Qwen2VLText, Qwen2VLVision, parse_ids  # noqa: E402
 
 
@@ -56,6 +57,7 @@ class Qwen25VLVision:
         self.window_size = v.get("window_size", 112)
         self.fullatt = set(v.get("fullatt_block_indexes", [7, 15, 23, 31]))
         self.int8_blocks = 0  # the first N blocks' linears as mmrt's int8 encoder blocks
+        self.int8_attention = False  # their attention scores too (int8_ref.int8_attention)
 
     def rot_pos_emb(self, grid):
         # Qwen2-VL's (the same VisionRotaryEmbedding and position ids)
@@ -105,7 +107,8 @@ class Qwen25VLVision:
                 m[a:b, a:b] = 0
             return m
 
-        masks = {"window": mask_of(cu_window.tolist()), "frame": mask_of(cu_frame)}
+        cus = {"window": cu_window.tolist(), "frame": cu_frame}
+        masks = {"window": mask_of(cus["window"]), "frame": mask_of(cu_frame)}
         for i in range(self.depth):
             p = f"visual.blocks.{i}."
 
@@ -119,10 +122,13 @@ class Qwen25VLVision:
             q, k, v = qkv.reshape(N, 3, self.n_heads, self.hd).permute(1, 0, 2, 3).unbind(0)
             q = q * cos[:, None] + Qwen2VLText.rotate_half(q) * sin[:, None]
             k = k * cos[:, None] + Qwen2VLText.rotate_half(k) * sin[:, None]
-            mask = masks["frame" if i in self.fullatt else "window"]
+            kind = "frame" if i in self.fullatt else "window"
             q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
-            att = torch.softmax(q @ k.transpose(1, 2) / (self.hd ** 0.5) + mask, dim=-1)
-            o = (att @ v).transpose(0, 1).reshape(N, -1)
+            if i < self.int8_blocks and self.int8_attention:
+                o = int8_attention_segments(q, k, v, self.hd ** -0.5, cus[kind])
+            else:
+                o = torch.softmax(q @ k.transpose(1, 2) / (self.hd ** 0.5) + masks[kind], dim=-1) @ v
+            o = o.transpose(0, 1).reshape(N, -1)
             x = x + lin(o, "attn.proj")
             h = rms_norm(x, w[p + "norm2.weight"])
             gated = torch.nn.functional.silu(lin(h, "mlp.gate_proj")) * lin(h, "mlp.up_proj")
@@ -149,6 +155,8 @@ def main():
     ap.add_argument("--max-new", type=int, default=16)
     ap.add_argument("--int8-blocks", type=int, default=0,
                     help="vision: the first N blocks' linears as mmrt's int8 encoder blocks")
+    ap.add_argument("--int8-attention", action="store_true",
+                    help="vision: the int8 blocks' attention scores in int8 too")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -163,6 +171,7 @@ def main():
         return
     if a.mode == "vision":
         full.vision.int8_blocks = a.int8_blocks
+        full.vision.int8_attention = a.int8_attention
         full.vision.forward(pixels, grid).numpy().astype(np.float32).tofile(a.out)
         return
     full.tokens_per_second = full.cfg["vision_config"].get("tokens_per_second", 4)

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from int8_ref import int8_linear  # noqa: E402
+from int8_ref import int8_attention, int8_linear  # noqa: E402
 from qwen2_vl_ref import Qwen2VLText, parse_ids, read_safetensors  # noqa: E402
 
 # Qwen2AudioProcessor.default_chat_template (processing_qwen2_audio.py).
@@ -110,6 +110,7 @@ class Qwen2AudioEncoderRef:
         self.hd = self.d // self.n_heads
         self.max_pos = a["max_source_positions"]
         self.int8_layers = 0  # the first N layers' linears as mmrt's int8 blocks (int8_ref)
+        self.int8_attention = False  # their attention scores too (int8_ref.int8_attention)
 
     def ln(self, x, base):
         return F.layer_norm(x, (self.d,), self.w[base + ".weight"], self.w[base + ".bias"], eps=1e-5)
@@ -121,20 +122,23 @@ class Qwen2AudioEncoderRef:
             return int8_linear(x, w[name + ".weight"], b)
         return x @ w[name + ".weight"].T + (0 if b is None else b)
 
-    def attention(self, i, x, mask):
+    def attention(self, i, x, mask, keys):
         p = f"audio_tower.layers.{i}.self_attn."
         B, S, _ = x.shape
-        q = self.lin(i, x, p + "q_proj") * self.hd ** -0.5
+        q = self.lin(i, x, p + "q_proj")
         k = self.lin(i, x, p + "k_proj", bias=False)
         v = self.lin(i, x, p + "v_proj")
         q, k, v = (t.view(B, S, self.n_heads, self.hd).transpose(1, 2) for t in (q, k, v))
-        att = torch.softmax(q @ k.transpose(2, 3) + mask, dim=-1)
-        o = (att @ v).transpose(1, 2).reshape(B, S, self.d)
+        if i < self.int8_layers and self.int8_attention:  # every query over the first `keys`
+            o = int8_attention(q, k[..., :keys, :], v[..., :keys, :], self.hd ** -0.5)
+        else:
+            o = torch.softmax((q * self.hd ** -0.5) @ k.transpose(2, 3) + mask, dim=-1) @ v
+        o = o.transpose(1, 2).reshape(B, S, self.d)
         return self.lin(i, o, p + "out_proj")
 
-    def layer(self, i, x, mask):
+    def layer(self, i, x, mask, keys):
         p = f"audio_tower.layers.{i}."
-        x = x + self.attention(i, self.ln(x, p + "self_attn_layer_norm"), mask)
+        x = x + self.attention(i, self.ln(x, p + "self_attn_layer_norm"), mask, keys)
         h = F.gelu(self.lin(i, self.ln(x, p + "final_layer_norm"), p + "fc1"))
         return x + self.lin(i, h, p + "fc2")
 
@@ -155,7 +159,7 @@ class Qwen2AudioEncoderRef:
         mask = torch.zeros(1, 1, n, n)
         mask[padded.view(1, 1, 1, n).expand(1, 1, n, n)] = float("-inf")
         for i in range(self.n_layers):
-            x = self.layer(i, x, mask)
+            x = self.layer(i, x, mask, conv_len)
         x = F.avg_pool1d(x.permute(0, 2, 1), 2, stride=2).permute(0, 2, 1)
         x = self.ln(x, "audio_tower.layer_norm")
         x = x @ w["multi_modal_projector.linear.weight"].T + w["multi_modal_projector.linear.bias"]
@@ -332,6 +336,8 @@ def main():
     ap.add_argument("--max-new", type=int, default=32)
     ap.add_argument("--int8-layers", type=int, default=0,
                     help="tower: the first N layers' linears as mmrt's int8 encoder blocks")
+    ap.add_argument("--int8-attention", action="store_true",
+                    help="tower: the int8 layers' attention scores in int8 too")
     a = ap.parse_args()
     torch.set_grad_enabled(False)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -360,6 +366,7 @@ def main():
         return
     m = Qwen2AudioRef(a.model)
     m.tower.int8_layers = a.int8_layers
+    m.tower.int8_attention = a.int8_attention
     mel = torch.from_numpy(np.load(a.mel).astype(np.float32)) if a.mel else None
     frames = parse_ids(a.frames)
     if a.mode == "tower":

@@ -20,7 +20,8 @@ usage:
   qwen2_vl_ref.py vision   --model DIR --pixels P.npy --grid G.npy --out FILE [--int8-blocks N]
         # float32 [n_merged_tokens, hidden] image embeddings (pixels [N,1176], grid [n_img,3]);
         # --int8-blocks N: the first N blocks' linears quantised as mmrt's int8 encoder blocks
-        # (weights per output channel, x per row, integer sums; see int8_linear)
+        # (weights per output channel, x per row, integer sums; see int8_linear); with
+        # --int8-attention their attention scores too (int8_attention)
   qwen2_vl_ref.py hidden|logits ... --int8-decoder   # the decoder layers' linears the same way
         # (mmrt's --weights int8 --int8-prefill q8 on a prompt chunk of more than 8 tokens)
   qwen2_vl_ref.py positions --model DIR --ids ... --grid G.npy --out FILE
@@ -46,7 +47,7 @@ import sys
 import numpy as np
 import torch
 
-from int8_ref import int8_linear
+from int8_ref import int8_attention_segments, int8_linear
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I32": np.int32,
           "I64": np.int64, "I8": np.int8, "U8": np.uint8}
@@ -207,6 +208,7 @@ class Qwen2VLVision:
         self.merge = v.get("spatial_merge_size", 2)
         self.act = v.get("hidden_act", "quick_gelu")
         self.int8_blocks = 0  # the first N blocks' linears in int8 (int8_linear)
+        self.int8_attention = False  # their attention scores too (int8_attention)
 
     def rot_pos_emb(self, grid):
         pos_ids = []
@@ -260,8 +262,11 @@ class Qwen2VLVision:
             for a, b in zip(cu[:-1], cu[1:]):
                 mask[a:b, a:b] = 0
             q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
-            att = torch.softmax(q @ k.transpose(1, 2) / (self.hd ** 0.5) + mask, dim=-1)
-            o = (att @ v).transpose(0, 1).reshape(N, -1)
+            if i < self.int8_blocks and self.int8_attention:
+                o = int8_attention_segments(q, k, v, self.hd ** -0.5, cu)
+            else:
+                o = torch.softmax(q @ k.transpose(1, 2) / (self.hd ** 0.5) + mask, dim=-1) @ v
+            o = o.transpose(0, 1).reshape(N, -1)
             x = x + lin(o, "attn.proj")
             h = self.layer_norm(x, w[p + "norm2.weight"], w[p + "norm2.bias"])
             h = lin(h, "mlp.fc1")
@@ -442,6 +447,8 @@ def main():
     ap.add_argument("--max-new", type=int, default=32)
     ap.add_argument("--int8-blocks", type=int, default=0,
                     help="vision: the first N blocks' linears as mmrt's int8 encoder blocks")
+    ap.add_argument("--int8-attention", action="store_true",
+                    help="vision: the int8 blocks' attention scores in int8 too (int8_attention)")
     ap.add_argument("--int8-decoder", action="store_true",
                     help="text logits/hidden: the decoder layers' linears as mmrt's int8 prefill "
                          "(--int8-prefill q8: weights per output channel, x per token)")
@@ -468,6 +475,7 @@ def main():
         keep = np.load(a.video_keep).astype(np.int64).tolist() if a.video_keep else None
         if a.mode == "vision":
             full.vision.int8_blocks = a.int8_blocks
+            full.vision.int8_attention = a.int8_attention
             out = full.vision.forward(pixels, grid) if pixels is not None else full.vision.forward(vpixels, vgrid)
             out.numpy().astype(np.float32).tofile(a.out)
         elif a.mode == "logits":

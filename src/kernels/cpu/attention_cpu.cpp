@@ -195,6 +195,10 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
   run_problem(be, pb, desc, be.batch_invariant() ? 1 : a.kv_splits, kv.dtype == DType::kBF16);
 }
 
+bool varlen_int8_scores(const CpuBackend& be) {
+  return detail::varlen_int8_scores_here(be);
+}
+
 void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& a) {
   const int32_t hd = a.head_dim, hk = a.n_kv_heads;
   // Strides and scale resolved by the dispatcher.

@@ -73,6 +73,9 @@ struct AttnFns {
 // Encoder attention as bf16 GEMMs (attention_gemm.cpp): false (nothing done) where it does not
 // apply (VarlenAttentionArgs::bf16 unset, a causal mask, grouped heads, no AVX512-BF16).
 bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a);
+// Whether varlen_attention_gemm computes VarlenAttentionArgs::int8_scores on this backend
+// (AVX512-BF16 and AVX512-VNNI).
+bool varlen_int8_scores_here(const CpuBackend& be);
 // Rows [rows, lenp] of scores: P = bf16(exp(s - max)) over the first len, zeros to lenp (a
 // multiple of 16); sums = the rows' sums of the rounded P. AVX512-BF16 only.
 void softmax_rows_bf16(const float* s, int rows, int len, int lenp, uint16_t* p, float* sums);
@@ -84,6 +87,31 @@ void scale_rows_bf16(const float* src, int64_t src_stride, int rows, int rows_pa
 // dst row r (dst_stride apart) = o [rows, hd] row r / sums[r] (zero where the sum is 0).
 void normalize_rows(const float* o, const float* sums, int rows, int hd, float* dst,
                     int64_t dst_stride);
+
+// One head's keys of one segment for VarlenAttentionArgs::int8_scores (AVX512-VNNI): q in
+// blocks of 16 keys, [lenp / 16][hd / 4][16][4] int8 (four dims of a key side by side, as
+// vpdpbusd reads them; a block's hd * 16 bytes contiguous), the keys' scales and offsets
+// (128 x the key's sum of q) [lenp]; lenp a multiple of 64, padding keys zero.
+struct Int8Keys {
+  int8_t* q = nullptr;
+  float* scale = nullptr;
+  int32_t* offset = nullptr;
+  int64_t lenp = 0;
+};
+// One head's query rows: q [rows, hd] as u8 (q8 + 128), scale [rows].
+struct Int8Queries {
+  uint8_t* q = nullptr;
+  float* scale = nullptr;
+};
+// Key row t of every head h into dst[h]: key - mean (both [heads * hd] f32) quantised per head
+// as LinearKernels::quantize_rows_q8 quantises a row (hd a multiple of 16, <= 512).
+void pack_key_int8(const float* key, const float* mean, int heads, int hd, int64_t t,
+                   const Int8Keys* dst);
+// Query row t of every head h into dst[h], quantised by the same rule.
+void pack_query_int8(const float* row, int heads, int hd, int64_t t, const Int8Queries* dst);
+// s [rows, k.lenp] = (q . K^T - offsets) * qs[r] * k.scale[j]: q [rows, hd] u8 (q8 + 128), its
+// scales qs [rows] (the softmax scale folded in).
+void scores_int8(const uint8_t* q, const float* qs, int rows, int hd, const Int8Keys& k, float* s);
 
 const AttnFns& attn_fns_scalar();
 const AttnFns& attn_fns_avx2();

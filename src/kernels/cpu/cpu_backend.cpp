@@ -43,6 +43,7 @@ const RopeOps kRope{
 const AttentionOps kAttention{
     .paged_attention = &OnCpu<&cpu::paged_attention>::call,
     .varlen_attention = &OnCpu<&cpu::varlen_attention>::call,
+    .varlen_int8_scores = &OnCpu<&cpu::varlen_int8_scores>::call,
 };
 const KvOps kKv{
     .write = &OnCpu<&cpu::kv_write>::call,

@@ -55,6 +55,7 @@ void apply_rope(const CpuBackend& be, const RopeAngles& angles, float* x, int64_
 void paged_attention(const CpuBackend& be, const PagedAttentionArgs& args, const KvLayerView& kv,
                      std::span<const AttnSeq> seqs);
 void varlen_attention(const CpuBackend& be, const VarlenAttentionArgs& args);
+bool varlen_int8_scores(const CpuBackend& be);
 
 // kv_cpu.cpp
 void kv_write(const CpuBackend& be, const KvLayerView& layer, const float* k, const float* v,

@@ -172,6 +172,10 @@ bool onednn_s8_supported() {
   static const bool ok = native(GemmType::kS8);
   return ok;
 }
+bool onednn_amx() {
+  static const bool ok = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return ok;
+}
 bool onednn_u8s8_blocked_supported() {
   static const bool ok = native(GemmType::kU8S8, WeightLayout::kBlocked);
   return ok;

@@ -166,6 +166,8 @@ void onednn_matmul(const CpuBackend& be, GemmType type, const void* x, int64_t m
 // creating a primitive; a reference implementation does not count).
 bool onednn_bf16_supported();
 bool onednn_s8_supported();
+// Whether oneDNN's kernels use AMX tiles here.
+bool onednn_amx();
 // Whether oneDNN runs u8 x s8 -> s32 natively on int8 weights in PackedLinear's blocked layout
 // (the layout int8 kGemmOnly weights take where it does). s8 x s8 on that layout is native only
 // on AMX: on AVX512-VNNI alone oneDNN 2.6 takes its reference kernel (about 2,600x slower,

@@ -113,6 +113,7 @@ std::unique_ptr<ClipTower> ClipTower::load(const kernels::Backend& be, const io:
     l.fc2 = lin(p + "mlp.fc2", f, true, pl);
     l.opt = prec.block_options(static_cast<int64_t>(i), depth);
     l.bf16_attention = prec.bf16_attention();
+    l.int8_attention = prec.int8_attention(static_cast<int64_t>(i), depth);
   }
   m.proj1 = lin("multi_modal_projector.linear_1", fmt, cfg.multimodal_projector_bias, kPlace);
   m.proj2 = lin("multi_modal_projector.linear_2", fmt, cfg.multimodal_projector_bias, kPlace);

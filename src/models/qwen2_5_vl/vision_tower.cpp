@@ -119,6 +119,7 @@ std::unique_ptr<VisionTower> VisionTower::load(const kernels::Backend& be,
     b.fc2 = lin(p + "mlp.down_proj", f, pl);
     b.opt = prec.block_options(i, m.vc.depth);
     b.bf16_attention = prec.bf16_attention();
+    b.int8_attention = prec.int8_attention(i, m.vc.depth);
   }
   m.ln_q_w = be.upload(get("visual.merger.ln_q.weight"));
   m.mlp0 = lin("visual.merger.mlp.0", fmt, kPlace);

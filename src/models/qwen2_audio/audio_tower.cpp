@@ -90,6 +90,7 @@ std::unique_ptr<AudioTower> AudioTower::load(const kernels::Backend& be, const i
     l.fc2 = lin(p + "fc2", f, pl);
     l.opt = prec.block_options(i, m.ac.encoder_layers);
     l.bf16_attention = prec.bf16_attention();
+    l.int8_attention = prec.int8_attention(i, m.ac.encoder_layers);
   }
   m.ln_w = be.upload(get("audio_tower.layer_norm.weight"));
   m.ln_b = be.upload(get("audio_tower.layer_norm.bias"));
