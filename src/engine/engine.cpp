@@ -47,12 +47,14 @@ struct Engine::Impl : SchedulerView {
   int64_t media_skipped = 0, media_redecoded = 0;
   int64_t step_ns = 0, loop_busy_ns = 0;  // EngineStats' sums
   int64_t last_late_check = 0;            // when the step loop last ran admission's late check
+  int64_t last_measure_ns = 0;            // when the encoder's cost was last measured
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable cv, idle_cv;
   bool stopping = false;
   std::deque<Submission*> ready;  // preprocessed: for the scheduler
   bool added = false;             // a request reached the scheduler off the step loop (wakes it)
+  bool remeasure_wanted = false;  // measure the encoder's cost when idle (admit_prepared)
   std::vector<std::pair<Submission*, MediaStage::Failure>> failed;
   std::vector<RequestId> cancels;
   std::unordered_map<RequestId, std::unique_ptr<Submission>> entries;  // every one in flight
@@ -204,8 +206,19 @@ struct Engine::Impl : SchedulerView {
       r.retry_after_ns = 1'000'000'000;
     }
     if (!ok) {
+      // Refused as never servable here for its media's price: measure the encoder again when
+      // idle (EngineConfig::encoder_remeasure_ns).
+      const bool remeasure = r.retry_after_ns < 0 && !r.media.empty() && cfg.calibrate_encoder &&
+                             cfg.encoder_remeasure_ns > 0;
       complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
                ErrorCode::kUnavailable);
+      if (remeasure) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          remeasure_wanted = true;
+        }
+        cv.notify_all();
+      }
       return;
     }
     s->tenant_tokens = r.num_tokens();
@@ -272,12 +285,32 @@ struct Engine::Impl : SchedulerView {
     }
   }
 
+  // The encoder's cost measured again, the step loop idle (`books` released meanwhile: requests
+  // are admitted against the old price); a lower one replaces it.
+  void remeasure_encoder(std::unique_lock<std::mutex>& books) {
+    const double before = cost.coefficients_ns()[3];
+    books.unlock();
+    const EncoderCalibration k = calibrate_encoder(*backend, model, host->media_context());
+    books.lock();
+    last_measure_ns = now_ns();
+    if (k.units <= 0 || !(k.ns_per_unit < before)) return;
+    cost.set_encoder_cost(k.ns_per_unit);
+    std::fprintf(stderr,
+                 "[mmrt] encoder measured again while idle: %.3f ms per unit (the price "
+                 "was %.3f ms: media refused as unattainable)\n",
+                 k.ns_per_unit * 1e-6, before * 1e-6);
+    std::lock_guard<std::mutex> lk(mu);
+    stats.encoder_calibration = k;
+    ++stats.encoder_remeasured;
+  }
+
   // One iteration of the step loop; false when the engine stops.
   bool step_once() {
     std::vector<Submission*> rdy;
     std::vector<RequestId> new_cancels;
     std::vector<std::pair<Submission*, MediaStage::Failure>> fails;
     bool idle = false;  // read under books_mu: other threads add to the scheduler under it
+    bool remeasure = false;
     {
       std::lock_guard<std::mutex> books(books_mu);
       idle = sched->idle();
@@ -285,10 +318,13 @@ struct Engine::Impl : SchedulerView {
     {
       std::unique_lock<std::mutex> lk(mu);
       cv.wait(lk, [&] {
-        return stopping || !ready.empty() || added || !cancels.empty() || !failed.empty() || !idle;
+        return stopping || !ready.empty() || added || !cancels.empty() || !failed.empty() ||
+               !idle || remeasure_wanted;
       });
       if (stopping) return false;
       added = false;
+      remeasure = remeasure_wanted;
+      remeasure_wanted = false;
       rdy.assign(ready.begin(), ready.end());
       ready.clear();
       new_cancels.swap(cancels);
@@ -308,6 +344,8 @@ struct Engine::Impl : SchedulerView {
         end(late.r, Outcome::kRefused, ErrorCode::kUnavailable, late.reason);
     last_late_check = now;
     if (sched->idle()) {
+      if (remeasure && in_media.empty() && now - last_measure_ns >= cfg.encoder_remeasure_ns)
+        remeasure_encoder(books);
       snapshot();
       return true;
     }
@@ -444,9 +482,12 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     m.bc = std::make_unique<BatchController>(b);
   }
   m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost, cfg.admission_reserve);
-  if (cfg.calibrate_encoder) {
+  if (cfg.encoder_ns_per_unit > 0) {
+    m.cost.set_encoder_cost(cfg.encoder_ns_per_unit);
+  } else if (cfg.calibrate_encoder) {
     m.stats.encoder_calibration = calibrate_encoder(*m.backend, m.model, m.host->media_context());
     m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
+    m.last_measure_ns = now_ns();
   }
   m.stats.step_graphs =
       m.exec->capture_step_graphs({cfg.step_graphs.max_rows, cfg.step_graphs.max_context,

@@ -91,6 +91,16 @@ struct EngineConfig {
   // (engine/encoder_calibration.h); off: the cost model's prior until image steps have run.
   // Costs one or two encodes at load (CLIP ViT-L on 2 cores: about 2 s).
   bool calibrate_encoder = true;
+  // The load-time measurement can come out high (a neighbour busy on the cores while it ran:
+  // 5.2 and 9.1 ms per patch against 1.55 quiet, seen), and then every image whose own work it
+  // prices over its class's budget is refused as unattainable, so no image step ever runs to
+  // correct it. So when a request with media is refused that way, the step loop measures again
+  // once it is idle (at most once per this interval), and a lower price replaces the higher one
+  // (load only ever slows it). <= 0: never.
+  int64_t encoder_remeasure_ns = 30'000'000'000;
+  // > 0: the encoder's price per unit (ns per image patch / audio frame) instead of the load-time
+  // measurement (which calibrate_encoder then skips); e.g. a known figure for a fast start.
+  double encoder_ns_per_unit = 0;
   // Decode steps replayed as device graphs where the backend records them (a GPU): the decode
   // sizes that get one, and the longest context that replays (warm_tokens: the step budget).
   StepGraphOptions step_graphs;
@@ -159,9 +169,10 @@ struct EngineStats : AdmissionStats {
   sandbox::SandboxStats media_sandbox;
   RemoteEncodeStats remote_encode;
   std::array<double, 5> cost_coefficients_ns{};
-  EncoderCalibration encoder_calibration;  // EngineConfig::calibrate_encoder's measurement
-  std::string step_graphs;                 // what capturing them at load did (engine/step_graphs.h)
-  StepGraphs::Stats step_graph_steps;      // decode steps replayed and not
+  EncoderCalibration encoder_calibration;  // the measurement that set the encoder's price
+  int64_t encoder_remeasured = 0;  // times an idle re-measurement lowered it (encoder_remeasure_ns)
+  std::string step_graphs;         // what capturing them at load did (engine/step_graphs.h)
+  StepGraphs::Stats step_graph_steps;  // decode steps replayed and not
 };
 
 class Engine {

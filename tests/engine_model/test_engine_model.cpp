@@ -572,6 +572,39 @@ TEST_F(EngineModel, EncoderCostIsMeasuredAtLoad) {
   EXPECT_EQ(b.tokens, a.tokens);
 }
 
+// An encoder priced too high (as a load-time measurement on a busy machine comes out) refuses
+// an image as never servable in its class; the step loop then measures the encoder again once
+// idle, the lower price replaces it, and the same image is served. Without the re-measurement
+// the second request is refused too.
+TEST_F(EngineModel, AnEncoderPricedTooHighIsMeasuredAgainWhenIdle) {
+  for (const bool remeasure : {true, false}) {
+    EngineConfig c = config(512, 128);
+    c.encoder_ns_per_unit = 1e9;  // 1 s per patch
+    c.encoder_remeasure_ns = remeasure ? 1 : 0;
+    auto eng = Engine::create(c);
+    EXPECT_EQ(eng->stats().encoder_calibration.units, 0) << "the given price, not measured";
+    GenerateRequest g = image_req({"a.png"}, "What is this?", 4);
+    g.ttft_deadline_ns = 2'000'000'000;  // 2 s: the image's patches at 1 s each are over it
+    const RequestResult a = eng->submit(g).wait();
+    ASSERT_EQ(a.outcome, Outcome::kRefused) << a.reason;
+    EXPECT_NE(a.reason.find("cannot serve it in that class"), std::string::npos) << a.reason;
+    for (int i = 0; i < 600 && remeasure && eng->stats().encoder_remeasured == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const EngineStats s = eng->stats();
+    EXPECT_EQ(s.encoder_remeasured, remeasure ? 1 : 0);
+    const RequestResult b = eng->submit(g).wait();
+    if (remeasure) {
+      EXPECT_GT(s.encoder_calibration.units, 0);
+      EXPECT_NEAR(s.cost_coefficients_ns[3], s.encoder_calibration.ns_per_unit,
+                  1e-9 * s.encoder_calibration.ns_per_unit);
+      EXPECT_LT(s.cost_coefficients_ns[3], 1e8) << "the measured price replaced the given one";
+      EXPECT_EQ(b.outcome, Outcome::kFinished) << b.reason;
+    } else {
+      EXPECT_EQ(b.outcome, Outcome::kRefused) << "nothing corrected the price";
+    }
+  }
+}
+
 // take_events(): everything waiting, in order, at once; the texts add up to the result's text,
 // exactly one kDone ends them, and nothing follows it (no replay, unlike next()).
 TEST_F(EngineModel, TakeEventsHandsOverEverythingWaiting) {
