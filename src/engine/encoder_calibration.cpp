@@ -84,4 +84,50 @@ std::string encoder_calibration_text(const EncoderCalibration& c) {
   return buf;
 }
 
+EncoderPricing::EncoderPricing(const kernels::Backend& be, const models::Model& model,
+                               const media::MediaContext& ctx, Options o)
+    : be_(be), model_(model), ctx_(ctx), o_(o) {}
+
+EncoderCalibration EncoderPricing::at_load(CostModel& cost, int64_t now) {
+  if (o_.given_ns_per_unit > 0) {
+    cost.set_encoder_cost(o_.given_ns_per_unit);
+    return {};
+  }
+  if (!o_.measure) return {};
+  const EncoderCalibration k = measure();
+  cost.set_encoder_cost(k.ns_per_unit);  // 0 (none): ignored
+  last_ns_ = now;
+  measured_ = true;
+  return k;
+}
+
+bool EncoderPricing::note_refusal(const Request& r) {
+  if (!o_.measure || o_.remeasure_every_ns <= 0 || r.retry_after_ns >= 0 || r.media.empty())
+    return false;
+  suspect_ = true;
+  return true;
+}
+
+bool EncoderPricing::due(int64_t now) const {
+  return suspect_ && (!measured_ || now - last_ns_ >= o_.remeasure_every_ns);
+}
+
+EncoderCalibration EncoderPricing::measure() const {
+  return calibrate_encoder(be_, model_, ctx_);
+}
+
+bool EncoderPricing::apply(const EncoderCalibration& k, CostModel& cost, int64_t now) {
+  last_ns_ = now;
+  measured_ = true;
+  suspect_ = false;
+  const double before = cost.coefficients_ns()[3];
+  if (k.units <= 0 || !(k.ns_per_unit < before)) return false;
+  cost.set_encoder_cost(k.ns_per_unit);
+  std::fprintf(stderr,
+               "[mmrt] encoder measured again while idle: %.3f ms per unit (the price was %.3f "
+               "ms: media refused as unattainable)\n",
+               k.ns_per_unit * 1e-6, before * 1e-6);
+  return true;
+}
+
 }  // namespace mmrt::engine

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/cost_model.h"
+#include "engine/request.h"
 #include "kernels/backend.h"
 #include "media/image.h"
 #include "models/model.h"
@@ -38,5 +40,40 @@ EncoderCalibration calibrate_encoder(const kernels::Backend& be, const models::M
 // "encoder measured at load: 1.234 ms per unit (image patch, audio frame) over 1728 units", or
 // why it was not; "" when it was not tried.
 std::string encoder_calibration_text(const EncoderCalibration& c);
+
+// The encoder's price over an engine's life (EngineConfig::encoder_ns_per_unit,
+// calibrate_encoder, encoder_remeasure_ns): given, or measured at load; and measured again when
+// a request with media was refused as never servable here, since a measurement taken while the
+// cores were busy elsewhere prices every image too high (5.2 and 9.1 ms per patch against 1.55
+// quiet, seen on a shared 2-core machine) and, every such image refused, no image step runs to
+// correct it. Load only ever slows an encode, so a lower measurement replaces a higher price and
+// never the reverse. The engine calls it under its books' lock, measure() without.
+class EncoderPricing {
+ public:
+  struct Options {
+    double given_ns_per_unit = 0;    // > 0: this price, never measured at load
+    bool measure = true;             // measure at load (when not given) and again when suspect
+    int64_t remeasure_every_ns = 0;  // the least time between two measurements; <= 0: never again
+  };
+  EncoderPricing(const kernels::Backend& be, const models::Model& model,
+                 const media::MediaContext& ctx, Options o);
+  // Sets `cost`'s encoder price at load; the measurement (units 0: given, or none taken).
+  EncoderCalibration at_load(CostModel& cost, int64_t now);
+  // A refused request: when it has media and was refused as never servable here
+  // (Request::retry_after_ns < 0), the price is suspect (true: wake the idle step loop).
+  bool note_refusal(const Request& r);
+  bool due(int64_t now) const;         // suspect, and a measurement allowed now
+  EncoderCalibration measure() const;  // one measurement: slow (two encodes)
+  // Lowers `cost`'s price to k's where k's is lower (logged); true when it did.
+  bool apply(const EncoderCalibration& k, CostModel& cost, int64_t now);
+
+ private:
+  const kernels::Backend& be_;
+  const models::Model& model_;
+  const media::MediaContext& ctx_;
+  Options o_;
+  int64_t last_ns_ = 0;
+  bool measured_ = false, suspect_ = false;
+};
 
 }  // namespace mmrt::engine

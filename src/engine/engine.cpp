@@ -33,6 +33,7 @@ struct Engine::Impl : SchedulerView {
   CostModel cost;
   std::unique_ptr<BatchController> bc;
   std::unique_ptr<Admission> admission;
+  std::unique_ptr<EncoderPricing> pricing;  // the encoder's price: at load, and again when suspect
   std::unique_ptr<MediaStage> media;
   std::shared_ptr<CancelLink> link;
 
@@ -47,14 +48,12 @@ struct Engine::Impl : SchedulerView {
   int64_t media_skipped = 0, media_redecoded = 0;
   int64_t step_ns = 0, loop_busy_ns = 0;  // EngineStats' sums
   int64_t last_late_check = 0;            // when the step loop last ran admission's late check
-  int64_t last_measure_ns = 0;            // when the encoder's cost was last measured
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable cv, idle_cv;
   bool stopping = false;
   std::deque<Submission*> ready;  // preprocessed: for the scheduler
   bool added = false;             // a request reached the scheduler off the step loop (wakes it)
-  bool remeasure_wanted = false;  // measure the encoder's cost when idle (admit_prepared)
   std::vector<std::pair<Submission*, MediaStage::Failure>> failed;
   std::vector<RequestId> cancels;
   std::unordered_map<RequestId, std::unique_ptr<Submission>> entries;  // every one in flight
@@ -98,7 +97,7 @@ struct Engine::Impl : SchedulerView {
     }
     if (code) r.error = *code;
     if ((r.outcome == Outcome::kFinished || r.outcome == Outcome::kStopped) && s.text)
-      publish(s, s.text->finish());
+      publish_text(s, s.text->finish());
     if (s.tenant_tokens) tenants.release(r.tenant, std::exchange(s.tenant_tokens, 0));
     RequestResult res = take_result(r);  // its logprobs were published above; r ends here
     if (with_books) snapshot();
@@ -126,27 +125,6 @@ struct Engine::Impl : SchedulerView {
   Submission* entry_of(const Request* r) {
     std::lock_guard<std::mutex> lk(mu);
     return entries.at(r->id).get();
-  }
-
-  // Newly complete text goes to the handle; so does the first token even without text of its
-  // own (a byte of a character, a special token): a stream's first byte leaves with it.
-  void publish(Submission& s, const std::string& text) {
-    if (text.empty() && s.req->generated() != 1) return;
-    {
-      std::lock_guard<std::mutex> lk(s.handle->mu);
-      s.handle->result.text += text;  // the whole text, for wait()
-    }
-    // The log-probabilities of the tokens completed since the last event go with this text.
-    std::vector<TokenLogprobs> lp;
-    const auto& all = s.req->output_logprobs;
-    if (s.logprobs_sent < all.size()) {
-      lp.assign(all.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent), all.end());
-      s.logprobs_sent = all.size();
-    }
-    const std::vector<int32_t>& out = s.req->output;
-    std::vector<int32_t> ids(out.begin() + static_cast<std::ptrdiff_t>(s.ids_sent), out.end());
-    s.ids_sent = out.size();
-    s.handle->push_text(text, std::move(lp), std::move(ids));
   }
 
   // ---- the media stage's results (its threads, or submit()'s for a short text request) ----
@@ -206,19 +184,10 @@ struct Engine::Impl : SchedulerView {
       r.retry_after_ns = 1'000'000'000;
     }
     if (!ok) {
-      // Refused as never servable here for its media's price: measure the encoder again when
-      // idle (EngineConfig::encoder_remeasure_ns).
-      const bool remeasure = r.retry_after_ns < 0 && !r.media.empty() && cfg.calibrate_encoder &&
-                             cfg.encoder_remeasure_ns > 0;
+      const bool suspect = pricing->note_refusal(r);  // the encoder measured again when idle
       complete(*s, Outcome::kRefused, with_code(ErrorCode::kUnavailable, why),
                ErrorCode::kUnavailable);
-      if (remeasure) {
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          remeasure_wanted = true;
-        }
-        cv.notify_all();
-      }
+      if (suspect) wake();
       return;
     }
     s->tenant_tokens = r.num_tokens();
@@ -227,12 +196,16 @@ struct Engine::Impl : SchedulerView {
       media->submit(s, MediaStage::Phase::kPreprocess);
     } else {
       sched->add(&r, now);
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        added = true;
-      }
-      cv.notify_all();
+      wake();
     }
+  }
+
+  void wake() {  // the step loop, from another thread
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      added = true;
+    }
+    cv.notify_all();
   }
 
   // ---- the step loop ----
@@ -285,20 +258,12 @@ struct Engine::Impl : SchedulerView {
     }
   }
 
-  // The encoder's cost measured again, the step loop idle (`books` released meanwhile: requests
-  // are admitted against the old price); a lower one replaces it.
+  // The encoder's cost measured again, the step loop idle (`books` released meanwhile).
   void remeasure_encoder(std::unique_lock<std::mutex>& books) {
-    const double before = cost.coefficients_ns()[3];
     books.unlock();
-    const EncoderCalibration k = calibrate_encoder(*backend, model, host->media_context());
+    const EncoderCalibration k = pricing->measure();
     books.lock();
-    last_measure_ns = now_ns();
-    if (k.units <= 0 || !(k.ns_per_unit < before)) return;
-    cost.set_encoder_cost(k.ns_per_unit);
-    std::fprintf(stderr,
-                 "[mmrt] encoder measured again while idle: %.3f ms per unit (the price "
-                 "was %.3f ms: media refused as unattainable)\n",
-                 k.ns_per_unit * 1e-6, before * 1e-6);
+    if (!pricing->apply(k, cost, now_ns())) return;
     std::lock_guard<std::mutex> lk(mu);
     stats.encoder_calibration = k;
     ++stats.encoder_remeasured;
@@ -310,7 +275,6 @@ struct Engine::Impl : SchedulerView {
     std::vector<RequestId> new_cancels;
     std::vector<std::pair<Submission*, MediaStage::Failure>> fails;
     bool idle = false;  // read under books_mu: other threads add to the scheduler under it
-    bool remeasure = false;
     {
       std::lock_guard<std::mutex> books(books_mu);
       idle = sched->idle();
@@ -318,13 +282,10 @@ struct Engine::Impl : SchedulerView {
     {
       std::unique_lock<std::mutex> lk(mu);
       cv.wait(lk, [&] {
-        return stopping || !ready.empty() || added || !cancels.empty() || !failed.empty() ||
-               !idle || remeasure_wanted;
+        return stopping || !ready.empty() || added || !cancels.empty() || !failed.empty() || !idle;
       });
       if (stopping) return false;
       added = false;
-      remeasure = remeasure_wanted;
-      remeasure_wanted = false;
       rdy.assign(ready.begin(), ready.end());
       ready.clear();
       new_cancels.swap(cancels);
@@ -344,8 +305,7 @@ struct Engine::Impl : SchedulerView {
         end(late.r, Outcome::kRefused, ErrorCode::kUnavailable, late.reason);
     last_late_check = now;
     if (sched->idle()) {
-      if (remeasure && in_media.empty() && now - last_measure_ns >= cfg.encoder_remeasure_ns)
-        remeasure_encoder(books);
+      if (in_media.empty() && pricing->due(now)) remeasure_encoder(books);
       snapshot();
       return true;
     }
@@ -403,10 +363,10 @@ struct Engine::Impl : SchedulerView {
     }
     try {
       if (!r.finished()) {
-        publish(s, s.text->push(r.output.back()));
+        publish_text(s, s.text->push(r.output.back()));
         if (s.text->stopped()) sched->finish(&r, Outcome::kStopped, now_ns());
       } else if (r.outcome == Outcome::kFinished && !r.output.empty()) {
-        publish(s, s.text->push(r.output.back()));
+        publish_text(s, s.text->push(r.output.back()));
         if (s.text->stopped()) r.outcome = Outcome::kStopped;
       }
     } catch (const std::exception& err) {
@@ -482,13 +442,11 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     m.bc = std::make_unique<BatchController>(b);
   }
   m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost, cfg.admission_reserve);
-  if (cfg.encoder_ns_per_unit > 0) {
-    m.cost.set_encoder_cost(cfg.encoder_ns_per_unit);
-  } else if (cfg.calibrate_encoder) {
-    m.stats.encoder_calibration = calibrate_encoder(*m.backend, m.model, m.host->media_context());
-    m.cost.set_encoder_cost(m.stats.encoder_calibration.ns_per_unit);  // 0 (none): ignored
-    m.last_measure_ns = now_ns();
-  }
+  m.pricing = std::make_unique<EncoderPricing>(
+      *m.backend, m.model, m.host->media_context(),
+      EncoderPricing::Options{cfg.encoder_ns_per_unit, cfg.calibrate_encoder,
+                              cfg.encoder_remeasure_ns});
+  m.stats.encoder_calibration = m.pricing->at_load(m.cost, now_ns());
   m.stats.step_graphs =
       m.exec->capture_step_graphs({cfg.step_graphs.max_rows, cfg.step_graphs.max_context,
                                    cfg.scheduler.token_budget, cfg.scheduler.max_running});

@@ -509,4 +509,23 @@ RemoteEncodeStats MediaStage::remote_stats() const {
   return {impl_->remote_encoded.load(), impl_->remote_declined.load(), impl_->remote_failed.load()};
 }
 
+void publish_text(Submission& s, const std::string& text) {
+  if (text.empty() && s.req->generated() != 1) return;
+  {
+    std::lock_guard<std::mutex> lk(s.handle->mu);
+    s.handle->result.text += text;  // the whole text, for wait()
+  }
+  // The log-probabilities of the tokens completed since the last event go with this text.
+  std::vector<TokenLogprobs> lp;
+  const auto& all = s.req->output_logprobs;
+  if (s.logprobs_sent < all.size()) {
+    lp.assign(all.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent), all.end());
+    s.logprobs_sent = all.size();
+  }
+  const std::vector<int32_t>& out = s.req->output;
+  std::vector<int32_t> ids(out.begin() + static_cast<std::ptrdiff_t>(s.ids_sent), out.end());
+  s.ids_sent = out.size();
+  s.handle->push_text(text, std::move(lp), std::move(ids));
+}
+
 }  // namespace mmrt::engine

@@ -70,6 +70,11 @@ struct Submission {
   bool cancel_requested = false;
 };
 
+// Newly complete text goes to the handle; so does the first token even without text of its own
+// (a byte of a character, a special token): a stream's first byte leaves with it. With them go
+// the log-probabilities and ids of the tokens completed since the last event.
+void publish_text(Submission& s, const std::string& text);
+
 struct MediaStageConfig {
   int media_threads = 1;           // preprocessing workers
   int64_t kv_capacity_tokens = 0;  // what the KV cache holds (a prompt + output beyond: refused)
