@@ -30,7 +30,8 @@
   "                          output channel) and int8 activations (per token) on\n"            \
   "                          AVX512-VNNI, or bf16; auto (default): int8 where the CPU\n"       \
   "                          has VNNI and the model is not f32. The patch embedding, the\n"    \
-  "                          projector and the last --encoder-keep-last blocks stay bf16\n"    \
+  "                          projector and the last --encoder-keep-last blocks stay bf16;\n"   \
+  "                          without AMX an int8 block's attention scores are int8 too\n"      \
   "  --encoder-keep-last N   encoder blocks at the end kept in bf16 (default 3)\n"             \
   "  --kv-dtype bf16|f32     KV cache element type (default bf16)\n"                           \
   "  --kv-mb N               KV cache size in MiB (default 256 on the CPU; on a GPU the\n"     \

@@ -70,7 +70,7 @@ class EncoderPricing {
  private:
   const kernels::Backend& be_;
   const models::Model& model_;
-  const media::MediaContext& ctx_;
+  const media::MediaContext ctx_;  // a copy: HostContext::media_context() returns one
   Options o_;
   int64_t last_ns_ = 0;
   bool measured_ = false, suspect_ = false;
