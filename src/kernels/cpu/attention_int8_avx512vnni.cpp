@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/q8_avx512.h"
 
 namespace mmrt::kernels::detail {
 
@@ -63,6 +63,16 @@ inline void score_tile(const uint8_t* q, int hd, const Int8Keys& k, int64_t j0, 
   }
 }
 
+// The last n < R rows of a tile column (R counting down to the one that fits).
+template <int R>
+void score_tail(int n, const uint8_t* q, int hd, const Int8Keys& k, int64_t j0, const float* qs,
+                float* s) {
+  if constexpr (R > 0) {
+    if (n == R) return score_tile<R, kCols>(q, hd, k, j0, qs, s, k.lenp);
+    score_tail<R - 1>(n, q, hd, k, j0, qs, s);
+  }
+}
+
 // One head's row x (less `mean` where given), hd a multiple of 16 (<= 512), quantised as
 // LinearKernels::quantize_rows_q8 quantises a row: scale = max|x| / 127 (NaN for a NaN or
 // infinite x, whose values are then 0), q = round-half-even(x / scale) clamped to +-127. Writes
@@ -78,15 +88,10 @@ inline float quantize_head(const float* x, const float* mean, int hd, int32_t* w
     amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
     nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
   }
-  const float top = _mm512_reduce_max_ps(amax);
-  const float scale = nan || !(top <= std::numeric_limits<float>::max())
-                          ? std::numeric_limits<float>::quiet_NaN()
-                          : top / 127.f;
+  const float scale = q8_scale(_mm512_reduce_max_ps(amax), nan != 0);
   __m512i total = _mm512_setzero_si512();
   for (int i = 0; i < hd / 16; ++i) {
-    __m512i q = _mm512_setzero_si512();
-    if (scale > 0.f) q = _mm512_cvtps_epi32(_mm512_div_ps(v[i], _mm512_set1_ps(scale)));
-    q = _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+    const __m512i q = q8_quantise(v[i], scale);
     total = _mm512_add_epi32(total, q);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(words + 4 * i), _mm512_cvtsepi32_epi8(q));
   }
@@ -134,26 +139,7 @@ void scores_int8(const uint8_t* q, const float* qs, int rows, int hd, const Int8
                                k.lenp);
     const uint8_t* qr = q + static_cast<int64_t>(r) * hd;
     float* sr = s + r * k.lenp;
-    static_assert(kRows <= 64, "x");
-    switch (rows - r) {
-      case 5:
-        score_tile<5, kCols>(qr, hd, k, j0, qs + r, sr, k.lenp);
-        break;
-      case 4:
-        score_tile<4, kCols>(qr, hd, k, j0, qs + r, sr, k.lenp);
-        break;
-      case 3:
-        score_tile<3, kCols>(qr, hd, k, j0, qs + r, sr, k.lenp);
-        break;
-      case 2:
-        score_tile<2, kCols>(qr, hd, k, j0, qs + r, sr, k.lenp);
-        break;
-      case 1:
-        score_tile<1, kCols>(qr, hd, k, j0, qs + r, sr, k.lenp);
-        break;
-      default:
-        break;
-    }
+    score_tail<kRows - 1>(rows - r, qr, hd, k, j0, qs + r, sr);
   }
 }
 

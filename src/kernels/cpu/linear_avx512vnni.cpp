@@ -11,10 +11,9 @@
 // the quantisation of x and the f32 sums over blocks.
 #include <immintrin.h>
 
-#include <limits>
-
 #include "core/cpu.h"
 #include "kernels/cpu/gemv_avx512.h"
+#include "kernels/cpu/q8_avx512.h"
 
 namespace mmrt::kernels::detail {
 
@@ -92,19 +91,11 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
         amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
         nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
       }
-      const float top = _mm512_reduce_max_ps(amax);
-      // A NaN or infinite x makes the block's scale NaN (q stays 0), so the output is NaN as in
-      // the float kernels, never a silently finite number.
-      const float scale = nan || !(top <= std::numeric_limits<float>::max())
-                              ? std::numeric_limits<float>::quiet_NaN()
-                              : top / 127.f;
+      const float scale = q8_scale(_mm512_reduce_max_ps(amax), nan != 0);
       char* blk = row + kb;
       __m512i sum = _mm512_setzero_si512();
       for (int i = 0; i < 4; ++i) {
-        __m512i q = _mm512_setzero_si512();
-        if (scale > 0.f) q = _mm512_cvtps_epi32(_mm512_div_ps(v[i], _mm512_set1_ps(scale)));
-        // |x / scale| <= 127 up to rounding of scale; clamp as the reference does.
-        q = _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+        const __m512i q = q8_quantise(v[i], scale);
         sum = _mm512_add_epi32(sum, q);
         _mm_store_si128(reinterpret_cast<__m128i*>(blk + 16 * i), _mm512_cvtsepi32_epi8(q));
       }
@@ -131,17 +122,11 @@ void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q,
       amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
       nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     }
-    const float top = _mm512_reduce_max_ps(amax);
-    const float s = nan || !(top <= std::numeric_limits<float>::max())
-                        ? std::numeric_limits<float>::quiet_NaN()
-                        : top / 127.f;
+    const float s = q8_scale(_mm512_reduce_max_ps(amax), nan != 0);
     scale[j] = s;
-    const __m512 vs = _mm512_set1_ps(s);
     for (int64_t i = 0; i < k; i += 16) {
       const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, k - i)) - 1);
-      __m512i v = _mm512_setzero_si512();
-      if (s > 0.f) v = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_maskz_loadu_ps(m, xr + i), vs));
-      v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+      const __m512i v = q8_quantise(_mm512_maskz_loadu_ps(m, xr + i), s);
       _mm_mask_storeu_epi8(q + j * ldq + i, m, _mm_xor_si128(_mm512_cvtsepi32_epi8(v), flip));
     }
   }
