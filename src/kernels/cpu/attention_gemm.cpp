@@ -24,7 +24,6 @@
 
 #include "core/convert.h"
 #include "core/cpu.h"
-#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/linear_impl.h"
@@ -81,9 +80,8 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a) {
   const int64_t out_stride = a.out_stride;
   const float scale = a.scale;
   const bool int8 = a.int8_scores;
-  if (int8 &&
-      (!varlen_int8_scores_here(be) || a.mask != MaskKind::kFull || a.n_heads != a.n_kv_heads))
-    throw InternalError("varlen_attention: int8 scores reached a CPU that cannot run them");
+  // The dispatcher has checked int8 scores' conditions (varlen_int8_scores_supported, masks,
+  // heads): they imply the ones below.
   // Even head dims only (every model's, and what the tests cover); an odd one takes the exact
   // kernel.
   if ((!a.bf16 && !int8) || a.mask != MaskKind::kFull || a.n_heads != a.n_kv_heads ||
@@ -152,7 +150,7 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a) {
                           static_cast<int>(H), static_cast<int>(hd), t + j,
                           k8.data() + s * static_cast<size_t>(H));
             pack_query_int8(a.q + row * q_stride, static_cast<int>(H), static_cast<int>(hd), row,
-                            q8.data());
+                            scale, q8.data());
           } else {
             f32_to_bf16(a.k + row * k_stride, kr, static_cast<size_t>(E));
           }
@@ -205,22 +203,21 @@ bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a) {
       const int64_t lenp = round_up(len, kPadK), tiles = (len + kTileQ - 1) / kTileQ;
       const int64_t local = it - first_item[s], h = local / tiles, q0 = (local % tiles) * kTileQ;
       const int64_t rows = std::min(kTileQ, len - q0);
-      // Item buffers: q bf16 [kTileQ, hdp] (int8 scores: u8 [kTileQ, hd]), S f32
-      // [kTileQ, lenp], P bf16 [kTileQ, lenp], O f32 [kTileQ, hd], sums and q scales [kTileQ].
+      // Item buffers: q bf16 [kTileQ, hdp] (int8 scores: unused, q was packed with K), S f32
+      // [kTileQ, lenp], P bf16 [kTileQ, lenp], O f32 [kTileQ, hd], sums [kTileQ].
       const size_t bytes =
-          static_cast<size_t>(kTileQ * hdp * 2 + kTileQ * lenp * 6 + kTileQ * hd * 4 + kTileQ * 8);
+          static_cast<size_t>(kTileQ * hdp * 2 + kTileQ * lenp * 6 + kTileQ * hd * 4 + kTileQ * 4);
       auto* buf = static_cast<char*>(be.scratch(kItemScratchSlot, bytes));
       auto* qb = reinterpret_cast<uint16_t*>(buf);
       auto* sc = reinterpret_cast<float*>(qb + kTileQ * hdp);
       auto* pb = reinterpret_cast<uint16_t*>(sc + kTileQ * lenp);
       auto* ob = reinterpret_cast<float*>(pb + kTileQ * lenp);
       float* sums = ob + kTileQ * hd;
-      float* qs = sums + kTileQ;
       if (int8) {  // S from the u8 query rows and the int8 keys
         const Int8Queries& qh = q8[static_cast<size_t>(h)];
-        for (int64_t r = 0; r < rows; ++r) qs[r] = qh.scale[row0 + q0 + r] * scale;
-        scores_int8(qh.q + (row0 + q0) * hd, qs, static_cast<int>(rows), static_cast<int>(hd),
-                    k8[s * static_cast<size_t>(H) + static_cast<size_t>(h)], sc);
+        scores_int8(qh.q + (row0 + q0) * hd, qh.scale + row0 + q0, static_cast<int>(rows),
+                    static_cast<int>(hd), k8[s * static_cast<size_t>(H) + static_cast<size_t>(h)],
+                    sc);
       } else {
         const float* qrow = a.q + (row0 + q0) * q_stride + h * hd;
         scale_rows_bf16(qrow, q_stride, static_cast<int>(rows), static_cast<int>(kTileQ),

@@ -98,7 +98,7 @@ struct Int8Keys {
   int32_t* offset = nullptr;
   int64_t lenp = 0;
 };
-// One head's query rows: q [rows, hd] as u8 (q8 + 128), scale [rows].
+// One head's query rows: q [rows, hd] as u8 (q8 + 128), scale [rows] (times the softmax's).
 struct Int8Queries {
   uint8_t* q = nullptr;
   float* scale = nullptr;
@@ -107,8 +107,10 @@ struct Int8Queries {
 // as LinearKernels::quantize_rows_q8 quantises a row (hd a multiple of 16, <= 512).
 void pack_key_int8(const float* key, const float* mean, int heads, int hd, int64_t t,
                    const Int8Keys* dst);
-// Query row t of every head h into dst[h], quantised by the same rule.
-void pack_query_int8(const float* row, int heads, int hd, int64_t t, const Int8Queries* dst);
+// Query row t of every head h into dst[h], quantised by the same rule; its scale is stored
+// times `softmax_scale`.
+void pack_query_int8(const float* row, int heads, int hd, int64_t t, float softmax_scale,
+                     const Int8Queries* dst);
 // s [rows, k.lenp] = (q . K^T - offsets) * qs[r] * k.scale[j]: q [rows, hd] u8 (q8 + 128), its
 // scales qs [rows] (the softmax scale folded in).
 void scores_int8(const uint8_t* q, const float* qs, int rows, int hd, const Int8Keys& k, float* s);

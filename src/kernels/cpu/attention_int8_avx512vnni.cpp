@@ -116,12 +116,14 @@ void pack_key_int8(const float* key, const float* mean, int heads, int hd, int64
   }
 }
 
-void pack_query_int8(const float* row, int heads, int hd, int64_t t, const Int8Queries* dst) {
+void pack_query_int8(const float* row, int heads, int hd, int64_t t, float softmax_scale,
+                     const Int8Queries* dst) {
   const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
   alignas(64) int32_t words[128];
   for (int h = 0; h < heads; ++h) {
     int32_t sum = 0;
-    dst[h].scale[t] = quantize_head(row + static_cast<int64_t>(h) * hd, nullptr, hd, words, sum);
+    dst[h].scale[t] =
+        quantize_head(row + static_cast<int64_t>(h) * hd, nullptr, hd, words, sum) * softmax_scale;
     uint8_t* q = dst[h].q + t * hd;
     for (int i = 0; i < hd / 16; ++i)
       _mm_storeu_si128(
