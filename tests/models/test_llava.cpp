@@ -216,8 +216,7 @@ TEST(LlavaTower, Int8LayersMatchTheQuantisedReference) {
   const Item it = prepare(w, *m.processor, "square.png");
   const Tensor got = test::host(m.runner->encode(it.media));
   const std::string args = "tower --model " + w.model() + it.args();
-  const std::string q =
-      " --int8-layers 1" + std::string(prec->int8_scores ? " --int8-attention" : "");
+  const std::string q = test::int8_ref_args("--int8-layers", 1, *prec);
   const Diff impl = diff(got, ref_tensor(w, args + q));
   const Diff effect = diff(ref_tensor(w, args), ref_tensor(w, args + q));
   report("llava int8 layer 0 against the quantised reference", impl);

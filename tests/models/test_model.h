@@ -63,6 +63,13 @@ inline std::optional<models::EncoderPrecision> int8_encoder(int keep_last, std::
   }
 }
 
+// The reference scripts' arguments for the same quantisation as `prec` on the first `n` blocks:
+// " FLAG n", and " --int8-attention" where those blocks' attention scores are int8 too.
+inline std::string int8_ref_args(const char* flag, int n, const models::EncoderPrecision& prec) {
+  return " " + std::string(flag) + " " + std::to_string(n) +
+         (n > 0 && prec.int8_scores ? " --int8-attention" : "");
+}
+
 // `t` in host memory (itself when it is already there), for comparing with a reference.
 inline Tensor host(const Tensor& t) {
   return t.device().kind == DeviceKind::kCpu ? t : test_backend().to_host(t);

@@ -193,9 +193,8 @@ TEST(Qwen25VL, Int8BlocksMatchTheQuantisedReference) {
   Tensor got = test::host(vt->forward(w.pixels, w.grids));
   auto ref_of = [&](int blocks) {
     fs::path out = w.dir / ("vision_q" + std::to_string(blocks) + ".bin");
-    const std::string scores = blocks > 0 && prec.int8_scores ? " --int8-attention" : "";
     test::shell_out(w.ref(
-        "vision", "--int8-blocks " + std::to_string(blocks) + scores + " --out " + out.string()));
+        "vision", test::int8_ref_args("--int8-blocks", blocks, prec) + " --out " + out.string()));
     auto r = test::file_bytes(out);
     EXPECT_EQ(r.size(), got.nbytes());
     return r;

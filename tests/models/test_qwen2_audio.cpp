@@ -185,8 +185,7 @@ TEST(Qwen2Audio, TowerInt8LayersMatchTheQuantisedReference) {
   if (!int8) GTEST_SKIP() << why;  // no integer GEMM on this CPU
   const models::EncoderPrecision& prec = *int8;
   const World::Clip c = w.clip(40000, 4);
-  const std::string q =
-      " --int8-layers 1" + std::string(prec.int8_scores ? " --int8-attention" : "");
+  const std::string q = test::int8_ref_args("--int8-layers", 1, prec);
   const Diff impl = tower_diff(w, prec, c, q);
   const Diff effect = diff(ref_tensor(w, tower_args(w, c)), ref_tensor(w, tower_args(w, c) + q));
   report("audio int8 layer 0 against the quantised reference", impl);
