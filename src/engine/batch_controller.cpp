@@ -75,7 +75,8 @@ EncoderPacing BatchController::encoder_pacing(const CostModel& cost, int64_t n_d
   const double patch_ns = cost.coefficients_ns()[3];
   if (goal_ns_ <= 0 || patch_ns <= 0) return {};
   return {patch_ns / prefill_token_ns(cost, 0, 0),
-          cost.predict_ns({0, static_cast<double>(n_decode), 0, context_tokens}), patch_ns};
+          cost.predict_ns({0, static_cast<double>(n_decode), 0, context_tokens}), patch_ns,
+          static_cast<double>(goal_ns_)};
 }
 
 int32_t BatchController::budget_for(const CostModel& cost, int64_t goal_ns, int64_t n_decode,

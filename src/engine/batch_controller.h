@@ -41,6 +41,11 @@ struct EncoderPacing {
   // a first-token deadline runs at least the parts a step that end its encoder within half the
   // time left, so that its prefill still has the other half.
   double step_ns = 0, patch_ns = 0;
+  // The step's time goal (ns; 0: none). Its encoder parts take at most the time the goal leaves
+  // beside the step's other work (one part when it leaves none), whatever the token budget's
+  // floor would allow: the floor's tokens priced at a prefill token's cost are not time the
+  // goal has (a noisy per-token cost made them the whole encoder).
+  double goal_ns = 0;
 };
 
 // Time the next step may take (0: no running request has a TPOT target): the earliest due time

@@ -125,6 +125,11 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
       --k;
   }
   while (k > 0 && patches(done, done + k) > enc_budget) --k;
+  if (paced && pacing_.goal_ns > 0 && pacing_.patch_ns > 0) {  // the time the goal leaves
+    const double room = pacing_.goal_ns - pacing_.step_ns -
+                        static_cast<double>(plan.encoder_patches) * pacing_.patch_ns;
+    while (k > 0 && static_cast<double>(patches(done, done + k)) * pacing_.patch_ns > room) --k;
+  }
   // The request's deadline: steps of (step + k parts) until the encoder ends, within half the
   // time left: k >= left x step / (half - left x part).
   if (paced && r->deadline_ns > 0 && pacing_.step_ns > 0) {

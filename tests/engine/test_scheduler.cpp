@@ -367,10 +367,12 @@ TEST(Scheduler, AnItemInPartsRunsAsTheBudgetAllowsAndItsPrefillWaitsForTheLast) 
         ranges.emplace_back(j.part_begin, j.part_end);
         last |= j.last();
       }
-      for (const auto& c : plan.chunks)
-        if (c.start + c.n > m.begin && c.start < m.begin + m.n_tokens)
+      for (const auto& c : plan.chunks) {
+        if (c.start + c.n > m.begin && c.start < m.begin + m.n_tokens) {
           EXPECT_TRUE(h.exec.store().contains(m.key) || last)
               << "a chunk entered the item before its last part";
+        }
+      }
       h.sched.update(plan, h.exec.execute(plan), ++h.now);
     }
     EXPECT_EQ(r->outcome, Outcome::kFinished);
@@ -393,6 +395,32 @@ TEST(Scheduler, AnItemInPartsRunsAsTheBudgetAllowsAndItsPrefillWaitsForTheLast) 
   const auto all = run(0, 4);
   EXPECT_EQ(all.first, whole.first);
   EXPECT_EQ(all.second, (std::vector<std::pair<int64_t, int64_t>>{{0, 4}}));
+}
+
+// A step's time goal bounds its encoder parts whatever its token budget allows: the budget's
+// floor (or a per-token cost inflated by one slow step) priced almost every part at nothing, and
+// an encoder meant to run beside a stream ran whole (seen as a flaky engine test). Steps of
+// 10 ms without encoder work, parts of 24 patches at 0.1 ms: 2.4 ms a part.
+TEST(Scheduler, AStepsTimeGoalBoundsItsEncoderPartsWhateverItsBudgetAllows) {
+  auto ranges = [](double goal_ns) {
+    Harness h(256, 16, 64);
+    h.sched.set_encoder_pacing({0.01, 10e6, 0.1e6, goal_ns});  // the budget fits every part
+    MediaItem m = image(9, 5, 24);                             // 96 patches, 24 a part
+    m.encode_parts = 4;
+    h.submit(tokens(60, 4), 3, "t0", {m});
+    std::vector<std::pair<int64_t, int64_t>> out;
+    while (!h.sched.idle()) {
+      StepPlan plan = h.sched.schedule(++h.now);
+      for (const EncoderJob& j : plan.encoder_jobs) out.emplace_back(j.part_begin, j.part_end);
+      h.sched.update(plan, h.exec.execute(plan), ++h.now);
+    }
+    return out;
+  };
+  using R = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(ranges(0), (R{{0, 4}})) << "no goal: the budget alone";
+  EXPECT_EQ(ranges(20e6), (R{{0, 4}})) << "10 ms of room: every part";
+  EXPECT_EQ(ranges(15e6), (R{{0, 2}, {2, 4}})) << "5 ms of room: two parts a step";
+  EXPECT_EQ(ranges(8e6), (R{{0, 1}, {1, 2}, {2, 3}, {3, 4}})) << "no room: one part a step";
 }
 
 // The request's first-token deadline sets a floor under the parts a step: its encoder must end
