@@ -450,6 +450,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     Request* r;
     int64_t ttft;        // predicted, from arrival
     double at_least_ns;  // the least its first token would take, from arrival (no margin, no bias)
+    double work_ns, guard_ns, bias;  // what the prediction is made of (the refusal says it)
   };
   std::vector<Late> late;
   const RunningLoad load = running_load(v.running());
@@ -476,12 +477,13 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     const double elapsed = static_cast<double>(now - r->arrival_ns);
     const double ttft = elapsed + need * ttft_bias(r->weight);
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
-      late.push_back({r, static_cast<int64_t>(ttft), elapsed + need - guard});
+      late.push_back({r, static_cast<int64_t>(ttft), elapsed + need - guard, need - guard, guard,
+                      ttft_bias(r->weight)});
   };
   for (Request* r : v.waiting()) check(r);
   for (Request* r : v.running()) check(r);
   std::vector<Refusal> refuse;
-  for (auto [r, ttft, at_least_ns] : late) {
+  for (const auto& [r, ttft, at_least_ns, work, guard, bias] : late) {
     const SlaConfig::MissAction m = on_miss(*r, ttft);
     if (m.action == OnMiss::kAccept) continue;
     // A request refused or moved down before its first token is the prediction admission got
@@ -493,12 +495,14 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
       ++stats_.downgraded_late;
       continue;
     }
-    char buf[192];
+    char buf[320];
     std::snprintf(buf, sizeof buf,
                   "%.0f ms after arrival its first token can no longer come within the %s "
-                  "class's %.0f ms",
+                  "class's %.0f ms (its own work left, %.0f prompt tokens, is predicted at %.0f "
+                  "ms + %.0f ms margin, x %.2f as this class's predictions have run)",
                   static_cast<double>(now - r->arrival_ns) * 1e-6, class_name(*r),
-                  static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6);
+                  static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6,
+                  own_tokens(*r, v), work * 1e-6, guard * 1e-6, bias);
     refuse.push_back({r, buf});
     r->retry_after_ns = std::max<int64_t>(0, ttft - (r->deadline_ns - r->arrival_ns));
     ++stats_.refused;

@@ -9,39 +9,62 @@ namespace mmrt::engine {
 
 namespace {
 
-// The tightest TPOT target among `running` (0: none has one).
+bool decoding(const Request& r) {
+  return r.timeline.first(Event::kFirstToken) >= 0 && r.prefilled() && r.generated() > 0;
+}
+
+// The tightest TPOT target among `running`'s decoding requests, or among all of them where none
+// that decodes has one (0: none has one).
 int64_t tightest_target(std::span<Request* const> running) {
-  int64_t tightest = 0;
-  for (const Request* r : running)
-    if (r->tpot_target_ns > 0 && (tightest == 0 || r->tpot_target_ns < tightest))
-      tightest = r->tpot_target_ns;
-  return tightest;
+  int64_t tightest = 0, decoders = 0;
+  for (const Request* r : running) {
+    const int64_t t = r->tpot_target_ns;
+    if (t <= 0) continue;
+    if (tightest == 0 || t < tightest) tightest = t;
+    if (decoding(*r) && (decoders == 0 || t < decoders)) decoders = t;
+  }
+  return decoders > 0 ? decoders : tightest;
 }
 
 }  // namespace
 
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
                      const BatchControllerConfig& cfg) {
-  const int64_t tightest = tightest_target(running);
-  if (tightest == 0) return 0;
-  double due = 0;  // the earliest next-token due time, relative to now (0: no schedule yet)
-  bool scheduled = false;
+  // The decoding requests' schedules: the earliest next-token due time, relative to now, within
+  // [min_share, max_share] x the tightest of their targets.
+  int64_t tightest = 0;
+  double due = 0;
   for (const Request* r : running) {
     const int64_t target = r->tpot_target_ns;
     if (target <= 0) continue;
-    const int64_t first = r->timeline.first(Event::kFirstToken);
     // Prefilling (again, after a preemption) a request is not decoding: its prompt is the step.
-    if (first < 0 || !r->prefilled() || r->generated() == 0) continue;
+    if (!decoding(*r)) continue;
+    const int64_t first = r->timeline.first(Event::kFirstToken);
     const double at = static_cast<double>(first - now) + cfg.mean_headroom *
                                                              static_cast<double>(target) *
                                                              static_cast<double>(r->generated());
-    if (!scheduled || at < due) due = at;
-    scheduled = true;
+    if (tightest == 0 || at < due) due = at;
+    if (tightest == 0 || target < tightest) tightest = target;
   }
-  const double t = static_cast<double>(tightest);
-  const double goal =
-      scheduled ? std::clamp(due, cfg.min_share * t, cfg.max_share * t) : cfg.headroom * t;
-  return std::max<int64_t>(1, static_cast<int64_t>(goal));
+  double goal = 0;
+  if (tightest > 0) {
+    const double t = static_cast<double>(tightest);
+    goal = std::clamp(due, cfg.min_share * t, cfg.max_share * t);
+  }
+  // A prompt with a TPOT target has no schedule yet: headroom x its target, or half the time
+  // left to its first-token deadline where that is more, so that the steps that carry its own
+  // prompt are not cut to its future token rate (a platinum prompt in 40 ms slices of ~110
+  // tokens took 4-5 steps and was refused late after it had been admitted).
+  for (const Request* r : running) {
+    const int64_t target = r->tpot_target_ns;
+    if (target <= 0 ||
+        (r->timeline.first(Event::kFirstToken) >= 0 && r->prefilled() && r->generated() > 0))
+      continue;
+    double own = cfg.headroom * static_cast<double>(target);
+    if (r->deadline_ns > 0) own = std::max(own, 0.5 * static_cast<double>(r->deadline_ns - now));
+    goal = goal > 0 ? std::min(goal, own) : own;
+  }
+  return goal > 0 ? std::max<int64_t>(1, static_cast<int64_t>(goal)) : 0;
 }
 
 int64_t steady_goal_ns(std::span<Request* const> running, const BatchControllerConfig& cfg) {

@@ -7,7 +7,9 @@
 // `mean_headroom` x n x target after its first token, and the next step may take until the
 // earliest such due time among the decoding requests: a request that ran ahead (short steps, no
 // prefill waiting) lends its slack to a longer, more efficient prefill step; one that fell behind
-// gets shorter steps until it has caught up.
+// gets shorter steps until it has caught up. A request still in its prefill has no schedule: it
+// bounds the step at headroom x its target, or at half the time left to its first-token deadline
+// where that is more (its own prompt's steps are not cut to its future token rate).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +54,8 @@ struct EncoderPacing {
 // of the decoding requests' next tokens, from `now`, within the config's bounds.
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
                      const BatchControllerConfig& cfg);
-// The step time those schedules hold on average (mean_headroom x the tightest target; 0: none):
+// The step time those schedules hold on average (mean_headroom x the tightest target of the
+// decoding requests, or of the prompts where none that decodes has one; 0: none):
 // what admission plans the queue's prefill with, not the next step's goal, which swings with
 // who is ahead (a prediction made at one step's budget and checked at the next's would flip).
 int64_t steady_goal_ns(std::span<Request* const> running, const BatchControllerConfig& cfg);

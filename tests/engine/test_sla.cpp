@@ -360,6 +360,27 @@ TEST(BatchController, StepGoalFollowsTheTokenSchedules) {
   EXPECT_EQ(step_goal_ns(std::vector<Request*>{prefill.get()}, now, cfg), 80 * ms);
   // ... and, beside a decoding request, bounds nothing but the range.
   EXPECT_EQ(step_goal_ns(std::vector<Request*>{prefill.get(), far.get()}, now, cfg), 50 * ms);
+  // With a first-token deadline 300 ms away, half of that where it is more: the steps that
+  // carry its own prompt are not cut to its future token rate.
+  prefill->deadline_ns = now + 300 * ms;
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{prefill.get()}, now, cfg), 150 * ms);
+  prefill->deadline_ns = now + 100 * ms;
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{prefill.get()}, now, cfg), 80 * ms);
+  // A decoding request's schedule still bounds the step, but a prompt's target no longer
+  // narrows the range it is held in: a 50 ms prompt beside a 100 ms stream far ahead of its
+  // schedule, 100 ms (was 50).
+  auto prompt = decoding(50 * ms, -1, 0);
+  prompt->timeline = {};
+  prompt->num_computed = 3;
+  prompt->deadline_ns = now + 300 * ms;
+  auto slow = decoding(100 * ms, now - 10 * ms, 20);
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{prompt.get(), slow.get()}, now, cfg), 100 * ms);
+  EXPECT_EQ(step_goal_ns(std::vector<Request*>{prompt.get(), far.get()}, now, cfg), 50 * ms);
+  // Admission plans with the decoding requests' steady goal (0.9 x 100 ms), the prompt's own
+  // target only where nothing that decodes has one (0.9 x 50 ms).
+  EXPECT_EQ(steady_goal_ns(std::vector<Request*>{prompt.get(), slow.get()}, cfg), 90 * ms);
+  EXPECT_EQ(steady_goal_ns(std::vector<Request*>{prompt.get()}, cfg), 45 * ms);
+  prefill->deadline_ns = 0;
   // No TPOT target anywhere: no goal.
   auto free = decoding(0, now - 10 * ms, 3);
   EXPECT_EQ(step_goal_ns(std::vector<Request*>{free.get()}, now, cfg), 0);
