@@ -57,9 +57,7 @@ int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
   // tokens took 4-5 steps and was refused late after it had been admitted).
   for (const Request* r : running) {
     const int64_t target = r->tpot_target_ns;
-    if (target <= 0 ||
-        (r->timeline.first(Event::kFirstToken) >= 0 && r->prefilled() && r->generated() > 0))
-      continue;
+    if (target <= 0 || decoding(*r)) continue;
     double own = cfg.headroom * static_cast<double>(target);
     if (r->deadline_ns > 0) own = std::max(own, 0.5 * static_cast<double>(r->deadline_ns - now));
     goal = goal > 0 ? std::min(goal, own) : own;
