@@ -448,9 +448,11 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
                                                        int64_t since_ns) {
   struct Late {
     Request* r;
-    int64_t ttft;        // predicted, from arrival
-    double at_least_ns;  // the least its first token would take, from arrival (no margin, no bias)
-    double work_ns, guard_ns, bias;  // what the prediction is made of (the refusal says it)
+    int64_t ttft;  // predicted, from arrival
+    // What the prediction is made of (the refusal says it): the time since arrival, its own
+    // work left, the margin and the class's bias. elapsed + work is the least its first token
+    // would take, from arrival (no margin, no bias).
+    double elapsed_ns, work_ns, guard_ns, bias;
   };
   std::vector<Late> late;
   const RunningLoad load = running_load(v.running());
@@ -475,21 +477,21 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     const double need =
         work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget) + guard;
     const double elapsed = static_cast<double>(now - r->arrival_ns);
-    const double ttft = elapsed + need * ttft_bias(r->weight);
+    const double bias = ttft_bias(r->weight);
+    const double ttft = elapsed + need * bias;
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
-      late.push_back({r, static_cast<int64_t>(ttft), elapsed + need - guard, need - guard, guard,
-                      ttft_bias(r->weight)});
+      late.push_back({r, static_cast<int64_t>(ttft), elapsed, need - guard, guard, bias});
   };
   for (Request* r : v.waiting()) check(r);
   for (Request* r : v.running()) check(r);
   std::vector<Refusal> refuse;
-  for (const auto& [r, ttft, at_least_ns, work, guard, bias] : late) {
+  for (const auto& [r, ttft, elapsed, work, guard, bias] : late) {
     const SlaConfig::MissAction m = on_miss(*r, ttft);
     if (m.action == OnMiss::kAccept) continue;
     // A request refused or moved down before its first token is the prediction admission got
     // most wrong: its class learns from it too, at the least its first token would have taken
     // (otherwise the bias learns only from the requests that made it, and stays optimistic).
-    learn(*r, at_least_ns);
+    learn(*r, elapsed + work);
     if (m.action == OnMiss::kDowngrade) {
       downgrade(*r, m.to);
       ++stats_.downgraded_late;
@@ -500,9 +502,9 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
                   "%.0f ms after arrival its first token can no longer come within the %s "
                   "class's %.0f ms (its own work left, %.0f prompt tokens, is predicted at %.0f "
                   "ms + %.0f ms margin, x %.2f as this class's predictions have run)",
-                  static_cast<double>(now - r->arrival_ns) * 1e-6, class_name(*r),
-                  static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6,
-                  own_tokens(*r, v), work * 1e-6, guard * 1e-6, bias);
+                  elapsed * 1e-6, class_name(*r),
+                  static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6, own_tokens(*r, v),
+                  work * 1e-6, guard * 1e-6, bias);
     refuse.push_back({r, buf});
     r->retry_after_ns = std::max<int64_t>(0, ttft - (r->deadline_ns - r->arrival_ns));
     ++stats_.refused;

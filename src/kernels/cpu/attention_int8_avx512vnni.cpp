@@ -85,8 +85,7 @@ inline float quantize_head(const float* x, const float* mean, int hd, int32_t* w
   for (int i = 0; i < hd / 16; ++i) {
     v[i] = _mm512_loadu_ps(x + 16 * i);
     if (mean) v[i] = _mm512_sub_ps(v[i], _mm512_loadu_ps(mean + 16 * i));
-    amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
-    nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
+    q8_track(v[i], amax, nan);
   }
   const float scale = q8_scale(_mm512_reduce_max_ps(amax), nan != 0);
   __m512i total = _mm512_setzero_si512();

@@ -88,8 +88,7 @@ void prep_x(const float* x, int64_t ldx, int64_t n, int64_t k, void* xq, int64_t
         const int64_t left = std::clamp<int64_t>(k - kb - 16 * i, 0, 16);
         const auto m = static_cast<__mmask16>((1u << left) - 1);
         v[i] = _mm512_maskz_loadu_ps(m, x + j * ldx + kb + 16 * i);
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
-        nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
+        q8_track(v[i], amax, nan);
       }
       const float scale = q8_scale(_mm512_reduce_max_ps(amax), nan != 0);
       char* blk = row + kb;
@@ -119,8 +118,7 @@ void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t k, int8_t* q,
     for (int64_t i = 0; i < k; i += 16) {
       const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, k - i)) - 1);
       const __m512 v = _mm512_maskz_loadu_ps(m, xr + i);
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
-      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      q8_track(v, amax, nan);
     }
     const float s = q8_scale(_mm512_reduce_max_ps(amax), nan != 0);
     scale[j] = s;

@@ -10,6 +10,13 @@
 namespace mmrt::kernels::detail {
 namespace {  // NOLINT(google-build-namespaces)
 
+// Folds v into the running largest |x| and the mask of lanes that held a NaN (the two things the
+// scale is made of).
+inline void q8_track(__m512 v, __m512& amax, __mmask16& nan) {
+  amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+  nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+}
+
 // The scale of a row (or block) whose largest |x| is `top`: top / 127; NaN when it holds a NaN
 // or an infinity, so that its products come out NaN as the float kernels' do, never silently
 // finite.
