@@ -146,22 +146,25 @@ bool Scheduler::plan_parts(Request* r, size_t i, int64_t done, StepPlan& plan, i
   }
   if (k == 0 && first_work) k = 1;
   if (k == 0) return false;
-  EncoderJob job{r->id, i, m.key, m.prepared, true};
+  EncoderJob job{r->id, i, m.key, {}, true};
   job.part_begin = done;
   job.part_end = done + k;
   job.parts = parts;
   if (done == 0) {
+    job.input = m.prepared;
     const uint64_t bytes = static_cast<uint64_t>(m.n_tokens) * cfg_.encoder_row_bytes;
     job.keep = enc_.reserve(m.key, bytes, plan.encoder_frees, m.file_hash);
     if (job.keep) enc_.pin(m.key);  // until the last part's step (update)
   } else {
-    job.keep = encoding_.at(m.key).keep;
+    const Encoding& begun = encoding_.at(m.key);
+    job.keep = begun.keep;
+    job.input = begun.input;  // the request that began it had the features
   }
   if (job.last()) {
     if (job.keep) pinned_.push_back(m.key);
     encoding_.erase(m.key);
   } else {
-    encoding_[m.key] = Encoding{job.part_end, parts, job.keep};
+    encoding_[m.key] = Encoding{job.part_end, parts, job.keep, job.input};
   }
   const int64_t p = patches(job.part_begin, job.part_end);
   plan.encoder_patches += p;

@@ -105,10 +105,14 @@ class Scheduler {
   std::unordered_map<RequestId, Request*> by_id_;  // every request in waiting_ or running_
   std::vector<Hash128> pinned_;                    // pinned by the last plan, until update()
   // Items whose encoder runs in parts, from their first part's plan until their last's: parts
-  // planned, and whether the cache holds room (pinned meanwhile).
+  // planned, whether the cache holds room (pinned meanwhile), and the encoder's input. Whichever
+  // request needs the item next plans its next part with that input: a request sharing the
+  // image was admitted without features of its own (the cache's reservation read as a hit), and
+  // under slo it may come first.
   struct Encoding {
     int64_t done = 0, parts = 1;
     bool keep = false;
+    models::PreparedMedia input;
   };
   std::unordered_map<Hash128, Encoding, Hash128Hasher> encoding_;
   std::vector<Hash128> dropped_;  // by abort(), for the next plan's encoder_drops

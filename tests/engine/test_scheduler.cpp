@@ -487,6 +487,43 @@ TEST(Scheduler, AnEncodeInPartsNobodyNeedsIsDropped) {
   EXPECT_EQ(h.kv.num_used_blocks(), 0);
 }
 
+// Two requests share an image encoded in parts: the second was admitted without features (the
+// cache's reservation for the first one's encode read as a hit) and, served first by its
+// priority, plans the next parts. They run on the input the encode began with (seen: 5 image
+// requests failed with "pixel_values must be f32 [n_patches, 1176], got f32[]" in the promise
+// sweep under slo). Both finish, the item encoded once.
+TEST(Scheduler, AnEncodeInPartsContinuesOnItsOwnInputWhoeverNeedsItNext) {
+  Harness h(256, 16, 64, "priority");
+  h.sched.set_encoder_pacing({100.0});  // one part a step
+  MediaItem m = image(9, 5, 24);
+  m.encode_parts = 4;
+  Request* a = h.submit(tokens(60, 4), 3, "t0", {m});
+  ASSERT_TRUE(h.step());
+  ASSERT_TRUE(h.enc.contains(m.key)) << "the reservation a later request reads as a hit";
+  MediaItem skipped = m;
+  skipped.features_skipped = true;
+  skipped.prepared = {};
+  Request* b = h.submit(tokens(40, 5), 3, "t0", {skipped});
+  b->priority = 1;
+  int64_t parts = 1;
+  while (!h.sched.idle()) {
+    StepPlan plan = h.sched.schedule(++h.now);
+    EXPECT_TRUE(plan.need_media.empty());
+    for (const EncoderJob& j : plan.encoder_jobs) {
+      EXPECT_EQ(j.input.n_tokens, m.n_tokens) << "part " << j.part_begin << " for " << j.owner;
+      parts += j.part_end - j.part_begin;
+    }
+    if (plan.empty()) break;
+    h.sched.update(plan, h.exec.execute(plan), ++h.now);
+  }
+  EXPECT_EQ(parts, 4);
+  EXPECT_EQ(a->outcome, Outcome::kFinished);
+  EXPECT_EQ(b->outcome, Outcome::kFinished);
+  EXPECT_EQ(a->output.size(), 3u);
+  EXPECT_EQ(b->output.size(), 3u);
+  EXPECT_EQ(h.kv.num_used_blocks(), 0);
+}
+
 // An item admitted without features (its encoder output was cached) whose cache entry is gone
 // by the time the prefill reaches it: the request leaves the plan for its media (no chunk, no
 // KV held) and does not block the requests behind it; once it has features it runs as usual.
