@@ -224,6 +224,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   }
   p.load = running_load(v.running());
   p.budget = v.token_budget();  // as the batch controller set it
+  p.budget_with_r = r.tpot_target_ns > 0 ? v.token_budget_with(r.tpot_target_ns) : p.budget;
   const double pred0 = work_ns(p.own, p.own_media, p.queued, queued_media, p.load, p.budget);
   // Media still to preprocess runs before any of that (on the media workers). Requests arriving
   // later that the policy serves first cannot take r's promise from it: admission refuses (or
@@ -325,17 +326,18 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
     } else if (after_r && q->deadline_ns != 0 && q->generated() == 0) {
       // Its first token, from now, with the work ahead of it (as expire_late and admission
       // predict it: the margin, then the class's bias).
-      auto first_token = [&](double ahead, const MediaWork& ahead_media) {
+      auto first_token = [&](double ahead, const MediaWork& ahead_media, int64_t budget) {
         const double need = media_pending_ns(*q) +
-                            work_ns(own, w, ahead, ahead_media, p.load, p.budget) +
+                            work_ns(own, w, ahead, ahead_media, p.load, budget) +
                             static_cast<double>(p.guard_ns);
         return static_cast<double>(now) + need * ttft_bias(q->weight);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
-      const double with = first_token(tokens, media);
+      const double with = first_token(tokens, media, p.budget_with_r);
       if (with > deadline &&
-          first_token(tokens - p.own, {media.patches - p.own_media.patches,
-                                       media.items - p.own_media.items}) <= deadline) {
+          first_token(tokens - p.own,
+                      {media.patches - p.own_media.patches, media.items - p.own_media.items},
+                      p.budget) <= deadline) {
         late_by_ns = static_cast<int64_t>(with - deadline);
         return q;
       }

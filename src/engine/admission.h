@@ -34,6 +34,14 @@ class SchedulerView {
   virtual std::span<Request* const> waiting() const = 0;
   // The step budget to plan the queue's prefill with (the engine's steady one).
   virtual int32_t token_budget() const = 0;
+  // That budget were a request with this TPOT target decoding beside the running ones: smaller
+  // where its target tightens the steps the running requests' targets allow (a gold request's
+  // 100 ms cut the overloaded engine's steps from ~155 to ~130 ms and its prefill by a sixth).
+  // Default: token_budget() (no batch controller).
+  virtual int32_t token_budget_with(int64_t tpot_target_ns) const {
+    (void)tpot_target_ns;
+    return token_budget();
+  }
   virtual const Policy& policy() const = 0;
   // Prompt tokens the prefix cache would give r now.
   virtual int64_t cached_prefix_tokens(const Request& r) const = 0;
@@ -153,6 +161,7 @@ class Admission {
     int64_t guard_ns = 0;  // the decision's margin: the step in flight (step_guard_ns)
     RunningLoad load;      // the running requests' load and the step budget it was made at
     int64_t budget = 0;
+    int64_t budget_with_r = 0;  // the step budget once r decodes (its TPOT target)
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);
@@ -163,8 +172,9 @@ class Admission {
   // Adds a sample of actual (from arrival) / modelled TTFT to r's class bias.
   void learn(const Request& r, double actual_ns);
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
-  // it without r): the first such in the policy's order, or nullptr. `late_by_ns` is set to how
-  // far past its deadline its first token would come.
+  // it without r): r's work goes first, and the steps after it run at the budget r's TPOT target
+  // leaves (p.budget_with_r). The first such in the policy's order, or nullptr. `late_by_ns` is
+  // set to how far past its deadline its first token would come.
   const Request* displaced_by(const Request& r, const Prediction& p, const SchedulerView& v,
                               int64_t now, int64_t& late_by_ns) const;
   // The class's rule for r missing its deadline by a prediction of `ttft_ns` (refuse for a

@@ -72,6 +72,15 @@ struct Engine::Impl : SchedulerView {
   int32_t token_budget() const override {
     return bc ? bc->planning_budget() : sched->token_budget();
   }
+  int32_t token_budget_with(int64_t tpot_target_ns) const override {
+    if (!bc || tpot_target_ns <= 0) return token_budget();
+    const int64_t steady = steady_goal_ns(sched->running(), bc->config());
+    const auto goal =
+        static_cast<int64_t>(bc->config().mean_headroom * static_cast<double>(tpot_target_ns));
+    if (steady > 0 && steady <= goal) return token_budget();
+    const RunningLoad l = running_load(sched->running());
+    return bc->budget_for(cost, goal, l.n_decode + 1, l.context);
+  }
   const Policy& policy() const override { return sched->policy(); }
   int64_t cached_prefix_tokens(const Request& r) const override {
     return kv->cached_prefix_tokens(r);

@@ -52,12 +52,16 @@ class View : public SchedulerView {
   std::span<Request* const> running() const override { return running_; }
   std::span<Request* const> waiting() const override { return waiting_; }
   int32_t token_budget() const override { return 512; }
+  int32_t token_budget_with(int64_t tpot_target_ns) const override {
+    return budget_with_ > 0 && tpot_target_ns > 0 ? budget_with_ : token_budget();
+  }
   const Policy& policy() const override { return *policy_; }
   int64_t cached_prefix_tokens(const Request&) const override { return 0; }
   bool encoder_cached(const Hash128&) const override { return false; }
 
   std::vector<Request*> running_, waiting_;
   std::unique_ptr<Policy> policy_;
+  int32_t budget_with_ = 0;  // token_budget_with for a TPOT target (0: the same budget)
 };
 
 struct Reqs {
@@ -386,6 +390,34 @@ TEST(Admission, DisplacingDowngradesAndDecidesAgain) {
   EXPECT_EQ(p->deadline_ns, kMs + 5000 * kMs);
   EXPECT_EQ(adm.stats().displacing, 1);
   EXPECT_EQ(adm.stats().downgraded, 2);
+}
+
+// A request with a TPOT target shortens the steps once it decodes (the batch controller keeps its
+// schedule): the prefill queued behind it then runs in smaller slices. A silver request admitted
+// near its deadline (100,000 tokens: ~4.6 s at 512-token steps of ~23.5 ms) stays on time after a
+// gold arrival of 200 tokens at the same budget, and would not in 128-token steps (~8.1 ms for
+// 125 prompt tokens: ~6.5 s): gold is then downgraded (and admitted as silver, behind it).
+TEST(Admission, AShorterStepItsTargetForcesCountsAsDisplacing) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Reqs q;
+  std::string why;
+  for (const int32_t with : {0, 128}) {
+    Admission adm(sla, cost);
+    View v("slo", &cost);
+    v.budget_with_ = with;
+    Request* silver = q.make(sla, "silver", 100000, 0);
+    ASSERT_TRUE(adm.admit(*silver, v, 0, why)) << why;
+    v.waiting_.push_back(silver);
+    Request* gold = q.make(sla, "gold", 200, kMs);
+    EXPECT_TRUE(adm.admit(*gold, v, kMs, why)) << why;
+    EXPECT_EQ(gold->sla_class, with ? "silver" : "gold") << with;
+    if (with == 0)
+      EXPECT_LT(gold->predicted_ttft_ns, 100 * kMs) << "served before the silver request";
+    else
+      EXPECT_GT(gold->predicted_ttft_ns, 4000 * kMs) << "behind it as silver";
+    EXPECT_EQ(adm.stats().displacing, with ? 1 : 0) << with;
+  }
 }
 
 // With the reservation (slo:reserve) a silver request is admitted only with room for the recent
