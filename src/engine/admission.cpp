@@ -211,20 +211,31 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   p.own_media = uncached_media(r, v);
   MediaWork queued_media;
   const Policy& policy = v.policy();
+  // The tightest TPOT target among them: each decodes (and shortens the steps) once its first
+  // token is out, while r's prompt still waits or runs.
+  int64_t ahead_tpot = 0;
+  auto tighten = [](int64_t& t, const Request& q) {
+    if (q.tpot_target_ns > 0 && (t == 0 || q.tpot_target_ns < t)) t = q.tpot_target_ns;
+  };
   for (const Request* q : v.running()) {
     if (!q->prefilled() && policy.serves_first(*q, r, now)) {
       p.queued += static_cast<double>(q->num_tokens() - q->num_computed);
       queued_media += uncached_media(*q, v);
+      tighten(ahead_tpot, *q);
     }
   }
   for (const Request* q : v.waiting()) {
     if (q == &r || !policy.serves_first(*q, r, now)) continue;
     p.queued += own_tokens(*q, v);
     queued_media += uncached_media(*q, v);
+    tighten(ahead_tpot, *q);
   }
   p.load = running_load(v.running());
-  p.budget = v.token_budget();  // as the batch controller set it
-  p.budget_with_r = r.tpot_target_ns > 0 ? v.token_budget_with(r.tpot_target_ns) : p.budget;
+  // The step budget as the batch controller set it, or as those targets will make it.
+  p.budget = ahead_tpot > 0 ? v.token_budget_with(ahead_tpot) : v.token_budget();
+  int64_t with_r = ahead_tpot;
+  tighten(with_r, r);
+  p.budget_with_r = with_r > 0 ? v.token_budget_with(with_r) : p.budget;
   const double pred0 = work_ns(p.own, p.own_media, p.queued, queued_media, p.load, p.budget);
   // Media still to preprocess runs before any of that (on the media workers). Requests arriving
   // later that the policy serves first cannot take r's promise from it: admission refuses (or
@@ -242,7 +253,8 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // The decision keeps the margin expire_late keeps (one full step at the present load): a
   // request admitted without it was refused later by that check, after it had taken part of the
   // engine. The prediction itself stays the plain one (its error is tracked).
-  p.guard_ns = static_cast<int64_t>(step_guard_ns(p.load, p.budget, prompts_besides(&r, v) > 0));
+  p.guard_ns =
+      static_cast<int64_t>(step_guard_ns(p.load, v.token_budget(), prompts_besides(&r, v) > 0));
   return p;
 }
 
@@ -413,9 +425,9 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
       return false;
     }
     // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
-    const double own_only =
-        (media_pending_ns(r) + work_ns(p.own, p.own_media, 0, {}, RunningLoad{}, p.budget)) *
-        ttft_bias(r.weight);
+    const double own_only = (media_pending_ns(r) +
+                             work_ns(p.own, p.own_media, 0, {}, RunningLoad{}, v.token_budget())) *
+                            ttft_bias(r.weight);
     r.retry_after_ns = own_only > static_cast<double>(budget_ns)
                            ? -1
                            : std::max<int64_t>(0, r.predicted_ttft_ns - budget_ns);
@@ -475,14 +487,14 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     if (queued > since_ns && queued < now) return;
     // As admission predicts (the same form, with the class's learned bias, and the guard), but
     // with no work ahead: a request admitted in this pass is never refused in the same one.
+    // The bias scales the predicted work, not the margin (as admission adds it).
     const double guard = prompts > 1 ? full_guard : decode_guard;  // r's own prompt is one
-    const double need =
-        work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget) + guard;
+    const double work = work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget);
     const double elapsed = static_cast<double>(now - r->arrival_ns);
     const double bias = ttft_bias(r->weight);
-    const double ttft = elapsed + need * bias;
+    const double ttft = elapsed + work * bias + guard;
     if (static_cast<double>(r->arrival_ns) + ttft > static_cast<double>(r->deadline_ns))
-      late.push_back({r, static_cast<int64_t>(ttft), elapsed, need - guard, guard, bias});
+      late.push_back({r, static_cast<int64_t>(ttft), elapsed, work, guard, bias});
   };
   for (Request* r : v.waiting()) check(r);
   for (Request* r : v.running()) check(r);
@@ -503,10 +515,10 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     std::snprintf(buf, sizeof buf,
                   "%.0f ms after arrival its first token can no longer come within the %s "
                   "class's %.0f ms (its own work left, %.0f prompt tokens, is predicted at %.0f "
-                  "ms + %.0f ms margin, x %.2f as this class's predictions have run)",
+                  "ms x %.2f as this class's predictions have run, + %.0f ms margin)",
                   elapsed * 1e-6, class_name(*r),
                   static_cast<double>(r->deadline_ns - r->arrival_ns) * 1e-6, own_tokens(*r, v),
-                  work * 1e-6, guard * 1e-6, bias);
+                  work * 1e-6, bias, guard * 1e-6);
     refuse.push_back({r, buf});
     r->retry_after_ns = std::max<int64_t>(0, ttft - (r->deadline_ns - r->arrival_ns));
     ++stats_.refused;

@@ -159,9 +159,11 @@ class Admission {
     double queued = 0;     // prompt tokens served before r
     double rho = 0;        // the reserved share of the engine (reserve only)
     int64_t guard_ns = 0;  // the decision's margin: the step in flight (step_guard_ns)
-    RunningLoad load;      // the running requests' load and the step budget it was made at
-    int64_t budget = 0;
-    int64_t budget_with_r = 0;  // the step budget once r decodes (its TPOT target)
+    RunningLoad load;      // the running requests' load
+    // The step budget r's prompt runs at: the batch controller's, or smaller where a prompt
+    // served before r has a tighter TPOT target (it decodes while r waits); and once r decodes
+    // too (its own target), what the requests served after it run at.
+    int64_t budget = 0, budget_with_r = 0;
   };
   // Sets r.model_ttft_ns and r.predicted_ttft_ns from the queue ahead of r.
   Prediction predict(Request& r, const SchedulerView& v, int64_t now);

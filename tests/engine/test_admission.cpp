@@ -420,6 +420,29 @@ TEST(Admission, AShorterStepItsTargetForcesCountsAsDisplacing) {
   }
 }
 
+// The other way round: a prompt served before the newcomer decodes, on its TPOT schedule, while
+// the newcomer's prompt still runs, so the newcomer is predicted at the budget that target leaves.
+// 4000 tokens behind a short waiting gold request: ~210 ms at 512-token steps, ~270 ms in 128-token
+// steps (33 steps of ~8 ms: the per-step 3 ms counted four times as often).
+TEST(Admission, APromptAheadWithATargetSlowsTheNewcomersPrefill) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Reqs q;
+  std::string why;
+  int64_t predicted[2] = {0, 0};
+  for (const int32_t with : {0, 128}) {
+    Admission adm(sla, cost);
+    View v("slo", &cost);
+    v.budget_with_ = with;
+    queue_gold(adm, v, q, sla);
+    v.waiting_[0]->prompt.resize(200);  // short: served first, then decodes
+    Request* silver = q.make(sla, "silver", 4000, kMs);
+    ASSERT_TRUE(adm.admit(*silver, v, kMs, why)) << why;
+    predicted[with ? 1 : 0] = silver->predicted_ttft_ns;
+  }
+  EXPECT_GT(predicted[1], predicted[0] + 40 * kMs) << predicted[0] << " " << predicted[1];
+}
+
 // With the reservation (slo:reserve) a silver request is admitted only with room for the recent
 // inflow of heavier classes: after a burst of platinum admissions, the same silver request that
 // fits without it is refused, the message naming the reserved share.
