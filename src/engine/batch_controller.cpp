@@ -83,6 +83,21 @@ int32_t BatchController::plan_step(const CostModel& cost, std::span<Request* con
   return next_budget(cost, goal_ns_, n_decode, context_tokens);
 }
 
+int32_t BatchController::planning_budget_with(const CostModel& cost,
+                                              std::span<Request* const> running,
+                                              int64_t tpot_target_ns) const {
+  const int64_t steady = steady_goal_ns(running, cfg_);
+  const auto goal = static_cast<int64_t>(cfg_.mean_headroom * static_cast<double>(tpot_target_ns));
+  if (tpot_target_ns <= 0 || (steady > 0 && steady <= goal)) return planning_;
+  int64_t n_decode = 1;
+  double context = 0;
+  for (const Request* r : running) {
+    n_decode += r->prefilled();
+    context += static_cast<double>(r->num_computed);
+  }
+  return budget_for(cost, goal, n_decode, context);
+}
+
 double BatchController::prefill_token_ns(const CostModel& cost, int64_t n_decode,
                                          double context_tokens) const {
   StepFeatures base{0, static_cast<double>(n_decode), 0, context_tokens};

@@ -86,6 +86,10 @@ class BatchController {
   EncoderPacing encoder_pacing(const CostModel& cost, int64_t n_decode,
                                double context_tokens) const;
   int32_t planning_budget() const { return planning_; }
+  // The planning budget were a request with this TPOT target decoding among `running` (one more
+  // decode row): planning_budget() where their targets are as tight already.
+  int32_t planning_budget_with(const CostModel& cost, std::span<Request* const> running,
+                               int64_t tpot_target_ns) const;
   double correction() const { return scale_; }
   // Measured cost of a prefill token (0: none measured yet): a floor under the cost model's.
   double prefill_ns_per_token() const { return prefill_ns_; }

@@ -73,13 +73,7 @@ struct Engine::Impl : SchedulerView {
     return bc ? bc->planning_budget() : sched->token_budget();
   }
   int32_t token_budget_with(int64_t tpot_target_ns) const override {
-    if (!bc || tpot_target_ns <= 0) return token_budget();
-    const int64_t steady = steady_goal_ns(sched->running(), bc->config());
-    const auto goal =
-        static_cast<int64_t>(bc->config().mean_headroom * static_cast<double>(tpot_target_ns));
-    if (steady > 0 && steady <= goal) return token_budget();
-    const RunningLoad l = running_load(sched->running());
-    return bc->budget_for(cost, goal, l.n_decode + 1, l.context);
+    return bc ? bc->planning_budget_with(cost, sched->running(), tpot_target_ns) : token_budget();
   }
   const Policy& policy() const override { return sched->policy(); }
   int64_t cached_prefix_tokens(const Request& r) const override {
@@ -92,9 +86,8 @@ struct Engine::Impl : SchedulerView {
 
   // ---- ending a request ----
 
-  // Its result, final event and removal. The caller holds no lock but books_mu. A caller holding
-  // the books (or once the step loop has stopped) publishes them first, so whoever reads stats()
-  // after the result sees them; submit() passes with_books = false.
+  // Its result, final event and removal; the caller holds no lock but books_mu. Holding the
+  // books (or the loop stopped) publishes them first: stats() read after it sees them.
   void complete(Submission& s, Outcome outcome, const std::string& reason,
                 std::optional<ErrorCode> code = std::nullopt, bool with_books = true) {
     Request& r = *s.req;
@@ -328,8 +321,7 @@ struct Engine::Impl : SchedulerView {
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);
     if (plan.empty()) {
-      // Nothing fits even with the running set empty (and none left for its media): the head
-      // request can never run.
+      // Nothing fits with the running set empty (none left for its media): the head never runs.
       if (plan.need_media.empty() && sched->num_running() == 0 && sched->num_waiting() > 0)
         end(sched->waiting().front(), Outcome::kFailed, ErrorCode::kResourceExhausted,
             "not enough KV cache for the prompt");
