@@ -337,12 +337,12 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
       after_r = true;
     } else if (after_r && q->deadline_ns != 0 && q->generated() == 0) {
       // Its first token, from now, with the work ahead of it (as expire_late and admission
-      // predict it: the margin, then the class's bias).
+      // predict it: the work scaled by the class's bias, then the margin).
       auto first_token = [&](double ahead, const MediaWork& ahead_media, int64_t budget) {
-        const double need = media_pending_ns(*q) +
-                            work_ns(own, w, ahead, ahead_media, p.load, budget) +
-                            static_cast<double>(p.guard_ns);
-        return static_cast<double>(now) + need * ttft_bias(q->weight);
+        const double work =
+            media_pending_ns(*q) + work_ns(own, w, ahead, ahead_media, p.load, budget);
+        return static_cast<double>(now) + work * ttft_bias(q->weight) +
+               static_cast<double>(p.guard_ns);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
       const double with = first_token(tokens, media, p.budget_with_r);
