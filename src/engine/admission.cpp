@@ -8,15 +8,6 @@
 
 namespace mmrt::engine {
 
-RunningLoad running_load(std::span<Request* const> running) {
-  RunningLoad l;
-  for (const Request* q : running) {
-    l.n_decode += q->prefilled();
-    l.context += static_cast<double>(q->num_computed);
-  }
-  return l;
-}
-
 Admission::Admission(const SlaConfig& sla, const CostModel& cost, bool reserve)
     : sla_(sla), cost_(cost), reserve_(reserve) {}
 
@@ -232,10 +223,10 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   }
   p.load = running_load(v.running());
   // The step budget as the batch controller set it, or as those targets will make it.
-  p.budget = ahead_tpot > 0 ? v.token_budget_with(ahead_tpot) : v.token_budget();
+  p.budget = v.token_budget_with(ahead_tpot);
   int64_t with_r = ahead_tpot;
   tighten(with_r, r);
-  p.budget_with_r = with_r > 0 ? v.token_budget_with(with_r) : p.budget;
+  p.budget_with_r = with_r != ahead_tpot ? v.token_budget_with(with_r) : p.budget;
   const double pred0 = work_ns(p.own, p.own_media, p.queued, queued_media, p.load, p.budget);
   // Media still to preprocess runs before any of that (on the media workers). Requests arriving
   // later that the policy serves first cannot take r's promise from it: admission refuses (or

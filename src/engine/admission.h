@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/batch_controller.h"
 #include "engine/cost_model.h"
 #include "engine/policy.h"
 #include "engine/request.h"
@@ -37,7 +38,7 @@ class SchedulerView {
   // That budget were a request with this TPOT target decoding beside the running ones: smaller
   // where its target tightens the steps the running requests' targets allow (a gold request's
   // 100 ms cut the overloaded engine's steps from ~155 to ~130 ms and its prefill by a sixth).
-  // Default: token_budget() (no batch controller).
+  // A target of 0, and the default (no batch controller): token_budget().
   virtual int32_t token_budget_with(int64_t tpot_target_ns) const {
     (void)tpot_target_ns;
     return token_budget();
@@ -47,13 +48,6 @@ class SchedulerView {
   virtual int64_t cached_prefix_tokens(const Request& r) const = 0;
   virtual bool encoder_cached(const Hash128& key) const = 0;
 };
-
-// What the running requests add to every step: how many decode, and the KV tokens they attend.
-struct RunningLoad {
-  int64_t n_decode = 0;
-  double context = 0;
-};
-RunningLoad running_load(std::span<Request* const> running);
 
 struct AdmissionStats {
   int64_t refused = 0, downgraded = 0;

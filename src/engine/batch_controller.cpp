@@ -28,6 +28,15 @@ int64_t tightest_target(std::span<Request* const> running) {
 
 }  // namespace
 
+RunningLoad running_load(std::span<Request* const> running) {
+  RunningLoad l;
+  for (const Request* q : running) {
+    l.n_decode += q->prefilled();
+    l.context += static_cast<double>(q->num_computed);
+  }
+  return l;
+}
+
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
                      const BatchControllerConfig& cfg) {
   // The decoding requests' schedules: the earliest next-token due time, relative to now, within
@@ -89,13 +98,8 @@ int32_t BatchController::planning_budget_with(const CostModel& cost,
   const int64_t steady = steady_goal_ns(running, cfg_);
   const auto goal = static_cast<int64_t>(cfg_.mean_headroom * static_cast<double>(tpot_target_ns));
   if (tpot_target_ns <= 0 || (steady > 0 && steady <= goal)) return planning_;
-  int64_t n_decode = 1;
-  double context = 0;
-  for (const Request* r : running) {
-    n_decode += r->prefilled();
-    context += static_cast<double>(r->num_computed);
-  }
-  return budget_for(cost, goal, n_decode, context);
+  const RunningLoad l = running_load(running);
+  return budget_for(cost, goal, l.n_decode + 1, l.context);
 }
 
 double BatchController::prefill_token_ns(const CostModel& cost, int64_t n_decode,

@@ -32,6 +32,13 @@ struct BatchControllerConfig {
 
 struct Request;
 
+// What the running requests add to every step: how many decode, and the KV tokens they attend.
+struct RunningLoad {
+  int64_t n_decode = 0;
+  double context = 0;
+};
+RunningLoad running_load(std::span<Request* const> running);
+
 // How a step with a time goal paces an item whose encoder runs in parts (Scheduler::
 // set_encoder_pacing before each schedule(); tokens_per_patch 0: whole items, within the patch
 // budget).
@@ -87,7 +94,8 @@ class BatchController {
                                double context_tokens) const;
   int32_t planning_budget() const { return planning_; }
   // The planning budget were a request with this TPOT target decoding among `running` (one more
-  // decode row): planning_budget() where their targets are as tight already.
+  // decode row): planning_budget() where their targets are as tight already, or for a target of
+  // 0.
   int32_t planning_budget_with(const CostModel& cost, std::span<Request* const> running,
                                int64_t tpot_target_ns) const;
   double correction() const { return scale_; }
