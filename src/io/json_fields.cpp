@@ -16,6 +16,21 @@ std::string json_excerpt(const json& v) {
   return s;
 }
 
+std::string json_error_text(const std::exception& e) {
+  std::string_view m = e.what();
+  if (m.starts_with("[json.exception.")) {
+    const size_t tag = m.find("] ");
+    if (tag != std::string_view::npos) m.remove_prefix(tag + 2);
+  }
+  constexpr std::string_view kRead = "last read: '";
+  constexpr size_t kKeep = 40, kMaxMessage = 240;
+  const size_t at = m.find(kRead);
+  if (at != std::string_view::npos && m.size() > at + kRead.size() + kKeep + 40)
+    return std::string(m.substr(0, at + kRead.size() + kKeep)) + "...' (cut)";
+  if (m.size() > kMaxMessage) return std::string(m.substr(0, kMaxMessage)) + "... (cut)";
+  return std::string(m);
+}
+
 void check_json_depth(std::string_view text, const std::string& origin) {
   int depth = 0;
   bool in_string = false;
@@ -57,7 +72,7 @@ json parse_json(std::string_view text, const std::string& origin, size_t max_val
                         " JSON values (arrays, objects and scalars together)");
     }
   } catch (const json::exception& e) {
-    throw FormatError(origin + ": not valid JSON: " + e.what());
+    throw FormatError(origin + ": not valid JSON: " + json_error_text(e));
   }
 }
 

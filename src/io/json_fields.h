@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ nlohmann::json parse_json_object(std::string_view text, const std::string& origi
 std::string read_text_file(const std::string& path);
 // A value as quoted in an error message: its JSON text, cut to 80 characters.
 std::string json_excerpt(const nlohmann::json& v);
+// A JSON library exception as an error message: without its "[json.exception.…] " tag, and with
+// the text it quotes ("last read: '…'": the whole token, an unterminated string to the end of the
+// input) cut to 40 characters, so that a bad document of any size gets a message of bounded size.
+std::string json_error_text(const std::exception& e);
 
 // One value of a configuration field, read alone (FormatError quoting `key` and `origin`): an
 // integer (integral floats accepted), a number, or three numbers, one per RGB channel (a single

@@ -143,7 +143,7 @@ ParsedFile parse_file(std::span<const uint8_t> file, const std::string& F, size_
   try {
     header = json::parse(text, text + n, cb);
   } catch (const json::exception& e) {
-    throw FormatError(F + ": header is not valid JSON: " + e.what());
+    throw FormatError(F + ": header is not valid JSON: " + json_error_text(e));
   }
   if (!header.is_object())
     throw FormatError(F + ": header is not a JSON object (got " + json_type(header) + ")");

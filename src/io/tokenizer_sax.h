@@ -136,7 +136,7 @@ class TokenizerSax final : public nlohmann::json::json_sax_t {
     return close();
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail_with(std::string("not valid JSON: ") + e.what());
+    return fail_with("not valid JSON: " + io::json_error_text(e));
   }
 
  private:

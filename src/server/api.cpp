@@ -456,9 +456,9 @@ void parse_resumption(const Fields& f, ParsedRequest& out) {
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint, const ApiOptions& opt) {
   json o;
   try {
-    o = io::parse_json(body, "request body", kMaxBodyJsonValues);
+    o = io::parse_json(body, "the request body", kMaxBodyJsonValues);
   } catch (const Error& e) {
-    throw bad_request(std::string("the request body is not valid JSON: ") + e.what());
+    throw bad_request(e.what());
   }
   return parse_request_json(o, endpoint, opt);
 }

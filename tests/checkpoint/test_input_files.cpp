@@ -68,3 +68,18 @@ TEST(BoundedJson, ExcerptsAreShort) {
   EXPECT_NE(e.find("(10002 chars)"), std::string::npos) << e;
   EXPECT_EQ(io::json_excerpt(nlohmann::json::array({1, 2})), "[1,2]");
 }
+
+TEST(BoundedJson, AParseErrorQuotesAtMostAShortCutOfTheText) {
+  // An unterminated string: the library quotes the whole token, here a megabyte, in its message.
+  const std::string open = "{\"messages\": \"" + std::string(1 << 20, 'a');
+  const std::string e = error_of<FormatError>([&] { io::parse_json(open, "t"); });
+  EXPECT_LT(e.size(), 200u) << e.substr(0, 300);
+  EXPECT_EQ(e.rfind("t: not valid JSON: parse error at line 1, column ", 0), 0u) << e;
+  EXPECT_NE(e.find("missing closing quote; last read: '\"aaaa"), std::string::npos) << e;
+  EXPECT_NE(e.find("...' (cut)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("[json.exception"), std::string::npos) << e;
+  // A short one keeps the library's whole message, less its tag.
+  EXPECT_EQ(error_of<FormatError>([&] { io::parse_json("{\"a\": tru}", "t"); }),
+            "t: not valid JSON: parse error at line 1, column 10: syntax error while parsing "
+            "value - invalid literal; last read: '\"a\": tru}'");
+}

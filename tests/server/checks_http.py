@@ -44,6 +44,10 @@ def openai_client(ctx):
 def malformed_json(ctx):
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", b'{"messages": [')
     expect_error(st, b, 400, contains="not valid JSON")
+    # An unterminated string of 3 MB: the parser's message quoted all of it (a 3 MB answer).
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", b'{"messages": "' + b"a" * (3 << 20))
+    expect_error(st, b, 400, contains="missing closing quote")
+    expect(len(b) < 1024, f"the error for an unterminated 3 MB string is {len(b)} bytes")
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", b"[" * 100000 + b"]" * 100000)
     expect_error(st, b, 400, contains="deeper")
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", b'"just a string"')
