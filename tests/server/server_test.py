@@ -4,8 +4,8 @@
 Runs the official openai client's checks (tests/js/server_openai.mjs), then raw-socket checks of
 what a client library hides (malformed and oversize requests, slow headers, pipelining,
 disconnects), bit-identity with `mmrt generate`, /metrics as valid Prometheus text, traces, the
-load run (1,000 concurrent SSE streams; 200 clients that disconnect mid-stream) and the graceful
-shutdown. Usage: server_test.py --mmrt BIN --work DIR [--only NAME ...]
+load run (1,000 concurrent SSE streams; 200 clients that disconnect mid-stream), mixed traffic
+with bad input and dropped connections, and the graceful shutdown. Usage: server_test.py --mmrt BIN --work DIR [--only NAME ...]
 """
 import argparse
 import json
@@ -97,6 +97,7 @@ def main():
     hu.write_test_image(os.path.join(media_dir, "local.png"))
 
     import checks_audio
+    import checks_chaos
     import checks_hostile
     import checks_http
     import checks_image_families
@@ -116,6 +117,7 @@ def main():
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_hostile.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_load.CHECKS]
         groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_video.CHECKS]
+        groups += [(n, (lambda f: lambda: f(ctx))(f)) for n, f in checks_chaos.CHECKS]
         groups += checks_audio.groups(ctx, Server)
         groups += checks_image_families.groups(ctx, Server, sla)
         groups += checks_hostile.groups(ctx, Server)
