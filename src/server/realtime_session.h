@@ -90,6 +90,7 @@ struct RealtimeOptions {
   int32_t default_max_tokens = 256;      // max_response_output_tokens "inf" or unset
   int32_t segment_silence_ms = 400;      // a pause this long closes an item (<= silence_duration)
   int32_t max_item_ms = 30000;           // an item never exceeds the model's audio window
+  int32_t min_item_ms = 100;             // ... nor is shorter (OpenAI's commit minimum)
   int64_t idle_timeout_ms = 600000;      // no client event for this long: error, then close
   std::string tenant = "default";
   // The server's, across sessions, of max_total_seconds (the server makes it; null: none).
@@ -163,6 +164,10 @@ class RealtimeSession {
   // Closes the open item at `at`; prefill: start its segmented prefill (not at a commit, where
   // the response that follows prefills it: two requests would decode the same item).
   void cut(int64_t at, bool prefill = true);
+  int64_t min_item_samples() const;  // opt_.min_item_ms at the input rate
+  // Joins the open audio (shorter than min_item_samples) to the last uncommitted item; where
+  // that item would exceed the window, the boundary moves back so the tail is a minimal item.
+  void absorb_short_tail();
   bool commit(const std::string& eid, int64_t now_ns);  // false: nothing to commit
   void clear_buffer();
   void create_response(const std::string& eid, int64_t now_ns);

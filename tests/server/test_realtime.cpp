@@ -206,6 +206,68 @@ TEST(Realtime, ItemsAreContiguousAndCutAtTheVadStops) {
   for (size_t k = 0; k < it.size(); ++k) EXPECT_EQ(g.s.items()[k].wav, it[k].wav);
 }
 
+// An item under ~20 ms gives the audio encoder no token, and a response with one failed ("the
+// audio is 96 samples long, too short for one audio token"): no item is under 100 ms.
+constexpr int64_t kMinItem16k = 1600;
+
+void expect_items_whole(const Fixture& f, int64_t total) {
+  const auto& it = f.s.items();
+  ASSERT_FALSE(it.empty());
+  EXPECT_EQ(it.back().end, total);
+  for (size_t k = 0; k < it.size(); ++k) {
+    EXPECT_GE(it[k].end - it[k].begin, kMinItem16k) << "item " << k;
+    if (k > 0) EXPECT_EQ(it[k].begin, it[k - 1].end);
+    EXPECT_EQ(static_cast<int64_t>(media::decode_audio(it[k].wav).size()), it[k].end - it[k].begin);
+  }
+}
+
+TEST(Realtime, ABufferUnder100msIsNotCommittedAndKept) {
+  Fixture a;
+  a.manual16k();
+  const auto tone = bursts(16000, {0.2});
+  a.push(std::vector<int16_t>(tone.begin(), tone.begin() + 800));
+  a.ev({{"type", "input_audio_buffer.commit"}});
+  ASSERT_EQ(a.last_error_code(), "input_audio_buffer_commit_empty");
+  EXPECT_NE(a.sink.of("error").back()["error"]["message"].get<std::string>().find("100 ms"),
+            std::string::npos);
+  EXPECT_EQ(a.s.buffered_samples(), 800);
+  a.push(std::vector<int16_t>(tone.begin() + 800, tone.begin() + 1760));
+  a.ev({{"type", "input_audio_buffer.commit"}});
+  EXPECT_EQ(a.sink.of("input_audio_buffer.committed").size(), 1u);
+  expect_items_whole(a, 1760);
+}
+
+TEST(Realtime, APauseJustAfterAWindowCutCutsNoSliver) {
+  // The speech stops 50 ms after the item cut at the window's length: the detector's stop (on
+  // its 40 ms grid) cut an 80 ms item.
+  RealtimeOptions o;
+  o.max_item_ms = 1000;
+  Fixture b(o);
+  b.manual16k();
+  const auto speech = bursts(16000, {0.0, 1.0, 1.05, 0.9, 0.6, 0.5});
+  b.push(speech);
+  b.ev({{"type", "input_audio_buffer.commit"}});
+  EXPECT_EQ(b.sink.of("input_audio_buffer.committed").size(), 1u);
+  expect_items_whole(b, static_cast<int64_t>(speech.size()));
+}
+
+TEST(Realtime, AShortTailAfterAWindowLongItemMovesTheBoundaryBack) {
+  RealtimeOptions o;
+  o.max_item_ms = 1000;
+  Fixture c(o);
+  c.manual16k();
+  const auto tone = bursts(16000, {1.05});
+  c.push(tone);
+  ASSERT_EQ(c.s.items().size(), 1u);
+  c.ev({{"type", "input_audio_buffer.commit"}});
+  ASSERT_EQ(c.s.items().size(), 2u);
+  EXPECT_EQ(c.s.items()[0].end, 16800 - kMinItem16k);
+  expect_items_whole(c, 16800);
+  const auto d = media::decode_audio(c.s.items()[1].wav);
+  for (size_t i = 0; i < d.size(); i += 31)
+    ASSERT_EQ(d[i], tone[16800 - kMinItem16k + i] / 32768.0f);
+}
+
 TEST(Realtime, SegmentedPrefillKeepsOneInFlightAndTheResponseHasAllItems) {
   Fixture f;
   f.manual16k();
