@@ -387,7 +387,10 @@ void RealtimeSession::handle_done(uint64_t ticket, const engine::RequestResult& 
     status = "failed";
     const ApiError e = from_error_code(r.error.value_or(ErrorCode::kInternal), r.reason);
     details = {{"type", "failed"},
-               {"error", {{"type", e.type}, {"code", e.code}, {"message", r.reason}}}};
+               {"error",
+                {{"type", e.type},
+                 {"code", e.code.empty() ? ojson(nullptr) : ojson(e.code)},
+                 {"message", r.reason}}}};
   }
   if (ok)
     emit({{"type", "response.text.done"},

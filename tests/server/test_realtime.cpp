@@ -314,6 +314,29 @@ TEST(Realtime, SegmentedPrefillKeepsOneInFlightAndTheResponseHasAllItems) {
   EXPECT_FALSE(f.sink.cancels.empty());
 }
 
+TEST(Realtime, AFailedResponseNamesItsErrorWithANullOrNamedCode) {
+  Fixture f;
+  f.manual16k();
+  f.push(bursts(16000, {0.3}));
+  for (const auto& [code, want] : std::vector<std::pair<ErrorCode, json>>{
+           {ErrorCode::kInvalidArgument, nullptr}, {ErrorCode::kFormat, "unprocessable_media"}}) {
+    f.push(bursts(16000, {0.3}));
+    f.ev({{"type", "input_audio_buffer.commit"}});
+    f.ev({{"type", "response.create"}});
+    engine::RequestResult r;
+    r.outcome = engine::Outcome::kFailed;
+    r.error = code;
+    r.reason = "what went wrong";
+    f.s.on_done(f.sink.submits.back().first, r, 0);
+    const json done = f.sink.of("response.done").back()["response"];
+    EXPECT_EQ(done["status"], "failed");
+    const json& e = done["status_details"]["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_EQ(e["code"], want) << e.dump();  // as an error event's: null, not ""
+    EXPECT_EQ(e["message"], "what went wrong");
+  }
+}
+
 TEST(Realtime, ServerVadCommitsAndRespondsAfterTheSilence) {
   Fixture f;
   f.ev({{"type", "session.update"},
