@@ -2,7 +2,8 @@
 server: the official openai client (tests/js/realtime.mjs), streamed == one-shot (the items of
 response.done's mmrt.items sent as a chat completion with input_audio WAV parts give the same
 greedy text, token for token), server_vad committing by itself, error events with the session
-going on, and disconnects (no running requests, KV blocks back to the idle value).
+going on, disconnects (no running requests, KV blocks back to the idle value), and sessions of
+random client events.
 A minimal RFC 6455 client (WsClient) is here for the checks and bench/realtime_ttft.py."""
 import base64
 import io
@@ -370,6 +371,86 @@ def server_audio_budget(ctx, Server):
         srv.stop()
 
 
+def _random_session(port, pcm, seed, out):
+    """One session of random client events (seeded); appends what went wrong to `out`."""
+    import random
+    import threading
+    rng = random.Random(seed)
+    ws = WsClient(port)
+    expect(ws.status == 101, ws.head)
+    events, ended = [], []
+
+    def reader():
+        try:
+            while (ev := ws.recv()) is not None:
+                events.append(ev)
+        except (OSError, ConnectionError, ValueError) as e:
+            ended.append(repr(e))
+        ended.append("closed")
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    kinds = ["append", "commit", "clear", "create", "cancel", "update", "garbage", "odd"]
+    for _ in range(rng.randrange(10, 50)):
+        k = rng.choices(kinds, [40, 12, 5, 12, 8, 10, 5, 5])[0]
+        if k == "append":  # real speech, half the time under 20 ms, else up to 2 s
+            at = rng.randrange(0, len(pcm) // 2) * 2
+            n = rng.randrange(1, 480) if rng.random() < 0.5 else rng.randrange(480, 48000)
+            ev = {"type": "input_audio_buffer.append",
+                  "audio": base64.b64encode(pcm[at:at + 2 * n]).decode()}
+        elif k == "odd":
+            ev = {"type": "input_audio_buffer.append",
+                  "audio": base64.b64encode(os.urandom(2 * rng.randrange(0, 500) + 1)).decode()}
+        elif k == "commit":
+            ev = {"type": "input_audio_buffer.commit"}
+        elif k == "clear":
+            ev = {"type": "input_audio_buffer.clear"}
+        elif k == "create":
+            ev = {"type": "response.create",
+                  "response": rng.choice([{}, {"max_output_tokens": rng.choice([1, 4, "inf"])}])}
+        elif k == "cancel":
+            ev = {"type": "response.cancel"}
+        elif k == "update":
+            ev = {"type": "session.update", "session": rng.choice([
+                {"turn_detection": None},
+                {"turn_detection": {"type": "server_vad", "silence_duration_ms": 300}},
+                {"mmrt": {"input_sample_rate": rng.choice([16000, 24000])}},
+                {"temperature": rng.choice([0, 0.8, 7])}, {"max_response_output_tokens": 3}])}
+        else:
+            ev = rng.choice(["{", "[]", '{"type": 5}', '{"type": "input_audio_buffer.append"}'])
+        ws.send(ev)
+        time.sleep(rng.random() * 0.05)
+    time.sleep(rng.random() * 1.5)
+    if ended:
+        out.append(f"session {seed}: the server ended it: {ended}")
+    ws.close()
+    t.join(5)
+    for ev in events:
+        if ev["type"] == "response.done" and ev["response"]["status"] == "failed":
+            out.append(f"session {seed}: a failed response: {ev['response']['status_details']}")
+        if ev["type"] == "error" and ev["error"]["type"] == "server_error":
+            out.append(f"session {seed}: {ev['error']}")
+
+
+def random_events(ctx, Server):
+    """Eight sessions at once, each a seeded random sequence of client events (appends of any
+    length, odd byte counts, commits, clears, responses created and cancelled, updates that change
+    the rate or turn detection mid-stream, garbage): no response fails, no server error, no
+    session is ended by the server, and afterwards nothing runs. (It found commits that cut items
+    of a few samples, which failed their whole response.)"""
+    import threading
+    s = setup(ctx, Server)
+    problems = []
+    threads = [threading.Thread(target=_random_session, args=(s.port, s.pcm24, seed, problems))
+               for seed in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    expect(not problems, "; ".join(problems[:5]))
+    wait_idle(s.port, s.idle_kv, "after the random sessions")
+    return "8 sessions of random events"
+
+
 def stop(ctx, Server):
     rc = _S.srv.stop()
     _S.srv = None
@@ -381,4 +462,5 @@ CHECKS = [("realtime: openai client, streamed == one-shot", openai_client_stream
           ("realtime: error events, the session goes on", errors_and_bounds),
           ("realtime: disconnects free everything", disconnects),
           ("realtime: one audio budget across sessions", server_audio_budget),
+          ("realtime: random event sequences, eight sessions at once", random_events),
           ("realtime: server exits 0", stop)]
