@@ -26,7 +26,8 @@ constexpr size_t kMaxOps = 65536;
 
 std::string to_json(const CacheEvents& e) {
   json ops = json::array();
-  for (const auto& [stored, h] : e.ops) ops.push_back((stored ? "+" : "-") + h.hex());
+  for (const auto& [stored, h] : e.ops)
+    ops.push_back(std::string(stored ? "+" : "-").append(h.hex()));
   return json{{"id", e.id},
               {"snapshot", e.snapshot},
               {"first", e.first},

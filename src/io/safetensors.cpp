@@ -16,7 +16,6 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "core/error.h"
@@ -29,6 +28,17 @@ using nlohmann::json;
 // Writing
 
 namespace {
+
+// "model-00001-of-00003.safetensors": a shard's name (model-\d{5}-of-\d{5}\.safetensors).
+bool is_shard_name(std::string_view n) {
+  auto digits = [&](size_t at) {
+    return std::all_of(n.begin() + static_cast<std::ptrdiff_t>(at),
+                       n.begin() + static_cast<std::ptrdiff_t>(at + 5),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return n.size() == 32 && n.starts_with("model-") && digits(6) && n.substr(11, 4) == "-of-" &&
+         digits(15) && n.substr(20) == ".safetensors";
+}
 
 // Unbuffered POSIX file with a large write() loop; errors name the file.
 class OutFile {
@@ -238,10 +248,9 @@ std::vector<std::string> write_checkpoint_streamed(
   if (!fs::is_directory(dir))
     throw FailedPrecondition(dir + ": cannot create directory: " + ec.message());
   // Remove files a previous checkpoint left that open() would otherwise pick up.
-  static const std::regex kShardRe(R"(model-\d{5}-of-\d{5}\.safetensors)");
   for (const auto& e : fs::directory_iterator(dir)) {
     std::string n = e.path().filename().string();
-    if (n == kSingleName || n == kIndexName || std::regex_match(n, kShardRe)) fs::remove(e.path());
+    if (n == kSingleName || n == kIndexName || is_shard_name(n)) fs::remove(e.path());
   }
 
   std::vector<const PendingTensor*> ps = sorted_ptrs(tensors);

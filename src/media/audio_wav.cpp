@@ -18,7 +18,9 @@ std::vector<uint8_t> encode_wav_pcm16(std::span<const int16_t> interleaved, int3
   const auto ch = static_cast<uint32_t>(channels), r = static_cast<uint32_t>(rate);
   std::vector<uint8_t> w;
   w.reserve(44 + data);
-  auto tag = [&](const char* s) { w.insert(w.end(), s, s + 4); };
+  auto tag = [&](const char* s) {
+    for (int i = 0; i < 4; ++i) w.push_back(static_cast<uint8_t>(s[i]));
+  };
   auto le = [&](uint32_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) w.push_back(static_cast<uint8_t>(v >> (8 * i)));
   };

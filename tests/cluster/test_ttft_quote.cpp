@@ -242,7 +242,8 @@ TEST(TtftQuote, TheQuoteRoundTripsOnTheGaugeAndHostileOnesAreDropped) {
   LoadGauge wide{"w", 1};
   wide.quote = quote(1, 2);
   wide.quote.classes.push_back({std::string(65, 'x'), 1, 1, 0});
-  for (int i = 0; i < 20; ++i) wide.quote.classes.push_back({"c" + std::to_string(i), 1, 1, 0});
+  for (int i = 0; i < 20; ++i)
+    wide.quote.classes.push_back({std::string("c").append(std::to_string(i)), 1, 1, 0});
   EXPECT_EQ(parse_load_gauge(to_json(wide)).quote.classes.size(), 16u);
   wide.quote.token_ns = std::numeric_limits<double>::quiet_NaN();
   EXPECT_TRUE(parse_load_gauge(to_json(wide)).quote.classes.empty());

@@ -77,7 +77,10 @@ inline void report(const std::string& what, const Diff& d) {
 template <typename T>
 std::string csv(const std::vector<T>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 

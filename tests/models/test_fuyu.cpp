@@ -255,8 +255,10 @@ TEST(FuyuProcessor, GridMatchesReference) {
       {1, 1},       {29, 31},     {30, 30},     {90, 300},   {250, 110},   {1080, 1920},
       {1081, 1920}, {1080, 1921}, {2000, 1000}, {600, 4000}, {4000, 4000}, {17, 3000}};
   std::string arg;
-  for (const auto& [h, wd] : sizes)
-    arg += (arg.empty() ? "" : ";") + std::to_string(h) + "," + std::to_string(wd);
+  for (const auto& [h, wd] : sizes) {
+    if (!arg.empty()) arg += ';';
+    arg += std::to_string(h) + "," + std::to_string(wd);
+  }
   const json want = json::parse(fuyu_ref("stream --model " + w.model() + " --sizes '" + arg + "'"));
   ASSERT_EQ(want.size(), sizes.size());
   const fuyu::ImageProcessorConfig pp =

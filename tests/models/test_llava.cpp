@@ -255,8 +255,10 @@ TEST(LlavaProcessor, TokenCountsMatchHfProcessor) {
     for (int64_t h = 7; h < 700; h += 61)
       for (int64_t wd = 5; wd < 700; wd += 89) sizes.push_back({h, wd});
     std::string arg;
-    for (const auto& [h, wd] : sizes)
-      arg += (arg.empty() ? "" : ";") + std::to_string(h) + "," + std::to_string(wd);
+    for (const auto& [h, wd] : sizes) {
+      if (!arg.empty()) arg += ';';
+      arg += std::to_string(h) + "," + std::to_string(wd);
+    }
     const json want =
         json::parse(llava_ref("tokens --model " + w.model() + " --sizes '" + arg + "'"));
     ASSERT_EQ(want.size(), sizes.size());

@@ -216,7 +216,9 @@ void expect_items_whole(const Fixture& f, int64_t total) {
   EXPECT_EQ(it.back().end, total);
   for (size_t k = 0; k < it.size(); ++k) {
     EXPECT_GE(it[k].end - it[k].begin, kMinItem16k) << "item " << k;
-    if (k > 0) EXPECT_EQ(it[k].begin, it[k - 1].end);
+    if (k > 0) {
+      EXPECT_EQ(it[k].begin, it[k - 1].end);
+    }
     EXPECT_EQ(static_cast<int64_t>(media::decode_audio(it[k].wav).size()), it[k].end - it[k].begin);
   }
 }
