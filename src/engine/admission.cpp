@@ -42,10 +42,10 @@ const char* class_name(const Request& r) {
 }  // namespace
 
 double Admission::work_ns(double own, const MediaWork& media, double queued,
-                          const MediaWork& queued_media, const RunningLoad& load,
-                          int64_t budget) const {
+                          const MediaWork& queued_media, const RunningLoad& load, int64_t budget,
+                          double pairs) const {
   return cost_.predict_ttft_ns(own, media.patches, queued, queued_media.patches, load.n_decode,
-                               load.context, budget, media.items, queued_media.items);
+                               load.context, budget, media.items, queued_media.items, pairs);
 }
 
 double Admission::step_guard_ns(const RunningLoad& load, int64_t budget,
@@ -78,6 +78,11 @@ double Admission::own_tokens(const Request& r, const SchedulerView& v) const {
   if (r.status == RequestStatus::kRunning)
     return static_cast<double>(r.num_tokens() - r.num_computed);
   return static_cast<double>(r.num_tokens() - v.cached_prefix_tokens(r));
+}
+
+double Admission::own_pairs(const Request& r, const SchedulerView& v) const {
+  const auto to = static_cast<double>(r.num_tokens());
+  return causal_pairs(to - own_tokens(r, v), to);
 }
 
 double Admission::ttft_bias(double weight) const {
@@ -199,6 +204,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // in the encoder cache, plus the same for every request the policy serves first.
   Prediction p;
   p.own = own_tokens(r, v);
+  p.own_pairs = p.pairs = own_pairs(r, v);
   p.own_media = uncached_media(r, v);
   MediaWork queued_media;
   const Policy& policy = v.policy();
@@ -211,6 +217,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   for (const Request* q : v.running()) {
     if (!q->prefilled() && policy.serves_first(*q, r, now)) {
       p.queued += static_cast<double>(q->num_tokens() - q->num_computed);
+      p.pairs += own_pairs(*q, v);
       queued_media += uncached_media(*q, v);
       tighten(ahead_tpot, *q);
     }
@@ -218,6 +225,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   for (const Request* q : v.waiting()) {
     if (q == &r || !policy.serves_first(*q, r, now)) continue;
     p.queued += own_tokens(*q, v);
+    p.pairs += own_pairs(*q, v);
     queued_media += uncached_media(*q, v);
     tighten(ahead_tpot, *q);
   }
@@ -227,7 +235,8 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   int64_t with_r = ahead_tpot;
   tighten(with_r, r);
   p.budget_with_r = with_r != ahead_tpot ? v.token_budget_with(with_r) : p.budget;
-  const double pred0 = work_ns(p.own, p.own_media, p.queued, queued_media, p.load, p.budget);
+  const double pred0 =
+      work_ns(p.own, p.own_media, p.queued, queued_media, p.load, p.budget, p.pairs);
   // Media still to preprocess runs before any of that (on the media workers). Requests arriving
   // later that the policy serves first cannot take r's promise from it: admission refuses (or
   // downgrades) them when they would (displaced_by).
@@ -277,7 +286,7 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
   Quote q;
   const RunningLoad load = running_load(v.running());
   const int64_t budget = v.token_budget();
-  const double base = work_ns(0, {}, 0, {}, load, budget);  // an empty step
+  const double base = work_ns(0, {}, 0, {}, load, budget, 0);  // an empty step
   for (const SlaClass& c : sla_.classes) {
     if (c.ttft_ns <= 0) continue;
     GenerateRequest g;  // a request of the class arriving now, promised as any other
@@ -298,8 +307,8 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
   };
   q.token_ns = token_ns(load);
   q.token_idle_ns = token_ns(RunningLoad{});
-  q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget) - base) / 1000;
-  q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget) - base;
+  q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget, 0) - base) / 1000;
+  q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget, 0) - base;
   return q;
 }
 
@@ -319,26 +328,29 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
   v.policy().order_waiting(order, now);
   if (order.back() == &r) return nullptr;  // served last: delays nobody
   double tokens = 0;  // the work ahead of the request at hand, r's included once past it
+  double pairs = 0;   // ... its prompts' attention pairs
   MediaWork media;
   bool after_r = false;
   for (const Request* q : order) {
     const double own = q == &r ? p.own : own_tokens(*q, v);
+    const double own_p = q == &r ? p.own_pairs : own_pairs(*q, v);
     const MediaWork w = q == &r ? p.own_media : uncached_media(*q, v);
     if (q == &r) {
       after_r = true;
     } else if (after_r && q->deadline_ns != 0 && q->generated() == 0) {
       // Its first token, from now, with the work ahead of it (as expire_late and admission
       // predict it: the work scaled by the class's bias, then the margin).
-      auto first_token = [&](double ahead, const MediaWork& ahead_media, int64_t budget) {
-        const double work =
-            media_pending_ns(*q) + work_ns(own, w, ahead, ahead_media, p.load, budget);
+      auto first_token = [&](double ahead, double ahead_pairs, const MediaWork& ahead_media,
+                             int64_t budget) {
+        const double work = media_pending_ns(*q) + work_ns(own, w, ahead, ahead_media, p.load,
+                                                           budget, own_p + ahead_pairs);
         return static_cast<double>(now) + work * ttft_bias(q->weight) +
                static_cast<double>(p.guard_ns);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
-      const double with = first_token(tokens, media, p.budget_with_r);
+      const double with = first_token(tokens, pairs, media, p.budget_with_r);
       if (with > deadline &&
-          first_token(tokens - p.own,
+          first_token(tokens - p.own, pairs - p.own_pairs,
                       {media.patches - p.own_media.patches, media.items - p.own_media.items},
                       p.budget) <= deadline) {
         late_by_ns = static_cast<int64_t>(with - deadline);
@@ -346,6 +358,7 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
       }
     }
     tokens += own;
+    pairs += own_p;
     media += w;
   }
   return nullptr;
@@ -416,8 +429,8 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
       return false;
     }
     // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
-    const double own_only = (media_pending_ns(r) +
-                             work_ns(p.own, p.own_media, 0, {}, RunningLoad{}, v.token_budget())) *
+    const double own_only = (media_pending_ns(r) + work_ns(p.own, p.own_media, 0, {}, RunningLoad{},
+                                                           v.token_budget(), p.own_pairs)) *
                             ttft_bias(r.weight);
     r.retry_after_ns = own_only > static_cast<double>(budget_ns)
                            ? -1
@@ -480,7 +493,8 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     // with no work ahead: a request admitted in this pass is never refused in the same one.
     // The bias scales the predicted work, not the margin (as admission adds it).
     const double guard = prompts > 1 ? full_guard : decode_guard;  // r's own prompt is one
-    const double work = work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget);
+    const double work =
+        work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget, own_pairs(*r, v));
     const double elapsed = static_cast<double>(now - r->arrival_ns);
     const double bias = ttft_bias(r->weight);
     const double ttft = elapsed + work * bias + guard;

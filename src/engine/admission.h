@@ -150,7 +150,9 @@ class Admission {
   struct Prediction {
     double own = 0;  // r's prompt tokens still to compute
     MediaWork own_media;
-    double queued = 0;     // prompt tokens served before r
+    double queued = 0;  // prompt tokens served before r
+    // The attention pairs of r's remaining prompt, and of r's and those served before it.
+    double own_pairs = 0, pairs = 0;
     double rho = 0;        // the reserved share of the engine (reserve only)
     int64_t guard_ns = 0;  // the decision's margin: the step in flight (step_guard_ns)
     RunningLoad load;      // the running requests' load
@@ -197,9 +199,12 @@ class Admission {
   // The model's time to the first token of a request with `own` prompt tokens and `media` of
   // its own behind `queued` tokens and `queued_media`, at `load` and `budget` (no bias, no
   // margin, no media preprocessing): the one formula every check predicts with.
+  // `pairs`: the attention pairs of all that prompt work (own_pairs of each request).
   double work_ns(double own, const MediaWork& media, double queued, const MediaWork& queued_media,
-                 const RunningLoad& load, int64_t budget) const;
+                 const RunningLoad& load, int64_t budget, double pairs) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
+  // The causal attention pairs of the same tokens (they attend the prefix before them too).
+  double own_pairs(const Request& r, const SchedulerView& v) const;
   // The margin both admission and the late check add: the step that may be in flight when a
   // request arrives or is checked, at the running load. Where other requests have prompt work
   // left, a full step of the budget (a scheduled prompt shares steps with them); else one decode

@@ -8,7 +8,7 @@ namespace mmrt::engine {
 namespace {
 // Feature scales keep the regression well conditioned (values of order 1).
 constexpr double kPrefillScale = 100, kDecodeScale = 10, kContextScale = 10000;
-constexpr double kPatchScale = 1000, kItemScale = 1;
+constexpr double kPatchScale = 1000, kItemScale = 1, kPairScale = 1e6;
 constexpr double kPrior = 100.0;    // initial covariance per coefficient
 constexpr double kMinStepMs = 0.1;  // no step is predicted faster
 }  // namespace
@@ -48,10 +48,11 @@ void CostModel::Fit<N>::update(const std::array<double, N>& x, double y, double 
 
 CostModel::CostModel(double forgetting) : forgetting_(forgetting) {
   // Prior (ms per scaled unit): 2 ms per step, 5 ms per 100 prefill tokens, 1 ms per 10
-  // decodes, 1 ms per 10k context tokens; 10 ms per 1000 patches, 1 ms per encoder item.
-  model_.theta = {2.0, 5.0, 1.0, 1.0};
+  // decodes, 1 ms per 10k context tokens, 1 ms per million prompt pairs; 10 ms per 1000
+  // patches, 1 ms per encoder item.
+  model_.theta = {2.0, 5.0, 1.0, 1.0, 1.0};
   encoder_.theta = {10.0, 1.0};
-  for (size_t i = 0; i < 4; ++i) model_.P[i][i] = kPrior;
+  for (size_t i = 0; i < 5; ++i) model_.P[i][i] = kPrior;
   for (size_t i = 0; i < 2; ++i) encoder_.P[i][i] = kPrior;
   patch_ref_ = encoder_.theta[0];
 }
@@ -61,9 +62,9 @@ void CostModel::set_encoder_cost(double ns_per_unit) {
     encoder_.theta[0] = patch_ref_ = ns_per_unit * kPatchScale * 1e-6;
 }
 
-std::array<double, 4> CostModel::model_features(const StepFeatures& f) {
+std::array<double, 5> CostModel::model_features(const StepFeatures& f) {
   return {1.0, f.prefill_tokens / kPrefillScale, f.decode_tokens / kDecodeScale,
-          f.context_tokens / kContextScale};
+          f.context_tokens / kContextScale, f.prefill_pairs / kPairScale};
 }
 
 std::array<double, 2> CostModel::encoder_features(const StepFeatures& f) {
@@ -100,6 +101,10 @@ void CostModel::observe(const StepFeatures& f, double step_ns, double encoder_ns
   ++n_obs_;
 }
 
+double CostModel::pair_ns() const {
+  return std::max(0.0, model_.theta[4] * 1e6 / kPairScale);
+}
+
 double CostModel::encoder_item_ns() const {
   return encoder_.theta[1] * 1e6 / kItemScale;
 }
@@ -113,12 +118,14 @@ std::array<double, 5> CostModel::coefficients_ns() const {
 double CostModel::predict_ttft_ns(double prefill_tokens, double patches,
                                   double queued_prefill_tokens, double queued_patches,
                                   int64_t n_decode, double context_tokens, int64_t budget,
-                                  double items, double queued_items) const {
+                                  double items, double queued_items, double prompt_pairs) const {
   const double cap = std::max<double>(1.0, static_cast<double>(budget - n_decode));
   const double total = queued_prefill_tokens + prefill_tokens;
   const double steps = std::max(1.0, std::ceil(total / cap));
   StepFeatures full{std::min(cap, total), static_cast<double>(n_decode), 0, context_tokens};
   double t = steps * predict_ns(full);
+  // The prompts' attention over their own tokens, on top of the steps' per-token cost.
+  t += pair_ns() * std::max(0.0, prompt_pairs);
   // Encoder work on top of the steps.
   t += encoder_ms({0, 0, queued_patches + patches, 0, queued_items + items}) * 1e6;
   return t;

@@ -463,7 +463,12 @@ StepFeatures step_features(const StepPlan& plan) {
   f.encoder_items =
       static_cast<double>(std::count_if(plan.encoder_jobs.begin(), plan.encoder_jobs.end(),
                                         [](const EncoderJob& j) { return j.first(); }));
-  for (const auto& c : plan.chunks) f.context_tokens += static_cast<double>(c.start + c.n);
+  for (const auto& c : plan.chunks) {
+    f.context_tokens += static_cast<double>(c.start + c.n);
+    if (c.prefill)
+      f.prefill_pairs +=
+          causal_pairs(static_cast<double>(c.start), static_cast<double>(c.start + c.n));
+  }
   return f;
 }
 

@@ -40,6 +40,10 @@ CostModel trained() {
   for (int i = 0; i < 600; ++i) {
     StepFeatures f{static_cast<double>(rng() % 512), static_cast<double>(rng() % 16),
                    static_cast<double>((rng() % 4) * 256), 0};
+    // Chunks anywhere in prompts of up to 16000 tokens: this law's steps cost nothing for
+    // their attention, and the fit learns that too.
+    const double start = static_cast<double>(rng() % 16000);
+    f.prefill_pairs = causal_pairs(start, start + f.prefill_tokens);
     c.observe(f, law(f), encoder_share(f));
   }
   return c;
@@ -119,6 +123,35 @@ TEST(Admission, AdmitsWhatFitsAndRefusesWhatCannot) {
 // other prompts are in progress. A request that fits its class alone on an idle engine is
 // admitted, not refused for a step that is not running (seen: a lone image request refused on an
 // idle 2b-shape server, its 3.3 s of work + a 1.8 s full step over silver's 5 s).
+// A long prompt is priced with its own attention: on an engine whose chunks slow down as the
+// prompt grows, a 9,000-token silver prompt (~9 s here) is refused at arrival as beyond the class
+// on this server, not admitted at the steps' ~2.3 s and refused late into its prefill.
+TEST(Admission, ALongPromptIsRefusedAtArrivalForItsOwnAttention) {
+  auto attention_law = [](const StepFeatures& f) {
+    return 4e6 + 250e3 * f.prefill_tokens + 500e3 * f.decode_tokens + 170.0 * f.prefill_pairs;
+  };
+  CostModel cost;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 600; ++i) {
+    const double start = 512.0 * static_cast<double>(rng() % 18);
+    StepFeatures f{512, static_cast<double>(rng() % 8), 0, start + 512};
+    f.prefill_pairs = causal_pairs(start, start + 512);
+    cost.observe(f, attention_law(f));
+  }
+  const SlaConfig sla = SlaConfig::defaults();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  Request* longer = q.make(sla, "silver", 9000, 0);
+  EXPECT_FALSE(adm.admit(*longer, v, 0, why));
+  EXPECT_NE(why.find("its own work alone"), std::string::npos) << why;
+  EXPECT_GT(static_cast<double>(longer->predicted_ttft_ns), 8e9) << "~9 s, not the steps' 2.3 s";
+  Request* shorter = q.make(sla, "silver", 4000, 0);
+  EXPECT_TRUE(adm.admit(*shorter, v, 0, why)) << why;
+  EXPECT_NEAR(static_cast<double>(shorter->predicted_ttft_ns), 2.4e9, 0.15 * 2.4e9);
+}
+
 TEST(Admission, TheMarginIsTheStepInFlight) {
   const SlaConfig sla = SlaConfig::defaults();
   const CostModel cost = trained();

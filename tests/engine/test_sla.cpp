@@ -240,6 +240,44 @@ TEST(CostModel, StaysAccurateOnCollinearNoisySteps) {
         << "prefill " << f.prefill_tokens << " decode " << f.decode_tokens;
 }
 
+// A long prompt's chunks slow down as its attention grows (each chunk's queries attend the whole
+// prefix): fitted on such steps, the model prices a prompt by its length and its attention pairs.
+// Without the pairs term a 9,038-token prompt was predicted at half its time (admitted against
+// silver's 5 s, refused late 1.5 s into a ~9.6 s prefill).
+TEST(CostModel, ALongPromptsOwnAttentionIsPriced) {
+  auto law = [](const StepFeatures& f) {
+    return 4e6 + 250e3 * f.prefill_tokens + 500e3 * f.decode_tokens + 1e3 * f.context_tokens +
+           170.0 * f.prefill_pairs;
+  };
+  auto chunk = [](double start, double n, double decode) {
+    StepFeatures f{n, decode, 0, start + n + decode * 300};
+    f.prefill_pairs = causal_pairs(start, start + n);
+    return f;
+  };
+  CostModel cost;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(1.0, 0.05);
+  for (int i = 0; i < 600; ++i) {
+    // Prompts of 1-16 chunks of 512 beside 0-8 decodes, and decode-only steps between them.
+    const double decode = static_cast<double>(rng() % 9);
+    const StepFeatures f = i % 3 == 2 ? StepFeatures{0, decode + 1, 0, 300 * (decode + 1)}
+                                      : chunk(512.0 * static_cast<double>(rng() % 16), 512, decode);
+    cost.observe(f, law(f) * noise(rng));
+  }
+  const double n = 9038;
+  double truth = 0;  // its chunks of 512 on an idle engine
+  for (double at = 0; at < n; at += 512) truth += law(chunk(at, std::min(512.0, n - at), 0));
+  const double steps_only = cost.predict_ttft_ns(n, 0, 0, 0, 0, 0, 512);
+  const double priced = cost.predict_ttft_ns(n, 0, 0, 0, 0, 0, 512, 0, 0, causal_pairs(0, n));
+  EXPECT_NEAR(priced, truth, 0.1 * truth);
+  EXPECT_LT(steps_only, 0.7 * truth) << "the attention is most of the difference";
+  EXPECT_NEAR(cost.pair_ns(), 170.0, 0.1 * 170.0);
+  // The pairs of a span: token i attends i + 1 keys.
+  EXPECT_EQ(causal_pairs(0, 3), 6.0);
+  EXPECT_EQ(causal_pairs(2, 4), 7.0);
+  EXPECT_EQ(causal_pairs(4, 4), 0.0);
+}
+
 TEST(BatchController, ConvergesToTheTpotTarget) {
   // True step time: 2 ms + 0.1 ms per prefill token + 0.5 ms per decode; the cost model starts
   // from its (wrong) prior and learns online, the controller reads both.
