@@ -51,14 +51,15 @@ int run_server(ServerConfig cfg) {
       Stopwatch sw;
       auto eng = engine::Engine::create(cfg.engine);
       const double load_s = sw.seconds();
-      // One request before the first client's: a prefill of a step's worth of tokens (up to
-      // 512) and a decode step. The first forward passes' one-time costs (page faults, kernel
-      // set-up at these shapes) would otherwise land in someone's time to first token, and the
-      // cost model sees a real prefill step: admission would otherwise price the first prompts
-      // at its prior.
+      // One request before the first client's: a prefill of four steps' worth of tokens (up to
+      // 4 x 512) and a decode step. The first forward passes' one-time costs (page faults,
+      // kernel set-up at these shapes) would otherwise land in someone's time to first token,
+      // and the cost model sees real prefill steps, the later ones attending the earlier (its
+      // prompt-pair term): admission would otherwise price the first prompts, and the first
+      // long one's attention, at its prior.
       engine::GenerateRequest warm;
       const int32_t n = std::clamp(cfg.engine.scheduler.token_budget, 8, 512);
-      for (int32_t i = 0; i < n; ++i) warm.prompt_ids.push_back(i % 8);
+      for (int32_t i = 0; i < 4 * n; ++i) warm.prompt_ids.push_back(i % 8);
       warm.sampling.max_tokens = 2;
       const engine::RequestResult w = eng->submit(std::move(warm)).wait();
       if (const std::string c = engine::encoder_calibration_text(eng->stats().encoder_calibration);
