@@ -35,6 +35,14 @@ double media_pending_ns(const Request& r) {
   return r.media_pending ? r.expected_media_ns : 0.0;
 }
 
+// The causal attention pairs of r's last `own` prompt tokens (own_tokens: they attend the
+// prefix before them too). Takes the count rather than finding it again: own_tokens walks the
+// prefix cache.
+double prompt_pairs(const Request& r, double own) {
+  const auto to = static_cast<double>(r.num_tokens());
+  return causal_pairs(to - own, to);
+}
+
 const char* class_name(const Request& r) {
   return r.sla_class.empty() ? "requested" : r.sla_class.c_str();
 }
@@ -78,11 +86,6 @@ double Admission::own_tokens(const Request& r, const SchedulerView& v) const {
   if (r.status == RequestStatus::kRunning)
     return static_cast<double>(r.num_tokens() - r.num_computed);
   return static_cast<double>(r.num_tokens() - v.cached_prefix_tokens(r));
-}
-
-double Admission::own_pairs(const Request& r, const SchedulerView& v) const {
-  const auto to = static_cast<double>(r.num_tokens());
-  return causal_pairs(to - own_tokens(r, v), to);
 }
 
 double Admission::ttft_bias(double weight) const {
@@ -204,7 +207,7 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // in the encoder cache, plus the same for every request the policy serves first.
   Prediction p;
   p.own = own_tokens(r, v);
-  p.own_pairs = p.pairs = own_pairs(r, v);
+  p.own_pairs = p.pairs = prompt_pairs(r, p.own);
   p.own_media = uncached_media(r, v);
   MediaWork queued_media;
   const Policy& policy = v.policy();
@@ -216,16 +219,18 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   };
   for (const Request* q : v.running()) {
     if (!q->prefilled() && policy.serves_first(*q, r, now)) {
-      p.queued += static_cast<double>(q->num_tokens() - q->num_computed);
-      p.pairs += own_pairs(*q, v);
+      const auto own = static_cast<double>(q->num_tokens() - q->num_computed);
+      p.queued += own;
+      p.pairs += prompt_pairs(*q, own);
       queued_media += uncached_media(*q, v);
       tighten(ahead_tpot, *q);
     }
   }
   for (const Request* q : v.waiting()) {
     if (q == &r || !policy.serves_first(*q, r, now)) continue;
-    p.queued += own_tokens(*q, v);
-    p.pairs += own_pairs(*q, v);
+    const double own = own_tokens(*q, v);
+    p.queued += own;
+    p.pairs += prompt_pairs(*q, own);
     queued_media += uncached_media(*q, v);
     tighten(ahead_tpot, *q);
   }
@@ -333,7 +338,7 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
   bool after_r = false;
   for (const Request* q : order) {
     const double own = q == &r ? p.own : own_tokens(*q, v);
-    const double own_p = q == &r ? p.own_pairs : own_pairs(*q, v);
+    const double own_p = q == &r ? p.own_pairs : prompt_pairs(*q, own);
     const MediaWork w = q == &r ? p.own_media : uncached_media(*q, v);
     if (q == &r) {
       after_r = true;
@@ -493,8 +498,9 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     // with no work ahead: a request admitted in this pass is never refused in the same one.
     // The bias scales the predicted work, not the margin (as admission adds it).
     const double guard = prompts > 1 ? full_guard : decode_guard;  // r's own prompt is one
+    const double own = own_tokens(*r, v);
     const double work =
-        work_ns(own_tokens(*r, v), uncached_media(*r, v), 0, {}, load, budget, own_pairs(*r, v));
+        work_ns(own, uncached_media(*r, v), 0, {}, load, budget, prompt_pairs(*r, own));
     const double elapsed = static_cast<double>(now - r->arrival_ns);
     const double bias = ttft_bias(r->weight);
     const double ttft = elapsed + work * bias + guard;

@@ -203,8 +203,6 @@ class Admission {
   double work_ns(double own, const MediaWork& media, double queued, const MediaWork& queued_media,
                  const RunningLoad& load, int64_t budget, double pairs) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
-  // The causal attention pairs of the same tokens (they attend the prefix before them too).
-  double own_pairs(const Request& r, const SchedulerView& v) const;
   // The margin both admission and the late check add: the step that may be in flight when a
   // request arrives or is checked, at the running load. Where other requests have prompt work
   // left, a full step of the budget (a scheduled prompt shares steps with them); else one decode

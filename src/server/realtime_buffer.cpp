@@ -18,14 +18,18 @@ double ms_of(int64_t samples, int32_t rate) {
   return static_cast<double>(samples) * 1000.0 / rate;
 }
 
-// The samples of an item's WAV (encode_wav_pcm16's 44-byte header, then little-endian PCM16).
+// Little-endian PCM16 bytes as samples (an odd last byte is ignored).
+std::vector<int16_t> pcm16_le(std::span<const uint8_t> b) {
+  std::vector<int16_t> s(b.size() / 2);
+  for (size_t i = 0; i < s.size(); ++i)
+    s[i] = static_cast<int16_t>(static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8)));
+  return s;
+}
+
+// The samples of an item's WAV (encode_wav_pcm16's 44-byte header, then PCM16).
 std::vector<int16_t> wav_samples(const std::vector<uint8_t>& wav) {
   constexpr size_t kHeader = 44;
-  std::vector<int16_t> s(wav.size() > kHeader ? (wav.size() - kHeader) / 2 : 0);
-  for (size_t i = 0; i < s.size(); ++i)
-    s[i] = static_cast<int16_t>(
-        static_cast<uint16_t>(wav[kHeader + 2 * i] | (wav[kHeader + 2 * i + 1] << 8)));
-  return s;
+  return pcm16_le(std::span(wav).subspan(std::min(kHeader, wav.size())));
 }
 
 }  // namespace
@@ -75,10 +79,7 @@ void RealtimeSession::append(const json& ev, const std::string& eid, int64_t now
     }
     charged_ms_ = to_ms;
   }
-  std::vector<int16_t> s(static_cast<size_t>(n));
-  for (size_t i = 0; i < s.size(); ++i)
-    s[i] = static_cast<int16_t>(static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8)));
-  push_samples(s, now_ns);
+  push_samples(pcm16_le(bytes), now_ns);
 }
 
 void RealtimeSession::push_samples(std::span<const int16_t> s, int64_t now_ns) {
