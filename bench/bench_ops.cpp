@@ -158,40 +158,42 @@ BENCHMARK(BM_DecodeAttention)
     ->Args({4096, 8, 1, 0})
     ->UseRealTime();
 
-// Prefill: 512 new tokens of one sequence, causal, over the paged cache.
+// Prefill: n new tokens of one sequence after ctx cached ones, causal, over the paged cache;
+// kv: 0 f32 cache, 1 bf16 cache, 2 bf16 cache and bf16 products (PagedAttentionArgs::bf16).
 void BM_PrefillAttention(benchmark::State& st) {
-  const int32_t n = int32_t(st.range(0));
-  const DType dt = st.range(1) ? DType::kBF16 : DType::kF32;
-  const Backend& tp = backend(threads_arg(st, 2));
-  const int32_t bs = 16, blocks = (n + bs - 1) / bs;
+  const int32_t n = int32_t(st.range(0)), ctx = int32_t(st.range(1)), len = n + ctx;
+  const DType dt = st.range(2) ? DType::kBF16 : DType::kF32;
+  const Backend& tp = backend(threads_arg(st, 3));
+  const int32_t bs = 16, blocks = (len + bs - 1) / bs;
   KvCache cache(tp, {.n_layers = 1,
                      .num_blocks = blocks,
                      .block_size = bs,
                      .n_kv_heads = kKvHeads,
                      .head_dim = kHeadDim,
                      .dtype = dt});
-  std::vector<int32_t> table(static_cast<size_t>(blocks)), slots(static_cast<size_t>(n));
+  std::vector<int32_t> table(static_cast<size_t>(blocks)), slots(static_cast<size_t>(len));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(6));
-  for (int32_t t = 0; t < n; ++t) slots[size_t(t)] = table[size_t(t / bs)] * bs + t % bs;
-  auto k = random_vec(size_t(n) * kKvHeads * kHeadDim, 7);
+  for (int32_t t = 0; t < len; ++t) slots[size_t(t)] = table[size_t(t / bs)] * bs + t % bs;
+  auto k = random_vec(size_t(len) * kKvHeads * kHeadDim, 7);
   auto v = random_vec(k.size(), 8);
-  cache.write(0, k.data(), v.data(), slots.data(), n);
+  cache.write(0, k.data(), v.data(), slots.data(), len);
   auto q = random_vec(size_t(n) * kHeads * kHeadDim, 9);
   std::vector<float> out(q.size());
-  AttnSeq seq{.q_begin = 0, .n_q = n, .kv_len = n, .block_table = table.data()};
-  PagedAttentionArgs args{.q = q.data(), .out = out.data(), .n_tokens = n, .n_heads = kHeads};
+  AttnSeq seq{.q_begin = 0, .n_q = n, .kv_len = len, .block_table = table.data()};
+  PagedAttentionArgs args{
+      .q = q.data(), .out = out.data(), .n_tokens = n, .n_heads = kHeads, .bf16 = st.range(2) == 2};
   for (auto _ : st) {
     paged_attention(tp, args, cache.layer(0), std::span<const AttnSeq>(&seq, 1));
     benchmark::DoNotOptimize(out.data());
   }
-  const double pairs = double(n) * (n + 1) / 2;
+  const double pairs = double(n) * ctx + double(n) * (n + 1) / 2;
   const double flops = double(st.iterations()) * pairs * kHeads * kHeadDim * 4;
   st.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PrefillAttention)
-    ->ArgNames({"n", "bf16", "threads"})
-    ->ArgsProduct({{512}, {0, 1}, {1, 0}})
+    ->ArgNames({"n", "ctx", "kv", "threads"})
+    ->ArgsProduct({{512}, {0, 4096}, {0, 1, 2}, {1, 0}})
     ->UseRealTime();
 
 // Vision tower: bidirectional attention over one 1024-patch image, 16 heads of 80 (Qwen2-VL);

@@ -169,7 +169,7 @@ void add_cases(RefSuite& suite, const AttnSpec& sp, uint32_t seed, bool with_bf1
 // paged_attention, every operand in the backend's memory. Slots past each sequence's end hold NaN
 // to prove they are never used.
 std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, const Data& d,
-                             int32_t bs, DType dt, int32_t kv_splits) {
+                             int32_t bs, DType dt, int32_t kv_splits, bool bf16 = false) {
   int32_t blocks_needed = 0;
   for (const auto& s : sp.seqs) blocks_needed += (s.kv_len + bs - 1) / bs;
   KvCacheConfig cfg{.n_layers = 2,
@@ -228,7 +228,8 @@ std::vector<float> run_paged(const kernels::Backend& be, const AttnSpec& sp, con
                        .out = out.get(),
                        .n_tokens = d.total_q,
                        .n_heads = sp.nh,
-                       .kv_splits = kv_splits};
+                       .kv_splits = kv_splits,
+                       .bf16 = bf16};
   paged_attention(be, a, cache.layer(1), seqs);
   return out.host();
 }
@@ -382,6 +383,138 @@ TEST(Attention, VarlenBf16WithinItsRounding) {
     EXPECT_EQ(
         std::memcmp(capped.data(), run_varlen(avx512, sp, d, 0, false).data(), out.size() * 4), 0)
         << sp.name << ": without AVX512-BF16 the exact kernel";
+  }
+}
+
+// The 16-bit models' permission for prefill rows (PagedAttentionArgs::bf16; the CPU's bf16
+// products on AVX512-BF16), with a bf16 cache, every block size and split:
+// - against PyTorch's float64 attention on the bf16-rounded keys and values, within the
+//   rounding of q and the probabilities: |err| <= 1e-2 q_scale (1 + |ref|) (the encoders'
+//   permission allows 1e-2 at unit-scale q; the q rounding's error in the scores grows with q);
+// - against bf16_products_reference (the same roundings, float64 elsewhere; without kv splits,
+//   whose parts restart the running maximum): 95 % of the values within 1e-5 (1 + |ref|), the
+//   rest within 4e-3 (1 + |ref|) — a probability or q element whose f32 value lies within the
+//   polynomial exp's or the sums' error of a bf16 rounding boundary rounds the other way (one
+//   weight off by 2^-8; measured: 0.4-2.1 % of the values beyond 1e-5, at most 1.3e-3), while
+//   the probabilities summed unrounded put 56-79 % of them beyond.
+// It must round the rows of sequences with more than one query (differ from the exact kernel
+// there) and leave decode rows, f32 caches, CPUs without AVX512-BF16 and batch-invariant
+// backends to the exact kernel (same bits).
+// bf16 rounding to nearest, ties to even (finite values).
+float bf16_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// The bf16 products' arithmetic in float64, rounding where the kernel rounds: the scores of
+// bf16(q * scale) and the bf16 keys; keys in chunks of 32 from position 0, each chunk's
+// probabilities exp(s - m) rounded to bf16 against the running maximum m of the keys seen so
+// far, the sum and the output rescaled by exp(m_old - m) as m grows (the online softmax, on bf16
+// values). Rows of sequences with a single query: the exact kernel's arithmetic (no rounding of
+// q or the probabilities). What remains between it and the kernel: f32 sums and exp.
+std::vector<double> bf16_products_reference(const AttnSpec& sp, const Data& d) {
+  const int G = sp.nh / sp.nkv, hd = sp.hd;
+  const double scale = 1.0 / std::sqrt(double(hd));
+  std::vector<double> out(size_t(d.total_q) * sp.nh * hd, 0.0);
+  for (size_t i = 0; i < sp.seqs.size(); ++i) {
+    const SeqSpec& s = sp.seqs[i];
+    const bool rounds = s.n_q > 1;
+    for (int32_t j = 0; j < s.n_q; ++j) {
+      int32_t lim = 0;
+      kernels::detail::query_key_limits(s.kind, s.spans, s.kv_len, s.n_q, j, 1, &lim);
+      for (int h = 0; h < sp.nh; ++h) {
+        const float* q = d.q.data() + (size_t(d.q_begin[i] + j) * sp.nh + h) * hd;
+        double* o = out.data() + (size_t(d.q_begin[i] + j) * sp.nh + h) * hd;
+        double m = -std::numeric_limits<double>::infinity(), l = 0.0;
+        for (int32_t t0 = 0; t0 < lim; t0 += 32) {
+          const int32_t t1 = std::min(lim, t0 + 32);
+          std::vector<double> sc;
+          double m_new = m;
+          for (int32_t t = t0; t < t1; ++t) {
+            const float* k = d.k.data() + (size_t(d.kv_off[i] + t) * sp.nkv + h / G) * hd;
+            double acc = 0.0;
+            for (int x = 0; x < hd; ++x) {
+              const float qs = float(q[x] * scale);
+              acc += double(rounds ? bf16_round(qs) : qs) * bf16_round(k[x]);
+            }
+            sc.push_back(acc);
+            m_new = std::max(m_new, acc);
+          }
+          const double corr = std::exp(m - m_new);
+          l *= corr;
+          for (int x = 0; x < hd; ++x) o[x] *= corr;
+          for (int32_t t = t0; t < t1; ++t) {
+            double p = std::exp(sc[size_t(t - t0)] - m_new);
+            if (rounds) p = bf16_round(float(p));
+            l += p;
+            const float* v = d.v.data() + (size_t(d.kv_off[i] + t) * sp.nkv + h / G) * hd;
+            for (int x = 0; x < hd; ++x) o[x] += p * bf16_round(v[x]);
+          }
+          m = m_new;
+        }
+        for (int x = 0; x < hd; ++x) o[x] /= l;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Attention, PagedBf16ProductsWithinTheirRounding) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const kernels::CpuBackend bf(kernels::BackendOptions{.threads = 3, .max_isa = Isa::kAvx512Bf16});
+  const kernels::CpuBackend avx512(kernels::BackendOptions{.threads = 3, .max_isa = Isa::kAvx512});
+  const kernels::CpuBackend inv(
+      kernels::BackendOptions{.threads = 3, .max_isa = Isa::kAvx512Bf16, .batch_invariant = true});
+  for (const auto& sp : paged_specs()) {
+    const Data d = make_data(sp, spec_seed(sp));
+    const RefCase& c = RefSuite::get().at(case_name(sp, true));
+    const int64_t qrow = int64_t(sp.nh) * sp.hd;
+    const std::vector<double> rq = bf16_products_reference(sp, d);
+    for (int32_t bs : {16, 32}) {
+      for (int32_t splits : {0, 3}) {
+        const std::string what =
+            sp.name + " bs " + std::to_string(bs) + " splits " + std::to_string(splits);
+        const auto exact = run_paged(bf, sp, d, bs, DType::kBF16, splits);
+        const auto out = run_paged(bf, sp, d, bs, DType::kBF16, splits, true);
+        expect_close(out.data(), c.out.f.data(), out.size(), 1e-2 * sp.q_scale, 1e-2 * sp.q_scale,
+                     what);
+        if (splits == 0) {  // the emulation's chunks: every row's keys from position 0 on
+          int64_t beyond = 0;
+          for (size_t x = 0; x < out.size(); ++x) {
+            const double e = std::abs(out[x] - rq[x]), scale = 1.0 + std::abs(rq[x]);
+            EXPECT_LE(e, 4e-3 * scale) << what << "[" << x << "]";
+            beyond += e > 1e-5 * scale;
+          }
+          EXPECT_LE(double(beyond), 0.05 * double(out.size())) << what;
+        }
+        for (size_t i = 0; i < sp.seqs.size(); ++i) {
+          const int32_t nq = sp.seqs[i].n_q;
+          if (nq == 0) continue;
+          const size_t off = size_t(d.q_begin[i]) * size_t(qrow), bytes = size_t(nq * qrow) * 4;
+          const bool same = std::memcmp(out.data() + off, exact.data() + off, bytes) == 0;
+          if (nq == 1)
+            EXPECT_TRUE(same) << what << " seq " << i << ": a decode row keeps the exact kernel";
+          else
+            EXPECT_FALSE(same) << what << " seq " << i << ": the bf16 products did not run";
+        }
+        for (const kernels::CpuBackend* b : {&avx512, &inv}) {
+          const auto kept = run_paged(*b, sp, d, bs, DType::kBF16, splits, true);
+          EXPECT_EQ(std::memcmp(kept.data(), run_paged(*b, sp, d, bs, DType::kBF16, splits).data(),
+                                kept.size() * 4),
+                    0)
+              << what << (b == &inv ? ": batch invariance" : ": without AVX512-BF16")
+              << " keeps the exact kernel";
+        }
+        const auto f32 = run_paged(bf, sp, d, bs, DType::kF32, splits, true);
+        EXPECT_EQ(std::memcmp(f32.data(), run_paged(bf, sp, d, bs, DType::kF32, splits).data(),
+                              f32.size() * 4),
+                  0)
+            << what << ": an f32 cache keeps the exact kernel";
+      }
+    }
   }
 }
 

@@ -44,8 +44,9 @@ constexpr int kRowsPerTile = 36;      // query rows (tokens x group) per work it
 constexpr int32_t kMinSplitKv = 512;  // automatic splits keep at least this many keys per part
 
 // Plans the work items, runs them, merges split-kv partials.
+// bf16: the keys/values are bf16; bf16_products: prefill rows (n_q > 1) in bf16 products.
 void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs,
-                 int32_t kv_splits, bool bf16) {
+                 int32_t kv_splits, bool bf16, bool bf16_products = false) {
   ThreadPool& pool = be.pool();
   pb.be = &be;
   const int G = pb.group;
@@ -120,7 +121,13 @@ void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSe
   const detail::AttnFns& fns = attn_fns(be.isa());
   auto run = bf16 ? fns.run_bf16 : fns.run_f32;
   pool.parallel_for(static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) run(pb, items[static_cast<size_t>(i)]);
+    for (int64_t i = b; i < e; ++i) {
+      const AttnItem& it = items[static_cast<size_t>(i)];
+      if (bf16_products && seqs[static_cast<size_t>(it.seq)].n_q > 1)
+        detail::run_item_bf16_products(pb, it);
+      else
+        run(pb, it);
+    }
   });
 
   // Merge partials: out = sum_p O_p e^(m_p - M) / sum_p l_p e^(m_p - M).
@@ -191,8 +198,12 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
   pb.k = kv.k;
   pb.v = kv.v;
   pb.seg_len = bs;
-  // Batch invariance: no split-kv (how many parts a range is split into follows the batch).
-  run_problem(be, pb, desc, be.batch_invariant() ? 1 : a.kv_splits, kv.dtype == DType::kBF16);
+  // Batch invariance: no split-kv (how many parts a range is split into follows the batch),
+  // and a prefill row computed as its decode would be (no bf16 products).
+  const bool bf16 = kv.dtype == DType::kBF16;
+  // The backend's variant is never above what the CPU has: kAvx512Bf16 means AVX512-BF16.
+  const bool products = a.bf16 && bf16 && be.isa() == Isa::kAvx512Bf16 && !be.batch_invariant();
+  run_problem(be, pb, desc, be.batch_invariant() ? 1 : a.kv_splits, bf16, products);
 }
 
 bool varlen_int8_scores(const CpuBackend& be) {

@@ -70,6 +70,11 @@ struct AttnFns {
   void (*run_bf16)(const AttnProblem&, const AttnItem&);  // bf16 keys/values (paged only)
 };
 
+// An item over bf16 keys/values (paged) in bf16 products (PagedAttentionArgs::bf16): q (scaled)
+// and the probabilities rounded to bf16, each chunk's keys and values repacked in pairs for
+// vdpbf16ps, sums in f32 (attention_paged_avx512bf16.cpp; AVX512-BF16 only).
+void run_item_bf16_products(const AttnProblem& pb, const AttnItem& it);
+
 // Encoder attention as bf16 GEMMs (attention_gemm.cpp): false (nothing done) where it does not
 // apply (VarlenAttentionArgs::bf16 unset, a causal mask, grouped heads, no AVX512-BF16).
 bool varlen_attention_gemm(const CpuBackend& be, const VarlenAttentionArgs& a);

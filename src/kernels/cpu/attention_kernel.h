@@ -41,14 +41,17 @@ struct AttnTile {
 
 // Per-thread scratch, grown on demand and reused (no allocation in steady state).
 // One work item's buffers, carved from the running pool thread's backend scratch (slot
-// kItemScratchSlot): q, o [rows, hd]; m, l, corr [rows]; p [16, kAttnChunk]; lim [n_tok].
+// kItemScratchSlot, 64-byte aligned): pack [kAttnChunk * hd] (a products policy's repacked key
+// chunk, see Bf16Products), q, o [rows, hd]; m, l, corr [rows]; p [16, kAttnChunk]; lim [n_tok].
 struct AttnScratch {
-  float *q, *o, *m, *l, *corr, *p;
+  float *pack, *q, *o, *m, *l, *corr, *p;
   int32_t* lim;
   AttnScratch(const CpuBackend& be, int rows, int hd, int n_tok) {
     const size_t rh = static_cast<size_t>(rows) * hd, r = static_cast<size_t>(rows);
-    const size_t floats = 2 * rh + 3 * r + 16 * kAttnChunk;
-    q = static_cast<float*>(be.scratch(detail::kItemScratchSlot, (floats + n_tok) * 4));
+    const size_t packed = static_cast<size_t>(kAttnChunk) * hd;  // a multiple of 16 floats
+    const size_t floats = packed + 2 * rh + 3 * r + 16 * kAttnChunk;
+    pack = static_cast<float*>(be.scratch(detail::kItemScratchSlot, (floats + n_tok) * 4));
+    q = pack + packed;
     o = q + rh;
     m = o + rh;
     l = m + r;
@@ -148,28 +151,50 @@ constexpr auto pv_rows_table(std::integer_sequence<int, I...>) {
   return std::array{&pv_rows<V, T, I + 1>...};
 }
 
+// The products of the exact kernel: f32 q, f32 sums of f32 (or widened bf16) keys and values.
 template <class V, class T>
+struct ExactProducts {
+  static constexpr int MQ = AttnTile<V>::MQ, MP = AttnTile<V>::MP;
+  // Row r of the query buffer from one head's query (hd floats), pre-scaled.
+  static void load_q(const float* src, float scale, int hd, float* Q, int r) {
+    float* dst = Q + int64_t(r) * hd;
+    for (int d = 0; d < hd; ++d) dst[d] = src[d] * scale;
+  }
+  // Nothing to repack: the products read the cache's rows where they are.
+  static void pack_chunk(const T* const*, const T* const*, int, int, int32_t, float*) {}
+  // S and the online-softmax update of query rows [rg, rg + mr) (P: their probabilities).
+  static void qk(int mr, const float* Q, int rg, int hd, const T* const* kvec, int32_t seg,
+                 const float*, const int* hi, float* m, float* l, float* corr, float* P) {
+    constexpr auto table = qk_table_of<V, T>(std::make_integer_sequence<int, AttnTile<V>::MQ>{});
+    table[mr - 1](Q + int64_t(rg) * hd, hd, kvec, seg, hi, m, l, corr, P);
+  }
+  // O rows += their probabilities' rows [pg, pg + mp) of P times the chunk's first nv values.
+  static void pv(int mp, float* O, int hd, const float* corr, const float* P, int pg,
+                 const T* const* vrow, const float*, int nv) {
+    constexpr auto table = pv_rows_table<V, T>(std::make_integer_sequence<int, AttnTile<V>::MP>{});
+    table[mp - 1](O, hd, corr, P + pg * kAttnChunk, vrow, nv);
+  }
+};
+
+// One work item, its products computed by M (ExactProducts, or Bf16Products on AVX512-BF16).
+template <class V, class T, class M = ExactProducts<V, T>>
 void run_item(const AttnProblem& pb, const AttnItem& it) {
-  using Tile = AttnTile<V>;
-  constexpr int W = V::W, NT = Tile::NT, MQ = Tile::MQ, MP = Tile::MP;
+  constexpr int W = V::W, NT = AttnTile<V>::NT, MQ = M::MQ, MP = M::MP;
   const AttnSeqDesc& s = pb.seqs[it.seq];
   const int G = pb.group, hd = pb.head_dim, n_tok = it.n_tok, rows = n_tok * G;
   const AttnScratch sc(*pb.be, rows, hd, n_tok);
-  float* Q = sc.q;        // [rows, hd], pre-scaled
+  float* Q = sc.q;        // [rows, hd], pre-scaled (M's layout)
   float* O = sc.o;        // [rows, hd]
   float* m = sc.m;        // [rows]
   float* l = sc.l;        // [rows]
   float* corr = sc.corr;  // [rows]
-  float* P = sc.p;        // [MQ, kAttnChunk]
+  float* P = sc.p;        // [MQ, kAttnChunk] (M's layout)
   int32_t* lim = sc.lim;  // [n_tok]
 
   for (int t = 0; t < n_tok; ++t) {
     const float* qt = pb.q + int64_t(s.q_begin + it.tok_begin + t) * pb.q_stride;
-    for (int g = 0; g < G; ++g) {
-      const float* src = qt + int64_t(it.kv_head * G + g) * hd;  // [hd]
-      float* dst = Q + int64_t(t * G + g) * hd;
-      for (int d = 0; d < hd; ++d) dst[d] = src[d] * pb.scale;
-    }
+    for (int g = 0; g < G; ++g)
+      M::load_q(qt + int64_t(it.kv_head * G + g) * hd, pb.scale, hd, Q, t * G + g);
   }
   for (int64_t i = 0; i < int64_t(rows) * hd; ++i) O[i] = 0.0f;
   for (int r = 0; r < rows; ++r) {
@@ -198,9 +223,6 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
     v_tok = pb.v_stride;
   }
   auto run_index = [&](int32_t r) -> int64_t { return pb.paged ? s.block_table[r] : r; };
-
-  constexpr auto qk_table = qk_table_of<V, T>(std::make_integer_sequence<int, MQ>{});
-  constexpr auto pv_table = pv_rows_table<V, T>(std::make_integer_sequence<int, MP>{});
 
   // Software prefetch of the next chunk's runs: paged blocks sit at unrelated addresses, so the
   // hardware prefetchers cannot run ahead across them (decode streams K/V from DRAM).
@@ -240,15 +262,15 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
       vrow[t] = vr + off * v_tok;
     }
     for (int j = (nvalid + W - 1) / W; j < NT; ++j) kvec[j] = kvec[0];  // past the end: masked
+    M::pack_chunk(kvec, vrow, nvalid, hd, seg, sc.pack);
     for (int rg = tok0 * G; rg < rows; rg += MQ) {
       const int mr = std::min(MQ, rows - rg);
       for (int r = 0; r < mr; ++r) hi[r] = std::min(lim[(rg + r) / G], kv_end) - t0;
-      qk_table[mr - 1](Q + int64_t(rg) * hd, hd, kvec, seg, hi, m + rg, l + rg, corr + rg, P);
+      M::qk(mr, Q, rg, hd, kvec, seg, sc.pack, hi, m + rg, l + rg, corr + rg, P);
       for (int pg = 0; pg < mr; pg += MP) {
         const int mp = std::min(MP, mr - pg);
         const int nv = std::min(nvalid, hi[pg + mp - 1]);
-        pv_table[mp - 1](O + int64_t(rg + pg) * hd, hd, corr + rg + pg, P + pg * kAttnChunk, vrow,
-                         nv);
+        M::pv(mp, O + int64_t(rg + pg) * hd, hd, corr + rg + pg, P, pg, vrow, sc.pack, nv);
       }
     }
   }
