@@ -429,8 +429,8 @@ std::vector<double> bf16_products_reference(const AttnSpec& sp, const Data& d) {
         const float* q = d.q.data() + (size_t(d.q_begin[i] + j) * sp.nh + h) * hd;
         double* o = out.data() + (size_t(d.q_begin[i] + j) * sp.nh + h) * hd;
         double m = -std::numeric_limits<double>::infinity(), l = 0.0;
-        for (int32_t t0 = 0; t0 < lim; t0 += 32) {
-          const int32_t t1 = std::min(lim, t0 + 32);
+        for (int32_t t0 = 0; t0 < lim; t0 += 64) {
+          const int32_t t1 = std::min(lim, t0 + 64);
           std::vector<double> sc;
           double m_new = m;
           for (int32_t t = t0; t < t1; ++t) {

@@ -40,7 +40,10 @@ const detail::AttnFns& attn_fns(Isa cap) {
   return v.at_most(cap);
 }
 
-constexpr int kRowsPerTile = 36;      // query rows (tokens x group) per work item in prefill
+constexpr int kRowsPerTile = 36;  // query rows (tokens x group) per work item in prefill
+// ... in bf16 products: more rows per repacked key chunk (measured 3-8 % faster than 36 on one
+// Zen 5 core, 512 queries over 4,608 keys)
+constexpr int kRowsPerTileBf16 = 72;
 constexpr int32_t kMinSplitKv = 512;  // automatic splits keep at least this many keys per part
 
 // Plans the work items, runs them, merges split-kv partials.
@@ -62,7 +65,8 @@ void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSe
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttnSeqDesc& s = seqs[i];
     if (s.n_q == 0) continue;
-    const int32_t tq = s.n_q == 1 ? 1 : std::max(1, kRowsPerTile / G);
+    const int32_t tq =
+        s.n_q == 1 ? 1 : std::max(1, (bf16_products ? kRowsPerTileBf16 : kRowsPerTile) / G);
     for (int32_t t = 0; t < s.n_q; t += tq) {
       const int32_t n = std::min(tq, s.n_q - t);
       detail::attn_query_limits(s, t + n - 1, 1, lim_last);

@@ -10,6 +10,8 @@
 //                            l = l * c + sum P
 //   O_rows = O_rows * c + P . V_chunk
 // and finally out = O / l (or O, m, l kept as a partial result when the kv range is split).
+// The products are a policy (ExactProducts here; Bf16Products in attention_paged_avx512bf16.cpp,
+// which takes 64 keys a chunk and repacks them).
 #pragma once
 
 #include <array>
@@ -41,23 +43,25 @@ struct AttnTile {
 
 // Per-thread scratch, grown on demand and reused (no allocation in steady state).
 // One work item's buffers, carved from the running pool thread's backend scratch (slot
-// kItemScratchSlot, 64-byte aligned): pack [kAttnChunk * hd] (a products policy's repacked key
-// chunk, see Bf16Products), q, o [rows, hd]; m, l, corr [rows]; p [16, kAttnChunk]; lim [n_tok].
+// kItemScratchSlot, 64-byte aligned): pack [pack_floats] (a products policy's repacked key
+// chunk, see Bf16Products; a multiple of 16), q, o [rows, hd]; l [rows, lane_sums] (a row's
+// probability sum as lane_sums partial sums); m, corr [rows]; p [p_floats]; lim [n_tok].
 struct AttnScratch {
   float *pack, *q, *o, *m, *l, *corr, *p;
   int32_t* lim;
-  AttnScratch(const CpuBackend& be, int rows, int hd, int n_tok) {
+  AttnScratch(const CpuBackend& be, int rows, int hd, int n_tok, int lane_sums, size_t pack_floats,
+              size_t p_floats) {
     const size_t rh = static_cast<size_t>(rows) * hd, r = static_cast<size_t>(rows);
-    const size_t packed = static_cast<size_t>(kAttnChunk) * hd;  // a multiple of 16 floats
-    const size_t floats = packed + 2 * rh + 3 * r + 16 * kAttnChunk;
+    const size_t floats =
+        pack_floats + 2 * rh + (2 + static_cast<size_t>(lane_sums)) * r + p_floats;
     pack = static_cast<float*>(be.scratch(detail::kItemScratchSlot, (floats + n_tok) * 4));
-    q = pack + packed;
+    q = pack + pack_floats;
     o = q + rh;
-    m = o + rh;
-    l = m + r;
-    corr = l + r;
+    l = o + rh;
+    m = l + r * static_cast<size_t>(lane_sums);
+    corr = m + r;
     p = corr + r;
-    lim = reinterpret_cast<int32_t*>(p + 16 * kAttnChunk);
+    lim = reinterpret_cast<int32_t*>(p + p_floats);
   }
 };
 
@@ -155,6 +159,10 @@ constexpr auto pv_rows_table(std::integer_sequence<int, I...>) {
 template <class V, class T>
 struct ExactProducts {
   static constexpr int MQ = AttnTile<V>::MQ, MP = AttnTile<V>::MP;
+  static constexpr int kLaneSums = 1;        // floats a row's probability sum is kept in (l)
+  static constexpr int kChunk = kAttnChunk;  // keys per online-softmax update
+  static constexpr size_t kPFloats = 16 * kAttnChunk;  // P's scratch
+  static size_t pack_floats(int) { return 0; }
   // Row r of the query buffer from one head's query (hd floats), pre-scaled.
   static void load_q(const float* src, float scale, int hd, float* Q, int r) {
     float* dst = Q + int64_t(r) * hd;
@@ -179,16 +187,17 @@ struct ExactProducts {
 // One work item, its products computed by M (ExactProducts, or Bf16Products on AVX512-BF16).
 template <class V, class T, class M = ExactProducts<V, T>>
 void run_item(const AttnProblem& pb, const AttnItem& it) {
-  constexpr int W = V::W, NT = AttnTile<V>::NT, MQ = M::MQ, MP = M::MP;
+  constexpr int W = V::W, C = M::kChunk, NT = C / W, MQ = M::MQ, MP = M::MP;
   const AttnSeqDesc& s = pb.seqs[it.seq];
   const int G = pb.group, hd = pb.head_dim, n_tok = it.n_tok, rows = n_tok * G;
-  const AttnScratch sc(*pb.be, rows, hd, n_tok);
+  constexpr int LS = M::kLaneSums;
+  const AttnScratch sc(*pb.be, rows, hd, n_tok, LS, M::pack_floats(hd), M::kPFloats);
   float* Q = sc.q;        // [rows, hd], pre-scaled (M's layout)
   float* O = sc.o;        // [rows, hd]
   float* m = sc.m;        // [rows]
-  float* l = sc.l;        // [rows]
+  float* l = sc.l;        // [rows, LS]
   float* corr = sc.corr;  // [rows]
-  float* P = sc.p;        // [MQ, kAttnChunk] (M's layout)
+  float* P = sc.p;        // the probabilities of MQ rows for a chunk (M's layout)
   int32_t* lim = sc.lim;  // [n_tok]
 
   for (int t = 0; t < n_tok; ++t) {
@@ -197,10 +206,8 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
       M::load_q(qt + int64_t(it.kv_head * G + g) * hd, pb.scale, hd, Q, t * G + g);
   }
   for (int64_t i = 0; i < int64_t(rows) * hd; ++i) O[i] = 0.0f;
-  for (int r = 0; r < rows; ++r) {
-    m[r] = -std::numeric_limits<float>::infinity();
-    l[r] = 0.0f;
-  }
+  for (int r = 0; r < rows; ++r) m[r] = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < rows * LS; ++i) l[i] = 0.0f;
   detail::attn_query_limits(s, it.tok_begin, n_tok, lim);
   const int32_t kv_end = std::min(it.kv_end, lim[n_tok - 1]);
 
@@ -234,16 +241,16 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
     const char* vp = reinterpret_cast<const char*>(vbase + run_index(r) * v_run);
     for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(vp + b, 0, 3);
   };
-  int32_t prefetched = (std::min(it.kv_begin + kAttnChunk, kv_end) - 1) / seg;
+  int32_t prefetched = (std::min(it.kv_begin + C, kv_end) - 1) / seg;
 
   const T* kvec[NT];
-  const T* vrow[kAttnChunk];
+  const T* vrow[C];
   int hi[MQ];
   int tok0 = 0;
-  for (int32_t t0 = it.kv_begin; t0 < kv_end; t0 += kAttnChunk) {
-    const int nvalid = std::min<int32_t>(kAttnChunk, kv_end - t0);
-    if (t0 + kAttnChunk < kv_end) {
-      const int32_t last = (std::min(t0 + 2 * kAttnChunk, kv_end) - 1) / seg;
+  for (int32_t t0 = it.kv_begin; t0 < kv_end; t0 += C) {
+    const int nvalid = std::min<int32_t>(C, kv_end - t0);
+    if (t0 + C < kv_end) {
+      const int32_t last = (std::min(t0 + 2 * C, kv_end) - 1) / seg;
       while (prefetched < last) prefetch_run(++prefetched);
     }
     while (lim[tok0] <= t0) ++tok0;  // tokens [tok0, n_tok) see part of this chunk
@@ -266,7 +273,7 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
     for (int rg = tok0 * G; rg < rows; rg += MQ) {
       const int mr = std::min(MQ, rows - rg);
       for (int r = 0; r < mr; ++r) hi[r] = std::min(lim[(rg + r) / G], kv_end) - t0;
-      M::qk(mr, Q, rg, hd, kvec, seg, sc.pack, hi, m + rg, l + rg, corr + rg, P);
+      M::qk(mr, Q, rg, hd, kvec, seg, sc.pack, hi, m + rg, l + rg * LS, corr + rg, P);
       for (int pg = 0; pg < mr; pg += MP) {
         const int mp = std::min(MP, mr - pg);
         const int nv = std::min(nvalid, hi[pg + mp - 1]);
@@ -275,6 +282,13 @@ void run_item(const AttnProblem& pb, const AttnItem& it) {
     }
   }
 
+  if (LS > 1) {  // each row's partial sums added up, into its first
+    for (int r = 0; r < rows; ++r) {
+      float sum = 0.0f;
+      for (int i = 0; i < LS; ++i) sum += l[r * LS + i];
+      l[r] = sum;
+    }
+  }
   if (it.part_row < 0) {
     for (int t = 0; t < n_tok; ++t) {
       float* ot = pb.out + int64_t(s.q_begin + it.tok_begin + t) * pb.out_stride;
