@@ -37,11 +37,10 @@ struct Engine::Impl : SchedulerView {
   std::unique_ptr<MediaStage> media;
   std::shared_ptr<CancelLink> link;
 
-  // The books: the scheduler and its managers, the cost model, the batch controller, admission
-  // and what follows. The step loop holds this lock except while it waits for work and while a
-  // step executes (the executor reads only the plain-data plan), so a request is admitted (or
-  // refused) on the thread that prepared it as soon as it is prepared, against the books as they
-  // are, and its media preprocessing overlaps the step in flight. Taken before `mu`.
+  // The books (the scheduler and its managers, the cost model, the batch controller, admission),
+  // held by the step loop but while it waits for work or a step executes (the executor reads the
+  // plain-data plan): a request is admitted or refused on the thread that prepared it, at once,
+  // against the books as they are, and its media overlaps the step in flight. Before `mu`.
   std::mutex books_mu;
   std::vector<Request*> in_media;  // admitted, media being preprocessed
   mutable std::vector<Request*> waiting_view;
@@ -297,6 +296,7 @@ struct Engine::Impl : SchedulerView {
     const int64_t began = now_ns();
     for (auto& [s, f] : fails) {
       in_media.erase(std::remove(in_media.begin(), in_media.end(), s->req.get()), in_media.end());
+      s->req->failed_media = f.media_item;
       complete(*s, f.outcome, with_code(f.code, f.message), f.code);
     }
     const int64_t now = now_ns();

@@ -23,6 +23,7 @@ RequestResult take_result(Request& r) {
   res.tpot_target_ns = r.tpot_target_ns;
   res.media_decode_ns = r.media_decode_ns;
   res.media_resample_ns = r.media_resample_ns;
+  res.failed_media = r.failed_media;
   res.timeline = r.timeline;
   return res;
 }

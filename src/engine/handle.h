@@ -56,6 +56,7 @@ struct RequestResult {
   int64_t deadline_ns = 0, tpot_target_ns = 0;  // absolute TTFT deadline, TPOT target
   // Of its media time: decoding the files and resampling audio (sums over its items).
   int64_t media_decode_ns = 0, media_resample_ns = 0;
+  int32_t failed_media = -1;  // failed by its media: the item at fault (request order), or -1
   Timeline timeline;
 };
 

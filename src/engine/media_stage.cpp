@@ -70,7 +70,9 @@ class Workers {
 // An error of a media item itself (corrupt, unsupported, too large): the request fails.
 class MediaFailure : public Error {
  public:
-  MediaFailure(ErrorCode code, const std::string& m) : Error(code, m) {}
+  MediaFailure(const Error& err, size_t item)
+      : Error(err.code(), err.what()), item(static_cast<int32_t>(item)) {}
+  int32_t item;  // which (request order)
 };
 
 std::string count(int64_t n, const char* what) {
@@ -225,8 +227,10 @@ struct MediaStage::Impl {
     // its prefix-cache and encoder-cache hits.
     std::vector<models::PreparedMedia> shells;
     std::vector<Hash128> keys;
+    size_t at = 0;  // the item being read
     try {
-      for (PendingMedia& m : s.media) {
+      for (; at < s.media.size(); ++at) {
+        PendingMedia& m = s.media[at];
         const models::MediaEstimate e = processor.estimate(m.modality, m.bytes, m.options);
         m.estimate = e;
         keys.push_back(key_of(m, r));
@@ -236,7 +240,7 @@ struct MediaStage::Impl {
         shells.push_back(seen ? std::move(*seen) : models::layout_shell(m.modality, e));
       }
     } catch (const Error& err) {
-      throw MediaFailure(err.code(), err.what());
+      throw MediaFailure(err, at);
     }
     if (!shells.empty()) lay_out(r, s.unexpanded, std::move(shells), keys);
     s.to_preprocess.clear();
@@ -295,9 +299,10 @@ struct MediaStage::Impl {
       if (n > 0) remote[0] = encode_remotely(s, s.to_preprocess[0], 0);
       for (size_t j = 1; j < n; ++j) remote[j] = more[j - 1].get();
     }
+    size_t k = 0;  // the item being preprocessed
     try {
       for (size_t j = 0; j < n; ++j) {
-        const size_t k = s.to_preprocess[j];
+        k = s.to_preprocess[j];
         const std::vector<uint8_t>& bytes = s.media.at(k).bytes;
         out.files.push_back(hash128(bytes.data(), bytes.size()));
         if (remote[j]) {
@@ -322,7 +327,7 @@ struct MediaStage::Impl {
         local_ns += static_cast<int64_t>(sw.millis() * 1e6);
       }
     } catch (const Error& err) {
-      throw MediaFailure(err.code(), err.what());
+      throw MediaFailure(err, k);
     }
     // The headers' pixel count, read at prepare (0 for audio: no pixels, no estimate).
     if (pixels > 0) media_cost.observe(local, pixels, static_cast<double>(local_ns));
@@ -376,7 +381,7 @@ struct MediaStage::Impl {
       else
         preprocess(*s, lane);
     } catch (const MediaFailure& err) {
-      done(s, phase, Failure{Outcome::kFailed, err.code(), err.what()});
+      done(s, phase, Failure{Outcome::kFailed, err.code(), err.what(), err.item});
       return;
     } catch (const Error& err) {
       done(s, phase,

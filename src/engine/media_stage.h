@@ -94,6 +94,7 @@ class MediaStage {
     Outcome outcome;  // kRefused (the request cannot be served) or kFailed (its media is bad)
     ErrorCode code;
     std::string message;
+    int32_t media_item = -1;  // kFailed by its media: the item at fault (request order)
   };
   // Called on a stage thread when a submission's phase is done (failure: why it ended).
   using Done = std::function<void(Submission*, Phase, std::optional<Failure>)>;

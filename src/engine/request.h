@@ -93,6 +93,7 @@ struct Request {
   // Of the media stage's time (kReceived/kScheduled .. kMediaDecoded): decoding the files and
   // resampling audio, summed over its items (the rest is preprocessing).
   int64_t media_decode_ns = 0, media_resample_ns = 0;
+  int32_t failed_media = -1;  // failed by its media: the item at fault (request order), or -1
 
   // Scheduling state.
   RequestStatus status = RequestStatus::kWaiting;

@@ -327,7 +327,13 @@ std::string error_body(const ApiError& e) {
   return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-ApiError from_error_code(ErrorCode code, const std::string& message) {
+ApiError from_error_code(ErrorCode code, const std::string& reason) {
+  // The engine's reasons name their code first (with_code), for logs and traces; the client's
+  // error carries it as its status and type instead.
+  std::string message = reason;
+  const std::string prefix = std::string(error_code_name(code)) + ": ";
+  if (message.size() > prefix.size() && message.compare(0, prefix.size(), prefix) == 0)
+    message.erase(0, prefix.size());
   switch (code) {
     case ErrorCode::kInvalidArgument:
       return ApiError(400, "invalid_request_error", message);

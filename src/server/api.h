@@ -37,8 +37,9 @@ class ApiError : public std::runtime_error {
 ApiError bad_request(const std::string& message, const std::string& param = "");
 // {"error":{"message","type","param","code"}} (param / code null when empty).
 std::string error_body(const ApiError& e);
-// The HTTP status and OpenAI type for an engine error code (core/error.h's mapping).
-ApiError from_error_code(ErrorCode code, const std::string& message);
+// The HTTP status and OpenAI type for an engine error code (core/error.h's mapping); the
+// message is `reason` without the leading "<code name>: " of with_code, if it has one.
+ApiError from_error_code(ErrorCode code, const std::string& reason);
 
 struct ApiOptions {
   std::string model_id;                      // the one model served (the "model" field)

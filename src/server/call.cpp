@@ -125,6 +125,7 @@ void Call::submit(ParsedRequest p) {
   include_usage_ = p.include_usage;
   logprobs_ = p.request.sampling.logprobs >= 0;
   stream_ids_ = p.stream_ids;
+  media_parts_ = p.media_parts;
   p.request.sla_class = Tenants::class_of(tenant_, p.request.sla_class, p.class_chosen);
   requested_class_ = p.request.sla_class;
   has_deadline_ = p.request.ttft_deadline_ns > 0;
@@ -351,6 +352,10 @@ void Call::on_done(const engine::StreamEvent& ev) {
                   "cancelled", "", &r);
     const ErrorCode code = ev.error.value_or(ErrorCode::kInternal);
     ApiError err = from_error_code(code, r.reason.empty() ? ev.reason : r.reason);
+    if (r.failed_media >= 0 && static_cast<size_t>(r.failed_media) < media_parts_.size()) {
+      const std::string& part = media_parts_[static_cast<size_t>(r.failed_media)];  // its fault
+      err = ApiError(err.status, err.type, part + ": " + err.what(), part, err.code);
+    }
     std::string why = "invalid";
     if (r.outcome == engine::Outcome::kRefused && r.over_tenant_cap) {
       // The tenant's own requests hold its share of the engine: it may retry when they end.

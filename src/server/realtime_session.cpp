@@ -390,7 +390,7 @@ void RealtimeSession::handle_done(uint64_t ticket, const engine::RequestResult& 
                {"error",
                 {{"type", e.type},
                  {"code", e.code.empty() ? ojson(nullptr) : ojson(e.code)},
-                 {"message", r.reason}}}};
+                 {"message", e.what()}}}};
   }
   if (ok)
     emit({{"type", "response.text.done"},

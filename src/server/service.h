@@ -80,12 +80,13 @@ class Call : public std::enable_shared_from_this<Call> {
   bool cancelled_ = false, submitted_ = false;
   bool has_deadline_ = false;  // a TTFT promise: no ping starts its stream before the first token
   std::string requested_class_;
+  std::vector<std::string> media_parts_;   // each media item's request part, for its errors
   std::string text_prefix_, text_suffix_;  // a content chunk around its text
   // Log-probabilities: asked for, received and not yet sent, sent; the completions API's
   // running text offset.
   bool logprobs_ = false;
   std::vector<engine::TokenLogprobs> pending_logprobs_;
-  bool stream_ids_ = false;          // chunks carry their tokens' ids (mmrt_stream_ids)
+  bool stream_ids_ = false;  // chunks carry their tokens' ids (mmrt_stream_ids)
   std::vector<int32_t> pending_ids_;
   size_t logprobs_streamed_ = 0;
   int64_t text_offset_ = 0;

@@ -268,6 +268,18 @@ def corrupt_image(ctx):
         {"type": "text", "text": "x"}]}], "max_tokens": 2}
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
     expect(st in (400, 422), f"truncated PNG: {st} {b}")
+    # Behind a good image, in a second message: the error names the part at fault, without the
+    # engine's internal code prefix.
+    url = lambda data: {"type": "image_url",
+                        "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}}
+    for bad, what in ((bad, "truncated PNG"), (b"\x89PNG\r\n\x1a\n" + bytes(64), "a PNG signature")):
+        body = {"messages": [{"role": "user", "content": [url(png), {"type": "text", "text": "x"}]},
+                             {"role": "assistant", "content": "y"},
+                             {"role": "user", "content": [{"type": "text", "text": "z"}, url(bad)]}],
+                "max_tokens": 2}
+        st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
+        expect_error(st, b, 422, param="messages[2].content[1]", contains="messages[2].content[1]: ")
+        expect("format_error" not in b["error"]["message"], f"{what}: {b['error']['message']}")
     st, _, _ = hu.request(ctx.port, "GET", "/health")
     expect(st == 200, "still serving")
 

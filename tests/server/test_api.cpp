@@ -448,6 +448,11 @@ TEST(ApiErrors, ShapeAndStatusMapping) {
   EXPECT_EQ(from_error_code(ErrorCode::kUnavailable, "m").status, 503);
   EXPECT_EQ(from_error_code(ErrorCode::kUnimplemented, "m").status, 501);
   EXPECT_EQ(from_error_code(ErrorCode::kInternal, "m").status, 500);
+  // An engine reason's code prefix (with_code) is the status and type, not the message's text.
+  EXPECT_STREQ(from_error_code(ErrorCode::kFormat, with_code(ErrorCode::kFormat, "bad png")).what(),
+               "bad png");
+  EXPECT_STREQ(from_error_code(ErrorCode::kFormat, "unavailable: x").what(), "unavailable: x");
+  EXPECT_STREQ(from_error_code(ErrorCode::kUnavailable, "unavailable: ").what(), "unavailable: ");
 }
 
 }  // namespace
