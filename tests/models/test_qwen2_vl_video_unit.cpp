@@ -107,15 +107,16 @@ TEST(Qwen2VLVideoSampling, SmartNframesErrorsNameTheCounts) {
   const VideoSamplingConfig vc;
   // A 1-frame video: max_frames floors to 0, below FRAME_FACTOR (qwen-vl-utils' ValueError).
   std::string m = invalid_argument([&] { smart_nframes(1, 25.0, vc); });
-  EXPECT_CONTAINS(m, "has 1 frame");
-  EXPECT_CONTAINS(m, "between 2 and 1");
-  // A fixed nframes over the frame count.
+  EXPECT_CONTAINS(m, "the video has 1 frame: frames go to the model in groups of 2");
+  // A fixed nframes over the frame count, and one that rounds to no group.
   VideoSamplingConfig fixed;
   fixed.nframes = 10;
   m = invalid_argument([&] { smart_nframes(6, 25.0, fixed); });
-  EXPECT_CONTAINS(m, "has 6 frames");
-  EXPECT_CONTAINS(m, "give 10");
+  EXPECT_CONTAINS(m, "nframes 10 asks for more frames than the video's 6");
   EXPECT_EQ(smart_nframes(10, 25.0, fixed), 10);
+  fixed.nframes = 1;
+  m = invalid_argument([&] { smart_nframes(6, 25.0, fixed); });
+  EXPECT_CONTAINS(m, "nframes 1 rounds to 0 frames: frames go to the model in groups of 2");
   // 0.0.8 rounds half to even after the clamp: 7 frames' worth (84 at 24 fps) -> 8, 5 (60 at
   // 24 fps) -> 4; the floor rule takes 6 and 4. The clamp to the frame count comes first.
   VideoSamplingConfig fl;
@@ -329,7 +330,17 @@ TEST_F(Qwen2VLVideoUnit, RequestSamplingOptionsActAsTheProcessorsOwn) {
                   "not raise them");
   more = {};
   more.video_nframes = 40;  // more frames than the clip's 35
-  EXPECT_THROW(proc->estimate(Modality::kVideo, clip, more), InvalidArgument);
+  EXPECT_CONTAINS(invalid_argument([&] { proc->estimate(Modality::kVideo, clip, more); }),
+                  "nframes 40 asks for more frames than the video's 35");
+  // A maximum under the minimum: whose each one is (the request's, or the server's default).
+  more = {};
+  more.video_max_frames = 1;
+  EXPECT_CONTAINS(invalid_argument([&] { proc->estimate(Modality::kVideo, clip, more); }),
+                  "video_min_frames 4 (the server's) is above video_max_frames 1");
+  more.video_min_frames = 3;
+  more.video_max_frames = 2;
+  EXPECT_CONTAINS(invalid_argument([&] { proc->estimate(Modality::kVideo, clip, more); }),
+                  "video_min_frames 3 is above video_max_frames 2");
 }
 
 TEST(Qwen2VLVideoPrompt, PlaceholderAndItemMismatchesAreNamed) {

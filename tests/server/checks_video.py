@@ -212,7 +212,7 @@ def bad_video(ctx):
     one = _clip(ctx, "one.mp4", "testsrc2=s=56x56:r=10:d=0.1")
     st, _, b = hu.post(ctx.port, "/v1/chat/completions",
                        _ask("data:video/mp4;base64," + base64.b64encode(open(one, "rb").read()).decode()))
-    expect_error(st, b, 400, contains="1 frames")
+    expect_error(st, b, 400, contains="has 1 frame: frames go to the model in groups of 2")
     # The server goes on.
     st, _, b = hu.post(ctx.port, "/v1/chat/completions",
                        {"messages": [{"role": "user", "content": "still there?"}], "max_tokens": 2})

@@ -331,7 +331,6 @@ class Qwen2VLProcessor final : public Processor {
       const char* why;
     } caps[] = {{"video_nframes", v.nframes, video_.max_frames, kLower},
                 {"video_max_frames", v.max_frames, video_.max_frames, kLower},
-                {"video_min_frames", v.min_frames, v.max_frames, " (the maximum frame count)"},
                 {"video_min_pixels", v.min_pixels, video_.min_pixels, kLower},
                 {"video_max_pixels", v.max_pixels, video_.max_pixels, kLower},
                 {"video_total_pixels", v.total_pixels, video_.total_pixels, kLower}};
@@ -339,6 +338,11 @@ class Qwen2VLProcessor final : public Processor {
       if (c.got > c.cap)
         throw InvalidArgument(std::string(c.name) + " " + std::to_string(c.got) +
                               " is above the server's " + std::to_string(c.cap) + c.why);
+    if (v.min_frames > v.max_frames)  // either may be the request's or the server's
+      throw InvalidArgument("video_min_frames " + std::to_string(v.min_frames) +
+                            (o.video_min_frames > 0 ? "" : " (the server's)") +
+                            " is above video_max_frames " + std::to_string(v.max_frames) +
+                            (o.video_max_frames > 0 ? "" : " (the server's)"));
     v.validate();
     return v;
   }

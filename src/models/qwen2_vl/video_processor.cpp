@@ -131,12 +131,19 @@ int64_t smart_nframes(int64_t total_frames, double video_fps, const VideoSamplin
       n = floor_by(std::min(std::min(std::max(want, lo), hi), static_cast<double>(total_frames)),
                    ff);
   }
-  if (n < ff || n > total_frames)
-    throw InvalidArgument("the video has " + std::to_string(total_frames) +
-                          " frames; sampling needs between " + std::to_string(ff) + " and " +
-                          std::to_string(total_frames) + " frames but the settings give " +
-                          std::to_string(n));
-  return n;
+  if (n >= ff && n <= total_frames) return n;
+  const std::string groups =
+      "frames go to the model in groups of " + std::to_string(ff) + ", at least one group";
+  if (cfg.nframes > 0 && n > total_frames)
+    throw InvalidArgument("nframes " + std::to_string(cfg.nframes) +
+                          " asks for more frames than the video's " + std::to_string(total_frames));
+  if (cfg.nframes > 0)
+    throw InvalidArgument("nframes " + std::to_string(cfg.nframes) + " rounds to " +
+                          std::to_string(n) + " frames: " + groups);
+  throw InvalidArgument(
+      "the video has " + std::to_string(total_frames) + (total_frames == 1 ? " frame" : " frames") +
+      (total_frames < ff ? "" : "; the sampling settings give " + std::to_string(n)) + ": " +
+      groups);
 }
 
 std::vector<int64_t> sample_frame_indices(int64_t total_frames, int64_t n) {
