@@ -55,9 +55,11 @@ struct PagedAttentionArgs {
   float scale = 0.0f;        // 0: head_dim^-0.5
   int32_t kv_splits = 0;     // 0: automatic; n > 0: split each kv range into up to n parts
   // With a bf16 cache, the backend may round the prefill rows' q (scaled) and probabilities to
-  // bf16 and sum their products in f32 (the CPU: sequences with n_q > 1, AVX512-BF16, not under
-  // BackendOptions::batch_invariant; ~2x the f32 products). Decode rows keep the exact kernel.
-  // The 16-bit models ask for it; f32 models and f32 caches keep the exact kernel.
+  // bf16 and sum their products in f32 (the CPU: sequences with n_q > 1, AVX512-BF16; ~2x the
+  // f32 products). Decode rows keep the exact kernel, but under
+  // BackendOptions::batch_invariant, where every row takes the bf16 products (a prefill row
+  // must equal its decode). The 16-bit models ask for it; f32 models and caches keep the exact
+  // kernel.
   bool bf16 = false;
 };
 

@@ -398,8 +398,9 @@ TEST(Attention, VarlenBf16WithinItsRounding) {
 //   weight off by 2^-8; measured: 0.4-2.1 % of the values beyond 1e-5, at most 1.3e-3), while
 //   the probabilities summed unrounded put 56-79 % of them beyond.
 // It must round the rows of sequences with more than one query (differ from the exact kernel
-// there) and leave decode rows, f32 caches, CPUs without AVX512-BF16 and batch-invariant
-// backends to the exact kernel (same bits).
+// there) and leave decode rows, f32 caches and CPUs without AVX512-BF16 to the exact kernel
+// (same bits). A batch-invariant backend rounds every row, decode rows too: a prefill row's
+// bits equal the same query decoded alone (and its decode rows differ from the exact kernel's).
 // bf16 rounding to nearest, ties to even (finite values).
 float bf16_round(float x) {
   uint32_t u;
@@ -500,13 +501,44 @@ TEST(Attention, PagedBf16ProductsWithinTheirRounding) {
           else
             EXPECT_FALSE(same) << what << " seq " << i << ": the bf16 products did not run";
         }
-        for (const kernels::CpuBackend* b : {&avx512, &inv}) {
-          const auto kept = run_paged(*b, sp, d, bs, DType::kBF16, splits, true);
-          EXPECT_EQ(std::memcmp(kept.data(), run_paged(*b, sp, d, bs, DType::kBF16, splits).data(),
-                                kept.size() * 4),
-                    0)
-              << what << (b == &inv ? ": batch invariance" : ": without AVX512-BF16")
-              << " keeps the exact kernel";
+        const auto kept = run_paged(avx512, sp, d, bs, DType::kBF16, splits, true);
+        EXPECT_EQ(
+            std::memcmp(kept.data(), run_paged(avx512, sp, d, bs, DType::kBF16, splits).data(),
+                        kept.size() * 4),
+            0)
+            << what << ": without AVX512-BF16 the exact kernel";
+        // Batch invariant: every row in bf16 products, each as if decoded alone.
+        const auto all = run_paged(inv, sp, d, bs, DType::kBF16, splits, true);
+        const auto all_exact = run_paged(inv, sp, d, bs, DType::kBF16, splits);
+        for (size_t i = 0; i < sp.seqs.size(); ++i) {
+          const SeqSpec& q = sp.seqs[i];
+          if (q.n_q == 0) continue;
+          const size_t off = size_t(d.q_begin[i]) * size_t(qrow);
+          if (q.kv_len > 1)  // one key: a weight of exactly 1 either way
+            EXPECT_NE(
+                std::memcmp(all.data() + off, all_exact.data() + off, size_t(q.n_q * qrow) * 4), 0)
+                << what << " seq " << i << ": batch invariant, every row in bf16 products";
+          for (int32_t t : {0, q.n_q - 1}) {  // its first and last query, alone over what it sees
+            int32_t kv = 0;
+            kernels::detail::query_key_limits(q.kind, q.spans, q.kv_len, q.n_q, t, 1, &kv);
+            const AttnSpec one{"one", sp.nh, sp.nkv, sp.hd, sp.q_scale, {{1, kv}}};
+            Data e;
+            const size_t kvrow = size_t(sp.nkv) * size_t(sp.hd);
+            const auto qi = d.q.begin() + int64_t(off + size_t(t) * size_t(qrow));
+            e.q.assign(qi, qi + qrow);
+            const auto k0 = int64_t(size_t(d.kv_off[i]) * kvrow);
+            e.k.assign(d.k.begin() + k0, d.k.begin() + k0 + int64_t(size_t(kv) * kvrow));
+            e.v.assign(d.v.begin() + k0, d.v.begin() + k0 + int64_t(size_t(kv) * kvrow));
+            e.q_begin = {0};
+            e.kv_off = {0};
+            e.total_q = 1;
+            e.total_kv = kv;
+            const auto alone = run_paged(inv, one, e, bs, DType::kBF16, splits, true);
+            EXPECT_EQ(std::memcmp(alone.data(), all.data() + off + size_t(t) * size_t(qrow),
+                                  size_t(qrow) * 4),
+                      0)
+                << what << " seq " << i << " row " << t << ": a prefill row equals its decode";
+          }
         }
         const auto f32 = run_paged(bf, sp, d, bs, DType::kF32, splits, true);
         EXPECT_EQ(std::memcmp(f32.data(), run_paged(bf, sp, d, bs, DType::kF32, splits).data(),

@@ -47,7 +47,8 @@ constexpr int kRowsPerTileBf16 = 72;
 constexpr int32_t kMinSplitKv = 512;  // automatic splits keep at least this many keys per part
 
 // Plans the work items, runs them, merges split-kv partials.
-// bf16: the keys/values are bf16; bf16_products: prefill rows (n_q > 1) in bf16 products.
+// bf16: the keys/values are bf16; bf16_products: prefill rows (n_q > 1) in bf16 products, or
+// every row when the backend is batch invariant (a row's result does not depend on its tile).
 void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSeqDesc>& seqs,
                  int32_t kv_splits, bool bf16, bool bf16_products = false) {
   ThreadPool& pool = be.pool();
@@ -127,7 +128,7 @@ void run_problem(const CpuBackend& be, AttnProblem& pb, const std::vector<AttnSe
   pool.parallel_for(static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const AttnItem& it = items[static_cast<size_t>(i)];
-      if (bf16_products && seqs[static_cast<size_t>(it.seq)].n_q > 1)
+      if (bf16_products && (seqs[static_cast<size_t>(it.seq)].n_q > 1 || be.batch_invariant()))
         detail::run_item_bf16_products(pb, it);
       else
         run(pb, it);
@@ -203,10 +204,10 @@ void paged_attention(const CpuBackend& be, const PagedAttentionArgs& a, const Kv
   pb.v = kv.v;
   pb.seg_len = bs;
   // Batch invariance: no split-kv (how many parts a range is split into follows the batch),
-  // and a prefill row computed as its decode would be (no bf16 products).
+  // and a prefill row computed as its decode would be (bf16 products for both).
   const bool bf16 = kv.dtype == DType::kBF16;
   // The backend's variant is never above what the CPU has: kAvx512Bf16 means AVX512-BF16.
-  const bool products = a.bf16 && bf16 && be.isa() == Isa::kAvx512Bf16 && !be.batch_invariant();
+  const bool products = a.bf16 && bf16 && be.isa() == Isa::kAvx512Bf16;
   run_problem(be, pb, desc, be.batch_invariant() ? 1 : a.kv_splits, bf16, products);
 }
 
