@@ -38,17 +38,15 @@ bool class_ok(const engine::Quote::Class& c) {
 // rather than a wrong one).
 json quote_json(const engine::Quote& q) {
   if (!price_ok(q.token_ns) || !price_ok(q.token_idle_ns) || !price_ok(q.patch_ns) ||
-      !price_ok(q.item_ns))
+      !price_ok(q.item_ns) || !price_ok(q.pair_ns))
     return nullptr;
   json classes = json::array();
   for (const auto& c : q.classes)
     if (classes.size() < kMaxQuoteClasses && class_ok(c))
       classes.push_back({c.name, c.ahead_ms, c.bias, c.floor_ms});
-  return {{"token_ns", q.token_ns},
-          {"token_idle_ns", q.token_idle_ns},
-          {"patch_ns", q.patch_ns},
-          {"item_ns", q.item_ns},
-          {"classes", std::move(classes)}};
+  return {{"token_ns", q.token_ns}, {"token_idle_ns", q.token_idle_ns},
+          {"patch_ns", q.patch_ns}, {"item_ns", q.item_ns},
+          {"pair_ns", q.pair_ns},   {"classes", std::move(classes)}};
 }
 
 engine::Quote parse_quote(const json& j) {
@@ -58,6 +56,7 @@ engine::Quote parse_quote(const json& j) {
   q.token_idle_ns = f.number("token_idle_ns", 0, 1e12);
   q.patch_ns = f.number("patch_ns", 0, 1e12);
   q.item_ns = f.number("item_ns", 0, 1e12);
+  q.pair_ns = f.number_or("pair_ns", 0, 0, 1e12);  // absent from an older worker's gauge
   const json& cs = f.get("classes");
   if (!cs.is_array() || cs.size() > kMaxQuoteClasses)
     f.fail("'classes' is not a list of at most 16");

@@ -10,6 +10,7 @@
 #include "cluster/stream_relay.h"
 #include "core/clock.h"
 #include "core/hash.h"
+#include "engine/cost_model.h"
 #include "server/service.h"
 
 namespace mmrt::cluster {
@@ -364,8 +365,9 @@ bool Router::admit(const HttpRequest& req, const json& parsed,
     if (!reading) continue;
     OwnWork own;  // known when the router lays prompts out; else the queue alone
     if (layout) {
-      own.tokens = static_cast<double>(layout->ids.size()) -
-                   static_cast<double>(std::max<int64_t>(0, cached[i]));
+      const auto held = static_cast<double>(std::max<int64_t>(0, cached[i]));
+      own.tokens = static_cast<double>(layout->ids.size()) - held;
+      own.pairs = engine::causal_pairs(held, static_cast<double>(layout->ids.size()));
       for (size_t j = 0; j < layout->items.size(); ++j)
         if (!media_ || media_->holds(w.id, std::span(&layout->files[j], 1)) == 0) {
           own.patches += static_cast<double>(layout->items[j].encoder_cost);

@@ -21,8 +21,9 @@ WorkerTtft predict_ttft(const engine::Quote& q, const std::string& cls, double a
     t.queue_ms = floor + std::max(0.0, c.ahead_ms - floor - std::max(0.0, age_ms));
     t.sent_ms = std::max(0.0, sent_ms);
     const double media = w.patches * q.patch_ns + w.items * q.item_ns;
-    t.own_ms = c.bias * (w.tokens * q.token_ns + media) * 1e-6;
-    t.own_idle_ms = c.bias * (w.tokens * q.token_idle_ns + media) * 1e-6;
+    const double pairs = w.pairs * q.pair_ns;
+    t.own_ms = c.bias * (w.tokens * q.token_ns + pairs + media) * 1e-6;
+    t.own_idle_ms = c.bias * (w.tokens * q.token_idle_ns + pairs + media) * 1e-6;
     break;
   }
   return t;

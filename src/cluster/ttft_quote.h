@@ -45,6 +45,7 @@ struct OwnWork {
   double tokens = 0;   // prompt tokens past what the worker's prefix cache holds
   double patches = 0;  // encoder patches of media its encoder cache does not hold
   double items = 0;    // ... and how many such items
+  double pairs = 0;    // the query-key pairs of those tokens' attention (engine::causal_pairs)
 };
 
 struct WorkerTtft {

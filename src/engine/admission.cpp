@@ -312,6 +312,7 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
   };
   q.token_ns = token_ns(load);
   q.token_idle_ns = token_ns(RunningLoad{});
+  q.pair_ns = cost_.pair_ns();
   q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget, 0) - base) / 1000;
   q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget, 0) - base;
   return q;

@@ -82,6 +82,9 @@ struct Quote {
   // A prompt token on an idle engine (no decodes sharing the steps): what "its own work alone
   // is over the promise" (no retry helps) is judged with, as admission judges it.
   double token_idle_ns = 0;
+  // A query-key pair of a prompt's own attention (CostModel::pair_ns: a long prompt's chunks
+  // attend to everything before them), before the bias.
+  double pair_ns = 0;
 };
 
 class Admission {

@@ -52,6 +52,14 @@ TEST(TtftQuote, ThePredictionIsTheQueueLessItsAgePlusTheWorkSentAndOwnWork) {
   EXPECT_NEAR(predict_ttft(quote(100, 900), "silver", 0, 0, {}).total_ms(), 900, 1e-9);
   EXPECT_FALSE(predict_ttft(quote(100, 900), "gold", 0, 0, w).known) << "not quoted";
   EXPECT_FALSE(predict_ttft(engine::Quote{}, "platinum", 0, 0, w).known);
+  // A long prompt's own attention: its query-key pairs at the quoted pair price, under the bias,
+  // at load and idle alike.
+  engine::Quote q = quote(100, 900, 1.5);
+  q.pair_ns = 2;                                                 // 2e-6 ms a pair
+  OwnWork longer{4000, 0, 0, engine::causal_pairs(1000, 5000)};  // 12,002,000 pairs: 24.004 ms
+  t = predict_ttft(q, "platinum", 0, 0, longer);
+  EXPECT_NEAR(t.own_ms, 1.5 * (400 + 24.004), 1e-6);
+  EXPECT_NEAR(t.own_idle_ms, 1.5 * (200 + 24.004), 1e-6);
 }
 
 TEST(TtftQuote, TheClassBookResolvesPromisesAsAWorkerDoes) {
@@ -209,6 +217,9 @@ TEST(TtftQuote, TheQuoteRoundTripsOnTheGaugeAndHostileOnesAreDropped) {
   EXPECT_DOUBLE_EQ(back.quote.token_ns, 100'000);
   EXPECT_DOUBLE_EQ(back.quote.item_ns, 2'000'000);
   EXPECT_DOUBLE_EQ(back.quote.token_idle_ns, 50'000);
+  LoadGauge paired = g;
+  paired.quote.pair_ns = 3.5;
+  EXPECT_DOUBLE_EQ(parse_load_gauge(to_json(paired)).quote.pair_ns, 3.5);
   EXPECT_TRUE(parse_load_gauge(to_json(LoadGauge{"w", 1})).quote.classes.empty());
   const std::string head = R"({"id":"w","seq":1,"waiting":0,"running":0,"in_flight":0,)"
                            R"("kv_usage":0,"quote":)";
@@ -223,6 +234,7 @@ TEST(TtftQuote, TheQuoteRoundTripsOnTheGaugeAndHostileOnesAreDropped) {
           R"({"token_ns":1,"token_idle_ns":1,"patch_ns":1,"item_ns":1,"classes":{}})",
           R"({"token_ns":-1,"patch_ns":1,"item_ns":1,"classes":[]})",
           R"({"token_ns":1,"token_idle_ns":1,"patch_ns":1,"classes":[]})",
+          R"({"token_ns":1,"token_idle_ns":1,"patch_ns":1,"item_ns":1,"pair_ns":-1,"classes":[["c",2,1,1]]})",
           R"({"token_ns":1,"token_idle_ns":1,"patch_ns":1,"item_ns":1,"classes":[["p",1e10,1,0]]})",
           R"([])",
       }) {

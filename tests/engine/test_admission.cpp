@@ -634,6 +634,9 @@ TEST(Admission, TheQuoteIsWhatAdmissionWouldPredict) {
   EXPECT_NEAR(idle.token_ns, full / 512, 0.05 * full / 512);
   EXPECT_NEAR(idle.token_idle_ns, full / 512, 0.05 * full / 512) << "idle: the same price";
   EXPECT_NEAR(idle.patch_ns, 20e3, 0.1 * 20e3);
+  EXPECT_DOUBLE_EQ(idle.pair_ns, cost.pair_ns())
+      << "a prompt's own attention, as admission prices it";
+  EXPECT_GT(idle.pair_ns, 0.0);
   // 9000 silver tokens waiting: under slo they wait behind platinum, not the other way round.
   v.waiting_.push_back(q.make(sla, "silver", 9000, 0));
   const Quote busy = adm.quote(v, 0);
