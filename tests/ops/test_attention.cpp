@@ -496,10 +496,11 @@ TEST(Attention, PagedBf16ProductsWithinTheirRounding) {
           if (nq == 0) continue;
           const size_t off = size_t(d.q_begin[i]) * size_t(qrow), bytes = size_t(nq * qrow) * 4;
           const bool same = std::memcmp(out.data() + off, exact.data() + off, bytes) == 0;
-          if (nq == 1)
+          if (nq == 1) {
             EXPECT_TRUE(same) << what << " seq " << i << ": a decode row keeps the exact kernel";
-          else
+          } else {
             EXPECT_FALSE(same) << what << " seq " << i << ": the bf16 products did not run";
+          }
         }
         const auto kept = run_paged(avx512, sp, d, bs, DType::kBF16, splits, true);
         EXPECT_EQ(
@@ -514,10 +515,11 @@ TEST(Attention, PagedBf16ProductsWithinTheirRounding) {
           const SeqSpec& q = sp.seqs[i];
           if (q.n_q == 0) continue;
           const size_t off = size_t(d.q_begin[i]) * size_t(qrow);
-          if (q.kv_len > 1)  // one key: a weight of exactly 1 either way
+          if (q.kv_len > 1) {  // one key: a weight of exactly 1 either way
             EXPECT_NE(
                 std::memcmp(all.data() + off, all_exact.data() + off, size_t(q.n_q * qrow) * 4), 0)
                 << what << " seq " << i << ": batch invariant, every row in bf16 products";
+          }
           for (int32_t t : {0, q.n_q - 1}) {  // its first and last query, alone over what it sees
             int32_t kv = 0;
             kernels::detail::query_key_limits(q.kind, q.spans, q.kv_len, q.n_q, t, 1, &kv);
