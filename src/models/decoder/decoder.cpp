@@ -382,7 +382,7 @@ Tensor Decoder::forward(std::span<const SeqStep> batch, kernels::KvCache& kv) {
   pa.out = attn;
   pa.n_tokens = N;
   pa.n_heads = static_cast<int32_t>(m.n_heads);
-  pa.bf16 = m.fmt != kernels::WeightFormat::kF32;  // a 16-bit model: bf16 products for prefill
+  pa.bf16 = m.fmt != kernels::WeightFormat::kF32;  // not an f32 model: bf16 products for prefill
 
   const bool ln = m.cfg.norm == NormKind::kLayer;
   auto norm = [&](const float* in, const Tensor& w, const Tensor& b, float* out, int64_t n) {
