@@ -200,14 +200,23 @@ TEST_F(EngineModel, AnImageEncodedInPartsBesideAStreamHasTheTokensOfAWholeEncode
     const RequestResult rs = hs.wait();
     EXPECT_EQ(ri.outcome, Outcome::kFinished) << ri.reason;
     EXPECT_EQ(rs.outcome, Outcome::kFinished) << rs.reason;
-    return std::make_tuple(ri.tokens, rs.tokens, eng->stats().encoder_split_steps);
+    // The premise: the image's encoder began while the stream still decoded (the stream's
+    // 3,000 tokens take ~0.4 s here; a loaded machine may decode the image later than that).
+    const bool beside =
+        ri.timeline.first(Event::kEncoderStart) < rs.timeline.first(Event::kFinished);
+    return std::make_tuple(ri.tokens, rs.tokens, eng->stats().encoder_split_steps, beside);
   };
-  const auto [whole_image, whole_stream, none] = run(false);
-  const auto [image, stream, split] = run(true);
+  const auto [whole_image, whole_stream, none, whole_beside] = run(false);
   EXPECT_EQ(none, 0);
-  EXPECT_GT(split, 0) << "the image's encoder ran whole in one step";
-  EXPECT_EQ(image, whole_image);
-  EXPECT_EQ(stream, whole_stream);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto [image, stream, split, beside] = run(true);
+    EXPECT_EQ(image, whole_image);
+    EXPECT_EQ(stream, whole_stream);
+    if (!beside) continue;  // the stream had ended: nothing to encode beside
+    EXPECT_GT(split, 0) << "the image's encoder ran whole in one step beside the stream";
+    return;
+  }
+  ADD_FAILURE() << "in 3 attempts the image never reached its encoder before the stream ended";
 }
 
 // A request admitted without decoding its image (an encoder-cache hit) whose cache entry is
