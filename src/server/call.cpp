@@ -125,7 +125,6 @@ void Call::submit(ParsedRequest p) {
   include_usage_ = p.include_usage;
   logprobs_ = p.request.sampling.logprobs >= 0;
   stream_ids_ = p.stream_ids;
-  media_parts_ = p.media_parts;
   p.request.sla_class = Tenants::class_of(tenant_, p.request.sla_class, p.class_chosen);
   requested_class_ = p.request.sla_class;
   has_deadline_ = p.request.ttft_deadline_ns > 0;
@@ -177,6 +176,7 @@ void Call::submit(ParsedRequest p) {
     }
     return fetch(std::make_shared<ParsedRequest>(std::move(p)));
   }
+  media_parts_ = std::move(p.media_parts);  // for a failed item's error (on_done)
   handle_ = eng->submit(std::move(p.request));
   submitted_ = true;
   last_write_ns_ = now_ns();  // the first keep-alive ping comes after a silent interval

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/error.h"
 #include "isa_fixture.h"
 #include "kernels/attention.h"
@@ -404,13 +405,9 @@ TEST(Attention, VarlenBf16WithinItsRounding) {
 // there) and leave decode rows, f32 caches and CPUs without AVX512-BF16 to the exact kernel
 // (same bits). A batch-invariant backend rounds every row, decode rows too: a prefill row's
 // bits equal the same query decoded alone (and its decode rows differ from the exact kernel's).
-// bf16 rounding to nearest, ties to even (finite values).
+// bf16 rounding to nearest, ties to even, back in f32.
 float bf16_round(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
+  return bf16_to_f32_scalar(f32_to_bf16_scalar(x));
 }
 
 // The bf16 products' arithmetic in float64, rounding where the kernel rounds: the scores of
