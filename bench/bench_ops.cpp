@@ -112,7 +112,8 @@ void BM_DecodeAttention(benchmark::State& st) {
   const int32_t kv_len = int32_t(st.range(0)), seqs = int32_t(st.range(1));
   const DType dt = st.range(2) ? DType::kBF16 : DType::kF32;
   const Backend& tp = backend(threads_arg(st, 3));
-  const int32_t bs = 16, blocks_per_seq = (kv_len + bs - 1) / bs;
+  const int32_t bs = st.range(4) > 0 ? int32_t(st.range(4)) : 16;
+  const int32_t blocks_per_seq = (kv_len + bs - 1) / bs;
   const size_t kv_bytes_per_layer =
       size_t(seqs) * kv_len * kKvHeads * kHeadDim * 2 * dtype_size(dt);
   const int32_t layers = int32_t(std::clamp<size_t>(kRotateBytes / kv_bytes_per_layer, 1, 256));
@@ -122,10 +123,11 @@ void BM_DecodeAttention(benchmark::State& st) {
                      .n_kv_heads = kKvHeads,
                      .head_dim = kHeadDim,
                      .dtype = dt});
-  // Shuffled block tables, every slot written with random K/V in every layer.
+  // Block tables shuffled (in_order 0) or consecutive, every slot written with random K/V in
+  // every layer.
   std::vector<int32_t> perm(size_t(seqs * blocks_per_seq));
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
+  if (st.range(5) == 0) std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
   std::vector<int32_t> slots(size_t(cache.num_slots()));
   std::iota(slots.begin(), slots.end(), 0);
   auto kv = random_vec(slots.size() * kKvHeads * kHeadDim, 4);
@@ -153,9 +155,10 @@ void BM_DecodeAttention(benchmark::State& st) {
       benchmark::Counter(bytes / 1e9 / bandwidth_gbs(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DecodeAttention)
-    ->ArgNames({"kv_len", "seqs", "bf16", "threads"})
-    ->ArgsProduct({{512, 4096}, {1}, {0, 1}, {1, 0}})
-    ->Args({4096, 8, 1, 0})
+    ->ArgNames({"kv_len", "seqs", "bf16", "threads", "block", "in_order"})
+    ->ArgsProduct({{512, 4096}, {1}, {0, 1}, {1, 0}, {16}, {0}})
+    ->ArgsProduct({{4096}, {1, 8}, {1}, {0}, {64}, {0, 1}})
+    ->ArgsProduct({{4096}, {1, 8}, {1}, {0}, {16}, {1}})
     ->UseRealTime();
 
 // Prefill: n new tokens of one sequence after ctx cached ones, causal, over the paged cache;

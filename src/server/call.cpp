@@ -373,7 +373,13 @@ void Call::on_done(const engine::StreamEvent& ev) {
     } else if (code == ErrorCode::kResourceExhausted) {
       why = "too_large";
     }
-    fail(err, r.outcome == engine::Outcome::kRefused ? "refused" : "failed", why, &r);
+    // The metrics' outcome: `failed` is the server's fault (5xx); a request the engine ended for
+    // its own input (a damaged image: 422, a prompt over the cache: 413) is an `error`, as one
+    // the parser rejects, so that an alert on failures is not set off by a client's bad files.
+    const char* outcome = r.outcome == engine::Outcome::kRefused ? "refused"
+                          : err.status < 500                     ? "error"
+                                                                 : "failed";
+    fail(err, outcome, why, &r);
     return;
   }
   const std::string served = r.sla_class;

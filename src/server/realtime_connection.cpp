@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "core/clock.h"
+#include "server/api.h"
 #include "server/metrics.h"
 
 namespace mmrt::server {
@@ -130,8 +131,8 @@ void RealtimeConnection::record(uint64_t ticket, const engine::RequestResult& r)
         rec.outcome = "refused";
         rec.refusal_reason = r.predicted_ttft_ns > 0 ? "sla" : "invalid";
         break;
-      default:
-        rec.outcome = "failed";
+      default:  // the server's fault, or the request's own input (as the HTTP calls count it)
+        rec.outcome = r.error && from_error_code(*r.error, "").status < 500 ? "error" : "failed";
     }
     svc_.metrics().observe(rec);
   }

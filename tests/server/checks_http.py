@@ -266,8 +266,18 @@ def corrupt_image(ctx):
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," +
                                             base64.b64encode(bad).decode()}},
         {"type": "text", "text": "x"}]}], "max_tokens": 2}
+    def outcomes(o):  # 0 before the first request of that outcome
+        try:
+            return hu.metric(ctx.port, "mmrt_request_outcome_total", outcome=o)
+        except RuntimeError:
+            return 0.0
+    failed, errors = outcomes("failed"), outcomes("error")
     st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
     expect(st in (400, 422), f"truncated PNG: {st} {b}")
+    # The client's damaged file is its error, not a server failure (an alert on failures must
+    # not fire for it).
+    expect(outcomes("failed") == failed, "a damaged image counted as a failure")
+    expect(outcomes("error") == errors + 1, "a damaged image not counted as an error")
     # Behind a good image, in a second message: the error names the part at fault, without the
     # engine's internal code prefix.
     url = lambda data: {"type": "image_url",
