@@ -388,9 +388,10 @@ constexpr std::array<int8_t, 256> kB64 = [] {
 std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const std::string& param) {
   while (!text.empty() && (text.back() == '=' || text.back() == '\n' || text.back() == '\r'))
     text.remove_suffix(1);
+  const std::string at = param.empty() ? std::string() : param + ": ";  // messages name the field
   if (text.size() / 4 * 3 > max + 3)
     throw ApiError(413, "invalid_request_error",
-                   "a base64 media item decodes to more than " + io::format_bytes(max) +
+                   at + "a base64 media item decodes to more than " + io::format_bytes(max) +
                        " (the server's --max-media-bytes)",
                    param, "media_too_large");
   std::vector<uint8_t> out(text.size() / 4 * 3 + 3);
@@ -419,8 +420,8 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
     }
     const int v = kB64[p[i]];
     if (v == kB64Bad)
-      throw bad_request("the base64 data holds an invalid character at offset " + std::to_string(i),
-                        param);
+      throw bad_request(
+          at + "the base64 data holds an invalid character at offset " + std::to_string(i), param);
     ++i;
     if (v == kB64Skip) continue;
     acc = (acc << 6) | static_cast<uint32_t>(v);
@@ -431,13 +432,13 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
       if (bits == 0) acc = 0;
     }
   }
-  if (bits >= 6) throw bad_request("the base64 data is truncated", param);
+  if (bits >= 6) throw bad_request(at + "the base64 data is truncated", param);
   out.resize(n);
   if (out.size() > max)
     throw ApiError(413, "invalid_request_error",
-                   "a base64 media item decodes to more than " + io::format_bytes(max), param,
+                   at + "a base64 media item decodes to more than " + io::format_bytes(max), param,
                    "media_too_large");
-  if (out.empty()) throw bad_request("the base64 data is empty", param);
+  if (out.empty()) throw bad_request(at + "the base64 data is empty", param);
   return out;
 }
 

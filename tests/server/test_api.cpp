@@ -225,6 +225,7 @@ TEST(Base64, Rfc4648VectorsAndRandomRoundTrips) {
     FAIL() << "a bad character";
   } catch (const ApiError& e) {
     EXPECT_NE(std::string(e.what()).find("at offset 10"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("p: ", 0), 0u) << "names the field first: " << e.what();
   }
   EXPECT_THROW(decode_base64("Zm9v!", 100, "p"), ApiError);
   EXPECT_THROW(decode_base64("Zm9vY", 100, "p"), ApiError);  // truncated after a group
