@@ -230,8 +230,10 @@ struct Engine::Impl : SchedulerView {
       if (end_if_cancelled(*s)) continue;
       try {
         media->apply(*s);
-      } catch (const Error& err) {
-        complete(*s, Outcome::kRefused, with_code(err.code(), err.what()), err.code());
+      } catch (const Error& err) {  // the request's own (refused), or an internal error (failed)
+        const bool ours = err.code() == ErrorCode::kInternal;
+        complete(*s, ours ? Outcome::kFailed : Outcome::kRefused, with_code(err.code(), err.what()),
+                 err.code());
         continue;
       } catch (const std::exception& err) {  // e.g. bad_alloc: this request only
         complete(*s, Outcome::kFailed, with_code(ErrorCode::kInternal, err.what()),
@@ -542,13 +544,7 @@ RequestHandle Engine::submit(GenerateRequest g) {
                /*with_books=*/false);
     return RequestHandle(state);
   }
-  size_t bytes = s->prompt_text.size();
-  for (const auto& msg : s->messages)
-    for (const auto& part : msg.content) bytes += part.text.size();
-  if (s->media.empty() && bytes <= m.cfg.prepare_inline_bytes)
-    m.media->prepare_here(s);
-  else
-    m.media->submit(s, MediaStage::Phase::kPrepare);
+  m.media->prepare(s, m.cfg.prepare_inline_bytes);
   return RequestHandle(state);
 }
 

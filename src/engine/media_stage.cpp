@@ -468,8 +468,14 @@ void MediaStage::apply(Submission& s) const {
   s.to_preprocess.clear();
 }
 
-void MediaStage::prepare_here(Submission* s) {
-  impl_->run(s, Phase::kPrepare, 0);
+void MediaStage::prepare(Submission* s, size_t inline_bytes) {
+  size_t bytes = s->prompt_text.size();
+  for (const auto& msg : s->messages)
+    for (const auto& part : msg.content) bytes += part.text.size();
+  if (s->media.empty() && bytes <= inline_bytes)
+    impl_->run(s, Phase::kPrepare, 0);
+  else
+    submit(s, Phase::kPrepare);
 }
 
 void MediaStage::submit(Submission* s, Phase phase) {

@@ -107,9 +107,10 @@ class MediaStage {
   void stop();
 
   void submit(Submission* s, Phase phase);
-  // Prepares `s` on the calling thread (a short text request: not worth a thread hop); the
-  // result goes to the Done callback as from a stage thread.
-  void prepare_here(Submission* s);
+  // Prepares `s`: on the calling thread when it is a text request of at most `inline_bytes` of
+  // text (not worth a thread hop; the result goes to the Done callback as from a stage thread),
+  // else on a prepare thread.
+  void prepare(Submission* s, size_t inline_bytes);
   // On the step loop, for a submission back from kPreprocess: the encoder inputs go into the
   // request's media items (the step loop may read the request while the stage works, so the
   // stage never writes it). Where preprocessing differs from the header estimate the prompt is

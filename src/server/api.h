@@ -109,7 +109,9 @@ struct RequestClass {
 RequestClass parse_request_class(const nlohmann::json& body, const ApiOptions& opt);
 
 // Strict base64 (RFC 4648, padding optional, no whitespace but line breaks); nullopt-like:
-// throws ApiError naming `param` when the text is not base64 or decodes to more than `max`.
-std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const std::string& param);
+// throws ApiError naming `param` when the text is not base64 or decodes to more than `max`
+// (the server option that sets `max`, when given, is named too).
+std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const std::string& param,
+                                   const char* option = nullptr);
 
 }  // namespace mmrt::server

@@ -68,17 +68,19 @@ std::vector<uint8_t> read_local(const std::string& path, const UrlKind& kind, co
 void add_url(const std::string& url, const UrlKind& kind, const std::string& pw,
              const std::string& param, const ApiOptions& opt, ParsedRequest& out) {
   const std::string noun = kind.noun;
+  const std::string a_noun = (noun.find_first_of("aeiou") == 0 ? "an " : "a ") + noun;
   if (url.rfind("data:", 0) == 0) {
     const size_t comma = url.find(',');
     const std::string_view head(url.data() + 5, comma == std::string::npos ? 0 : comma - 5);
     if (comma == std::string::npos || head.size() < 7 || head.substr(head.size() - 7) != ";base64")
-      throw bad_request("a " + noun + " data URL must be data:<type>;base64,<data>", param);
+      throw bad_request(a_noun + " data URL must be data:<type>;base64,<data>", param);
     if (head.rfind(kind.mime_prefix, 0) != 0)
-      throw bad_request("a " + noun + " data URL must have a " + kind.mime_prefix + "* type, not " +
+      throw bad_request(a_noun + " data URL must have a " + kind.mime_prefix + "* type, not " +
                             ticked(head.substr(0, head.size() - 7)),
                         param);
     add_item(out, kind.modality,
-             decode_base64(std::string_view(url).substr(comma + 1), opt.max_media_bytes, param),
+             decode_base64(std::string_view(url).substr(comma + 1), opt.max_media_bytes, param,
+                           "--max-media-mb"),
              pw);
   } else if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
     out.fetches.push_back({out.request.media.size(), url, param});
@@ -225,7 +227,9 @@ void add_input_audio(const json& part, const std::string& pw, const ApiOptions& 
     throw bad_request(param + ".data must be a string of base64 audio bytes", param + ".data");
   // The file's own header tells the decoder its format; `format` is the client's label for it.
   add_item(out, models::Modality::kAudio,
-           decode_base64(ia["data"].get<std::string>(), opt.max_media_bytes, param + ".data"), pw);
+           decode_base64(ia["data"].get<std::string>(), opt.max_media_bytes, param + ".data",
+                         "--max-media-mb"),
+           pw);
 }
 
 }  // namespace mmrt::server

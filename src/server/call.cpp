@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <utility>
@@ -205,6 +206,16 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
         if (self->ended_) return;
         if (!res->error.empty()) {
           self->download_s_ = static_cast<double>(now_ns() - self->fetch_start_ns_) * 1e-9;
+          *self->fetch_cancelled_ = true;  // the call's other queued downloads are skipped
+          // Cancelled while queued (the connection went, or the drain ended): as submit().
+          if (res->status == 499 || self->cancelled_) return self->finish(nullptr, "cancelled", "");
+          if (res->status == 503) {  // the download queue is full: the server's load
+            ApiError busy(503, "unavailable_error", res->error);
+            busy.retry_after_s = 1;
+            return self->fail(busy, "refused", "saturated");
+          }
+          if (res->status >= 500)
+            return self->fail(ApiError(res->status, "server_error", res->error), "failed", "");
           std::string param;
           for (const MediaFetch& mf : p->fetches)
             if (mf.index == index) param = mf.param;
@@ -353,8 +364,18 @@ void Call::on_done(const engine::StreamEvent& ev) {
     const ErrorCode code = ev.error.value_or(ErrorCode::kInternal);
     ApiError err = from_error_code(code, r.reason.empty() ? ev.reason : r.reason);
     if (r.failed_media >= 0 && static_cast<size_t>(r.failed_media) < media_parts_.size()) {
-      const std::string& part = media_parts_[static_cast<size_t>(r.failed_media)];  // its fault
-      err = ApiError(err.status, err.type, part + ": " + err.what(), part, err.code);
+      const std::string& part = media_parts_[static_cast<size_t>(r.failed_media)];
+      if (code == ErrorCode::kUnimplemented)  // a format or codec the decoders do not take
+        err = ApiError(415, "invalid_request_error", err.what(), "", "unsupported_media");
+      if (err.status < 500) {  // the item's fault: named
+        err = ApiError(err.status, err.type, part + ": " + err.what(), part, err.code);
+      } else {  // the server's (a media worker lost): the reason, with its paths, to the log
+        std::fprintf(stderr, "[mmrt] request %lld: preprocessing %s failed: %s\n",
+                     static_cast<long long>(r.id), part.c_str(), err.what());
+        err = ApiError(err.status, err.type,
+                       "the server failed while preprocessing the request's media (its log has "
+                       "the reason)");
+      }
     }
     std::string why = "invalid";
     if (r.outcome == engine::Outcome::kRefused && r.over_tenant_cap) {

@@ -290,6 +290,16 @@ def corrupt_image(ctx):
         st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
         expect_error(st, b, 422, param="messages[2].content[1]", contains="messages[2].content[1]: ")
         expect("format_error" not in b["error"]["message"], f"{what}: {b['error']['message']}")
+    # A format the decoders do not take (a GIF behind a PNG's data URL): 415, the client's error,
+    # named as the damaged ones are (it was a 501 and a server failure).
+    gif = b"GIF89a" + bytes([1, 0, 1, 0, 0, 0, 0]) + b"\x2c" + bytes(9) + b"\x02\x02\x44\x01\x00\x3b"
+    failed, errors = outcomes("failed"), outcomes("error")
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "z"}, url(gif)]}],
+            "max_tokens": 2}
+    st, _, b = hu.post(ctx.port, "/v1/chat/completions", body)
+    expect_error(st, b, 415, param="messages[0].content[1]", contains="messages[0].content[1]: ")
+    expect(outcomes("failed") == failed and outcomes("error") == errors + 1,
+           "an unsupported format counted as a server failure")
     st, _, _ = hu.request(ctx.port, "GET", "/health")
     expect(st == 200, "still serving")
 

@@ -17,6 +17,7 @@
 // over 4,608 keys, 12 heads of 128 in 2 groups: 1.9-2.1x the exact kernel on the same bf16 cache.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
