@@ -377,11 +377,9 @@ void Call::on_done(const engine::StreamEvent& ev) {
                        "the reason)");
       }
     }
-    std::string why = "invalid";
     if (r.outcome == engine::Outcome::kRefused && r.over_tenant_cap) {
       // The tenant's own requests hold its share of the engine: it may retry when they end.
       err = tenant_limit_error(err.what());
-      why = "tenant_limit";
     } else if (r.outcome == engine::Outcome::kRefused && code == ErrorCode::kUnavailable &&
                r.predicted_ttft_ns > 0) {
       // Admission: the class's promise cannot be kept now. The client may retry once the
@@ -390,17 +388,10 @@ void Call::on_done(const engine::StreamEvent& ev) {
       err = ApiError(429, "rate_limit_error", err.what(), "", "sla_unattainable");
       err.retry_after_s =
           r.retry_after_ns < 0 ? -1 : static_cast<int>(std::ceil(r.retry_after_ns * 1e-9));
-      why = "sla";
-    } else if (code == ErrorCode::kResourceExhausted) {
-      why = "too_large";
     }
-    // The metrics' outcome: `failed` is the server's fault (5xx); a request the engine ended for
-    // its own input (a damaged image: 422, a prompt over the cache: 413) is an `error`, as one
-    // the parser rejects, so that an alert on failures is not set off by a client's bad files.
-    const char* outcome = r.outcome == engine::Outcome::kRefused ? "refused"
-                          : err.status < 500                     ? "error"
-                                                                 : "failed";
-    fail(err, outcome, why, &r);
+    RequestRecord labels;  // `failed` only for the server's fault: a client's bad file is an error
+    label_ended(labels, r, err.status);
+    fail(err, labels.outcome, labels.refusal_reason, &r);
     return;
   }
   const std::string served = r.sla_class;

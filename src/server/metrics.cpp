@@ -105,6 +105,31 @@ std::string Metrics::labels(const std::string& cls) const {
   return "model_name=\"" + escape_label(model_) + "\",sla_class=\"" + escape_label(cls) + "\"";
 }
 
+void label_ended(RequestRecord& rec, const engine::RequestResult& r, int status) {
+  using engine::Outcome;
+  rec.refusal_reason.clear();
+  switch (r.outcome) {
+    case Outcome::kStopped:
+      rec.outcome = "stop";
+      return;
+    case Outcome::kFinished:
+      rec.outcome = "length";
+      return;
+    case Outcome::kCancelled:
+      rec.outcome = "cancelled";
+      return;
+    case Outcome::kRefused:
+      rec.outcome = "refused";
+      rec.refusal_reason = r.over_tenant_cap ? "tenant_limit"
+                           : r.error == ErrorCode::kUnavailable && r.predicted_ttft_ns > 0 ? "sla"
+                           : r.error == ErrorCode::kResourceExhausted ? "too_large"
+                                                                      : "invalid";
+      return;
+    default:
+      rec.outcome = status < 500 ? "error" : "failed";
+  }
+}
+
 void Metrics::observe(const RequestRecord& rec) {
   const engine::RequestResult* r = rec.result;
   // Served class (after any downgrade) when the engine had it, the asked one otherwise.

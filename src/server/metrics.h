@@ -41,6 +41,13 @@ struct RequestRecord {
   int64_t first_byte_ns = 0;   // a stream's first byte written (now_ns; 0: none)
 };
 
+// Sets rec's outcome and refusal reason for a request the engine ended as `r`, answered with
+// HTTP `status` where it did not finish: "stop", "length", "cancelled"; "refused" with reason
+// "tenant_limit", "sla" (admission's prediction), "too_large" (over the KV cache) or "invalid";
+// "failed" for the server's fault (a 5xx), else "error" (the request's own input). The one rule
+// the HTTP calls and the Realtime sessions label with.
+void label_ended(RequestRecord& rec, const engine::RequestResult& r, int status);
+
 class Metrics {
  public:
   Metrics(std::string model_name, const engine::SlaConfig& sla);

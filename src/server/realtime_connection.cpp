@@ -35,6 +35,13 @@ void RealtimeConnection::on_close() {
   if (session_) session_->close();  // cancels its requests
   for (auto& [t, h] : handles_) h.cancel();
   handles_.clear();
+  for (const auto& [t, job] : jobs_) {  // their ends are not awaited: counted as cancelled now
+    if (job.prefill) continue;
+    RequestRecord rec;
+    rec.requested_class = job.sla_class;
+    rec.outcome = "cancelled";
+    svc_.metrics().observe(rec);
+  }
   jobs_.clear();
   svc_.metrics().realtime().open--;
   svc_.realtime_closed(key_);
@@ -69,6 +76,7 @@ void RealtimeConnection::submit(uint64_t ticket, engine::GenerateRequest req, Re
     return;
   }
   if (job.prefill) svc_.metrics().realtime().prefills++;
+  job.sla_class = req.sla_class;
   jobs_[ticket] = std::move(job);
   auto [it, ok] = handles_.emplace(ticket, eng->submit(std::move(req)));
   auto posted = std::make_shared<std::atomic<bool>>(false);
@@ -117,23 +125,7 @@ void RealtimeConnection::record(uint64_t ticket, const engine::RequestResult& r)
     RequestRecord rec;
     rec.result = &r;
     rec.requested_class = r.sla_class;
-    switch (r.outcome) {
-      case engine::Outcome::kStopped:
-        rec.outcome = "stop";
-        break;
-      case engine::Outcome::kFinished:
-        rec.outcome = "length";
-        break;
-      case engine::Outcome::kCancelled:
-        rec.outcome = "cancelled";
-        break;
-      case engine::Outcome::kRefused:
-        rec.outcome = "refused";
-        rec.refusal_reason = r.predicted_ttft_ns > 0 ? "sla" : "invalid";
-        break;
-      default:  // the server's fault, or the request's own input (as the HTTP calls count it)
-        rec.outcome = r.error && from_error_code(*r.error, "").status < 500 ? "error" : "failed";
-    }
+    label_ended(rec, r, r.error ? from_error_code(*r.error, "").status : 500);
     svc_.metrics().observe(rec);
   }
   svc_.remember_trace(job.trace_id, opt_.tenant, r, 0);

@@ -99,8 +99,9 @@ struct RealtimeOptions {
 
 // What a submitted request is, for the server's books.
 struct RealtimeJob {
-  std::string trace_id;  // its timeline is kept as /v1/requests/{trace_id}/trace
-  bool prefill = false;  // a segmented prefill (a response's own books: metrics per class)
+  std::string trace_id;   // its timeline is kept as /v1/requests/{trace_id}/trace
+  bool prefill = false;   // a segmented prefill (a response's own books: metrics per class)
+  std::string sla_class;  // as asked (set by the connection)
 };
 
 // What a session asks of the world. Called synchronously from the session's methods.

@@ -324,9 +324,30 @@ def disconnects(ctx, Server):
         append_all(ws, s.pcm24[:len(s.pcm24) * (k + 2) // 5], 24000)
         ws.close()
     wait_idle(s.port, s.idle_kv, "mid-utterance disconnects")
+    # A response cut off by its connection is counted, once (it went uncounted: its end was no
+    # longer awaited); as cancelled where the close came first, as ended where it did not.
+    def outcomes(**labels):
+        try:
+            return hu.metric(s.port, "mmrt_request_outcome_total", **labels)
+        except RuntimeError:  # no sample yet
+            return 0.0
+    total, cancelled = outcomes(), outcomes(outcome="cancelled")
+    ws = WsClient(s.port)
+    ws.until("session.created")
+    ws.send({"type": "session.update", "session": {"turn_detection": None,
+                                                   "max_response_output_tokens": 4096}})
+    ws.until("session.updated")
+    append_all(ws, s.pcm24, 24000)
+    ws.send({"type": "input_audio_buffer.commit"})
+    ws.send({"type": "response.create"})
+    ws.until("response.created")
+    ws.close()
+    wait_idle(s.port, s.idle_kv, "a response cut off")
+    expect(outcomes() == total + 1, f"outcomes {total} -> {outcomes()}: the response counted once")
     st, _, _ = hu.request(s.port, "GET", "/health")
     expect(st == 200, "still serving")
-    return "no requests left, KV blocks back to idle"
+    return (f"no requests left, KV blocks back to idle; a response cut off counted "
+            f"({'cancelled' if outcomes(outcome='cancelled') > cancelled else 'ended first'})")
 
 
 def server_audio_budget(ctx, Server):
