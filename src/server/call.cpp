@@ -206,7 +206,6 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
         if (self->ended_) return;
         if (!res->error.empty()) {
           self->download_s_ = static_cast<double>(now_ns() - self->fetch_start_ns_) * 1e-9;
-          *self->fetch_cancelled_ = true;  // the call's other queued downloads are skipped
           // Cancelled while queued (the connection went, or the drain ended): as submit().
           if (res->status == 499 || self->cancelled_) return self->finish(nullptr, "cancelled", "");
           if (res->status == 503) {  // the download queue is full: the server's load
@@ -478,6 +477,7 @@ void Call::finish(const engine::RequestResult* r, const std::string& outcome,
                   const std::string& why) {
   if (ended_) return;
   ended_ = true;
+  *fetch_cancelled_ = true;  // however it ended, its downloads still queued are skipped
   RequestRecord rec;
   rec.result = r;
   rec.requested_class = requested_class_;
