@@ -220,12 +220,20 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
 }
 
 void Service::completion(HttpRequest req, const std::shared_ptr<Exchange>& ex, Endpoint ep) {
-  // Refused before any parsing, decoding or model work.
-  if (draining_) return ex->respond(api_error_response(shutting_down(), {{"Connection", "close"}}));
-  if (!ready_)
+  // Refused before any parsing, decoding or model work (counted: how many requests met a server
+  // loading, shutting down or out of service).
+  if (draining_) {
+    count_refusal(*metrics_, "shutting_down");
+    return ex->respond(api_error_response(shutting_down(), {{"Connection", "close"}}));
+  }
+  if (!ready_) {
+    count_refusal(*metrics_, "loading");
     return ex->respond(api_error_response(ApiError(503, "unavailable_error", "Loading model")));
-  if (std::string why = cfg_.out_of_service ? cfg_.out_of_service() : ""; !why.empty())
+  }
+  if (std::string why = cfg_.out_of_service ? cfg_.out_of_service() : ""; !why.empty()) {
+    count_refusal(*metrics_, "out_of_service");
     return ex->respond(api_error_response(ApiError(503, "unavailable_error", why)));
+  }
   const Tenant* tenant = tenants_->authenticate(req.header("authorization"));
   if (!tenant) return ex->respond(unauthorized(req.header("authorization") != nullptr));
   double wait_s = 0;

@@ -464,8 +464,46 @@ def resume_stream(ctx):
     return f"resumed after {k} of {N} tokens ({len(full)} chunks)"
 
 
+def refused_while_loading(ctx):
+    """A server listens before its model is loaded: a request meanwhile is answered 503 at once,
+    and counted (mmrt_admission_refusals_total{reason="loading"}: how many requests met a server
+    still loading), then the same request is served."""
+    log_path = os.path.join(ctx.work, "loading.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([ctx.mmrt, "serve", "--model", ctx.model, "--port", "0"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        port, end = None, time.time() + 60
+        while port is None and time.time() < end:
+            time.sleep(0.002)
+            for line in open(log_path):
+                if "listening on http://" in line:
+                    port = int(line.split("http://")[1].split()[0].rsplit(":", 1)[1])
+        expect(port is not None, "the server did not listen")
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}],
+                           "max_tokens": 1}).encode()
+        loading = 0
+        while time.time() < end:
+            st, _, b = hu.request(port, "POST", "/v1/chat/completions", body,
+                                  {"Content-Type": "application/json"})
+            if st != 503:
+                break
+            expect(b"Loading model" in b, f"503 while loading: {b[:200]}")
+            loading += 1
+            time.sleep(0.005)
+        expect(st == 200, f"after loading: {st}")
+        expect(loading > 0, "no request met the server loading (the premise)")
+        counted = hu.metric(port, "mmrt_admission_refusals_total", reason="loading")
+        expect(counted == loading, f"{loading} answered 503 while loading, {counted} counted")
+        return f"{loading} requests refused while loading, all counted"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 CHECKS = [
     ("malformed JSON and deep nesting: 400", malformed_json),
+    ("refused while the model loads: 503, counted", refused_while_loading),
     ("wrong types and unsupported fields: 400 naming the field", wrong_types),
     ("wrong method 405, unknown path and model 404", methods_and_paths),
     ("oversize bodies 413, media caps, prompt over the context", oversize_bodies),
