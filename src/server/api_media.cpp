@@ -54,12 +54,14 @@ std::vector<uint8_t> read_local(const std::string& path, const UrlKind& kind, co
                    "media file " + ticked(path) + " is outside --allowed-media-dir", param);
   try {
     return io::read_file_bytes(
-        p.string(), {.what = kind.noun, .max_bytes = opt.max_media_bytes, .option = nullptr});
+        p.string(),
+        {.what = kind.noun, .max_bytes = opt.max_media_bytes, .option = "--max-media-mb"});
   } catch (const Error& e) {
     const int status = e.code() == ErrorCode::kNotFound            ? 404
                        : e.code() == ErrorCode::kResourceExhausted ? 413
                                                                    : 400;
-    throw ApiError(status, "invalid_request_error", e.what(), param);
+    throw ApiError(status, "invalid_request_error", e.what(), param,
+                   status == 413 ? "media_too_large" : "");  // as a data URL's over the cap
   }
 }
 

@@ -218,7 +218,8 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
           std::string param;
           for (const MediaFetch& mf : p->fetches)
             if (mf.index == index) param = mf.param;
-          return self->fail(ApiError(res->status, "invalid_request_error", res->error, param),
+          return self->fail(ApiError(res->status, "invalid_request_error", res->error, param,
+                                     res->status == 413 ? "media_too_large" : ""),
                             "error", "");
         }
         p->request.media[index].bytes = std::move(res->bytes);

@@ -251,6 +251,16 @@ def bit_identity(ctx):
     body["messages"][0]["content"][0]["image_url"]["url"] = "file://" + ctx.media_dir + "/../image.png"
     st, _, b3 = hu.post(ctx.port, "/v1/chat/completions", body)
     expect_error(st, b3, 403)
+    # Over the media cap (the server runs with --max-media-mb 2): 413 with the same code as a
+    # data URL over it, naming the option.
+    big = os.path.join(ctx.media_dir, "big.png")
+    with open(big, "wb") as f:
+        f.write(open(ctx.image, "rb").read() + bytes(3 << 20))
+    body["messages"][0]["content"][0]["image_url"]["url"] = "file://" + big
+    st, _, b3 = hu.post(ctx.port, "/v1/chat/completions", body)
+    os.remove(big)
+    expect_error(st, b3, 413, param="messages[0].content[0].image_url", contains="--max-media-mb")
+    expect(b3["error"]["code"] == "media_too_large", f"code {b3['error']['code']!r}")
     # The stream carries the same text.
     st, _, raw = hu.request(ctx.port, "POST", "/v1/chat/completions",
                             chat(prompt, max_tokens=12, ignore_eos=True, stream=True))
