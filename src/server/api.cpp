@@ -320,6 +320,10 @@ ApiError bad_request(const std::string& message, const std::string& param) {
   return ApiError(400, "invalid_request_error", message, param);
 }
 
+ApiError media_too_large(const std::string& message, const std::string& param) {
+  return ApiError(413, "invalid_request_error", message, param, "media_too_large");
+}
+
 std::string error_body(const ApiError& e) {
   json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
   if (!e.param.empty()) err["param"] = e.param;
@@ -389,15 +393,17 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
                                    const char* option) {
   while (!text.empty() && (text.back() == '=' || text.back() == '\n' || text.back() == '\r'))
     text.remove_suffix(1);
-  const std::string at = param.empty() ? std::string() : param + ": ";  // messages name the field
-  const std::string limit = option ? std::string(" (the server's ") + option + ")" : "";
+  // The errors' messages name the field first (built only when one is thrown).
+  auto at = [&](const std::string& what) { return param.empty() ? what : param + ": " + what; };
+  auto too_large = [&] {
+    return media_too_large(at("a base64 media item decodes to more than " + io::format_bytes(max) +
+                              (option ? std::string(" (the server's ") + option + ")" : "")),
+                           param);
+  };
   // Before the allocation, from the text's length: line breaks (MIME wraps lines at 76
   // characters) make it up to ~3 % longer than the digits, so the bound leaves them room; the
   // decoded size is checked exactly below.
-  if (text.size() / 4 * 3 > max + max / 32 + 3)
-    throw ApiError(413, "invalid_request_error",
-                   at + "a base64 media item decodes to more than " + io::format_bytes(max) + limit,
-                   param, "media_too_large");
+  if (text.size() / 4 * 3 > max + max / 32 + 3) throw too_large();
   std::vector<uint8_t> out(text.size() / 4 * 3 + 3);
   uint8_t* o = out.data();
   size_t n = 0;
@@ -425,7 +431,7 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
     const int v = kB64[p[i]];
     if (v == kB64Bad)
       throw bad_request(
-          at + "the base64 data holds an invalid character at offset " + std::to_string(i), param);
+          at("the base64 data holds an invalid character at offset " + std::to_string(i)), param);
     ++i;
     if (v == kB64Skip) continue;
     acc = (acc << 6) | static_cast<uint32_t>(v);
@@ -436,13 +442,10 @@ std::vector<uint8_t> decode_base64(std::string_view text, uint64_t max, const st
       if (bits == 0) acc = 0;
     }
   }
-  if (bits >= 6) throw bad_request(at + "the base64 data is truncated", param);
+  if (bits >= 6) throw bad_request(at("the base64 data is truncated"), param);
   out.resize(n);
-  if (out.size() > max)
-    throw ApiError(413, "invalid_request_error",
-                   at + "a base64 media item decodes to more than " + io::format_bytes(max) + limit,
-                   param, "media_too_large");
-  if (out.empty()) throw bad_request(at + "the base64 data is empty", param);
+  if (out.size() > max) throw too_large();
+  if (out.empty()) throw bad_request(at("the base64 data is empty"), param);
   return out;
 }
 

@@ -35,6 +35,9 @@ class ApiError : public std::runtime_error {
 
 // A 400 invalid_request_error naming `param`.
 ApiError bad_request(const std::string& message, const std::string& param = "");
+// A 413 for a media item over the server's size cap (code media_too_large), whatever its source
+// (base64 data, a local file, a fetched URL).
+ApiError media_too_large(const std::string& message, const std::string& param);
 // {"error":{"message","type","param","code"}} (param / code null when empty).
 std::string error_body(const ApiError& e);
 // The HTTP status and OpenAI type for an engine error code (core/error.h's mapping); the

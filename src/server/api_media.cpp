@@ -57,11 +57,9 @@ std::vector<uint8_t> read_local(const std::string& path, const UrlKind& kind, co
         p.string(),
         {.what = kind.noun, .max_bytes = opt.max_media_bytes, .option = "--max-media-mb"});
   } catch (const Error& e) {
-    const int status = e.code() == ErrorCode::kNotFound            ? 404
-                       : e.code() == ErrorCode::kResourceExhausted ? 413
-                                                                   : 400;
-    throw ApiError(status, "invalid_request_error", e.what(), param,
-                   status == 413 ? "media_too_large" : "");  // as a data URL's over the cap
+    if (e.code() == ErrorCode::kResourceExhausted) throw media_too_large(e.what(), param);
+    throw ApiError(e.code() == ErrorCode::kNotFound ? 404 : 400, "invalid_request_error", e.what(),
+                   param);
   }
 }
 

@@ -218,8 +218,9 @@ void Call::fetch(std::shared_ptr<ParsedRequest> p) {
           std::string param;
           for (const MediaFetch& mf : p->fetches)
             if (mf.index == index) param = mf.param;
-          return self->fail(ApiError(res->status, "invalid_request_error", res->error, param,
-                                     res->status == 413 ? "media_too_large" : ""),
+          return self->fail(res->status == 413
+                                ? media_too_large(res->error, param)
+                                : ApiError(res->status, "invalid_request_error", res->error, param),
                             "error", "");
         }
         p->request.media[index].bytes = std::move(res->bytes);

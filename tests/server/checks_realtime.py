@@ -327,10 +327,7 @@ def disconnects(ctx, Server):
     # A response cut off by its connection is counted, once (it went uncounted: its end was no
     # longer awaited); as cancelled where the close came first, as ended where it did not.
     def outcomes(**labels):
-        try:
-            return hu.metric(s.port, "mmrt_request_outcome_total", **labels)
-        except RuntimeError:  # no sample yet
-            return 0.0
+        return hu.metric(s.port, "mmrt_request_outcome_total", default=0.0, **labels)
     total, cancelled = outcomes(), outcomes(outcome="cancelled")
     ws = WsClient(s.port)
     ws.until("session.created")

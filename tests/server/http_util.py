@@ -204,7 +204,9 @@ def parse_prometheus(text):
     return fams
 
 
-def metric(port, name, **labels):
+def metric(port, name, default=None, **labels):
+    """The sum of `name`'s samples with those labels; `default` where there is none (a counter
+    before its first event), else an error."""
     st, _, body = request(port, "GET", "/metrics")
     if st != 200:
         raise RuntimeError(f"/metrics answered {st}")
@@ -215,5 +217,7 @@ def metric(port, name, **labels):
                 total += v
                 seen = True
     if not seen:
+        if default is not None:
+            return default
         raise RuntimeError(f"no sample {name} {labels}")
     return total
