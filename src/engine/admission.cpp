@@ -103,8 +103,27 @@ double Admission::ttft_bias(double weight) const {
   return mm > 0 ? std::clamp(am / mm, 0.25, 4.0) : 1.0;
 }
 
+double Admission::safety(double weight) const {
+  auto it = safety_.find(weight);
+  return it == safety_.end() ? 1.0 : it->second;
+}
+
+double Admission::safety_ns(double work, double alone, double weight) const {
+  return std::min(1e12, std::max(0.0, work - alone) * ttft_bias(weight) * (safety(weight) - 1));
+}
+
+void Admission::track_lateness(double weight, bool late) {
+  double& s = safety_.try_emplace(weight, 1.0).first->second;
+  s += late ? kSafetyStep : -kSafetyStep * kLateTarget / (1 - kLateTarget);
+  s = std::clamp(s, 1.0, kMaxSafety);
+}
+
 void Admission::observe_first_token(const Request& r, int64_t first_token_ns) {
   learn(r, static_cast<double>(first_token_ns - r.arrival_ns));
+  // Only a request admitted as on time teaches the safety (a class that accepts a miss admits
+  // requests predicted late).
+  if (r.deadline_ns > 0 && r.arrival_ns + r.predicted_ttft_ns <= r.deadline_ns)
+    track_lateness(r.weight, first_token_ns > r.deadline_ns);
 }
 
 void Admission::learn(const Request& r, double actual) {
@@ -260,6 +279,12 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // engine. The prediction itself stays the plain one (its error is tracked).
   p.guard_ns =
       static_cast<int64_t>(step_guard_ns(p.load, v.token_budget(), prompts_besides(&r, v) > 0));
+  // The safety covers the queue's share of the prediction: the work of the requests served
+  // before r, whose errors add up the longer it is (on its own, r's prompt is priced within a
+  // step, and the step margin covers that).
+  const double alone =
+      media_pending_ns(r) + work_ns(p.own, p.own_media, 0, {}, p.load, p.budget, p.own_pairs);
+  p.safety_ns = static_cast<int64_t>(safety_ns(pred, alone, r.weight));
   return p;
 }
 
@@ -269,7 +294,7 @@ std::string Admission::miss_reason(const Request& r, const Prediction& p) const 
       buf, sizeof buf,
       "predicted time to first token %.0f ms (+ %.0f ms margin) exceeds the %s class's %.0f ms "
       "(%.0f prompt tokens queued ahead)",
-      static_cast<double>(r.predicted_ttft_ns) * 1e-6, static_cast<double>(p.guard_ns) * 1e-6,
+      static_cast<double>(r.predicted_ttft_ns) * 1e-6, static_cast<double>(p.margin_ns()) * 1e-6,
       class_name(r), static_cast<double>(r.deadline_ns - r.arrival_ns) * 1e-6, p.queued);
   std::string why = buf;
   if (p.rho > 0)
@@ -281,8 +306,8 @@ std::string Admission::miss_reason(const Request& r, const Prediction& p) const 
 bool Admission::precheck(Request& r, const SchedulerView& v, int64_t now, std::string& why) {
   if (r.deadline_ns == 0) return true;
   const Prediction p = predict(r, v, now);
-  if (r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns) return true;
-  if (on_miss(r, r.predicted_ttft_ns + p.guard_ns).action != OnMiss::kRefuse) return true;
+  if (r.arrival_ns + r.predicted_ttft_ns + p.margin_ns() <= r.deadline_ns) return true;
+  if (on_miss(r, r.predicted_ttft_ns + p.margin_ns()).action != OnMiss::kRefuse) return true;
   why = miss_reason(r, p) + " before its own prompt and media are counted";
   return false;
 }
@@ -300,8 +325,9 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
     start_clock(shell, now, now, now);
     apply_promise(shell, g, sla_);
     const Prediction p = predict(shell, v, now);
+    // The safety scales the queue, which is all of a shell's prediction.
     const double bias = ttft_bias(c.weight), guard = static_cast<double>(p.guard_ns);
-    const double ahead = static_cast<double>(shell.predicted_ttft_ns) + guard;
+    const double ahead = static_cast<double>(shell.predicted_ttft_ns + p.margin_ns());
     q.classes.push_back({c.name, ahead * 1e-6, bias, std::min(ahead, base * bias + guard) * 1e-6});
   }
   // A prompt token at a load: a full step's time over its prefill tokens. Idle: no decodes, as
@@ -350,8 +376,9 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
                              int64_t budget) {
         const double work = media_pending_ns(*q) + work_ns(own, w, ahead, ahead_media, p.load,
                                                            budget, own_p + ahead_pairs);
+        const double alone = media_pending_ns(*q) + work_ns(own, w, 0, {}, p.load, budget, own_p);
         return static_cast<double>(now) + work * ttft_bias(q->weight) +
-               static_cast<double>(p.guard_ns);
+               safety_ns(work, alone, q->weight) + static_cast<double>(p.guard_ns);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
       const double with = first_token(tokens, pairs, media, p.budget_with_r);
@@ -381,13 +408,13 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
       recent_.push_back({now, r.weight, p.own, p.own_media.patches, p.own_media.items});
       return true;
     };
-    const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.guard_ns <= r.deadline_ns;
+    const bool fits = r.arrival_ns + r.predicted_ttft_ns + p.margin_ns() <= r.deadline_ns;
     int64_t late_by_ns = 0;
     const Request* victim = fits ? displaced_by(r, p, v, now, late_by_ns) : nullptr;
     const TpotMiss tpot = fits && !victim ? tpot_miss(r, v) : TpotMiss{};
     if (fits && !victim && tpot.step_ns == 0) return admitted();
     const SlaConfig::MissAction m =
-        on_miss(r, r.predicted_ttft_ns + p.guard_ns, tpot.step_ns > 0 && !tpot.victim);
+        on_miss(r, r.predicted_ttft_ns + p.margin_ns(), tpot.step_ns > 0 && !tpot.victim);
     if (m.action == OnMiss::kAccept) return admitted();
     if (victim || tpot.victim) ++stats_.displacing;
     if (tpot.step_ns > 0) ++stats_.tpot_misses;
@@ -440,7 +467,7 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
                             ttft_bias(r.weight);
     r.retry_after_ns = own_only > static_cast<double>(budget_ns)
                            ? -1
-                           : std::max<int64_t>(0, r.predicted_ttft_ns - budget_ns);
+                           : std::max<int64_t>(0, r.predicted_ttft_ns + p.safety_ns - budget_ns);
     if (r.retry_after_ns < 0) {
       char buf[240];
       std::snprintf(buf, sizeof buf,
@@ -518,6 +545,7 @@ std::vector<Admission::Refusal> Admission::expire_late(const SchedulerView& v, i
     // most wrong: its class learns from it too, at the least its first token would have taken
     // (otherwise the bias learns only from the requests that made it, and stays optimistic).
     learn(*r, elapsed + work);
+    track_lateness(r->weight, true);
     if (m.action == OnMiss::kDowngrade) {
       downgrade(*r, m.to);
       ++stats_.downgraded_late;

@@ -133,10 +133,22 @@ class Admission {
   // last kBiasWindow first tokens (and late decisions, at the least their first token would
   // have taken), clamped to 0.25-4x; 1 before 8 samples.
   double ttft_bias(double weight) const;
+  // The class's safety factor (>= 1) on the queue's share of a prediction (the work of the
+  // requests served before, whose errors add up the longer it is), at admission only: the bias
+  // makes the prediction right on average, so a request admitted with nothing to spare is late
+  // about half the time (refused late by expire_late after waiting most of its budget: 3-5 % of the
+  // admitted requests in the promise sweep, after 0.15 s for platinum and 4.7 s for silver). A
+  // quantile tracker keeps those near kLateTarget of the class's admissions: each request
+  // refused or moved down late, or served late, raises it by kSafetyStep; each first token in
+  // time lowers it by kSafetyStep * kLateTarget / (1 - kLateTarget); it stays within
+  // [1, kMaxSafety]. The late check itself judges without it (a request is refused late only
+  // when it is most likely late).
+  double safety(double weight) const;
 
   const AdmissionStats& stats() const { return stats_; }
 
   static constexpr size_t kBiasWindow = 64;
+  static constexpr double kLateTarget = 0.01, kSafetyStep = 0.05, kMaxSafety = 1.5;
   static constexpr int64_t kTpotObservations = 8;
   static constexpr int64_t kInflowWindowNs = 5'000'000'000;
 
@@ -156,9 +168,11 @@ class Admission {
     double queued = 0;  // prompt tokens served before r
     // The attention pairs of r's remaining prompt, and of r's and those served before it.
     double own_pairs = 0, pairs = 0;
-    double rho = 0;        // the reserved share of the engine (reserve only)
-    int64_t guard_ns = 0;  // the decision's margin: the step in flight (step_guard_ns)
-    RunningLoad load;      // the running requests' load
+    double rho = 0;         // the reserved share of the engine (reserve only)
+    int64_t guard_ns = 0;   // the decision's margin: the step in flight (step_guard_ns)
+    int64_t safety_ns = 0;  // ... and the class's safety on the queue ahead of r (safety())
+    int64_t margin_ns() const { return guard_ns + safety_ns; }
+    RunningLoad load;  // the running requests' load
     // The step budget r's prompt runs at: the batch controller's, or smaller where a prompt
     // served before r has a tighter TPOT target (it decodes while r waits); and once r decodes
     // too (its own target), what the requests served after it run at.
@@ -172,6 +186,11 @@ class Admission {
   double inflow_share(const Request& r, int64_t now);
   // Adds a sample of actual (from arrival) / modelled TTFT to r's class bias.
   void learn(const Request& r, double actual_ns);
+  // A request of this class weight admitted in time was late (or was not).
+  void track_lateness(double weight, bool late);
+  // What the class's safety adds to a prediction of `work` of which `alone` is the request's
+  // own (biased as the prediction is).
+  double safety_ns(double work, double alone, double weight) const;
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
   // it without r): r's work goes first, and the steps after it run at the budget r's TPOT target
   // leaves (p.budget_with_r). The first such in the policy's order, or nullptr. `late_by_ns` is
@@ -227,6 +246,7 @@ class Admission {
   int64_t first_admit_ns_ = -1;
   // Per class weight: (modelled, actual) TTFT of its last kBiasWindow first tokens.
   std::map<double, std::deque<std::pair<double, double>>> bias_samples_;
+  std::map<double, double> safety_;  // per class weight, absent: 1
   AdmissionStats stats_;
   // The last kDecodeSteps decode-only steps (rows, ns), a ring, and how many were seen.
   static constexpr int64_t kDecodeSteps = 16;

@@ -613,6 +613,79 @@ TEST(Admission, TheBiasWeighsPredictionsNearTheDeadline) {
   EXPECT_NEAR(adm.ttft_bias(1.0), 0.9, 1e-9);
 }
 
+// The class's safety on predicted work: requests of a class admitted in time and then refused
+// late or served late raise it (the queue's admissions keep more room), first tokens in time
+// lower it again, and the prediction itself and the other classes stay as they were.
+TEST(Admission, LateRequestsRaiseTheirClassesSafetyAndTimelyOnesLowerIt) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("fcfs");
+  Reqs q;
+  std::string why;
+  // 4730 silver tokens ahead: ~9.6 steps of ~23.5 ms, then its own 200 tokens and a step's
+  // margin: ~270 ms of platinum's 300, about 30 ms to spare.
+  Request* big = q.make(sla, "silver", 4730, 0);
+  v.waiting_.push_back(big);
+  Request* first = q.make(sla, "platinum", 200, 0);
+  ASSERT_TRUE(adm.admit(*first, v, 0, why)) << why;
+  const double work = static_cast<double>(first->predicted_ttft_ns);
+  const double queue = work - law({200, 0, 0, 0});  // the safety's share: the work ahead
+  ASSERT_GT(queue, 200.0 * kMs);
+  ASSERT_LT(work + law({512, 0, 0, 0}) + 0.1 * queue, 300.0 * kMs) << "10 % would still fit";
+  ASSERT_GT(work + law({512, 0, 0, 0}) + 0.2 * queue, 300.0 * kMs) << "20 % would not";
+  EXPECT_EQ(adm.safety(4.0), 1.0);
+
+  // Three platinum requests admitted on an idle engine come late (served past their deadline)
+  // and one is refused late (still waiting, its whole prompt left, 290 ms after arrival).
+  View idle("fcfs");
+  for (int i = 0; i < 4; ++i) {
+    Request* r = q.make(sla, "platinum", 200, 0);
+    ASSERT_TRUE(adm.admit(*r, idle, 0, why)) << why;
+    if (i < 3) {
+      adm.observe_first_token(*r, r->deadline_ns + 1);
+    } else {
+      idle.waiting_.push_back(r);
+      ASSERT_EQ(adm.expire_late(idle, 290 * kMs).size(), 1u);
+    }
+  }
+  EXPECT_NEAR(adm.safety(4.0), 1.0 + 4 * Admission::kSafetyStep, 1e-12);
+  EXPECT_EQ(adm.safety(1.0), 1.0) << "another class's requests were on time";
+
+  // The same request as `first` now leaves too little room: refused, its margin says so.
+  Request* second = q.make(sla, "platinum", 200, 0);
+  EXPECT_FALSE(adm.admit(*second, v, 0, why));
+  EXPECT_NE(why.find("margin) exceeds the platinum class's 300 ms"), std::string::npos) << why;
+  EXPECT_EQ(second->predicted_ttft_ns, first->predicted_ttft_ns) << "the prediction is the same";
+  // A silver request behind the queue is judged without it; a platinum one on an idle engine
+  // has no queue for it to scale.
+  Request* silver = q.make(sla, "silver", 200, 0);
+  EXPECT_TRUE(adm.admit(*silver, v, 0, why)) << why;
+  Request* alone = q.make(sla, "platinum", 5800, 0);  // ~270 ms of its own: 1.2x would miss
+  EXPECT_TRUE(adm.admit(*alone, View("fcfs"), 0, why)) << why;
+  EXPECT_GT(adm.safety(4.0) * static_cast<double>(alone->predicted_ttft_ns), 300.0 * kMs)
+      << "scaled whole, its own work would have been refused";
+
+  // First tokens in time bring it back: about 100 of them per late request at a 1 % target.
+  int timely = 0;
+  while (adm.safety(4.0) > 1.0 && timely < 1000) {
+    Request* r = q.make(sla, "platinum", 200, 0);
+    ASSERT_TRUE(adm.admit(*r, View("fcfs"), 0, why)) << why;
+    adm.observe_first_token(*r, r->arrival_ns + 10 * kMs);
+    ++timely;
+  }
+  EXPECT_NEAR(timely, 4 * (1 - Admission::kLateTarget) / Admission::kLateTarget, 2);
+  Request* third = q.make(sla, "platinum", 200, 0);
+  EXPECT_TRUE(adm.admit(*third, v, 0, why)) << why;
+  // Never above kMaxSafety, however many come late.
+  for (int i = 0; i < 100; ++i) {
+    Request* r = q.make(sla, "gold", 200, 0);
+    ASSERT_TRUE(adm.admit(*r, View("fcfs"), 0, why)) << why;
+    adm.observe_first_token(*r, r->deadline_ns + 1);
+  }
+  EXPECT_EQ(adm.safety(2.0), Admission::kMaxSafety);
+}
+
 // The quote a worker publishes for a cluster's router (engine/admission.h, Quote): per class, what
 // admission predicts for a request of no work of its own (its margin and the class's bias
 // included), and own work priced per token at a full step's time; a request's own admission
