@@ -34,7 +34,7 @@ void show_unfinished(const std::vector<engine::RequestResult>& results) {
 }
 
 // `policy`: one entry of --policy (apply_policy_option: a name, optionally ":plain" or, for
-// slo, ":reserve").
+// slo, ":reserve"; any, ":safe").
 obs::Report run_policy(const engine::EngineConfig& base, const std::string& policy,
                        const std::vector<TraceItem>& trace, int warmup, bool progress) {
   engine::EngineConfig cfg = base;
@@ -226,7 +226,8 @@ MMRT_COMMAND(
     "NAME:plain\n"
     "                          runs NAME without admission control or batch controller, as an\n"
     "                          engine without SLA classes would (e.g. fcfs:plain,fcfs,slo);\n"
-    "                          slo:reserve keeps room for heavier classes' inflow\n"
+    "                          slo:reserve keeps room for heavier classes' inflow;\n"
+    "                          NAME:safe learns a margin per class from late requests\n"
     "  --seed N                trace seed (default 1)\n"
     "  --max-tokens N          tokens generated per request (default 24)\n"
     "  --image-size N          side of the synthetic square images (default 224)\n"

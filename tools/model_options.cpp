@@ -152,9 +152,12 @@ void apply_policy_option(const std::string& value, engine::EngineConfig& cfg) {
     cfg.batch_controller = false;
   } else if (modifier == "reserve" && cfg.policy == "slo") {
     cfg.admission_reserve = true;
+  } else if (modifier == "safe") {
+    cfg.admission_safety = true;
   } else if (!modifier.empty()) {
     throw InvalidArgument("--policy entry '" + value +
-                          "': the modifiers are ':plain' (any policy) and ':reserve' (slo)");
+                          "': the modifiers are ':plain' and ':safe' (any policy) and ':reserve' "
+                          "(slo)");
   }
   engine::make_policy(cfg.policy);  // validates the name
 }

@@ -8,8 +8,8 @@
 
 namespace mmrt::engine {
 
-Admission::Admission(const SlaConfig& sla, const CostModel& cost, bool reserve)
-    : sla_(sla), cost_(cost), reserve_(reserve) {}
+Admission::Admission(const SlaConfig& sla, const CostModel& cost, bool reserve, bool safety)
+    : sla_(sla), cost_(cost), reserve_(reserve), learn_safety_(safety) {}
 
 double Admission::inflow_share(const Request& r, int64_t now) {
   while (!recent_.empty() && now - recent_.front().t_ns > kInflowWindowNs) recent_.pop_front();
@@ -113,6 +113,7 @@ double Admission::safety_ns(double work, double alone, double weight) const {
 }
 
 void Admission::track_lateness(double weight, bool late) {
+  if (!learn_safety_) return;
   double& s = safety_.try_emplace(weight, 1.0).first->second;
   s += late ? kSafetyStep : -kSafetyStep * kLateTarget / (1 - kLateTarget);
   s = std::clamp(s, 1.0, kMaxSafety);

@@ -93,7 +93,8 @@ class Admission {
   // lighter classes are admitted only with room for the recent inflow of heavier ones (which
   // slo serves first): more platinum served above capacity, fewer requests in all
   // (docs/sla.md, "The inflow reservation").
-  Admission(const SlaConfig& sla, const CostModel& cost, bool reserve = false);
+  // `safety`: learn the per-class safety (safety()); without it the factor stays 1.
+  Admission(const SlaConfig& sla, const CostModel& cost, bool reserve = false, bool safety = false);
 
   // Decides r arriving now (r.deadline_ns == 0: always admitted). May downgrade r. Returns
   // false with the reason to refuse. Sets r.predicted_ttft_ns / r.model_ttft_ns.
@@ -238,6 +239,7 @@ class Admission {
   const SlaConfig& sla_;
   const CostModel& cost_;
   const bool reserve_;
+  const bool learn_safety_;
   struct Admitted {
     int64_t t_ns;
     double weight, tokens, patches, items;

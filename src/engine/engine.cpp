@@ -444,7 +444,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg) {
     b.max_budget = cfg.scheduler.token_budget;
     m.bc = std::make_unique<BatchController>(b);
   }
-  m.admission = std::make_unique<Admission>(m.cfg.sla, m.cost, cfg.admission_reserve);
+  m.admission =
+      std::make_unique<Admission>(m.cfg.sla, m.cost, cfg.admission_reserve, cfg.admission_safety);
   m.pricing = std::make_unique<EncoderPricing>(
       *m.backend, m.model, m.host->media_context(),
       EncoderPricing::Options{cfg.encoder_ns_per_unit, cfg.calibrate_encoder,

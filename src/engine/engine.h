@@ -77,6 +77,10 @@ struct EngineConfig {
   // Admit lighter classes only with room for the recent inflow of heavier ones (slo:reserve):
   // more platinum served above capacity, fewer requests in all (docs/sla.md).
   bool admission_reserve = false;
+  // Learn a per-class safety on the queue's share of each prediction from the admitted requests
+  // that came late (NAME:safe): fewer refused late, somewhat fewer served above capacity
+  // (docs/sla.md, "The safety on predicted work").
+  bool admission_safety = false;
   // Prompt tokens (text and media together) a tenant's admitted, unfinished requests may hold:
   // a request over it is refused at admission (429 over HTTP), so one tenant cannot fill the
   // engine for the others. 0: no cap; -1: half the KV cache's tokens. A request may carry its

@@ -619,7 +619,7 @@ TEST(Admission, TheBiasWeighsPredictionsNearTheDeadline) {
 TEST(Admission, LateRequestsRaiseTheirClassesSafetyAndTimelyOnesLowerIt) {
   const SlaConfig sla = SlaConfig::defaults();
   const CostModel cost = trained();
-  Admission adm(sla, cost);
+  Admission adm(sla, cost, /*reserve=*/false, /*safety=*/true);
   View v("fcfs");
   Reqs q;
   std::string why;
@@ -684,6 +684,14 @@ TEST(Admission, LateRequestsRaiseTheirClassesSafetyAndTimelyOnesLowerIt) {
     adm.observe_first_token(*r, r->deadline_ns + 1);
   }
   EXPECT_EQ(adm.safety(2.0), Admission::kMaxSafety);
+  // Without the option (the default) it stays 1.
+  Admission plain(sla, cost);
+  for (int i = 0; i < 10; ++i) {
+    Request* r = q.make(sla, "gold", 200, 0);
+    ASSERT_TRUE(plain.admit(*r, View("fcfs"), 0, why)) << why;
+    plain.observe_first_token(*r, r->deadline_ns + 1);
+  }
+  EXPECT_EQ(plain.safety(2.0), 1.0);
 }
 
 // The quote a worker publishes for a cluster's router (engine/admission.h, Quote): per class, what
