@@ -255,15 +255,25 @@ def engine_work(port):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mmrt", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--rates", default="10,20,40,80,160")
-    ap.add_argument("--duration", type=float, default=30)
-    ap.add_argument("--policies", default="slo,fcfs,fcfs:plain")
-    ap.add_argument("--json")
-    ap.add_argument("--serve-arg", action="append", default=[])
-    ap.add_argument("--seed", type=int, default=7)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Each run also prints 'refused late': requests admitted and then refused by the "
+               "server's late check (with the reasons per class), and the engine's counters.")
+    ap.add_argument("--mmrt", required=True, help="the mmrt binary")
+    ap.add_argument("--model", required=True, help="checkpoint directory (the small one)")
+    ap.add_argument("--rates", default="10,20,40,80,160",
+                    help="comma list of arrival rates, requests per second (default %(default)s)")
+    ap.add_argument("--duration", type=float, default=30,
+                    help="seconds of arrivals per run (default %(default)s)")
+    ap.add_argument("--policies", default="slo,fcfs,fcfs:plain",
+                    help="comma list of --policy values, each on a fresh server, e.g. slo:safe "
+                         "(default %(default)s)")
+    ap.add_argument("--json", help="write every run's summary (JSON) here")
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="one more argument for mmrt serve (repeat; e.g. "
+                         "--serve-arg=--trace-dir --serve-arg=DIR)")
+    ap.add_argument("--seed", type=int, default=7,
+                    help="trace seed when --seeds is not given (default %(default)s)")
     ap.add_argument("--seeds", help="comma list: every rate and policy once per seed (seeds "
                     "interleaved with policies, so each pair of policies meets the same traces "
                     "and the same stretch of machine noise); a summary of goodput per seed and "
