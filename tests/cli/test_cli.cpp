@@ -62,15 +62,16 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
   fs::path j = tmp() / "bench.json";
-  CmdResult r = mmrt(
-      "bench --model " + model() +
-      " --rate 6 --duration 2 --policy fcfs,priority,slo --warmup 2 --quiet --json " + j.string());
+  CmdResult r =
+      mmrt("bench --model " + model() +
+           " --rate 6 --duration 2 --policy fcfs,priority,slo,slo:safe --warmup 2 --quiet --json " +
+           j.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("policy slo"), std::string::npos) << r.out;
   std::ifstream f(j);
   json rep = json::parse(f);
   ASSERT_TRUE(rep.is_array());
-  ASSERT_EQ(rep.size(), 3u);
+  ASSERT_EQ(rep.size(), 4u);
   std::vector<std::string> policies;
   for (const auto& p : rep) {
     policies.push_back(p["policy"]);
@@ -105,7 +106,7 @@ TEST_F(Cli, BenchReportStructureAndOneOutcomePerRequest) {
     EXPECT_TRUE(p.contains("encoder_cache_hit_rate"));
     EXPECT_TRUE(p["engine"]["ttft_prediction"].contains("mean_abs_rel_error"));
   }
-  EXPECT_EQ(policies, (std::vector<std::string>{"fcfs", "priority", "slo"}));
+  EXPECT_EQ(policies, (std::vector<std::string>{"fcfs", "priority", "slo", "slo:safe"}));
 }
 
 TEST_F(Cli, GenerateTextAndImage) {
@@ -131,6 +132,12 @@ TEST_F(Cli, ClearErrors) {
   r = mmrt("bench --model " + model() + " --policy fifo");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("unknown scheduling policy 'fifo'"), std::string::npos) << r.err;
+  r = mmrt("bench --model " + model() + " --policy fcfs:reserve");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--policy entry 'fcfs:reserve': the modifiers are ':plain' and ':safe' "
+                       "(any policy) and ':reserve' (slo)"),
+            std::string::npos)
+      << r.err;
   r = mmrt("generate --model " + model() + " --prompt x --temperature abc");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("--temperature"), std::string::npos) << r.err;
@@ -139,7 +146,8 @@ TEST_F(Cli, ClearErrors) {
   EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
   r = mmrt("generate --model " + model() + " --prompt x --weights int4");
   EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.err.find("--weights must be auto, f32, bf16, int8 or fp8, got 'int4'"), std::string::npos)
+  EXPECT_NE(r.err.find("--weights must be auto, f32, bf16, int8 or fp8, got 'int4'"),
+            std::string::npos)
       << r.err;
   r = mmrt("generate --model " + model() + " --prompt x --int8-activations fp16");
   EXPECT_NE(r.rc, 0);
