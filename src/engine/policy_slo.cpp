@@ -13,6 +13,13 @@
 //     Urgent ones (slack under two full steps) come first, by slack alone (earliest deadline
 //     first): by weighted slack, a stream of platinum arrivals kept taking the budget from gold
 //     requests admitted earlier until those were late (the promise sweep, docs/benchmarks.md).
+//     A slack under zero by less than the guard counts as zero (after the urgent ones, before
+//     every other feasible one, by arrival): admission and the late check (whose margin is the step
+//     actually in flight) still count it on time, so the requests arriving after it do not go
+//     first (at 6 req/s a platinum request, whose own work and a full step are about its 300 ms,
+//     fell into group 3 after a few ms and was refused late behind later arrivals 9-16 times a
+//     run, where fcfs refused none). Made urgent instead, such requests went before the urgent
+//     ones and some of them, nearly late, were served late at 48 req/s.
 //  3. already late: cannot meet its deadline any more — by class weight, then deadline. Serving
 //     the savable first is what raises attainment under load; group 1 keeps these from starving.
 // Running requests (who decodes first, who is preempted last): class weight, then deadline. A
@@ -69,6 +76,7 @@ class SloPolicy : public Policy {
       return {1, committed * slack, static_cast<double>(r.arrival_ns)};
     }
     if (slack >= 0) return {2, slack / std::max(1e-6, r.weight), static_cast<double>(r.arrival_ns)};
+    if (slack >= -guard) return {2, 0.0, static_cast<double>(r.arrival_ns)};
     return {3, -r.weight, deadline};
   }
 

@@ -82,6 +82,32 @@ TEST(SloPolicy, LateRequestsYieldToSavableOnes) {
   EXPECT_EQ(ids(w), (std::vector<RequestId>{2, 1}));
 }
 
+// A prompt whose slack is under zero only by the guard (a whole step at the step budget, more
+// than admission's margin for the step in flight) keeps its place before later arrivals with
+// slack to spare: it is still on time for admission and the late check, and in the "already
+// late" group everything arriving after it went first (at 6 req/s slo refused 9-16 admitted
+// platinum requests late a run where fcfs refused none). Urgent prompts still go before it, and
+// one past saving after it.
+TEST(SloPolicy, ANearlyLatePromptKeepsItsPlaceBeforeLaterArrivals) {
+  CostModel cost;
+  auto p = make_policy("slo", {&cost, 10'000'000'000});
+  const double guard = cost.predict_ns({512});
+  const double own = cost.predict_ns({10});  // make()'s 10-token prompt
+  const int64_t now = 1'000'000'000;
+  const auto with_slack = [&](double slack) {
+    return now + static_cast<int64_t>(own + guard + slack);
+  };
+  auto near = make(1, 0, with_slack(-0.5 * guard), 4.0);
+  auto urgent = make(2, 10, with_slack(0.5 * guard), 1.0);
+  auto fresh = make(3, 20, now + 5'000'000'000, 1.0);
+  auto gone = make(4, 0, with_slack(-1.5 * guard), 4.0);
+  std::vector<Request*> w{fresh.get(), gone.get(), near.get(), urgent.get()};
+  p->order_waiting(w, now);
+  EXPECT_EQ(ids(w), (std::vector<RequestId>{2, 1, 3, 4}));
+  EXPECT_TRUE(p->serves_first(*near, *fresh, now));
+  EXPECT_FALSE(p->serves_first(*fresh, *near, now));
+}
+
 // Near its deadline a prompt whose prefill has begun finishes before a more urgent arrival:
 // refused late, its computed tokens would be work no client gets (the promise sweep at 48 req/s
 // threw away 6,375 prefilled tokens, 6.5 % of the engine's work, that way).
