@@ -108,8 +108,12 @@ double Admission::safety(double weight) const {
   return it == safety_.end() ? 1.0 : it->second;
 }
 
-double Admission::safety_ns(double work, double alone, double weight) const {
-  return std::min(1e12, std::max(0.0, work - alone) * ttft_bias(weight) * (safety(weight) - 1));
+double Admission::safety_ns(const Request& q, double work, double own, const MediaWork& media,
+                            double own_pairs, const RunningLoad& load, int64_t budget) const {
+  const double s = safety(q.weight);
+  if (s <= 1) return 0;  // off, or nothing learned: no second prediction
+  const double alone = media_pending_ns(q) + work_ns(own, media, 0, {}, load, budget, own_pairs);
+  return std::min(1e12, std::max(0.0, work - alone) * ttft_bias(q.weight) * (s - 1));
 }
 
 void Admission::track_lateness(double weight, bool late) {
@@ -283,9 +287,8 @@ Admission::Prediction Admission::predict(Request& r, const SchedulerView& v, int
   // The safety covers the queue's share of the prediction: the work of the requests served
   // before r, whose errors add up the longer it is (on its own, r's prompt is priced within a
   // step, and the step margin covers that).
-  const double alone =
-      media_pending_ns(r) + work_ns(p.own, p.own_media, 0, {}, p.load, p.budget, p.own_pairs);
-  p.safety_ns = static_cast<int64_t>(safety_ns(pred, alone, r.weight));
+  p.safety_ns =
+      static_cast<int64_t>(safety_ns(r, pred, p.own, p.own_media, p.own_pairs, p.load, p.budget));
   return p;
 }
 
@@ -377,9 +380,8 @@ const Request* Admission::displaced_by(const Request& r, const Prediction& p,
                              int64_t budget) {
         const double work = media_pending_ns(*q) + work_ns(own, w, ahead, ahead_media, p.load,
                                                            budget, own_p + ahead_pairs);
-        const double alone = media_pending_ns(*q) + work_ns(own, w, 0, {}, p.load, budget, own_p);
         return static_cast<double>(now) + work * ttft_bias(q->weight) +
-               safety_ns(work, alone, q->weight) + static_cast<double>(p.guard_ns);
+               safety_ns(*q, work, own, w, own_p, p.load, budget) + static_cast<double>(p.guard_ns);
       };
       const double deadline = static_cast<double>(q->deadline_ns);
       const double with = first_token(tokens, pairs, media, p.budget_with_r);

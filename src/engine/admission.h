@@ -189,9 +189,11 @@ class Admission {
   void learn(const Request& r, double actual_ns);
   // A request of this class weight admitted in time was late (or was not).
   void track_lateness(double weight, bool late);
-  // What the class's safety adds to a prediction of `work` of which `alone` is the request's
-  // own (biased as the prediction is).
-  double safety_ns(double work, double alone, double weight) const;
+  // What q's class safety adds to a prediction of `work` for q (biased as the prediction is):
+  // its share past q's own prompt and media (`own` tokens, `media`, `own_pairs`) predicted alone
+  // at the same load and budget. 0 without a learned safety (the default), at no cost.
+  double safety_ns(const Request& q, double work, double own, const MediaWork& media,
+                   double own_pairs, const RunningLoad& load, int64_t budget) const;
   // A request admitted earlier that r, served before it, would make miss its deadline (it meets
   // it without r): r's work goes first, and the steps after it run at the budget r's TPOT target
   // leaves (p.budget_with_r). The first such in the policy's order, or nullptr. `late_by_ns` is
