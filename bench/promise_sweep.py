@@ -258,7 +258,10 @@ def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Each run also prints 'refused late': requests admitted and then refused by the "
-               "server's late check (with the reasons per class), and the engine's counters.")
+               "server's late check (with the reasons per class), the engine's counters, and the "
+               "tokens prefilled and generated per second the step loop was busy: the machine's "
+               "speed in that run, which moves by several percent from run to run on a shared "
+               "machine (compare two policies' goodput with it).")
     ap.add_argument("--mmrt", required=True, help="the mmrt binary")
     ap.add_argument("--model", required=True, help="checkpoint directory (the small one)")
     ap.add_argument("--rates", default="10,20,40,80,160",
@@ -303,6 +306,12 @@ def main():
                             "\n")
         s = summarize(recs, a.duration)
         s.update({"policy": policy, "rate": rate, "seed": seed, "engine": work_done})
+        # The machine's speed in this run: tokens prefilled and generated per second the step
+        # loop was busy (a shared machine's speed moves run to run; compare goodput with it).
+        busy = work_done.get("engine_busy_seconds", 0)
+        s["tokens_per_busy_s"] = round((work_done.get("prompt_tokens", 0) +
+                                        work_done.get("generation_tokens", 0)) / busy) \
+            if busy else None
         results.append(s)
         print(f"rate {rate:g} seed {seed} {policy}: sent {s['sent']}, refused {s['refused']} "
               f"(answered in {s['refusal_ms_p50'] or 0:.1f} ms p50), served {s['served']}, "
@@ -311,7 +320,8 @@ def main():
               f"(after {s['refused_late_ms_p50']:.0f} ms p50; why, per class: {s['refusal_reasons']}), "
               f"goodput {s['goodput_rps']}/s (weighted "
               f"{s['weighted_goodput']}, within TPOT too {s['goodput_tpot_rps']}), client-"
-              f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, failed "
+              f"server TTFT gap p50 {s['client_minus_server_ttft_ms_p50']} ms, tokens per busy "
+              f"second {s['tokens_per_busy_s']}, failed "
               f"{s['failed']} {s['errors'] or ''}, unfinished {s['unfinished']}; engine "
               f"{work_done}", file=sys.stderr, flush=True)
     if a.json:
@@ -320,8 +330,8 @@ def main():
     print("| rate | policy | sent | refused | refusal p50 ms | served | unfinished | "
           "late platinum % | late gold % | late silver % | goodput /s | weighted goodput /s | "
           "goodput within TPOT too /s | client-server TTFT p50 ms | TPOT p99 platinum / gold ms | "
-          "over TPOT |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "over TPOT | tokens / busy s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in results:
         c = s["classes"]
         print(f"| {s['rate']:g} | {s['policy']} | {s['sent']} | {s['refused']} | "
@@ -331,7 +341,8 @@ def main():
               f"{s['weighted_goodput']} | {s['goodput_tpot_rps']} | "
               f"{s['client_minus_server_ttft_ms_p50']} | {c['platinum']['tpot_p99_ms']} / "
               f"{c['gold']['tpot_p99_ms']} | "
-              f"{c['platinum']['tpot_over'] + c['gold']['tpot_over']} |")
+              f"{c['platinum']['tpot_over'] + c['gold']['tpot_over']} | "
+              f"{s['tokens_per_busy_s']} |")
     if len(seeds) > 1:
         print("\n| rate | policy | goodput /s per seed | mean | weighted per seed | mean | "
               "within TPOT too per seed | mean |")
