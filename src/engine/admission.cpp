@@ -112,8 +112,13 @@ double Admission::safety_ns(const Request& q, double work, double own, const Med
                             double own_pairs, const RunningLoad& load, int64_t budget) const {
   const double s = safety(q.weight);
   if (s <= 1) return 0;  // off, or nothing learned: no second prediction
-  const double alone = media_pending_ns(q) + work_ns(own, media, 0, {}, load, budget, own_pairs);
+  const double alone = alone_ns(q, own, media, own_pairs, load, budget);
   return std::min(1e12, std::max(0.0, work - alone) * ttft_bias(q.weight) * (s - 1));
+}
+
+double Admission::alone_ns(const Request& q, double own, const MediaWork& media, double own_pairs,
+                           const RunningLoad& load, int64_t budget) const {
+  return media_pending_ns(q) + work_ns(own, media, 0, {}, load, budget, own_pairs);
 }
 
 void Admission::track_lateness(double weight, bool late) {
@@ -465,9 +470,9 @@ bool Admission::admit(Request& r, const SchedulerView& v, int64_t now, std::stri
       return false;
     }
     // Could it ever be met here? Its own work alone (no queue, no decoders), as predicted.
-    const double own_only = (media_pending_ns(r) + work_ns(p.own, p.own_media, 0, {}, RunningLoad{},
-                                                           v.token_budget(), p.own_pairs)) *
-                            ttft_bias(r.weight);
+    const double own_only =
+        alone_ns(r, p.own, p.own_media, p.own_pairs, RunningLoad{}, v.token_budget()) *
+        ttft_bias(r.weight);
     r.retry_after_ns = own_only > static_cast<double>(budget_ns)
                            ? -1
                            : std::max<int64_t>(0, r.predicted_ttft_ns + p.safety_ns - budget_ns);

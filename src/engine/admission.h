@@ -227,6 +227,10 @@ class Admission {
   // `pairs`: the attention pairs of all that prompt work (own_pairs of each request).
   double work_ns(double own, const MediaWork& media, double queued, const MediaWork& queued_media,
                  const RunningLoad& load, int64_t budget, double pairs) const;
+  // q's own prompt and media alone (nothing queued ahead) at `load` and `budget`, with its
+  // media still to preprocess: unbiased, without margin.
+  double alone_ns(const Request& q, double own, const MediaWork& media, double own_pairs,
+                  const RunningLoad& load, int64_t budget) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
   // The margin both admission and the late check add: the step that may be in flight when a
   // request arrives or is checked, at the running load. Where other requests have prompt work
