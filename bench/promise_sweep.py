@@ -13,7 +13,9 @@ judged against the class it was served in), refusal answer time (median, first b
 line), goodput (served within their class's time to first token per second; also weighted by the
 served class's weight, 4 / 2 / 1, and counting only requests within their TPOT target too), the client-minus-server TTFT gap, and TPOT as the client sees it (last token minus
 first over the tokens between; p99 for platinum and gold, and how many served requests went over
-their served class's target).
+their served class's target). With several seeds (--seeds), each seed's policies run back to
+back, and a last table compares slo with the baseline of the best mean goodput seed by seed: the
+mean difference, its standard error, and whether it is outside two standard errors.
 
 Usage: promise_sweep.py --mmrt BIN --model DIR [--rates 10,20,...] [--duration 30]
                         [--policies slo,fcfs,fcfs:plain] [--json OUT] [--serve-arg ARG ...]
@@ -358,6 +360,36 @@ def main():
                       f"{statistics.mean(g):.2f} | {' / '.join(map(str, w))} | "
                       f"{statistics.mean(w):.2f} | {' / '.join(map(str, t))} | "
                       f"{statistics.mean(t):.2f} |")
+        paired_verdicts(results, rates, a.policies.split(","))
+
+
+def paired_verdicts(results, rates, policies):
+    """slo against the baseline with the best mean goodput, seed by seed (each seed's runs are
+    back to back, so the machine's drift is mostly shared): the mean difference and its standard
+    error, by count and weighted. The acceptance reads 'slo >= the best baseline'; a difference
+    inside two standard errors is one these runs cannot tell from the machine's noise."""
+    if "slo" not in policies or len(policies) < 2:
+        return
+    print("\n| rate | baseline | metric | slo minus baseline per seed | mean | std. error | "
+          "verdict |")
+    print("|---|---|---|---|---|---|---|")
+    for rate in rates:
+        by = {p: {s["seed"]: s for s in results if s["rate"] == rate and s["policy"] == p}
+              for p in policies}
+        base = [p for p in policies if p != "slo"]
+        best = max(base, key=lambda p: statistics.mean(
+            [s["goodput_rps"] for s in by[p].values()] or [0]))
+        seeds = sorted(set(by["slo"]) & set(by[best]))
+        if len(seeds) < 2:
+            continue
+        for metric in ("goodput_rps", "weighted_goodput"):
+            d = [by["slo"][sd][metric] - by[best][sd][metric] for sd in seeds]
+            mean = statistics.mean(d)
+            se = statistics.stdev(d) / len(d) ** 0.5
+            verdict = ("slo ahead" if mean - 2 * se > 0 else
+                       "slo behind" if mean + 2 * se < 0 else "within noise")
+            print(f"| {rate:g} | {best} | {metric} | {' / '.join(f'{x:+.2f}' for x in d)} | "
+                  f"{mean:+.2f} | {se:.2f} | {verdict} |")
 
 
 if __name__ == "__main__":
