@@ -308,10 +308,12 @@ def main():
                             "\n")
         s = summarize(recs, a.duration)
         s.update({"policy": policy, "rate": rate, "seed": seed, "engine": work_done})
-        # The machine's speed in this run: tokens prefilled and generated per second the step
-        # loop was busy (a shared machine's speed moves run to run; compare goodput with it).
+        # The machine's speed in this run: tokens computed (prefilled past the prefix cache, and
+        # generated) per second the step loop was busy (a shared machine's speed moves run to
+        # run; compare goodput with it).
         busy = work_done.get("engine_busy_seconds", 0)
-        s["tokens_per_busy_s"] = round((work_done.get("prompt_tokens", 0) +
+        s["tokens_per_busy_s"] = round((work_done.get("prompt_tokens", 0) -
+                                        work_done.get("prompt_tokens_cached", 0) +
                                         work_done.get("generation_tokens", 0)) / busy) \
             if busy else None
         results.append(s)
