@@ -207,6 +207,43 @@ TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
   }
 }
 
+// Long rows of x (k >= 4,096) take wider GEMM panels, and every panel split is as equal as its
+// units of 16 channels (or 64-channel blocks) allow, on any pool size: 1,300 channels make four
+// panels of 320-336, past the usual 256 (the vision towers' fc2 shape, scaled down). The result
+// against the naive product, and the blocked int8 weights against the row-major ones bit for bit
+// (the same int32 sums split into other panels).
+TEST(Linear, WidePanelsForLongRowsSplitEvenly) {
+  const Tensor w = random_f32({1300, 4160}, 90), b = random_f32({1300}, 91);
+  const Tensor x = random_f32({24, 4160}, 92);
+  LinearOptions gemm;
+  gemm.path = LinearPath::kGemm;
+  for (int threads : {2, 3}) {
+    const CpuBackend be({.threads = threads});
+    for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16}) {
+      const PackedLinear p = PackedLinear::pack(be, w, &b, fmt);
+      const Tensor y = linear(be, x, p, gemm);
+      std::vector<double> ref, mag;
+      naive(x, p, ref, mag);
+      std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
+      expect_close(got, ref, mag, linear_plan(be, 24, p, gemm).x_rounded_to_bf16 ? 1e-2 : 1e-5,
+                   weight_format_name(fmt).data());
+    }
+    LinearOptions q8 = gemm;
+    q8.int8_gemm = Int8Gemm::kQ8Row;
+    const PackedLinear rows = PackedLinear::pack(be, w, &b, WeightFormat::kInt8);
+    if (!linear_plan(be, 24, rows, q8).x_quantised_q8_row) continue;
+    const PackedLinear blk =
+        PackedLinear::pack(be, w, &b, WeightFormat::kInt8, WeightPlacement::kGemmOnly);
+    ASSERT_TRUE(blk.blocked());
+    const Tensor a = linear(be, x, rows, q8), c = linear(be, x, blk, q8);
+    EXPECT_EQ(std::memcmp(a.raw(), c.raw(), a.nbytes()), 0) << threads << " threads";
+    std::vector<double> ref, mag;
+    naive(x, rows, ref, mag);
+    std::vector<float> got(c.data<float>(), c.data<float>() + c.numel());
+    expect_close(got, ref, mag, 2e-2, "int8, x q8 per row");  // x's own 8-bit rounding
+  }
+}
+
 // A NaN in x comes out as NaN on every path, the Q8 decode kernel included (its block scale
 // becomes NaN rather than the NaN being quantised to a finite number).
 TEST(Linear, NanInXPropagates) {

@@ -38,9 +38,11 @@ void finish_row(const Finish& fin, float* yr, const float* dst, int64_t cols) {
 
 namespace {
 
-constexpr int64_t kRowPad = 16;                  // oneDNN row count granularity
-constexpr int64_t kMaxTileRows = 512;            // rows of x per oneDNN call
-constexpr int64_t kPanel = 256;                  // output channels per task (upper bound)
+constexpr int64_t kRowPad = 16;        // oneDNN row count granularity
+constexpr int64_t kMaxTileRows = 512;  // rows of x per oneDNN call
+constexpr int64_t kPanel = 256;        // output channels per task (upper bound) ...
+constexpr int64_t kWidePanel = 512;    // ... where x's rows are long (k >= kLongRow)
+constexpr int64_t kLongRow = 4096;
 constexpr size_t kPanelBytes = size_t{2} << 20;  // widened panel budget (per thread)
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -154,24 +156,33 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
     a = buf;
   }
 
-  // Panel width: at most kPanel channels (and the widening budget), and enough panels to give
-  // every thread about two tasks.
-  int64_t panel = kPanel;
-  if (widen)
-    panel = std::min<int64_t>(
-        panel, static_cast<int64_t>(kPanelBytes / (static_cast<size_t>(k) * gemm_esz)));
-  panel = std::min(panel, round_up((n + 2 * pool.size() - 1) / (2 * pool.size()), 16));
-  panel = std::max<int64_t>(panel, 16);
-  // Blocked weights: panels of whole blocks (the blocks of a panel are contiguous).
+  // Panels: at most kPanel channels each (kWidePanel for long rows; and the widening budget), in
+  // units of 16 channels (whole blocks of a blocked layout, whose blocks are contiguous), as
+  // equal as the units allow, and as many as a multiple of the pool's threads, at least two
+  // each: with panels of a fixed width, the vision towers' 1,280 channels made five panels of 256
+  // on two threads, and one thread idled through the fifth (a sixth of the GEMM's time).
   constexpr int64_t kB = PackedLinear::kBlockedOut;
   const bool i8 = w.format() == WeightFormat::kInt8;
-  if (w.blocked()) {
-    if (i8 ? !c.s8 : !c.bf16)
-      throw InternalError("blocked weights on a GEMM that does not multiply their type");
-    panel = round_up(panel, kB);
-  }
-  if (panel > kPanel) throw InternalError("linear: a GEMM panel wider than kPanel channels");
-  const int64_t n_panels = (n + panel - 1) / panel;
+  if (w.blocked() && (i8 ? !c.s8 : !c.bf16))
+    throw InternalError("blocked weights on a GEMM that does not multiply their type");
+  // Long rows of x (a tile of them far past L2) take wider panels, so fewer passes over x: the
+  // vision towers' fc2 (k = 5,120, 1,024 rows) in 4 panels of 320 channels ran 10-13 % faster
+  // than in 6 of ~213, in bf16 and int8 alike; at k = 1,280-1,536, 512 was 5-10 % slower than
+  // 256 (docs/kernels-gemm.md).
+  int64_t cap = k >= kLongRow ? kWidePanel : kPanel;
+  if (widen)
+    cap = std::min<int64_t>(
+        cap, static_cast<int64_t>(kPanelBytes / (static_cast<size_t>(k) * gemm_esz)));
+  const int64_t unit = w.blocked() ? kB : 16;
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t threads = pool.size();
+  const int64_t cap_units = std::max<int64_t>(1, cap / unit);
+  const int64_t n_panels = std::min(
+      units, round_up(std::max((units + cap_units - 1) / cap_units, 2 * threads), threads));
+  // Panel p: units [p * units / n_panels, (p + 1) * units / n_panels).
+  auto panel_start = [&](int64_t p) { return std::min(n, p * units / n_panels * unit); };
+  if ((units + n_panels - 1) / n_panels * unit > std::max(kWidePanel, unit))
+    throw InternalError("linear: a GEMM panel wider than kWidePanel channels");
   // Elements per output channel as stored (`in`, padded in a blocked layout): a panel starts
   // c0 channels of them in (whole blocks of a blocked layout are contiguous).
   const int64_t stored_in = !w.blocked() ? k
@@ -185,7 +196,7 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
   pool.parallel_for(n_panels, 1, [&](int64_t pb, int64_t pe) {
     gemm_libraries_single_threaded();
     for (int64_t p = pb; p < pe; ++p) {
-      const int64_t c0 = p * panel, cols = std::min(panel, n - c0);
+      const int64_t c0 = panel_start(p), cols = panel_start(p + 1) - c0;
       const void* wp = stored + static_cast<size_t>(c0 * stored_in) * stored_esz;
       if (widen) {
         void* buf = be.scratch(kSlotPanel, static_cast<size_t>(cols * k) * gemm_esz);
