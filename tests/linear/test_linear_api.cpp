@@ -92,6 +92,15 @@ void expect_close(const std::vector<float>& y, const std::vector<double>& ref,
   EXPECT_EQ(bad, 0u) << what;
 }
 
+// y = linear(x, p) against the naive product of x and p's stored weights, within `rel`.
+void expect_naive(const Tensor& x, const PackedLinear& p, const Tensor& y, double rel,
+                  const char* what) {
+  std::vector<double> ref, mag;
+  naive(x, p, ref, mag);
+  expect_close(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), ref, mag, rel,
+               what);
+}
+
 TEST(PackedLinear, PlacementCopiesOrViews) {
   const Tensor w = random_f32({7, 33}, 1).to(DType::kBF16);
   // Default: a copy of its own with the same bytes.
@@ -198,11 +207,7 @@ TEST(Linear, GemmAgreesWithNaiveOnLargerShape) {
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8}) {
     const PackedLinear p = PackedLinear::pack(be2(), w, &b, fmt);
     ASSERT_FALSE(linear_plan(be2(), 600, p).gemv);
-    const Tensor y = linear(be, x, p);
-    std::vector<double> ref, mag;
-    naive(x, p, ref, mag);
-    std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
-    expect_close(got, ref, mag, linear_plan(be2(), 600, p).x_rounded_to_bf16 ? 1e-2 : 1e-5,
+    expect_naive(x, p, linear(be, x, p), linear_plan(be2(), 600, p).x_rounded_to_bf16 ? 1e-2 : 1e-5,
                  weight_format_name(fmt).data());
   }
 }
@@ -221,11 +226,8 @@ TEST(Linear, WidePanelsForLongRowsSplitEvenly) {
     const CpuBackend be({.threads = threads});
     for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16}) {
       const PackedLinear p = PackedLinear::pack(be, w, &b, fmt);
-      const Tensor y = linear(be, x, p, gemm);
-      std::vector<double> ref, mag;
-      naive(x, p, ref, mag);
-      std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
-      expect_close(got, ref, mag, linear_plan(be, 24, p, gemm).x_rounded_to_bf16 ? 1e-2 : 1e-5,
+      expect_naive(x, p, linear(be, x, p, gemm),
+                   linear_plan(be, 24, p, gemm).x_rounded_to_bf16 ? 1e-2 : 1e-5,
                    weight_format_name(fmt).data());
     }
     LinearOptions q8 = gemm;
@@ -237,10 +239,7 @@ TEST(Linear, WidePanelsForLongRowsSplitEvenly) {
     ASSERT_TRUE(blk.blocked());
     const Tensor a = linear(be, x, rows, q8), c = linear(be, x, blk, q8);
     EXPECT_EQ(std::memcmp(a.raw(), c.raw(), a.nbytes()), 0) << threads << " threads";
-    std::vector<double> ref, mag;
-    naive(x, rows, ref, mag);
-    std::vector<float> got(c.data<float>(), c.data<float>() + c.numel());
-    expect_close(got, ref, mag, 2e-2, "int8, x q8 per row");  // x's own 8-bit rounding
+    expect_naive(x, rows, c, 2e-2, "int8, x q8 per row");  // x's own 8-bit rounding
   }
 }
 
@@ -324,11 +323,8 @@ TEST(Linear, BatchInvariantRowsAreTheSameBitsAtAnyRowCount) {
               differ_without += !same;
           }
         }
-        std::vector<double> ref, mag;
-        naive(x, p, ref, mag);
-        const Tensor y = linear(inv, x, p);
-        expect_close(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), ref, mag,
-                     fmt == WeightFormat::kF32 ? 1e-5 : 2e-2, what.c_str());
+        expect_naive(x, p, linear(inv, x, p), fmt == WeightFormat::kF32 ? 1e-5 : 2e-2,
+                     what.c_str());
       }
   }
   EXPECT_GT(differ_without, 0) << "without batch invariance the GEMM's rows must differ somewhere";
@@ -361,11 +357,7 @@ TEST(Linear, BlockedBf16WeightsOnEveryPath) {
   ASSERT_TRUE(p.blocked());
   for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 130}) {
     const Tensor x = random_f32({n, 77}, 40 + static_cast<uint32_t>(n));
-    const Tensor y = linear(best, x, p);
-    std::vector<double> ref, mag;
-    naive(x, p, ref, mag);
-    std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
-    expect_close(got, ref, mag, 1e-2, ("n = " + std::to_string(n)).c_str());
+    expect_naive(x, p, linear(best, x, p), 1e-2, ("n = " + std::to_string(n)).c_str());
   }
   const CpuBackend portable({.threads = 1, .max_isa = Isa::kPortable});
   EXPECT_THROW(linear(portable, random_f32({1, 77}, 50), p), InvalidArgument);

@@ -181,8 +181,6 @@ void run_gemm(const float* x, int64_t m, const PackedLinear& w, float* y, const 
       units, round_up(std::max((units + cap_units - 1) / cap_units, 2 * threads), threads));
   // Panel p: units [p * units / n_panels, (p + 1) * units / n_panels).
   auto panel_start = [&](int64_t p) { return std::min(n, p * units / n_panels * unit); };
-  if ((units + n_panels - 1) / n_panels * unit > std::max(kWidePanel, unit))
-    throw InternalError("linear: a GEMM panel wider than kWidePanel channels");
   // Elements per output channel as stored (`in`, padded in a blocked layout): a panel starts
   // c0 channels of them in (whole blocks of a blocked layout are contiguous).
   const int64_t stored_in = !w.blocked() ? k
