@@ -246,6 +246,8 @@ MMRT_COMMAND(
     "                              as server-sent events with \"stream\": true\n"
     "  POST /v1/completions        raw text prompt (no chat template)\n"
     "  GET  /v1/models             the served model\n"
+    "  GET  /v1/sla                the SLA classes, admission's prediction for each now, and\n"
+    "                              the longest text prompt each class takes here\n"
     "  GET  /health                200 once loaded (503 while loading or shutting down)\n"
     "  GET  /metrics               Prometheus text: queue, KV, caches, latency histograms\n"
     "                              per SLA class and per stage\n"

@@ -337,7 +337,8 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
     // The safety scales the queue, which is all of a shell's prediction.
     const double bias = ttft_bias(c.weight), guard = static_cast<double>(p.guard_ns);
     const double ahead = static_cast<double>(shell.predicted_ttft_ns + p.margin_ns());
-    q.classes.push_back({c.name, ahead * 1e-6, bias, std::min(ahead, base * bias + guard) * 1e-6});
+    q.classes.push_back({c.name, ahead * 1e-6, bias, std::min(ahead, base * bias + guard) * 1e-6,
+                         longest_alone(c.ttft_ns, bias, budget)});
   }
   // A prompt token at a load: a full step's time over its prefill tokens. Idle: no decodes, as
   // "its own work alone" is judged (RunningLoad{}).
@@ -351,6 +352,22 @@ Quote Admission::quote(const SchedulerView& v, int64_t now) {
   q.patch_ns = (work_ns(0, {1000, 0}, 0, {}, load, budget, 0) - base) / 1000;
   q.item_ns = work_ns(0, {0, 1}, 0, {}, load, budget, 0) - base;
   return q;
+}
+
+int64_t Admission::longest_alone(int64_t ttft_ns, double bias, int64_t budget) const {
+  // As admit's "could it ever be met here": own work alone, idle, times the bias; monotone in n.
+  const auto fits = [&](int64_t n) {
+    const auto own = static_cast<double>(n);
+    return work_ns(own, {}, 0, {}, RunningLoad{}, budget, causal_pairs(0, own)) * bias <=
+           static_cast<double>(ttft_ns);
+  };
+  int64_t lo = 0, hi = Quote::kMaxQuotedPrompt;  // fits(lo) taken as true (no prompt: no work)
+  if (fits(hi)) return hi;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 const Request* Admission::displaced_by(const Request& r, const Prediction& p,

@@ -74,7 +74,13 @@ struct Quote {
     // Of ahead_ms, what does not drain as the queue does: an empty step and the margin at the
     // present load.
     double floor_ms = 0;
+    // The longest text prompt (no media, nothing cached) whose own work alone, as admission
+    // judges it (no queue, no decodes, the present step budget, the class's bias), fits the
+    // class's time to first token: a longer one is refused as one this server cannot serve in
+    // that class, whatever the load. Capped at kMaxQuotedPrompt.
+    int64_t prompt_tokens_alone = 0;
   };
+  static constexpr int64_t kMaxQuotedPrompt = int64_t{1} << 24;
   std::vector<Class> classes;  // those with a TTFT promise, most important first
   // Own work, before the bias: a prompt token (a full step's time over its prefill tokens), an
   // encoder patch and a media item's fixed encoder cost.
@@ -232,6 +238,8 @@ class Admission {
   double alone_ns(const Request& q, double own, const MediaWork& media, double own_pairs,
                   const RunningLoad& load, int64_t budget) const;
   double own_tokens(const Request& r, const SchedulerView& v) const;
+  // Quote::Class::prompt_tokens_alone for a class's TTFT and bias at this step budget.
+  int64_t longest_alone(int64_t ttft_ns, double bias, int64_t budget) const;
   // The margin both admission and the late check add: the step that may be in flight when a
   // request arrives or is checked, at the running load. Where other requests have prompt work
   // left, a full step of the budget (a scheduled prompt shares steps with them); else one decode

@@ -172,7 +172,7 @@ void Metrics::observe(const RequestRecord& rec) {
 }
 
 std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight,
-                            int64_t connections) const {
+                            int64_t connections, const engine::Quote* quote) const {
   std::string out;
   out.reserve(32 << 10);
   const std::string m = "model_name=\"" + escape_label(model_) + "\"";
@@ -207,6 +207,21 @@ std::string Metrics::render(const engine::EngineStats& s, int64_t http_in_flight
   gauge("mmrt_kv_cache_blocks_total", "KV cache blocks in all.", s.kv_blocks_total);
   gauge("mmrt_step_token_budget", "Tokens per engine step, as the batch controller set it.",
         s.token_budget);
+  if (quote && !quote->classes.empty()) {
+    const char* ttft = "mmrt_sla_predicted_ttft_seconds";
+    header(out, ttft, "gauge",
+           "Admission's predicted time to first token of a request of the class arriving now "
+           "with no work of its own: the queue served before it, the step in flight, the "
+           "margin, the class's learned bias.");
+    for (const auto& c : quote->classes) sample(out, ttft, labels(c.name), c.ahead_ms * 1e-3);
+    const char* alone = "mmrt_sla_prompt_tokens_alone";
+    header(out, alone, "gauge",
+           "The longest text prompt whose own work alone admission predicts within the class's "
+           "time to first token; a longer one is refused as one this server cannot serve in "
+           "that class.");
+    for (const auto& c : quote->classes)
+      sample(out, alone, labels(c.name), static_cast<double>(c.prompt_tokens_alone));
+  }
   gauge("mmrt_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
         static_cast<double>(s.prefix_query_tokens), "counter");
   gauge("mmrt_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",

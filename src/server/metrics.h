@@ -57,9 +57,11 @@ class Metrics {
     std::atomic<int64_t> open{0}, opened{0}, events_in{0}, events_out{0}, errors{0}, prefills{0};
   };
   Realtime& realtime() { return realtime_; }
-  // The whole exposition: engine stats, the server's own gauges and everything observed.
-  std::string render(const engine::EngineStats& s, int64_t http_in_flight,
-                     int64_t connections) const;
+  // The whole exposition: engine stats, the server's own gauges and everything observed; with
+  // `quote` (admission's, engine::Engine::quote), per class its predicted time to first token
+  // for a request arriving now with no work of its own and the longest prompt it can take.
+  std::string render(const engine::EngineStats& s, int64_t http_in_flight, int64_t connections,
+                     const engine::Quote* quote = nullptr) const;
 
  private:
   struct PerClass {

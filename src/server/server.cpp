@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include "core/clock.h"
@@ -12,6 +13,31 @@
 #include "server/service.h"
 
 namespace mmrt::server {
+namespace {
+
+// What each class takes on this machine once warmed up: the longest text prompt whose own work
+// alone admission finds within the class's first-token promise (GET /v1/sla has it live).
+std::string classes_line(const engine::Quote& q, const engine::SlaConfig& sla) {
+  std::string line = "the classes take text prompts, by their own work alone, of up to:";
+  const char* sep = " ";
+  for (const engine::Quote::Class& c : q.classes) {
+    const int i = sla.index_of(c.name);
+    if (i < 0) continue;
+    char buf[160];
+    if (c.prompt_tokens_alone >= engine::Quote::kMaxQuotedPrompt)
+      std::snprintf(buf, sizeof buf, "%s%s any length (%.0f ms to first token)", sep,
+                    c.name.c_str(), static_cast<double>(sla.classes[size_t(i)].ttft_ns) * 1e-6);
+    else
+      std::snprintf(buf, sizeof buf, "%s%s %lld tokens (%.0f ms to first token)", sep,
+                    c.name.c_str(), static_cast<long long>(c.prompt_tokens_alone),
+                    static_cast<double>(sla.classes[size_t(i)].ttft_ns) * 1e-6);
+    line += buf;
+    sep = ", ";
+  }
+  return line + "; media costs more (GET /v1/sla)";
+}
+
+}  // namespace
 
 int run_server(ServerConfig cfg) {
   if (cfg.api.model_id.empty()) cfg.api.model_id = default_model_id(cfg.engine.model_dir);
@@ -68,6 +94,8 @@ int run_server(ServerConfig cfg) {
       if (eng->backend().records_step_graphs())
         std::fprintf(stderr, "[mmrt] %s\n", eng->stats().step_graphs.c_str());
       if (cfg.on_loaded) cfg.on_loaded(*eng);
+      if (cfg.engine.admission_control)
+        std::fprintf(stderr, "[mmrt] %s\n", classes_line(eng->quote(), cfg.engine.sla).c_str());
       const std::string backend = eng->backend().describe();
       svc.set_engine(std::move(eng));
       std::fprintf(stderr,

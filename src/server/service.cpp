@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/clock.h"
 #include "server/realtime_connection.h"
@@ -33,6 +34,41 @@ void count_refusal(Metrics& m, const char* reason) {
   rec.outcome = "refused";
   rec.refusal_reason = reason;
   m.observe(rec);
+}
+
+// GET /v1/sla: the classes as configured and, with admission control (`quote`), what admission
+// would predict for each now (docs/serving.md, "The classes now").
+std::string sla_status(const engine::SlaConfig& sla, const engine::Quote* quote) {
+  static constexpr const char* kOnMiss[] = {"refuse", "downgrade", "accept"};
+  json classes = json::array();
+  for (const engine::SlaClass& c : sla.classes) {
+    json j = {{"name", c.name},
+              {"ttft_ms", c.ttft_ns > 0 ? json(static_cast<double>(c.ttft_ns) * 1e-6) : json()},
+              {"tpot_ms", c.tpot_ns > 0 ? json(static_cast<double>(c.tpot_ns) * 1e-6) : json()},
+              {"weight", c.weight},
+              {"on_miss", kOnMiss[static_cast<int>(c.on_miss)]},
+              {"predicted_ttft_ms", nullptr},
+              {"prompt_tokens_alone", nullptr}};
+    if (quote)
+      for (const engine::Quote::Class& q : quote->classes)
+        if (q.name == c.name) {
+          j["predicted_ttft_ms"] = std::round(q.ahead_ms * 1e3) * 1e-3;
+          j["prompt_tokens_alone"] = q.prompt_tokens_alone;
+          j["bias"] = q.bias;
+        }
+    classes.push_back(std::move(j));
+  }
+  json out = {{"object", "sla"},
+              {"default_class", sla.default_class},
+              {"admission", quote != nullptr},
+              {"classes", std::move(classes)}};
+  if (quote)
+    out["prices"] = {{"prompt_token_ms", quote->token_ns * 1e-6},
+                     {"prompt_token_idle_ms", quote->token_idle_ns * 1e-6},
+                     {"attention_pair_ns", quote->pair_ns},
+                     {"image_patch_ms", quote->patch_ns * 1e-6},
+                     {"media_item_ms", quote->item_ns * 1e-6}};
+  return out.dump();
 }
 
 ApiError shutting_down() {
@@ -171,7 +207,11 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   if (path == "/metrics") {
     if (!only("GET")) return;
     engine::EngineStats s;
-    if (engine::Engine* e = engine()) s = e->stats();
+    std::optional<engine::Quote> quote;
+    if (engine::Engine* e = engine()) {
+      s = e->stats();
+      if (cfg_.engine.admission_control) quote = e->quote();
+    }
     int64_t in_flight = 0;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -179,9 +219,20 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
     }
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics_->render(s, in_flight, http_ ? http_->connections() : 0);
+    r.body =
+        metrics_->render(s, in_flight, http_ ? http_->connections() : 0, quote ? &*quote : nullptr);
     if (cfg_.extra_metrics) r.body += cfg_.extra_metrics();
     return ex->respond(std::move(r));
+  }
+  if (path == "/v1/sla") {
+    if (!only("GET")) return;
+    engine::Engine* e = engine();
+    if (!ready_ || !e)
+      return ex->respond(json_response(
+          503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})"));
+    std::optional<engine::Quote> quote;
+    if (cfg_.engine.admission_control) quote = e->quote();
+    return ex->respond(json_response(200, sla_status(cfg_.engine.sla, quote ? &*quote : nullptr)));
   }
   if (path == "/v1/models") {
     if (!only("GET")) return;

@@ -734,3 +734,43 @@ TEST(Admission, TheQuoteIsWhatAdmissionWouldPredict) {
   EXPECT_NEAR(router, (static_cast<double>(s->predicted_ttft_ns) + full) * 1e-6, full * 1e-6);
   EXPECT_EQ(adm.stats().refused, 0) << "a quote decides nothing";
 }
+
+// The quote's prompt_tokens_alone is the boundary of admission's "this server cannot serve it in
+// that class": one token more is refused (or moved down) for its own work alone, that many is not.
+TEST(Admission, TheQuotedLongestPromptIsAdmissionsOwnWorkBoundary) {
+  const SlaConfig sla = SlaConfig::defaults();
+  const CostModel cost = trained();
+  Admission adm(sla, cost);
+  View v("slo", &cost);
+  Reqs q;
+  const Quote quote = adm.quote(v, 0);
+  int64_t last = 0;
+  for (const auto& c : quote.classes) {
+    const int64_t n = c.prompt_tokens_alone;
+    ASSERT_GT(n, 0) << c.name;
+    ASSERT_LT(n, Quote::kMaxQuotedPrompt) << c.name << ": a bound the cost model sets";
+    EXPECT_GE(n, last) << c.name << ": a looser class takes a longer prompt (equal biases)";
+    last = n;
+    // At the boundary: never refused for its own work (the step margin may still move it down
+    // or refuse it: that is the queue's, and a retry may help).
+    std::string why;
+    Request* at = q.make(sla, c.name, static_cast<int>(n), 0);
+    if (!adm.admit(*at, v, 0, why)) {
+      EXPECT_EQ(why.find("cannot serve it in that class"), std::string::npos)
+          << c.name << ": " << why;
+      EXPECT_GE(at->retry_after_ns, 0) << c.name;
+    }
+    // One token more: its own work alone is over the promise.
+    why.clear();
+    Request* over = q.make(sla, c.name, static_cast<int>(n + 1), 0);
+    if (sla.get(c.name).on_miss == OnMiss::kDowngrade) {
+      ASSERT_TRUE(adm.admit(*over, v, 0, why)) << why;
+      EXPECT_NE(over->sla_class, c.name) << "moved to a class that can take it";
+    } else {
+      EXPECT_FALSE(adm.admit(*over, v, 0, why)) << c.name;
+      EXPECT_NE(why.find("cannot serve it in that class"), std::string::npos)
+          << c.name << ": " << why;
+      EXPECT_LT(over->retry_after_ns, 0) << "no retry helps";
+    }
+  }
+}
