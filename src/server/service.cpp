@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -38,7 +39,9 @@ void count_refusal(Metrics& m, const char* reason) {
 
 // GET /v1/sla: the classes as configured and, with admission control (`quote`), what admission
 // would predict for each now (docs/serving.md, "The classes now").
-std::string sla_status(const engine::SlaConfig& sla, const engine::Quote* quote) {
+std::string sla_status(const engine::SlaConfig& sla,
+                       const std::map<std::string, std::string>& tiers,
+                       const engine::Quote* quote) {
   static constexpr const char* kOnMiss[] = {"refuse", "downgrade", "accept"};
   json classes = json::array();
   for (const engine::SlaClass& c : sla.classes) {
@@ -47,8 +50,11 @@ std::string sla_status(const engine::SlaConfig& sla, const engine::Quote* quote)
               {"tpot_ms", c.tpot_ns > 0 ? json(static_cast<double>(c.tpot_ns) * 1e-6) : json()},
               {"weight", c.weight},
               {"on_miss", kOnMiss[static_cast<int>(c.on_miss)]},
+              {"service_tiers", json::array()},
               {"predicted_ttft_ms", nullptr},
               {"prompt_tokens_alone", nullptr}};
+    for (const auto& [tier, cls] : tiers)  // the OpenAI service_tier values that ask for it
+      if (cls == c.name) j["service_tiers"].push_back(tier);
     if (quote)
       for (const engine::Quote::Class& q : quote->classes)
         if (q.name == c.name) {
@@ -232,7 +238,8 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
           503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})"));
     std::optional<engine::Quote> quote;
     if (cfg_.engine.admission_control) quote = e->quote();
-    return ex->respond(json_response(200, sla_status(cfg_.engine.sla, quote ? &*quote : nullptr)));
+    return ex->respond(
+        json_response(200, sla_status(cfg_.engine.sla, cfg_.api.tiers, quote ? &*quote : nullptr)));
   }
   if (path == "/v1/models") {
     if (!only("GET")) return;

@@ -473,6 +473,41 @@ TEST_F(EngineModel, ClockStartsAtArrival) {
   EXPECT_EQ(r.timeline.origin(), r.timeline.first(Event::kReceived));
 }
 
+// Once the engine is idle, admission plans with the idle step budget again: the longest prompt a
+// class takes (the quote's prompt_tokens_alone, admission's "cannot serve it in that class")
+// returns to what it was before a request with a tight TPOT target paced the steps, instead of
+// staying at the last paced step's budget until the next request runs.
+TEST_F(EngineModel, AnIdleEngineQuotesTheIdleBudget) {
+  EngineConfig c = config(512, 256, true);
+  c.policy = "slo";
+  c.sla = SlaConfig::from_json(
+      R"({"classes":[{"name":"tight","ttft_ms":60000,"tpot_ms":0.05,"weight":2,"on_miss":"accept"},
+                     {"name":"loose","ttft_ms":20,"weight":1,"on_miss":"refuse"}],
+          "default_class":"loose"})",
+      "test");
+  auto eng = Engine::create(c);
+  std::string words;
+  for (int i = 0; i < 300; ++i) words += "word ";
+  eng->submit(text_req(words, 2)).wait();  // best effort: prefill steps for the cost model
+  const auto alone = [&] {
+    for (const Quote::Class& k : eng->quote().classes)
+      if (k.name == "loose") return k.prompt_tokens_alone;
+    return int64_t{-1};
+  };
+  const int64_t before = alone();
+  ASSERT_GT(before, 0);
+  GenerateRequest t = text_req(words, 16);
+  t.sla_class = "tight";  // its 0.05 ms per token paces every step at the budget's floor
+  RequestResult r = eng->submit(t).wait();
+  ASSERT_EQ(r.outcome, Outcome::kFinished) << r.reason;
+  int64_t after = alone();
+  for (int i = 0; i < 200 && after < before * 8 / 10; ++i) {  // the loop's idle pass, soon
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = alone();
+  }
+  EXPECT_GE(after, before * 8 / 10) << "before the paced request " << before;
+}
+
 // Admission decides on the headers: a request refused at arrival never had its image decoded
 // or encoded, and the refusal carries the error code a server maps to 503.
 TEST_F(EngineModel, RefusedBeforeAnyMediaWork) {
