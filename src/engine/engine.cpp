@@ -281,10 +281,7 @@ struct Engine::Impl : SchedulerView {
     {
       std::lock_guard<std::mutex> books(books_mu);
       idle = sched->idle();
-      // Nothing runs or waits: no TPOT schedule shapes the coming steps, so admission plans the
-      // next arrivals with the idle budget, not with the last busy step's (a paced step's, which
-      // priced a lone long prompt in many short steps and refused it as one this server cannot
-      // serve).
+      // Idle: the next arrival is planned at the idle budget, not the last (maybe paced) step's.
       if (idle && bc) bc->plan_step(cost, {}, now_ns(), 0, 0);
     }
     {

@@ -733,16 +733,11 @@ TEST(Admission, TheQuoteIsWhatAdmissionWouldPredict) {
   const double router = busy.classes[2].ahead_ms + 200 * busy.token_ns * 1e-6;
   EXPECT_NEAR(router, (static_cast<double>(s->predicted_ttft_ns) + full) * 1e-6, full * 1e-6);
   EXPECT_EQ(adm.stats().refused, 0) << "a quote decides nothing";
-}
 
-// The quote's prompt_tokens_alone is the boundary of admission's "this server cannot serve it in
-// that class": one token more is refused (or moved down) for its own work alone, that many is not.
-TEST(Admission, TheQuotedLongestPromptIsAdmissionsOwnWorkBoundary) {
-  const SlaConfig sla = SlaConfig::defaults();
-  const CostModel cost = trained();
-  Admission adm(sla, cost);
-  View v("slo", &cost);
-  Reqs q;
+  // Each class's prompt_tokens_alone is the boundary of admission's "this server cannot serve it
+  // in that class": one token more is refused (or moved down) for its own work alone, that many
+  // is not.
+  v.waiting_.clear();
   const Quote quote = adm.quote(v, 0);
   int64_t last = 0;
   for (const auto& c : quote.classes) {
@@ -753,7 +748,7 @@ TEST(Admission, TheQuotedLongestPromptIsAdmissionsOwnWorkBoundary) {
     last = n;
     // At the boundary: never refused for its own work (the step margin may still move it down
     // or refuse it: that is the queue's, and a retry may help).
-    std::string why;
+    why.clear();
     Request* at = q.make(sla, c.name, static_cast<int>(n), 0);
     if (!adm.admit(*at, v, 0, why)) {
       EXPECT_EQ(why.find("cannot serve it in that class"), std::string::npos)
