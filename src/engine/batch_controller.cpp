@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 
 #include "engine/request.h"
 
@@ -109,19 +108,6 @@ double BatchController::prefill_token_ns(const CostModel& cost, int64_t n_decode
   StepFeatures one = base;
   one.prefill_tokens = 100;
   return std::max({1.0, (cost.predict_ns(one) - cost.predict_ns(base)) / 100.0, prefill_ns_});
-}
-
-int64_t DeadlinePacing::tokens_within(double ns, int64_t n_decode) const {
-  if (token_ns <= 0) return INT64_MAX;
-  return n_decode + static_cast<int64_t>(std::floor(std::max(0.0, ns - base_ns) / token_ns));
-}
-
-DeadlinePacing BatchController::deadline_pacing(const CostModel& cost, int64_t n_decode,
-                                                double context_tokens) const {
-  // A goal of g ns is budgeted as g x scale_ (next_budget): the time in the model's units.
-  const double base = cost.predict_ns({0, static_cast<double>(n_decode), 0, context_tokens});
-  const double per = prefill_token_ns(cost, n_decode, context_tokens);
-  return {base / std::max(scale_, 1e-3), per / std::max(scale_, 1e-3)};
 }
 
 EncoderPacing BatchController::encoder_pacing(const CostModel& cost, int64_t n_decode,

@@ -57,19 +57,6 @@ struct EncoderPacing {
   double goal_ns = 0;
 };
 
-// How a step ends within the deadline of a prompt it finishes (Scheduler::set_deadline_pacing
-// before each schedule()): once a chunk that completes a request's prompt is in the step, the
-// step takes no more tokens than end it, as predicted, within 90 % of the time that request has
-// left to its first-token deadline, so later arrivals filling the budget behind it cannot make it
-// late (admission prices the last step of a prompt by its own remainder, CostModel::
-// predict_ttft_ns). token_ns 0: no limit.
-struct DeadlinePacing {
-  double base_ns = 0;   // the step with its decode rows and no prefill
-  double token_ns = 0;  // a prefill token on top of it
-  // The step's total tokens (decode rows included) that end it within `ns`.
-  int64_t tokens_within(double ns, int64_t n_decode) const;
-};
-
 // Time the next step may take (0: no running request has a TPOT target): the earliest due time
 // of the decoding requests' next tokens, from `now`, within the config's bounds.
 int64_t step_goal_ns(std::span<Request* const> running, int64_t now,
@@ -105,10 +92,6 @@ class BatchController {
   // with these decode rows and no encoder work, a patch's time.
   EncoderPacing encoder_pacing(const CostModel& cost, int64_t n_decode,
                                double context_tokens) const;
-  // The planned step's deadline pacing (DeadlinePacing), by the cost model and the controller's
-  // correction.
-  DeadlinePacing deadline_pacing(const CostModel& cost, int64_t n_decode,
-                                 double context_tokens) const;
   int32_t planning_budget() const { return planning_; }
   // The planning budget were a request with this TPOT target decoding among `running` (one more
   // decode row): planning_budget() where their targets are as tight already, or for a target of

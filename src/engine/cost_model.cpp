@@ -121,14 +121,9 @@ double CostModel::predict_ttft_ns(double prefill_tokens, double patches,
                                   double items, double queued_items, double prompt_pairs) const {
   const double cap = std::max<double>(1.0, static_cast<double>(budget - n_decode));
   const double total = queued_prefill_tokens + prefill_tokens;
-  // Full steps, then the last one with the remainder alone: the scheduler ends a step that
-  // finishes a prompt within that request's deadline (DeadlinePacing), so what arrives later
-  // does not lengthen it past the time this prices.
   const double steps = std::max(1.0, std::ceil(total / cap));
   StepFeatures full{std::min(cap, total), static_cast<double>(n_decode), 0, context_tokens};
-  StepFeatures last = full;
-  last.prefill_tokens = total - (steps - 1) * cap;
-  double t = (steps - 1) * predict_ns(full) + predict_ns(last);
+  double t = steps * predict_ns(full);
   // The prompts' attention over their own tokens, on top of the steps' per-token cost.
   t += pair_ns() * std::max(0.0, prompt_pairs);
   // Encoder work on top of the steps.

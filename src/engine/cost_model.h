@@ -72,8 +72,7 @@ class CostModel {
   // `items` media items) when `queued_prefill_tokens` / `queued_patches` / `queued_items` are
   // ahead of it and `n_decode` sequences decode alongside, with `budget` tokens per step;
   // `prompt_pairs`: the attention pairs of all those prompt tokens (causal_pairs of each
-  // prompt's remaining span). Priced as full steps of the budget and a last step of the
-  // remainder alone (the scheduler ends a prompt's last step by its deadline, DeadlinePacing).
+  // prompt's remaining span).
   double predict_ttft_ns(double prefill_tokens, double patches, double queued_prefill_tokens,
                          double queued_patches, int64_t n_decode, double context_tokens,
                          int64_t budget, double items = 0, double queued_items = 0,

@@ -321,7 +321,6 @@ struct Engine::Impl : SchedulerView {
           bc->plan_step(cost, sched->running(), now_ns(), l.n_decode, l.context));
       if (cfg.encoder_parts)  // a step with a time goal charges its encoder work to it
         sched->set_encoder_pacing(bc->encoder_pacing(cost, l.n_decode, l.context));
-      sched->set_deadline_pacing(bc->deadline_pacing(cost, l.n_decode, l.context));
     }
     StepPlan plan = sched->schedule(now_ns());
     for (RequestId id : plan.need_media) redecode(id);

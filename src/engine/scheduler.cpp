@@ -206,15 +206,6 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
   drop_orphan_encodes(plan);
   policy_->order_running(running_, now_ns);
   std::vector<Request*> scheduled;
-  int64_t n_decode = 0;  // decode rows in the plan so far
-  // A chunk that finishes a prompt with a first-token deadline ahead: the step takes no more
-  // tokens than end it within 90 % of that request's time left (DeadlinePacing).
-  auto end_by_deadline = [&](const Request& r, int64_t n) {
-    if (r.deadline_ns <= now_ns || r.generated() > 0 || r.num_computed + n < r.num_tokens()) return;
-    const double left = 0.9 * static_cast<double>(r.deadline_ns - now_ns);
-    const int64_t cap = deadline_.tokens_within(left, n_decode);
-    budget = std::min(budget, std::max<int64_t>(0, cap - (cfg_.token_budget - budget)));
-  };
 
   // may_preempt: free KV blocks for r by preempting from the back of the running order.
   auto try_schedule = [&](Request* r, bool may_preempt) -> bool {
@@ -239,8 +230,6 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     chunk_reqs.push_back(r);
     scheduled.push_back(r);
     budget -= n;
-    if (r->prefilled()) ++n_decode;
-    end_by_deadline(*r, n);
     return true;
   };
 
@@ -301,7 +290,6 @@ StepPlan Scheduler::schedule(int64_t now_ns) {
     chunk_reqs.push_back(r);
     budget -= n;
     ++admitted;
-    end_by_deadline(*r, n);
   }
   // Move the admitted ones to running.
   for (Request* r : chunk_reqs) {

@@ -69,9 +69,6 @@ class Scheduler {
   void set_token_budget(int32_t b) { cfg_.token_budget = b; }
   // How the next steps pace an item's encoder parts (EncoderPacing; all 0: whole items).
   void set_encoder_pacing(const EncoderPacing& p) { pacing_ = p; }
-  // How the next step ends within the deadline of a prompt it finishes (DeadlinePacing;
-  // token_ns 0: it fills its budget).
-  void set_deadline_pacing(const DeadlinePacing& p) { deadline_ = p; }
   int32_t token_budget() const { return cfg_.token_budget; }
   const SchedulerConfig& config() const { return cfg_; }
   Policy& policy() { return *policy_; }
@@ -120,7 +117,6 @@ class Scheduler {
   std::unordered_map<Hash128, Encoding, Hash128Hasher> encoding_;
   std::vector<Hash128> dropped_;  // by abort(), for the next plan's encoder_drops
   EncoderPacing pacing_;
-  DeadlinePacing deadline_;
   int64_t now_ = 0;  // schedule()'s time
   int64_t preemptions_ = 0;
   int64_t encoder_runs_ = 0, encoder_split_steps_ = 0;

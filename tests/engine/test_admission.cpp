@@ -159,9 +159,9 @@ TEST(Admission, TheMarginIsTheStepInFlight) {
   View v("fcfs");
   Reqs q;
   std::string why;
-  // 6100 tokens alone: 11 full steps of ~23.5 ms and one of 468 tokens, ~280 ms, inside
-  // platinum's 300 ms only without a full step's margin.
-  Request* lone = q.make(sla, "platinum", 6100, 0);
+  // 6000 tokens alone: 12 full steps of ~23.5 ms = ~282 ms, inside platinum's 300 ms only
+  // without a full step's margin.
+  Request* lone = q.make(sla, "platinum", 6000, 0);
   ASSERT_TRUE(adm.admit(*lone, v, 0, why)) << why;
   const double full_step = law({512, 0, 0, 0});
   EXPECT_LT(static_cast<double>(lone->predicted_ttft_ns) + full_step, 330.0 * kMs);
@@ -170,7 +170,7 @@ TEST(Admission, TheMarginIsTheStepInFlight) {
   // The same with another prompt waiting (behind it in fcfs order, so not queued ahead): a
   // full step may be in flight when it arrives, and the margin says so.
   v.waiting_.push_back(q.make(sla, "silver", 100, 1));
-  Request* busy = q.make(sla, "platinum", 6100, 0);
+  Request* busy = q.make(sla, "platinum", 6000, 0);
   EXPECT_FALSE(adm.admit(*busy, v, 0, why));
   EXPECT_NE(why.find("margin"), std::string::npos) << why;
 }
@@ -623,9 +623,9 @@ TEST(Admission, LateRequestsRaiseTheirClassesSafetyAndTimelyOnesLowerIt) {
   View v("fcfs");
   Reqs q;
   std::string why;
-  // 4950 silver tokens ahead and its own 200: ten full steps of ~23.5 ms and one of 30 tokens,
-  // then a step's margin: ~263 ms of platinum's 300, about 37 ms to spare.
-  Request* big = q.make(sla, "silver", 4950, 0);
+  // 4730 silver tokens ahead: ~9.6 steps of ~23.5 ms, then its own 200 tokens and a step's
+  // margin: ~270 ms of platinum's 300, about 30 ms to spare.
+  Request* big = q.make(sla, "silver", 4730, 0);
   v.waiting_.push_back(big);
   Request* first = q.make(sla, "platinum", 200, 0);
   ASSERT_TRUE(adm.admit(*first, v, 0, why)) << why;

@@ -166,33 +166,6 @@ TEST(Scheduler, UrgentArrivalPrefillsBeforeARunningPromptUnderSlo) {
   }
 }
 
-// A step that finishes a prompt with a deadline near ends by it: the tokens behind that prompt's
-// last chunk stop where the step, as DeadlinePacing predicts it, reaches 90 % of the time the
-// prompt has left; with time to spare, or without pacing, the budget is filled.
-TEST(Scheduler, AStepThatFinishesAPromptEndsByItsDeadline) {
-  for (const int64_t left_ms : {10, 300}) {
-    for (const bool paced : {true, false}) {
-      SCOPED_TRACE(std::to_string(left_ms) + " ms left, paced " + std::to_string(paced));
-      Harness h(512, 16, 256, "slo");
-      if (paced) h.sched.set_deadline_pacing({1e6, 50e3});  // 1 ms a step, 50 us a token
-      Request* silver = h.submit(tokens(1000, 5), 2);
-      silver->weight = 1;
-      silver->deadline_ns = silver->arrival_ns + 5'000'000'000;
-      Request* platinum = h.submit(tokens(100, 6), 2);
-      platinum->weight = 4;
-      platinum->deadline_ns = h.now + 1 + left_ms * 1'000'000;  // from the step's time
-      h.step();
-      EXPECT_EQ(platinum->num_computed, 100) << "its whole prompt, first";
-      EXPECT_EQ(platinum->output.size(), 1u);
-      // 0.9 x 10 ms: 1 ms of step and 160 tokens in all, 60 of them the silver prompt's.
-      const int64_t want = paced && left_ms == 10 ? 60 : 156;
-      EXPECT_EQ(silver->num_computed, want);
-      h.run();
-      EXPECT_EQ(silver->output.size(), 2u);
-    }
-  }
-}
-
 // Two prompts both running their prefill: under slo the next chunk goes by the policy's order
 // for prompts (weighted slack), not by the running order (class weight): a gold prompt with the
 // smaller weighted slack is not starved by a platinum prompt that can wait.
