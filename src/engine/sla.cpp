@@ -9,6 +9,18 @@
 
 namespace mmrt::engine {
 
+const char* on_miss_name(OnMiss m) {
+  switch (m) {
+    case OnMiss::kDowngrade:
+      return "downgrade";
+    case OnMiss::kAccept:
+      return "accept";
+    case OnMiss::kRefuse:
+      break;
+  }
+  return "refuse";
+}
+
 SlaConfig SlaConfig::defaults() {
   SlaConfig c;
   c.classes = {
@@ -42,14 +54,11 @@ SlaConfig SlaConfig::from_json(const std::string& text, const std::string& origi
     s.ttft_ns = static_cast<int64_t>(num("ttft_ms", 0) * 1e6);
     s.tpot_ns = static_cast<int64_t>(num("tpot_ms", 0) * 1e6);
     s.weight = num("weight", 1.0);
-    std::string m = x.value("on_miss", "refuse");
-    if (m == "refuse")
-      s.on_miss = OnMiss::kRefuse;
-    else if (m == "downgrade")
-      s.on_miss = OnMiss::kDowngrade;
-    else if (m == "accept")
-      s.on_miss = OnMiss::kAccept;
-    else
+    const std::string m = x.value("on_miss", "refuse");
+    bool known = false;
+    for (OnMiss o : {OnMiss::kRefuse, OnMiss::kDowngrade, OnMiss::kAccept})
+      if (m == on_miss_name(o)) s.on_miss = o, known = true;
+    if (!known)
       throw FormatError(where + ".on_miss: '" + m + "' is not refuse, downgrade or accept");
     if (c.index_of(s.name) >= 0) throw FormatError(where + ": class '" + s.name + "' listed twice");
     c.classes.push_back(s);

@@ -14,6 +14,8 @@ enum class OnMiss : uint8_t {
   kDowngrade,  // serve it in the next class down (whose promise it can meet), or refuse
   kAccept,     // best effort: serve it anyway
 };
+// "refuse", "downgrade", "accept": the names an SLA config takes and GET /v1/sla reports.
+const char* on_miss_name(OnMiss m);
 
 struct SlaClass {
   std::string name;

@@ -21,16 +21,12 @@ std::string classes_line(const engine::Quote& q, const engine::SlaConfig& sla) {
   std::string line = "the classes take text prompts, by their own work alone, of up to:";
   const char* sep = " ";
   for (const engine::Quote::Class& c : q.classes) {
-    const int i = sla.index_of(c.name);
-    if (i < 0) continue;
+    const std::string length = c.prompt_tokens_alone >= engine::Quote::kMaxQuotedPrompt
+                                   ? "any length"
+                                   : std::to_string(c.prompt_tokens_alone) + " tokens";
     char buf[160];
-    if (c.prompt_tokens_alone >= engine::Quote::kMaxQuotedPrompt)
-      std::snprintf(buf, sizeof buf, "%s%s any length (%.0f ms to first token)", sep,
-                    c.name.c_str(), static_cast<double>(sla.classes[size_t(i)].ttft_ns) * 1e-6);
-    else
-      std::snprintf(buf, sizeof buf, "%s%s %lld tokens (%.0f ms to first token)", sep,
-                    c.name.c_str(), static_cast<long long>(c.prompt_tokens_alone),
-                    static_cast<double>(sla.classes[size_t(i)].ttft_ns) * 1e-6);
+    std::snprintf(buf, sizeof buf, "%s%s %s (%.0f ms to first token)", sep, c.name.c_str(),
+                  length.c_str(), static_cast<double>(sla.get(c.name).ttft_ns) * 1e-6);
     line += buf;
     sep = ", ";
   }

@@ -42,14 +42,13 @@ void count_refusal(Metrics& m, const char* reason) {
 std::string sla_status(const engine::SlaConfig& sla,
                        const std::map<std::string, std::string>& tiers,
                        const engine::Quote* quote) {
-  static constexpr const char* kOnMiss[] = {"refuse", "downgrade", "accept"};
   json classes = json::array();
   for (const engine::SlaClass& c : sla.classes) {
     json j = {{"name", c.name},
               {"ttft_ms", c.ttft_ns > 0 ? json(static_cast<double>(c.ttft_ns) * 1e-6) : json()},
               {"tpot_ms", c.tpot_ns > 0 ? json(static_cast<double>(c.tpot_ns) * 1e-6) : json()},
               {"weight", c.weight},
-              {"on_miss", kOnMiss[static_cast<int>(c.on_miss)]},
+              {"on_miss", engine::on_miss_name(c.on_miss)},
               {"service_tiers", json::array()},
               {"predicted_ttft_ms", nullptr},
               {"prompt_tokens_alone", nullptr}};
@@ -75,6 +74,12 @@ std::string sla_status(const engine::SlaConfig& sla,
                      {"image_patch_ms", quote->patch_ns * 1e-6},
                      {"media_item_ms", quote->item_ns * 1e-6}};
   return out.dump();
+}
+
+// /health and /v1/sla while the model loads.
+HttpResponse loading_response() {
+  return json_response(
+      503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})");
 }
 
 ApiError shutting_down() {
@@ -200,9 +205,7 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   };
   if (path == "/health") {
     if (!only("GET")) return;
-    if (!ready_)
-      return ex->respond(json_response(
-          503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})"));
+    if (!ready_) return ex->respond(loading_response());
     if (draining_)
       return ex->respond(json_response(
           503, R"({"error":{"code":503,"message":"Shutting down","type":"unavailable_error"}})"));
@@ -233,9 +236,7 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   if (path == "/v1/sla") {
     if (!only("GET")) return;
     engine::Engine* e = engine();
-    if (!ready_ || !e)
-      return ex->respond(json_response(
-          503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})"));
+    if (!ready_ || !e) return ex->respond(loading_response());
     std::optional<engine::Quote> quote;
     if (cfg_.engine.admission_control) quote = e->quote();
     return ex->respond(
